@@ -1,0 +1,288 @@
+"""The allow-list of tunable vLLM parameters, and the only road from a configuration to an argv.
+
+Every value a user types passes through `validate_value` before any process starts, so a hostile or
+malformed value (NaN, a flag smuggled in as a value, shell metacharacters) is refused here with a
+message the UI can show next to the field.
+"""
+from __future__ import annotations
+
+import math
+import re
+import socket
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Literal, Mapping
+
+Backend = Literal["cpu", "gpu"]
+Kind = Literal["flag", "env", "workload"]
+ValueType = Literal["int", "float", "bool", "choice", "bytes"]
+
+BOTH: frozenset[str] = frozenset({"cpu", "gpu"})
+FORCED_HOST = "127.0.0.1"
+_SAFE_TEXT = re.compile(r"^[A-Za-z0-9_.]+$")
+_BYTES = re.compile(r"^(\d+(?:\.\d+)?)([kKmMgGtT]?)$")
+_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+class ParamError(ValueError):
+    """A configuration the lab refuses to launch; the message names the parameter and the rule."""
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    type: ValueType
+    help: str
+    kind: Kind = "flag"
+    flag: str | None = None
+    env: str | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[str, ...] = ()
+    default: Any = None
+    unit: str = ""
+    backends: frozenset[str] = BOTH
+    # A flag whose False form is `--no-<flag>`; True is `--<flag>`.
+    negatable: bool = True
+
+    @property
+    def restarts_server(self) -> bool:
+        return self.kind != "workload"
+
+    def describe_range(self) -> str:
+        if self.type == "choice":
+            return "one of " + ", ".join(self.choices)
+        if self.type == "bool":
+            return "true or false"
+        low = "" if self.minimum is None else f"{self.minimum:g}"
+        high = "" if self.maximum is None else f"{self.maximum:g}"
+        return f"{low}..{high} {self.unit}".strip()
+
+
+def _p(**kw: Any) -> Param:
+    return Param(**kw)
+
+
+PARAMS: dict[str, Param] = {p.name: p for p in [
+    _p(name="block-size", type="int", flag="--block-size", minimum=1, maximum=1024, unit="tokens",
+       help="Tokens per KV-cache block; the CPU attention backend needs a multiple of 32."),
+    _p(name="gpu-memory-utilization", type="float", flag="--gpu-memory-utilization", minimum=0.01,
+       maximum=1.0, default=0.92, unit="fraction",
+       help="Share of device memory (node RAM on CPU) vLLM may take; the KV cache gets what is left."),
+    _p(name="kv-cache-memory-bytes", type="bytes", flag="--kv-cache-memory-bytes", minimum=1,
+       maximum=2**50, unit="bytes",
+       help="Exact KV-cache budget (1G = 2^30, 1g = 10^9); overrides gpu-memory-utilization."),
+    _p(name="max-num-seqs", type="int", flag="--max-num-seqs", minimum=1, maximum=65536,
+       unit="requests", help="Most requests the scheduler runs in one batch."),
+    _p(name="max-num-batched-tokens", type="int", flag="--max-num-batched-tokens", minimum=1,
+       maximum=2**24, unit="tokens", help="Most tokens scheduled in one engine step (prefill budget)."),
+    _p(name="max-model-len", type="int", flag="--max-model-len", minimum=16, maximum=2**22,
+       unit="tokens", help="Longest prompt + output a request may have; sets the per-request KV need."),
+    _p(name="enable-prefix-caching", type="bool", flag="--enable-prefix-caching", default=True,
+       help="Reuse KV blocks of shared prompt prefixes across requests."),
+    _p(name="enable-chunked-prefill", type="bool", flag="--enable-chunked-prefill", default=True,
+       help="Split long prefills into chunks that share steps with decodes."),
+    _p(name="kv-cache-dtype", type="choice", flag="--kv-cache-dtype", default="auto",
+       choices=("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2"),
+       help="Storage type of the KV cache; fp8 halves its memory per token."),
+    _p(name="enforce-eager", type="bool", flag="--enforce-eager", default=False,
+       help="Skip torch.compile and CUDA graphs: faster start, usually slower steps."),
+    _p(name="dtype", type="choice", flag="--dtype", default="auto",
+       choices=("auto", "bfloat16", "float16", "float32"), help="Weight and activation type."),
+    _p(name="tensor-parallel-size", type="int", flag="--tensor-parallel-size", minimum=1,
+       maximum=64, default=1, unit="devices", backends=frozenset({"gpu"}),
+       help="Devices one model is split across."),
+    _p(name="VLLM_CPU_KVCACHE_SPACE", type="int", kind="env", env="VLLM_CPU_KVCACHE_SPACE",
+       minimum=1, maximum=1024, unit="GiB", backends=frozenset({"cpu"}),
+       help="CPU engine only: GiB of RAM for the KV cache (environment variable)."),
+    _p(name="concurrency", type="int", kind="workload", minimum=1, maximum=100000, default=16,
+       unit="requests", help="Requests kept in flight by the load generator (no restart needed)."),
+    _p(name="input-len", type="int", kind="workload", minimum=1, maximum=2**20, default=64,
+       unit="tokens", help="Prompt tokens per request, exact (no restart needed)."),
+    _p(name="output-len", type="int", kind="workload", minimum=1, maximum=2**20, default=64,
+       unit="tokens", help="Output tokens per request, with ignore_eos (no restart needed)."),
+    _p(name="shared-prefix-len", type="int", kind="workload", minimum=0, maximum=2**20, default=0,
+       unit="tokens", help="Tokens of a prefix shared by all prompts (no restart needed)."),
+]}
+
+
+def get_param(name: str) -> Param:
+    key = name.strip()
+    if key not in PARAMS:
+        alt = key.replace("_", "-")
+        if alt in PARAMS:
+            return PARAMS[alt]
+        raise ParamError(f"unknown parameter {name!r}; known: {', '.join(sorted(PARAMS))}")
+    return PARAMS[key]
+
+
+def parse_bytes(text: str) -> int:
+    """vLLM's human-readable ints: 1k = 1000, 1K = 1024, decimals only with a suffix."""
+    m = _BYTES.match(text)
+    if not m:
+        raise ValueError(text)
+    number, suffix = m.groups()
+    if not suffix:
+        if "." in number:
+            raise ValueError(text)
+        return int(number)
+    scale = _BINARY.get(suffix) or _DECIMAL[suffix]
+    return int(float(number) * scale)
+
+
+def _reject_text(param: Param, text: str) -> None:
+    if text.startswith("-"):
+        raise ParamError(f"{param.name}: value {text!r} starts with '-' (it would read as a flag)")
+    if not _SAFE_TEXT.match(text):
+        raise ParamError(f"{param.name}: value {text!r} has characters other than letters, digits, "
+                         "'_' and '.'")
+
+
+def validate_value(name: str, raw: Any) -> Any:
+    """Return the typed value of `raw` for parameter `name`, or raise ParamError saying why not."""
+    param = get_param(name)
+    if raw is None:
+        raise ParamError(f"{param.name}: a value is required")
+    if isinstance(raw, str):
+        text = raw.strip()
+        if not text:
+            raise ParamError(f"{param.name}: empty value")
+        _reject_text(param, text)
+    else:
+        text = None
+    value: Any
+    if param.type == "bool":
+        if isinstance(raw, bool):
+            return raw
+        if text is not None and text.lower() in ("true", "1", "yes", "on"):
+            return True
+        if text is not None and text.lower() in ("false", "0", "no", "off"):
+            return False
+        raise ParamError(f"{param.name}: expected true or false, got {raw!r}")
+    if param.type == "choice":
+        if text is None or text not in param.choices:
+            raise ParamError(f"{param.name}: {raw!r} is not {param.describe_range()}")
+        return text
+    if isinstance(raw, bool):
+        raise ParamError(f"{param.name}: expected a number, got a boolean")
+    try:
+        if param.type == "bytes":
+            value = parse_bytes(text) if text is not None else raw
+            if isinstance(value, float):
+                if not math.isfinite(value) or value != int(value):
+                    raise ValueError(raw)
+                value = int(value)
+            if not isinstance(value, int):
+                raise ValueError(raw)
+        elif param.type == "int":
+            if text is not None:
+                value = int(text)
+            elif isinstance(raw, float):
+                if not math.isfinite(raw) or raw != int(raw):
+                    raise ValueError(raw)
+                value = int(raw)
+            elif isinstance(raw, int):
+                value = raw
+            else:
+                raise ValueError(raw)
+        else:
+            value = float(text) if text is not None else raw
+            if not isinstance(value, (int, float)):
+                raise ValueError(raw)
+            value = float(value)
+    except (ValueError, TypeError, OverflowError):
+        raise ParamError(f"{param.name}: {raw!r} is not a valid {param.type}") from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ParamError(f"{param.name}: {raw!r} is not a finite number")
+    if param.minimum is not None and value < param.minimum:
+        raise ParamError(f"{param.name}: {value} is below the minimum {param.minimum:g}")
+    if param.maximum is not None and value > param.maximum:
+        raise ParamError(f"{param.name}: {value} is above the maximum {param.maximum:g}")
+    return value
+
+
+def validate_config(config: Mapping[str, Any], backend: str | None = None) -> dict[str, Any]:
+    """Validate every key of a server configuration; workload keys are not allowed here."""
+    out: dict[str, Any] = {}
+    for key, raw in config.items():
+        param = get_param(key)
+        if param.kind == "workload":
+            raise ParamError(f"{param.name} is a workload setting, not a server flag")
+        if backend is not None and backend not in param.backends:
+            raise ParamError(f"{param.name} is not honoured by the {backend} backend")
+        out[param.name] = validate_value(param.name, raw)
+    return out
+
+
+def parse_values(name: str, text: str | Iterable[Any]) -> list[Any]:
+    """'2,16' -> [2, 16], each validated; the UI calls this as the user types."""
+    items = [t for t in (text.split(",") if isinstance(text, str) else list(text))]
+    if isinstance(text, str):
+        items = [t.strip() for t in items if t.strip()]
+    if not items:
+        raise ParamError(f"{name}: give at least one value")
+    return [validate_value(name, item) for item in items]
+
+
+def format_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def config_args(config: Mapping[str, Any]) -> tuple[list[str], dict[str, str]]:
+    """Validated config -> (flag argv, env); never emits --disable-log-stats or a host."""
+    argv: list[str] = []
+    env: dict[str, str] = {}
+    for key in sorted(config):
+        param = get_param(key)
+        value = validate_value(param.name, config[key])
+        if param.kind == "env":
+            env[param.env or param.name] = format_value(value)
+        elif param.kind == "flag":
+            assert param.flag is not None
+            if param.type == "bool":
+                argv.append(param.flag if value else "--no-" + param.flag[2:])
+            else:
+                argv += [param.flag, format_value(value)]
+    return argv, env
+
+
+def free_port(host: str = FORCED_HOST) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Everything needed to start one server: argv (no shell), extra env, where it will listen."""
+    argv: list[str]
+    env: dict[str, str]
+    host: str
+    port: int
+    config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+
+def build_launch(command: list[str], model: str, served_name: str, config: Mapping[str, Any],
+                 backend: str, *, port: int | None = None, load_format: str | None = None,
+                 base_env: Mapping[str, str] | None = None) -> Launch:
+    """A validated configuration -> the argv and environment of one vLLM server start."""
+    clean = validate_config(config, backend)
+    flags, env = config_args(clean)
+    chosen = port or free_port()
+    argv = list(command) + ["--model", model, "--served-model-name", served_name,
+                            "--host", FORCED_HOST, "--port", str(chosen)]
+    if load_format:
+        argv += ["--load-format", load_format]
+    argv += flags
+    assert "--disable-log-stats" not in argv
+    merged = dict(base_env or {})
+    merged.update(env)
+    return Launch(argv=argv, env=merged, host=FORCED_HOST, port=chosen, config=clean)

@@ -1,0 +1,326 @@
+"""One vLLM server's life: start, wait until healthy, read what it says about itself, stop for good.
+
+A start is launched with an argv list in a new session (its own process group), writes one log file,
+and is stopped by group with escalation. `stop()` returns only when every process of the group is
+gone and the port is free, so the next start of an experiment never meets the previous one.
+"""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import psutil
+from prometheus_client.parser import text_string_to_metric_families
+
+from .params import Launch
+
+LOG_TAIL_LINES = 60
+
+HINTS: dict[str, str] = {
+    "invalid_argument": "vLLM's argument parser refused a flag or value: check the parameter "
+                        "spelling and range for this vLLM version (removed flags exit with code 2).",
+    "engine_init": "The engine started but refused this configuration; the engine's reason is "
+                   "quoted. Pick a value the backend supports (e.g. a block size that is a "
+                   "multiple of 32 on the CPU backend) and run again.",
+    "out_of_memory": "Not enough memory for the weights or the KV cache: lower "
+                     "gpu-memory-utilization / kv-cache-memory-bytes / max-model-len, or wait "
+                     "until the previous server has released its memory.",
+    "port_in_use": "The port was taken by another process; the lab picks a fresh port on the "
+                   "next start. Look for a stray server on this machine.",
+    "timeout": "The server did not answer /health in time. Raise the start timeout (a cold "
+               "torch.compile can take minutes) or use enforce-eager.",
+    "crashed": "The server exited before it was healthy without a known reason; read the log "
+               "excerpt.",
+}
+
+
+class StartFailure(RuntimeError):
+    """A start that did not become healthy; a result to store, not a crash of the lab."""
+
+    def __init__(self, kind: str, reason: str, log_tail: str, returncode: int | None):
+        super().__init__(f"{kind}: {reason}")
+        self.kind = kind
+        self.reason = reason
+        self.hint = HINTS.get(kind, HINTS["crashed"])
+        self.log_tail = log_tail
+        self.returncode = returncode
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "reason": self.reason, "hint": self.hint,
+                "returncode": self.returncode}
+
+
+@dataclass
+class StartupFacts:
+    """What the engine says about its memory at start; None means it did not say."""
+    kv_cache_tokens: int | None = None
+    max_concurrency: float | None = None
+    max_concurrency_tokens_per_request: int | None = None
+    kv_cache_memory_gib: float | None = None
+    weights_memory_gib: float | None = None
+    memory_line: str | None = None
+    init_engine_seconds: float | None = None
+    vllm_version: str | None = None
+    engine_pids: dict[str, int] = field(default_factory=dict)
+    block_size: int | None = None
+    num_blocks: int | None = None
+    kv_cache_memory_bytes: int | None = None
+    enable_prefix_caching: bool | None = None
+    cache_config: dict[str, str] = field(default_factory=dict)
+    time_to_healthy_s: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_NUM = r"([\d,]+)"
+_KV_LINE = re.compile(rf"(?:CPU|GPU|XPU)[^:\n]*KV cache size: {_NUM} tokens, Maximum concurrency "
+                      rf"for {_NUM} tokens per request: ([\d.]+)x")
+_KV_TOKENS_ONLY = re.compile(rf"KV cache size: {_NUM} tokens")
+_AVAILABLE_KV = re.compile(r"Available KV cache memory: ([\d.]+) ?GiB")
+_CPU_KV = re.compile(r"set \(?([\d.]+)(?:/[\d.]+)?\)? GiB for KV cache")
+_WEIGHTS = re.compile(r"Model loading took ([\d.]+) ?GiB")
+_INIT = re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s")
+_VERSION = re.compile(r"vLLM (?:API )?server version ([\w.+-]+)")
+_PROC = re.compile(r"\((\w+) pid=(\d+)\)")
+_MEMORY_LINE = re.compile(r".*(?:Free memory on device|GiB for KV cache|Available KV cache memory).*")
+
+
+def parse_startup_log(text: str) -> StartupFacts:
+    facts = StartupFacts()
+    if m := _KV_LINE.search(text):
+        facts.kv_cache_tokens = int(m.group(1).replace(",", ""))
+        facts.max_concurrency_tokens_per_request = int(m.group(2).replace(",", ""))
+        facts.max_concurrency = float(m.group(3))
+    elif m := _KV_TOKENS_ONLY.search(text):
+        facts.kv_cache_tokens = int(m.group(1).replace(",", ""))
+    if m := _AVAILABLE_KV.search(text) or _CPU_KV.search(text):
+        facts.kv_cache_memory_gib = float(m.group(1))
+    if m := _WEIGHTS.search(text):
+        facts.weights_memory_gib = float(m.group(1))
+    if m := _INIT.search(text):
+        facts.init_engine_seconds = float(m.group(1))
+    if m := _VERSION.search(text):
+        facts.vllm_version = m.group(1)
+    if m := _MEMORY_LINE.search(text):
+        facts.memory_line = m.group(0).strip()[-400:]
+    for name, pid in _PROC.findall(text):
+        facts.engine_pids.setdefault(name, int(pid))
+    return facts
+
+
+def parse_cache_config(metrics_text: str) -> dict[str, str]:
+    """The labels of `vllm:cache_config_info`, which carry the engine's resolved cache config."""
+    for family in text_string_to_metric_families(metrics_text):
+        if family.name == "vllm:cache_config_info":
+            for sample in family.samples:
+                return dict(sample.labels)
+    return {}
+
+
+def apply_cache_config(facts: StartupFacts, labels: dict[str, str]) -> None:
+    def as_int(key: str) -> int | None:
+        try:
+            return int(float(labels[key]))
+        except (KeyError, ValueError):
+            return None
+
+    facts.cache_config = labels
+    facts.block_size = as_int("block_size")
+    facts.num_blocks = as_int("num_gpu_blocks")
+    facts.kv_cache_memory_bytes = as_int("kv_cache_memory_bytes")
+    if facts.kv_cache_tokens is None:
+        facts.kv_cache_tokens = as_int("kv_cache_size_tokens")
+    if "enable_prefix_caching" in labels:
+        facts.enable_prefix_caching = labels["enable_prefix_caching"] == "True"
+
+
+_ARGPARSE = re.compile(r"^.*error: (?:argument|unrecognized arguments|the following).*$", re.M)
+_EXC_LINE = re.compile(r"^(?:.*\) )?(?:\w+\.)*(\w*(?:Error|Exception)): (.+)$", re.M)
+_GENERIC = ("Engine core initialization failed", "EngineCore failed to start",
+            "See root cause above")
+
+
+def classify_failure(log_text: str, returncode: int | None) -> tuple[str, str]:
+    """(kind, reason) for a start that died; the reason is the engine's own words where it gave any."""
+    if m := _ARGPARSE.search(log_text):
+        return "invalid_argument", m.group(0).strip()
+    if returncode == 2 and "usage:" in log_text:
+        last = [ln for ln in log_text.splitlines() if ln.strip()][-1:]
+        return "invalid_argument", last[0].strip() if last else "argument parser exited with code 2"
+    if "Address already in use" in log_text:
+        return "port_in_use", "OSError: [Errno 98] Address already in use"
+    lowered = log_text.lower()
+    oom_markers = ("out of memory", "outofmemoryerror", "no available memory for the cache blocks",
+                   "larger than the available kv cache memory", "is less than desired gpu memory",
+                   "cannot allocate memory")
+    exceptions = [(m.group(1), m.group(2).strip()) for m in _EXC_LINE.finditer(log_text)]
+    specific = [f"{name}: {msg}" for name, msg in exceptions
+                if not any(g in msg for g in _GENERIC)]
+    if any(marker in lowered for marker in oom_markers):
+        oom = [s for s in specific if any(k in s.lower() for k in oom_markers)]
+        return "out_of_memory", (oom or specific or ["out of memory"])[0][:500]
+    if specific or any(g in log_text for g in _GENERIC):
+        reason = specific[0] if specific else "Engine core initialization failed"
+        return "engine_init", reason[:500]
+    return "crashed", f"the server exited with code {returncode}"
+
+
+def port_is_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def group_members(pgid: int) -> list[psutil.Process]:
+    members = []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
+                members.append(proc)
+        except (ProcessLookupError, psutil.Error, OSError):
+            continue
+    return members
+
+
+def http_get(url: str, timeout: float = 2.0) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 (loopback only)
+            return resp.status, resp.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as exc:
+        return exc.code, ""
+
+
+class ServerProcess:
+    """Start, watch and stop one vLLM server launched from a validated `Launch`."""
+
+    def __init__(self, launch: Launch, log_path: Path):
+        self.launch = launch
+        self.log_path = log_path
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.pgid: int | None = None
+        self.started_at: float | None = None
+        self.facts = StartupFacts()
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, **self.launch.env, "PYTHONUNBUFFERED": "1"}
+        env.pop("OPENAI_API_KEY", None)  # a secret for remote endpoints never reaches the engine
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(self.launch.argv, stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, env=env,
+                                         start_new_session=True)
+        self.pgid = self.proc.pid
+        self.started_at = time.monotonic()
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+    def wait_healthy(self, timeout: float = 300.0,
+                     on_poll: Callable[[float], None] | None = None) -> StartupFacts:
+        """Poll /health until 200; a process exit or the timeout raises StartFailure."""
+        assert self.proc is not None and self.started_at is not None
+        deadline = self.started_at + timeout
+        url = self.launch.base_url
+        while True:
+            code = self.proc.poll()
+            if code is not None:
+                self.stop()
+                text = self.log_text()
+                kind, reason = classify_failure(text, code)
+                raise StartFailure(kind, reason, self.log_tail(), code)
+            try:
+                status, _ = http_get(url + "/health", timeout=2.0)
+            except (OSError, urllib.error.URLError):
+                status = 0
+            if status == 200:
+                break
+            if time.monotonic() > deadline:
+                self.stop()
+                raise StartFailure("timeout", f"/health did not answer 200 within {timeout:.0f} s",
+                                   self.log_tail(), None)
+            if on_poll:
+                on_poll(time.monotonic() - self.started_at)
+            time.sleep(0.5)
+        self.facts = parse_startup_log(self.log_text())
+        self.facts.time_to_healthy_s = round(time.monotonic() - self.started_at, 3)
+        try:
+            _, metrics = http_get(url + "/metrics", timeout=5.0)
+            apply_cache_config(self.facts, parse_cache_config(metrics))
+        except (OSError, urllib.error.URLError, ValueError):
+            pass
+        return self.facts
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, grace: float = 15.0, timeout: float = 60.0) -> None:
+        """SIGTERM the group, SIGKILL after `grace`; return once the group is gone and the port free."""
+        if self.proc is None or self.pgid is None:
+            return
+        try:  # children that left the group (setsid) are still ours to stop
+            tree = psutil.Process(self.proc.pid).children(recursive=True)
+        except psutil.Error:
+            tree = []
+        stop_group(self.pgid, grace=grace, timeout=timeout)
+        for child in tree:
+            try:
+                child.kill()
+                child.wait(timeout=10)
+            except psutil.Error:
+                pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        deadline = time.monotonic() + timeout
+        while not port_is_free(self.launch.host, self.launch.port):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"port {self.launch.port} still busy after stop")
+            time.sleep(0.2)
+
+
+def stop_group(pgid: int, grace: float = 15.0, timeout: float = 60.0) -> None:
+    """Stop every process of a process group, escalating; used for servers and runner processes."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    except PermissionError:
+        return
+    deadline = time.monotonic() + grace
+    while group_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if group_members(pgid):
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + timeout
+    while group_members(pgid):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"process group {pgid} survived SIGKILL")
+        time.sleep(0.1)
