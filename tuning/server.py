@@ -145,7 +145,7 @@ def apply_cache_config(facts: StartupFacts, labels: dict[str, str]) -> None:
 
 
 _ARGPARSE = re.compile(r"^.*error: (?:argument|unrecognized arguments|the following).*$", re.M)
-_EXC_LINE = re.compile(r"^(?:.*\) )?(?:\w+\.)*(\w*(?:Error|Exception)): (.+)$", re.M)
+_EXC_LINE = re.compile(r"^(?:.*[\])] )?(?:\w+\.)*(\w*(?:Error|Exception)): (.+)$", re.M)
 _GENERIC = ("Engine core initialization failed", "EngineCore failed to start",
             "See root cause above")
 

@@ -1,0 +1,45 @@
+# Two commands: `make run` (the app on the embedded engine) and `make test` (every test).
+# Both build what they need first; `make setup` is idempotent.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PORT ?= 8501
+
+.PHONY: setup engine browser run test test-fast screenshots bench-agreement bench-client bench-compare
+
+setup: $(VENV)/.deps engine
+
+$(VENV)/.deps: requirements.txt requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --progress-bar on -r requirements-dev.txt
+	touch $@
+
+engine: $(VENV)/.deps
+	$(BIN)/python -m tuning engine setup
+
+# Debian's chromium for the real-browser tests (browser downloads fail on our machines).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+	@chromium --version
+
+run: setup
+	$(BIN)/streamlit run app.py --server.port $(PORT)
+
+test: setup browser
+	TUNING_LAB_REQUIRE_ENGINE=1 $(BIN)/pytest
+
+# The fast tier: no engine, no browser; seconds.
+test-fast: $(VENV)/.deps
+	$(BIN)/pytest -m "not engine and not browser"
+
+screenshots: setup browser
+	TUNING_LAB_SCREENSHOTS=docs/screenshots $(BIN)/pytest tests/e2e -m browser
+
+bench-agreement: setup
+	$(BIN)/python benchmarks/agreement.py
+
+bench-client: setup
+	$(BIN)/python benchmarks/client_capacity.py
+
+bench-compare: setup
+	$(BIN)/python benchmarks/compare_page_speed.py

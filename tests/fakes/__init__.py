@@ -1,0 +1,1 @@
+"""Test doubles (fake NVML, ...); they live in tests/ only."""

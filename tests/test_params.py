@@ -1,0 +1,108 @@
+"""The registry refuses hostile and malformed input before any process exists."""
+from __future__ import annotations
+
+import math
+from unittest import mock
+
+import pytest
+
+from tuning import params
+from tuning.params import PARAMS, ParamError, build_launch, parse_bytes, validate_value
+
+REQUIRED = ["block-size", "gpu-memory-utilization", "kv-cache-memory-bytes", "max-num-seqs",
+            "max-num-batched-tokens", "max-model-len", "enable-prefix-caching",
+            "enable-chunked-prefill", "kv-cache-dtype", "enforce-eager", "dtype",
+            "tensor-parallel-size", "VLLM_CPU_KVCACHE_SPACE"]
+
+
+def test_registry_has_every_required_parameter_with_metadata() -> None:
+    for name in REQUIRED:
+        p = PARAMS[name]
+        assert p.help and p.type and p.backends, name
+        assert p.describe_range()
+    assert "gpu" in PARAMS["tensor-parallel-size"].backends
+    assert PARAMS["VLLM_CPU_KVCACHE_SPACE"].backends == frozenset({"cpu"})
+
+
+@pytest.mark.parametrize("name,raw", [
+    ("gpu-memory-utilization", float("nan")), ("gpu-memory-utilization", "nan"),
+    ("gpu-memory-utilization", float("inf")), ("gpu-memory-utilization", "-inf"),
+    ("gpu-memory-utilization", 1.5), ("gpu-memory-utilization", "0"),
+    ("max-num-seqs", 0), ("max-num-seqs", -4), ("max-num-seqs", "-4"), ("max-num-seqs", 2.5),
+    ("max-num-seqs", "16; rm -rf /"), ("max-num-seqs", "$(reboot)"), ("max-num-seqs", "`id`"),
+    ("max-num-seqs", "16 --disable-log-stats"), ("max-num-seqs", "--disable-log-stats"),
+    ("max-num-seqs", True), ("max-num-seqs", "sixteen"), ("max-num-seqs", ""), ("max-num-seqs", None),
+    ("max-num-seqs", [16]), ("max-num-seqs", 10**9), ("block-size", "16|cat"),
+    ("kv-cache-dtype", "fp9"), ("kv-cache-dtype", "auto && id"), ("dtype", "--dtype"),
+    ("enable-prefix-caching", "maybe"), ("enable-prefix-caching", 2),
+    ("kv-cache-memory-bytes", "1Q"), ("kv-cache-memory-bytes", "1.5"), ("kv-cache-memory-bytes", -1),
+    ("kv-cache-memory-bytes", "2G>x"), ("max-model-len", "2048\n--port 1"),
+    ("VLLM_CPU_KVCACHE_SPACE", "1;id"), ("VLLM_CPU_KVCACHE_SPACE", 0),
+])
+def test_hostile_and_malformed_values_are_refused(name: str, raw: object) -> None:
+    with pytest.raises(ParamError) as err:
+        validate_value(name, raw)
+    assert name in str(err.value)
+
+
+@pytest.mark.parametrize("key", ["host", "port", "disable-log-stats", "--max-num-seqs", "model",
+                                 "api-key", "max_num_seqs_typo", "served-model-name"])
+def test_unknown_keys_are_refused(key: str) -> None:
+    with pytest.raises(ParamError, match="unknown parameter"):
+        build_launch(["vllm"], "m", "m", {key: "1"}, "cpu")
+
+
+def test_nothing_is_started_when_a_value_is_refused() -> None:
+    with mock.patch("subprocess.Popen") as popen:
+        for bad in ({"max-num-seqs": "1;id"}, {"host": "0.0.0.0"}, {"dtype": "nan"}):
+            with pytest.raises(ParamError):
+                build_launch(["vllm"], "m", "m", bad, "cpu")
+        popen.assert_not_called()
+
+
+def test_valid_values_are_typed() -> None:
+    assert validate_value("max-num-seqs", "16") == 16
+    assert validate_value("max-num-seqs", 16.0) == 16
+    assert math.isclose(validate_value("gpu-memory-utilization", "0.5"), 0.5)
+    assert validate_value("enable-prefix-caching", "false") is False
+    assert validate_value("kv-cache-memory-bytes", "2G") == 2 * 2**30
+    assert validate_value("kv-cache-memory-bytes", "2g") == 2 * 10**9
+    assert parse_bytes("1k") == 1000 and parse_bytes("1K") == 1024
+    assert validate_value("max_num_seqs", 4) == 4  # underscores are accepted like vLLM
+
+
+def test_backend_restrictions() -> None:
+    with pytest.raises(ParamError, match="not honoured by the cpu backend"):
+        build_launch(["vllm"], "m", "m", {"tensor-parallel-size": 2}, "cpu")
+    with pytest.raises(ParamError, match="not honoured by the gpu backend"):
+        build_launch(["vllm"], "m", "m", {"VLLM_CPU_KVCACHE_SPACE": 2}, "gpu")
+    with pytest.raises(ParamError, match="workload"):
+        build_launch(["vllm"], "m", "m", {"concurrency": 2}, "cpu")
+
+
+def test_launch_argv_and_env() -> None:
+    launch = build_launch(["python", "-m", "vllm.entrypoints.openai.api_server"], "/m", "tiny",
+                          {"max-num-seqs": 8, "enable-prefix-caching": False,
+                           "enforce-eager": True, "VLLM_CPU_KVCACHE_SPACE": 2}, "cpu",
+                          load_format="dummy", base_env={"HF_HUB_OFFLINE": "1"})
+    argv = launch.argv
+    assert argv[argv.index("--host") + 1] == "127.0.0.1"
+    assert "--no-enable-prefix-caching" in argv and "--enforce-eager" in argv
+    assert argv[argv.index("--max-num-seqs") + 1] == "8"
+    assert "--disable-log-stats" not in argv
+    assert launch.env == {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "2"}
+    assert 1024 < launch.port < 65536 and launch.base_url.startswith("http://127.0.0.1:")
+    assert all(isinstance(a, str) for a in argv)
+
+
+def test_free_port_is_free() -> None:
+    from tuning.server import port_is_free
+    assert port_is_free("127.0.0.1", params.free_port())
+
+
+def test_parse_values() -> None:
+    assert params.parse_values("max-num-seqs", "2, 16") == [2, 16]
+    with pytest.raises(ParamError):
+        params.parse_values("max-num-seqs", "2,x")
+    with pytest.raises(ParamError):
+        params.parse_values("max-num-seqs", " , ")

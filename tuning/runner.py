@@ -1,0 +1,448 @@
+"""An experiment, value by value: restart vLLM with the one changed parameter, warm up, load while
+sampling, store; a failed value is a result and the experiment goes on.
+
+The runner is its own process (`python -m tuning run-experiment`), started in its own session so it
+outlives the page that asked for it. SQLite is its only output: progress, phase, heartbeat, runs,
+per-request rows and samples. One experiment at a time per machine (a lock file).
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from store import open_db, repo
+
+from . import hardware
+from .engine import EngineSpec
+from .params import build_launch, format_value, get_param, validate_config, validate_value
+from .records import SampleRow
+from .server import ServerProcess, StartFailure, stop_group
+from .settings import lab_home
+from .telemetry import GpuSampler, MetricsSampler, ProcessTreeSampler, Telemetry, peaks
+from .workload import LocalTokenizer, ServerTokenizer, Workload, build_prompts
+
+HEARTBEAT_S = 2.0
+STALE_AFTER_S = 20.0
+Progress = Callable[[str, dict[str, Any]], None]
+
+
+class RunnerBusy(RuntimeError):
+    """Another experiment holds this machine's runner lock."""
+
+
+@contextmanager
+def machine_lock(path: Path | None = None) -> Iterator[None]:
+    target = path or lab_home() / "runner.lock"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target, "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunnerBusy("another experiment is running on this machine") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def schedule(values: list[Any], repeats: int) -> list[tuple[Any, int]]:
+    """Interleaved order, A B A B, so drift on a shared machine hits every value alike."""
+    return [(value, r) for r in range(max(1, repeats)) for value in values]
+
+
+def plan_experiment(db_path: str | Path, *, param: str, values: list[Any], workload: Workload,
+                    engine: EngineSpec | None, base_config: dict[str, Any] | None = None,
+                    repeats: int = 1, base_url: str | None = None, model: str | None = None,
+                    name: str | None = None, author: str = "", host: str = "") -> int:
+    """Validate everything and write the experiment row; nothing starts here."""
+    p = get_param(param)
+    clean_values = [validate_value(p.name, v) for v in values]
+    if base_url is None and engine is None:
+        raise ValueError("an experiment needs an engine to start or a base URL to attach to")
+    if base_url is not None and p.restarts_server:
+        raise ValueError(f"{p.name} needs a server restart; an attached server (base URL) can only "
+                         "vary workload parameters: concurrency, input-len, output-len, "
+                         "shared-prefix-len")
+    config = dict(engine.baseline if engine else {})
+    config.update(base_config or {})
+    config = validate_config(config, engine.backend if engine else None)
+    if p.restarts_server:
+        config.pop(p.name, None)
+    db = open_db(db_path)
+    return repo.create_experiment(
+        db, name=name or f"{p.name} = {', '.join(format_value(v) for v in clean_values)}",
+        param=p.name, values_json=clean_values, repeats=max(1, repeats), config_json=config,
+        workload_json=workload.to_dict(), engine_json=engine.to_json() if engine else None,
+        base_url=base_url, model=model or (engine.served_model_name if engine else None),
+        runs_total=len(clean_values) * max(1, repeats), author=author, host=host)
+
+
+@dataclass
+class _Live:
+    """What the heartbeat thread writes; the runner thread updates it."""
+    phase: str = "starting"
+    requests_done: int = 0
+    requests_total: int = 0
+    current_run_id: int | None = None
+    cancel: threading.Event = field(default_factory=threading.Event)
+
+
+def _utc() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+class ExperimentRunner:
+    def __init__(self, db_path: str | Path, experiment_id: int, progress: Progress | None = None,
+                 start_timeout: float = 300.0):
+        self.db_path = Path(db_path)
+        self.db = open_db(self.db_path)
+        self.experiment_id = experiment_id
+        self.exp = repo.get_experiment(self.db, experiment_id)
+        self.progress = progress or (lambda event, data: None)
+        self.start_timeout = start_timeout
+        self.live = _Live()
+        self.server: ServerProcess | None = None
+        self.server_config: dict[str, Any] | None = None
+        self.server_facts: dict[str, Any] = {}
+        self.server_t0 = 0.0
+        self._lock = threading.Lock()
+        self._stop_heartbeat = threading.Event()
+        self.log_dir = lab_home() / "logs" / f"experiment-{experiment_id}"
+
+    # -- heartbeat ------------------------------------------------------------------------------
+    def _heartbeat(self) -> None:
+        db = open_db(self.db_path)
+        while not self._stop_heartbeat.wait(HEARTBEAT_S):
+            self._beat(db)
+
+    def _beat(self, db: Any) -> None:
+        with self._lock:
+            fields = {"heartbeat_at": _utc(), "phase": self.live.phase,
+                      "requests_done": self.live.requests_done,
+                      "requests_total": self.live.requests_total,
+                      "current_run_id": self.live.current_run_id}
+        repo.update_experiment(db, self.experiment_id, **fields)
+        if repo.cancel_requested(db, self.experiment_id):
+            self.live.cancel.set()
+
+    def _phase(self, phase: str, run_id: int | None = None) -> None:
+        with self._lock:
+            self.live.phase = phase
+            if run_id is not None:
+                self.live.current_run_id = run_id
+        if run_id is not None:
+            repo.update_run(self.db, run_id, phase=phase)
+        self._beat(self.db)
+        self.progress("phase", {"phase": phase, "run_id": run_id})
+
+    # -- the loop -------------------------------------------------------------------------------
+    def run(self) -> list[int]:
+        exp = self.exp
+        repo.update_experiment(self.db, self.experiment_id, status="running", started_at=_utc(),
+                               runner_pid=os.getpid(), heartbeat_at=_utc())
+        beat = threading.Thread(target=self._heartbeat, daemon=True)
+        beat.start()
+        run_ids: list[int] = []
+        status, error = "done", None
+        try:
+            workload = Workload.from_dict(exp["workload"])
+            plan = schedule(list(exp["values"]), int(exp["repeats"] or 1))
+            for seq, (value, repeat) in enumerate(plan):
+                if self.live.cancel.is_set():
+                    status = "cancelled"
+                    break
+                run_ids.append(self._run_value(seq, value, repeat, workload))
+                repo.update_experiment(self.db, self.experiment_id, runs_done=seq + 1)
+                self.progress("run_done", {"done": seq + 1, "total": len(plan),
+                                           "run_id": run_ids[-1]})
+            if self.live.cancel.is_set():
+                status = "cancelled"
+        except Exception as exc:  # the experiment row must say why it stopped
+            status, error = "failed", f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            self._phase("stopping")
+            self._stop_server()
+            self._stop_heartbeat.set()
+            beat.join(timeout=5)
+            repo.update_experiment(self.db, self.experiment_id, status=status, error=error,
+                                   phase=status, finished_at=_utc(), heartbeat_at=_utc())
+        return run_ids
+
+    def _engine(self) -> EngineSpec | None:
+        data = self.exp.get("engine")
+        return EngineSpec(**data) if data else None
+
+    def _run_value(self, seq: int, value: Any, repeat: int, workload: Workload) -> int:
+        exp = self.exp
+        param = get_param(exp["param"])
+        engine = self._engine()
+        config = dict(exp["config"] or {})
+        wl = workload
+        if param.restarts_server:
+            config[param.name] = value
+        else:
+            wl = workload.with_value(param.name, value)
+        hw = hardware.describe()
+        run_id = repo.create_run(
+            self.db, experiment_id=self.experiment_id, seq=seq, repeat_index=repeat,
+            param=param.name, value=format_value(value), config_json=config,
+            workload_json=wl.to_dict(), workload_fingerprint=wl.fingerprint(),
+            engine=engine.name if engine else "attached",
+            vllm_version=engine.vllm_version if engine else None,
+            model=exp.get("model"), backend=engine.backend if engine else None,
+            hardware=hw["summary"] if engine else None, hardware_json=hw if engine else None,
+            base_url=exp.get("base_url"), started_at=_utc(), author=exp.get("author"),
+            host=exp.get("host"), status="running")
+        with self._lock:
+            self.live.current_run_id = run_id
+            self.live.requests_done = 0
+            self.live.requests_total = wl.num_requests
+        try:
+            base_url, t0 = self._ensure_server(run_id, config, engine, restart=param.restarts_server)
+        except StartFailure as failure:
+            repo.update_run(self.db, run_id, status="failed", phase="failed",
+                            failure_kind=failure.kind, failure_reason=failure.reason,
+                            failure_hint=failure.hint, log_tail=failure.log_tail,
+                            finished_at=_utc())
+            self.progress("run_failed", {"run_id": run_id, **failure.to_dict()})
+            return run_id
+        if self.live.cancel.is_set():
+            repo.update_run(self.db, run_id, status="cancelled", phase="cancelled",
+                            finished_at=_utc())
+            return run_id
+        return self._measure(run_id, base_url, t0, wl, engine)
+
+    # -- server ---------------------------------------------------------------------------------
+    def _ensure_server(self, run_id: int, config: dict[str, Any], engine: EngineSpec | None,
+                       restart: bool) -> tuple[str, float]:
+        """A healthy server for this run; a restart for every server parameter (and repeat)."""
+        if engine is None:
+            repo.update_run(self.db, run_id, phase="attached")
+            return str(self.exp["base_url"]), time.monotonic()
+        if self.server is not None and not restart and self.server.alive():
+            self._store_server_facts(run_id, reused=True)
+            return self.server.launch.base_url, self.server_t0
+        self._phase("stopping", run_id)
+        self._stop_server()
+        self._phase("starting", run_id)
+        launch = build_launch(engine.command, engine.model, engine.served_model_name, config,
+                              engine.backend, load_format=engine.load_format, base_env=engine.env)
+        log_path = self.log_dir / f"run-{run_id}.log"
+        server = ServerProcess(launch, log_path)
+        repo.update_run(self.db, run_id, argv_json=launch.argv, env_json=launch.env,
+                        log_path=str(log_path))
+        self.server_t0 = time.monotonic()
+        server.start()
+        self.server = server
+        # Sampling starts with the process, so the climb through weights and KV allocation is kept.
+        self._start_telemetry(run_id, server, self.server_t0)
+        repo.update_run(self.db, run_id, server_pid=server.pid)
+        self._phase("waiting_health", run_id)
+        try:
+            facts = server.wait_healthy(self.start_timeout)
+        except StartFailure:
+            self._finish_telemetry()
+            self.server = None
+            raise
+        self.server_facts = facts.to_dict()
+        self._add_metrics_sampler(launch.base_url)
+        self._store_server_facts(run_id, reused=False)
+        return launch.base_url, self.server_t0
+
+    def _store_server_facts(self, run_id: int, reused: bool) -> None:
+        f = self.server_facts
+        repo.update_run(self.db, run_id, time_to_healthy_s=None if reused else f.get("time_to_healthy_s"),
+                        kv_cache_tokens=f.get("kv_cache_tokens"),
+                        kv_cache_memory_bytes=f.get("kv_cache_memory_bytes"),
+                        max_concurrency=f.get("max_concurrency"), block_size=f.get("block_size"),
+                        weights_memory_gib=f.get("weights_memory_gib"),
+                        startup_json={**f, "reused_server": reused},
+                        vllm_version=f.get("vllm_version") or None,
+                        server_pid=self.server.pid if self.server else None)
+
+    def _stop_server(self) -> None:
+        if self.server is not None:
+            try:
+                self.server.stop()
+            finally:
+                self.server = None
+                self._finish_telemetry()
+
+    # -- telemetry ------------------------------------------------------------------------------
+    _telemetry: Telemetry | None = None
+    _telemetry_run: int | None = None
+
+    def _sink(self, rows: list[SampleRow]) -> None:
+        run_id = self._telemetry_run
+        if run_id is not None and rows:
+            repo.insert_samples(self._sink_db, run_id, rows)
+
+    def _start_telemetry(self, run_id: int, server: ServerProcess, t0: float) -> None:
+        self._finish_telemetry()
+        self._sink_db = open_db(self.db_path)
+        self._telemetry_run = run_id
+        samplers = [ProcessTreeSampler(server.pid or 0, period=0.1),
+                    GpuSampler(server.pid or 0, period=0.1)]
+        self._telemetry = Telemetry(origin=t0)
+        self._telemetry.start(samplers, self._sink)
+
+    def _add_metrics_sampler(self, base_url: str) -> None:
+        if self._telemetry is not None:
+            self._telemetry.add(MetricsSampler(base_url, period=0.5))
+
+    def _finish_telemetry(self) -> list[SampleRow]:
+        rows: list[SampleRow] = []
+        if self._telemetry is not None:
+            rows = self._telemetry.stop()
+            self._telemetry = None
+        return rows
+
+    # -- measuring ------------------------------------------------------------------------------
+    def _measure(self, run_id: int, base_url: str, t0: float, wl: Workload,
+                 engine: EngineSpec | None) -> int:
+        from .loadgen import run_load_sync
+        from .metrics import summarize
+        from .health import run_health
+
+        attached = engine is None
+        if attached:
+            self._attached_telemetry(run_id, base_url, t0)
+        elif self._telemetry is not None:
+            self._telemetry_run = run_id  # a reused server's samples belong to this run now
+        model = str(self.exp.get("model") or (engine.served_model_name if engine else ""))
+        tokenizer = _tokenizer_for(engine, base_url, model)
+        prompts = build_prompts(wl, tokenizer)
+        self._phase("warming_up", run_id)
+
+        def on_progress(done: int, total: int) -> None:
+            with self._lock:
+                if self.live.phase != "loading":
+                    self.live.phase = "loading"
+                self.live.requests_done = done
+                self.live.requests_total = total
+
+        load_started = time.monotonic()
+        result = run_load_sync(base_url, model, prompts, wl, api_key=os.environ.get("OPENAI_API_KEY"),
+                               on_progress=on_progress, cancel=self.live.cancel,
+                               on_phase=lambda ph: self._phase(ph, run_id))
+        load_t = (load_started - t0, time.monotonic() - t0)
+        if attached:
+            self._finish_telemetry()
+        else:
+            assert self._telemetry is not None
+            self._telemetry.flush()
+        repo.insert_requests(self.db, run_id, result.records)
+        summary = summarize(result.records, result.duration_s)
+        samples = repo.get_samples(self.db, run_id)
+        window = [s for s in samples if load_t[0] <= s["t_s"] <= load_t[1]]
+        summary.update(peaks([SampleRow(s["t_s"], s["series"], s["value"], s["label"])
+                              for s in samples], window=load_t))
+        health = run_health(result, wl, window, summary)
+        summary.update({k: health[k] for k in ("achieved_concurrency", "steady_output_throughput",
+                                               "client_bound") if k in health})
+        summary["load_window_s"] = list(load_t)
+        repo.store_summary(self.db, run_id, summary)
+        cancelled = self.live.cancel.is_set()
+        log_tail = self.server.log_tail() if self.server else None
+        repo.update_run(self.db, run_id, health_json=health,
+                        status="cancelled" if cancelled else "done",
+                        phase="cancelled" if cancelled else "done", finished_at=_utc(),
+                        log_tail=log_tail)
+        self.progress("measured", {"run_id": run_id, "summary": summary})
+        return run_id
+
+    def _attached_telemetry(self, run_id: int, base_url: str, t0: float) -> None:
+        self._sink_db = open_db(self.db_path)
+        self._telemetry_run = run_id
+        self._telemetry = Telemetry(origin=t0)
+        self._telemetry.start([MetricsSampler(base_url, period=0.5)], self._sink)
+
+
+def _tokenizer_for(engine: EngineSpec | None, base_url: str, model: str) -> Any:
+    if engine is not None:
+        local = Path(engine.model) / "tokenizer.json"
+        if local.exists():
+            return LocalTokenizer(local)
+    return ServerTokenizer(base_url, model)
+
+
+# --- the runner as a process -------------------------------------------------------------------
+
+def spawn_runner(db_path: str | Path, experiment_id: int) -> int:
+    """Start `python -m tuning run-experiment` in its own session; the page returns at once."""
+    log_dir = lab_home() / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log = open(log_dir / f"runner-{experiment_id}.log", "ab")
+    proc = subprocess.Popen([sys.executable, "-m", "tuning", "run-experiment", "--db",
+                             str(db_path), "--id", str(experiment_id)], stdout=log,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True, cwd=str(Path(__file__).resolve().parents[1]))
+    log.close()
+    db = open_db(db_path)
+    repo.update_experiment(db, experiment_id, runner_pid=proc.pid, heartbeat_at=_utc())
+    return proc.pid
+
+
+def cancel_experiment(db_path: str | Path, experiment_id: int) -> None:
+    """Ask the runner to stop; it stops the server and marks the run cancelled."""
+    repo.request_cancel(open_db(db_path), experiment_id)
+
+
+def reap_stale(db_path: str | Path) -> list[int]:
+    """Experiments whose runner stopped beating: mark them failed and stop what they left."""
+    db = open_db(db_path)
+    reaped = []
+    now = time.time()
+    for exp in repo.active_experiments(db):
+        beat = exp.get("heartbeat_at") or exp.get("created_at")
+        try:
+            age = now - datetime.fromisoformat(beat).timestamp()
+        except (TypeError, ValueError):
+            age = float("inf")
+        pid = exp.get("runner_pid")
+        alive = bool(pid) and _pid_alive(int(pid))
+        if exp["status"] == "queued" and not pid:
+            continue
+        if age > STALE_AFTER_S and not alive:
+            for run in repo.list_runs(db, int(exp["id"]), include_hidden=True):
+                if run["status"] in ("running", "pending"):
+                    if run.get("server_pid") and _pid_alive(int(run["server_pid"])):
+                        stop_group(int(run["server_pid"]))
+                    repo.update_run(db, int(run["id"]), status="failed", phase="failed",
+                                    failure_kind="runner_died",
+                                    failure_hint="The runner process stopped without finishing; "
+                                                 "its log is under data/logs/.")
+            repo.update_experiment(db, int(exp["id"]), status="failed", phase="failed",
+                                   error="runner stopped beating (died or was killed)")
+            reaped.append(int(exp["id"]))
+    return reaped
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def run_experiment(db_path: str | Path, experiment_id: int, progress: Progress | None = None,
+                   start_timeout: float = 300.0) -> list[int]:
+    with machine_lock():
+        return ExperimentRunner(db_path, experiment_id, progress, start_timeout).run()
