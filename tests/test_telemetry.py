@@ -434,7 +434,7 @@ def test_peaks_from_rows_in_any_order() -> None:
     assert result["peak_gpu_used_over_baseline_bytes"] == 7.0
     assert result["peak_gpu_tree_bytes"] == 3.0
     assert result["peak_tree_rss_bytes"] == 7.0
-    assert result["preemptions_delta"] == 4.0
+    assert result["preemptions"] == 4.0
     assert result["prefix_cache_hit_rate"] == 0.25
     assert result["generation_tokens_delta"] == 0.0
     assert result["max_num_requests_waiting"] == 3.0
@@ -542,8 +542,62 @@ def test_recorder_with_real_samplers(tree: Tree, metrics_server: MetricsServer) 
     assert result["peak_gpu_tree_bytes"] == 5 * GIB
     assert result["peak_tree_rss_bytes"] and result["peak_tree_rss_bytes"] > 10 * MIB
     assert result["prefix_cache_hit_rate"] == pytest.approx(0.25)
-    assert result["preemptions_delta"] and result["preemptions_delta"] >= 4
+    assert result["preemptions"] and result["preemptions"] >= 4
     series = {r.series for r in got}
     assert {"tree_rss_bytes", "proc_rss_bytes", "gpu_used_bytes", "gpu_proc_bytes",
             "kv_cache_usage_perc", "num_requests_running"} <= series
     assert peaks(got, gpu.baseline_used) == result
+
+
+def test_peaks_window_takes_load_keys_inside_and_memory_over_all() -> None:
+    rows = [SampleRow(0.5, "gpu_used_bytes", 9.0, "gpu0"),      # startup peak, before the load
+            SampleRow(1.0, "tree_rss_bytes", 5.0),
+            SampleRow(2.5, "gpu_used_bytes", 7.0, "gpu0"),
+            SampleRow(3.0, "tree_rss_bytes", 4.0),
+            SampleRow(1.0, "kv_cache_usage_perc", 0.9),            # warm-up, outside
+            SampleRow(3.0, "kv_cache_usage_perc", 0.4)]
+    rows += [SampleRow(t, "num_preemptions_total", v)
+             for t, v in ((0.0, 0.0), (1.5, 1.0), (2.5, 3.0), (4.5, 7.0), (6.0, 9.0))]
+    rows += [SampleRow(t, "prefix_cache_queries_total", 100.0 * t) for t in (1.5, 2.5, 4.5)]
+    rows += [SampleRow(t, "prefix_cache_hits_total", 50.0 * t) for t in (1.5, 2.5, 4.5)]
+    result = peaks(rows, window=(2.0, 4.0))
+    assert result["peak_gpu_used_bytes"] == 9.0 and result["load_peak_gpu_used_bytes"] == 7.0
+    assert result["peak_tree_rss_bytes"] == 5.0 and result["load_peak_tree_rss_bytes"] == 4.0
+    assert result["load_peak_gpu_tree_bytes"] is None
+    assert result["peak_kv_cache_usage_perc"] == 0.4
+    assert result["preemptions"] == 6.0                # 7 (first at/after 4.0) - 1 (last at/before 2.0)
+    assert result["prefix_cache_hit_rate"] == 0.5
+    assert peaks(rows)["preemptions"] == 9.0 and peaks(rows)["load_peak_gpu_used_bytes"] is None
+
+
+def test_recorder_flush_add_and_constructor_origin() -> None:
+    got: list[SampleRow] = []
+    sink_threads: set[str] = set()
+
+    def sink(batch: list[SampleRow]) -> None:
+        sink_threads.add(threading.current_thread().name)
+        got.extend(batch)
+
+    tel = Telemetry(origin=time.monotonic() - 100.0)
+    tel.start([Ticker("a", 0.05)], sink, flush_every=30.0)   # the timer alone would never flush
+    time.sleep(0.3)
+    tel.add(Ticker("b", 0.05))
+    tel.add(Ticker("b", 0.05))                               # same name: counted separately
+    time.sleep(0.3)
+    assert got == []
+    assert tel.flush(timeout=5) is True
+    n = len(got)
+    assert {r.series for r in got} == {"a", "b"} and n >= 10
+    assert all(r.t > 100.0 for r in got)
+    assert set(tel.stats()) == {"a", "b", "b#1"}
+    tel.stop()
+    assert len(got) >= n and sink_threads == {"telemetry-flush"}
+    assert sum(s.rows for s in tel.stats().values()) == len(got)
+    tel.add(Ticker("late", 0.05))                            # after stop: ignored, no thread
+    assert "late" not in tel.stats()
+    assert tel.flush() is True
+
+
+def test_no_root_pid_samples_nothing() -> None:
+    assert ProcessTreeSampler(0).sample(0.0) == []
+    assert ProcessTreeSampler(99_999_999).sample(0.0) == []

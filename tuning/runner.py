@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -27,7 +28,8 @@ from .params import build_launch, format_value, get_param, validate_config, vali
 from .records import SampleRow
 from .server import ServerProcess, StartFailure, stop_group
 from .settings import lab_home
-from .telemetry import GpuSampler, MetricsSampler, ProcessTreeSampler, Telemetry, peaks
+from .telemetry import (GpuSampler, MetricsSampler, ProcessTreeSampler, Telemetry, peaks,
+                        read_gpu_used, wait_gpu_memory_released)
 from .workload import LocalTokenizer, ServerTokenizer, Workload, build_prompts
 
 HEARTBEAT_S = 2.0
@@ -117,6 +119,8 @@ class ExperimentRunner:
         self._lock = threading.Lock()
         self._stop_heartbeat = threading.Event()
         self.log_dir = lab_home() / "logs" / f"experiment-{experiment_id}"
+        # Device memory before any server of ours: each restart waits until it is back to this.
+        self.gpu_baseline = read_gpu_used()
 
     # -- heartbeat ------------------------------------------------------------------------------
     def _heartbeat(self) -> None:
@@ -220,7 +224,19 @@ class ExperimentRunner:
             repo.update_run(self.db, run_id, status="cancelled", phase="cancelled",
                             finished_at=_utc())
             return run_id
-        return self._measure(run_id, base_url, t0, wl, engine)
+        try:
+            return self._measure(run_id, base_url, t0, wl, engine)
+        except Exception as exc:  # a lab bug or a lost server: this value failed, the rest go on
+            repo.update_run(self.db, run_id, status="failed", phase="failed",
+                            failure_kind="measurement_error",
+                            failure_reason=f"{type(exc).__name__}: {exc}"[:2000],
+                            failure_hint="The load or its bookkeeping failed after the server "
+                                         "was healthy; the traceback is in the runner's log.",
+                            log_tail="".join(traceback.format_exc())[-4000:],
+                            finished_at=_utc())
+            traceback.print_exc()
+            self._stop_server()
+            return run_id
 
     # -- server ---------------------------------------------------------------------------------
     def _ensure_server(self, run_id: int, config: dict[str, Any], engine: EngineSpec | None,
@@ -274,6 +290,8 @@ class ExperimentRunner:
         if self.server is not None:
             try:
                 self.server.stop()
+                if self.gpu_baseline:
+                    wait_gpu_memory_released(self.gpu_baseline)
             finally:
                 self.server = None
                 self._finish_telemetry()
@@ -300,19 +318,17 @@ class ExperimentRunner:
         if self._telemetry is not None:
             self._telemetry.add(MetricsSampler(base_url, period=0.5))
 
-    def _finish_telemetry(self) -> list[SampleRow]:
-        rows: list[SampleRow] = []
+    def _finish_telemetry(self) -> None:
         if self._telemetry is not None:
-            rows = self._telemetry.stop()
+            self._telemetry.stop()
             self._telemetry = None
-        return rows
 
     # -- measuring ------------------------------------------------------------------------------
     def _measure(self, run_id: int, base_url: str, t0: float, wl: Workload,
                  engine: EngineSpec | None) -> int:
-        from .loadgen import run_load_sync
+        from .health import run_health, scrape_counters
+        from .loadgen import run_load_in_subprocess
         from .metrics import summarize
-        from .health import run_health
 
         attached = engine is None
         if attached:
@@ -320,44 +336,51 @@ class ExperimentRunner:
         elif self._telemetry is not None:
             self._telemetry_run = run_id  # a reused server's samples belong to this run now
         model = str(self.exp.get("model") or (engine.served_model_name if engine else ""))
-        tokenizer = _tokenizer_for(engine, base_url, model)
-        prompts = build_prompts(wl, tokenizer)
+        prompts = build_prompts(wl, _tokenizer_for(engine, base_url, model))
         self._phase("warming_up", run_id)
+        marks: dict[str, Any] = {}
+
+        def on_phase(phase: str) -> None:
+            if phase == "loading":
+                marks["load_start"] = time.monotonic() - t0
+                marks["before"] = scrape_counters(base_url)
+            self._phase(phase, run_id)
 
         def on_progress(done: int, total: int) -> None:
             with self._lock:
-                if self.live.phase != "loading":
-                    self.live.phase = "loading"
                 self.live.requests_done = done
                 self.live.requests_total = total
 
-        load_started = time.monotonic()
-        result = run_load_sync(base_url, model, prompts, wl, api_key=os.environ.get("OPENAI_API_KEY"),
-                               on_progress=on_progress, cancel=self.live.cancel,
-                               on_phase=lambda ph: self._phase(ph, run_id))
-        load_t = (load_started - t0, time.monotonic() - t0)
+        result = run_load_in_subprocess(base_url, model, prompts, wl,
+                                        api_key=os.environ.get("OPENAI_API_KEY"),
+                                        on_progress=on_progress, cancel=self.live.cancel,
+                                        on_phase=on_phase)
+        load_end = time.monotonic() - t0
+        after = scrape_counters(base_url)
+        load_start = marks.get("load_start", load_end - result.duration_s)
+        self._phase("storing", run_id)
         if attached:
             self._finish_telemetry()
-        else:
-            assert self._telemetry is not None
+        elif self._telemetry is not None:
             self._telemetry.flush()
         repo.insert_requests(self.db, run_id, result.records)
         summary = summarize(result.records, result.duration_s)
         samples = repo.get_samples(self.db, run_id)
-        window = [s for s in samples if load_t[0] <= s["t_s"] <= load_t[1]]
-        summary.update(peaks([SampleRow(s["t_s"], s["series"], s["value"], s["label"])
-                              for s in samples], window=load_t))
-        health = run_health(result, wl, window, summary)
-        summary.update({k: health[k] for k in ("achieved_concurrency", "steady_output_throughput",
-                                               "client_bound") if k in health})
-        summary["load_window_s"] = list(load_t)
+        rows = [SampleRow(s["t_s"], s["series"], s["value"], s["label"]) for s in samples]
+        summary.update(peaks(rows, gpu_baseline=self.gpu_baseline or None,
+                             window=(load_start, load_end)))
+        health = run_health(result, wl, samples, load_start, marks.get("before"), after)
+        summary.update(achieved_concurrency=health["achieved_concurrency"],
+                       steady_output_throughput=health["steady_output_throughput"],
+                       client_bound=int(health["client_bound"]),
+                       load_window_s=[load_start, load_end])
+        health["client"] = result.health()
         repo.store_summary(self.db, run_id, summary)
-        cancelled = self.live.cancel.is_set()
-        log_tail = self.server.log_tail() if self.server else None
+        cancelled = self.live.cancel.is_set() or result.cancelled
         repo.update_run(self.db, run_id, health_json=health,
                         status="cancelled" if cancelled else "done",
                         phase="cancelled" if cancelled else "done", finished_at=_utc(),
-                        log_tail=log_tail)
+                        log_tail=self.server.log_tail() if self.server else None)
         self.progress("measured", {"run_id": run_id, "summary": summary})
         return run_id
 
