@@ -6,7 +6,7 @@ import streamlit as st
 from store import repo
 from tuning.engine import current_spec
 from tuning.params import PARAMS, ParamError, format_value, parse_values, validate_config
-from tuning.runner import plan_experiment, spawn_runner
+from tuning.runner import plan_experiment, runner_busy, spawn_runner
 from tuning.settings import load_settings
 from tuning.workload import Workload
 from ui.common import db, db_path
@@ -76,7 +76,7 @@ if not param.restarts_server:
                                   "comes from OPENAI_API_KEY in the lab's environment.")
 model = st.text_input("Model name on that server", "", key="new_model") if base_url else None
 
-busy = bool(repo.active_experiments(db()))
+busy = bool(repo.active_experiments(db())) or runner_busy()
 if busy:
     st.warning("An experiment is running; one at a time per machine. Watch it on **Live**.")
 if st.button("Start experiment", type="primary", disabled=busy or bool(errors) or not values,

@@ -30,7 +30,7 @@ COLUMNS = {
     "time_to_healthy_s": "time to healthy s", "failure_kind": "failure", "author": "author",
 }
 frame = pd.DataFrame([{label: r.get(key) for key, label in COLUMNS.items()} for r in runs])
-st.dataframe(frame, hide_index=True, key="runs_table", use_container_width=True)
+st.dataframe(frame, hide_index=True, key="runs_table", width="stretch")
 st.caption("TTFT = time to first token; TPOT = (E2EL − TTFT) / (output tokens − 1) per request; "
            "output tok/s = successful output tokens / (first dispatch → last completion). "
            "Peak KV usage is vLLM's kv_cache_usage_perc (0–1).")

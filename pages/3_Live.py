@@ -1,8 +1,25 @@
-"""Live view of the running experiment (filled in by the dashboard work)."""
+"""Live: the running experiment (or the latest, or ?experiment=N) read from the DB every 1.5 s.
+
+Closing the tab stops nothing and reopening it loses nothing: the runner is its own process and
+everything drawn here comes from SQLite.
+"""
 from __future__ import annotations
 
 import streamlit as st
 
+from store import repo
+from ui import live
+from ui.common import db, db_path
+
 st.set_page_config(page_title="Live · vLLM Tuning Lab", layout="wide")
 st.title("Live")
-st.info("placeholder")
+st.caption("Progress, phase, memory, KV-cache usage, output tokens/s and the server log of the "
+           "experiment, straight from the lab's database.")
+
+conn = db()
+exp = live.pick_experiment(conn, st.query_params.get("experiment"))
+if exp is None:
+    st.info("No experiment yet. Start one from **New experiment**.")
+    st.stop()
+conn.conn.close()
+live.live_panel(db_path(), int(exp["id"]), exp["status"] in repo.ACTIVE_STATUSES)

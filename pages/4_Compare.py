@@ -1,8 +1,63 @@
-"""Compare view of the running experiment (filled in by the dashboard work)."""
+"""Compare: baseline vs candidates of one experiment (or any runs), with verdicts and exports.
+
+Preselect with query parameters: ?experiment=3, or ?runs=1,2,3&baseline=1 (any runs); the
+session_state key `cmp_run_ids` (a list of ids) does the same for tests and the benchmark.
+"""
 from __future__ import annotations
 
 import streamlit as st
 
+from store import repo
+from tuning.compare import build_comparison, experiment_run_ids, load_runs, request_loader
+from ui import compare as view
+from ui.common import db
+
 st.set_page_config(page_title="Compare · vLLM Tuning Lab", layout="wide")
 st.title("Compare")
-st.info("placeholder")
+st.caption("One parameter changed, everything else equal: each candidate value against the "
+           "baseline, with a verdict only where the repeats support one.")
+
+conn = db()
+preset = view.parse_id_list(st.query_params.get_all("runs")) or view.parse_id_list(
+    st.session_state.get("cmp_run_ids"))
+preset_base = view.parse_id_list(st.query_params.get_all("baseline"))
+experiments = repo.list_experiments(conn)
+options: list[int | None] = ([None] if preset else []) + [int(e["id"]) for e in experiments]
+if not options:
+    st.info("Nothing to compare yet: run an experiment from **New experiment**.")
+    st.stop()
+names = {int(e["id"]): f"experiment {e['id']}: {e['name']} ({e['status']})" for e in experiments}
+wanted = view.parse_id_list(st.query_params.get("experiment"))
+if preset:
+    index = 0
+elif wanted and wanted[0] in options:
+    index = options.index(wanted[0])
+else:
+    done = [i for i, e in enumerate(experiments) if e["status"] == "done"]
+    index = done[0] if done else 0
+scope = st.selectbox("Runs of", options, index=index, key="cmp_experiment",
+                     format_func=lambda i: f"the {len(preset)} runs from the link" if i is None
+                     else names[i])
+run_ids = preset if scope is None else experiment_run_ids(conn, int(scope))
+try:
+    runs = load_runs(conn, run_ids)
+except Exception as exc:  # a link naming deleted runs
+    st.error(f"cannot load those runs: {exc}")
+    st.stop()
+if not runs:
+    st.info("This experiment has no runs yet.")
+    st.stop()
+scope_key = "runs" if scope is None else f"exp{scope}"
+baseline_ids, candidate_ids = view.pick_sides(runs, scope_key, preset_base)
+slo = view.slo_inputs()
+if not baseline_ids:
+    st.warning("Pick at least one baseline run.")
+    st.stop()
+chosen = [r for r in runs if int(r["id"]) in set(baseline_ids) | set(candidate_ids)]
+comparison = build_comparison(chosen, baseline_ids, slo_ms=slo, requests=request_loader(conn))
+view.render_checks(comparison)
+if not comparison.candidates:
+    st.info("No candidate side yet: pick runs of another value as candidates.")
+view.render_table(comparison, scope)
+view.render_charts(conn, comparison, scope)
+view.render_definitions()

@@ -17,6 +17,7 @@ def lab_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "lab"
     monkeypatch.setenv("TUNING_LAB_HOME", str(home))
     monkeypatch.delenv("TUNING_LAB_DB", raising=False)
+    monkeypatch.setenv("TUNING_LAB_LOCK", str(tmp_path / "runner.lock"))
     return home
 
 

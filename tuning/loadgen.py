@@ -4,13 +4,18 @@ Why it is built this way:
 - Closed loop with C workers pulling from one shared iterator (not N tasks behind a semaphore): a
   request is dispatched the moment a slot frees, no task waits on a lock, and the client's own
   queueing never hides inside a latency.
-- One aiohttp session, a connection pool of exactly C keep-alive sockets, a large read buffer
-  (vllm#39963), uvloop when present, the GC heap frozen and automatic GC off while measuring.
+- Two transports behind one SSE reader. "aiohttp" (the default): one ClientSession, a pool of
+  exactly C keep-alive sockets, a large read buffer (vllm#39963). "raw": the lab's own HTTP/1.1
+  reader, one keep-alive socket per worker, parsing inside the socket callback; it spends about
+  1.5x less CPU per token, because aiohttp runs several Python calls per HTTP chunk and vLLM sends
+  one chunk per token (benchmarks/client_capacity.py measures both against `vllm bench serve`).
+- uvloop when present; the GC heap frozen and automatic GC off while measuring (process-wide: a
+  young-generation collection runs from the monitor task only when garbage piles up).
 - The SSE hot path works on bytes: a read that holds only content chunks is handled with a few C-level
   `bytes.count/find` calls, with no JSON parsing and no per-chunk objects beyond the ITL floats the
   record keeps. Only the first content chunk, the usage chunk, errors and anything unusual are parsed.
-- Failures are counted, never dropped: every measured request yields a record, `ok=False` with an
-  `error_kind` from `tuning.records.FAILURE_KINDS` when it failed.
+- Failures are counted, never dropped: every dispatched measured request yields a record, `ok=False`
+  with an `error_kind` from `tuning.records.FAILURE_KINDS` when it failed.
 - A stream that ends without a `usage` chunk is a failure (`no_usage`), its timings kept: the lab
   never counts chunks as tokens, and a silent fallback would mix two ways of counting in one number.
 - The API key comes from OPENAI_API_KEY (or an explicit argument); it is sent as a Bearer header and
@@ -24,6 +29,8 @@ import json
 import os
 import pickle
 import signal
+import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -44,6 +51,11 @@ from .records import RequestRecord
 from .workload import Workload, WorkloadError, server_root
 
 Progress = Callable[[int, int], None]
+TRANSPORTS: tuple[str, ...] = ("aiohttp", "raw")
+# aiohttp: the reference design (one ClientSession, a pool of C keep-alive sockets). raw: the lab's
+# own HTTP/1.1 reader, about 1.5x less client CPU per token (benchmarks/client_capacity.py).
+DEFAULT_TRANSPORT = "aiohttp"
+PhaseCallback = Callable[[str], None]  # called with "warming_up", then "loading"
 
 READ_BUFSIZE = 10 * 2**20        # bytes; aiohttp's 64 KiB default throttles long contexts (vllm#39963)
 MONITOR_TICK_S = 0.010            # the loop-lag probe's sleep
@@ -142,7 +154,7 @@ def check_endpoint(base_url: str, model: str, api_key: str | None = None,
     return served
 
 
-@dataclass
+@dataclass(repr=False)
 class LoadResult:
     """What one run of the load generator produced: the measured records and the client's health.
 
@@ -168,6 +180,13 @@ class LoadResult:
     gc_collections: int = 0
     cancelled: bool = False
 
+    def __repr__(self) -> str:
+        # Short on purpose: asyncio.Runner formats the main task's result in a ValueError message
+        # on its way out (signal.getsignal), and a full repr of a million records takes seconds.
+        ok = sum(1 for r in self.records if r.ok)
+        return (f"LoadResult({len(self.records)} records, {ok} ok, {self.duration_s:.3f} s, "
+                f"C={self.concurrency}, cancelled={self.cancelled})")
+
     def health(self) -> dict[str, Any]:
         """Everything but the records: the client-side facts stored next to the run."""
         out = asdict(self)
@@ -187,13 +206,20 @@ class _Client:
     """One session, one workload; `run()` does warm-ups then the measured phase."""
 
     def __init__(self, base_url: str, model: str, workload: Workload, api_key: str | None,
-                 on_progress: Progress | None, cancel: threading.Event | None) -> None:
+                 on_progress: Progress | None, cancel: threading.Event | None,
+                 on_phase: PhaseCallback | None = None,
+                 transport: str = DEFAULT_TRANSPORT) -> None:
+        if transport not in TRANSPORTS:
+            raise LoadError(f"transport {transport!r} is not one of {', '.join(TRANSPORTS)}")
         root = server_root(base_url)
+        self.transport = transport
+        self._slots: list[list[Any]] = []
         self.workload = workload
         self.url = root + ("/v1/chat/completions" if workload.endpoint == "chat"
                            else "/v1/completions")
         self.api_key = api_key
         self.on_progress = on_progress
+        self.on_phase = on_phase
         self.cancel = cancel
         self.timeout = workload.request_timeout_s
         self.stop = False
@@ -209,135 +235,101 @@ class _Client:
             self._body_head = open_ + b',"prompt":'
             self._body_tail = b"}"
         self.session: aiohttp.ClientSession | None = None
+        self._raw_target = _Target.parse(self.url)
+        head = (f"POST {self._raw_target.path} HTTP/1.1\r\nHost: {self._raw_target.host_header}\r\n"
+                "User-Agent: vllm-tuning-lab\r\nAccept: text/event-stream\r\n"
+                "Content-Type: application/json\r\n")
+        if api_key:
+            head += f"Authorization: Bearer {api_key}\r\n"
+        self._raw_head = (head + "Content-Length: ").encode("latin-1")
 
     def _body(self, prompt: str) -> bytes:
         return self._body_head + json.dumps(prompt).encode() + self._body_tail
 
-    async def _request(self, rec: RequestRecord, prompt: str) -> None:
-        """Send one streaming request and fill `rec`; never raises except on cancellation."""
-        assert self.session is not None
+    async def _request(self, rec: RequestRecord, prompt: str, slot: list[Any]) -> None:
+        """Send one streaming request and fill `rec`; never raises except on cancellation.
+
+        `slot` is the worker's own state: the raw transport keeps its keep-alive connection there.
+        """
         body = self._body(prompt)
-        perf = time.perf_counter
-        st = perf()
+        st = time.perf_counter()
         rec.start = st - self.t0
         self.inflight += 1
-        itl = rec.itl
-        append = itl.append
-        last = st
-        first = True
-        done = False
-        usage: dict[str, Any] | None = None
-        fail: tuple[str, str] | None = None
+        sse = _SSE(rec, st)
         try:
             async with asyncio.timeout(self.timeout):
-                async with self.session.post(self.url, data=body) as resp:
-                    rec.http_status = resp.status
-                    if resp.status != 200:
-                        raw = await resp.content.read(4096)
-                        excerpt = raw.decode("utf-8", "replace").strip()[:ERROR_EXCERPT]
-                        fail = ("http", f"HTTP {resp.status} {resp.reason or ''}: {excerpt}")
-                        return
-                    content = resp.content
-                    pending = b""
-                    while True:
-                        data = await content.readany()
-                        if not data:
-                            break
-                        t = perf()
-                        if pending:
-                            data = pending + data
-                        if b"\r" in data:
-                            data = data.replace(b"\r\n", b"\n")
-                        cut = data.rfind(_SEP)
-                        if cut < 0:
-                            pending = data
-                            continue
-                        pending = data[cut + 2:] if cut + 2 < len(data) else b""
-                        n = data.count(_SEP, 0, cut) + 1
-                        if (not first and data.count(_CONTENT, 0, cut) == n
-                                and data.find(_ERROR_KEY, 0, cut) < 0
-                                and data.find(_USAGE, 0, cut) < 0):
-                            # Fast path: n content chunks and nothing else, arrived together.
-                            append(t - last)
-                            if n > 1:
-                                itl.extend(repeat(0.0, n - 1))
-                            last = t
-                            continue
-                        for event in data[:cut].split(_SEP):
-                            kind, obj = _classify(event)
-                            if kind == "content":
-                                if first:
-                                    first = False
-                                    rec.ttft = t - st
-                                else:
-                                    append(t - last)
-                                last = t
-                                if obj is not None and obj.get("usage"):
-                                    usage = obj["usage"]
-                            elif kind == "usage":
-                                usage = obj["usage"] if obj is not None else None
-                            elif kind == "done":
-                                done = True
-                            elif kind == "error":
-                                fail = ("stream_error", _error_text(obj))
-                                return
-                    if pending.strip():
-                        kind, obj = _classify(pending)
-                        if kind == "done":
-                            done = True
-                        elif kind == "usage" and obj is not None:
-                            usage = obj["usage"]
-                        elif kind == "error":
-                            fail = ("stream_error", _error_text(obj))
-                            return
-                        elif kind == "content":
-                            t = perf()
-                            if first:
-                                first = False
-                                rec.ttft = t - st
-                            else:
-                                append(t - last)
-                            last = t
-            if first:
-                fail = ("early_end", "the stream ended without any choices chunk")
-            elif not done:
-                fail = ("early_end", "the stream ended without [DONE]")
-            elif usage is None:
-                fail = ("no_usage", "the stream had no usage chunk; output tokens unknown "
-                                    "(the lab does not count chunks as tokens)")
-            else:
-                rec.output_tokens = _int_or_none(usage.get("completion_tokens"))
-                rec.prompt_tokens = _int_or_none(usage.get("prompt_tokens"))
-                if rec.output_tokens is None:
-                    fail = ("no_usage", "the usage chunk had no completion_tokens")
+                if self.transport == "raw":
+                    await self._send_raw(sse, body, slot)
+                else:
+                    await self._send_aiohttp(sse, body)
+            if sse.fail is None:
+                sse.finish()
         except TimeoutError:
-            fail = ("timeout", f"no complete response within {self.timeout:g} s")
+            sse.fail = ("timeout", f"no complete response within {self.timeout:g} s")
+            _drop(slot)
         except asyncio.CancelledError:
-            fail = ("exception", "cancelled: the run was stopped")
+            sse.fail = ("exception", "cancelled: the run was stopped")
+            _drop(slot)
             raise
         except Exception as exc:  # every other failure is a result, not a crash
-            fail = ("exception", f"{type(exc).__name__}: {exc}")
+            sse.fail = ("exception", f"{type(exc).__name__}: {exc}")
+            _drop(slot)
         finally:
             self.inflight -= 1
-            if not first:
-                rec.end = last - self.t0
-            if fail is None:
-                rec.ok = True
-            else:
-                rec.ok = False
-                rec.error_kind = fail[0]
-                rec.error = _scrub(fail[1], self.api_key)[:ERROR_EXCERPT + 100]
+            sse.close(self.t0, self.api_key)
+
+    async def _send_aiohttp(self, sse: "_SSE", body: bytes) -> None:
+        assert self.session is not None
+        perf = time.perf_counter
+        async with self.session.post(self.url, data=body) as resp:
+            sse.rec.http_status = resp.status
+            if resp.status != 200:
+                raw = await resp.content.read(4096)
+                sse.http_error(resp.status, resp.reason or "", raw)
+                return
+            content = resp.content
+            feed = sse.feed
+            while True:
+                data = await content.readany()
+                if not data or not feed(data, perf()):
+                    return
+
+    async def _send_raw(self, sse: "_SSE", body: bytes, slot: list[Any]) -> None:
+        """HTTP/1.1 on the worker's own keep-alive socket; see `_RawConnection` for why."""
+        request = self._raw_head + str(len(body)).encode() + b"\r\n\r\n" + body
+        for attempt in (0, 1):
+            conn: _RawConnection | None = slot[0]
+            reused = conn is not None and conn.usable
+            if not reused:
+                _drop(slot)
+                conn = await _RawConnection.open(self._raw_target)
+                slot[0] = conn
+            assert conn is not None
+            try:
+                await conn.request(request, sse)
+            except _StaleConnection:
+                _drop(slot)
+                if reused and attempt == 0:
+                    continue  # the server had closed the idle keep-alive socket: send it again
+                raise
+            break
+        if conn is None or not conn.usable:
+            _drop(slot)
 
     async def _worker(self, phase: _Phase, order: Any) -> None:
         prompts = phase.prompts
         records = phase.records
-        for i in order:
-            if self.stop:
-                return
-            rec = RequestRecord(index=i, start=0.0)
-            records[i] = rec
-            await self._request(rec, prompts[i])
-            phase.done += 1
+        slot = self._slots.pop() if self._slots else [None]
+        try:
+            for i in order:
+                if self.stop:
+                    return
+                rec = RequestRecord(index=i, start=0.0)
+                records[i] = rec
+                await self._request(rec, prompts[i], slot)
+                phase.done += 1
+        finally:
+            self._slots.append(slot)  # the next phase's workers reuse the warm connections
 
     async def _run_phase(self, phase: _Phase) -> None:
         order = iter(range(len(phase.prompts)))  # shared: each worker pulls the next index
@@ -353,6 +345,7 @@ class _Client:
 
     async def run(self, prompts: Sequence[str]) -> LoadResult:
         w = self.workload
+        _ensure_open_files(w.concurrency + 256)
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
@@ -365,11 +358,14 @@ class _Client:
             warm = _Phase(prompts[:w.warmups], [None] * w.warmups)
             measured = _Phase(prompts[w.warmups:], [None] * w.num_requests)
             if warm.prompts and not self._cancelled():
+                self._phase("warming_up")
                 self.t0 = time.perf_counter()
                 await self._supervised(warm, [], [], {"gc": 0}, progress=False)
             warm_failed = [r for r in warm.records if r is not None and not r.ok]
             return await self._measure(measured, warm_failed)
         finally:
+            for slot in self._slots:
+                _drop(slot)
             await self.session.close()
 
     def _cancelled(self) -> bool:
@@ -385,6 +381,8 @@ class _Client:
         gc.freeze()
         gc.disable()
         cancelled = self._cancelled() or self.stop
+        if not cancelled:
+            self._phase("loading")
         cpu0 = time.process_time()
         thread0 = time.thread_time()
         wall0 = time.time()
@@ -457,6 +455,14 @@ class _Client:
                 last_done = phase.done
                 self._progress(phase.done, total)
 
+    def _phase(self, name: str) -> None:
+        if self.on_phase is None:
+            return
+        try:
+            self.on_phase(name)
+        except Exception:  # the caller's bookkeeping must not end a measurement
+            self.on_phase = None
+
     def _progress(self, done: int, total: int) -> None:
         if self.on_progress is None:
             return
@@ -464,6 +470,455 @@ class _Client:
             self.on_progress(done, total)
         except Exception:  # a broken progress bar must not end a measurement
             self.on_progress = None
+
+
+class _SSE:
+    """One response being read: SSE events -> the record's TTFT, ITL, usage and outcome.
+
+    Every read is stamped once (`t`): chunks that arrived together get ITL 0 after the first, which
+    is what happened on the wire. Runs of plain content chunks are counted in bulk with C-level
+    `bytes.count/find`; the first chunk, usage, [DONE], errors and anything unusual go through
+    `_classify` one by one.
+    """
+    __slots__ = ("rec", "st", "itl", "last", "first", "done", "usage", "fail", "pending")
+
+    def __init__(self, rec: RequestRecord, st: float) -> None:
+        self.rec = rec
+        self.st = st
+        self.itl = rec.itl
+        self.last = st
+        self.first = True
+        self.done = False
+        self.usage: dict[str, Any] | None = None
+        self.fail: tuple[str, str] | None = None
+        self.pending = b""
+
+    def http_error(self, status: int, reason: str, raw: bytes) -> None:
+        excerpt = raw.decode("utf-8", "replace").strip()[:ERROR_EXCERPT]
+        self.fail = ("http", f"HTTP {status} {reason}: {excerpt}")
+
+    def feed(self, data: bytes, t: float) -> bool:
+        """The body bytes of one read, all received at `t`; False when the stream must stop."""
+        if self.pending:
+            data = self.pending + data
+        if b"\r" in data:
+            data = data.replace(b"\r\n", b"\n")
+        cut = data.rfind(_SEP)
+        if cut < 0:
+            self.pending = data
+            return True
+        self.pending = data[cut + 2:] if cut + 2 < len(data) else b""
+        itl = self.itl
+        first = self.first
+        last = self.last
+        bulk = not first
+        pos = 0
+        while pos <= cut:
+            if bulk:
+                lc = data.rfind(_CONTENT, pos, cut)
+                if lc >= 0:
+                    le = data.find(_SEP, lc, cut)
+                    if le < 0:
+                        le = cut
+                    n = data.count(_SEP, pos, le) + 1
+                    if (data.count(_CONTENT, pos, le) == n and data.find(_ERROR_KEY, pos, le) < 0
+                            and data.find(_USAGE, pos, le) < 0):
+                        itl.append(t - last)  # n chunks that arrived together
+                        if n > 1:
+                            itl.extend(repeat(0.0, n - 1))
+                        last = t
+                        pos = le + 2
+                        continue
+                bulk = False  # nothing left to bulk, or a mixed run
+            end = data.find(_SEP, pos, cut)
+            if end < 0:
+                end = cut
+            kind, obj = _classify(data[pos:end])
+            pos = end + 2
+            if kind == "content":
+                if first:
+                    first = False
+                    bulk = True
+                    self.rec.ttft = t - self.st
+                else:
+                    itl.append(t - last)
+                last = t
+                if obj is not None and obj.get("usage"):
+                    self.usage = obj["usage"]
+            elif kind == "usage":
+                self.usage = obj["usage"] if obj is not None else None
+            elif kind == "done":
+                self.done = True
+            elif kind == "error":
+                self.fail = ("stream_error", _error_text(obj))
+                self.first, self.last = first, last
+                return False
+        self.first, self.last = first, last
+        return True
+
+    def finish(self) -> None:
+        """The body ended: read a last event that had no blank line, then decide the outcome."""
+        if self.pending.strip():
+            pending, self.pending = self.pending, b""
+            if not self.feed(pending + _SEP, time.perf_counter()):
+                return
+        rec = self.rec
+        if self.first:
+            self.fail = ("early_end", "the stream ended without any choices chunk")
+        elif not self.done:
+            self.fail = ("early_end", "the stream ended without [DONE]")
+        elif self.usage is None:
+            self.fail = ("no_usage", "the stream had no usage chunk; output tokens unknown "
+                                     "(the lab does not count chunks as tokens)")
+        else:
+            rec.output_tokens = _int_or_none(self.usage.get("completion_tokens"))
+            rec.prompt_tokens = _int_or_none(self.usage.get("prompt_tokens"))
+            if rec.output_tokens is None:
+                self.fail = ("no_usage", "the usage chunk had no completion_tokens")
+
+    def close(self, t0: float, secret: str | None) -> None:
+        """Write the outcome into the record: times relative to t0, the error text scrubbed."""
+        rec = self.rec
+        if not self.first:
+            rec.end = self.last - t0
+        if self.fail is None:
+            rec.ok = True
+        else:
+            rec.ok = False
+            rec.error_kind = self.fail[0]
+            rec.error = _scrub(self.fail[1], secret)[:ERROR_EXCERPT + 100]
+
+
+# --- the raw HTTP/1.1 transport ------------------------------------------------------------------
+# Why: aiohttp runs about six Python calls per HTTP chunk (and vLLM sends one chunk per token), which
+# is most of a streaming client's CPU. Here a worker owns one keep-alive socket; a read takes
+# everything the socket has, de-chunks it in one loop and hands it to `_SSE` in one call.
+# HTTP/1.1 only (chunked, Content-Length or until-close bodies), TLS via asyncio, no proxies.
+
+class _StaleConnection(ConnectionError):
+    """A reused keep-alive socket closed before any byte of the response: safe to resend once."""
+
+
+@dataclass(frozen=True)
+class _Target:
+    host: str
+    port: int
+    tls: bool
+    path: str
+    host_header: str
+
+    @classmethod
+    def parse(cls, url: str) -> "_Target":
+        parts = urllib.parse.urlsplit(url)
+        tls = parts.scheme == "https"
+        host = parts.hostname or "127.0.0.1"
+        port = parts.port or (443 if tls else 80)
+        shown = f"[{host}]" if ":" in host else host
+        header = shown if port == (443 if tls else 80) else f"{shown}:{port}"
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        return cls(host=host, port=port, tls=tls, path=path, host_header=header)
+
+
+class _RawConnection(asyncio.Protocol):
+    """One keep-alive socket that reads its responses inside `data_received`.
+
+    The event loop calls `data_received` with whatever the socket had; the head is parsed, the
+    body de-chunked and handed to the request's `_SSE` right there, stamped with the callback's
+    own clock reading. The waiting task is woken once, when the response is complete, instead of
+    once per read: on a stream of small token chunks that wake-up is most of a client's cost.
+    """
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.sse: _SSE | None = None
+        self.waiter: asyncio.Future[None] | None = None
+        self.head = b""
+        self.body: _Body | None = None
+        self.status = 0
+        self.reason = ""
+        self.error_body = b""
+        self.received = False
+        self.usable = False
+
+    @classmethod
+    async def open(cls, target: _Target) -> "_RawConnection":
+        loop = asyncio.get_running_loop()
+        context = ssl.create_default_context() if target.tls else None
+        _, proto = await loop.create_connection(
+            cls, target.host, target.port, ssl=context,
+            server_hostname=target.host if context is not None else None)
+        return proto
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.usable = True
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+
+    def request(self, data: bytes, sse: "_SSE") -> "asyncio.Future[None]":
+        """Send one request; the future resolves when its response has been read (or fails)."""
+        if not self.usable or self.transport is None or self.transport.is_closing():
+            raise _StaleConnection("the connection is closed")
+        self.sse = sse
+        self.head = b""
+        self.body = None
+        self.status = 0
+        self.error_body = b""
+        self.received = False
+        self.waiter = asyncio.get_running_loop().create_future()
+        self.transport.write(data)
+        return self.waiter
+
+    def data_received(self, data: bytes) -> None:
+        t = time.perf_counter()
+        sse = self.sse
+        if sse is None:  # bytes nobody asked for: the socket cannot be trusted any more
+            self.close()
+            return
+        self.received = True
+        try:
+            body = self.body
+            if body is None:
+                data = self._read_head(data)
+                body = self.body
+                if body is None:
+                    return
+            if not data and not body.complete:
+                return
+            payload = body.feed(data) if data else b""
+            if self.status != 200:
+                self.error_body += payload
+                if body.complete or len(self.error_body) >= 4096:
+                    sse.http_error(self.status, self.reason, self.error_body)
+                    self._done(keep=False)
+                return
+            if payload and not sse.feed(payload, t):
+                self._done(keep=False)  # stopped mid-stream: the socket is not reusable
+            elif body.complete:
+                self._done(keep=body.keep_alive and not body.leftover)
+        except Exception as exc:  # a malformed response fails this request, not the loop
+            self._fail(exc)
+
+    def _read_head(self, data: bytes) -> bytes:
+        """Collect the head; once whole, set status and framing and return the body bytes."""
+        buf = self.head + data
+        while True:
+            end = buf.find(b"\r\n\r\n")
+            if end < 0:
+                if len(buf) > 65536:
+                    raise ConnectionError("response head larger than 64 KiB")
+                self.head = buf
+                return b""
+            lines = buf[:end].decode("latin-1").split("\r\n")
+            rest = buf[end + 4:]
+            parts = lines[0].split(" ", 2)
+            try:
+                status = int(parts[1])
+            except (IndexError, ValueError):
+                raise ConnectionError(f"not an HTTP response: {lines[0][:80]!r}") from None
+            if 100 <= status < 200:
+                buf = rest  # an interim response; the real one follows
+                continue
+            headers: dict[str, str] = {}
+            for line in lines[1:]:
+                name, _, value = line.partition(":")
+                headers[name.strip().lower()] = value.strip()
+            self.head = b""
+            self.status = status
+            self.reason = parts[2] if len(parts) > 2 else ""
+            self.body = _Body.of(parts[0], headers)
+            assert self.sse is not None
+            self.sse.rec.http_status = status
+            return rest
+
+    def _done(self, keep: bool) -> None:
+        self.sse = None
+        if not keep:
+            self.close()
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _fail(self, exc: BaseException) -> None:
+        self.sse = None
+        self.close()
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(exc)
+
+    def eof_received(self) -> bool:
+        self._ended(None)
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.usable = False
+        self._ended(exc)
+
+    def _ended(self, exc: Exception | None) -> None:
+        """The server closed the socket: the end of an until-close body, or a failure."""
+        self.usable = False
+        if self.sse is None:
+            return
+        if not self.received:
+            self._fail(_StaleConnection("connection closed before the response"))
+            return
+        body = self.body
+        if body is not None and body.mode == "close" and exc is None:
+            body.complete = True
+            if self.status != 200:
+                self.sse.http_error(self.status, self.reason, self.error_body)
+            self._done(keep=False)
+            return
+        self._fail(ConnectionError("the connection closed inside the response"
+                                   + (f": {exc}" if exc else "")))
+
+    def close(self) -> None:
+        self.usable = False
+        self.sse = None
+        if self.transport is not None:
+            self.transport.close()
+
+
+class _Body:
+    """How a response body ends: chunked, Content-Length, or the server closing the socket."""
+    __slots__ = ("mode", "left", "crlf", "trailer", "complete", "buf", "leftover", "keep_alive")
+
+    def __init__(self, mode: str, length: int, keep_alive: bool) -> None:
+        self.mode = mode          # "chunked" | "length" | "close"
+        self.left = length        # bytes left in the current chunk, or of the whole body
+        self.crlf = False         # a chunk's data is done, its CRLF is next
+        self.trailer = False      # past the last (zero-size) chunk
+        self.complete = mode == "length" and length == 0
+        self.buf = b""
+        self.leftover = b""
+        self.keep_alive = keep_alive and mode != "close"
+
+    @classmethod
+    def of(cls, version: str, headers: dict[str, str]) -> "_Body":
+        connection = headers.get("connection", "").lower()
+        keep = version.upper() == "HTTP/1.1" and "close" not in connection
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            return cls("chunked", 0, keep)
+        if "content-length" in headers:
+            try:
+                return cls("length", int(headers["content-length"]), keep)
+            except ValueError:
+                raise ConnectionError("invalid Content-Length") from None
+        return cls("close", 0, False)
+
+    def feed(self, data: bytes) -> bytes:
+        """Raw bytes in, body bytes out; sets `complete` at the end of the body."""
+        if self.mode == "chunked":
+            return self._chunked(data)
+        if self.mode == "length":
+            if len(data) >= self.left:
+                body, self.leftover = data[:self.left], data[self.left:]
+                self.left = 0
+                self.complete = True
+                return body
+            self.left -= len(data)
+            return data
+        return data
+
+    def _chunked(self, data: bytes) -> bytes:
+        if self.buf:
+            data = self.buf + data
+            self.buf = b""
+        if not (self.left or self.crlf or self.trailer) and data.endswith(b"\r\n"):
+            # Fast path: the read is whole chunks. Split on CRLF and check every declared size
+            # against its piece: a payload holding a CRLF can never pass (its own declared size
+            # is longer than the piece before the CRLF), so a pass is a correct parse.
+            parts = data.split(b"\r\n")
+            if len(parts) % 2:
+                pieces = parts[1:-1:2]
+                try:
+                    sizes = [int(h, 16) for h in parts[0:-1:2]]
+                except ValueError:
+                    sizes = []
+                if sizes and 0 not in sizes and sizes == list(map(len, pieces)):
+                    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+        out: list[bytes] = []
+        pos = 0
+        n = len(data)
+        while pos < n:
+            left = self.left
+            if left:
+                if n - pos >= left:
+                    out.append(data[pos:pos + left])
+                    pos += left
+                    self.left = 0
+                    self.crlf = True
+                else:
+                    out.append(data[pos:])
+                    self.left = left - (n - pos)
+                    pos = n
+                continue
+            if self.crlf:
+                if n - pos < 2:
+                    self.buf = data[pos:]
+                    break
+                if not data.startswith(b"\r\n", pos):
+                    raise ConnectionError("malformed chunked body (no CRLF after a chunk)")
+                pos += 2
+                self.crlf = False
+                continue
+            eol = data.find(b"\r\n", pos)
+            if eol < 0:
+                self.buf = data[pos:]
+                if len(self.buf) > 4096:
+                    raise ConnectionError("malformed chunked body (chunk header too long)")
+                break
+            if self.trailer:
+                if eol == pos:  # the blank line that ends the trailers: the body is done
+                    self.complete = True
+                    self.leftover = data[pos + 2:]
+                    break
+                pos = eol + 2
+                continue
+            try:
+                size = int(data[pos:eol], 16)
+            except ValueError:
+                try:
+                    size = int(data[pos:eol].split(b";", 1)[0], 16)  # chunk extensions
+                except ValueError:
+                    raise ConnectionError("malformed chunk size") from None
+            pos = eol + 2
+            if size == 0:
+                self.trailer = True
+                continue
+            if pos + size + 2 <= n and data.startswith(b"\r\n", pos + size):
+                out.append(data[pos:pos + size])  # the common case: a whole chunk
+                pos += size + 2
+                continue
+            self.left = size
+        if len(out) == 1:
+            return out[0]
+        return b"".join(out)
+
+
+def _drop(slot: list[Any]) -> None:
+    """Close and forget a worker's raw connection (after an error, a close, or the run)."""
+    conn = slot[0]
+    if conn is not None:
+        conn.close()
+        slot[0] = None
+
+
+def _ensure_open_files(need: int) -> None:
+    """C sockets need C file descriptors: lift the soft limit toward the hard one if it is lower."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != resource.RLIM_INFINITY and soft < need:
+            target = need if hard == resource.RLIM_INFINITY else min(need, hard)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (ImportError, ValueError, OSError):
+        pass
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -525,17 +980,21 @@ def _check_prompts(prompts: Sequence[str], workload: Workload) -> None:
 
 async def run_load(base_url: str, model: str, prompts: Sequence[str], workload: Workload, *,
                    api_key: str | None = None, on_progress: Progress | None = None,
-                   cancel: threading.Event | None = None) -> LoadResult:
+                   cancel: threading.Event | None = None,
+                   on_phase: PhaseCallback | None = None,
+                   transport: str = DEFAULT_TRANSPORT) -> LoadResult:
     """Warm up, then send `workload.num_requests` measured requests keeping C in flight.
 
     `prompts` is `build_prompts(workload, ...)`: warm-ups first. `api_key` defaults to
     OPENAI_API_KEY. `on_progress(done, total)` is called about every 250 ms and at the end, from the
-    event loop's thread. Setting `cancel` stops dispatching and cancels in-flight requests (recorded
+    event loop's thread; `on_phase` gets "warming_up" (only when there are warm-ups) and "loading"
+    (just before the first measured dispatch). `transport` is "aiohttp" or "raw" (see
+    TRANSPORTS). Setting `cancel` stops dispatching and cancels in-flight requests (recorded
     as failed, `cancelled: ...`); the result then has `cancelled=True`.
     """
     _check_prompts(prompts, workload)
     key = api_key if api_key is not None else api_key_from_env()
-    client = _Client(base_url, model, workload, key, on_progress, cancel)
+    client = _Client(base_url, model, workload, key, on_progress, cancel, on_phase, transport)
     return await client.run(prompts)
 
 
@@ -549,16 +1008,20 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
 
 def run_load_sync(base_url: str, model: str, prompts: Sequence[str], workload: Workload, *,
                   api_key: str | None = None, on_progress: Progress | None = None,
-                  cancel: threading.Event | None = None) -> LoadResult:
+                  cancel: threading.Event | None = None,
+                  on_phase: PhaseCallback | None = None,
+                  transport: str = DEFAULT_TRANSPORT) -> LoadResult:
     """`run_load` in a fresh event loop (uvloop when installed), for plain threads and processes."""
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
         return runner.run(run_load(base_url, model, prompts, workload, api_key=api_key,
-                                   on_progress=on_progress, cancel=cancel))
+                                   on_progress=on_progress, cancel=cancel, on_phase=on_phase,
+                                   transport=transport))
 
 
 # --- the load generator in its own process -------------------------------------------------------
 # Frames on the child's stdout: 1 byte kind + 8 bytes length + payload. P = progress (two int64),
-# R = pickled LoadResult, E = error text. The job (and the key, if given) goes in on stdin: never argv.
+# S = phase name, R = pickled LoadResult, E = error text. The job (and the key, if given) goes in
+# on stdin: never argv.
 _FRAME = struct.Struct("<cQ")
 _PROGRESS = struct.Struct("<qq")
 _REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -567,12 +1030,14 @@ _REPO_ROOT = Path(__file__).resolve().parents[1]
 def run_load_in_subprocess(base_url: str, model: str, prompts: Sequence[str], workload: Workload,
                            *, api_key: str | None = None, on_progress: Progress | None = None,
                            cancel: threading.Event | None = None,
+                           on_phase: PhaseCallback | None = None,
+                           transport: str = DEFAULT_TRANSPORT,
                            python: str | None = None) -> LoadResult:
     """`run_load_sync` in a child Python process, so the client has a core's worth of GIL to itself
     while telemetry threads run in the caller. Cancelling sends SIGTERM (a graceful stop)."""
     _check_prompts(prompts, workload)
     job = {"base_url": base_url, "model": model, "prompts": list(prompts),
-           "workload": workload.to_dict(), "api_key": api_key}
+           "workload": workload.to_dict(), "api_key": api_key, "transport": transport}
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen([python or sys.executable, "-m", "tuning.loadgen", "--child"],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
@@ -606,6 +1071,8 @@ def run_load_in_subprocess(base_url: str, model: str, prompts: Sequence[str], wo
                 payload = proc.stdout.read(size)
                 if kind == b"P" and on_progress is not None:
                     on_progress(*_PROGRESS.unpack(payload))
+                elif kind == b"S" and on_phase is not None:
+                    on_phase(payload.decode())
                 elif kind == b"R":
                     result = pickle.loads(payload)
                 elif kind == b"E":
@@ -648,7 +1115,8 @@ def _child_main() -> int:
         result = run_load_sync(job["base_url"], job["model"], job["prompts"],
                                Workload.from_dict(job["workload"]), api_key=job["api_key"],
                                on_progress=lambda d, t: send(b"P", _PROGRESS.pack(d, t)),
-                               cancel=cancel)
+                               cancel=cancel, on_phase=lambda ph: send(b"S", ph.encode()),
+                               transport=job.get("transport", DEFAULT_TRANSPORT))
     except Exception as exc:
         send(b"E", _scrub(f"{type(exc).__name__}: {exc}", job.get("api_key")).encode())
         return 1
@@ -658,6 +1126,10 @@ def _child_main() -> int:
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--child"]:
-        sys.exit(_child_main())
+        # Run the imported module's copy, not __main__'s, so the pickled result names
+        # tuning.loadgen.LoadResult, which the parent can load.
+        from tuning.loadgen import _child_main as child_main
+
+        sys.exit(child_main())
     print("internal entry point: use tuning.loadgen.run_load_in_subprocess", file=sys.stderr)
     sys.exit(2)

@@ -11,6 +11,7 @@ import fcntl
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -41,9 +42,23 @@ class RunnerBusy(RuntimeError):
     """Another experiment holds this machine's runner lock."""
 
 
+def lock_path() -> Path:
+    """One lock per machine (not per DB): two experiments at once would measure each other."""
+    override = os.environ.get("TUNING_LAB_LOCK")
+    return Path(override) if override else Path(tempfile.gettempdir()) / f"vllm-tuning-lab-{os.getuid()}.lock"
+
+
+def runner_busy() -> bool:
+    try:
+        with machine_lock():
+            return False
+    except RunnerBusy:
+        return True
+
+
 @contextmanager
 def machine_lock(path: Path | None = None) -> Iterator[None]:
-    target = path or lab_home() / "runner.lock"
+    target = path or lock_path()
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target, "a+") as fh:
         try:

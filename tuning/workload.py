@@ -14,7 +14,7 @@ import json
 import math
 import random
 import urllib.parse
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Iterable, Literal, Mapping, Protocol, Sequence, runtime_checkable
 
@@ -38,9 +38,10 @@ class WorkloadError(ValueError):
 class Workload:
     """What the load generator replays: N requests, C in flight, I prompt tokens, O output tokens.
 
-    `num_warmups` defaults to `concurrency`: one full wave at the run's concurrency opens every
-    connection of the pool and warms the server at the batch size it will see, before anything is
-    measured. `output_len` is sent as `max_tokens` with `ignore_eos`, so every request generates
+    `num_warmups=None` means "one wave": `concurrency` warm-ups (see `warmups`), which open every
+    connection of the pool and warm the server at the batch size it will see before anything is
+    measured; None is kept as is, so changing the concurrency moves the warm-ups with it.
+    `output_len` is sent as `max_tokens` with `ignore_eos`, so every request generates
     exactly that many tokens.
     """
     num_requests: int
@@ -63,9 +64,8 @@ class Workload:
                                 f"input_len ({self.input_len})")
         if self.endpoint not in ENDPOINTS:
             raise WorkloadError(f"endpoint {self.endpoint!r} is not one of {', '.join(ENDPOINTS)}")
-        if self.num_warmups is None:
-            object.__setattr__(self, "num_warmups", self.concurrency)
-        _check_int("num_warmups", self.num_warmups, minimum=0)
+        if self.num_warmups is not None:
+            _check_int("num_warmups", self.num_warmups, minimum=0)
         timeout = self.request_timeout_s
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or \
                 not math.isfinite(timeout) or timeout <= 0:
@@ -74,12 +74,19 @@ class Workload:
 
     @property
     def warmups(self) -> int:
-        """`num_warmups`, resolved (never None after construction)."""
-        return int(self.num_warmups or 0)
+        """Warm-up requests actually sent: `num_warmups`, or `concurrency` when it is None."""
+        return self.concurrency if self.num_warmups is None else self.num_warmups
 
     @property
     def total_prompts(self) -> int:
         return self.warmups + self.num_requests
+
+    def with_value(self, name: str, value: Any) -> "Workload":
+        """A copy with one field changed; accepts the registry's spelling ('input-len')."""
+        key = name.strip().replace("-", "_")
+        if key not in {f.name for f in fields(self)}:
+            raise WorkloadError(f"{name!r} is not a workload field")
+        return replace(self, **{key: value})
 
     def shape(self) -> dict[str, Any]:
         """The fields that change what the server sees, plus the prompt recipe version.
@@ -88,6 +95,7 @@ class Workload:
         `num_warmups` is in: a cold and a warm server are different loads.
         """
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "request_timeout_s"}
+        out["num_warmups"] = self.warmups
         out["prompt_recipe"] = PROMPT_RECIPE
         return out
 

@@ -50,6 +50,7 @@ class FakeConfig:
     split_writes: bool = False      # write every event in small pieces (tests reassembly)
     chat_role_chunk: bool = True    # chat: a first chunk with the role and empty content, like vLLM
     echo_auth_in_errors: bool = False  # a careless server: error bodies repeat the Authorization
+    keepalive_timeout: float = 75.0    # seconds an idle keep-alive connection is kept open
 
 
 @dataclass
@@ -104,7 +105,8 @@ class FakeOpenAIServer:
         return app
 
     async def _start(self) -> None:
-        self._runner = web.AppRunner(self.app(), shutdown_timeout=0.5, access_log=None)
+        self._runner = web.AppRunner(self.app(), shutdown_timeout=0.5, access_log=None,
+                                     keepalive_timeout=self.config.keepalive_timeout)
         await self._runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -1,0 +1,208 @@
+"""An instant streaming stub of vLLM's OpenAI server, for measuring clients, not servers.
+
+Why not the aiohttp fake from tests/: a framework costs the stub CPU that the client under test then
+cannot use on a 2-core machine. This is a bare asyncio protocol (uvloop when installed) with every
+SSE chunk pre-encoded, byte-compatible with vLLM's compact JSON and chunked transfer encoding.
+Between chunks each stream yields to the loop, so C streams interleave one chunk at a time, like an
+engine step that emits one token for every running request; with `--itl-ms` it paces them instead.
+
+    python benchmarks/stub_server.py --port 8321 [--itl-ms 0] [--model tiny]
+
+Routes: GET /health, GET /v1/models, POST /v1/completions, POST /v1/chat/completions (404 for the
+rest, so `vllm bench serve` skips its /tokenize alignment and /metrics scrape).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import socket
+from typing import Any
+
+
+def _chunk(data: bytes) -> bytes:
+    """One HTTP/1.1 chunk (chunked transfer encoding)."""
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+class Stub:
+    """Pre-encoded responses for one served model name."""
+
+    def __init__(self, model: str, itl_ms: float) -> None:
+        self.model = model
+        self.itl_s = itl_ms / 1000.0
+        self.streams = 0
+        head = {"id": "cmpl-stub", "object": "text_completion", "created": 0, "model": model}
+        chead = {"id": "chatcmpl-stub", "object": "chat.completion.chunk", "created": 0,
+                 "model": model}
+
+        def event(obj: Any) -> bytes:
+            return _chunk(b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n")
+
+        def text_choice(finish: str | None) -> dict[str, Any]:
+            return {"index": 0, "text": " tok", "logprobs": None, "finish_reason": finish,
+                    "stop_reason": None}
+
+        def chat_choice(finish: str | None) -> dict[str, Any]:
+            return {"index": 0, "delta": {"content": " tok"}, "logprobs": None,
+                    "finish_reason": finish}
+
+        self.mid = {False: event({**head, "choices": [text_choice(None)]}),
+                    True: event({**chead, "choices": [chat_choice(None)]})}
+        self.last = {False: event({**head, "choices": [text_choice("length")]}),
+                     True: event({**chead, "choices": [chat_choice("length")]})}
+        self.role = event({**chead, "choices": [{"index": 0, "delta": {"role": "assistant",
+                                                                        "content": ""},
+                                                  "logprobs": None, "finish_reason": None}]})
+        self.head = {False: head, True: chead}
+        self.done = _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n"
+        self.models = json.dumps({"object": "list", "data": [
+            {"id": model, "object": "model", "owned_by": "stub"}]}).encode()
+
+    def usage(self, chat: bool, prompt_tokens: int, n: int) -> bytes:
+        obj = {**self.head[chat], "choices": [], "usage": {
+            "prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + n,
+            "completion_tokens": n}}
+        return _chunk(b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n")
+
+
+STREAM_HEAD = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
+               b"transfer-encoding: chunked\r\n\r\n")
+
+
+def _plain(status: str, body: bytes, ctype: str = "application/json") -> bytes:
+    return (f"HTTP/1.1 {status}\r\ncontent-type: {ctype}\r\ncontent-length: {len(body)}\r\n\r\n"
+            .encode() + body)
+
+
+class StubProtocol(asyncio.Protocol):
+    """HTTP/1.1 keep-alive, one request at a time per connection, as streaming clients use it."""
+
+    def __init__(self, stub: Stub) -> None:
+        self.stub = stub
+        self.buf = bytearray()
+        self.transport: asyncio.Transport | None = None
+        self.can_write: asyncio.Event | None = None
+        self.task: asyncio.Task[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.can_write = asyncio.Event()
+        self.can_write.set()
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.task is not None:
+            self.task.cancel()
+        assert self.can_write is not None
+        self.can_write.set()
+
+    def pause_writing(self) -> None:
+        assert self.can_write is not None
+        self.can_write.clear()
+
+    def resume_writing(self) -> None:
+        assert self.can_write is not None
+        self.can_write.set()
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        while True:
+            end = self.buf.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            head = bytes(self.buf[:end]).decode("latin-1")
+            length = 0
+            for line in head.split("\r\n")[1:]:
+                name, _, value = line.partition(":")
+                if name.strip().lower() == "content-length":
+                    length = int(value.strip())
+            if len(self.buf) < end + 4 + length:
+                return
+            body = bytes(self.buf[end + 4:end + 4 + length])
+            del self.buf[:end + 4 + length]
+            method, path = (head.split(" ", 2) + ["", ""])[:2]
+            self.handle(method, path.split("?", 1)[0], body)
+
+    def handle(self, method: str, path: str, body: bytes) -> None:
+        assert self.transport is not None
+        if method == "GET" and path == "/health":
+            self.transport.write(_plain("200 OK", b""))
+        elif method == "GET" and path in ("/v1/models", "/models"):
+            self.transport.write(_plain("200 OK", self.stub.models))
+        elif method == "POST" and path in ("/v1/completions", "/v1/chat/completions"):
+            req = json.loads(body)
+            n = int(req.get("max_tokens") or req.get("max_completion_tokens") or 16)
+            chat = path.endswith("chat/completions")
+            text = req["messages"][-1]["content"] if chat else req.get("prompt", "")
+            prompt_tokens = max(1, len(str(text)) // 4)
+            self.task = asyncio.get_running_loop().create_task(
+                self.stream(chat, n, prompt_tokens))
+        else:
+            self.transport.write(_plain("404 Not Found", b'{"detail":"Not Found"}'))
+
+    async def stream(self, chat: bool, n: int, prompt_tokens: int) -> None:
+        t = self.transport
+        assert t is not None and self.can_write is not None
+        stub = self.stub
+        stub.streams += 1
+        mid = stub.mid[chat]
+        sleep = asyncio.sleep
+        pause = stub.itl_s
+        t.write(STREAM_HEAD + (stub.role if chat else b""))
+        for _ in range(n - 1):
+            await sleep(pause)
+            if not self.can_write.is_set():
+                await self.can_write.wait()
+            if t.is_closing():
+                return
+            t.write(mid)
+        await sleep(pause)
+        if t.is_closing():
+            return
+        t.write(stub.last[chat] + stub.usage(chat, prompt_tokens, n) + stub.done)
+
+
+async def serve(port: int, model: str, itl_ms: float, ready: Any = None) -> None:
+    """Serve until cancelled; `ready`, if given, is called with the bound port."""
+    loop = asyncio.get_running_loop()
+    stub = Stub(model, itl_ms)
+    server = await loop.create_server(lambda: StubProtocol(stub), "127.0.0.1", port,
+                                      backlog=4096, reuse_address=True)
+    bound = server.sockets[0].getsockname()[1]
+    if ready is not None:
+        ready(bound)
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):
+            pass
+    async with server:
+        await stop.wait()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=8321)
+    parser.add_argument("--model", default="tiny")
+    parser.add_argument("--itl-ms", type=float, default=0.0,
+                        help="pause between chunks; 0 = only yield to the loop (instant)")
+    args = parser.parse_args(argv)
+    try:
+        import uvloop
+
+        runner = asyncio.Runner(loop_factory=uvloop.new_event_loop)
+    except ImportError:
+        runner = asyncio.Runner()
+    with runner:
+        runner.run(serve(args.port, args.model, args.itl_ms,
+                         ready=lambda p: print(f"stub on http://127.0.0.1:{p}", flush=True)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,77 @@
+"""The core loop on the real engine: restart per value, load, sample, store; failures are results."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from store import open_db, repo
+from tests.engine.conftest import run_cli
+
+pytestmark = pytest.mark.engine
+
+
+def test_max_num_seqs_2_vs_16_end_to_end(real_lab: dict[str, Any]) -> None:
+    db = open_db(real_lab["db"])
+    runs = [repo.get_run(db, i) for i in real_lab["run_ids"]]
+    assert [r["value"] for r in runs] == ["2", "16"]
+    for run in runs:
+        assert run["status"] == "done", run
+        assert run["completed"] + run["failed"] == 64
+        assert run["failed"] == 0
+        requests = repo.get_requests(db, run["id"])
+        assert len(requests) == 64 and all(r.ok and r.output_tokens == 64 for r in requests)
+        assert all(r.ttft is not None and len(r.itl) > 0 for r in requests)
+        # Memory climb and KV usage time series exist for every successful run.
+        series = set(repo.sample_series(db, run["id"]))
+        assert {"tree_rss_bytes", "kv_cache_usage_perc", "num_requests_running"} <= series
+        rss = repo.get_samples(db, run["id"], ["tree_rss_bytes"])
+        # Sampled from launch at 100 ms: the climb from an empty interpreter to a loaded engine.
+        assert len(rss) > 100 and max(s["value"] for s in rss) > 10 * rss[0]["value"]
+        assert run["kv_cache_tokens"] > 0 and run["time_to_healthy_s"] > 0
+        assert run["peak_kv_cache_usage_perc"] is not None and run["peak_kv_cache_usage_perc"] > 0
+        assert run["config"]["max-num-seqs"] == int(run["value"])
+        health = run["health"]
+        assert health["tokens"]["agree"], health["tokens"]
+    assert runs[0]["workload_fingerprint"] == runs[1]["workload_fingerprint"]
+    assert {k: v for k, v in runs[0]["config"].items() if k != "max-num-seqs"} == \
+           {k: v for k, v in runs[1]["config"].items() if k != "max-num-seqs"}
+    two, sixteen = runs
+    assert sixteen["output_throughput"] > two["output_throughput"]
+    assert sixteen["mean_ttft_ms"] < two["mean_ttft_ms"]
+    # vLLM's own queue shows the cap: never more than 2 running with max-num-seqs 2.
+    running = repo.get_samples(db, two["id"], ["num_requests_running"])
+    assert max(s["value"] for s in running) <= 2
+
+
+def test_runs_json_has_the_summary_keys(real_lab: dict[str, Any]) -> None:
+    out = run_cli(["runs", "--db", str(real_lab["db"]), "--json"], real_lab["home"])
+    assert out.returncode == 0, out.stderr
+    rows = {r["id"]: r for r in json.loads(out.stdout)}
+    row = rows[real_lab["run_ids"][1]]
+    for key in ("completed", "failed", "duration", "total_input_tokens", "total_output_tokens",
+                "request_throughput", "output_throughput", "total_token_throughput",
+                "mean_ttft_ms", "median_ttft_ms", "p90_ttft_ms", "p99_ttft_ms", "mean_tpot_ms",
+                "p99_itl_ms", "mean_e2el_ms", "peak_tree_rss_bytes", "peak_kv_cache_usage_perc",
+                "kv_capacity_tokens", "preemptions", "status", "failure_kind"):
+        assert key in row, key
+    assert row["total_output_tokens"] == 64 * 64
+
+
+def test_a_value_that_cannot_start_is_stored_and_the_next_still_runs(real_lab: dict[str, Any]) -> None:
+    db_path = real_lab["db"]
+    out = run_cli(["experiment", "--param", "block-size", "--values", "32,16,64",
+                   "--concurrency", "4", "--num-requests", "8", "--input-len", "32",
+                   "--output-len", "16", "--db", str(db_path), "--json"], real_lab["home"])
+    assert out.returncode == 0, out.stdout + out.stderr
+    ids = json.loads(out.stdout.strip().splitlines()[-1])["run_ids"]
+    db = open_db(db_path)
+    first, bad, third = (repo.get_run(db, i) for i in ids)
+    assert first["status"] == "done" and third["status"] == "done"
+    assert bad["status"] == "failed" and bad["failure_kind"] == "engine_init"
+    assert "No common block size for 16" in bad["failure_reason"]
+    assert "multiple of 32" in bad["failure_hint"] and bad["log_tail"]
+    assert third["completed"] == 8 and third["block_size"] == 64
+    assert "run" in out.stderr and "failed [engine_init]" in out.stderr

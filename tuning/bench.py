@@ -1,0 +1,281 @@
+"""`python -m tuning bench`: load only, against any running OpenAI-compatible server.
+
+The lab's answer to `vllm bench serve` for one workload: exact-length prompts, a closed loop of C
+streams, vLLM's metric definitions and result keys, plus what vLLM does not report (achieved
+concurrency, the steady-state window, client CPU and event-loop lag: was the client the bottleneck?).
+The API key is read from OPENAI_API_KEY only; there is deliberately no --api-key flag, so the key
+never lands in shell history, `ps` output or the result file.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Sequence, TextIO
+
+from .loadgen import (DEFAULT_TRANSPORT, TRANSPORTS, EndpointError, LoadError, LoadResult,
+                      api_key_from_env, check_endpoint, display_url, run_load_sync)
+from .metrics import (LATENCY_METRICS, PERCENTILES, achieved_concurrency, columns, goodput,
+                      steady_state, summarize, warmup_check)
+from .workload import (LocalTokenizer, ServerTokenizer, TokenizerLike, Workload, WorkloadError,
+                       build_prompts, prompt_digest)
+
+# A client is suspect when it keeps a core this busy or its loop falls this far behind.
+CLIENT_CPU_LIMIT = 0.9
+LOOP_LAG_P99_LIMIT_MS = 20.0
+_TITLES = {"ttft": "Time to First Token", "tpot": "Time per Output Token (excl. 1st token)",
+           "itl": "Inter-token Latency", "e2el": "End-to-end Latency"}
+
+
+def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
+    """The bench flags; the API key is never one of them (OPENAI_API_KEY only)."""
+    parser.add_argument("--base-url", required=True,
+                        help="server root, with or without /v1, e.g. http://127.0.0.1:8000")
+    parser.add_argument("--model", required=True, help="the served model name")
+    parser.add_argument("--concurrency", type=int, required=True, help="requests kept in flight")
+    parser.add_argument("--num-requests", type=int, required=True, help="measured requests")
+    parser.add_argument("--input-len", type=int, required=True, help="prompt tokens, exact")
+    parser.add_argument("--output-len", type=int, required=True,
+                        help="output tokens (max_tokens with ignore_eos)")
+    parser.add_argument("--shared-prefix-len", type=int, default=0,
+                        help="tokens of a prefix shared by every prompt")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--num-warmups", type=int, default=None,
+                        help="unmeasured requests sent first (default: one wave = concurrency)")
+    parser.add_argument("--endpoint", choices=["completions", "chat"], default="completions")
+    parser.add_argument("--tokenizer", default=None,
+                        help="tokenizer.json (or its folder); default: the model folder when "
+                             "--model is a local path, else the server's /tokenize")
+    parser.add_argument("--request-timeout", type=float, default=600.0,
+                        help="seconds before a request counts as a timeout")
+    parser.add_argument("--goodput", nargs="+", default=None, metavar="METRIC:MS",
+                        help="SLOs like vLLM's, e.g. ttft:200 tpot:50 e2el:5000")
+    parser.add_argument("--transport", choices=list(TRANSPORTS), default=DEFAULT_TRANSPORT,
+                        help="HTTP client: aiohttp, or the lab's raw HTTP/1.1 reader (less CPU)")
+    parser.add_argument("--result-json", required=True, type=Path, help="where to write results")
+    parser.add_argument("--quiet", action="store_true", help="no table, no progress")
+
+
+def parse_goodput(items: Sequence[str] | None) -> dict[str, float]:
+    """['ttft:200', 'tpot:50'] -> {'ttft': 200.0, 'tpot': 50.0}; raises ValueError on bad input."""
+    out: dict[str, float] = {}
+    for item in items or []:
+        name, sep, value = item.partition(":")
+        if not sep or name not in ("ttft", "tpot", "e2el"):
+            raise ValueError(f"--goodput {item!r}: expected ttft:MS, tpot:MS or e2el:MS")
+        try:
+            ms = float(value)
+        except ValueError:
+            raise ValueError(f"--goodput {item!r}: {value!r} is not a number") from None
+        if not ms > 0:
+            raise ValueError(f"--goodput {item!r}: the SLO must be > 0 ms")
+        out[name] = ms
+    return out
+
+
+def choose_tokenizer(tokenizer: str | None, model: str, base_url: str,
+                     api_key: str | None) -> tuple[TokenizerLike, str]:
+    """A local tokenizer.json when one is given or the model is a local folder, else the server's."""
+    if tokenizer:
+        return LocalTokenizer(tokenizer), str(tokenizer)
+    local = Path(model)
+    if (local / "tokenizer.json").is_file():
+        return LocalTokenizer(local), str(local / "tokenizer.json")
+    return ServerTokenizer(base_url, model, api_key=api_key), "server:/tokenize"
+
+
+def client_bound(load: LoadResult) -> bool:
+    """The client, not the server, may have set the numbers: a busy core or a lagging loop."""
+    return load.client_cpu_util > CLIENT_CPU_LIMIT or load.loop_lag_p99_ms > LOOP_LAG_P99_LIMIT_MS
+
+
+def build_result(load: LoadResult, workload: Workload, *, model: str, base_url: str,
+                 tokenizer_id: str, prompts: Sequence[str],
+                 slo_ms: dict[str, float] | None = None) -> dict[str, Any]:
+    """vLLM's result keys at the top level, the lab's extras under "lab"."""
+    cols = columns(load.records)
+    summary = summarize(cols, load.duration_s)
+    failed_by_kind = summary.pop("failed_by_kind")
+    good = goodput(cols, load.duration_s, slo_ms) if slo_ms else None
+    records = load.records
+    result: dict[str, Any] = {
+        "date": datetime.now().strftime("%Y%m%d-%H%M%S"),
+        "endpoint_type": "openai-chat" if workload.endpoint == "chat" else "openai",
+        "backend": "openai-chat" if workload.endpoint == "chat" else "openai",
+        "label": None, "model_id": model, "tokenizer_id": tokenizer_id,
+        "num_prompts": workload.num_requests, "request_rate": "inf", "burstiness": 1.0,
+        "max_concurrency": workload.concurrency,
+        **summary,
+        "request_goodput": good["request_goodput"] if good else None,
+        "input_lens": [r.prompt_tokens for r in records],
+        "output_lens": [r.output_tokens if r.ok else 0 for r in records],
+        "ttfts": [r.ttft for r in records],
+        "itls": [r.itl for r in records],
+        "latencies": [r.e2el for r in records],
+        "start_times": [r.start for r in records],
+        "errors": [r.error or "" for r in records],
+    }
+    result["lab"] = {
+        "workload": workload.to_dict(), "workload_fingerprint": workload.fingerprint(),
+        "prompt_digest": prompt_digest(prompts), "base_url": display_url(base_url),
+        "started_at": datetime.fromtimestamp(load.started_at_unix, timezone.utc).isoformat(),
+        "failed_by_kind": failed_by_kind, "error_kinds": [r.error_kind for r in records],
+        "goodput": ({"slo_ms": slo_ms, **good} if good else None),
+        "achieved_concurrency": achieved_concurrency(cols, load.duration_s),
+        "steady_state": steady_state(cols, workload.concurrency, load.inflight or None),
+        "warmup_check": warmup_check(cols, workload.concurrency),
+        "client_bound": client_bound(load),
+        "client": load.health(),
+    }
+    return result
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write atomically: a reader never sees half a result."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, allow_nan=False, default=str))
+    os.replace(tmp, path)
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return str(value)
+
+
+def print_table(result: dict[str, Any], out: TextIO | None = None) -> None:
+    """A short table in the shape of vLLM's, then the lab's client-health lines."""
+    lab = result["lab"]
+    line = "{:<40} {:<10}".format
+    rows = [
+        "{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="="),
+        line("Successful requests:", _fmt(result["completed"])),
+        line("Failed requests:", _fmt(result["failed"])),
+        line("Maximum request concurrency:", _fmt(result["max_concurrency"])),
+        line("Benchmark duration (s):", _fmt(result["duration"])),
+        line("Total input tokens:", _fmt(result["total_input_tokens"])),
+        line("Total generated tokens:", _fmt(result["total_output_tokens"])),
+        line("Request throughput (req/s):", _fmt(result["request_throughput"])),
+    ]
+    if result.get("request_goodput") is not None:
+        rows.append(line("Request goodput (req/s):", _fmt(result["request_goodput"])))
+    rows += [line("Output token throughput (tok/s):", _fmt(result["output_throughput"])),
+             line("Total token throughput (tok/s):", _fmt(result["total_token_throughput"]))]
+    for metric in LATENCY_METRICS:
+        name = metric.upper()
+        rows.append("{s:{c}^{n}}".format(s=_TITLES[metric], n=50, c="-"))
+        rows.append(line(f"Mean {name} (ms):", _fmt(result[f"mean_{metric}_ms"])))
+        rows.append(line(f"Median {name} (ms):", _fmt(result[f"median_{metric}_ms"])))
+        for p in PERCENTILES:
+            rows.append(line(f"P{p} {name} (ms):", _fmt(result[f"p{p}_{metric}_ms"])))
+    client = lab["client"]
+    steady = lab["steady_state"]
+    rows += [
+        "{s:{c}^{n}}".format(s="Lab", n=50, c="-"),
+        line("Achieved concurrency (sum E2EL/dur):", _fmt(lab["achieved_concurrency"])),
+        line("Steady-state output tok/s:", _fmt(steady.get("output_throughput"))),
+        line("Client CPU (cores):", _fmt(client["client_cpu_util"])),
+        line("Event-loop lag p99 / max (ms):",
+             f"{client['loop_lag_p99_ms']:.2f} / {client['loop_lag_max_ms']:.2f}"),
+    ]
+    if result["failed"]:
+        kinds = ", ".join(f"{k}: {v}" for k, v in sorted(lab["failed_by_kind"].items()))
+        rows.append(line("Failures by kind:", kinds))
+    if lab["client_bound"]:
+        rows.append("WARNING: the client may be the bottleneck (busy core or lagging loop); "
+                    "the numbers are a lower bound for the server.")
+    if lab["warmup_check"].get("slow_start"):
+        rows.append("WARNING: the first requests were clearly slower to first token than the "
+                    "rest: the server may not have been warm.")
+    rows.append("=" * 50)
+    print("\n".join(rows), file=out or sys.stdout)
+
+
+def run_bench_command(args: argparse.Namespace) -> int:
+    """Check the endpoint, build prompts, run the load, write the result JSON, print the table.
+
+    Exit codes: 0 done (even with some failed requests, which are counted), 1 the endpoint or the
+    run failed or no request succeeded, 2 invalid arguments.
+    """
+    err = sys.stderr
+    key = api_key_from_env()
+    try:
+        workload = Workload(num_requests=args.num_requests, concurrency=args.concurrency,
+                            input_len=args.input_len, output_len=args.output_len,
+                            shared_prefix_len=args.shared_prefix_len, endpoint=args.endpoint,
+                            seed=args.seed, num_warmups=args.num_warmups,
+                            request_timeout_s=args.request_timeout)
+        slo = parse_goodput(args.goodput)
+    except (WorkloadError, ValueError) as exc:
+        print(f"error: {exc}", file=err)
+        return 2
+    try:
+        check_endpoint(args.base_url, args.model, key)
+        tokenizer, tokenizer_id = choose_tokenizer(args.tokenizer, args.model, args.base_url, key)
+        prompts = build_prompts(workload, tokenizer)
+    except (EndpointError, WorkloadError) as exc:
+        print(f"error: {exc}", file=err)
+        return 1
+    cancel = threading.Event()
+    previous = signal.getsignal(signal.SIGINT)
+    in_main = threading.current_thread() is threading.main_thread()
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        if cancel.is_set():
+            raise KeyboardInterrupt
+        cancel.set()
+        print("\nstopping: in-flight requests are cancelled; Ctrl-C again to abort", file=err)
+
+    show = not args.quiet and err.isatty()
+
+    def progress(done: int, total: int) -> None:
+        print(f"\r{done}/{total} requests", end="", file=err, flush=True)
+
+    if in_main:
+        signal.signal(signal.SIGINT, on_sigint)
+    try:
+        load = run_load_sync(args.base_url, args.model, prompts, workload, api_key=key,
+                             on_progress=progress if show else None, cancel=cancel,
+                             transport=args.transport)
+    except LoadError as exc:
+        print(f"error: {exc}", file=err)
+        return 1
+    finally:
+        if in_main:
+            signal.signal(signal.SIGINT, previous)
+        if show:
+            print("", file=err)
+    result = build_result(load, workload, model=args.model, base_url=args.base_url,
+                          tokenizer_id=tokenizer_id, prompts=prompts, slo_ms=slo or None)
+    result["lab"]["transport"] = args.transport
+    write_json(args.result_json, result)
+    if not args.quiet:
+        print_table(result)
+        print(f"result: {args.result_json}")
+    if load.cancelled:
+        print("the run was cancelled; the result holds what was measured", file=err)
+        return 1
+    if result["completed"] == 0:
+        first = next((r.error for r in load.records if r.error), "unknown")
+        print(f"error: no request succeeded (first error: {first})", file=err)
+        return 1
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m tuning.bench ...`: the same command without the lab's CLI around it."""
+    parser = argparse.ArgumentParser(prog="python -m tuning.bench", description=__doc__)
+    add_bench_arguments(parser)
+    return run_bench_command(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,216 @@
+"""Render helpers for the Live page. Everything is read from the DB on every tick, so a closed and
+reopened tab, or two tabs, show the same thing; nothing about the job lives in session state."""
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+import streamlit as st
+
+from store import open_db, repo
+from store.db import StoreError
+from tuning import charts as ch
+from tuning.compare import available_series, load_series, request_columns
+from tuning.runner import STALE_AFTER_S, cancel_experiment
+from tuning.settings import lab_home
+from ui.common import fmt, fmt_bytes
+
+POLL_S = 1.5
+LOG_TAIL_BYTES = 12_000
+LIVE_SERIES = ("tree_rss_bytes", "gpu_tree_bytes", "gpu_used_bytes", "kv_cache_usage_perc",
+               "generation_tokens_total", "num_requests_running", "num_requests_waiting")
+
+
+def pick_experiment(db: Any, query_value: Any) -> dict[str, Any] | None:
+    """The experiment to show: ?experiment=N, else the active one, else the latest."""
+    experiments = repo.list_experiments(db, include_hidden=True)
+    if not experiments:
+        return None
+    ids = [int(e["id"]) for e in experiments]
+    active = [int(e["id"]) for e in experiments if e["status"] in repo.ACTIVE_STATUSES]
+    wanted = None
+    try:
+        wanted = int(str(query_value)) if query_value not in (None, "") else None
+    except ValueError:
+        wanted = None
+    if wanted in ids:
+        default = wanted
+    elif active:
+        default = active[-1]
+    else:
+        default = ids[0]
+    names = {int(e["id"]): f"experiment {e['id']}: {e['name']} ({e['status']})"
+             for e in experiments}
+    chosen = st.selectbox("Experiment", ids, index=ids.index(default), key="live_experiment",
+                          format_func=lambda i: names[i])
+    return next(e for e in experiments if int(e["id"]) == chosen)
+
+
+def _age_s(iso: str | None) -> float | None:
+    if not iso:
+        return None
+    try:
+        return datetime.now(timezone.utc).timestamp() - datetime.fromisoformat(iso).timestamp()
+    except ValueError:
+        return None
+
+
+def read_log_tail(run: Mapping[str, Any], max_bytes: int = LOG_TAIL_BYTES) -> str:
+    """The end of the run's server log; only files under the lab's home are read (a DB shared by
+    a teammate must not make this page print an arbitrary file), else the stored log_tail."""
+    raw = run.get("log_path")
+    if raw:
+        try:
+            path = Path(raw).resolve()
+            home = lab_home().resolve()
+            if path.is_relative_to(home) and path.is_file():
+                with open(path, "rb") as fh:
+                    size = fh.seek(0, os.SEEK_END)
+                    fh.seek(max(0, size - max_bytes))
+                    data = fh.read().decode("utf-8", errors="replace")
+                if size > max_bytes and "\n" in data:
+                    data = data.split("\n", 1)[1]
+                return data
+        except OSError:
+            pass
+    return str(run.get("log_tail") or "")[-max_bytes:]
+
+
+def current_run(db: Any, exp: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The run being measured now, else the experiment's last run."""
+    rid = exp.get("current_run_id")
+    if rid:
+        try:
+            return repo.get_run(db, int(rid))
+        except StoreError:
+            pass
+    runs = repo.list_runs(db, int(exp["id"]), include_hidden=True)
+    return runs[-1] if runs else None
+
+
+def render_progress(exp: Mapping[str, Any], run: Mapping[str, Any] | None) -> None:
+    active = exp["status"] in repo.ACTIVE_STATUSES
+    with st.container(key="live_progress", border=True):
+        total = max(int(exp.get("runs_total") or 0), 1)
+        done = int(exp.get("runs_done") or 0)
+        st.progress(min(1.0, done / total),
+                    text=f"values done: {done} of {int(exp.get('runs_total') or 0)} "
+                         f"(runs, repeats included)")
+        if active and run is not None:
+            r_total = int(exp.get("requests_total") or 0)
+            r_done = int(exp.get("requests_done") or 0)
+            st.progress(min(1.0, r_done / r_total) if r_total else 0.0,
+                        text=f"requests done in run {run['id']}: {r_done} of {r_total}")
+        cols = st.columns(4)
+        cols[0].markdown(f"**status**  \n{exp['status']}")
+        cols[1].markdown(f"**phase**  \n{exp.get('phase') or '—'}")
+        if run is not None:
+            cols[2].markdown(f"**current run**  \n{run['id']}: `{run.get('param')} = "
+                             f"{run.get('value')}` ({run.get('phase') or run.get('status')})")
+        age = _age_s(exp.get("heartbeat_at"))
+        if active:
+            stale = age is not None and age > STALE_AFTER_S
+            cols[3].markdown(f"**runner heartbeat**  \n{fmt(age, '{:.0f}')} s ago"
+                             + (" ⚠️ stale" if stale else ""))
+            if stale:
+                st.warning("The runner has not written a heartbeat for a while: it may have "
+                           "died. The home page marks such experiments failed.")
+        if exp.get("cancel_requested") and active:
+            st.info("Stop requested: the runner stops the server and marks the run cancelled.")
+        if exp.get("error"):
+            st.error(str(exp["error"]))
+
+
+def render_stop(db_path: Path, exp: Mapping[str, Any]) -> None:
+    """Ask the runner to stop (it polls the flag with its heartbeat); never kills from the UI."""
+    if exp["status"] not in repo.ACTIVE_STATUSES:
+        return
+    if st.button("Stop experiment", key="live_stop", type="primary",
+                 disabled=bool(exp.get("cancel_requested")),
+                 help="The runner stops the server by process group and marks the run "
+                      "cancelled; finished runs are kept."):
+        cancel_experiment(db_path, int(exp["id"]))
+        st.toast("Stop requested")
+
+
+def run_series(db: Any, run_id: int, max_points: int = 400) -> dict[str, list[tuple[float, float]]]:
+    have = available_series(db, [run_id])
+    return {name: load_series(db, run_id, name, max_points=max_points,
+                              sum_labels=True) for name in LIVE_SERIES if name in have}
+
+
+def render_run_charts(db: Any, run: Mapping[str, Any]) -> None:
+    """Memory, KV usage %, output tokens/s, running & waiting on one time axis."""
+    series = run_series(db, int(run["id"]))
+    memory = ch.memory_series_for(series)
+    tokens = None
+    if "generation_tokens_total" not in series and run.get("status") == "done":
+        window = (run.get("summary") or {}).get("load_window_s") or [0.0, 0.0]
+        cols = request_columns(db, int(run["id"]), with_itl=True)
+        tokens = ch.tokens_rate_from_requests(cols, offset_s=float(window[0] or 0.0))
+    if not series and not tokens:
+        st.caption("No samples for this run yet (they start with the server process).")
+        return
+    chart = ch.live_chart(series, memory or "tree_rss_bytes", tokens)
+    with st.container(key="live_charts"):
+        st.altair_chart(chart, key="live_chart")
+        st.caption("Output tokens/s = increase of vllm:generation_tokens_total / time between "
+                   "scrapes. Memory = " + dict(ch.MEMORY_SERIES).get(memory or "", "—") + ". "
+                   + ch.PREALLOCATION_NOTE)
+
+
+def render_log(run: Mapping[str, Any]) -> None:
+    tail = read_log_tail(run)
+    with st.container(key="live_log"):
+        st.markdown(f"**Server log** (run {run['id']}, last lines)")
+        if tail:
+            st.code(tail[-LOG_TAIL_BYTES:], language="text", height=260)
+        else:
+            st.caption("no log yet")
+
+
+def render_runs_table(db: Any, exp: Mapping[str, Any]) -> None:
+    runs = repo.list_runs(db, int(exp["id"]), include_hidden=True)
+    if not runs:
+        return
+    frame = pd.DataFrame([{
+        "run": r["id"], "value": r.get("value"), "repeat": r.get("repeat_index"),
+        "status": r.get("status"), "output tok/s": r.get("output_throughput"),
+        "mean TTFT ms": r.get("mean_ttft_ms"), "mean TPOT ms": r.get("mean_tpot_ms"),
+        "peak KV usage": r.get("peak_kv_cache_usage_perc"),
+        "peak RSS": fmt_bytes(r.get("peak_tree_rss_bytes")),
+        "failure": r.get("failure_kind")} for r in runs])
+    st.dataframe(frame, hide_index=True, key="live_runs_table")
+
+
+def panel(db_path: Path, experiment_id: int, was_active: bool) -> None:
+    """One tick: read the experiment and its current run from the DB, draw everything."""
+    db = open_db(db_path, readonly=True)
+    try:
+        exp = repo.get_experiment(db, experiment_id)
+    except StoreError:
+        st.warning(f"experiment {experiment_id} no longer exists")
+        return
+    active = exp["status"] in repo.ACTIVE_STATUSES
+    if was_active and not active:
+        st.rerun()  # finished: a full rerun swaps to the final view and stops the polling
+    run = current_run(db, exp)
+    render_progress(exp, run)
+    render_stop(db_path, exp)
+    if not active:
+        st.success(f"Experiment {exp['id']} is {exp['status']}. Final state below; compare its "
+                   "runs on **Compare**.")
+    if run is not None:
+        render_run_charts(db, run)
+        render_log(run)
+    render_runs_table(db, exp)
+    db.conn.close()
+
+
+def live_panel(db_path: Path, experiment_id: int, active: bool) -> None:
+    """Poll every 1.5 s while the experiment is active; a static panel otherwise."""
+    fragment = st.fragment(panel, run_every=POLL_S if active else None)
+    fragment(db_path, experiment_id, active)
