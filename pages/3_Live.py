@@ -22,4 +22,9 @@ if exp is None:
     st.info("No experiment yet. Start one from **New experiment**.")
     st.stop()
 conn.conn.close()
-live.live_panel(db_path(), int(exp["id"]), exp["status"] in repo.ACTIVE_STATUSES)
+active = exp["status"] in repo.ACTIVE_STATUSES
+live.live_panel(db_path(), int(exp["id"]), active)
+latest = max(int(e["id"]) for e in repo.list_experiments(db(), include_hidden=True))
+if not active and not st.query_params.get("experiment") and int(exp["id"]) == latest:
+    # Showing the latest, finished experiment: switch when a new one starts anywhere.
+    live.watch_for_new_experiment(db_path(), int(exp["id"]))

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import cli_server
+from . import cli_dashboard, cli_server
 from .settings import default_db_path
 
 
@@ -68,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     cancel = sub.add_parser("cancel", help="ask a running experiment to stop")
     cancel.add_argument("--id", type=int, required=True)
     _db_arg(cancel)
+
+    cli_dashboard.add_arguments(sub)
 
     runs = sub.add_parser("runs", help="every run with its summary")
     runs.add_argument("--json", action="store_true")
@@ -215,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "runs":
         return _runs_cmd(args)
+    if args.command in cli_dashboard.COMMANDS:
+        return cli_dashboard.run(args)
     return 2
 
 

@@ -44,6 +44,9 @@ def pick_experiment(db: Any, query_value: Any) -> dict[str, Any] | None:
         default = ids[0]
     names = {int(e["id"]): f"experiment {e['id']}: {e['name']} ({e['status']})"
              for e in experiments}
+    switch = st.session_state.pop("live_switch_to", None)
+    if switch in ids:
+        st.session_state["live_experiment"] = switch  # before the widget exists
     chosen = st.selectbox("Experiment", ids, index=ids.index(default), key="live_experiment",
                           format_func=lambda i: names[i])
     return next(e for e in experiments if int(e["id"]) == chosen)
@@ -190,27 +193,51 @@ def panel(db_path: Path, experiment_id: int, was_active: bool) -> None:
     """One tick: read the experiment and its current run from the DB, draw everything."""
     db = open_db(db_path, readonly=True)
     try:
-        exp = repo.get_experiment(db, experiment_id)
-    except StoreError:
-        st.warning(f"experiment {experiment_id} no longer exists")
-        return
-    active = exp["status"] in repo.ACTIVE_STATUSES
-    if was_active and not active:
-        st.rerun()  # finished: a full rerun swaps to the final view and stops the polling
-    run = current_run(db, exp)
-    render_progress(exp, run)
-    render_stop(db_path, exp)
-    if not active:
-        st.success(f"Experiment {exp['id']} is {exp['status']}. Final state below; compare its "
-                   "runs on **Compare**.")
-    if run is not None:
-        render_run_charts(db, run)
-        render_log(run)
-    render_runs_table(db, exp)
-    db.conn.close()
+        try:
+            exp = repo.get_experiment(db, experiment_id)
+        except StoreError:
+            st.warning(f"experiment {experiment_id} no longer exists")
+            return
+        active = exp["status"] in repo.ACTIVE_STATUSES
+        if was_active and not active:
+            st.rerun()  # finished: a full rerun swaps to the final view and stops the polling
+        run = current_run(db, exp)
+        render_progress(exp, run)
+        render_stop(db_path, exp)
+        if not active:
+            st.success(f"Experiment {exp['id']} is {exp['status']}. Final state below.")
+            st.page_link("pages/4_Compare.py", label="Compare its runs", icon="⚖️",
+                         query_params={"experiment": str(exp["id"])})
+        if run is not None:
+            render_run_charts(db, run)
+            render_log(run)
+        render_runs_table(db, exp)
+    finally:
+        db.conn.close()
 
 
 def live_panel(db_path: Path, experiment_id: int, active: bool) -> None:
     """Poll every 1.5 s while the experiment is active; a static panel otherwise."""
     fragment = st.fragment(panel, run_every=POLL_S if active else None)
     fragment(db_path, experiment_id, active)
+
+
+def _newer_active(db_path: Path, shown_id: int) -> int | None:
+    db = open_db(db_path, readonly=True)
+    try:
+        active = [int(e["id"]) for e in repo.active_experiments(db)]
+    finally:
+        db.conn.close()
+    return active[-1] if active and active[-1] != shown_id else None
+
+
+def watch_for_new_experiment(db_path: Path, shown_id: int) -> None:
+    """While a finished experiment is shown, look every 5 s for one started elsewhere (another
+    tab, a teammate's CLI) and switch to it, so an open Live tab never goes stale."""
+    @st.fragment(run_every=5)
+    def watcher() -> None:
+        newer = _newer_active(db_path, shown_id)
+        if newer is not None:
+            st.session_state["live_switch_to"] = newer  # a UI choice, not job state
+            st.rerun()
+    watcher()
