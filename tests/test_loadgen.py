@@ -75,12 +75,13 @@ def test_closed_loop_keeps_exactly_c_in_flight(transport: str) -> None:
         res = run_load_sync(srv.base_url, MODEL, prompts_for(w), w, transport=transport)
         assert srv.stats.max_concurrent == 5  # the server never saw more than C
     assert all(r.ok for r in res.records)
-    # the client's own count: C from the first dispatch until the queue runs dry
-    mid = [n for t, n in res.inflight if 0.05 < t < res.duration_s - 0.1]
+    # the client's own count: C from the first dispatch until the last one (then it drains)
+    last_dispatch = max(r.start for r in res.records)
+    mid = [n for t, n in res.inflight if 0.05 < t < last_dispatch]
     assert mid and set(mid) == {5}
     assert res.inflight[-1][1] == 0
     # and the slots were busy: a free slot is refilled at once, so sum(E2EL) / duration ~ C
-    assert achieved_concurrency(res.records, res.duration_s) > 0.8 * 5
+    assert achieved_concurrency(res.records, res.duration_s) > 0.7 * 5
 
 
 def test_warmups_go_first_and_are_not_counted(transport: str) -> None:
@@ -107,7 +108,7 @@ def test_failed_warmups_are_reported_not_counted(transport: str) -> None:
 def test_every_failure_is_a_record(transport: str) -> None:
     special = {1: "[[http500]]", 2: "[[error_after=3]]", 3: "[[hang]]", 4: "[[early_end=2]]",
                5: "[[no_usage]]", 6: "[[no_choices]]"}
-    w = wl(n=10, c=4, out=6, request_timeout_s=0.25)
+    w = wl(n=10, c=4, out=6, request_timeout_s=0.4)
     with fake_server(itl_ms=1) as srv:
         res = run_load_sync(srv.base_url, MODEL, prompts_for(w, special), w, transport=transport)
     by = {r.index: r for r in res.records}
@@ -248,13 +249,17 @@ def test_progress_and_prompt_count() -> None:
 def test_cancel_stops_dispatch_and_in_flight_requests(transport: str) -> None:
     w = wl(n=100, c=4, out=50)
     cancel = threading.Event()
+
+    def arm(phase: str) -> None:  # stop 0.15 s into the measured phase, however slow the start
+        if phase == "loading":
+            threading.Timer(0.15, cancel.set).start()
+
     with fake_server(itl_ms=20) as srv:
-        threading.Timer(0.15, cancel.set).start()
         t = time.monotonic()
         res = run_load_sync(srv.base_url, MODEL, prompts_for(w), w, cancel=cancel,
-                            transport=transport)
+                            on_phase=arm, transport=transport)
         elapsed = time.monotonic() - t
-    assert res.cancelled and elapsed < 3
+    assert res.cancelled and elapsed < 5
     assert 4 <= len(res.records) < 100
     stopped = [r for r in res.records if not r.ok]
     assert stopped and all(r.error_kind == "exception" and "cancelled" in (r.error or "")

@@ -360,7 +360,8 @@ def live_chart(series: Mapping[str, Sequence[tuple[float, float]]], memory_serie
     charts = [panel(rows, title, y, color, fmt) for rows, title, y, color, fmt in panels if rows]
     if not charts:
         charts = [panel([{"t_s": 0.0, "value": 0.0, "what": "none"}], "No samples yet", "")]
-    return alt.vconcat(*charts).resolve_scale(x="shared").properties(
+    return alt.vconcat(*charts).resolve_scale(x="shared", color="independent").resolve_legend(
+        color="independent").properties(
         title=alt.TitleParams("This run, live", subtitle=PREALLOCATION_NOTE))
 
 

@@ -7,8 +7,8 @@ Why it is built this way:
 - Two transports behind one SSE reader. "aiohttp" (the default): one ClientSession, a pool of
   exactly C keep-alive sockets, a large read buffer (vllm#39963). "raw": the lab's own HTTP/1.1
   reader, one keep-alive socket per worker, parsing inside the socket callback; it spends about
-  1.5x less CPU per token, because aiohttp runs several Python calls per HTTP chunk and vLLM sends
-  one chunk per token (benchmarks/client_capacity.py measures both against `vllm bench serve`).
+  1.1-1.5x less CPU per token, because aiohttp runs several Python calls per HTTP chunk and vLLM
+  sends one chunk per token (benchmarks/client_capacity.py measures both against vLLM's client).
 - uvloop when present; the GC heap frozen and automatic GC off while measuring (process-wide: a
   young-generation collection runs from the monitor task only when garbage piles up).
 - The SSE hot path works on bytes: a read that holds only content chunks is handled with a few C-level
@@ -53,7 +53,7 @@ from .workload import Workload, WorkloadError, server_root
 Progress = Callable[[int, int], None]
 TRANSPORTS: tuple[str, ...] = ("aiohttp", "raw")
 # aiohttp: the reference design (one ClientSession, a pool of C keep-alive sockets). raw: the lab's
-# own HTTP/1.1 reader, about 1.5x less client CPU per token (benchmarks/client_capacity.py).
+# own HTTP/1.1 reader, about 1.1-1.5x less client CPU per token (benchmarks/client_capacity.py).
 DEFAULT_TRANSPORT = "aiohttp"
 PhaseCallback = Callable[[str], None]  # called with "warming_up", then "loading"
 

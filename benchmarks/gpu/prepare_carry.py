@@ -1,0 +1,192 @@
+"""Prepare everything the H200 test machine needs to run the lab's CLI against real vLLM 0.25.
+
+The machine has PyTorch 2.11 (cu130) and no network; each `run` call carries at most 64 MiB (working
+tree included). This script follows /work/shared/tools/gpu-vllm/README.md exactly, from this machine
+(needs PyPI), and is idempotent (every download and build is skipped when its output exists):
+
+  .gpu-build/dl/        vllm-0.25.0 cp312 manylinux wheel (~250 MB, never carried)
+  .gpu-build/slim/      the slim wheel made by make_slim_wheel.py (~101 MB)
+  .carry1/              call 1: vllm.whl.part-aa (52 MiB) + gpu-model/ (the 1B dummy Llama folder)
+  .carry2/              call 2: vllm.whl.part-ab + wheels/ (the recipe's 21 small wheels and what
+                        the lab's CLI needs beyond the machine's image: sqlite-utils, sqlite-fts4,
+                        click-default-group)
+
+All four folders are ignored through .git/info/exclude (added here). The plan printed at the end
+says which folder goes with which call and checks each call stays under 64 MiB.
+
+    .venv/bin/python benchmarks/gpu/prepare_carry.py [--recipe /work/shared/tools/gpu-vllm]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD = REPO / ".gpu-build"
+CARRY1 = REPO / ".carry1"
+CARRY2 = REPO / ".carry2"
+IGNORED = ["/.gpu-build/", "/.carry1/", "/.carry2/"]
+VLLM = "vllm==0.25.0"
+# sqlite-utils and its two pure-python needs the image lacks (tabulate, python-dateutil and pluggy
+# are already there, per the device's KINDS.md package list); click too, pinned to the version the
+# lab is tested with here (sqlite-utils 4.2.1 wants click>=8.3.1; the image's version is unknown).
+LAB_WHEELS = ["sqlite-utils==4.2.1", "sqlite-fts4==1.0.3", "click-default-group==1.2.4",
+              "click==8.5.1",
+              # `python -m tuning` builds its parser with the compare/chart commands, which import
+              # tuning.charts -> altair; the image has pandas, jinja2, attrs, packaging but no
+              # altair/jsonschema. narwhals pinned to the version the lab is tested with.
+              "altair==6.3.0", "jsonschema==4.26.0", "referencing==0.37.0",
+              "jsonschema-specifications==2025.9.1", "rpds-py==2026.9.1", "narwhals==2.29.0"]
+PIECE = 54525952          # 52 MiB, the recipe's split size
+CALL_LIMIT = 64 * 1024 * 1024
+PLATFORM = ["--only-binary=:all:", "--python-version", "3.12", "--implementation", "cp",
+            *[a for p in ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
+                          "manylinux_2_27_x86_64", "manylinux_2_31_x86_64",
+                          "manylinux_2_34_x86_64", "manylinux1_x86_64")
+              for a in ("--platform", p)]]
+
+
+def say(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def run(argv: list[str], cwd: Path | None = None) -> None:
+    say("  $ " + " ".join(argv))
+    subprocess.run(argv, check=True, cwd=cwd)
+
+
+def pip_download(specs: list[str], dest: Path) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    run([sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
+         *PLATFORM, "-d", str(dest), *specs])
+
+
+def wheel_present(folder: Path, spec: str) -> bool:
+    name, _, version = spec.partition("==")
+    stem = name.replace("-", "_").lower()
+    return any(p.name.lower().startswith(f"{stem}-{version}-") for p in folder.glob("*.whl"))
+
+
+def ensure_excluded() -> None:
+    git_dir = Path(subprocess.run(["git", "rev-parse", "--git-dir"], cwd=REPO, check=True,
+                                  capture_output=True, text=True).stdout.strip())
+    exclude = (REPO / git_dir if not git_dir.is_absolute() else git_dir) / "info" / "exclude"
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    lines = exclude.read_text().splitlines() if exclude.exists() else []
+    missing = [p for p in IGNORED if p not in lines]
+    if missing:
+        with open(exclude, "a") as fh:
+            fh.write("".join(p + "\n" for p in missing))
+        say(f"added to {exclude}: {' '.join(missing)}")
+
+
+def split(src: Path, dests: list[Path]) -> list[Path]:
+    """Cut src into PIECE-byte parts named like `split`: <name>.part-aa, -ab, ..."""
+    size = src.stat().st_size
+    count = -(-size // PIECE)
+    if count > len(dests):
+        raise SystemExit(f"{src.name} needs {count} pieces, only {len(dests)} calls planned")
+    parts = []
+    with open(src, "rb") as fh:
+        for i in range(count):
+            part = dests[i] / f"vllm.whl.part-a{'abcdefghij'[i]}"
+            data = fh.read(PIECE)
+            if not (part.exists() and part.stat().st_size == len(data)
+                    and part.read_bytes() == data):
+                part.parent.mkdir(parents=True, exist_ok=True)
+                part.write_bytes(data)
+            parts.append(part)
+    return parts
+
+
+def tree_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else \
+        path.stat().st_size
+
+
+def working_tree_bytes() -> int:
+    out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                         cwd=REPO, check=True, capture_output=True).stdout
+    total = 0
+    for rel in filter(None, out.split(b"\0")):
+        p = REPO / rel.decode()
+        if p.is_file():
+            total += p.stat().st_size
+    return total
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--recipe", type=Path, default=Path("/work/shared/tools/gpu-vllm"))
+    ap.add_argument("--json", action="store_true", help="print the plan as JSON too")
+    args = ap.parse_args()
+    recipe = args.recipe
+    ensure_excluded()
+
+    dl, slim = BUILD / "dl", BUILD / "slim"
+    wheels = CARRY2 / "wheels"
+    say("1. vLLM 0.25.0 wheel (cp312, manylinux)")
+    if not list(dl.glob("vllm-0.25.0-*.whl")):
+        pip_download([VLLM], dl)
+    src = sorted(dl.glob("vllm-0.25.0-*.whl"))[0]
+    say(f"   {src.name}: {src.stat().st_size / 1e6:.0f} MB")
+
+    say("2. slim wheel (make_slim_wheel.py)")
+    if not list(slim.glob("vllm-0.25.0-*.whl")):
+        slim.mkdir(parents=True, exist_ok=True)
+        run([sys.executable, str(recipe / "make_slim_wheel.py"), str(src), str(slim)])
+    slim_whl = sorted(slim.glob("vllm-0.25.0-*.whl"))[0]
+    say(f"   {slim_whl.name}: {slim_whl.stat().st_size / 1e6:.0f} MB")
+
+    say("3. the recipe's small wheels + the lab's extra wheels")
+    wanted = [ln.strip() for ln in (recipe / "carry-requirements.txt").read_text().splitlines()
+              if ln.strip() and not ln.startswith("#")] + LAB_WHEELS
+    missing = [s for s in wanted if not wheel_present(wheels, s)]
+    if missing:
+        pip_download(missing, wheels)
+    still = [s for s in wanted if not wheel_present(wheels, s)]
+    if still:
+        raise SystemExit(f"wheels not found after download: {still}")
+    say(f"   {len(wanted)} wheels in {wheels.relative_to(REPO)}")
+
+    say("4. the 1B dummy Llama folder (make_tiny_model.py: config + tokenizer, no weights)")
+    model = CARRY1 / "gpu-model"
+    if not (model / "config.json").exists():
+        model.mkdir(parents=True, exist_ok=True)
+        run([sys.executable, str(recipe / "make_tiny_model.py"), str(model)])
+    shape = json.loads((model / "config.json").read_text())
+    say("   " + ", ".join(f"{k}={shape[k]}" for k in (
+        "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+        "num_key_value_heads", "head_dim", "vocab_size", "max_position_embeddings")))
+
+    say("5. split the slim wheel into pieces < 64 MiB")
+    parts = split(slim_whl, [CARRY1, CARRY2])
+    (CARRY2 / "WHEEL_NAME").write_text(slim_whl.name + "\n")
+
+    tree = working_tree_bytes()
+    plan = []
+    for i, folder in enumerate((CARRY1, CARRY2), start=1):
+        size = tree_bytes(folder)
+        plan.append({"call": i, "carry": [folder.name], "carry_bytes": size,
+                     "with_tree_bytes": size + tree,
+                     "contents": sorted(str(p.relative_to(folder)) for p in folder.iterdir())})
+    say(f"\ncarry plan (working tree {tree / 2**20:.1f} MiB travels with each call; limit 64 MiB)")
+    ok = True
+    for item in plan:
+        total = item["with_tree_bytes"]
+        ok &= total < CALL_LIMIT
+        say(f"  call {item['call']}: carry={item['carry']}  {item['carry_bytes'] / 2**20:.1f} MiB "
+            f"+ tree = {total / 2**20:.1f} MiB {'OK' if total < CALL_LIMIT else 'TOO BIG'}")
+        say(f"          {', '.join(item['contents'])}")
+    say("  call 1 copies part-aa and gpu-model/ to ~/acc; call 2 cats the parts, installs with "
+        "--target ~/acc/site and runs benchmarks/gpu/run_on_h200.py (see benchmarks/gpu/README.md)")
+    if args.json:
+        print(json.dumps(plan, indent=2))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,503 @@
+"""The lab on a real GPU: what runs on the H200 test machine (see benchmarks/gpu/README.md).
+
+Everything goes through the lab's own CLI (`python -m tuning experiment|bench|server|runs`) with a
+custom engine = real vLLM 0.25.0 carried in by benchmarks/gpu/prepare_carry.py. State lives in a
+scratch folder outside the working tree (ACC, default ~/acc) so it survives between calls on the
+same still-warm machine. Steps (each one a separate device call, made back to back):
+
+    python3 benchmarks/gpu/run_on_h200.py stage1            # call 1: keep part-aa + the model
+    python3 benchmarks/gpu/run_on_h200.py stage2 --until 540 # call 2: install, verify, start the
+                                                             # pipeline in its own session, follow it
+    python3 benchmarks/gpu/run_on_h200.py wait --until 540   # later calls: follow, then collect
+
+The pipeline (`pipeline`, started by stage2 with setsid so it runs on between calls):
+  (a) experiment gpu-memory-utilization 0.5,0.9, repeats 2, concurrency 64
+  (b) experiment max-num-seqs 32,256, repeats 2, concurrency 256
+  (c) one server (`server start`), then `tuning bench` and vLLM's serving benchmark interleaved
+      A B A B at concurrency 64 and 256; medians and ratios lab / vLLM
+Every wait/stage2 call ends with `collect`: at most 8 flat files into $OUT (a gzipped DB snapshot
+made with VACUUM INTO, bench JSON, logs, `runs --json`, `compare` output, the text summary).
+
+`summary --db FILE [--bench FILE]` prints the compact summary anywhere (sqlite3 only).
+No shell: every process is an argv list; servers are stopped by the lab (process group).
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+ACC = Path(os.environ.get("H200_ACC") or Path.home() / "acc")
+SITE = ACC / "site"
+MODEL_DIR = ACC / "gpu-model"
+LAB_HOME = ACC / "labhome"
+DB = ACC / "lab.db"
+BENCH_DIR = ACC / "bench"
+PIPE_LOG = ACC / "pipeline.log"
+DONE = ACC / "DONE"
+SERVED = "llama1b"
+INPUT_LEN, OUTPUT_LEN = 64, 128
+NUM_REQUESTS = int(os.environ.get("H200_NUM_REQUESTS", "512"))
+BENCH_CONCURRENCY = (64, 256)
+BENCH_PAIRS = int(os.environ.get("H200_BENCH_PAIRS", "2"))
+T0 = time.monotonic()
+GIB = 1 << 30
+# vLLM's `vllm bench serve`, without the console script: its own parser and main.
+VLLM_LAUNCHER = (
+    "import sys\n"
+    "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
+    "from vllm.benchmarks.serve import add_cli_args, main\n"
+    "p = FlexibleArgumentParser()\n"
+    "add_cli_args(p)\n"
+    "main(p.parse_args(sys.argv[1:]))\n"
+)
+EXPERIMENTS = {
+    "a": dict(param="gpu-memory-utilization", values="0.5,0.9", repeats=2, concurrency=64,
+              name="H200 (a) gpu-memory-utilization 0.5 vs 0.9, C=64"),
+    "b": dict(param="max-num-seqs", values="32,256", repeats=2, concurrency=256,
+              name="H200 (b) max-num-seqs 32 vs 256, C=256"),
+}
+BENCH_KEYS = ("output_throughput", "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms")
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')} +{time.monotonic() - T0:5.0f}s] {msg}", flush=True)
+
+
+def lab_env() -> dict[str, str]:
+    """The lab's settings for a user's own vLLM (tuning/settings.py) + the recipe's environment."""
+    env = dict(os.environ)
+    env.update({
+        "TUNING_LAB_ENGINE": "custom",
+        "TUNING_LAB_ENGINE_COMMAND": f"{sys.executable} -m vllm.entrypoints.openai.api_server "
+                                     "--attention-backend FLASH_ATTN",
+        "TUNING_LAB_ENGINE_MODEL": str(MODEL_DIR),
+        "TUNING_LAB_ENGINE_BACKEND": "gpu",
+        "TUNING_LAB_ENGINE_LOAD_FORMAT": "dummy",
+        "TUNING_LAB_SERVED_MODEL_NAME": SERVED,
+        "TUNING_LAB_HOME": str(LAB_HOME),
+        "PYTHONPATH": str(SITE),
+        "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1", "VLLM_USE_FLASHINFER_SAMPLER": "0", "PYTHONUNBUFFERED": "1",
+    })
+    env.pop("OPENAI_API_KEY", None)
+    return env
+
+
+def call(argv: list[str], timeout: float, env: dict[str, str] | None = None,
+         capture: bool = False, stdout_only: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run one argv (no shell); capture both streams, stdout only (stderr streams to our log),
+    or nothing."""
+    log("$ " + " ".join(a if len(a) < 120 else a[:40] + "..." for a in argv))
+    pipe = subprocess.PIPE
+    return subprocess.run(argv, cwd=REPO, env=env or lab_env(), timeout=timeout, text=True,
+                          stdin=subprocess.DEVNULL, stdout=pipe if capture or stdout_only else None,
+                          stderr=pipe if capture else None)
+
+
+# --- stage 1 / stage 2 --------------------------------------------------------------------------
+
+def stage1(args: argparse.Namespace) -> int:
+    carry = REPO / ".carry1"
+    ACC.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(carry / "vllm.whl.part-aa", ACC / "vllm.whl.part-aa")
+    if MODEL_DIR.exists():
+        shutil.rmtree(MODEL_DIR)
+    shutil.copytree(carry / "gpu-model", MODEL_DIR)
+    log(f"kept part-aa ({(ACC / 'vllm.whl.part-aa').stat().st_size} bytes) and gpu-model in {ACC}")
+    subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,memory.used,driver_version",
+                    "--format=csv"], check=False)
+    probe = ("import importlib.metadata as m\n"
+             "for d in ('click','tabulate','python-dateutil','pluggy','aiohttp','uvloop','psutil',"
+             "'prometheus-client','nvidia-ml-py','numpy','tokenizers','tqdm','transformers',"
+             "'torch','pillow','regex'):\n"
+             "    try: print(d, m.version(d))\n"
+             "    except m.PackageNotFoundError: print(d, 'MISSING')\n")
+    subprocess.run([sys.executable, "-c", probe], check=False)
+    return 0
+
+
+def stage2(args: argparse.Namespace) -> int:
+    carry = REPO / ".carry2"
+    name = (carry / "WHEEL_NAME").read_text().strip()
+    wheel = ACC / name
+    with open(wheel, "wb") as out:
+        for part in (ACC / "vllm.whl.part-aa", carry / "vllm.whl.part-ab"):
+            with open(part, "rb") as fh:
+                shutil.copyfileobj(fh, out, 1 << 22)
+    log(f"joined {wheel.name}: {wheel.stat().st_size} bytes")
+    if SITE.exists():
+        shutil.rmtree(SITE)
+    wheels = sorted(str(p) for p in (carry / "wheels").glob("*.whl"))
+    rc = call([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps",
+               "--no-compile", "--no-cache-dir", "--disable-pip-version-check", "--target",
+               str(SITE), *wheels, str(wheel)], timeout=300).returncode
+    if rc:
+        log(f"pip install failed ({rc})")
+        return rc
+    verify = ("import time; t=time.time()\n"
+              "import tuning.__main__, tuning.runner, tuning.bench, tuning.loadgen, store\n"
+              "import sqlite_utils, pynvml, aiohttp, uvloop\n"
+              "print('lab CLI imports OK', round(time.time()-t,1), 's; sqlite_utils',"
+              " sqlite_utils.__version__ if hasattr(sqlite_utils,'__version__') else '?')\n"
+              "import vllm; print('vllm', vllm.__version__, round(time.time()-t,1), 's')\n"
+              "from vllm.benchmarks.serve import add_cli_args, main\n"
+              "print('vllm.benchmarks.serve OK', round(time.time()-t,1), 's')\n")
+    rc = call([sys.executable, "-c", verify], timeout=240).returncode
+    if rc:
+        log(f"import check failed ({rc})")
+        return rc
+    helped = call([sys.executable, "-m", "tuning", "experiment", "--help"], timeout=60,
+                  capture=True)
+    log(f"`python -m tuning experiment --help` exit {helped.returncode}")
+    if helped.returncode:
+        print(helped.stderr[-3000:])
+        return helped.returncode
+    return start(args)
+
+
+def start(args: argparse.Namespace) -> int:
+    """Start the pipeline in its own session (it runs on between calls), then follow it."""
+    DONE.unlink(missing_ok=True)
+    PIPE_LOG.parent.mkdir(parents=True, exist_ok=True)
+    with open(PIPE_LOG, "ab") as fh:
+        proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "pipeline"],
+                                cwd=REPO, env=lab_env(), stdout=fh, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    log(f"pipeline started in its own session: pid {proc.pid}, log {PIPE_LOG}")
+    return wait(args)
+
+
+# --- the pipeline -------------------------------------------------------------------------------
+
+def experiment(key: str) -> dict[str, Any]:
+    spec = EXPERIMENTS[key]
+    argv = [sys.executable, "-m", "tuning", "experiment", "--param", spec["param"],
+            "--values", spec["values"], "--repeats", str(spec["repeats"]),
+            "--concurrency", str(spec["concurrency"]), "--num-requests", str(NUM_REQUESTS),
+            "--input-len", str(INPUT_LEN), "--output-len", str(OUTPUT_LEN),
+            "--set", "max-model-len=2048", "--start-timeout", "420", "--name", spec["name"],
+            "--db", str(DB), "--json"]
+    t = time.monotonic()
+    done = call(argv, timeout=1500, stdout_only=True)
+    out: dict[str, Any] = {"key": key, "rc": done.returncode, "wall_s": time.monotonic() - t}
+    for line in (done.stdout or "").splitlines():
+        if line.startswith("{"):
+            out.update(json.loads(line))
+    log(f"experiment ({key}): {json.dumps(out)}")
+    return out
+
+
+def bench_pair_runs(base_url: str) -> list[dict[str, Any]]:
+    BENCH_DIR.mkdir(parents=True, exist_ok=True)
+    rows: list[dict[str, Any]] = []
+    for c in BENCH_CONCURRENCY:
+        for i in range(BENCH_PAIRS):
+            for tool in ("lab", "vllm"):  # A B A B
+                out = BENCH_DIR / f"{tool}-c{c}-{i}.json"
+                out.unlink(missing_ok=True)
+                if tool == "lab":
+                    argv = [sys.executable, "-m", "tuning", "bench", "--base-url", base_url,
+                            "--model", SERVED, "--concurrency", str(c), "--num-requests",
+                            str(NUM_REQUESTS), "--input-len", str(INPUT_LEN), "--output-len",
+                            str(OUTPUT_LEN), "--num-warmups", str(c), "--tokenizer",
+                            str(MODEL_DIR), "--result-json", str(out), "--quiet"]
+                else:
+                    argv = [sys.executable, "-c", VLLM_LAUNCHER, "--backend", "openai",
+                            "--base-url", base_url, "--endpoint", "/v1/completions", "--model",
+                            SERVED, "--tokenizer", str(MODEL_DIR), "--dataset-name", "random",
+                            "--random-input-len", str(INPUT_LEN), "--random-output-len",
+                            str(OUTPUT_LEN), "--ignore-eos", "--max-concurrency", str(c),
+                            "--num-prompts", str(NUM_REQUESTS), "--num-warmups", str(c),
+                            "--ready-check-timeout-sec", "0", "--disable-tqdm", "--temperature",
+                            "0", "--percentile-metrics", "ttft,tpot,itl,e2el", "--save-result",
+                            "--result-dir", str(out.parent), "--result-filename", out.name]
+                t = time.monotonic()
+                done = call(argv, timeout=300, capture=True)
+                wall = time.monotonic() - t
+                if done.returncode != 0 or not out.exists():
+                    log(f"{tool} C={c} #{i} FAILED rc={done.returncode}\n"
+                        f"{(done.stdout or '')[-1500:]}\n{(done.stderr or '')[-2500:]}")
+                    rows.append({"tool": tool, "concurrency": c, "pair": i, "error": True})
+                    continue
+                result = json.loads(out.read_text())
+                row = {k: float(result[k]) for k in BENCH_KEYS}
+                row.update(tool=tool, concurrency=c, pair=i, completed=result.get("completed"),
+                           failed=result.get("failed", 0), wall_s=round(wall, 1),
+                           total_output_tokens=result.get("total_output_tokens"),
+                           duration=result.get("duration"))
+                if tool == "lab":
+                    row["client_bound"] = (result.get("lab") or {}).get("client_bound")
+                rows.append(row)
+                log(f"{tool:5} C={c:<4} #{i} {row['output_throughput']:9.0f} tok/s  TTFT "
+                    f"{row['mean_ttft_ms']:7.1f} ms  p99 {row['p99_ttft_ms']:7.1f}  TPOT "
+                    f"{row['mean_tpot_ms']:6.2f} ms  failed {row['failed']}  ({wall:.0f} s wall)")
+                time.sleep(1)
+    return rows
+
+
+def bench_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    summary: dict[str, Any] = {}
+    for c in sorted({r["concurrency"] for r in rows}):
+        med: dict[str, dict[str, float]] = {}
+        for tool in ("lab", "vllm"):
+            mine = [r for r in rows if r["tool"] == tool and r["concurrency"] == c
+                    and not r.get("error")]
+            if mine:
+                med[tool] = {k: statistics.median(r[k] for r in mine) for k in BENCH_KEYS}
+        if len(med) == 2:
+            summary[str(c)] = {"median": med, "ratio": {k: med["lab"][k] / med["vllm"][k]
+                                                        for k in BENCH_KEYS}}
+    return summary
+
+
+def bench() -> dict[str, Any]:
+    started = call([sys.executable, "-m", "tuning", "server", "start", "--set",
+                    "max-model-len=2048", "--set", "max-num-seqs=256", "--timeout", "420",
+                    "--json"], timeout=480, capture=True)
+    text = started.stdout or ""
+    try:
+        state = json.loads(text[text.index("{"):])
+    except ValueError:
+        log(f"server start failed rc={started.returncode}: {text[-2000:]} {started.stderr[-2000:]}")
+        return {"error": "server start failed"}
+    facts = state.get("facts") or {}
+    log(f"bench server healthy after {facts.get('time_to_healthy_s')} s at {state['base_url']}, "
+        f"KV {facts.get('kv_cache_tokens')} tokens")
+    rows: list[dict[str, Any]] = []
+    try:
+        rows = bench_pair_runs(state["base_url"])
+    finally:
+        call([sys.executable, "-m", "tuning", "server", "stop"], timeout=120)
+    result = {"date": time.strftime("%Y-%m-%d"), "server": {"argv": state.get("argv"),
+                                                            "facts": facts},
+              "workload": {"input_len": INPUT_LEN, "output_len": OUTPUT_LEN,
+                           "num_requests": NUM_REQUESTS, "ignore_eos": True,
+                           "warmups": "one wave (= concurrency)"},
+              "order": "A B A B (lab, vLLM) per concurrency", "runs": rows,
+              "summary": bench_summary(rows)}
+    (ACC / "bench-agreement.json").write_text(json.dumps(result, indent=2))
+    for c, s in result["summary"].items():
+        r = s["ratio"]
+        log(f"ratio lab/vLLM C={c}: throughput {r['output_throughput']:.3f}  mean TTFT "
+            f"{r['mean_ttft_ms']:.3f}  p99 TTFT {r['p99_ttft_ms']:.3f}  mean TPOT "
+            f"{r['mean_tpot_ms']:.3f}")
+    return result
+
+
+def pipeline(args: argparse.Namespace) -> int:
+    log(f"pipeline: {NUM_REQUESTS} requests/run, {INPUT_LEN} in / {OUTPUT_LEN} out, DB {DB}")
+    steps = [s for s in (os.environ.get("H200_STEPS") or "a,b,c").split(",") if s]
+    results: dict[str, Any] = {}
+    for step in steps:
+        log(f"=== step ({step}) ===")
+        try:
+            results[step] = bench() if step == "c" else experiment(step)
+        except Exception as exc:  # one step's failure must not lose the others
+            log(f"step ({step}) raised {type(exc).__name__}: {exc}")
+            results[step] = {"error": f"{type(exc).__name__}: {exc}"}
+        (ACC / "pipeline-results.json").write_text(json.dumps(results, indent=2, default=str))
+    log("pipeline done")
+    DONE.write_text(json.dumps(results, default=str))
+    return 0
+
+
+# --- follow + collect ---------------------------------------------------------------------------
+
+def wait(args: argparse.Namespace) -> int:
+    """Print the pipeline log as it grows until DONE or `--until` seconds since this call began."""
+    pos = 0
+    while True:
+        if PIPE_LOG.exists():
+            with open(PIPE_LOG, "rb") as fh:
+                fh.seek(pos)
+                chunk = fh.read()
+                pos += len(chunk)
+            if chunk:
+                sys.stdout.write(chunk.decode(errors="replace"))
+                sys.stdout.flush()
+        if DONE.exists() or time.monotonic() - T0 > args.until:
+            break
+        time.sleep(2)
+    log("DONE" if DONE.exists() else f"pipeline still running after {args.until:.0f} s")
+    return collect(args)
+
+
+def snapshot_db(dest: Path) -> None:
+    """VACUUM INTO a consistent copy (the runner may still be writing), then gzip it."""
+    tmp = ACC / "snapshot.db"
+    tmp.unlink(missing_ok=True)
+    con = sqlite3.connect(DB, timeout=30)
+    try:
+        con.execute("VACUUM INTO ?", (str(tmp),))
+    finally:
+        con.close()
+    with open(tmp, "rb") as src, gzip.open(dest, "wb", compresslevel=6) as out:
+        shutil.copyfileobj(src, out, 1 << 22)
+    log(f"DB snapshot {tmp.stat().st_size / 2**20:.1f} MiB -> {dest.name} "
+        f"{dest.stat().st_size / 2**20:.1f} MiB")
+
+
+def collect(args: argparse.Namespace) -> int:
+    out = Path(os.environ.get("OUT") or ACC / "out")
+    out.mkdir(parents=True, exist_ok=True)
+    if DB.exists():
+        try:
+            snapshot_db(out / "lab-h200.db.gz")
+        except Exception as exc:
+            log(f"snapshot failed: {exc}")
+        done = call([sys.executable, "-m", "tuning", "runs", "--db", str(DB), "--json"],
+                     timeout=120, capture=True)
+        (out / "runs.json").write_text(done.stdout or done.stderr or "")
+        has_compare = call([sys.executable, "-m", "tuning", "compare", "--help"], timeout=60,
+                           capture=True).returncode == 0
+        if has_compare:
+            texts = []
+            con = sqlite3.connect(DB, timeout=30)
+            exp_ids = [r[0] for r in con.execute("SELECT id FROM experiments ORDER BY id")]
+            con.close()
+            for eid in exp_ids:
+                done = call([sys.executable, "-m", "tuning", "compare", "--db", str(DB),
+                             "--experiment", str(eid)], timeout=120, capture=True)
+                texts.append(f"$ python -m tuning compare --db lab.db --experiment {eid}\n"
+                             f"{done.stdout}{done.stderr}")
+            (out / "compare.txt").write_text("\n".join(texts))
+        else:
+            log("`python -m tuning compare` is not wired into the CLI here: skipped")
+        try:
+            (out / "summary.txt").write_text(summary_text(DB, ACC / "bench-agreement.json"))
+            sys.stdout.write((out / "summary.txt").read_text())
+        except Exception as exc:
+            log(f"summary failed: {type(exc).__name__}: {exc}")
+    if (ACC / "bench-agreement.json").exists():
+        shutil.copy2(ACC / "bench-agreement.json", out / "bench-agreement.json")
+    if PIPE_LOG.exists():
+        shutil.copy2(PIPE_LOG, out / "run-log.txt")
+    if LAB_HOME.exists() or BENCH_DIR.exists():
+        with tarfile.open(out / "server-logs.tar.gz", "w:gz") as tar:
+            for folder in (LAB_HOME / "logs", BENCH_DIR):
+                if folder.exists():
+                    tar.add(folder, arcname=folder.name)
+    for p in sorted(out.iterdir()):
+        log(f"out: {p.name} {p.stat().st_size} bytes")
+    return 0
+
+
+# --- summary (runs anywhere: sqlite3 only) ------------------------------------------------------
+
+def _gib(x: Any) -> str:
+    return "-" if x is None else f"{x / GIB:.1f}"
+
+
+def _fmt(x: Any, spec: str = "{:.0f}") -> str:
+    return "-" if x is None else spec.format(x)
+
+
+def memory_story(con: sqlite3.Connection, run_id: int) -> dict[str, Any]:
+    """Per-process attribution and the climb: weights step, KV step, release."""
+    procs = {label: mx for label, mx in con.execute(
+        "SELECT label, MAX(value) FROM samples WHERE run_id=? AND series='gpu_proc_bytes' "
+        "GROUP BY label ORDER BY 2 DESC", (run_id,))}
+    story: dict[str, Any] = {"gpu_proc_peak": procs}
+    for series in ("gpu_tree_bytes", "gpu_used_bytes"):
+        pts = con.execute("SELECT t_s, value FROM samples WHERE run_id=? AND series=? "
+                          "ORDER BY t_s", (run_id, series)).fetchall()
+        if not pts:
+            continue
+        peak = max(v for _, v in pts)
+        first = pts[0][1]
+        t_kv = next((t for t, v in pts if v >= first + 0.5 * (peak - first)), None)
+        before = [v for t, v in pts if t_kv is not None and t < t_kv - 0.5]
+        t_w = next((t for t, v in pts if v >= first + 1 * GIB), None)
+        story[series] = {"n": len(pts), "first": first, "peak": peak, "t_first_gib": t_w,
+                         "level_before_kv": before[-1] if before else None, "t_kv_step": t_kv,
+                         "last": pts[-1][1], "t_last": pts[-1][0]}
+    return story
+
+
+def summary_text(db_path: Path, bench_json: Path | None = None) -> str:
+    con = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=30)
+    con.row_factory = sqlite3.Row
+    lines = []
+    exps = con.execute("SELECT id, name, status, error FROM experiments ORDER BY id").fetchall()
+    for e in exps:
+        lines.append(f"experiment {e['id']}: {e['name']} [{e['status']}]"
+                     + (f" error: {e['error']}" if e["error"] else ""))
+        lines.append(f"  {'run':>3} {'value':>6} {'rep':>3} {'status':7} {'KV tokens':>10} "
+                     f"{'healthy':>7} {'peak tree':>9} {'peak dev':>8} {'tok/s':>7} "
+                     f"{'TTFT ms':>8} {'TPOT ms':>7} {'fail':>4} {'ach.C':>5}")
+        for r in con.execute("SELECT * FROM runs WHERE experiment_id=? ORDER BY seq", (e["id"],)):
+            lines.append(
+                f"  {r['id']:>3} {r['value']:>6} {r['repeat_index']:>3} {r['status']:7} "
+                f"{_fmt(r['kv_cache_tokens'], '{:,}'):>10} {_fmt(r['time_to_healthy_s'], '{:.0f} s'):>7} "
+                f"{_gib(r['peak_gpu_tree_bytes']):>5} GiB {_gib(r['peak_gpu_used_bytes']):>4} GiB "
+                f"{_fmt(r['output_throughput']):>7} {_fmt(r['mean_ttft_ms'], '{:.1f}'):>8} "
+                f"{_fmt(r['mean_tpot_ms'], '{:.2f}'):>7} {_fmt(r['failed'], '{}'):>4} "
+                f"{_fmt(r['achieved_concurrency'], '{:.0f}'):>5}"
+                + (f"  [{r['failure_kind']}: {r['failure_reason']}]" if r["failure_kind"] else ""))
+            st = memory_story(con, r["id"])
+            procs = ", ".join(f"{k} {_gib(v)} GiB" for k, v in st["gpu_proc_peak"].items())
+            tree = st.get("gpu_tree_bytes") or {}
+            dev = st.get("gpu_used_bytes") or {}
+            lines.append(
+                f"        GPU by process: {procs or 'none'}; tree: "
+                f"{_gib(tree.get('first'))} -> {_gib(tree.get('level_before_kv'))} GiB (weights, "
+                f"from {_fmt(tree.get('t_first_gib'), '{:.0f}')} s) -> "
+                f"{_gib(tree.get('peak'))} GiB at KV step {_fmt(tree.get('t_kv_step'), '{:.0f}')} s"
+                f"; device: {_gib(dev.get('first'))} -> {_gib(dev.get('peak'))} GiB, last "
+                f"{_gib(dev.get('last'))} GiB at {_fmt(dev.get('t_last'), '{:.0f}')} s "
+                f"({tree.get('n', 0)}+{dev.get('n', 0)} samples)")
+    if bench_json and bench_json.exists():
+        data = json.loads(bench_json.read_text())
+        lines.append("\nlab bench vs vLLM bench serve, same server, A B A B "
+                     f"({data['workload']['num_requests']} requests, 64 in / 128 out, ignore_eos)")
+        lines.append(f"  {'tool':5} {'C':>4} {'tok/s':>8} {'TTFT ms':>8} {'p99 TTFT':>8} "
+                     f"{'TPOT ms':>8} {'failed':>6}")
+        for r in data["runs"]:
+            if r.get("error"):
+                lines.append(f"  {r['tool']:5} {r['concurrency']:>4} FAILED")
+                continue
+            lines.append(f"  {r['tool']:5} {r['concurrency']:>4} {r['output_throughput']:>8.0f} "
+                         f"{r['mean_ttft_ms']:>8.1f} {r['p99_ttft_ms']:>8.1f} "
+                         f"{r['mean_tpot_ms']:>8.2f} {r['failed']:>6}")
+        lines.append("  ratios of medians lab / vLLM: C, throughput, mean TTFT, p99 TTFT, mean TPOT")
+        for c, s in data["summary"].items():
+            r = s["ratio"]
+            lines.append(f"  {c:>4} {r['output_throughput']:.3f} {r['mean_ttft_ms']:.3f} "
+                         f"{r['p99_ttft_ms']:.3f} {r['mean_tpot_ms']:.3f}")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("stage1")
+    for name in ("stage2", "start", "wait", "collect"):
+        p = sub.add_parser(name)
+        p.add_argument("--until", type=float, default=540.0,
+                       help="stop following after this many seconds since the call began")
+    sub.add_parser("pipeline")
+    s = sub.add_parser("summary")
+    s.add_argument("--db", type=Path, required=True)
+    s.add_argument("--bench", type=Path, default=None)
+    args = ap.parse_args()
+    if args.cmd == "summary":
+        sys.stdout.write(summary_text(args.db, args.bench))
+        return 0
+    return {"stage1": stage1, "stage2": stage2, "start": start, "wait": wait, "collect": collect,
+            "pipeline": pipeline}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
