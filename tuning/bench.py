@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any, Sequence, TextIO
 
 from .loadgen import (DEFAULT_TRANSPORT, TRANSPORTS, EndpointError, LoadError, LoadResult,
-                      api_key_from_env, check_endpoint, display_url, run_load_sync)
+                      api_key_from_env, check_endpoint, display_url, resolve_transport,
+                      run_load_sync)
 from .metrics import (LATENCY_METRICS, PERCENTILES, achieved_concurrency, columns, goodput,
                       steady_state, summarize, warmup_check)
 from .workload import (LocalTokenizer, ServerTokenizer, TokenizerLike, Workload, WorkloadError,
@@ -255,7 +256,7 @@ def run_bench_command(args: argparse.Namespace) -> int:
             print("", file=err)
     result = build_result(load, workload, model=args.model, base_url=args.base_url,
                           tokenizer_id=tokenizer_id, prompts=prompts, slo_ms=slo or None)
-    result["lab"]["transport"] = args.transport
+    result["lab"]["transport"] = resolve_transport(args.transport, args.base_url)
     write_json(args.result_json, result)
     if not args.quiet:
         print_table(result)

@@ -51,10 +51,20 @@ from .records import RequestRecord
 from .workload import Workload, WorkloadError, server_root
 
 Progress = Callable[[int, int], None]
-TRANSPORTS: tuple[str, ...] = ("aiohttp", "raw")
+TRANSPORTS: tuple[str, ...] = ("auto", "aiohttp", "raw")
 # aiohttp: the reference design (one ClientSession, a pool of C keep-alive sockets). raw: the lab's
 # own HTTP/1.1 reader, about 1.1-1.5x less client CPU per token (benchmarks/client_capacity.py).
-DEFAULT_TRANSPORT = "aiohttp"
+DEFAULT_TRANSPORT = "auto"
+_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+def resolve_transport(transport: str, base_url: str) -> str:
+    """"auto": the lean raw reader for a plain-HTTP loopback server (every engine the lab starts),
+    aiohttp for anything else (proxies, remote gateways, TLS)."""
+    if transport != "auto":
+        return transport
+    parts = urllib.parse.urlsplit(base_url if "://" in base_url else "http://" + base_url)
+    return "raw" if parts.scheme == "http" and parts.hostname in _LOOPBACK else "aiohttp"
 PhaseCallback = Callable[[str], None]  # called with "warming_up", then "loading"
 
 READ_BUFSIZE = 10 * 2**20        # bytes; aiohttp's 64 KiB default throttles long contexts (vllm#39963)
@@ -212,7 +222,7 @@ class _Client:
         if transport not in TRANSPORTS:
             raise LoadError(f"transport {transport!r} is not one of {', '.join(TRANSPORTS)}")
         root = server_root(base_url)
-        self.transport = transport
+        self.transport = resolve_transport(transport, root)
         self._slots: list[list[Any]] = []
         self.workload = workload
         self.url = root + ("/v1/chat/completions" if workload.endpoint == "chat"
