@@ -1,7 +1,7 @@
 """Does the lab measure what vLLM's own benchmark measures? Same server, same workload, interleaved.
 
 Starts the embedded engine once, then at each concurrency runs `python -m tuning bench` (A) and
-vLLM's serving benchmark from the engine venv (B) in the order A B A B ..., and prints each run and
+vLLM's serving benchmark from the engine venv (B) interleaved, A B B A A B ..., and prints each run and
 the ratios of the medians: output throughput (lab / vLLM; >= 1.00 means the lab's client costs the
 engine no throughput), mean and p99 TTFT and mean TPOT (lab / vLLM; <= 1.05 is the target).
 
@@ -64,7 +64,7 @@ def run_one(tool: str, base_url: str, c: int, args: argparse.Namespace, tmp: Pat
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--pairs", type=int, default=4)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[32, 128])
     parser.add_argument("--num-requests", type=int, default=256)
     parser.add_argument("--input-len", type=int, default=64)
@@ -89,7 +89,9 @@ def main() -> int:
         print(f"{'tool':5} {'C':>4} {'tok/s':>9} {'TTFT ms':>9} {'p99 TTFT':>9} {'TPOT ms':>8}")
         for c in args.concurrency:
             for i in range(args.pairs):
-                for tool in ("lab", "vllm"):  # A B A B
+                # Interleaved, and which tool goes first alternates (A B, B A, ...), so a drift
+                # of the shared machine or an order effect cannot favour either tool.
+                for tool in (("lab", "vllm") if i % 2 == 0 else ("vllm", "lab")):
                     row = run_one(tool, launch.base_url, c, args, tmp, i)
                     rows.append(row)
                     print(f"{tool:5} {c:>4} {row['output_throughput']:>9.0f} "

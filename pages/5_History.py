@@ -14,6 +14,7 @@ import streamlit as st
 from store import open_db, repo
 from tuning.compare import history_rows
 from ui.common import db, db_path
+from ui.share import render_sharing
 
 SORTS = {"newest first": ("id", False), "oldest first": ("id", True),
          "output throughput": ("output_throughput", False), "mean TTFT": ("mean_ttft_ms", True),
@@ -204,3 +205,5 @@ with runs_pane:
     runs_tab(connection, db_path())
 with exps_pane:
     experiments_tab(connection, db_path())
+
+render_sharing(db_path())

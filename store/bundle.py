@@ -218,7 +218,7 @@ def is_secret_key(name: str) -> bool:
     return bool(_SECRET_KEY.search(str(name).lower().replace("-", "_").strip("_")))
 
 
-def _env_secrets() -> list[str]:
+def env_secrets() -> list[str]:
     """Values of this process's secret-looking environment variables, longest first."""
     found = {v for k, v in os.environ.items() if is_secret_key(k) and len(v.strip()) >= 8}
     return sorted(found, key=len, reverse=True)
@@ -311,6 +311,11 @@ def _resolve_identity(author: str | None, host: str | None) -> tuple[str, str]:
     return author or settings.resolved_author(), host or settings.resolved_host()
 
 
+def _one_line(text: str, limit: int = 200) -> str:
+    """Author and host as the manifest holds them: one short printable line."""
+    return " ".join("".join(ch if ch.isprintable() else " " for ch in str(text)).split())[:limit]
+
+
 def _sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -345,12 +350,12 @@ def export_bundle(db_path: str | Path, out_path: str | Path, *, run_ids: Iterabl
     exps = sorted({int(i) for i in experiment_ids})
     if not runs and not exps:
         raise BundleError("nothing to export: name runs or experiments", "empty")
-    author, host = _resolve_identity(author, host)
+    author, host = (_one_line(x) or "unknown" for x in _resolve_identity(author, host))
     uid = bundle_uid or uuid.uuid4().hex
     if not _UID.match(uid):
         raise BundleError(f"bad bundle uid {uid!r}")
     out.parent.mkdir(parents=True, exist_ok=True)
-    secrets = _env_secrets()
+    secrets = env_secrets()
     schema = reference_schema()
     with tempfile.TemporaryDirectory(prefix="bundle-export-") as tmp:
         data = Path(tmp) / DATA_NAME
@@ -379,7 +384,8 @@ def export_bundle(db_path: str | Path, out_path: str | Path, *, run_ids: Iterabl
         size = data.stat().st_size
         manifest = {
             "format": FORMAT, "format_version": FORMAT_VERSION, "bundle_uid": uid,
-            "created_at": _utc_now(), "author": author, "host": host, "note": note,
+            "created_at": _utc_now(), "author": author, "host": host,
+            "note": scrub_text(" ".join(note.split())[:500], secrets),
             "lab_schema_version": lab_schema_version(), "counts": counts,
             "experiments": manifest_rows[0], "runs": manifest_rows[1],
             "files": {DATA_NAME: {"sha256": _sha256_file(data), "bytes": size}},
@@ -439,7 +445,7 @@ def _copy_rows(conn: sqlite3.Connection) -> dict[str, int]:
         cols = [c for c in _columns(conn, table) if c in have]
         names = ", ".join(f'"{c}"' for c in cols)
         cur = conn.execute(f'INSERT INTO main."{table}" ({names}) SELECT {names} FROM '
-                           f'src."{table}" WHERE {where[table]}')
+                           f'src."{table}" WHERE {where[table]} ORDER BY rowid')
         counts[table] = int(cur.rowcount)
     return counts
 
@@ -520,7 +526,7 @@ def _open_zip(path: Path, limits: Limits) -> tuple[zipfile.ZipFile, dict[str, zi
                 raise BundleError(f"unexpected archive member {name!r} (a bundle holds only "
                                   f"{MANIFEST_NAME} and {DATA_NAME})", "unexpected_member")
             mode = (info.external_attr >> 16) & 0xFFFF
-            if mode and not stat.S_ISREG(mode):
+            if stat.S_IFMT(mode) and not stat.S_ISREG(mode) or info.is_dir():
                 raise BundleError(f"archive member {name!r} is not a plain file", "unsafe_path")
             if info.flag_bits & 0x1:
                 raise BundleError(f"archive member {name!r} is encrypted", "unexpected_member")
@@ -664,8 +670,8 @@ def _check_sqlite(path: Path, manifest: Manifest, limits: Limits) -> sqlite3.Con
         conn.execute("PRAGMA cell_size_check = ON")
         check = conn.execute("PRAGMA quick_check").fetchall()
         if check != [("ok",)]:
-            raise BundleError(f"{DATA_NAME} fails SQLite's quick_check: "
-                              f"{'; '.join(str(r[0]) for r in check[:3])}", "corrupted")
+            why = "; ".join(" ".join(str(r[0]).split()) for r in check[:3])
+            raise BundleError(f"{DATA_NAME} fails SQLite's quick_check: {why}", "corrupted")
         _check_schema(conn)
         _check_rows(conn, manifest, limits)
     except sqlite3.DatabaseError as exc:
@@ -856,16 +862,19 @@ def _dict_rows(conn: sqlite3.Connection, table: str, cols: list[str]
 def _merge(conn: sqlite3.Connection, src: sqlite3.Connection, manifest: Manifest
            ) -> ImportResult:
     result = ImportResult(manifest=manifest)
-    secrets = _env_secrets()
+    secrets = env_secrets()
     ref = reference_schema()
-    cols = {t: [c for c in _columns(src, t) if c in set(_columns(conn, t)) and c in ref.columns[t]]
-            for t in TABLES}
+    cols = {}
+    for table in TABLES:  # what both sides know; a target with more columns leaves them empty
+        here = set(_columns(conn, table))
+        cols[table] = [c for c in _columns(src, table) if c in here and c in ref.columns[table]]
     origin = manifest.origin
     conn.execute("BEGIN IMMEDIATE")
     try:
         exp_map: dict[int, int] = {}
         for rec in _dict_rows(src, "experiments", cols["experiments"]):
-            local = conn.execute("SELECT id FROM experiments WHERE uid = ?", [rec["uid"]]).fetchone()
+            local = conn.execute("SELECT id FROM experiments WHERE uid = ?",
+                                 [rec["uid"]]).fetchone()
             if local:
                 exp_map[int(rec["id"])] = int(local[0])
                 result.experiments_known += 1
@@ -912,7 +921,7 @@ def _copy_children(conn: sqlite3.Connection, src: sqlite3.Connection, table: str
     sql = f'INSERT INTO "{table}" ({names}) VALUES ({", ".join("?" * len(cols))})'
     count = 0
     batch: list[list[Any]] = []
-    for row in src.execute(f'SELECT {names} FROM "{table}" ORDER BY run_id'):
+    for row in src.execute(f'SELECT {names} FROM "{table}" ORDER BY rowid'):
         new_run = run_map.get(row[pos])
         if new_run is None:
             continue

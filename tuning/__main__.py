@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import cli_dashboard, cli_server
+from . import cli_dashboard, cli_server, cli_share
 from .settings import default_db_path
 
 
@@ -70,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     _db_arg(cancel)
 
     cli_dashboard.add_arguments(sub)
+    cli_share.add_arguments(sub)
 
     runs = sub.add_parser("runs", help="every run with its summary")
     runs.add_argument("--json", action="store_true")
@@ -219,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
         return _runs_cmd(args)
     if args.command in cli_dashboard.COMMANDS:
         return cli_dashboard.run(args)
+    if args.command in cli_share.COMMANDS:
+        return cli_share.run(args)
     return 2
 
 

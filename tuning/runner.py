@@ -28,7 +28,7 @@ from .engine import EngineSpec
 from .params import build_launch, format_value, get_param, validate_config, validate_value
 from .records import SampleRow
 from .server import ServerProcess, StartFailure, stop_group
-from .settings import lab_home
+from .settings import lab_home, load_settings
 from .telemetry import (GpuSampler, MetricsSampler, ProcessTreeSampler, Telemetry, peaks,
                         read_gpu_used, wait_gpu_memory_released)
 from .workload import LocalTokenizer, ServerTokenizer, Workload, build_prompts
@@ -89,6 +89,9 @@ def plan_experiment(db_path: str | Path, *, param: str, values: list[Any], workl
         raise ValueError(f"{p.name} needs a server restart; an attached server (base URL) can only "
                          "vary workload parameters: concurrency, input-len, output-len, "
                          "shared-prefix-len")
+    if not author or not host:
+        settings = load_settings()
+        author, host = author or settings.resolved_author(), host or settings.resolved_host()
     config = dict(engine.baseline if engine else {})
     config.update(base_config or {})
     config = validate_config(config, engine.backend if engine else None)

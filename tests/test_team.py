@@ -1,0 +1,205 @@
+"""The team folder: publish writes a sanitized, generated file name; listing shows who, where,
+when and what is already here; "import new" brings in only what is new, refuses a bad bundle on
+its own, and teammates' runs keep their author and are checked for comparability."""
+from __future__ import annotations
+
+import json
+import zipfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from store import open_db
+from store.bundle import SUFFIX, export_bundle
+from store.team import (TeamError, bundle_file_name, import_new, list_team, publish,
+                        team_folder_path)
+from tests.test_bundle import db_fingerprint, seed_lab, table_rows
+from tuning import cli_share
+from tuning.compare import build_comparison, load_runs
+
+
+@pytest.fixture
+def team(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """Two teammates' labs (ada on box-a, bob on box-b with other hardware) and a shared folder."""
+    monkeypatch.setenv("TUNING_LAB_HOME", str(tmp_path / "home"))
+    folder = tmp_path / "share"
+    folder.mkdir()
+    ada = tmp_path / "ada.db"
+    bob = tmp_path / "bob.db"
+    ada_info = seed_lab(ada, author="ada", host="box-a", hardware="cpu-2core",
+                        with_secrets=False)
+    bob_info = seed_lab(bob, author="bob", host="box-b", hardware="gpu-h100",
+                        with_failed=False, with_secrets=False, seed=5, name="bob's sweep")
+    return {"folder": folder, "ada": ada, "bob": bob, "ada_info": ada_info,
+            "bob_info": bob_info}
+
+
+def test_file_names_are_generated_and_sanitized() -> None:
+    when = datetime(2025, 3, 4, 5, 6, 7, tzinfo=timezone.utc)
+    assert bundle_file_name("ada", "gpu-box-3", when, "1a2b3c4d5e6f") == \
+        f"ada-gpu_box_3-20250304T050607Z-1a2b3c4d{SUFFIX}"
+    name = bundle_file_name("../../etc/passwd", "h/o\\st\x00 x", when, "ffffffff00")
+    assert "/" not in name and "\\" not in name and "\x00" not in name and ".." not in name
+    assert name.startswith("etc_passwd-h_o_st_x-")
+    assert not bundle_file_name("...", "", when, "abc").startswith(".")
+    assert bundle_file_name("", "", when, "abcdef12").startswith("unknown-host-")
+    assert len(bundle_file_name("a" * 500, "b" * 500, when, "c" * 64)) < 120
+
+
+def test_publish_list_import_new(team: dict[str, Any]) -> None:
+    folder = team["folder"]
+    bob_file = publish(team["bob"], folder, experiment_ids=[team["bob_info"]["experiment_id"]],
+                       author="bob", host="box-b")
+    ada_file = publish(team["ada"], folder, run_ids=team["ada_info"]["run_ids"][:2],
+                       author="ada", host="box-a")
+    assert bob_file.parent == folder and bob_file.name.startswith("bob-box_b-")
+    assert bob_file.name.endswith(SUFFIX) and ada_file.name.startswith("ada-box_a-")
+    assert not [p for p in folder.iterdir() if p.name.startswith(".")]  # no partial files left
+    listing = {b.name: b for b in list_team(folder, team["ada"])}
+    assert listing[ada_file.name].state == "imported"   # ada's own runs are already here
+    bob_entry = listing[bob_file.name]
+    assert bob_entry.state == "new" and bob_entry.manifest is not None
+    assert (bob_entry.manifest.author, bob_entry.manifest.host) == ("bob", "box-b")
+    assert bob_entry.manifest.counts["runs"] == 4 and bob_entry.manifest.created_at
+    summary = import_new(team["ada"], folder)
+    assert [i.bundle.name for i in summary.imports] == [bob_file.name]
+    assert summary.runs_added == 4 and not summary.refused
+    assert {b.name: b.state for b in list_team(folder, team["ada"])} == {
+        bob_file.name: "imported", ada_file.name: "imported"}
+    before = db_fingerprint(team["ada"])
+    again = import_new(team["ada"], folder)
+    assert again.imports == [] and db_fingerprint(team["ada"]) == before
+    runs = table_rows(team["ada"], "runs")
+    bobs = [r for r in runs if r["author"] == "bob"]
+    assert len(bobs) == 4 and all(r["host"] == "box-b" for r in bobs)
+    assert all(r["origin"].endswith("from bob@box-b") for r in bobs)
+
+
+def test_teammates_runs_compare_with_yours_and_hardware_is_flagged(team: dict[str, Any]) -> None:
+    publish(team["bob"], team["folder"], experiment_ids=[team["bob_info"]["experiment_id"]],
+            author="bob", host="box-b")
+    import_new(team["ada"], team["folder"])
+    db = open_db(team["ada"], readonly=True)
+    bob_ids = [int(r["id"]) for r in table_rows(team["ada"], "runs") if r["author"] == "bob"]
+    mine = team["ada_info"]["run_ids"]
+    runs = load_runs(db, [mine[0], mine[3], *bob_ids])
+    cmp = build_comparison(runs, [mine[0], mine[3]])
+    flagged = {c.run_id: c.reason for c in cmp.excluded}
+    assert set(bob_ids) <= set(flagged)
+    assert all("different hardware: cpu-2core vs gpu-h100" in flagged[i] for i in bob_ids)
+    assert {r["author"] for r in runs} == {"ada", "bob"}
+    db.conn.close()
+
+
+def test_a_bad_bundle_in_the_folder_is_refused_alone(team: dict[str, Any]) -> None:
+    folder = team["folder"]
+    good = publish(team["bob"], folder, experiment_ids=[team["bob_info"]["experiment_id"]],
+                   author="bob", host="box-b")
+    broken = folder / f"mallory-evil-20250101T000000Z-deadbeef{SUFFIX}"
+    broken.write_bytes(good.read_bytes()[:-200])
+    tampered = folder / f"mallory-evil-20250101T000001Z-cafebabe{SUFFIX}"
+    export_bundle(team["bob"], tampered, run_ids=[team["bob_info"]["run_ids"][0]],
+                  author="mallory", host="evil")
+    with zipfile.ZipFile(tampered) as zf:
+        members = {n: zf.read(n) for n in zf.namelist()}
+    manifest = json.loads(members["manifest.json"])
+    manifest["files"]["bundle.sqlite"]["sha256"] = "0" * 64
+    with zipfile.ZipFile(tampered, "w") as zf:
+        zf.writestr("manifest.json", json.dumps(manifest))
+        zf.writestr("bundle.sqlite", members["bundle.sqlite"])
+    (folder / "notes.txt").write_text("not a bundle, not listed")
+    listing = {b.name: b for b in list_team(folder, team["ada"])}
+    assert "notes.txt" not in listing
+    assert listing[broken.name].state == "invalid" and "truncated" in listing[broken.name].error
+    assert listing[tampered.name].state == "new"  # its manifest reads fine; import will check
+    summary = import_new(team["ada"], folder)
+    refused = {i.bundle.name: i for i in summary.refused}
+    assert set(refused) == {tampered.name} and refused[tampered.name].kind == "checksum"
+    assert summary.runs_added == 4
+    assert not [r for r in table_rows(team["ada"], "runs") if r["author"] == "mallory"]
+
+
+def test_team_folder_must_exist(tmp_path: Path) -> None:
+    with pytest.raises(TeamError, match="no team folder set"):
+        team_folder_path("")
+    with pytest.raises(TeamError, match="does not exist"):
+        team_folder_path(tmp_path / "not-mounted")
+    with pytest.raises(TeamError):
+        publish(tmp_path / "x.db", tmp_path / "nope", run_ids=[1], author="a", host="b")
+
+
+def test_cli_publish_and_team(team: dict[str, Any], capsys: pytest.CaptureFixture[str],
+                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TUNING_LAB_TEAM_FOLDER", str(team["folder"]))
+    monkeypatch.setenv("TUNING_LAB_AUTHOR", "bob")
+    monkeypatch.setenv("TUNING_LAB_HOST_NAME", "box-b")
+    assert cli_share.main(["publish", "--db", str(team["bob"]), "--experiment",
+                           str(team["bob_info"]["experiment_id"])]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("published ") and "bob-box_b-" in out
+    assert cli_share.main(["team", "--db", str(team["ada"]), "--json"]) == 0
+    (entry,) = json.loads(capsys.readouterr().out)
+    assert entry["state"] == "new" and entry["author"] == "bob" and entry["counts"]["runs"] == 4
+    assert cli_share.main(["team", "--db", str(team["ada"]), "--import-new"]) == 0
+    assert "4 run(s) and 1 experiment(s) added from bob@box-b" in capsys.readouterr().out
+    assert cli_share.main(["team", "--db", str(team["ada"])]) == 0
+    assert "imported" in capsys.readouterr().out
+    monkeypatch.setenv("TUNING_LAB_TEAM_FOLDER", str(team["folder"] / "missing"))
+    assert cli_share.main(["team", "--db", str(team["ada"])]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------------
+# The History page's sharing section, in AppTest
+# --------------------------------------------------------------------------------------------
+
+def _sharing_app() -> None:
+    import os
+    from pathlib import Path
+
+    from ui.share import render_sharing
+
+    render_sharing(Path(os.environ["TUNING_LAB_DB"]))
+
+
+def test_render_sharing_lists_and_imports(team: dict[str, Any],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    publish(team["bob"], team["folder"], experiment_ids=[team["bob_info"]["experiment_id"]],
+            author="bob", host="box-b")
+    monkeypatch.setenv("TUNING_LAB_DB", str(team["ada"]))
+    monkeypatch.setenv("TUNING_LAB_TEAM_FOLDER", str(team["folder"]))
+    at = AppTest.from_function(_sharing_app, default_timeout=60)
+    at.run()
+    assert not at.exception, at.exception
+    table = at.dataframe[0].value
+    assert list(table["author"]) == ["bob"] and list(table["state"]) == ["new"]
+    assert int(table["runs"].iloc[0]) == 4
+    button = at.button(key="share_import_new")
+    assert "Import new (1)" in button.label and not button.disabled
+    button.click().run()
+    assert not at.exception, at.exception
+    assert any("imported 4 run(s)" in s.value for s in at.success)
+    assert list(at.dataframe[0].value["state"]) == ["imported"]
+    assert at.button(key="share_import_new").disabled
+    at.multiselect(key="share_experiments").select(team["ada_info"]["experiment_id"]).run()
+    assert not at.button(key="share_publish").disabled
+    at.button(key="share_publish").click().run()
+    assert any("published ada-" in s.value or "published " in s.value for s in at.success)
+    assert len(list(team["folder"].glob(f"*{SUFFIX}"))) == 2
+
+
+def test_render_sharing_without_a_team_folder(team: dict[str, Any],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("TUNING_LAB_DB", str(team["ada"]))
+    monkeypatch.setenv("TUNING_LAB_TEAM_FOLDER", "")
+    at = AppTest.from_function(_sharing_app, default_timeout=60)
+    at.run()
+    assert not at.exception, at.exception
+    assert any("No team folder set" in i.value for i in at.info)
+    assert at.button(key="share_publish").disabled
