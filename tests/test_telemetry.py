@@ -534,7 +534,14 @@ def test_recorder_with_real_samplers(tree: Tree, metrics_server: MetricsServer) 
     tel = Telemetry()
     tel.start([ProcessTreeSampler(tree.pid, 0.1), gpu,
                MetricsSampler(metrics_server.url, period=0.25)], got.extend, flush_every=0.5)
-    time.sleep(1.2)
+    # Wait for enough ticks rather than a fixed time: on a loaded 2-core box ticks get skipped.
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        time.sleep(0.3)
+        tel.flush()
+        if sum(r.series == "gpu_used_bytes" for r in got) >= 5 and \
+                sum(r.series == "num_preemptions_total" for r in got) >= 5:
+            break
     result = tel.stop()
     assert fake.initialized == 0                 # nvmlShutdown at close
     assert result["peak_gpu_used_bytes"] == 6 * GIB
