@@ -224,6 +224,23 @@ def get_samples(db: Database, run_id: int, series: Iterable[str] | None = None,
                          f"{' and '.join(clauses)} order by t_s", params))
 
 
+def relabel_processes(db: Database, run_id: int, names_by_pid: dict[int, str]) -> int:
+    """Give each process of a run's samples the name the engine logged for its pid.
+
+    A process sampled before it set its title (or where setproctitle is missing, as on the GPU
+    box) appears as `python3:<pid>`; vLLM's log says `(EngineCore pid=<pid>)`, so one pid ends up
+    under one name and the chart shows EngineCore holding the memory.
+    """
+    changed = 0
+    with db.atomic():
+        for pid, name in names_by_pid.items():
+            label = f"{name}:{int(pid)}"
+            cur = db.execute("update samples set label = ? where run_id = ? and label like ? "
+                             "and label != ?", [label, run_id, f"%:{int(pid)}", label])
+            changed += cur.rowcount
+    return changed
+
+
 def sample_series(db: Database, run_id: int) -> list[str]:
     return [r[0] for r in db.execute("select distinct series from samples where run_id = ?",
                                      [run_id])]

@@ -217,3 +217,15 @@ def test_cli_chart(lab: dict[str, Any], tmp_path: Path) -> None:
     assert not export.network_references(html.read_text())
     assert cli_dashboard.main(["chart", "--db", str(lab["path"]), "--kind", "cdf", "--out",
                                str(tmp_path / "x.pdf"), *ids]) == 2
+
+
+def test_cli_starts_without_altair_and_knows_every_chart_kind() -> None:
+    import subprocess
+    import sys
+
+    from tuning import charts, cli_dashboard
+
+    assert cli_dashboard.CHART_KINDS == charts.CHART_KINDS
+    code = ("import sys, tuning.__main__ as m; m.build_parser(); "
+            "sys.exit(1 if {'altair', 'pandas', 'streamlit'} & set(sys.modules) else 0)")
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0

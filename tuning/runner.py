@@ -276,6 +276,7 @@ class ExperimentRunner:
         repo.update_run(self.db, run_id, argv_json=launch.argv, env_json=launch.env,
                         log_path=str(log_path))
         self.server_t0 = time.monotonic()
+        self.server_facts = {}
         server.start()
         self.server = server
         # Sampling starts with the process, so the climb through weights and KV allocation is kept.
@@ -340,6 +341,16 @@ class ExperimentRunner:
         if self._telemetry is not None:
             self._telemetry.stop()
             self._telemetry = None
+            if self._telemetry_run is not None:
+                self._relabel(self._telemetry_run)
+
+    def _relabel(self, run_id: int) -> None:
+        """Process labels from the engine's own log lines (`(EngineCore pid=N)`)."""
+        pids = self.server_facts.get("engine_pids") or {}
+        names = {int(pid): name for name, pid in pids.items()
+                 if name in ("APIServer", "EngineCore") or name.startswith(("Worker", "EngineCore"))}
+        if names:
+            repo.relabel_processes(open_db(self.db_path), run_id, names)
 
     # -- measuring ------------------------------------------------------------------------------
     def _measure(self, run_id: int, base_url: str, t0: float, wl: Workload,
@@ -382,6 +393,7 @@ class ExperimentRunner:
         elif self._telemetry is not None:
             self._telemetry.flush()
         repo.insert_requests(self.db, run_id, result.records)
+        self._relabel(run_id)
         summary = summarize(result.records, result.duration_s)
         samples = repo.get_samples(self.db, run_id)
         rows = [SampleRow(s["t_s"], s["series"], s["value"], s["label"]) for s in samples]

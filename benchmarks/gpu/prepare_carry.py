@@ -39,7 +39,11 @@ LAB_WHEELS = ["sqlite-utils==4.2.1", "sqlite-fts4==1.0.3", "click-default-group=
               # tuning.charts -> altair; the image has pandas, jinja2, attrs, packaging but no
               # altair/jsonschema. narwhals pinned to the version the lab is tested with.
               "altair==6.3.0", "jsonschema==4.26.0", "referencing==0.37.0",
-              "jsonschema-specifications==2025.9.1", "rpds-py==2026.9.1", "narwhals==2.29.0"]
+              "jsonschema-specifications==2025.9.1", "rpds-py==2026.9.1", "narwhals==2.29.0",
+              # a vLLM dependency the recipe leaves out: without it vLLM cannot title its
+              # children ("VLLM::EngineCore"), and the lab's telemetry labels the engine process
+              # "python3:<pid>" instead of "EngineCore:<pid>" (the 2026-12-02 run was without it).
+              "setproctitle==1.3.7"]
 PIECE = 54525952          # 52 MiB, the recipe's split size
 CALL_LIMIT = 64 * 1024 * 1024
 PLATFORM = ["--only-binary=:all:", "--python-version", "3.12", "--implementation", "cp",

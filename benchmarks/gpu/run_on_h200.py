@@ -3,14 +3,20 @@
 Everything goes through the lab's own CLI (`python -m tuning experiment|bench|server|runs`) with a
 custom engine = real vLLM 0.25.0 carried in by benchmarks/gpu/prepare_carry.py. State lives in a
 scratch folder outside the working tree (ACC, default ~/acc) so it survives between calls on the
-same still-warm machine. Steps (each one a separate device call, made back to back):
+same still-warm machine. Steps, each a separate device call, made back to back (the machine goes
+back ~30 s after a command ends, and then everything under ACC is gone):
 
-    python3 benchmarks/gpu/run_on_h200.py stage1            # call 1: keep part-aa + the model
-    python3 benchmarks/gpu/run_on_h200.py stage2 --until 540 # call 2: install, verify, start the
-                                                             # pipeline in its own session, follow it
-    python3 benchmarks/gpu/run_on_h200.py wait --until 540   # later calls: follow, then collect
+    python3 benchmarks/gpu/run_on_h200.py stage1                  # call 1 (carry .carry1): keep
+                                                                  # part-aa + the model in ACC
+    H200_STEPS=a,b python3 benchmarks/gpu/run_on_h200.py stage2 --until 560
+                                                                  # call 2 (carry .carry2): install,
+                                                                  # verify imports, run (a) and (b)
+    H200_STEPS=c python3 benchmarks/gpu/run_on_h200.py start --until 540
+                                                                  # call 3: run (c)
+    python3 benchmarks/gpu/run_on_h200.py wait --until 540        # only if a step outlived its call
 
-The pipeline (`pipeline`, started by stage2 with setsid so it runs on between calls):
+The pipeline (`pipeline`, started by stage2/start in its own session so it runs on between calls;
+H200_STEPS picks the steps, default a,b,c):
   (a) experiment gpu-memory-utilization 0.5,0.9, repeats 2, concurrency 64
   (b) experiment max-num-seqs 32,256, repeats 2, concurrency 256
   (c) one server (`server start`), then `tuning bench` and vLLM's serving benchmark interleaved
@@ -317,6 +323,11 @@ def pipeline(args: argparse.Namespace) -> int:
 
 def wait(args: argparse.Namespace) -> int:
     """Print the pipeline log as it grows until DONE or `--until` seconds since this call began."""
+    if not PIPE_LOG.exists():
+        # A fresh machine (the last one went back between calls): nothing to follow, and waiting
+        # would only burn device time. Start again from stage1.
+        log(f"no pipeline here ({PIPE_LOG} missing): the machine is a fresh one; run stage1")
+        return 3
     pos = 0
     while True:
         if PIPE_LOG.exists():
@@ -404,9 +415,23 @@ def _fmt(x: Any, spec: str = "{:.0f}") -> str:
     return "-" if x is None else spec.format(x)
 
 
+def _role(label: str, roles: dict[int, str]) -> str:
+    """'python3:682' -> 'python3:682 (=EngineCore per the log)' when the label lacks the role."""
+    name, _, pid = label.rpartition(":")
+    role = roles.get(int(pid)) if pid.isdigit() else None
+    return label if not role or role == name else f"{label} (={role} per the log)"
+
+
 def memory_story(con: sqlite3.Connection, run_id: int) -> dict[str, Any]:
     """Per-process attribution and the climb: weights step, KV step, release."""
-    procs = {label: mx for label, mx in con.execute(
+    row = con.execute("SELECT startup_json FROM runs WHERE id=?", (run_id,)).fetchone()
+    roles = {}
+    try:
+        roles = {int(pid): name for name, pid in
+                 (json.loads(row[0] or "{}").get("engine_pids") or {}).items()}
+    except (TypeError, ValueError):
+        pass
+    procs = {_role(label, roles): mx for label, mx in con.execute(
         "SELECT label, MAX(value) FROM samples WHERE run_id=? AND series='gpu_proc_bytes' "
         "GROUP BY label ORDER BY 2 DESC", (run_id,))}
     story: dict[str, Any] = {"gpu_proc_peak": procs}
