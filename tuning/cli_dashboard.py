@@ -148,8 +148,9 @@ def format_comparison(comparison: Any) -> str:
     if not comparison.candidates:
         lines.append("No candidate side: name runs of another value.")
     lines.append("")
-    lines.append("Verdicts: runs are the bootstrap unit (2000 resamples); one run per side is "
-                 "inconclusive; a change under 2% is no clear difference.")
+    lines.append("Verdicts: the 95% CI is the wider of a bootstrap over runs (2000 resamples) and "
+                 "Welch's t-interval; one run per side is inconclusive; a change under 2% or a CI "
+                 "that includes 0 is no clear difference.")
     return "\n".join(lines)
 
 

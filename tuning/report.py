@@ -243,8 +243,8 @@ def _verdicts_section(comparison: Comparison) -> str:
                      "<p>No metric is clearly better or worse.</p>")
         if rest:
             parts.append(f'<p class="muted">Other metrics: {rest}.</p>')
-    parts.append('<p class="muted">Verdict: bootstrap CI of the change of the mean, runs as the '
-                 "unit (2000 resamples); one run per side is <i>inconclusive</i>; a change under "
+    parts.append('<p class="muted">Verdict: 95 % CI of the change of the mean, the wider of a '
+                 "bootstrap over runs (2000 resamples) and Welch's t-interval; one run per side is <i>inconclusive</i>; a change under "
                  "2 % or a CI that includes 0 is <i>no clear difference</i>.</p></section>")
     return "".join(parts)
 

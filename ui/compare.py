@@ -189,8 +189,8 @@ def render_table(comparison: Comparison, scope_id: int | None) -> None:
         st.markdown("#### Side by side")
         st.caption("Values are the mean over each side's runs; Δ is the candidate's change of the "
                    "mean vs the baseline (green = in the better direction, red = worse; bold when "
-                   "the verdict is clear). Verdict: bootstrap CI of the change, runs as the unit "
-                   "(2000 resamples); one run per side is *inconclusive*; a change under 2 % or a "
+                   "the verdict is clear). Verdict: 95 % CI of the change, the wider of a bootstrap "
+                   "over runs (2000 resamples) and Welch's t-interval; one run per side is *inconclusive*; a change under 2 % or a "
                    "CI that includes 0 is *no clear difference*.")
         st.dataframe(styler, hide_index=True, key="cmp_table_df")
         c1, c2, _ = st.columns([1, 1, 4])
