@@ -346,6 +346,21 @@ def _erfinv(y: float) -> float:
     return math.copysign(math.sqrt(math.sqrt(first * first - ln / a) - first), y)
 
 
+def fmt_value(value: float | None, unit: str) -> str:
+    """A metric value in its unit, as the Compare page, the CLI table and the report write it."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "—"
+    if unit == "bytes":
+        return f"{value / 2**30:,.2f} GiB"
+    if unit == "fraction":
+        return f"{value * 100:,.1f} %"
+    if unit in ("count", "tokens"):
+        return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
+    if abs(value) >= 100:
+        return f"{value:,.0f} {unit}"
+    return f"{value:,.2f} {unit}"
+
+
 @dataclass(frozen=True)
 class NoiseFloor:
     """How much one configuration moves between repeats (the A/A noise)."""

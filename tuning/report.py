@@ -10,7 +10,6 @@ secret-scrubbed (run rows may come from imported bundles).
 from __future__ import annotations
 
 import html
-import math
 import re
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,7 +19,7 @@ from store.bundle import env_secrets, scrub_text
 from store.db import StoreError, open_db
 
 from . import charts as ch
-from .compare import (METRICS, WORKLOAD_PARAMS, Comparison, Metric, build_comparison,
+from .compare import (METRICS, WORKLOAD_PARAMS, Comparison, Metric, build_comparison, fmt_value,
                       default_baseline, experiment_run_ids, load_runs, noise_floor, run_config,
                       run_workload)
 from .export import chart_svg, network_references
@@ -68,21 +67,6 @@ def _e(value: Any) -> str:
     if value is None or value == "":
         return "—"
     return html.escape(str(value), quote=True)
-
-
-def fmt_value(value: float | None, unit: str) -> str:
-    """A metric value in its unit, as the Compare page writes it."""
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "—"
-    if unit == "bytes":
-        return f"{value / 2**30:,.2f} GiB"
-    if unit == "fraction":
-        return f"{value * 100:,.1f} %"
-    if unit in ("count", "tokens"):
-        return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
-    if abs(value) >= 100:
-        return f"{value:,.0f} {unit}"
-    return f"{value:,.2f} {unit}"
 
 
 def report_file_name(experiment_id: int | None = None, run_ids: Sequence[int] = ()) -> str:

@@ -12,7 +12,7 @@ import streamlit as st
 from tuning import charts as ch
 from tuning import export
 from tuning.compare import (METRICS, Comparison, Metric, available_series, default_baseline,
-                            noise_floor)
+                            fmt_value, noise_floor)
 
 VERDICT_ICON = {"better": "▲ better", "worse": "▼ worse", "no clear difference": "≈ no clear difference",
                 "inconclusive": "? inconclusive"}
@@ -37,20 +37,6 @@ def parse_id_list(raw: Any) -> list[int]:
         if item.isdigit():
             out.append(int(item))
     return list(dict.fromkeys(out))
-
-
-def fmt_value(value: float | None, unit: str) -> str:
-    if value is None:
-        return "—"
-    if unit == "bytes":
-        return f"{value / 2**30:,.2f} GiB"
-    if unit == "fraction":
-        return f"{value * 100:,.1f} %"
-    if unit in ("count", "tokens"):
-        return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
-    if abs(value) >= 100:
-        return f"{value:,.0f} {unit}"
-    return f"{value:,.2f} {unit}"
 
 
 def run_label(run: Mapping[str, Any]) -> str:
