@@ -50,10 +50,12 @@ def decode(row: dict[str, Any] | None) -> dict[str, Any] | None:
     for key in JSON_FIELDS:
         if key in out:
             raw = out[key]
+            # `hardware` is already the comparable summary string; its details go to hardware_info.
+            name = key[:-5] if key[:-5] not in row else key[:-5] + "_info"
             try:
-                out[key[:-5]] = json.loads(raw) if raw else None
+                out[name] = json.loads(raw) if raw else None
             except ValueError:
-                out[key[:-5]] = None
+                out[name] = None
     return out
 
 

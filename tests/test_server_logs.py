@@ -59,3 +59,10 @@ def test_other_kinds() -> None:
     assert classify_failure("", -9) == ("crashed", "the server exited with code -9")
     for kind in ("invalid_argument", "engine_init", "out_of_memory", "port_in_use", "timeout"):
         assert len(HINTS[kind]) > 40
+
+
+def test_version_from_the_engine_line_when_the_logo_hides_it() -> None:
+    text = "(EngineCore pid=682) INFO 12-02 18:35:02 [core.py:114] Initializing a V1 LLM engine " \
+           "(v0.25.0) with config: model='/root/acc/gpu-model'"
+    assert parse_startup_log(text).vllm_version == "0.25.0"
+    assert parse_startup_log(text).engine_pids == {"EngineCore": 682}

@@ -192,21 +192,17 @@ def custom_spec(settings: Settings) -> EngineSpec:
     if not settings.engine_command or not settings.engine_model:
         raise EngineError("a custom engine needs engine_command and engine_model in the settings")
     parts = shlex.split(settings.engine_command)
-    if len(parts) == 1 and Path(parts[0]).name.startswith("python"):
-        command = [parts[0], *API_SERVER_MODULE]
-        version = installed_vllm_version(parts[0])
-    else:
-        command = parts
-        version = "unknown"
-    if parts[-1:] == ["serve"]:
-        # `vllm serve MODEL` takes the model positionally; --model works for both forms.
-        pass
+    is_python = Path(parts[0]).name.startswith("python")
+    command = [parts[0], *API_SERVER_MODULE] if is_python and len(parts) == 1 else parts
+    # `vllm serve` takes --model as well as a positional model, so both forms get --model.
+    version = installed_vllm_version(parts[0]) if is_python else "unknown"
     return EngineSpec(
         name="custom", command=command, model=settings.engine_model,
         served_model_name=settings.served_model_name or "model",
         backend=settings.engine_backend or "gpu",
         load_format=settings.engine_load_format or None,
-        env={"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}, vllm_version=version,
+        env={"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "VLLM_DISABLE_LOG_LOGO": "1"},
+        vllm_version=version,
     )
 
 

@@ -302,8 +302,9 @@ class ExperimentRunner:
                         max_concurrency=f.get("max_concurrency"), block_size=f.get("block_size"),
                         weights_memory_gib=f.get("weights_memory_gib"),
                         startup_json={**f, "reused_server": reused},
-                        vllm_version=f.get("vllm_version") or None,
                         server_pid=self.server.pid if self.server else None)
+        if f.get("vllm_version"):  # what the server says beats what the settings guessed
+            repo.update_run(self.db, run_id, vllm_version=f["vllm_version"])
 
     def _stop_server(self) -> None:
         if self.server is not None:

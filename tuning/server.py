@@ -90,7 +90,8 @@ _AVAILABLE_KV = re.compile(r"Available KV cache memory: ([\d.]+) ?GiB")
 _CPU_KV = re.compile(r"set \(?([\d.]+)(?:/[\d.]+)?\)? GiB for KV cache")
 _WEIGHTS = re.compile(r"Model loading took ([\d.]+) ?GiB")
 _INIT = re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s")
-_VERSION = re.compile(r"vLLM (?:API )?server version ([\w.+-]+)")
+_VERSION = re.compile(r"vLLM (?:API )?server version ([\w.+-]+)"
+                      r"|Initializing a V1 LLM engine \(v([\w.+-]+)\)")
 _PROC = re.compile(r"\((\w+) pid=(\d+)\)")
 _MEMORY_LINE = re.compile(r".*(?:Free memory on device|GiB for KV cache|Available KV cache memory).*")
 
@@ -110,7 +111,7 @@ def parse_startup_log(text: str) -> StartupFacts:
     if m := _INIT.search(text):
         facts.init_engine_seconds = float(m.group(1))
     if m := _VERSION.search(text):
-        facts.vllm_version = m.group(1)
+        facts.vllm_version = m.group(1) or m.group(2)
     if m := _MEMORY_LINE.search(text):
         facts.memory_line = m.group(0).strip()[-400:]
     for name, pid in _PROC.findall(text):

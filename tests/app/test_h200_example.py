@@ -1,0 +1,66 @@
+"""The H200 runs committed under examples/h200 load in the compare page and the CLI, and their
+samples show what the GPU did: EngineCore holds the memory, one step at KV-cache allocation."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from store import open_db, repo
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "h200" / "lab-h200.db"
+GIB = 2**30
+
+
+@pytest.fixture
+def h200_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    copy = tmp_path / "lab-h200.db"
+    shutil.copy(EXAMPLE, copy)  # the app opens DBs writable (migrations, WAL): never the original
+    monkeypatch.setenv("TUNING_LAB_HOME", str(tmp_path))
+    monkeypatch.setenv("TUNING_LAB_DB", str(copy))
+    return copy
+
+
+def test_runs_are_complete_and_on_an_h200(h200_db: Path) -> None:
+    db = open_db(h200_db)
+    runs = repo.list_runs(db)
+    assert len(runs) == 8
+    for run in runs:
+        assert run["status"] == "done" and run["failed"] == 0 and run["completed"] == 512
+        assert "H200" in run["hardware"] and run["vllm_version"] == "0.25.0"
+
+
+def test_engine_core_holds_the_memory_with_a_step_at_kv_allocation(h200_db: Path) -> None:
+    db = open_db(h200_db)
+    for run in repo.list_runs(db):
+        procs = repo.get_samples(db, run["id"], ["gpu_proc_bytes"])
+        labels = {s["label"] for s in procs}
+        assert labels and all(label.startswith("EngineCore:") for label in labels)
+        assert run["startup"]["engine_pids"]["EngineCore"] == int(labels.pop().split(":")[1])
+        tree = [s for s in repo.get_samples(db, run["id"], ["gpu_tree_bytes"])]
+        peak = max(s["value"] for s in tree)
+        assert peak > 60 * GIB
+        # The step: from weights only (< 5 GiB) to near the peak within 5 s.
+        before = [s["t_s"] for s in tree if s["value"] < 5 * GIB]
+        after = [s["t_s"] for s in tree if s["value"] > 0.9 * peak]
+        assert before and after and 0 < min(after) - max(t for t in before if t < min(after)) < 5
+
+
+def test_compare_page_and_cli_load_them(h200_db: Path) -> None:
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=60).run()
+    at.query_params["experiment"] = "1"
+    at.switch_page("pages/4_Compare.py").run()
+    assert not at.exception, at.exception
+    text = "\n".join(str(m.value) for m in at.markdown) + "\n".join(
+        df.value.to_csv() for df in at.dataframe)
+    assert "gpu-memory-utilization" in text
+    out = subprocess.run([sys.executable, "-m", "tuning", "compare", "--db", str(h200_db),
+                          "--experiment", "2"], cwd=REPO, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "max-num-seqs" in out.stdout and "mean TTFT" in out.stdout
