@@ -36,7 +36,7 @@ def test_no_source_builds_a_shell_command() -> None:
 
 
 def test_nothing_is_killed_by_name() -> None:
-    pattern = re.compile(r"\b(pkill|killall)\b")
+    pattern = re.compile(r"\b(pkill|killall)\b")  # we never kill by name
     offenders = []
     for path in SOURCES + [p for p in MAKE_AND_SH if p.is_file()]:
         if path == Path(__file__):

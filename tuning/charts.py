@@ -380,6 +380,14 @@ def side_of_runs(comparison: Comparison) -> dict[int, Side]:
 # --------------------------------------------------------------------------------------------
 
 CHART_KINDS = ("throughput", "latency", "cdf", "memory", "kv", "knee")
+CHART_TITLES = {
+    "throughput": "Output throughput per value",
+    "latency": "Latency percentiles per value",
+    "knee": "Metric vs parameter value",
+    "cdf": "Latency distributions (CDF)",
+    "memory": "Memory over run time",
+    "kv": "KV-cache usage over run time",
+}
 
 
 def default_align(comparison: Comparison) -> str:

@@ -361,6 +361,10 @@ def fmt_value(value: float | None, unit: str) -> str:
     return f"{value:,.2f} {unit}"
 
 
+VERDICT_LABEL = {"better": "▲ better", "worse": "▼ worse",
+                 "no clear difference": "≈ no clear difference", "inconclusive": "? inconclusive"}
+
+
 @dataclass(frozen=True)
 class NoiseFloor:
     """How much one configuration moves between repeats (the A/A noise)."""

@@ -19,22 +19,13 @@ from store.bundle import env_secrets, scrub_text
 from store.db import StoreError, open_db
 
 from . import charts as ch
-from .compare import (METRICS, WORKLOAD_PARAMS, Comparison, Metric, build_comparison, fmt_value,
+from .compare import (METRICS, VERDICT_LABEL, WORKLOAD_PARAMS, Comparison, Metric,
+                      build_comparison, fmt_value,
                       default_baseline, experiment_run_ids, load_runs, noise_floor, run_config,
                       run_workload)
 from .export import chart_svg, network_references
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
-CHART_TITLES = {
-    "throughput": "Output throughput per value",
-    "latency": "Latency percentiles per value",
-    "knee": "Metric vs parameter value",
-    "cdf": "Latency distributions (CDF)",
-    "memory": "Memory over run time",
-    "kv": "KV-cache usage over run time",
-}
-VERDICT_MARK = {"better": "▲ better", "worse": "▼ worse",
-                "no clear difference": "≈ no clear difference", "inconclusive": "? inconclusive"}
 LOG_TAIL_CHARS = 3000
 _EXTRA_COLUMNS = ("id", "origin", "hardware", "vllm_version", "engine", "started_at",
                   "finished_at", "failure_reason", "failure_hint", "log_tail", "base_url")
@@ -218,7 +209,7 @@ def _verdicts_section(comparison: Comparison) -> str:
                 if c.rel_low is not None and c.rel_high is not None:
                     ci = f" ({pct} CI {c.rel_low * 100:+.1f} … {c.rel_high * 100:+.1f} %)"
                 change = "n/a" if c.rel_change is None else f"{c.rel_change * 100:+.1f} %"
-                items.append(f'<li class="{c.verdict}">{VERDICT_MARK[c.verdict]}: '
+                items.append(f'<li class="{c.verdict}">{VERDICT_LABEL[c.verdict]}: '
                              f"{_e(metric.label)} {change}{ci}</li>")
         rest = ", ".join(f"{n} {_e(v)}" for v, n in sorted(counts.items())
                          if v not in ("better", "worse"))
@@ -255,7 +246,7 @@ def _table_section(comparison: Comparison) -> str:
             c = comparison.changes.get((side.label, metric.key))
             css = _css_class(metric, c)
             delta = "—" if c is None or c.rel_change is None else f"{c.rel_change * 100:+.1f} %"
-            verdict = "" if c is None else VERDICT_MARK[c.verdict]
+            verdict = "" if c is None else VERDICT_LABEL[c.verdict]
             if c is not None and c.rel_low is not None and c.rel_high is not None:
                 verdict += f" ({pct} CI {c.rel_low * 100:+.1f} … {c.rel_high * 100:+.1f} %)"
             elif c is not None and c.note:
@@ -281,14 +272,14 @@ def _charts_section(db: Any, comparison: Comparison, kinds: Sequence[str]) -> tu
                 continue
             svg = chart_svg(chart).decode("utf-8")
         except Exception as exc:  # one chart that cannot be drawn must not lose the report
-            parts.append(f'<p class="muted">{_e(CHART_TITLES.get(kind, kind))}: not drawn '
+            parts.append(f'<p class="muted">{_e(ch.CHART_TITLES.get(kind, kind))}: not drawn '
                          f"({_e(type(exc).__name__)}: {_e(str(exc)[:200])})</p>")
             continue
         count += 1
         note = (f'<p class="muted">{_e(ch.PREALLOCATION_NOTE)}</p>'
                 if kind in ("memory", "kv") else "")
         parts.append(f'<figure class="chart" data-kind="{_e(kind)}"><figcaption>'
-                     f"{_e(CHART_TITLES.get(kind, kind))}</figcaption>{note}"
+                     f"{_e(ch.CHART_TITLES.get(kind, kind))}</figcaption>{note}"
                      f"{inline_svg(svg, f'c{count}')}</figure>")
     if not count:
         parts.append("<p>No chart: these runs have no measurements.</p>")

@@ -12,10 +12,8 @@ import streamlit as st
 from tuning import charts as ch
 from tuning import export
 from tuning.compare import (METRICS, Comparison, Metric, available_series, default_baseline,
-                            fmt_value, noise_floor)
+                            VERDICT_LABEL, fmt_value, noise_floor)
 
-VERDICT_ICON = {"better": "▲ better", "worse": "▼ worse", "no clear difference": "≈ no clear difference",
-                "inconclusive": "? inconclusive"}
 GOOD = "color: #1a7f37; font-weight: 600"
 BAD = "color: #cf222e; font-weight: 600"
 FAINT_GOOD = "color: #1a7f37"
@@ -156,7 +154,7 @@ def table_frames(comparison: Comparison) -> tuple[pd.DataFrame, pd.DataFrame]:
             else:
                 text[f"Δ {side.label}"].append(f"{c.rel_change * 100:+.1f} %")
             css[f"Δ {side.label}"].append(style)
-            verdict = "" if c is None else VERDICT_ICON[c.verdict]
+            verdict = "" if c is None else VERDICT_LABEL[c.verdict]
             if c is not None and c.rel_low is not None and c.rel_high is not None:
                 verdict += f" ({pct} CI {c.rel_low * 100:+.1f} … {c.rel_high * 100:+.1f} %)"
             elif c is not None and c.note:
@@ -202,14 +200,6 @@ def _renderer(chart: Any, fmt: str) -> Callable[[], bytes]:
     return lambda: export.render(chart, fmt)
 
 
-CHART_TITLES = {
-    "throughput": "Output throughput per value",
-    "latency": "Latency percentiles per value",
-    "knee": "Metric vs parameter value",
-    "cdf": "Latency distributions (CDF)",
-    "memory": "Memory over run time",
-    "kv": "KV-cache usage over run time",
-}
 
 
 def render_charts(db: Any, comparison: Comparison, scope_id: int | None) -> None:
@@ -237,7 +227,7 @@ def render_charts(db: Any, comparison: Comparison, scope_id: int | None) -> None
         if chart is None:
             continue
         with st.container(key=f"cmp_chart_{kind}", border=True):
-            st.markdown(f"**{CHART_TITLES[kind]}**")
+            st.markdown(f"**{ch.CHART_TITLES[kind]}**")
             if kind in ("memory", "kv"):
                 st.caption(ch.PREALLOCATION_NOTE + " Compare KV capacity (tokens) and peak KV "
                            "usage in the table, not the memory curve's height under load.")
