@@ -210,12 +210,17 @@ _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s\"']+@"
 _URL_SECRET_PARAM = re.compile(
     r"(?P<key>[?&](?:api[_-]?key|key|token|access_token|auth|sig|signature|password)=)"
     r"[^&#\s\"']+", re.IGNORECASE)
+# The shell's working directory, not a password: a secret-looking name that is a path everywhere.
+_NOT_SECRET = frozenset({"pwd", "oldpwd"})
 _SECRET_FLAG = re.compile(r"^--?(?P<name>[A-Za-z0-9_-]+)(?:=(?P<value>.*))?$", re.DOTALL)
 
 
 def is_secret_key(name: str) -> bool:
     """HF_TOKEN, OPENAI_API_KEY, --api-key, password ... (not max-num-batched-tokens)."""
-    return bool(_SECRET_KEY.search(str(name).lower().replace("-", "_").strip("_")))
+    key = str(name).lower().replace("-", "_").strip("_")
+    if key in _NOT_SECRET:
+        return False
+    return bool(_SECRET_KEY.search(key))
 
 
 def env_secrets() -> list[str]:

@@ -732,3 +732,12 @@ def test_api_key_canary_reaches_no_db_bundle_report_log_or_argv(lab_home: Path,
         assert CANARY.encode() not in raw, path
     html = (out_dir / "canary.html").read_text()
     assert "<svg" in html and "gw-model" in html
+
+
+def test_the_working_directory_is_not_a_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    from store.bundle import env_secrets, is_secret_key
+
+    monkeypatch.setenv("PWD", "/tmp/some-clone")
+    monkeypatch.setenv("DB_PWD", "hunter2hunter2")
+    assert not is_secret_key("PWD") and is_secret_key("DB_PWD")
+    assert "/tmp/some-clone" not in env_secrets() and "hunter2hunter2" in env_secrets()
