@@ -6,6 +6,7 @@ import streamlit as st
 
 from store import repo
 from ui.common import db
+from ui.health import health_badge, render_run_health
 
 st.set_page_config(page_title="Runs · vLLM Tuning Lab", layout="wide")
 st.title("Runs")
@@ -29,11 +30,20 @@ COLUMNS = {
     "peak_gpu_tree_bytes": "peak GPU (bytes)", "preemptions": "preemptions",
     "time_to_healthy_s": "time to healthy s", "failure_kind": "failure", "author": "author",
 }
-frame = pd.DataFrame([{label: r.get(key) for key, label in COLUMNS.items()} for r in runs])
+frame = pd.DataFrame([{**{label: r.get(key) for key, label in COLUMNS.items()},
+                       "health": health_badge(r)} for r in runs])
 st.dataframe(frame, hide_index=True, key="runs_table", width="stretch")
 st.caption("TTFT = time to first token; TPOT = (E2EL − TTFT) / (output tokens − 1) per request; "
            "output tok/s = successful output tokens / (first dispatch → last completion). "
            "Peak KV usage is vLLM's kv_cache_usage_perc (0–1).")
+measured = [r for r in runs if r.get("health")]
+if measured:
+    st.subheader("Run health and memory facts")
+    by_id = {int(r["id"]): r for r in measured}
+    chosen = st.selectbox("Run", list(by_id), key="runs_health_run",
+                          format_func=lambda i: f"run {i}: {by_id[i]['param']} = {by_id[i]['value']}"
+                                                f" ({health_badge(by_id[i])})")
+    render_run_health(by_id[int(chosen)])
 failed = [r for r in runs if r["status"] == "failed"]
 for r in failed:
     with st.expander(f"run {r['id']} failed: {r['failure_kind']}", expanded=False):

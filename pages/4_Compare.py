@@ -11,6 +11,7 @@ from store import repo
 from tuning.compare import build_comparison, experiment_run_ids, load_runs, request_loader
 from ui import compare as view
 from ui.common import db
+from ui.health import warn_unhealthy
 
 st.set_page_config(page_title="Compare · vLLM Tuning Lab", layout="wide")
 st.title("Compare")
@@ -56,6 +57,7 @@ if not baseline_ids:
 chosen = [r for r in runs if int(r["id"]) in set(baseline_ids) | set(candidate_ids)]
 comparison = build_comparison(chosen, baseline_ids, slo_ms=slo, requests=request_loader(conn))
 view.render_checks(comparison)
+warn_unhealthy(chosen)
 if not comparison.candidates:
     st.info("No candidate side yet: pick runs of another value as candidates.")
 view.render_table(comparison, scope)

@@ -694,13 +694,13 @@ RUN_COLUMNS: tuple[str, ...] = (
     "workload_json", "workload_fingerprint", "engine", "vllm_version", "model", "backend",
     "hardware", "status", "phase", "failure_kind", "failure_reason", "failure_hint",
     "started_at", "finished_at", "time_to_healthy_s", "kv_cache_tokens", "kv_cache_memory_bytes",
-    "max_concurrency", "summary_json", "author", "host", "notes", "tags", "hidden",
+    "max_concurrency", "summary_json", "health_json", "author", "host", "notes", "tags", "hidden",
     *SUMMARY_COLUMNS,
 )
 
 
 def _decode_run(row: dict[str, Any]) -> dict[str, Any]:
-    for key in ("config_json", "workload_json", "summary_json"):
+    for key in ("config_json", "workload_json", "summary_json", "health_json"):
         raw = row.get(key)
         try:
             row[key[:-5]] = json.loads(raw) if raw else None
