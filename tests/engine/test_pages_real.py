@@ -56,7 +56,8 @@ def test_runs_page(real_env: dict[str, Any]) -> None:
     table = at.dataframe[0].value
     assert set(real_env["run_ids"]) <= set(table["run"])
     assert (table.set_index("run").loc[real_env["run_ids"], "status"] == "done").all()
-    assert set(table.set_index("run").loc[real_env["run_ids"], "health"]) <= {"ok", "⚠ slow start"}
+    badges = set(table.set_index("run").loc[real_env["run_ids"], "health"])
+    assert badges and "—" not in badges  # every measured run carries a health verdict
     text = _text(at)
     assert "Load health" in text and "KV cache:" in text and "achieved" in text
 
