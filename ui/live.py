@@ -42,7 +42,8 @@ def pick_experiment(db: Any, query_value: Any) -> dict[str, Any] | None:
         default = active[-1]
     else:
         default = ids[0]
-    names = {int(e["id"]): f"experiment {e['id']}: {e['name']} ({e['status']})"
+    # No status in the label: the selector is drawn once per page load, the panel below is live.
+    names = {int(e["id"]): f"experiment {e['id']}: {e['name']}"
              for e in experiments}
     switch = st.session_state.pop("live_switch_to", None)
     if switch in ids:
