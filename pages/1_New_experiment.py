@@ -6,7 +6,7 @@ import streamlit as st
 from store import repo
 from tuning.engine import current_spec
 from tuning.params import PARAMS, ParamError, format_value, parse_values, validate_config
-from tuning.runner import plan_experiment, runner_busy, spawn_runner
+from tuning.experiment.runner import plan_experiment, runner_busy, spawn_runner
 from tuning.settings import load_settings
 from tuning.workload import Workload
 from ui.common import db, db_path

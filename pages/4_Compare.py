@@ -8,7 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from store import repo
-from tuning.compare import build_comparison, experiment_run_ids, load_runs, request_loader
+from tuning.compare.comparison import build_comparison, experiment_run_ids, load_runs, request_loader
 from ui import compare as view
 from ui.common import db
 from ui.health import warn_unhealthy

@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from store import open_db, repo
-from tuning.compare import history_rows
+from tuning.compare.comparison import history_rows
 from ui.common import db, db_path
 from ui.share import render_sharing
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from sqlite_utils import Database
 
-from .schema import apply_migrations
+from store.schema import apply_migrations
 
 BUSY_TIMEOUT_MS = 10_000
 

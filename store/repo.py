@@ -9,10 +9,10 @@ from typing import Any, Iterable, Iterator
 
 from sqlite_utils import Database
 
-from tuning.records import RequestRecord, SampleRow
+from core.records import RequestRecord, SampleRow
 
-from .db import StoreError
-from .schema import SUMMARY_COLUMNS
+from store.db import StoreError
+from store.schema import SUMMARY_COLUMNS
 
 ACTIVE_STATUSES = ("queued", "running")
 JSON_FIELDS = ("values_json", "config_json", "workload_json", "engine_json", "argv_json",

@@ -3,7 +3,7 @@
 Nothing but bundle files lives there, one per publish, named
 ``<author>-<host>-<UTC timestamp>-<short uid>.bundle.zip`` (sanitized). Listing reads only each
 bundle's manifest (who, where, when, counts), and says which are already here by their run uids;
-"import new" runs the full validation of `store.bundle.import_bundle` on each one, so a damaged or
+"import new" runs the full validation of `store.bundle.format.import_bundle` on each one, so a damaged or
 hostile file is refused on its own and the others still come in.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
 
-from .bundle import (DEFAULT_LIMITS, SUFFIX, BundleError, ImportResult, Limits, Manifest,
+from store.bundle.format import (DEFAULT_LIMITS, SUFFIX, BundleError, ImportResult, Limits, Manifest,
                      export_bundle, import_bundle, present_uids, read_manifest)
 
 MAX_LISTED = 2000
@@ -144,7 +144,7 @@ def list_team(team_folder: str | Path | None, db_path: str | Path | None = None,
             out.append(TeamBundle(path, None, error=str(exc)))
     db = None
     if db_path is not None and Path(db_path).exists():
-        from .db import open_db
+        from store.db import open_db
 
         db = open_db(db_path, readonly=True)
     try:

@@ -11,7 +11,7 @@ import pytest
 
 from store import open_db, repo
 from tests.fakes.fake_openai import FakeConfig, FakeOpenAIServer
-from tuning.runner import plan_experiment
+from tuning.experiment.runner import plan_experiment
 from tuning.workload import Workload
 
 REPO = Path(__file__).resolve().parents[1]

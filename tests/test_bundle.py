@@ -22,13 +22,13 @@ import numpy as np
 import pytest
 
 from store import open_db, repo
-from store.bundle import (DATA_NAME, FORMAT_VERSION, LOCAL_ONLY, MANIFEST_NAME, REDACTED,
+from store.bundle.format import (DATA_NAME, FORMAT_VERSION, LOCAL_ONLY, MANIFEST_NAME, REDACTED,
                           BundleError, Limits, export_bundle, import_bundle, is_secret_key,
                           read_manifest, scrub_argv, scrub_row, scrub_text, verify_bundle)
-from tuning import cli_share
+from tuning.cli import share as cli_share
 from tuning.metrics import summarize
 from tuning.params import PARAMS
-from tuning.records import RequestRecord, SampleRow
+from core.records import RequestRecord, SampleRow
 
 REPO = Path(__file__).resolve().parents[1]
 WORKLOAD = {"num_requests": 24, "concurrency": 8, "input_len": 64, "output_len": 16,
@@ -710,7 +710,7 @@ def test_api_key_canary_reaches_no_db_bundle_report_log_or_argv(lab_home: Path,
                       str(out_dir / "canary.bundle.zip")],
                      ["report", "--experiment", str(ids["experiment_id"]), "--out",
                       str(out_dir / "canary.html")]):
-            step = subprocess.run([sys.executable, "-m", "tuning.cli_share", *args, "--db",
+            step = subprocess.run([sys.executable, "-m", "tuning.cli.share", *args, "--db",
                                    str(db_path)], cwd=REPO, env=env, capture_output=True,
                                   text=True, timeout=300)
             assert step.returncode == 0, step.stdout + step.stderr
@@ -735,7 +735,7 @@ def test_api_key_canary_reaches_no_db_bundle_report_log_or_argv(lab_home: Path,
 
 
 def test_the_working_directory_is_not_a_secret(monkeypatch: pytest.MonkeyPatch) -> None:
-    from store.bundle import env_secrets, is_secret_key
+    from store.bundle.format import env_secrets, is_secret_key
 
     monkeypatch.setenv("PWD", "/tmp/some-clone")
     monkeypatch.setenv("DB_PWD", "hunter2hunter2")

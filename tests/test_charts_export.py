@@ -14,12 +14,13 @@ import numpy as np
 import pytest
 
 from store import open_db, repo
-from tuning import charts as ch
-from tuning import cli_dashboard, export
-from tuning.compare import (build_comparison, default_baseline, experiment_run_ids, load_runs,
+from tuning.charts import build as ch
+from tuning.cli import compare as cli_dashboard
+from tuning.output import export
+from tuning.compare.comparison import (build_comparison, default_baseline, experiment_run_ids, load_runs,
                             load_series, request_columns)
 from tuning.metrics import summarize
-from tuning.records import RequestRecord, SampleRow
+from core.records import RequestRecord, SampleRow
 
 WORKLOAD = {"num_requests": 30, "concurrency": 4, "input_len": 16, "output_len": 8,
             "shared_prefix_len": 0, "endpoint": "completions", "seed": 0, "num_warmups": None,
@@ -223,9 +224,10 @@ def test_cli_starts_without_altair_and_knows_every_chart_kind() -> None:
     import subprocess
     import sys
 
-    from tuning import charts, cli_dashboard
+    from tuning.charts import build as charts
+    from tuning.cli import compare as cli_dashboard
 
     assert cli_dashboard.CHART_KINDS == charts.CHART_KINDS
-    code = ("import sys, tuning.__main__ as m; m.build_parser(); "
+    code = ("import sys, tuning.cli.main as m; m.build_parser(); "
             "sys.exit(1 if {'altair', 'pandas', 'streamlit'} & set(sys.modules) else 0)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0

@@ -7,10 +7,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tuning.compare import (METRIC_BY_KEY, bootstrap_change, build_comparison, check_pair,
+from tuning.compare.comparison import (METRIC_BY_KEY, bootstrap_change, build_comparison, check_pair,
                             default_baseline, noise_floor, parameter_diff, parse_slo)
 from tuning.metrics import columns
-from tuning.records import RequestRecord
+from core.records import RequestRecord
 
 WORKLOAD = {"num_requests": 64, "concurrency": 16, "input_len": 64, "output_len": 64,
             "shared_prefix_len": 0, "endpoint": "completions", "seed": 0, "num_warmups": None,

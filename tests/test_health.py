@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from tests.fakes.fake_openai import FakeConfig, FakeOpenAIServer, fake_tokens
 from tuning.health import reconcile_tokens, run_health, scrape_counters, server_inflight
-from tuning.loadgen import LoadResult, run_load_sync
+from tuning.loadgen.client import LoadResult, run_load_sync
 from tuning.metrics import columns, goodput
-from tuning.records import RequestRecord
+from core.records import RequestRecord
 from tuning.workload import Workload
 
 

@@ -10,9 +10,9 @@ import time
 import pytest
 
 from tests.fakes.fake_openai import fake_server
-from tuning.loadgen import (EndpointError, LoadError, _Body, _classify, _Client, _Target,
+from tuning.loadgen.client import (EndpointError, LoadError, _Body, _classify, _Client, _Target,
                             check_endpoint, display_url, run_load_in_subprocess, run_load_sync)
-from tuning.records import RequestRecord
+from core.records import RequestRecord
 from tuning.metrics import achieved_concurrency, summarize
 from tuning.workload import Workload
 

@@ -10,7 +10,7 @@ import pytest
 
 from tuning.metrics import (achieved_concurrency, columns, goodput, steady_state, summarize,
                             token_times, warmup_check)
-from tuning.records import RequestRecord
+from core.records import RequestRecord
 
 
 def rec(index: int, start: float, ttft: float | None, itl: list[float], out: int | None,

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from store import open_db, repo
-from store.bundle import REDACTED, export_bundle, import_bundle
+from store.bundle.format import REDACTED, export_bundle, import_bundle
 from tests.test_bundle import SECRETS, seed_lab
-from tuning import charts as ch
-from tuning import cli_share
-from tuning.export import network_references
-from tuning.report import (CSP, ReportError, build_report, inline_svg, report_file_name,
+from tuning.charts import build as ch
+from tuning.cli import share as cli_share
+from tuning.output.export import network_references
+from tuning.output.report import (CSP, ReportError, build_report, inline_svg, report_file_name,
                            write_report)
 
 

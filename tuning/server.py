@@ -21,7 +21,7 @@ from typing import Any, Callable
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
-from .params import Launch
+from tuning.params import Launch
 
 LOG_TAIL_LINES = 60
 

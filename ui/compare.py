@@ -9,9 +9,9 @@ from typing import Any, Callable, Mapping, Sequence
 import pandas as pd
 import streamlit as st
 
-from tuning import charts as ch
-from tuning import export
-from tuning.compare import (METRICS, Comparison, Metric, available_series, default_baseline,
+from tuning.charts import build as ch
+from tuning.output import export
+from tuning.compare.comparison import (METRICS, Comparison, Metric, available_series, default_baseline,
                             VERDICT_LABEL, fmt_value, noise_floor)
 
 GOOD = "color: #1a7f37; font-weight: 600"

@@ -12,9 +12,9 @@ import streamlit as st
 
 from store import open_db, repo
 from store.db import StoreError
-from tuning import charts as ch
-from tuning.compare import available_series, load_series, request_columns
-from tuning.runner import STALE_AFTER_S, cancel_experiment
+from tuning.charts import build as ch
+from tuning.compare.comparison import available_series, load_series, request_columns
+from tuning.experiment.runner import STALE_AFTER_S, cancel_experiment
 from tuning.settings import lab_home
 from ui.common import fmt, fmt_bytes
 

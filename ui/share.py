@@ -15,9 +15,9 @@ import pandas as pd
 import streamlit as st
 
 from store import open_db, repo
-from store.bundle import SUFFIX, BundleError, export_bundle, import_bundle
+from store.bundle.format import SUFFIX, BundleError, export_bundle, import_bundle
 from store.team import TeamError, bundle_file_name, import_new, list_team, publish
-from tuning.compare import history_rows
+from tuning.compare.comparison import history_rows
 from tuning.settings import load_settings
 
 FLASH_KEY = "share_flash"
@@ -42,7 +42,7 @@ def _bundle_bytes(db_path: Path, run_ids: Sequence[int], exp_ids: Sequence[int]
 def _report_bytes(db_path: Path, run_ids: Sequence[int], exp_ids: Sequence[int]
                   ) -> Callable[[], bytes]:
     def make() -> bytes:
-        from tuning.report import build_report
+        from tuning.output.report import build_report
 
         if len(exp_ids) == 1 and not run_ids:
             return build_report(db_path, experiment_id=exp_ids[0]).encode("utf-8")
@@ -171,7 +171,7 @@ def render_sharing(db_path: Path) -> None:
                            key="share_export", disabled=not chosen, on_click="ignore",
                            help="One file with configuration, workload, summaries, request "
                                 "rows, samples and log excerpts; secrets scrubbed.")
-        from tuning.report import report_file_name
+        from tuning.output.report import report_file_name
 
         c2.download_button("Report (HTML)", data=_report_bytes(path, run_ids, exp_ids),
                            file_name=report_file_name(exp_ids[0] if len(exp_ids) == 1 and

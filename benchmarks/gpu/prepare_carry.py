@@ -36,7 +36,7 @@ VLLM = "vllm==0.25.0"
 LAB_WHEELS = ["sqlite-utils==4.2.1", "sqlite-fts4==1.0.3", "click-default-group==1.2.4",
               "click==8.5.1",
               # `python -m tuning` builds its parser with the compare/chart commands, which import
-              # tuning.charts -> altair; the image has pandas, jinja2, attrs, packaging but no
+              # tuning.charts.build -> altair; the image has pandas, jinja2, attrs, packaging but no
               # altair/jsonschema. narwhals pinned to the version the lab is tested with.
               "altair==6.3.0", "jsonschema==4.26.0", "referencing==0.37.0",
               "jsonschema-specifications==2025.9.1", "rpds-py==2026.9.1", "narwhals==2.29.0",

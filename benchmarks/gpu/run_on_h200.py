@@ -153,7 +153,7 @@ def stage2(args: argparse.Namespace) -> int:
         log(f"pip install failed ({rc})")
         return rc
     verify = ("import time; t=time.time()\n"
-              "import tuning.__main__, tuning.runner, tuning.bench, tuning.loadgen, store\n"
+              "import tuning.cli.main, tuning.experiment.runner, tuning.bench, tuning.loadgen.client, store\n"
               "import sqlite_utils, pynvml, aiohttp, uvloop\n"
               "print('lab CLI imports OK', round(time.time()-t,1), 's; sqlite_utils',"
               " sqlite_utils.__version__ if hasattr(sqlite_utils,'__version__') else '?')\n"

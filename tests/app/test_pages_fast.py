@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest
 
 from store import open_db, repo
 from tuning.metrics import summarize
-from tuning.records import RequestRecord, SampleRow
+from core.records import RequestRecord, SampleRow
 
 REPO = Path(__file__).resolve().parents[2]
 APP = str(REPO / "app.py")

@@ -10,8 +10,8 @@ from typing import Any, Iterator
 import pytest
 
 from tests.test_bundle import seed_lab
-from tuning import charts as ch
-from tuning.report import write_report
+from tuning.charts import build as ch
+from tuning.output.report import write_report
 
 pytestmark = pytest.mark.browser
 CHROMIUM = Path("/usr/bin/chromium")

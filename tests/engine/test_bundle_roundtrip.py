@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from store import open_db, repo
-from store.bundle import (LOCAL_ONLY, BundleError, export_bundle, import_bundle, read_manifest,
+from store.bundle.format import (LOCAL_ONLY, BundleError, export_bundle, import_bundle, read_manifest,
                           scrub_row)
 from tests.test_bundle import by_uid, children, db_fingerprint, table_rows, unpacked
 from tuning.metrics import summarize
-from tuning.report import build_report
+from tuning.output.report import build_report
 
 pytestmark = pytest.mark.engine
 

@@ -15,15 +15,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from store.bundle import env_secrets, scrub_text
+from store.bundle.format import env_secrets, scrub_text
 from store.db import StoreError, open_db
 
-from . import charts as ch
-from .compare import (METRICS, VERDICT_LABEL, WORKLOAD_PARAMS, Comparison, Metric,
+from tuning.charts import build as ch
+from tuning.compare.comparison import (METRICS, VERDICT_LABEL, WORKLOAD_PARAMS, Comparison, Metric,
                       build_comparison, fmt_value,
                       default_baseline, experiment_run_ids, load_runs, noise_floor, run_config,
                       run_workload)
-from .export import chart_svg, network_references
+from tuning.output.export import chart_svg, network_references
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 LOG_TAIL_CHARS = 3000
@@ -364,7 +364,7 @@ def build_report(db: Any, *, run_ids: Iterable[int] = (), experiment_id: int | N
                  slo_ms: Mapping[str, float] | None = None, title: str | None = None,
                  kinds: Sequence[str] = ch.CHART_KINDS) -> str:
     """The report as one HTML string; `db` is a path (opened read-only) or an open Database."""
-    from .compare import request_loader
+    from tuning.compare.comparison import request_loader
 
     conn, owned = _connect(db)
     try:

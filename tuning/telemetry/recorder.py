@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
-from .records import SampleRow
+from core.records import SampleRow
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ Why it is built this way:
   `bytes.count/find` calls, with no JSON parsing and no per-chunk objects beyond the ITL floats the
   record keeps. Only the first content chunk, the usage chunk, errors and anything unusual are parsed.
 - Failures are counted, never dropped: every dispatched measured request yields a record, `ok=False`
-  with an `error_kind` from `tuning.records.FAILURE_KINDS` when it failed.
+  with an `error_kind` from `core.records.FAILURE_KINDS` when it failed.
 - A stream that ends without a `usage` chunk is a failure (`no_usage`), its timings kept: the lab
   never counts chunks as tokens, and a silent fallback would mix two ways of counting in one number.
 - The API key comes from OPENAI_API_KEY (or an explicit argument); it is sent as a Bearer header and
@@ -47,8 +47,8 @@ from typing import Any, Callable, Sequence
 
 import aiohttp
 
-from .records import RequestRecord
-from .workload import Workload, WorkloadError, server_root
+from core.records import RequestRecord
+from tuning.workload import Workload, WorkloadError, server_root
 
 Progress = Callable[[int, int], None]
 TRANSPORTS: tuple[str, ...] = ("auto", "aiohttp", "raw")
@@ -1034,7 +1034,7 @@ def run_load_sync(base_url: str, model: str, prompts: Sequence[str], workload: W
 # on stdin: never argv.
 _FRAME = struct.Struct("<cQ")
 _PROGRESS = struct.Struct("<qq")
-_REPO_ROOT = Path(__file__).resolve().parents[1]
+from tuning.settings import REPO_ROOT as _REPO_ROOT  # noqa: E402
 
 
 def run_load_in_subprocess(base_url: str, model: str, prompts: Sequence[str], workload: Workload,
@@ -1049,7 +1049,7 @@ def run_load_in_subprocess(base_url: str, model: str, prompts: Sequence[str], wo
     job = {"base_url": base_url, "model": model, "prompts": list(prompts),
            "workload": workload.to_dict(), "api_key": api_key, "transport": transport}
     with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen([python or sys.executable, "-m", "tuning.loadgen", "--child"],
+        proc = subprocess.Popen([python or sys.executable, "-m", "tuning.loadgen.client", "--child"],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
                                 cwd=str(_REPO_ROOT), start_new_session=True)
         assert proc.stdin is not None and proc.stdout is not None
@@ -1103,7 +1103,7 @@ def run_load_in_subprocess(base_url: str, model: str, prompts: Sequence[str], wo
 
 
 def _child_main() -> int:
-    """Entry of `python -m tuning.loadgen --child`: job on stdin, frames on stdout."""
+    """Entry of `python -m tuning.loadgen.client --child`: job on stdin, frames on stdout."""
     out = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)  # stray prints go to stderr, never into the frame stream
     job = pickle.loads(sys.stdin.buffer.read())
@@ -1137,9 +1137,9 @@ def _child_main() -> int:
 if __name__ == "__main__":
     if sys.argv[1:] == ["--child"]:
         # Run the imported module's copy, not __main__'s, so the pickled result names
-        # tuning.loadgen.LoadResult, which the parent can load.
-        from tuning.loadgen import _child_main as child_main
+        # tuning.loadgen.client.LoadResult, which the parent can load.
+        from tuning.loadgen.client import _child_main as child_main
 
         sys.exit(child_main())
-    print("internal entry point: use tuning.loadgen.run_load_in_subprocess", file=sys.stderr)
+    print("internal entry point: use tuning.loadgen.client.run_load_in_subprocess", file=sys.stderr)
     sys.exit(2)

@@ -1,5 +1,5 @@
 """`python -m tuning compare ...` and `python -m tuning chart ...`: the Compare page for shells,
-scripts and headless GPU boxes, from the same code (tuning.compare, tuning.charts, tuning.export).
+scripts and headless GPU boxes, from the same code (tuning.compare.comparison, tuning.charts.build, tuning.output.export).
 
     compare --db lab.db [--json] [--baseline RUN_ID] [--slo ttft:500 --slo tpot:50] RUN_ID ...
     compare --db lab.db --experiment 3
@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from .settings import default_db_path
+from tuning.settings import default_db_path
 
 # Kept here, not imported from charts.py, so the CLI starts without Altair and pandas (a headless GPU
 # box needs neither to run experiments); a test checks the two lists agree.
@@ -55,7 +55,7 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any]:
     """(db, Comparison) for the runs the arguments name; ValueError says what is wrong."""
     from store import StoreError, open_db
 
-    from .compare import (build_comparison, default_baseline, experiment_run_ids, load_runs,
+    from tuning.compare.comparison import (build_comparison, default_baseline, experiment_run_ids, load_runs,
                           parse_slo, request_loader)
 
     path = args.db or default_db_path()
@@ -155,7 +155,7 @@ def format_comparison(comparison: Any) -> str:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from .export import comparison_json
+    from tuning.output.export import comparison_json
 
     try:
         _db, comparison = _load(args)
@@ -170,8 +170,8 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _chart(args: argparse.Namespace) -> int:
-    from .charts import build_chart
-    from .export import write_chart
+    from tuning.charts.build import build_chart
+    from tuning.output.export import write_chart
 
     out = str(args.out)
     if not out.lower().endswith((".png", ".svg", ".html")):

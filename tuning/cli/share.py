@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from .settings import default_db_path
+from tuning.settings import default_db_path
 
 COMMANDS = ("export", "import", "report", "publish", "team")
 
@@ -81,7 +81,7 @@ def _ids(args: argparse.Namespace) -> tuple[list[int], list[int]]:
 def _folder(args: argparse.Namespace) -> str:
     if args.team_folder:
         return str(args.team_folder)
-    from .settings import load_settings
+    from tuning.settings import load_settings
 
     return load_settings().team_folder
 
@@ -92,7 +92,7 @@ def _refused(message: str) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from store.bundle import BundleError, export_bundle
+    from store.bundle.format import BundleError, export_bundle
 
     runs, exps = _ids(args)
     try:
@@ -107,7 +107,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from store.bundle import BundleError, import_bundle
+    from store.bundle.format import BundleError, import_bundle
 
     try:
         result = import_bundle(_path(args), args.bundle)
@@ -127,7 +127,7 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from .report import ReportError, write_report
+    from tuning.output.report import ReportError, write_report
 
     runs, exps = _ids(args)
     if len(exps) > 1:
@@ -145,7 +145,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _publish(args: argparse.Namespace) -> int:
-    from store.bundle import BundleError
+    from store.bundle.format import BundleError
     from store.team import TeamError, publish
 
     runs, exps = _ids(args)

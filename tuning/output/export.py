@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import altair as alt
 
-from .compare import Comparison
+from tuning.compare.comparison import Comparison
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 _SAFE_KIND = re.compile(r"[^a-z0-9_-]+")

@@ -41,8 +41,8 @@ import numpy as np
 from store.db import StoreError
 from store.schema import SUMMARY_COLUMNS
 
-from . import metrics as m
-from .params import PARAMS, format_value
+from tuning import metrics as m
+from tuning.params import PARAMS, format_value
 
 Direction = Literal["lower", "higher"]
 VerdictName = Literal["better", "worse", "no clear difference", "inconclusive"]

@@ -9,10 +9,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .engine import current_spec
-from .params import Launch, ParamError, build_launch
-from .server import ServerProcess, StartFailure, http_get, port_is_free, stop_group
-from .settings import lab_home
+from tuning.engine import current_spec
+from tuning.params import Launch, ParamError, build_launch
+from tuning.server import ServerProcess, StartFailure, http_get, port_is_free, stop_group
+from tuning.settings import lab_home
 
 
 def state_path() -> Path:

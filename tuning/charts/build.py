@@ -12,8 +12,8 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from . import metrics as m
-from .compare import (METRIC_BY_KEY, WORKLOAD_PARAMS, Comparison, Side, available_series,
+from tuning import metrics as m
+from tuning.compare.comparison import (METRIC_BY_KEY, WORKLOAD_PARAMS, Comparison, Side, available_series,
                       latency_sample, load_series, numeric_values)
 
 MAX_POINTS = 2000

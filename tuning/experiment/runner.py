@@ -23,15 +23,15 @@ from typing import Any, Callable, Iterator
 
 from store import open_db, repo
 
-from . import hardware
-from .engine import EngineSpec
-from .params import build_launch, format_value, get_param, validate_config, validate_value
-from .records import SampleRow
-from .server import ServerProcess, StartFailure, stop_group
-from .settings import lab_home, load_settings
-from .telemetry import (GpuSampler, MetricsSampler, ProcessTreeSampler, Telemetry, peaks,
+from tuning import hardware
+from tuning.engine import EngineSpec
+from tuning.params import build_launch, format_value, get_param, validate_config, validate_value
+from core.records import SampleRow
+from tuning.server import ServerProcess, StartFailure, stop_group
+from tuning.settings import REPO_ROOT, lab_home, load_settings
+from tuning.telemetry.recorder import (GpuSampler, MetricsSampler, ProcessTreeSampler, Telemetry, peaks,
                         read_gpu_used, wait_gpu_memory_released)
-from .workload import LocalTokenizer, ServerTokenizer, Workload, build_prompts
+from tuning.workload import LocalTokenizer, ServerTokenizer, Workload, build_prompts
 
 HEARTBEAT_S = 2.0
 STALE_AFTER_S = 20.0
@@ -356,9 +356,9 @@ class ExperimentRunner:
     # -- measuring ------------------------------------------------------------------------------
     def _measure(self, run_id: int, base_url: str, t0: float, wl: Workload,
                  engine: EngineSpec | None) -> int:
-        from .health import run_health, scrape_counters
-        from .loadgen import run_load_in_subprocess
-        from .metrics import summarize
+        from tuning.health import run_health, scrape_counters
+        from tuning.loadgen.client import run_load_in_subprocess
+        from tuning.metrics import summarize
 
         attached = engine is None
         if attached:
@@ -440,7 +440,7 @@ def spawn_runner(db_path: str | Path, experiment_id: int) -> int:
     proc = subprocess.Popen([sys.executable, "-m", "tuning", "run-experiment", "--db",
                              str(db_path), "--id", str(experiment_id)], stdout=log,
                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True, cwd=str(Path(__file__).resolve().parents[1]))
+                            start_new_session=True, cwd=str(REPO_ROOT))
     log.close()
     db = open_db(db_path)
     repo.update_experiment(db, experiment_id, runner_pid=proc.pid, heartbeat_at=_utc())
