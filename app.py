@@ -1,4 +1,5 @@
 """Home: what the lab is doing now, the active experiment, and where to start."""
+
 from __future__ import annotations
 
 import streamlit as st
@@ -10,8 +11,10 @@ from ui.common import db, db_path, fmt
 
 st.set_page_config(page_title="vLLM Tuning Lab", page_icon="🧪", layout="wide")
 st.title("vLLM Tuning Lab")
-st.caption("Change one vLLM flag at a time, restart, replay the same workload at the same "
-           "concurrency, and compare memory, latency and throughput against the baseline.")
+st.caption(
+    "Change one vLLM flag at a time, restart, replay the same workload at the same "
+    "concurrency, and compare memory, latency and throughput against the baseline."
+)
 
 reap_stale(db_path())
 conn = db()
@@ -30,23 +33,35 @@ else:
 left, right = st.columns(2)
 with left:
     st.subheader("Where to start")
-    st.page_link("pages/1_New_experiment.py", label="New experiment: pick one parameter and its values", icon="🧪")
+    st.page_link(
+        "pages/1_New_experiment.py",
+        label="New experiment: pick one parameter and its values",
+        icon="🧪",
+    )
     st.page_link("pages/2_Runs.py", label="Runs: every run with its key numbers", icon="📋")
-    st.page_link("pages/3_Live.py", label="Live: memory, KV cache and tokens as they happen", icon="📈")
-    st.page_link("pages/4_Compare.py", label="Compare: baseline vs candidates, with verdicts", icon="⚖️")
+    st.page_link(
+        "pages/3_Live.py", label="Live: memory, KV cache and tokens as they happen", icon="📈"
+    )
+    st.page_link(
+        "pages/4_Compare.py", label="Compare: baseline vs candidates, with verdicts", icon="⚖️"
+    )
     st.page_link("pages/5_History.py", label="History: filter, tag, hide, share", icon="🗂️")
     st.page_link("pages/6_Settings.py", label="Settings: engine, author, team folder", icon="⚙️")
 with right:
     st.subheader("Engine")
     info = engine_info()
-    st.markdown(f"**{info['engine']}** · vLLM {info['vllm_version']} · backend `{info['backend']}`"
-                f" · {'installed' if info['installed'] else 'NOT installed: run `make setup`'}")
+    st.markdown(
+        f"**{info['engine']}** · vLLM {info['vllm_version']} · backend `{info['backend']}`"
+        f" · {'installed' if info['installed'] else 'NOT installed: run `make setup`'}"
+    )
     st.caption(f"model: `{info['model_path']}` served as `{info['served_model_name']}`")
     runs = repo.list_runs(conn, limit=5)
     st.subheader("Latest runs")
     if runs:
         for r in runs:
-            st.markdown(f"- run {r['id']} · `{r['param']} = {r['value']}` · {r['status']} · "
-                        f"{fmt(r.get('output_throughput'))} tok/s")
+            st.markdown(
+                f"- run {r['id']} · `{r['param']} = {r['value']}` · {r['status']} · "
+                f"{fmt(r.get('output_throughput'))} tok/s"
+            )
     else:
         st.caption("none yet")

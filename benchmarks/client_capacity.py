@@ -13,6 +13,7 @@ tokenizer loading and warm-ups are not charged to either client.
 Reported per run: output tok/s, client CPU (cores), and tok per client CPU-second = the client's
 absorb capacity per core. Then the median per client and concurrency, and the ratio lab / vLLM.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -103,7 +104,7 @@ class CpuSampler:
             self.points.append((time.perf_counter(), cpu.user + cpu.system))
             self._stop.wait(SAMPLE_S)
 
-    def start(self) -> "CpuSampler":
+    def start(self) -> CpuSampler:
         self._thread.start()
         return self
 
@@ -122,25 +123,81 @@ class CpuSampler:
         return float(np.interp(t1, ts, cs) - np.interp(t0, ts, cs))
 
 
-def lab_command(base_url: str, c: int, n: int, args: argparse.Namespace, out: Path,
-                transport: str) -> list[str]:
-    return [str(LAB_PYTHON), "-m", "tuning.bench", "--transport", transport,
-            "--base-url", base_url, "--model", MODEL,
-            "--concurrency", str(c), "--num-requests", str(n), "--input-len", str(args.input_len),
-            "--output-len", str(args.output_len), "--num-warmups", str(c),
-            "--tokenizer", str(TOKENIZER_DIR), "--result-json", str(out), "--quiet"]
+def lab_command(
+    base_url: str, c: int, n: int, args: argparse.Namespace, out: Path, transport: str
+) -> list[str]:
+    return [
+        str(LAB_PYTHON),
+        "-m",
+        "tuning.bench",
+        "--transport",
+        transport,
+        "--base-url",
+        base_url,
+        "--model",
+        MODEL,
+        "--concurrency",
+        str(c),
+        "--num-requests",
+        str(n),
+        "--input-len",
+        str(args.input_len),
+        "--output-len",
+        str(args.output_len),
+        "--num-warmups",
+        str(c),
+        "--tokenizer",
+        str(TOKENIZER_DIR),
+        "--result-json",
+        str(out),
+        "--quiet",
+    ]
 
 
-def vllm_command(base_url: str, c: int, n: int, args: argparse.Namespace, out: Path,
-                 transport: str = "") -> list[str]:
-    return [str(ENGINE_PYTHON), "-c", VLLM_LAUNCHER, "--backend", "openai", "--base-url", base_url,
-            "--endpoint", "/v1/completions", "--model", MODEL, "--tokenizer", str(TOKENIZER_DIR),
-            "--dataset-name", "random", "--random-input-len", str(args.input_len),
-            "--random-output-len", str(args.output_len), "--ignore-eos",
-            "--max-concurrency", str(c), "--num-prompts", str(n), "--num-warmups", str(c),
-            "--ready-check-timeout-sec", "0", "--disable-tqdm", "--temperature", "0",
-            "--percentile-metrics", "ttft,tpot,itl,e2el", "--save-result", "--save-detailed",
-            "--result-dir", str(out.parent), "--result-filename", out.name]
+def vllm_command(
+    base_url: str, c: int, n: int, args: argparse.Namespace, out: Path, transport: str = ""
+) -> list[str]:
+    return [
+        str(ENGINE_PYTHON),
+        "-c",
+        VLLM_LAUNCHER,
+        "--backend",
+        "openai",
+        "--base-url",
+        base_url,
+        "--endpoint",
+        "/v1/completions",
+        "--model",
+        MODEL,
+        "--tokenizer",
+        str(TOKENIZER_DIR),
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        str(args.input_len),
+        "--random-output-len",
+        str(args.output_len),
+        "--ignore-eos",
+        "--max-concurrency",
+        str(c),
+        "--num-prompts",
+        str(n),
+        "--num-warmups",
+        str(c),
+        "--ready-check-timeout-sec",
+        "0",
+        "--disable-tqdm",
+        "--temperature",
+        "0",
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--save-result",
+        "--save-detailed",
+        "--result-dir",
+        str(out.parent),
+        "--result-filename",
+        out.name,
+    ]
 
 
 def window(client: str, result: dict[str, Any]) -> tuple[float, float]:
@@ -152,29 +209,43 @@ def window(client: str, result: dict[str, Any]) -> tuple[float, float]:
     return t0, t0 + float(result["duration"])
 
 
-def run_once(client: str, base_url: str, c: int, n: int, repeat: int,
-             args: argparse.Namespace, tmp: Path) -> Run:
+def run_once(
+    client: str, base_url: str, c: int, n: int, repeat: int, args: argparse.Namespace, tmp: Path
+) -> Run:
     out = tmp / f"{client}-{c}-{repeat}.json"
     if client.startswith("lab"):
         cmd = lab_command(base_url, c, n, args, out, client.partition("-")[2] or "aiohttp")
     else:
         cmd = vllm_command(base_url, c, n, args, out)
-    env = dict(os.environ, PYTHONUNBUFFERED="1", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1",
-               HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    env = dict(
+        os.environ,
+        PYTHONUNBUFFERED="1",
+        VLLM_NO_USAGE_STATS="1",
+        DO_NOT_TRACK="1",
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+    )
     env.pop("OPENAI_API_KEY", None)
     log = tmp / f"{client}-{c}-{repeat}.log"
     started = time.perf_counter()
     with open(log, "wb") as fh:
-        proc = subprocess.Popen(cmd, cwd=str(REPO), env=env, stdout=fh, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            cmd,
+            cwd=str(REPO),
+            env=env,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
         sampler = CpuSampler(proc.pid).start()
         try:
             code = proc.wait(timeout=args.run_timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-            raise RuntimeError(f"{client} at C={c} did not finish in {args.run_timeout} s; "
-                               f"log: {log}")
+            raise RuntimeError(
+                f"{client} at C={c} did not finish in {args.run_timeout} s; log: {log}"
+            )
         finally:
             sampler.stop()
     wall = time.perf_counter() - started
@@ -186,10 +257,20 @@ def run_once(client: str, base_url: str, c: int, n: int, repeat: int,
     cpu = sampler.cpu_between(t0, t1)
     duration = t1 - t0
     tokens = int(result["total_output_tokens"])
-    return Run(client=client, concurrency=c, repeat=repeat, requests=n, output_tokens=tokens,
-               duration_s=duration, output_tok_s=tokens / duration, client_cpu_s=cpu,
-               client_cores=cpu / duration, tok_per_cpu_s=tokens / cpu if cpu > 0 else 0.0,
-               failed=int(result.get("failed") or 0), wall_s=wall)
+    return Run(
+        client=client,
+        concurrency=c,
+        repeat=repeat,
+        requests=n,
+        output_tokens=tokens,
+        duration_s=duration,
+        output_tok_s=tokens / duration,
+        client_cpu_s=cpu,
+        client_cores=cpu / duration,
+        tok_per_cpu_s=tokens / cpu if cpu > 0 else 0.0,
+        failed=int(result.get("failed") or 0),
+        wall_s=wall,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -199,40 +280,73 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=None, help="default 3 (1 with --quick)")
     parser.add_argument("--input-len", type=int, default=64)
     parser.add_argument("--output-len", type=int, default=128)
-    parser.add_argument("--min-requests", type=int, default=None,
-                        help="requests per run at least (default 2000, 600 with --quick)")
-    parser.add_argument("--waves", type=int, default=None,
-                        help="requests per run at least waves x C (default 4, 2 with --quick)")
+    parser.add_argument(
+        "--min-requests",
+        type=int,
+        default=None,
+        help="requests per run at least (default 2000, 600 with --quick)",
+    )
+    parser.add_argument(
+        "--waves",
+        type=int,
+        default=None,
+        help="requests per run at least waves x C (default 4, 2 with --quick)",
+    )
     parser.add_argument("--stub-itl-ms", type=float, default=0.0)
     parser.add_argument("--run-timeout", type=float, default=300.0)
-    parser.add_argument("--clients", nargs="+", default=list(CLIENTS), choices=list(CLIENTS),
-                        help="lab-aiohttp and lab-raw are the lab's two transports")
+    parser.add_argument(
+        "--clients",
+        nargs="+",
+        default=list(CLIENTS),
+        choices=list(CLIENTS),
+        help="lab-aiohttp and lab-raw are the lab's two transports",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write every run here")
     args = parser.parse_args(argv)
     repeats = args.repeats or (1 if args.quick else 3)
     min_requests = args.min_requests or (600 if args.quick else 2000)
     waves = args.waves or (2 if args.quick else 4)
     if "vllm" in args.clients and not ENGINE_PYTHON.exists():
-        print(f"no engine venv at {ENGINE_PYTHON}: measuring the lab's client only", file=sys.stderr)
+        print(
+            f"no engine venv at {ENGINE_PYTHON}: measuring the lab's client only", file=sys.stderr
+        )
         args.clients = [c for c in args.clients if c != "vllm"]
     if not (TOKENIZER_DIR / "tokenizer.json").exists():
-        print(f"no tokenizer at {TOKENIZER_DIR}: run `python -m tuning engine setup`", file=sys.stderr)
+        print(
+            f"no tokenizer at {TOKENIZER_DIR}: run `python -m tuning engine setup`", file=sys.stderr
+        )
         return 2
 
     port = free_port()
     base_url = f"http://127.0.0.1:{port}"
-    stub = subprocess.Popen([sys.executable, str(REPO / "benchmarks" / "stub_server.py"),
-                             "--port", str(port), "--model", MODEL,
-                             "--itl-ms", str(args.stub_itl_ms)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            stdin=subprocess.DEVNULL)
+    stub = subprocess.Popen(
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "stub_server.py"),
+            "--port",
+            str(port),
+            "--model",
+            MODEL,
+            "--itl-ms",
+            str(args.stub_itl_ms),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+    )
     runs: list[Run] = []
     try:
         wait_health(base_url)
-        print(f"stub {base_url} (pid {stub.pid}); {os.cpu_count()} CPUs; "
-              f"{args.input_len} in / {args.output_len} out; repeats {repeats}", flush=True)
-        print(f"{'client':<12} {'C':>5} {'rep':>3} {'reqs':>6} {'out tok/s':>11} "
-              f"{'cores':>6} {'tok/CPU-s':>10} {'failed':>6}", flush=True)
+        print(
+            f"stub {base_url} (pid {stub.pid}); {os.cpu_count()} CPUs; "
+            f"{args.input_len} in / {args.output_len} out; repeats {repeats}",
+            flush=True,
+        )
+        print(
+            f"{'client':<12} {'C':>5} {'rep':>3} {'reqs':>6} {'out tok/s':>11} "
+            f"{'cores':>6} {'tok/CPU-s':>10} {'failed':>6}",
+            flush=True,
+        )
         with tempfile.TemporaryDirectory(prefix="client-capacity-") as tmpdir:
             tmp = Path(tmpdir)
             for c in args.concurrency:
@@ -242,9 +356,12 @@ def main(argv: list[str] | None = None) -> int:
                     for client in order:
                         run = run_once(client, base_url, c, n, rep, args, tmp)
                         runs.append(run)
-                        print(f"{run.client:<12} {c:>5} {rep:>3} {n:>6} {run.output_tok_s:>11.0f} "
-                              f"{run.client_cores:>6.2f} {run.tok_per_cpu_s:>10.0f} "
-                              f"{run.failed:>6}", flush=True)
+                        print(
+                            f"{run.client:<12} {c:>5} {rep:>3} {n:>6} {run.output_tok_s:>11.0f} "
+                            f"{run.client_cores:>6.2f} {run.tok_per_cpu_s:>10.0f} "
+                            f"{run.failed:>6}",
+                            flush=True,
+                        )
     finally:
         stub.terminate()
         try:
@@ -253,8 +370,10 @@ def main(argv: list[str] | None = None) -> int:
             stub.kill()
             stub.wait()
 
-    print("\nmedians per concurrency: output tok/s | tok per client CPU-second"
-          + (" | ratio to vLLM (tok/CPU-s)" if "vllm" in args.clients else ""))
+    print(
+        "\nmedians per concurrency: output tok/s | tok per client CPU-second"
+        + (" | ratio to vLLM (tok/CPU-s)" if "vllm" in args.clients else "")
+    )
     labs = [c for c in args.clients if c != "vllm"]
     header = f"{'C':>5} " + " ".join(f"{name:>24}" for name in args.clients)
     if "vllm" in args.clients:
@@ -268,7 +387,9 @@ def main(argv: list[str] | None = None) -> int:
             mine = [r for r in runs if r.client == client and r.concurrency == c]
             row[f"{client}_tok_s"] = statistics.median(r.output_tok_s for r in mine)
             row[f"{client}_tok_per_cpu_s"] = statistics.median(r.tok_per_cpu_s for r in mine)
-            cells.append(f"{row[f'{client}_tok_s']:>11.0f} | {row[f'{client}_tok_per_cpu_s']:>10.0f}")
+            cells.append(
+                f"{row[f'{client}_tok_s']:>11.0f} | {row[f'{client}_tok_per_cpu_s']:>10.0f}"
+            )
         line = f"{c:>5} " + " ".join(f"{cell:>24}" for cell in cells)
         if "vllm" in args.clients:
             for client in labs:
@@ -278,8 +399,9 @@ def main(argv: list[str] | None = None) -> int:
         summary.append(row)
         print(line)
     if args.json:
-        args.json.write_text(json.dumps({"runs": [asdict(r) for r in runs], "summary": summary},
-                                        indent=1))
+        args.json.write_text(
+            json.dumps({"runs": [asdict(r) for r in runs], "summary": summary}, indent=1)
+        )
     return 0
 
 

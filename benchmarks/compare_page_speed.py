@@ -9,6 +9,7 @@ Styler and friends).
 
     .venv/bin/python benchmarks/compare_page_speed.py [--keep DIR] [--repeat 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,22 +37,35 @@ REPEATS = 5
 REQUESTS_PER_RUN = 1000
 OUTPUT_LEN = 16
 SAMPLE_SECONDS = 60
-WORKLOAD = {"num_requests": REQUESTS_PER_RUN, "concurrency": 32, "input_len": 128,
-            "output_len": OUTPUT_LEN, "shared_prefix_len": 0, "endpoint": "completions",
-            "seed": 0, "num_warmups": None, "request_timeout_s": 600.0}
+WORKLOAD = {
+    "num_requests": REQUESTS_PER_RUN,
+    "concurrency": 32,
+    "input_len": 128,
+    "output_len": OUTPUT_LEN,
+    "shared_prefix_len": 0,
+    "endpoint": "completions",
+    "seed": 0,
+    "num_warmups": None,
+    "request_timeout_s": 600.0,
+}
 
 
-def _summary(start: np.ndarray, ttft: np.ndarray, end: np.ndarray, itl_means: np.ndarray,
-             duration: float) -> dict[str, Any]:
+def _summary(
+    start: np.ndarray, ttft: np.ndarray, end: np.ndarray, itl_means: np.ndarray, duration: float
+) -> dict[str, Any]:
     """The summary columns the runner would store, computed with numpy (vLLM's definitions)."""
     e2el = end - start
     tpot = (e2el - ttft) / (OUTPUT_LEN - 1)
-    out: dict[str, Any] = {"completed": int(start.size), "failed": 0, "duration": duration,
-                           "total_input_tokens": int(start.size * 128),
-                           "total_output_tokens": int(start.size * OUTPUT_LEN),
-                           "request_throughput": start.size / duration,
-                           "output_throughput": start.size * OUTPUT_LEN / duration,
-                           "total_token_throughput": start.size * (128 + OUTPUT_LEN) / duration}
+    out: dict[str, Any] = {
+        "completed": int(start.size),
+        "failed": 0,
+        "duration": duration,
+        "total_input_tokens": int(start.size * 128),
+        "total_output_tokens": int(start.size * OUTPUT_LEN),
+        "request_throughput": start.size / duration,
+        "output_throughput": start.size * OUTPUT_LEN / duration,
+        "total_token_throughput": start.size * (128 + OUTPUT_LEN) / duration,
+    }
     for name, vals in (("ttft", ttft), ("tpot", tpot), ("itl", itl_means), ("e2el", e2el)):
         q = np.percentile(vals, [50, 90, 99]) * 1000
         out[f"mean_{name}_ms"] = float(vals.mean() * 1000)
@@ -65,14 +79,44 @@ def build(path: Path) -> dict[str, Any]:
     db = open_db(path)
     conn = db.conn
     rng = np.random.default_rng(0)
-    itl_pool = [json.dumps([round(float(x), 4) for x in rng.gamma(4.0, 0.0025, OUTPUT_LEN - 1)],
-                           separators=(",", ":")) for _ in range(256)]
+    itl_pool = [
+        json.dumps(
+            [round(float(x), 4) for x in rng.gamma(4.0, 0.0025, OUTPUT_LEN - 1)],
+            separators=(",", ":"),
+        )
+        for _ in range(256)
+    ]
     summary_cols = list(SUMMARY_COLUMNS)
-    run_cols = ["id", "uid", "experiment_id", "seq", "repeat_index", "param", "value",
-                "config_json", "workload_json", "workload_fingerprint", "engine", "vllm_version",
-                "model", "backend", "hardware", "status", "phase", "time_to_healthy_s",
-                "kv_cache_tokens", "summary_json", "log_tail", "author", "host", "origin",
-                "hidden", "started_at", "finished_at", *summary_cols]
+    run_cols = [
+        "id",
+        "uid",
+        "experiment_id",
+        "seq",
+        "repeat_index",
+        "param",
+        "value",
+        "config_json",
+        "workload_json",
+        "workload_fingerprint",
+        "engine",
+        "vllm_version",
+        "model",
+        "backend",
+        "hardware",
+        "status",
+        "phase",
+        "time_to_healthy_s",
+        "kv_cache_tokens",
+        "summary_json",
+        "log_tail",
+        "author",
+        "host",
+        "origin",
+        "hidden",
+        "started_at",
+        "finished_at",
+        *summary_cols,
+    ]
     run_rows: list[tuple[Any, ...]] = []
     req_rows: list[tuple[Any, ...]] = []
     sample_rows: list[tuple[Any, ...]] = []
@@ -81,16 +125,26 @@ def build(path: Path) -> dict[str, Any]:
 
     def flush() -> None:
         """Rows go in per experiment (parents first), so memory stays flat."""
-        conn.executemany("insert into experiments (id, uid, name, param, values_json, repeats, "
-                         "status, phase, runs_total, runs_done, author, created_at) values "
-                         f"({','.join('?' * 12)})", exp_rows[-1:])
-        conn.executemany(f"insert into runs ({', '.join(run_cols)}) values "
-                         f"({','.join('?' * len(run_cols))})", run_rows[-len(VALUES) * REPEATS:])
-        conn.executemany("insert into requests (run_id, idx, start_s, ttft_s, end_s, itl_json, "
-                         "prompt_tokens, output_tokens, ok, http_status) values "
-                         "(?,?,?,?,?,?,?,?,?,?)", req_rows)
-        conn.executemany("insert into samples (run_id, t_s, series, label, value) values "
-                         "(?,?,?,?,?)", sample_rows)
+        conn.executemany(
+            "insert into experiments (id, uid, name, param, values_json, repeats, "
+            "status, phase, runs_total, runs_done, author, created_at) values "
+            f"({','.join('?' * 12)})",
+            exp_rows[-1:],
+        )
+        conn.executemany(
+            f"insert into runs ({', '.join(run_cols)}) values ({','.join('?' * len(run_cols))})",
+            run_rows[-len(VALUES) * REPEATS :],
+        )
+        conn.executemany(
+            "insert into requests (run_id, idx, start_s, ttft_s, end_s, itl_json, "
+            "prompt_tokens, output_tokens, ok, http_status) values "
+            "(?,?,?,?,?,?,?,?,?,?)",
+            req_rows,
+        )
+        conn.executemany(
+            "insert into samples (run_id, t_s, series, label, value) values (?,?,?,?,?)",
+            sample_rows,
+        )
         counts["requests"] += len(req_rows)
         counts["samples"] += len(sample_rows)
         req_rows.clear()
@@ -101,9 +155,22 @@ def build(path: Path) -> dict[str, Any]:
     workload_json = json.dumps(WORKLOAD, sort_keys=True)
     log_tail = "INFO vLLM API server ready\n" * 150  # ~4 kB per run, like a real tail
     for e in range(1, EXPERIMENTS + 1):
-        exp_rows.append((e, f"exp-uid-{e}", f"max-num-seqs sweep {e}", "max-num-seqs",
-                         json.dumps(list(VALUES)), REPEATS, "done", "done", len(VALUES) * REPEATS,
-                         len(VALUES) * REPEATS, "bench", f"2026-01-{1 + e % 28:02d}T00:00:00"))
+        exp_rows.append(
+            (
+                e,
+                f"exp-uid-{e}",
+                f"max-num-seqs sweep {e}",
+                "max-num-seqs",
+                json.dumps(list(VALUES)),
+                REPEATS,
+                "done",
+                "done",
+                len(VALUES) * REPEATS,
+                len(VALUES) * REPEATS,
+                "bench",
+                f"2026-01-{1 + e % 28:02d}T00:00:00",
+            )
+        )
         seq = 0
         for rep in range(REPEATS):
             for value in VALUES:
@@ -117,42 +184,95 @@ def build(path: Path) -> dict[str, Any]:
                 end = start + ttft + itl_means * (OUTPUT_LEN - 1)
                 duration = float(end.max())
                 summary = _summary(start, ttft, end, itl_means, duration)
-                summary.update(peak_tree_rss_bytes=int(3e9 + value * 1e6),
-                               peak_gpu_used_bytes=None, peak_gpu_tree_bytes=None,
-                               peak_kv_cache_usage_perc=min(1.0, 0.1 + value / 200),
-                               preemptions=0, prefix_cache_hit_rate=None,
-                               achieved_concurrency=32.0, steady_output_throughput=None,
-                               client_bound=0)
+                summary.update(
+                    peak_tree_rss_bytes=int(3e9 + value * 1e6),
+                    peak_gpu_used_bytes=None,
+                    peak_gpu_tree_bytes=None,
+                    peak_kv_cache_usage_perc=min(1.0, 0.1 + value / 200),
+                    preemptions=0,
+                    prefix_cache_hit_rate=None,
+                    achieved_concurrency=32.0,
+                    steady_output_throughput=None,
+                    client_bound=0,
+                )
                 summary_json = json.dumps({**summary, "load_window_s": [20.0, 20.0 + duration]})
                 config = json.dumps({"max-num-seqs": value, "block-size": 16}, sort_keys=True)
-                run_rows.append((run_id, f"run-uid-{run_id}", e, seq, rep, "max-num-seqs",
-                                 str(value), config, workload_json, "fp-bench", "embedded",
-                                 "0.32.0", "tiny", "cpu", "bench-box", "done", "done",
-                                 10.0 + rng.random(), 65536, summary_json, log_tail, "bench",
-                                 "bench-host", "local", 0, "2026-01-01T00:00:00",
-                                 "2026-01-01T00:01:00", *[summary.get(c) for c in summary_cols]))
+                run_rows.append(
+                    (
+                        run_id,
+                        f"run-uid-{run_id}",
+                        e,
+                        seq,
+                        rep,
+                        "max-num-seqs",
+                        str(value),
+                        config,
+                        workload_json,
+                        "fp-bench",
+                        "embedded",
+                        "0.32.0",
+                        "tiny",
+                        "cpu",
+                        "bench-box",
+                        "done",
+                        "done",
+                        10.0 + rng.random(),
+                        65536,
+                        summary_json,
+                        log_tail,
+                        "bench",
+                        "bench-host",
+                        "local",
+                        0,
+                        "2026-01-01T00:00:00",
+                        "2026-01-01T00:01:00",
+                        *[summary.get(c) for c in summary_cols],
+                    )
+                )
                 seq += 1
                 for i in range(n):
-                    req_rows.append((run_id, i, float(start[i]), float(ttft[i]), float(end[i]),
-                                     itl_pool[itl_idx[i]], 128, OUTPUT_LEN, 1, 200))
+                    req_rows.append(
+                        (
+                            run_id,
+                            i,
+                            float(start[i]),
+                            float(ttft[i]),
+                            float(end[i]),
+                            itl_pool[itl_idx[i]],
+                            128,
+                            OUTPUT_LEN,
+                            1,
+                            200,
+                        )
+                    )
                 for k in range(SAMPLE_SECONDS * 10):
                     t = k / 10
                     sample_rows.append((run_id, t, "tree_rss_bytes", "", 3e9 * min(1, t / 15)))
                     if k % 5 == 0:
                         load = 1.0 if 20 <= t <= 50 else 0.0
-                        sample_rows.append((run_id, t, "kv_cache_usage_perc", "",
-                                            load * min(1.0, 0.1 + value / 200)))
-                        sample_rows.append((run_id, t, "generation_tokens_total", "",
-                                            max(0.0, t - 20) * 500))
+                        sample_rows.append(
+                            (
+                                run_id,
+                                t,
+                                "kv_cache_usage_perc",
+                                "",
+                                load * min(1.0, 0.1 + value / 200),
+                            )
+                        )
+                        sample_rows.append(
+                            (run_id, t, "generation_tokens_total", "", max(0.0, t - 20) * 500)
+                        )
                         sample_rows.append((run_id, t, "num_requests_running", "", 32 * load))
         flush()
     conn.commit()
     conn.execute("analyze")
     conn.close()
     size = path.stat().st_size
-    print(f"built {path}: {EXPERIMENTS} experiments, {len(run_rows):,} runs, "
-          f"{counts['requests']:,} request rows, {counts['samples']:,} samples, "
-          f"{size / 2**20:,.0f} MiB in {time.perf_counter() - t0:.1f} s")
+    print(
+        f"built {path}: {EXPERIMENTS} experiments, {len(run_rows):,} runs, "
+        f"{counts['requests']:,} request rows, {counts['samples']:,} samples, "
+        f"{size / 2**20:,.0f} MiB in {time.perf_counter() - t0:.1f} s"
+    )
     return {"run_ids": [r[0] for r in run_rows if r[2] == 1]}
 
 
@@ -178,8 +298,10 @@ def render_times(db_path: Path, run_ids: list[int], repeat: int, slo: float | No
     charts = len(at.get("arrow_vega_lite_chart")) or len(at.get("vega_lite_chart"))
     table = next(df.value for df in at.dataframe if "metric" in df.value.columns)
     verdicts = [c for c in table.columns if c.startswith("verdict")]
-    print(f"  page drew {charts} charts and a table of {len(table)} metrics x "
-          f"{len(verdicts)} candidate sides")
+    print(
+        f"  page drew {charts} charts and a table of {len(table)} metrics x "
+        f"{len(verdicts)} candidate sides"
+    )
     return times
 
 
@@ -214,9 +336,11 @@ def _measure(db_path: Path, args: argparse.Namespace) -> int:
     print("  renders (s): " + ", ".join(f"{t:.2f}" for t in slo))
     warm = statistics.median(plain[1:] + slo[1:]) if args.repeat > 1 else plain[0]
     first = slo[0]
-    print(f"RESULT first render in a fresh session {first:.2f} s (process cold start "
-          f"{plain[0]:.2f} s), warm median {warm:.2f} s; target < 2 s: "
-          f"{'met' if max(first, warm) < 2.0 else 'NOT met'}")
+    print(
+        f"RESULT first render in a fresh session {first:.2f} s (process cold start "
+        f"{plain[0]:.2f} s), warm median {warm:.2f} s; target < 2 s: "
+        f"{'met' if max(first, warm) < 2.0 else 'NOT met'}"
+    )
     return 0
 
 

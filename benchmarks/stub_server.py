@@ -11,6 +11,7 @@ engine step that emits one token for every running request; with `--itl-ms` it p
 Routes: GET /health, GET /v1/models, POST /v1/completions, POST /v1/chat/completions (404 for the
 rest, so `vllm bench serve` skips its /tokenize alignment and /metrics scrape).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,46 +35,84 @@ class Stub:
         self.itl_s = itl_ms / 1000.0
         self.streams = 0
         head = {"id": "cmpl-stub", "object": "text_completion", "created": 0, "model": model}
-        chead = {"id": "chatcmpl-stub", "object": "chat.completion.chunk", "created": 0,
-                 "model": model}
+        chead = {
+            "id": "chatcmpl-stub",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": model,
+        }
 
         def event(obj: Any) -> bytes:
             return _chunk(b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n")
 
         def text_choice(finish: str | None) -> dict[str, Any]:
-            return {"index": 0, "text": " tok", "logprobs": None, "finish_reason": finish,
-                    "stop_reason": None}
+            return {
+                "index": 0,
+                "text": " tok",
+                "logprobs": None,
+                "finish_reason": finish,
+                "stop_reason": None,
+            }
 
         def chat_choice(finish: str | None) -> dict[str, Any]:
-            return {"index": 0, "delta": {"content": " tok"}, "logprobs": None,
-                    "finish_reason": finish}
+            return {
+                "index": 0,
+                "delta": {"content": " tok"},
+                "logprobs": None,
+                "finish_reason": finish,
+            }
 
-        self.mid = {False: event({**head, "choices": [text_choice(None)]}),
-                    True: event({**chead, "choices": [chat_choice(None)]})}
-        self.last = {False: event({**head, "choices": [text_choice("length")]}),
-                     True: event({**chead, "choices": [chat_choice("length")]})}
-        self.role = event({**chead, "choices": [{"index": 0, "delta": {"role": "assistant",
-                                                                        "content": ""},
-                                                  "logprobs": None, "finish_reason": None}]})
+        self.mid = {
+            False: event({**head, "choices": [text_choice(None)]}),
+            True: event({**chead, "choices": [chat_choice(None)]}),
+        }
+        self.last = {
+            False: event({**head, "choices": [text_choice("length")]}),
+            True: event({**chead, "choices": [chat_choice("length")]}),
+        }
+        self.role = event(
+            {
+                **chead,
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {"role": "assistant", "content": ""},
+                        "logprobs": None,
+                        "finish_reason": None,
+                    }
+                ],
+            }
+        )
         self.head = {False: head, True: chead}
         self.done = _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n"
-        self.models = json.dumps({"object": "list", "data": [
-            {"id": model, "object": "model", "owned_by": "stub"}]}).encode()
+        self.models = json.dumps(
+            {"object": "list", "data": [{"id": model, "object": "model", "owned_by": "stub"}]}
+        ).encode()
 
     def usage(self, chat: bool, prompt_tokens: int, n: int) -> bytes:
-        obj = {**self.head[chat], "choices": [], "usage": {
-            "prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + n,
-            "completion_tokens": n}}
+        obj = {
+            **self.head[chat],
+            "choices": [],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "total_tokens": prompt_tokens + n,
+                "completion_tokens": n,
+            },
+        }
         return _chunk(b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n")
 
 
-STREAM_HEAD = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
-               b"transfer-encoding: chunked\r\n\r\n")
+STREAM_HEAD = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
+    b"transfer-encoding: chunked\r\n\r\n"
+)
 
 
 def _plain(status: str, body: bytes, ctype: str = "application/json") -> bytes:
-    return (f"HTTP/1.1 {status}\r\ncontent-type: {ctype}\r\ncontent-length: {len(body)}\r\n\r\n"
-            .encode() + body)
+    return (
+        f"HTTP/1.1 {status}\r\ncontent-type: {ctype}\r\ncontent-length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
 
 
 class StubProtocol(asyncio.Protocol):
@@ -122,8 +161,8 @@ class StubProtocol(asyncio.Protocol):
                     length = int(value.strip())
             if len(self.buf) < end + 4 + length:
                 return
-            body = bytes(self.buf[end + 4:end + 4 + length])
-            del self.buf[:end + 4 + length]
+            body = bytes(self.buf[end + 4 : end + 4 + length])
+            del self.buf[: end + 4 + length]
             method, path = (head.split(" ", 2) + ["", ""])[:2]
             self.handle(method, path.split("?", 1)[0], body)
 
@@ -139,8 +178,7 @@ class StubProtocol(asyncio.Protocol):
             chat = path.endswith("chat/completions")
             text = req["messages"][-1]["content"] if chat else req.get("prompt", "")
             prompt_tokens = max(1, len(str(text)) // 4)
-            self.task = asyncio.get_running_loop().create_task(
-                self.stream(chat, n, prompt_tokens))
+            self.task = asyncio.get_running_loop().create_task(self.stream(chat, n, prompt_tokens))
         else:
             self.transport.write(_plain("404 Not Found", b'{"detail":"Not Found"}'))
 
@@ -170,8 +208,9 @@ async def serve(port: int, model: str, itl_ms: float, ready: Any = None) -> None
     """Serve until cancelled; `ready`, if given, is called with the bound port."""
     loop = asyncio.get_running_loop()
     stub = Stub(model, itl_ms)
-    server = await loop.create_server(lambda: StubProtocol(stub), "127.0.0.1", port,
-                                      backlog=4096, reuse_address=True)
+    server = await loop.create_server(
+        lambda: StubProtocol(stub), "127.0.0.1", port, backlog=4096, reuse_address=True
+    )
     bound = server.sockets[0].getsockname()[1]
     if ready is not None:
         ready(bound)
@@ -189,8 +228,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=8321)
     parser.add_argument("--model", default="tiny")
-    parser.add_argument("--itl-ms", type=float, default=0.0,
-                        help="pause between chunks; 0 = only yield to the loop (instant)")
+    parser.add_argument(
+        "--itl-ms",
+        type=float,
+        default=0.0,
+        help="pause between chunks; 0 = only yield to the loop (instant)",
+    )
     args = parser.parse_args(argv)
     try:
         import uvloop
@@ -199,8 +242,14 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         runner = asyncio.Runner()
     with runner:
-        runner.run(serve(args.port, args.model, args.itl_ms,
-                         ready=lambda p: print(f"stub on http://127.0.0.1:{p}", flush=True)))
+        runner.run(
+            serve(
+                args.port,
+                args.model,
+                args.itl_ms,
+                ready=lambda p: print(f"stub on http://127.0.0.1:{p}", flush=True),
+            )
+        )
     return 0
 
 

@@ -1,11 +1,12 @@
 """Wall-clock timestamps as the store keeps them: UTC ISO 8601, one format everywhere."""
+
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 
 def now_iso(timespec: str = "milliseconds") -> str:
-    return datetime.now(timezone.utc).isoformat(timespec=timespec)
+    return datetime.now(UTC).isoformat(timespec=timespec)
 
 
 def age_s(stamp: str | None, now: float | None = None) -> float:
@@ -16,4 +17,4 @@ def age_s(stamp: str | None, now: float | None = None) -> float:
         then = datetime.fromisoformat(stamp).timestamp()
     except (TypeError, ValueError):
         return float("inf")
-    return (now if now is not None else datetime.now(timezone.utc).timestamp()) - then
+    return (now if now is not None else datetime.now(UTC).timestamp()) - then

@@ -3,6 +3,7 @@
 The load generator produces `RequestRecord`s, the samplers produce `SampleRow`s, the store keeps both
 as they are, and metrics are always recomputed from them (so SLOs and formulas can change later).
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -15,13 +16,14 @@ FAILURE_KINDS = ("http", "exception", "timeout", "early_end", "stream_error", "n
 @dataclass(slots=True)
 class RequestRecord:
     """One measured request. Times are seconds relative to the run's first dispatch."""
+
     index: int
     start: float
-    ttft: float | None = None          # first chunk carrying `choices`, minus start
-    end: float | None = None           # last content chunk (the usage-only chunk does not move it)
+    ttft: float | None = None  # first chunk carrying `choices`, minus start
+    end: float | None = None  # last content chunk (the usage-only chunk does not move it)
     itl: list[float] = field(default_factory=list)  # every gap between consecutive content chunks
-    prompt_tokens: int | None = None   # from the server's `usage`
-    output_tokens: int | None = None   # from the server's `usage`, never from counting chunks
+    prompt_tokens: int | None = None  # from the server's `usage`
+    output_tokens: int | None = None  # from the server's `usage`, never from counting chunks
     ok: bool = False
     http_status: int | None = None
     error: str | None = None
@@ -39,7 +41,8 @@ class RequestRecord:
 @dataclass(slots=True)
 class SampleRow:
     """One point of a time series: `series` names the quantity, `label` the process or device."""
-    t: float          # seconds since the run (or server start) began, monotonic clock
-    series: str       # e.g. "tree_rss_bytes", "gpu_used_bytes", "kv_cache_usage_perc"
+
+    t: float  # seconds since the run (or server start) began, monotonic clock
+    series: str  # e.g. "tree_rss_bytes", "gpu_used_bytes", "kv_cache_usage_perc"
     value: float
-    label: str = ""   # e.g. "EngineCore:4200", "gpu0"; "" for a whole-tree or scalar series
+    label: str = ""  # e.g. "EngineCore:4200", "gpu0"; "" for a whole-tree or scalar series

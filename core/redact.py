@@ -2,13 +2,15 @@
 
 Used on export (bundles, reports), on import (defence in depth) and wherever a URL is printed.
 """
+
 from __future__ import annotations
 
 import json
 import os
 import re
 import urllib.parse
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 REDACTED = "[redacted]"
 
@@ -18,20 +20,24 @@ REDACTED = "[redacted]"
 _SECRET_KEY = re.compile(
     r"(^|_)(api_?key|apikey|key|token|auth|authorization|secret|password|passwd|pwd|"
     r"credentials?|cookie|bearer|signature)$|^(auth|authorization|bearer)(_|$)|secret|passw|"
-    r"private_?key|access_?key")
+    r"private_?key|access_?key"
+)
 _SECRET_VALUE = re.compile(
-    r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_-]{8,}"            # OpenAI-style keys
-    r"|(?<![A-Za-z0-9])hf_[A-Za-z0-9]{16,}"             # Hugging Face tokens
+    r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_-]{8,}"  # OpenAI-style keys
+    r"|(?<![A-Za-z0-9])hf_[A-Za-z0-9]{16,}"  # Hugging Face tokens
     r"|(?<![A-Za-z0-9])gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"
-    r"|(?<![A-Za-z0-9])xox[abprs]-[A-Za-z0-9-]{10,}"    # Slack
-    r"|(?<![A-Za-z0-9])AKIA[0-9A-Z]{16}"                # AWS access key id
-    r"|(?<![A-Za-z0-9])AIza[0-9A-Za-z_-]{30,}"          # Google API keys
+    r"|(?<![A-Za-z0-9])xox[abprs]-[A-Za-z0-9-]{10,}"  # Slack
+    r"|(?<![A-Za-z0-9])AKIA[0-9A-Z]{16}"  # AWS access key id
+    r"|(?<![A-Za-z0-9])AIza[0-9A-Za-z_-]{30,}"  # Google API keys
     r"|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"  # JWTs
-    r"|(?i:bearer)\s+[^\s\"',;]+")
+    r"|(?i:bearer)\s+[^\s\"',;]+"
+)
 _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s\"']+@")
 _URL_SECRET_PARAM = re.compile(
     r"(?P<key>[?&](?:api[_-]?key|key|token|access_token|auth|sig|signature|password)=)"
-    r"[^&#\s\"']+", re.IGNORECASE)
+    r"[^&#\s\"']+",
+    re.IGNORECASE,
+)
 # The shell's working directory, not a password: a secret-looking name that is a path everywhere.
 _NOT_SECRET = frozenset({"pwd", "oldpwd"})
 _SECRET_FLAG = re.compile(r"^--?(?P<name>[A-Za-z0-9_-]+)(?:=(?P<value>.*))?$", re.DOTALL)
@@ -90,12 +96,22 @@ def scrub_argv(argv: Sequence[Any], extra_secrets: Sequence[str] = ()) -> list[A
 def scrub_json(value: Any, extra_secrets: Sequence[str] = ()) -> Any:
     """A parsed JSON value with secret-named keys' values and secret-shaped strings redacted."""
     if isinstance(value, dict):
-        return {k: (REDACTED if is_secret_key(k) and v not in (None, "", [], {}) and
-                    not isinstance(v, (bool, int, float))
-                    else scrub_json(v, extra_secrets)) for k, v in value.items()}
+        return {
+            k: (
+                REDACTED
+                if is_secret_key(k)
+                and v not in (None, "", [], {})
+                and not isinstance(v, (bool, int, float))
+                else scrub_json(v, extra_secrets)
+            )
+            for k, v in value.items()
+        }
     if isinstance(value, list):
-        return scrub_argv(value, extra_secrets) if all(isinstance(x, str) for x in value) \
+        return (
+            scrub_argv(value, extra_secrets)
+            if all(isinstance(x, str) for x in value)
             else [scrub_json(v, extra_secrets) for v in value]
+        )
     if isinstance(value, str):
         return scrub_text(value, extra_secrets)
     return value

@@ -1,4 +1,5 @@
 """The statuses of experiments and runs, in one place, with the one set that means "still going"."""
+
 from __future__ import annotations
 
 from enum import StrEnum
@@ -7,8 +8,8 @@ from enum import StrEnum
 class Status(StrEnum):
     """What a stored experiment or run is doing; stored as its plain value ("running", ...)."""
 
-    QUEUED = "queued"        # an experiment written, its runner not yet started
-    PENDING = "pending"      # a run row written, not yet started
+    QUEUED = "queued"  # an experiment written, its runner not yet started
+    PENDING = "pending"  # a run row written, not yet started
     RUNNING = "running"
     DONE = "done"
     FAILED = "failed"

@@ -1,12 +1,13 @@
 """Set up an experiment: one parameter from the registry, its values, the baseline and workload."""
+
 from __future__ import annotations
 
 import streamlit as st
 
 from store import repo
 from tuning.engine import current_spec
-from tuning.params import PARAMS, ParamError, format_value, parse_values, validate_config
 from tuning.experiment.runner import plan_experiment, runner_busy, spawn_runner
+from tuning.params import PARAMS, ParamError, format_value, parse_values, validate_config
 from tuning.settings import load_settings
 from tuning.workload import Workload
 from ui.common import db, db_path
@@ -18,11 +19,18 @@ st.caption("Exactly one parameter changes between the runs; everything else stay
 settings = load_settings()
 spec = current_spec(settings)
 names = [n for n, p in PARAMS.items() if spec.backend in p.backends]
-param_name = st.selectbox("Parameter to vary", names, index=names.index("max-num-seqs"),
-                          key="new_param", format_func=lambda n: f"{n} ({PARAMS[n].kind})")
+param_name = st.selectbox(
+    "Parameter to vary",
+    names,
+    index=names.index("max-num-seqs"),
+    key="new_param",
+    format_func=lambda n: f"{n} ({PARAMS[n].kind})",
+)
 param = PARAMS[param_name]
-st.info(f"**{param.name}** — {param.help}  \nAllowed: {param.describe_range()}"
-        + ("" if param.restarts_server else "  \nA workload parameter: no server restart."))
+st.info(
+    f"**{param.name}** — {param.help}  \nAllowed: {param.describe_range()}"
+    + ("" if param.restarts_server else "  \nA workload parameter: no server restart.")
+)
 
 errors: list[str] = []
 values_text = st.text_input("Values (comma-separated)", value="2,16", key="new_values")
@@ -36,8 +44,12 @@ except ParamError as exc:
 
 with st.expander("Baseline configuration", expanded=False):
     default_lines = "\n".join(f"{k}={format_value(v)}" for k, v in spec.baseline.items())
-    baseline_text = st.text_area("NAME=VALUE, one per line (the engine's defaults otherwise)",
-                                 value=default_lines, key="new_baseline", height=120)
+    baseline_text = st.text_area(
+        "NAME=VALUE, one per line (the engine's defaults otherwise)",
+        value=default_lines,
+        key="new_baseline",
+        height=120,
+    )
     baseline: dict[str, str] = {}
     for line in baseline_text.splitlines():
         if not line.strip():
@@ -70,30 +82,49 @@ seed = c7.number_input("Seed", 0, 2**31 - 1, 0, key="new_seed")
 repeats = c8.number_input("Repeats per value (interleaved A B A B)", 1, 20, 1, key="new_repeats")
 base_url = ""
 if not param.restarts_server:
-    base_url = st.text_input("Attach to a running server (base URL, optional)", "",
-                             key="new_base_url",
-                             help="Leave empty to start the lab's engine. The API key, if any, "
-                                  "comes from OPENAI_API_KEY in the lab's environment.")
+    base_url = st.text_input(
+        "Attach to a running server (base URL, optional)",
+        "",
+        key="new_base_url",
+        help="Leave empty to start the lab's engine. The API key, if any, "
+        "comes from OPENAI_API_KEY in the lab's environment.",
+    )
 model = st.text_input("Model name on that server", "", key="new_model") if base_url else None
 
 busy = bool(repo.active_experiments(db())) or runner_busy()
 if busy:
     st.warning("An experiment is running; one at a time per machine. Watch it on **Live**.")
-if st.button("Start experiment", type="primary", disabled=busy or bool(errors) or not values,
-             key="new_start"):
-    workload = Workload(num_requests=int(num_requests), concurrency=int(concurrency),
-                        input_len=int(input_len), output_len=int(output_len),
-                        shared_prefix_len=int(prefix_len), endpoint=endpoint, seed=int(seed))
+if st.button(
+    "Start experiment", type="primary", disabled=busy or bool(errors) or not values, key="new_start"
+):
+    workload = Workload(
+        num_requests=int(num_requests),
+        concurrency=int(concurrency),
+        input_len=int(input_len),
+        output_len=int(output_len),
+        shared_prefix_len=int(prefix_len),
+        endpoint=endpoint,
+        seed=int(seed),
+    )
     try:
-        exp_id = plan_experiment(db_path(), param=param.name, values=values, workload=workload,
-                                 engine=None if base_url else spec, base_config=baseline,
-                                 repeats=int(repeats), base_url=base_url or None,
-                                 model=model or None, author=settings.resolved_author(),
-                                 host=settings.resolved_host())
+        exp_id = plan_experiment(
+            db_path(),
+            param=param.name,
+            values=values,
+            workload=workload,
+            engine=None if base_url else spec,
+            base_config=baseline,
+            repeats=int(repeats),
+            base_url=base_url or None,
+            model=model or None,
+            author=settings.resolved_author(),
+            host=settings.resolved_host(),
+        )
     except (ParamError, ValueError) as exc:
         st.error(f"refused: {exc}")
     else:
         spawn_runner(db_path(), exp_id)
-        st.success(f"Experiment {exp_id} started in its own process; closing this tab stops "
-                   "nothing.")
+        st.success(
+            f"Experiment {exp_id} started in its own process; closing this tab stops nothing."
+        )
         st.page_link("pages/3_Live.py", label="Watch it live", icon="📈")

@@ -3,6 +3,7 @@
 Closing the tab stops nothing and reopening it loses nothing: the runner is its own process and
 everything drawn here comes from SQLite.
 """
+
 from __future__ import annotations
 
 import streamlit as st
@@ -13,8 +14,10 @@ from ui.common import db, db_path
 
 st.set_page_config(page_title="Live · vLLM Tuning Lab", layout="wide")
 st.title("Live")
-st.caption("Progress, phase, memory, KV-cache usage, output tokens/s and the server log of the "
-           "experiment, straight from the lab's database.")
+st.caption(
+    "Progress, phase, memory, KV-cache usage, output tokens/s and the server log of the "
+    "experiment, straight from the lab's database."
+)
 
 conn = db()
 exp = live.pick_experiment(conn, st.query_params.get("experiment"))

@@ -3,24 +3,33 @@
 Preselect with query parameters: ?experiment=3, or ?runs=1,2,3&baseline=1 (any runs); the
 session_state key `cmp_run_ids` (a list of ids) does the same for tests and the benchmark.
 """
+
 from __future__ import annotations
 
 import streamlit as st
 
 from store import repo
-from tuning.compare.comparison import build_comparison, experiment_run_ids, load_runs, request_loader
+from tuning.compare.comparison import (
+    build_comparison,
+    experiment_run_ids,
+    load_runs,
+    request_loader,
+)
 from ui import compare as view
 from ui.common import db
 from ui.health import warn_unhealthy
 
 st.set_page_config(page_title="Compare · vLLM Tuning Lab", layout="wide")
 st.title("Compare")
-st.caption("One parameter changed, everything else equal: each candidate value against the "
-           "baseline, with a verdict only where the repeats support one.")
+st.caption(
+    "One parameter changed, everything else equal: each candidate value against the "
+    "baseline, with a verdict only where the repeats support one."
+)
 
 conn = db()
 preset = view.parse_id_list(st.query_params.get_all("runs")) or view.parse_id_list(
-    st.session_state.get("cmp_run_ids"))
+    st.session_state.get("cmp_run_ids")
+)
 preset_base = view.parse_id_list(st.query_params.get_all("baseline"))
 experiments = repo.list_experiments(conn)
 options: list[int | None] = ([None] if preset else []) + [int(e["id"]) for e in experiments]
@@ -36,9 +45,13 @@ elif wanted and wanted[0] in options:
 else:
     done = [i for i, e in enumerate(experiments) if e["status"] == "done"]
     index = done[0] if done else 0
-scope = st.selectbox("Runs of", options, index=index, key="cmp_experiment",
-                     format_func=lambda i: f"the {len(preset)} runs from the link" if i is None
-                     else names[i])
+scope = st.selectbox(
+    "Runs of",
+    options,
+    index=index,
+    key="cmp_experiment",
+    format_func=lambda i: f"the {len(preset)} runs from the link" if i is None else names[i],
+)
 run_ids = preset if scope is None else experiment_run_ids(conn, int(scope))
 try:
     runs = load_runs(conn, run_ids)

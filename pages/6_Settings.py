@@ -1,4 +1,5 @@
 """The lab's settings: which vLLM to start (embedded CPU engine or your own), who you are."""
+
 from __future__ import annotations
 
 import streamlit as st
@@ -10,21 +11,36 @@ st.set_page_config(page_title="Settings · vLLM Tuning Lab", layout="wide")
 st.title("Settings")
 st.caption(f"Saved in `{settings_path()}`; environment variables TUNING_LAB_<NAME> override them.")
 s = load_settings()
-engine = st.radio("Engine", ["embedded", "custom"], index=0 if s.engine == "embedded" else 1,
-                  key="set_engine", horizontal=True,
-                  help="embedded = the CPU build of vLLM with a tiny dummy model (built by "
-                       "`make setup`); custom = your own vLLM, e.g. on a GPU box.")
-command = st.text_input("vLLM interpreter or command", s.engine_command, key="set_command",
-                        help="/path/to/venv/bin/python (runs -m vllm.entrypoints.openai."
-                             "api_server) or a command such as `/opt/vllm/bin/vllm serve`.")
+engine = st.radio(
+    "Engine",
+    ["embedded", "custom"],
+    index=0 if s.engine == "embedded" else 1,
+    key="set_engine",
+    horizontal=True,
+    help="embedded = the CPU build of vLLM with a tiny dummy model (built by "
+    "`make setup`); custom = your own vLLM, e.g. on a GPU box.",
+)
+command = st.text_input(
+    "vLLM interpreter or command",
+    s.engine_command,
+    key="set_command",
+    help="/path/to/venv/bin/python (runs -m vllm.entrypoints.openai."
+    "api_server) or a command such as `/opt/vllm/bin/vllm serve`.",
+)
 model = st.text_input("Model path or ID", s.engine_model, key="set_model")
 c1, c2, c3 = st.columns(3)
-backend = c1.selectbox("Backend", ["gpu", "cpu"], index=0 if s.engine_backend != "cpu" else 1,
-                       key="set_backend")
-load_format = c2.selectbox("Load format", ["", "dummy", "auto"],
-                           index=["", "dummy", "auto"].index(s.engine_load_format)
-                           if s.engine_load_format in ("", "dummy", "auto") else 0,
-                           key="set_load_format", help="dummy = random weights, no download")
+backend = c1.selectbox(
+    "Backend", ["gpu", "cpu"], index=0 if s.engine_backend != "cpu" else 1, key="set_backend"
+)
+load_format = c2.selectbox(
+    "Load format",
+    ["", "dummy", "auto"],
+    index=["", "dummy", "auto"].index(s.engine_load_format)
+    if s.engine_load_format in ("", "dummy", "auto")
+    else 0,
+    key="set_load_format",
+    help="dummy = random weights, no download",
+)
 served = c3.text_input("Served model name", s.served_model_name, key="set_served")
 author = st.text_input("Author (defaults to the OS user)", s.author, key="set_author")
 team = st.text_input("Team folder (shared bundles)", s.team_folder, key="set_team")

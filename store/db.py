@@ -1,5 +1,6 @@
 """Opening the lab's SQLite file: WAL so the runner writes while pages read, a busy timeout so
 they wait for each other instead of failing, and migrations applied on every writable open."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -22,8 +23,12 @@ def open_db(path: str | Path, *, readonly: bool = False) -> Database:
     if readonly:
         if not target.exists():
             raise StoreError(f"no lab database at {target}")
-        conn = sqlite3.connect(f"file:{target}?mode=ro", uri=True, check_same_thread=False,
-                               timeout=BUSY_TIMEOUT_MS / 1000)
+        conn = sqlite3.connect(
+            f"file:{target}?mode=ro",
+            uri=True,
+            check_same_thread=False,
+            timeout=BUSY_TIMEOUT_MS / 1000,
+        )
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         return Database(conn)
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -1,26 +1,37 @@
 """Reads and writes of experiments, runs, per-request rows and samples; the only SQL the lab has
 outside migrations and bundles lives here."""
+
 from __future__ import annotations
 
 import json
 import uuid
-from datetime import datetime, timezone
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
+from typing import Any
 
 from sqlite_utils import Database
 
 from core.records import RequestRecord, SampleRow
-
 from store.db import StoreError
 from store.schema import SUMMARY_COLUMNS
 
 ACTIVE_STATUSES = ("queued", "running")
-JSON_FIELDS = ("values_json", "config_json", "workload_json", "engine_json", "argv_json",
-               "env_json", "hardware_json", "startup_json", "summary_json", "health_json")
+JSON_FIELDS = (
+    "values_json",
+    "config_json",
+    "workload_json",
+    "engine_json",
+    "argv_json",
+    "env_json",
+    "hardware_json",
+    "startup_json",
+    "summary_json",
+    "health_json",
+)
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 def new_uid() -> str:
@@ -61,6 +72,7 @@ def decode(row: dict[str, Any] | None) -> dict[str, Any] | None:
 
 # --- experiments -----------------------------------------------------------------------------
 
+
 def create_experiment(db: Database, **fields: Any) -> int:
     fields.setdefault("uid", new_uid())
     fields.setdefault("created_at", now_iso())
@@ -84,12 +96,18 @@ def get_experiment(db: Database, experiment_id: int) -> dict[str, Any]:
 
 def list_experiments(db: Database, include_hidden: bool = False) -> list[dict[str, Any]]:
     where = "" if include_hidden else "where coalesce(hidden, 0) = 0"
-    return [decode(r) or {} for r in db.query(f"select * from experiments {where} order by id desc")]
+    return [
+        decode(r) or {} for r in db.query(f"select * from experiments {where} order by id desc")
+    ]
 
 
 def active_experiments(db: Database) -> list[dict[str, Any]]:
-    return [decode(r) or {} for r in db.query(
-        "select * from experiments where status in (?, ?) order by id", list(ACTIVE_STATUSES))]
+    return [
+        decode(r) or {}
+        for r in db.query(
+            "select * from experiments where status in (?, ?) order by id", list(ACTIVE_STATUSES)
+        )
+    ]
 
 
 def request_cancel(db: Database, experiment_id: int) -> None:
@@ -98,12 +116,14 @@ def request_cancel(db: Database, experiment_id: int) -> None:
 
 
 def cancel_requested(db: Database, experiment_id: int) -> bool:
-    row = db.execute("select cancel_requested from experiments where id = ?",
-                     [experiment_id]).fetchone()
+    row = db.execute(
+        "select cancel_requested from experiments where id = ?", [experiment_id]
+    ).fetchone()
     return bool(row and row[0])
 
 
 # --- runs ------------------------------------------------------------------------------------
+
 
 def create_run(db: Database, **fields: Any) -> int:
     fields.setdefault("uid", new_uid())
@@ -119,8 +139,11 @@ def update_run(db: Database, run_id: int, **fields: Any) -> None:
 
 def store_summary(db: Database, run_id: int, summary: dict[str, Any]) -> None:
     """Keep the whole summary as JSON and its headline keys as columns."""
-    columns = {k: (int(v) if SUMMARY_COLUMNS[k] is int and v is not None else v)
-               for k, v in summary.items() if k in SUMMARY_COLUMNS}
+    columns = {
+        k: (int(v) if SUMMARY_COLUMNS[k] is int and v is not None else v)
+        for k, v in summary.items()
+        if k in SUMMARY_COLUMNS
+    }
     update_run(db, run_id, summary_json=summary, **columns)
 
 
@@ -136,15 +159,21 @@ def get_runs(db: Database, run_ids: Iterable[int]) -> list[dict[str, Any]]:
     if not ids:
         return []
     marks = ",".join("?" * len(ids))
-    rows = {r["id"]: decode(r) or {} for r in db.query(f"select * from runs where id in ({marks})", ids)}
+    rows = {
+        r["id"]: decode(r) or {} for r in db.query(f"select * from runs where id in ({marks})", ids)
+    }
     missing = [i for i in ids if i not in rows]
     if missing:
         raise StoreError(f"no run {', '.join(map(str, missing))}")
     return [rows[i] for i in ids]
 
 
-def list_runs(db: Database, experiment_id: int | None = None, include_hidden: bool = False,
-              limit: int | None = None) -> list[dict[str, Any]]:
+def list_runs(
+    db: Database,
+    experiment_id: int | None = None,
+    include_hidden: bool = False,
+    limit: int | None = None,
+) -> list[dict[str, Any]]:
     clauses, params = [], []
     if experiment_id is not None:
         clauses.append("experiment_id = ?")
@@ -173,13 +202,25 @@ def delete_experiment(db: Database, experiment_id: int) -> None:
 
 # --- per-request rows and samples --------------------------------------------------------------
 
+
 def insert_requests(db: Database, run_id: int, records: Iterable[RequestRecord]) -> int:
-    rows = ({
-        "run_id": run_id, "idx": r.index, "start_s": r.start, "ttft_s": r.ttft, "end_s": r.end,
-        "itl_json": json.dumps(r.itl), "prompt_tokens": r.prompt_tokens,
-        "output_tokens": r.output_tokens, "ok": int(r.ok), "http_status": r.http_status,
-        "error": r.error, "error_kind": r.error_kind,
-    } for r in records)
+    rows = (
+        {
+            "run_id": run_id,
+            "idx": r.index,
+            "start_s": r.start,
+            "ttft_s": r.ttft,
+            "end_s": r.end,
+            "itl_json": json.dumps(r.itl),
+            "prompt_tokens": r.prompt_tokens,
+            "output_tokens": r.output_tokens,
+            "ok": int(r.ok),
+            "http_status": r.http_status,
+            "error": r.error,
+            "error_kind": r.error_kind,
+        }
+        for r in records
+    )
     count = 0
     with db.atomic():
         for chunk in _chunks(rows, 2000):
@@ -190,13 +231,27 @@ def insert_requests(db: Database, run_id: int, records: Iterable[RequestRecord])
 
 def get_requests(db: Database, run_id: int) -> list[RequestRecord]:
     out = []
-    for r in db.execute("select idx, start_s, ttft_s, end_s, itl_json, prompt_tokens, "
-                        "output_tokens, ok, http_status, error, error_kind from requests "
-                        "where run_id = ? order by idx", [run_id]):
-        out.append(RequestRecord(index=r[0], start=r[1], ttft=r[2], end=r[3],
-                                 itl=json.loads(r[4]) if r[4] else [], prompt_tokens=r[5],
-                                 output_tokens=r[6], ok=bool(r[7]), http_status=r[8],
-                                 error=r[9], error_kind=r[10]))
+    for r in db.execute(
+        "select idx, start_s, ttft_s, end_s, itl_json, prompt_tokens, "
+        "output_tokens, ok, http_status, error, error_kind from requests "
+        "where run_id = ? order by idx",
+        [run_id],
+    ):
+        out.append(
+            RequestRecord(
+                index=r[0],
+                start=r[1],
+                ttft=r[2],
+                end=r[3],
+                itl=json.loads(r[4]) if r[4] else [],
+                prompt_tokens=r[5],
+                output_tokens=r[6],
+                ok=bool(r[7]),
+                http_status=r[8],
+                error=r[9],
+                error_kind=r[10],
+            )
+        )
     return out
 
 
@@ -205,15 +260,18 @@ def count_requests(db: Database, run_id: int) -> int:
 
 
 def insert_samples(db: Database, run_id: int, rows: Iterable[SampleRow]) -> int:
-    batch = [{"run_id": run_id, "t_s": s.t, "series": s.series, "label": s.label,
-              "value": s.value} for s in rows]
+    batch = [
+        {"run_id": run_id, "t_s": s.t, "series": s.series, "label": s.label, "value": s.value}
+        for s in rows
+    ]
     if batch:
         db.table("samples").insert_all(batch, batch_size=5000)
     return len(batch)
 
 
-def get_samples(db: Database, run_id: int, series: Iterable[str] | None = None,
-                since_t: float | None = None) -> list[dict[str, Any]]:
+def get_samples(
+    db: Database, run_id: int, series: Iterable[str] | None = None, since_t: float | None = None
+) -> list[dict[str, Any]]:
     clauses, params = ["run_id = ?"], [run_id]
     if series is not None:
         names = list(series)
@@ -222,8 +280,13 @@ def get_samples(db: Database, run_id: int, series: Iterable[str] | None = None,
     if since_t is not None:
         clauses.append("t_s > ?")
         params.append(since_t)
-    return list(db.query(f"select t_s, series, label, value from samples where "
-                         f"{' and '.join(clauses)} order by t_s", params))
+    return list(
+        db.query(
+            f"select t_s, series, label, value from samples where "
+            f"{' and '.join(clauses)} order by t_s",
+            params,
+        )
+    )
 
 
 def relabel_processes(db: Database, run_id: int, names_by_pid: dict[int, str]) -> int:
@@ -237,19 +300,23 @@ def relabel_processes(db: Database, run_id: int, names_by_pid: dict[int, str]) -
     with db.atomic():
         for pid, name in names_by_pid.items():
             label = f"{name}:{int(pid)}"
-            cur = db.execute("update samples set label = ? where run_id = ? and label like ? "
-                             "and label != ?", [label, run_id, f"%:{int(pid)}", label])
+            cur = db.execute(
+                "update samples set label = ? where run_id = ? and label like ? and label != ?",
+                [label, run_id, f"%:{int(pid)}", label],
+            )
             changed += cur.rowcount
     return changed
 
 
 def sample_series(db: Database, run_id: int) -> list[str]:
-    return [r[0] for r in db.execute("select distinct series from samples where run_id = ?",
-                                     [run_id])]
+    return [
+        r[0] for r in db.execute("select distinct series from samples where run_id = ?", [run_id])
+    ]
 
 
-def _chunks(it: Iterator[dict[str, Any]] | Iterable[dict[str, Any]], size: int
-            ) -> Iterator[list[dict[str, Any]]]:
+def _chunks(
+    it: Iterator[dict[str, Any]] | Iterable[dict[str, Any]], size: int
+) -> Iterator[list[dict[str, Any]]]:
     chunk: list[dict[str, Any]] = []
     for item in it:
         chunk.append(item)

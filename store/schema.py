@@ -3,6 +3,7 @@
 Table and column names are written to read well in Datasette: plain words, units in the name
 (`_ms`, `_s`, `_bytes`, `_perc`), one row per thing.
 """
+
 from __future__ import annotations
 
 from sqlite_utils import Database, Migrations
@@ -11,56 +12,163 @@ migrations = Migrations("vllm-tuning-lab")
 
 # Summary metrics kept as real columns (the rest stays in summary_json) so lists, filters and the
 # compare page never parse JSON for 1,000 runs.
-LATENCY_KEYS = [f"{stat}_{metric}_ms" for metric in ("ttft", "tpot", "itl", "e2el")
-                for stat in ("mean", "median", "p90", "p99")]
+LATENCY_KEYS = [
+    f"{stat}_{metric}_ms"
+    for metric in ("ttft", "tpot", "itl", "e2el")
+    for stat in ("mean", "median", "p90", "p99")
+]
 SUMMARY_COLUMNS: dict[str, type] = {
-    "completed": int, "failed": int, "duration": float, "total_input_tokens": int,
-    "total_output_tokens": int, "request_throughput": float, "output_throughput": float,
-    "total_token_throughput": float, **{k: float for k in LATENCY_KEYS},
-    "peak_tree_rss_bytes": int, "peak_gpu_used_bytes": int, "peak_gpu_tree_bytes": int,
-    "peak_kv_cache_usage_perc": float, "preemptions": int, "prefix_cache_hit_rate": float,
-    "achieved_concurrency": float, "steady_output_throughput": float, "client_bound": int,
+    "completed": int,
+    "failed": int,
+    "duration": float,
+    "total_input_tokens": int,
+    "total_output_tokens": int,
+    "request_throughput": float,
+    "output_throughput": float,
+    "total_token_throughput": float,
+    **{k: float for k in LATENCY_KEYS},
+    "peak_tree_rss_bytes": int,
+    "peak_gpu_used_bytes": int,
+    "peak_gpu_tree_bytes": int,
+    "peak_kv_cache_usage_perc": float,
+    "preemptions": int,
+    "prefix_cache_hit_rate": float,
+    "achieved_concurrency": float,
+    "steady_output_throughput": float,
+    "client_bound": int,
 }
 
 
 @migrations()
 def m001_initial(db: Database) -> None:
-    db.table("experiments").create({
-        "id": int, "uid": str, "name": str, "param": str, "values_json": str, "repeats": int,
-        "config_json": str, "workload_json": str, "engine_json": str, "base_url": str,
-        "model": str, "status": str, "phase": str, "current_run_id": int, "runs_done": int,
-        "runs_total": int, "requests_done": int, "requests_total": int, "runner_pid": int,
-        "heartbeat_at": str, "cancel_requested": int, "error": str, "created_at": str,
-        "started_at": str, "finished_at": str, "author": str, "host": str, "origin": str,
-        "notes": str, "tags": str, "hidden": int,
-    }, pk="id", not_null={"uid"}, defaults={"cancel_requested": 0, "hidden": 0,
-                                             "runs_done": 0, "requests_done": 0,
-                                             "origin": "local"})
+    db.table("experiments").create(
+        {
+            "id": int,
+            "uid": str,
+            "name": str,
+            "param": str,
+            "values_json": str,
+            "repeats": int,
+            "config_json": str,
+            "workload_json": str,
+            "engine_json": str,
+            "base_url": str,
+            "model": str,
+            "status": str,
+            "phase": str,
+            "current_run_id": int,
+            "runs_done": int,
+            "runs_total": int,
+            "requests_done": int,
+            "requests_total": int,
+            "runner_pid": int,
+            "heartbeat_at": str,
+            "cancel_requested": int,
+            "error": str,
+            "created_at": str,
+            "started_at": str,
+            "finished_at": str,
+            "author": str,
+            "host": str,
+            "origin": str,
+            "notes": str,
+            "tags": str,
+            "hidden": int,
+        },
+        pk="id",
+        not_null={"uid"},
+        defaults={
+            "cancel_requested": 0,
+            "hidden": 0,
+            "runs_done": 0,
+            "requests_done": 0,
+            "origin": "local",
+        },
+    )
     db.table("experiments").create_index(["uid"], unique=True)
-    db.table("runs").create({
-        "id": int, "uid": str, "experiment_id": int, "seq": int, "repeat_index": int,
-        "param": str, "value": str, "config_json": str, "argv_json": str, "env_json": str,
-        "workload_json": str, "workload_fingerprint": str, "engine": str, "vllm_version": str,
-        "model": str, "backend": str, "hardware": str, "hardware_json": str, "base_url": str,
-        "status": str, "phase": str, "failure_kind": str, "failure_reason": str,
-        "failure_hint": str, "started_at": str, "finished_at": str, "time_to_healthy_s": float,
-        "kv_cache_tokens": int, "kv_cache_memory_bytes": int, "max_concurrency": float,
-        "block_size": int, "weights_memory_gib": float, "startup_json": str, "server_pid": int,
-        "log_path": str, "log_tail": str, "summary_json": str, "health_json": str,
-        **SUMMARY_COLUMNS, "author": str, "host": str, "origin": str, "notes": str,
-        "tags": str, "hidden": int,
-    }, pk="id", foreign_keys=[("experiment_id", "experiments", "id")], not_null={"uid"},
-        defaults={"hidden": 0, "origin": "local"})
+    db.table("runs").create(
+        {
+            "id": int,
+            "uid": str,
+            "experiment_id": int,
+            "seq": int,
+            "repeat_index": int,
+            "param": str,
+            "value": str,
+            "config_json": str,
+            "argv_json": str,
+            "env_json": str,
+            "workload_json": str,
+            "workload_fingerprint": str,
+            "engine": str,
+            "vllm_version": str,
+            "model": str,
+            "backend": str,
+            "hardware": str,
+            "hardware_json": str,
+            "base_url": str,
+            "status": str,
+            "phase": str,
+            "failure_kind": str,
+            "failure_reason": str,
+            "failure_hint": str,
+            "started_at": str,
+            "finished_at": str,
+            "time_to_healthy_s": float,
+            "kv_cache_tokens": int,
+            "kv_cache_memory_bytes": int,
+            "max_concurrency": float,
+            "block_size": int,
+            "weights_memory_gib": float,
+            "startup_json": str,
+            "server_pid": int,
+            "log_path": str,
+            "log_tail": str,
+            "summary_json": str,
+            "health_json": str,
+            **SUMMARY_COLUMNS,
+            "author": str,
+            "host": str,
+            "origin": str,
+            "notes": str,
+            "tags": str,
+            "hidden": int,
+        },
+        pk="id",
+        foreign_keys=[("experiment_id", "experiments", "id")],
+        not_null={"uid"},
+        defaults={"hidden": 0, "origin": "local"},
+    )
     db.table("runs").create_index(["uid"], unique=True)
     db.table("runs").create_index(["experiment_id", "seq"])
-    db.table("requests").create({
-        "run_id": int, "idx": int, "start_s": float, "ttft_s": float, "end_s": float,
-        "itl_json": str, "prompt_tokens": int, "output_tokens": int, "ok": int,
-        "http_status": int, "error": str, "error_kind": str,
-    }, pk=("run_id", "idx"), foreign_keys=[("run_id", "runs", "id")])
-    db.table("samples").create({
-        "run_id": int, "t_s": float, "series": str, "label": str, "value": float,
-    }, foreign_keys=[("run_id", "runs", "id")])
+    db.table("requests").create(
+        {
+            "run_id": int,
+            "idx": int,
+            "start_s": float,
+            "ttft_s": float,
+            "end_s": float,
+            "itl_json": str,
+            "prompt_tokens": int,
+            "output_tokens": int,
+            "ok": int,
+            "http_status": int,
+            "error": str,
+            "error_kind": str,
+        },
+        pk=("run_id", "idx"),
+        foreign_keys=[("run_id", "runs", "id")],
+    )
+    db.table("samples").create(
+        {
+            "run_id": int,
+            "t_s": float,
+            "series": str,
+            "label": str,
+            "value": float,
+        },
+        foreign_keys=[("run_id", "runs", "id")],
+    )
     db.table("samples").create_index(["run_id", "series", "t_s"])
 
 

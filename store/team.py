@@ -6,17 +6,28 @@ bundle's manifest (who, where, when, counts), and says which are already here by
 "import new" runs the full validation of `store.bundle.format.import_bundle` on each one, so a damaged or
 hostile file is refused on its own and the others still come in.
 """
+
 from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Iterable
 
-from store.bundle.format import (DEFAULT_LIMITS, SUFFIX, BundleError, ImportResult, Limits, Manifest,
-                     export_bundle, import_bundle, present_uids, read_manifest)
+from store.bundle.format import (
+    DEFAULT_LIMITS,
+    SUFFIX,
+    BundleError,
+    ImportResult,
+    Limits,
+    Manifest,
+    export_bundle,
+    import_bundle,
+    present_uids,
+    read_manifest,
+)
 
 MAX_LISTED = 2000
 _UNSAFE = re.compile(r"[^A-Za-z0-9._]+")
@@ -29,6 +40,7 @@ class TeamError(RuntimeError):
 @dataclass
 class TeamBundle:
     """One file in the team folder and where it stands against the local lab."""
+
     path: Path
     manifest: Manifest | None
     error: str | None = None
@@ -63,6 +75,7 @@ class TeamBundle:
 @dataclass
 class TeamImport:
     """The outcome of importing one team bundle: a result or the reason it was refused."""
+
     bundle: TeamBundle
     result: ImportResult | None = None
     error: str | None = None
@@ -88,30 +101,37 @@ def _part(text: str, fallback: str, limit: int = 32) -> str:
     return clean or fallback
 
 
-def bundle_file_name(author: str, host: str, created: datetime | None = None,
-                     bundle_uid: str | None = None) -> str:
+def bundle_file_name(
+    author: str, host: str, created: datetime | None = None, bundle_uid: str | None = None
+) -> str:
     """'ada-gpu_box_3-20250101T120000Z-1a2b3c4d.bundle.zip': never a path, never hidden."""
-    when = (created or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    when = (created or datetime.now(UTC)).astimezone(UTC)
     short = _part((bundle_uid or uuid.uuid4().hex)[:8], "00000000", 8)
-    return (f"{_part(author, 'unknown')}-{_part(host, 'host')}-{when:%Y%m%dT%H%M%SZ}-{short}"
-            f"{SUFFIX}")
+    return f"{_part(author, 'unknown')}-{_part(host, 'host')}-{when:%Y%m%dT%H%M%SZ}-{short}{SUFFIX}"
 
 
 def team_folder_path(folder: str | Path | None) -> Path:
     """The configured folder, which must exist: a missing share is a mistake, not a mkdir."""
     if folder is None or not str(folder).strip():
-        raise TeamError("no team folder set (Settings → Team folder, or "
-                        "TUNING_LAB_TEAM_FOLDER)")
+        raise TeamError("no team folder set (Settings → Team folder, or TUNING_LAB_TEAM_FOLDER)")
     path = Path(str(folder).strip()).expanduser()
     if not path.is_dir():
-        raise TeamError(f"team folder {path} does not exist or is not a folder (is the share "
-                        "mounted?)")
+        raise TeamError(
+            f"team folder {path} does not exist or is not a folder (is the share mounted?)"
+        )
     return path
 
 
-def publish(db_path: str | Path, team_folder: str | Path | None, *,
-            run_ids: Iterable[int] = (), experiment_ids: Iterable[int] = (),
-            author: str | None = None, host: str | None = None, note: str = "") -> Path:
+def publish(
+    db_path: str | Path,
+    team_folder: str | Path | None,
+    *,
+    run_ids: Iterable[int] = (),
+    experiment_ids: Iterable[int] = (),
+    author: str | None = None,
+    host: str | None = None,
+    note: str = "",
+) -> Path:
     """Export the selection as a new bundle file in the team folder; returns its path."""
     folder = team_folder_path(team_folder)
     if author is None or host is None:
@@ -124,17 +144,34 @@ def publish(db_path: str | Path, team_folder: str | Path | None, *,
     target = folder / bundle_file_name(author, host, bundle_uid=uid)
     if target.exists():
         raise TeamError(f"{target.name} already exists in the team folder")
-    export_bundle(db_path, target, run_ids=run_ids, experiment_ids=experiment_ids,
-                  author=author, host=host, note=note, bundle_uid=uid)
+    export_bundle(
+        db_path,
+        target,
+        run_ids=run_ids,
+        experiment_ids=experiment_ids,
+        author=author,
+        host=host,
+        note=note,
+        bundle_uid=uid,
+    )
     return target
 
 
-def list_team(team_folder: str | Path | None, db_path: str | Path | None = None,
-              limits: Limits = DEFAULT_LIMITS) -> list[TeamBundle]:
+def list_team(
+    team_folder: str | Path | None,
+    db_path: str | Path | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+) -> list[TeamBundle]:
     """Every bundle in the folder, newest first, with what the local lab already holds."""
     folder = team_folder_path(team_folder)
-    files = [p for p in folder.iterdir() if p.name.endswith(SUFFIX)
-             and not p.name.startswith(".") and not p.is_symlink() and p.is_file()]
+    files = [
+        p
+        for p in folder.iterdir()
+        if p.name.endswith(SUFFIX)
+        and not p.name.startswith(".")
+        and not p.is_symlink()
+        and p.is_file()
+    ]
     files.sort(key=lambda p: p.name)
     out: list[TeamBundle] = []
     for path in files[-MAX_LISTED:]:
@@ -151,8 +188,9 @@ def list_team(team_folder: str | Path | None, db_path: str | Path | None = None,
         for item in out:
             if item.manifest is not None and db is not None:
                 item.runs_present = len(present_uids(db, "runs", item.manifest.run_uids))
-                item.experiments_present = len(present_uids(db, "experiments",
-                                                            item.manifest.experiment_uids))
+                item.experiments_present = len(
+                    present_uids(db, "experiments", item.manifest.experiment_uids)
+                )
     finally:
         if db is not None:
             db.conn.close()
@@ -160,14 +198,16 @@ def list_team(team_folder: str | Path | None, db_path: str | Path | None = None,
     return out
 
 
-def import_new(db_path: str | Path, team_folder: str | Path | None,
-               limits: Limits = DEFAULT_LIMITS) -> TeamSummary:
+def import_new(
+    db_path: str | Path, team_folder: str | Path | None, limits: Limits = DEFAULT_LIMITS
+) -> TeamSummary:
     """Import every bundle not (fully) here yet, oldest first; a refused one does not stop the
     rest, and its reason is in the summary."""
     summary = TeamSummary()
     pending = [b for b in list_team(team_folder, db_path, limits) if b.needs_import]
-    for item in sorted(pending, key=lambda b: (b.manifest.created_at if b.manifest else "",
-                                                b.name)):
+    for item in sorted(
+        pending, key=lambda b: (b.manifest.created_at if b.manifest else "", b.name)
+    ):
         try:
             summary.imports.append(TeamImport(item, import_bundle(db_path, item.path, limits)))
         except BundleError as exc:

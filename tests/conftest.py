@@ -1,9 +1,10 @@
 """Shared fixtures: a throwaway lab home and DB per test, and the real embedded engine when built."""
+
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 

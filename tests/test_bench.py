@@ -1,4 +1,5 @@
 """`bench` end to end against the fake server: vLLM's result keys, the lab block, exit codes, no key."""
+
 from __future__ import annotations
 
 import argparse
@@ -13,12 +14,30 @@ from tuning.workload import LocalTokenizer, ServerTokenizer
 
 TINY = Path(__file__).resolve().parents[1] / ".engine" / "tiny-llama" / "tokenizer.json"
 KEY = "sk-bench-secret-42"
-VLLM_KEYS = ["duration", "completed", "failed", "total_input_tokens", "total_output_tokens",
-             "request_throughput", "output_throughput", "total_token_throughput",
-             *[f"{s}_{m}_ms" for m in ("ttft", "tpot", "itl", "e2el")
-               for s in ("mean", "median", "std", "p90", "p99")],
-             "input_lens", "output_lens", "ttfts", "itls", "latencies", "errors",
-             "max_concurrency", "num_prompts", "request_goodput"]
+VLLM_KEYS = [
+    "duration",
+    "completed",
+    "failed",
+    "total_input_tokens",
+    "total_output_tokens",
+    "request_throughput",
+    "output_throughput",
+    "total_token_throughput",
+    *[
+        f"{s}_{m}_ms"
+        for m in ("ttft", "tpot", "itl", "e2el")
+        for s in ("mean", "median", "std", "p90", "p99")
+    ],
+    "input_lens",
+    "output_lens",
+    "ttfts",
+    "itls",
+    "latencies",
+    "errors",
+    "max_concurrency",
+    "num_prompts",
+    "request_goodput",
+]
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -28,8 +47,23 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 def argv(base_url: str, out: Path, *extra: str, model: str = "fake-model") -> list[str]:
-    return ["--base-url", base_url, "--model", model, "--concurrency", "3", "--num-requests", "9",
-            "--input-len", "12", "--output-len", "5", "--result-json", str(out), *extra]
+    return [
+        "--base-url",
+        base_url,
+        "--model",
+        model,
+        "--concurrency",
+        "3",
+        "--num-requests",
+        "9",
+        "--input-len",
+        "12",
+        "--output-len",
+        "5",
+        "--result-json",
+        str(out),
+        *extra,
+    ]
 
 
 def test_there_is_no_api_key_flag(tmp_path: Path) -> None:
@@ -47,8 +81,9 @@ def test_goodput_parsing() -> None:
             parse_goodput(bad)
 
 
-def test_bench_end_to_end_with_server_tokenizer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_bench_end_to_end_with_server_tokenizer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     out = tmp_path / "res" / "r.json"
     with fake_server(api_key=KEY, ttft_ms=5) as srv:
@@ -73,13 +108,27 @@ def test_bench_end_to_end_with_server_tokenizer(tmp_path: Path, monkeypatch: pyt
 
 
 @pytest.mark.skipif(not TINY.exists(), reason="embedded tokenizer not built")
-def test_bench_with_local_tokenizer_and_failures(tmp_path: Path,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_bench_with_local_tokenizer_and_failures(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "r.json"
     with fake_server(fail_http_on={4, 5}, no_choices_on={6}) as srv:
-        code = run_bench_command(parse(argv(srv.base_url, out, "--tokenizer", str(TINY),
-                                            "--num-warmups", "1", "--endpoint", "chat",
-                                            "--transport", "raw")))
+        code = run_bench_command(
+            parse(
+                argv(
+                    srv.base_url,
+                    out,
+                    "--tokenizer",
+                    str(TINY),
+                    "--num-warmups",
+                    "1",
+                    "--endpoint",
+                    "chat",
+                    "--transport",
+                    "raw",
+                )
+            )
+        )
     printed = capsys.readouterr()
     assert code == 0
     result = json.loads(out.read_text())

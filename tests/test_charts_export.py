@@ -1,5 +1,6 @@
 """Charts and exports: PNG/SVG/HTML render offline, HTML references nothing on the network, CSV
 cells cannot become formulas, file names never come from user text; and the CLI's compare/chart."""
+
 from __future__ import annotations
 
 import io
@@ -13,46 +14,98 @@ from typing import Any
 import numpy as np
 import pytest
 
+from core.records import RequestRecord, SampleRow
 from store import open_db, repo
 from tuning.charts import build as ch
 from tuning.cli import compare as cli_dashboard
-from tuning.output import export
-from tuning.compare.comparison import (build_comparison, default_baseline, experiment_run_ids, load_runs,
-                            load_series, request_columns)
+from tuning.compare.comparison import (
+    build_comparison,
+    default_baseline,
+    experiment_run_ids,
+    load_runs,
+    load_series,
+    request_columns,
+)
 from tuning.metrics import summarize
-from core.records import RequestRecord, SampleRow
+from tuning.output import export
 
-WORKLOAD = {"num_requests": 30, "concurrency": 4, "input_len": 16, "output_len": 8,
-            "shared_prefix_len": 0, "endpoint": "completions", "seed": 0, "num_warmups": None,
-            "request_timeout_s": 600.0}
+WORKLOAD = {
+    "num_requests": 30,
+    "concurrency": 4,
+    "input_len": 16,
+    "output_len": 8,
+    "shared_prefix_len": 0,
+    "endpoint": "completions",
+    "seed": 0,
+    "num_warmups": None,
+    "request_timeout_s": 600.0,
+}
 
 
 def _seed(path: Path) -> int:
     """Two values x 3 repeats, with request rows and samples; value 8 is 10 % slower to TTFT."""
     db = open_db(path)
     rng = np.random.default_rng(1)
-    exp = repo.create_experiment(db, name="block-size", param="block-size", values_json=[16, 8],
-                                 repeats=3, status="done", runs_total=6, runs_done=6)
+    exp = repo.create_experiment(
+        db,
+        name="block-size",
+        param="block-size",
+        values_json=[16, 8],
+        repeats=3,
+        status="done",
+        runs_total=6,
+        runs_done=6,
+    )
     seq = 0
     for rep in range(3):
         for value, ttft in ((16, 0.100), (8, 0.110)):
             rid = repo.create_run(
-                db, experiment_id=exp, seq=seq, repeat_index=rep, param="block-size",
-                value=str(value), config_json={"block-size": value}, workload_json=WORKLOAD,
-                workload_fingerprint="fp", engine="embedded", vllm_version="0.32.0",
-                model="tiny", hardware="cpu", status="done")
+                db,
+                experiment_id=exp,
+                seq=seq,
+                repeat_index=rep,
+                param="block-size",
+                value=str(value),
+                config_json={"block-size": value},
+                workload_json=WORKLOAD,
+                workload_fingerprint="fp",
+                engine="embedded",
+                vllm_version="0.32.0",
+                model="tiny",
+                hardware="cpu",
+                status="done",
+            )
             seq += 1
             recs = []
             for i in range(30):
                 t = ttft * (1 + rng.normal(0, 0.01))
                 itl = [0.01] * 7
-                recs.append(RequestRecord(index=i, start=i * 0.1, ttft=t, end=i * 0.1 + t + 0.07,
-                                          itl=itl, prompt_tokens=16, output_tokens=8, ok=True))
+                recs.append(
+                    RequestRecord(
+                        index=i,
+                        start=i * 0.1,
+                        ttft=t,
+                        end=i * 0.1 + t + 0.07,
+                        itl=itl,
+                        prompt_tokens=16,
+                        output_tokens=8,
+                        ok=True,
+                    )
+                )
             repo.insert_requests(db, rid, recs)
-            repo.insert_samples(db, rid, [SampleRow(k * 0.1, name, v) for k in range(3000)
-                                          for name, v in (("tree_rss_bytes", 2**30 + k),
-                                                          ("kv_cache_usage_perc", k / 3000),
-                                                          ("generation_tokens_total", k * 5.0))])
+            repo.insert_samples(
+                db,
+                rid,
+                [
+                    SampleRow(k * 0.1, name, v)
+                    for k in range(3000)
+                    for name, v in (
+                        ("tree_rss_bytes", 2**30 + k),
+                        ("kv_cache_usage_perc", k / 3000),
+                        ("generation_tokens_total", k * 5.0),
+                    )
+                ],
+            )
             summary = summarize(recs, 3.0)
             summary.update(peak_tree_rss_bytes=2**30, load_window_s=[10.0, 200.0])
             repo.store_summary(db, rid, summary)
@@ -100,7 +153,7 @@ def test_png_svg_html_exports(lab: dict[str, Any]) -> None:
     html = export.chart_html(chart).decode("utf-8")
     assert export.network_references(html) == []
     lowered = html.lower()
-    assert "<script src" not in lowered and "<script type=\"text/javascript\" src" not in lowered
+    assert "<script src" not in lowered and '<script type="text/javascript" src' not in lowered
     assert "<link" not in lowered and "@import" not in lowered
     assert "vegaEmbed(" in html and "output_throughput" not in html.split("vegaEmbed(")[0][:200]
 
@@ -109,7 +162,9 @@ def test_network_reference_detector() -> None:
     assert export.network_references('<script src="https://cdn.jsdelivr.net/npm/vega">')
     assert export.network_references("<link rel=stylesheet href='//fonts.example/x.css'>")
     assert export.network_references("<style>@import url(https://x/y.css)</style>")
-    assert not export.network_references('<script type="text/javascript">var a = "http://x";</script>')
+    assert not export.network_references(
+        '<script type="text/javascript">var a = "http://x";</script>'
+    )
 
 
 def test_every_chart_kind_builds_small(lab: dict[str, Any]) -> None:
@@ -128,12 +183,25 @@ def test_every_chart_kind_builds_small(lab: dict[str, Any]) -> None:
 def test_live_chart_and_rates(lab: dict[str, Any]) -> None:
     assert ch.counter_rate([(0, 0), (1, 10), (2, 30), (3, 5)]) == [(1, 10.0), (2, 20.0), (3, 0.0)]
     assert len(ch.downsample([(float(i), float(i % 7)) for i in range(10_000)], 500)) <= 500
-    assert max(v for _, v in ch.downsample([(float(i), 0.0 if i != 4321 else 9.0)
-                                            for i in range(10_000)], 100)) == 9.0
+    assert (
+        max(
+            v
+            for _, v in ch.downsample(
+                [(float(i), 0.0 if i != 4321 else 9.0) for i in range(10_000)], 100
+            )
+        )
+        == 9.0
+    )
     rid = lab["runs"][0]["id"]
-    series = {name: load_series(lab["db"], rid, name, 300)
-              for name in ("tree_rss_bytes", "kv_cache_usage_perc", "generation_tokens_total",
-                           "num_requests_running")}
+    series = {
+        name: load_series(lab["db"], rid, name, 300)
+        for name in (
+            "tree_rss_bytes",
+            "kv_cache_usage_perc",
+            "generation_tokens_total",
+            "num_requests_running",
+        )
+    }
     assert len(series["tree_rss_bytes"]) <= 301
     chart = ch.live_chart(series, "tree_rss_bytes")
     spec = chart.to_dict()
@@ -145,8 +213,19 @@ def test_live_chart_and_rates(lab: dict[str, Any]) -> None:
 
 
 def test_csv_cells_are_defused() -> None:
-    rows = [{"side": "=HYPERLINK(\"http://x\")", "a": "+1", "b": "-2", "c": "@SUM(A1)",
-             "d": "\tx", "e": "\rx", "f": -3.5, "g": "plain", "h": None}]
+    rows = [
+        {
+            "side": '=HYPERLINK("http://x")',
+            "a": "+1",
+            "b": "-2",
+            "c": "@SUM(A1)",
+            "d": "\tx",
+            "e": "\rx",
+            "f": -3.5,
+            "g": "plain",
+            "h": None,
+        }
+    ]
     text = export.rows_csv(rows).decode("utf-8")
     lines = text.splitlines()
     assert lines[0] == "side,a,b,c,d,e,f,g,h"
@@ -179,27 +258,47 @@ def test_file_names_are_generated() -> None:
     assert export.export_name(True, "", "") == "compare-runs-chart.bin"
 
 
-def test_cli_compare_text_and_json(lab: dict[str, Any], capsys: pytest.CaptureFixture[str]
-                                   ) -> None:
+def test_cli_compare_text_and_json(lab: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
     ids = [str(r["id"]) for r in lab["runs"]]
     assert cli_dashboard.main(["compare", "--db", str(lab["path"]), *ids]) == 0
     out = capsys.readouterr().out
     assert "Baseline: block-size = 16" in out and "worse" in out and "mean TTFT" in out
-    assert cli_dashboard.main(["compare", "--db", str(lab["path"]), "--json", "--slo",
-                               "ttft:105", "--experiment", str(lab["exp"])]) == 0
+    assert (
+        cli_dashboard.main(
+            [
+                "compare",
+                "--db",
+                str(lab["path"]),
+                "--json",
+                "--slo",
+                "ttft:105",
+                "--experiment",
+                str(lab["exp"]),
+            ]
+        )
+        == 0
+    )
     data = json.loads(capsys.readouterr().out)
     assert data["slo_ms"] == {"ttft": 105.0}
     assert any(r["metric"] == "request_goodput" for r in data["rows"])
     # the baseline flag flips the roles
     eight = [r["id"] for r in lab["runs"] if r["value"] == "8"][0]
-    assert cli_dashboard.main(["compare", "--db", str(lab["path"]), "--baseline", str(eight),
-                               "--json", *ids]) == 0
+    assert (
+        cli_dashboard.main(
+            ["compare", "--db", str(lab["path"]), "--baseline", str(eight), "--json", *ids]
+        )
+        == 0
+    )
     data = json.loads(capsys.readouterr().out)
     rows = {(r["side"], r["metric"]): r for r in data["rows"]}
     assert rows[("block-size = 16", "mean_ttft_ms")]["verdict"] == "better"
     # run ids right after --slo values still count as runs
-    assert cli_dashboard.main(["compare", "--db", str(lab["path"]), "--json", "--slo",
-                               "ttft:105", "tpot:50", *ids]) == 0
+    assert (
+        cli_dashboard.main(
+            ["compare", "--db", str(lab["path"]), "--json", "--slo", "ttft:105", "tpot:50", *ids]
+        )
+        == 0
+    )
     data = json.loads(capsys.readouterr().out)
     assert data["slo_ms"] == {"ttft": 105.0, "tpot": 50.0} and len(data["candidates"]) == 1
     assert cli_dashboard.main(["compare", "--db", str(lab["path"]), "999"]) == 2
@@ -209,15 +308,46 @@ def test_cli_compare_text_and_json(lab: dict[str, Any], capsys: pytest.CaptureFi
 def test_cli_chart(lab: dict[str, Any], tmp_path: Path) -> None:
     ids = [str(r["id"]) for r in lab["runs"]]
     out = tmp_path / "kv.svg"
-    assert cli_dashboard.main(["chart", "--db", str(lab["path"]), "--kind", "kv", "--out",
-                               str(out), *ids]) == 0
+    assert (
+        cli_dashboard.main(
+            ["chart", "--db", str(lab["path"]), "--kind", "kv", "--out", str(out), *ids]
+        )
+        == 0
+    )
     ET.fromstring(out.read_bytes())
     html = tmp_path / "lat.html"
-    assert cli_dashboard.main(["chart", "--db", str(lab["path"]), "--kind", "latency", "--out",
-                               str(html), "--experiment", str(lab["exp"])]) == 0
+    assert (
+        cli_dashboard.main(
+            [
+                "chart",
+                "--db",
+                str(lab["path"]),
+                "--kind",
+                "latency",
+                "--out",
+                str(html),
+                "--experiment",
+                str(lab["exp"]),
+            ]
+        )
+        == 0
+    )
     assert not export.network_references(html.read_text())
-    assert cli_dashboard.main(["chart", "--db", str(lab["path"]), "--kind", "cdf", "--out",
-                               str(tmp_path / "x.pdf"), *ids]) == 2
+    assert (
+        cli_dashboard.main(
+            [
+                "chart",
+                "--db",
+                str(lab["path"]),
+                "--kind",
+                "cdf",
+                "--out",
+                str(tmp_path / "x.pdf"),
+                *ids,
+            ]
+        )
+        == 2
+    )
 
 
 def test_cli_starts_without_altair_and_knows_every_chart_kind() -> None:
@@ -228,6 +358,8 @@ def test_cli_starts_without_altair_and_knows_every_chart_kind() -> None:
     from tuning.cli import compare as cli_dashboard
 
     assert cli_dashboard.CHART_KINDS == charts.CHART_KINDS
-    code = ("import sys, tuning.cli.main as m; m.build_parser(); "
-            "sys.exit(1 if {'altair', 'pandas', 'streamlit'} & set(sys.modules) else 0)")
+    code = (
+        "import sys, tuning.cli.main as m; m.build_parser(); "
+        "sys.exit(1 if {'altair', 'pandas', 'streamlit'} & set(sys.modules) else 0)"
+    )
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0

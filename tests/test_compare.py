@@ -1,5 +1,6 @@
 """Comparability and the verdict rule: runs as the bootstrap unit, one run is never a verdict,
 A/A is no clear difference, and swapping baseline and candidate flips the verdict."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -7,31 +8,75 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tuning.compare.comparison import (METRIC_BY_KEY, bootstrap_change, build_comparison, check_pair,
-                            default_baseline, noise_floor, parameter_diff, parse_slo)
-from tuning.metrics import columns
 from core.records import RequestRecord
+from tuning.compare.comparison import (
+    METRIC_BY_KEY,
+    bootstrap_change,
+    build_comparison,
+    check_pair,
+    default_baseline,
+    noise_floor,
+    parameter_diff,
+    parse_slo,
+)
+from tuning.metrics import columns
 
-WORKLOAD = {"num_requests": 64, "concurrency": 16, "input_len": 64, "output_len": 64,
-            "shared_prefix_len": 0, "endpoint": "completions", "seed": 0, "num_warmups": None,
-            "request_timeout_s": 600.0}
+WORKLOAD = {
+    "num_requests": 64,
+    "concurrency": 16,
+    "input_len": 64,
+    "output_len": 64,
+    "shared_prefix_len": 0,
+    "endpoint": "completions",
+    "seed": 0,
+    "num_warmups": None,
+    "request_timeout_s": 600.0,
+}
 
 
-def run(rid: int, value: Any = 16, *, ttft: float = 100.0, tput: float = 1000.0,
-        param: str = "max-num-seqs", status: str = "done", **over: Any) -> dict[str, Any]:
+def run(
+    rid: int,
+    value: Any = 16,
+    *,
+    ttft: float = 100.0,
+    tput: float = 1000.0,
+    param: str = "max-num-seqs",
+    status: str = "done",
+    **over: Any,
+) -> dict[str, Any]:
     config = {"max-num-seqs": 16, "block-size": 32}
     workload = dict(WORKLOAD)
     if param in ("concurrency", "input-len", "output-len", "shared-prefix-len"):
         workload[param.replace("-", "_")] = value
     else:
         config[param] = value
-    row = {"id": rid, "experiment_id": 1, "seq": rid, "repeat_index": 0, "param": param,
-           "value": str(value), "status": status, "config": config, "workload": workload,
-           "workload_fingerprint": "fp", "model": "tiny", "engine": "embedded",
-           "vllm_version": "0.32.0", "hardware": "cpu", "completed": 64, "failed": 0,
-           "duration": 10.0, "mean_ttft_ms": ttft, "median_ttft_ms": ttft * 0.9,
-           "p99_ttft_ms": ttft * 2, "output_throughput": tput, "mean_tpot_ms": 5.0,
-           "peak_tree_rss_bytes": 2 * 2**30, "kv_cache_tokens": 8192, "preemptions": 0}
+    row = {
+        "id": rid,
+        "experiment_id": 1,
+        "seq": rid,
+        "repeat_index": 0,
+        "param": param,
+        "value": str(value),
+        "status": status,
+        "config": config,
+        "workload": workload,
+        "workload_fingerprint": "fp",
+        "model": "tiny",
+        "engine": "embedded",
+        "vllm_version": "0.32.0",
+        "hardware": "cpu",
+        "completed": 64,
+        "failed": 0,
+        "duration": 10.0,
+        "mean_ttft_ms": ttft,
+        "median_ttft_ms": ttft * 0.9,
+        "p99_ttft_ms": ttft * 2,
+        "output_throughput": tput,
+        "mean_tpot_ms": 5.0,
+        "peak_tree_rss_bytes": 2 * 2**30,
+        "kv_cache_tokens": 8192,
+        "preemptions": 0,
+    }
     row.update(over)
     return row
 
@@ -44,6 +89,7 @@ def sides(noise: float, shift: float, n: int = 5, seed: int = 3) -> tuple[list[f
 
 
 # --- the verdict rule ---------------------------------------------------------------------------
+
 
 def test_aa_gives_no_clear_difference() -> None:
     base, cand = sides(noise=0.01, shift=0.0)
@@ -87,7 +133,9 @@ def test_swapping_baseline_and_candidate_flips_the_verdict() -> None:
         b = bootstrap_change(cand, base, "lower")
         flip = {"better": "worse", "worse": "better"}
         assert b.verdict == flip.get(a.verdict, a.verdict)
-        assert a.diff_low == pytest.approx(-b.diff_high) and a.diff_high == pytest.approx(-b.diff_low)
+        assert a.diff_low == pytest.approx(-b.diff_high) and a.diff_high == pytest.approx(
+            -b.diff_low
+        )
 
 
 def test_tiny_but_consistent_change_is_no_clear_difference() -> None:
@@ -111,10 +159,11 @@ def test_noise_floor() -> None:
 
 # --- comparability --------------------------------------------------------------------------------
 
+
 def test_one_parameter_is_comparable() -> None:
     check = check_pair(run(1, 16), run(2, 32))
     assert check.comparable and check.changed == {"max-num-seqs": (16, 32)}
-    assert check_pair(run(1, 16), run(2, 16)).comparable          # A/A
+    assert check_pair(run(1, 16), run(2, 16)).comparable  # A/A
 
 
 def test_reasons_for_not_comparable() -> None:
@@ -153,8 +202,7 @@ def test_comparison_groups_sides_and_leaves_out_what_is_not_comparable() -> None
     for rep in range(5):
         for value, ttft in ((2, 100.0), (16, 110.0)):
             rid += 1
-            runs.append(run(rid, value, ttft=ttft * (1 + rng.normal(0, 0.01)),
-                            repeat_index=rep))
+            runs.append(run(rid, value, ttft=ttft * (1 + rng.normal(0, 0.01)), repeat_index=rep))
     runs.append(run(99, 16, hardware="other"))
     runs.append(run(100, 64, status="failed", completed=None, failure_kind="oom"))
     runs.append(run(101, 32, status="running"))
@@ -176,20 +224,33 @@ def test_comparison_groups_sides_and_leaves_out_what_is_not_comparable() -> None
     rows = cmp.rows()
     assert {r["verdict"] for r in rows if r["role"] == "baseline"} == {None}
     # swapped roles: 16 is the baseline now, 2 reads as better
-    swapped = build_comparison(runs, [r["id"] for r in runs if r["value"] == "16"
-                                      and r["hardware"] == "cpu"])
+    swapped = build_comparison(
+        runs, [r["id"] for r in runs if r["value"] == "16" and r["hardware"] == "cpu"]
+    )
     assert swapped.changes[("max-num-seqs = 2", "mean_ttft_ms")].verdict == "better"
 
 
 def test_goodput_is_recomputed_from_request_rows() -> None:
     def recs(ttft: float) -> list[RequestRecord]:
-        return [RequestRecord(index=i, start=0.0, ttft=ttft, end=ttft + 0.5, itl=[0.1] * 5,
-                              prompt_tokens=8, output_tokens=6, ok=True) for i in range(10)]
+        return [
+            RequestRecord(
+                index=i,
+                start=0.0,
+                ttft=ttft,
+                end=ttft + 0.5,
+                itl=[0.1] * 5,
+                prompt_tokens=8,
+                output_tokens=6,
+                ok=True,
+            )
+            for i in range(10)
+        ]
+
     fast, slow = columns(recs(0.1)), columns(recs(0.9))
     runs = [run(1, 2), run(2, 2), run(3, 16), run(4, 16)]
     loader = {1: fast, 2: fast, 3: slow, 4: slow}
     cmp = build_comparison(runs, [1, 2], slo_ms={"ttft": 500}, requests=loader.__getitem__)
-    assert cmp.baseline.values["request_goodput"] == [1.0, 1.0]     # 10 good / 10 s
+    assert cmp.baseline.values["request_goodput"] == [1.0, 1.0]  # 10 good / 10 s
     assert cmp.candidates[0].values["request_goodput"] == [0.0, 0.0]
     assert cmp.changes[("max-num-seqs = 16", "request_goodput")].verdict == "worse"
     no_slo = build_comparison(runs, [1, 2], requests=loader.__getitem__)
@@ -197,16 +258,25 @@ def test_goodput_is_recomputed_from_request_rows() -> None:
 
 
 def test_parse_slo() -> None:
-    assert parse_slo(["ttft:500", "tpot:20,e2el:3000"]) == {"ttft": 500.0, "tpot": 20.0,
-                                                           "e2el": 3000.0}
+    assert parse_slo(["ttft:500", "tpot:20,e2el:3000"]) == {
+        "ttft": 500.0,
+        "tpot": 20.0,
+        "e2el": 3000.0,
+    }
     for bad in (["itl:5"], ["ttft"], ["ttft:x"], ["ttft:-1"], ["ttft:nan"]):
         with pytest.raises(ValueError):
             parse_slo(bad)
 
 
 def test_metric_directions() -> None:
-    lower = {"mean_ttft_ms", "p99_e2el_ms", "peak_tree_rss_bytes", "failed", "preemptions",
-             "time_to_healthy_s"}
+    lower = {
+        "mean_ttft_ms",
+        "p99_e2el_ms",
+        "peak_tree_rss_bytes",
+        "failed",
+        "preemptions",
+        "time_to_healthy_s",
+    }
     higher = {"output_throughput", "request_goodput", "kv_cache_tokens"}
     assert all(METRIC_BY_KEY[k].better == "lower" for k in lower)
     assert all(METRIC_BY_KEY[k].better == "higher" for k in higher)

@@ -1,19 +1,30 @@
 """The run-health verdict: client-bound detection, steady state, goodput and token reconciliation,
 against the fake server (no engine)."""
+
 from __future__ import annotations
 
+from core.records import RequestRecord
 from tests.fakes.fake_openai import FakeConfig, FakeOpenAIServer, fake_tokens
 from tuning.health import reconcile_tokens, run_health, scrape_counters, server_inflight
 from tuning.loadgen.client import LoadResult, run_load_sync
 from tuning.metrics import columns, goodput
-from core.records import RequestRecord
 from tuning.workload import Workload
 
 
 def _load(records: list[RequestRecord], duration: float, **kw: object) -> LoadResult:
-    base = dict(records=records, duration_s=duration, started_at_unix=0.0, t0_perf_counter=0.0,
-                concurrency=4, client_cpu_s=0.1, client_cpu_util=0.1, loop_cpu_s=0.1,
-                loop_lag_mean_ms=0.5, loop_lag_p99_ms=2.0, loop_lag_max_ms=3.0)
+    base = dict(
+        records=records,
+        duration_s=duration,
+        started_at_unix=0.0,
+        t0_perf_counter=0.0,
+        concurrency=4,
+        client_cpu_s=0.1,
+        client_cpu_util=0.1,
+        loop_cpu_s=0.1,
+        loop_lag_mean_ms=0.5,
+        loop_lag_p99_ms=2.0,
+        loop_lag_max_ms=3.0,
+    )
     base.update(kw)
     return LoadResult(**base)  # type: ignore[arg-type]
 
@@ -23,9 +34,18 @@ def _closed_loop(c: int, waves: int, latency: float, out: int = 10) -> list[Requ
     for w in range(waves):
         for i in range(c):
             start = w * latency
-            recs.append(RequestRecord(index=w * c + i, start=start, ttft=0.1 * latency,
-                                      end=start + latency, itl=[0.9 * latency / (out - 1)] * (out - 1),
-                                      output_tokens=out, prompt_tokens=8, ok=True))
+            recs.append(
+                RequestRecord(
+                    index=w * c + i,
+                    start=start,
+                    ttft=0.1 * latency,
+                    end=start + latency,
+                    itl=[0.9 * latency / (out - 1)] * (out - 1),
+                    output_tokens=out,
+                    prompt_tokens=8,
+                    ok=True,
+                )
+            )
     return recs
 
 
@@ -50,17 +70,22 @@ def test_busy_client_and_lagging_loop_are_flagged() -> None:
 
 def test_client_that_never_held_c_in_flight_is_flagged() -> None:
     # One request at a time although C = 4: the client serialised them.
-    recs = [RequestRecord(index=i, start=float(i), ttft=0.1, end=i + 1.0, itl=[0.1] * 9,
-                          output_tokens=10, ok=True) for i in range(8)]
+    recs = [
+        RequestRecord(
+            index=i, start=float(i), ttft=0.1, end=i + 1.0, itl=[0.1] * 9, output_tokens=10, ok=True
+        )
+        for i in range(8)
+    ]
     health = run_health(_load(recs, 8.0), WL, [], 0.0)
     assert health["client_bound"]
     assert health["achieved_concurrency"] < 1.01
 
 
 def test_server_queue_is_matched_on_the_sample_clock() -> None:
-    samples = [{"t_s": 10.0 + t, "series": "num_requests_running", "value": 4.0, "label": ""}
-               for t in (0.5, 1.0, 1.5)] + [
-              {"t_s": 2.0, "series": "num_requests_running", "value": 0.0, "label": ""}]
+    samples = [
+        {"t_s": 10.0 + t, "series": "num_requests_running", "value": 4.0, "label": ""}
+        for t in (0.5, 1.0, 1.5)
+    ] + [{"t_s": 2.0, "series": "num_requests_running", "value": 0.0, "label": ""}]
     got = server_inflight(samples, 10.0, 12.0)
     assert got["running_mean"] == 4.0 and got["running_max"] == 4.0
     health = run_health(_load(_closed_loop(4, 4, 1.0), 4.0), WL, samples, load_offset_s=10.0)
@@ -69,11 +94,13 @@ def test_server_queue_is_matched_on_the_sample_clock() -> None:
 
 
 def test_token_reconciliation() -> None:
-    ok = reconcile_tokens(1000, {"generation_tokens_total": 50.0},
-                          {"generation_tokens_total": 1050.0})
+    ok = reconcile_tokens(
+        1000, {"generation_tokens_total": 50.0}, {"generation_tokens_total": 1050.0}
+    )
     assert ok["agree"] and ok["difference"] == 0
-    bad = reconcile_tokens(1000, {"generation_tokens_total": 0.0},
-                           {"generation_tokens_total": 1500.0})
+    bad = reconcile_tokens(
+        1000, {"generation_tokens_total": 0.0}, {"generation_tokens_total": 1500.0}
+    )
     assert bad["agree"] is False and bad["difference"] == -500
     unknown = reconcile_tokens(10, None, {"generation_tokens_total": 1.0})
     assert unknown["agree"] is None

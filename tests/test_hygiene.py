@@ -1,4 +1,5 @@
 """House rules checked on the source: no shell, no kill-by-name, no Streamlit in the core."""
+
 from __future__ import annotations
 
 import ast
@@ -6,8 +7,11 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SOURCES = [p for p in REPO.rglob("*.py")
-           if not any(part in {".venv", ".engine", "data", "node_modules"} for part in p.parts)]
+SOURCES = [
+    p
+    for p in REPO.rglob("*.py")
+    if not any(part in {".venv", ".engine", "data", "node_modules"} for part in p.parts)
+]
 MAKE_AND_SH = [REPO / "Makefile", *REPO.glob(".ci/*"), *REPO.rglob("*.sh")]
 
 
@@ -25,12 +29,19 @@ def test_no_source_builds_a_shell_command() -> None:
         tree = ast.parse(path.read_text(), str(path))
         for call in _calls(tree):
             func = ast.unparse(call.func)
-            if func in {"os.system", "os.popen", "subprocess.getoutput",
-                        "subprocess.getstatusoutput", "os.execl", "os.spawnl"}:
+            if func in {
+                "os.system",
+                "os.popen",
+                "subprocess.getoutput",
+                "subprocess.getstatusoutput",
+                "os.execl",
+                "os.spawnl",
+            }:
                 offenders.append(f"{path}:{call.lineno} {func}")
             for kw in call.keywords:
-                if kw.arg == "shell" and not (isinstance(kw.value, ast.Constant)
-                                              and kw.value.value is False):
+                if kw.arg == "shell" and not (
+                    isinstance(kw.value, ast.Constant) and kw.value.value is False
+                ):
                     offenders.append(f"{path}:{call.lineno} shell=")
     assert not offenders, offenders
 

@@ -1,4 +1,5 @@
 """The closed-loop client against the fake server: timings, failures, warm-ups, C in flight, the key."""
+
 from __future__ import annotations
 
 import asyncio
@@ -9,10 +10,20 @@ import time
 
 import pytest
 
-from tests.fakes.fake_openai import fake_server
-from tuning.loadgen.client import (EndpointError, LoadError, _Body, _classify, _Client, _Target,
-                            check_endpoint, display_url, run_load_in_subprocess, run_load_sync)
 from core.records import RequestRecord
+from tests.fakes.fake_openai import fake_server
+from tuning.loadgen.client import (
+    EndpointError,
+    LoadError,
+    _Body,
+    _classify,
+    _Client,
+    _Target,
+    check_endpoint,
+    display_url,
+    run_load_in_subprocess,
+    run_load_sync,
+)
 from tuning.metrics import achieved_concurrency, summarize
 from tuning.workload import Workload
 
@@ -22,8 +33,9 @@ KEY = "sk-test-0123456789abcdef"
 
 
 def wl(n: int = 12, c: int = 4, out: int = 6, warm: int = 0, **kw: object) -> Workload:
-    return Workload(num_requests=n, concurrency=c, input_len=4, output_len=out, num_warmups=warm,
-                    **kw)  # type: ignore[arg-type]
+    return Workload(
+        num_requests=n, concurrency=c, input_len=4, output_len=out, num_warmups=warm, **kw
+    )  # type: ignore[arg-type]
 
 
 def prompts_for(w: Workload, special: dict[int, str] | None = None) -> list[str]:
@@ -88,8 +100,9 @@ def test_warmups_go_first_and_are_not_counted(transport: str) -> None:
     w = wl(n=6, c=3, warm=3)
     phases: list[str] = []
     with fake_server() as srv:
-        res = run_load_sync(srv.base_url, MODEL, prompts_for(w), w, on_phase=phases.append,
-                            transport=transport)
+        res = run_load_sync(
+            srv.base_url, MODEL, prompts_for(w), w, on_phase=phases.append, transport=transport
+        )
         sent = [b["prompt"] for b in srv.stats.bodies]
     assert srv.stats.requests == 9 and len(res.records) == 6
     assert set(sent[:3]) == {"warm-0", "warm-1", "warm-2"}
@@ -106,8 +119,14 @@ def test_failed_warmups_are_reported_not_counted(transport: str) -> None:
 
 
 def test_every_failure_is_a_record(transport: str) -> None:
-    special = {1: "[[http500]]", 2: "[[error_after=3]]", 3: "[[hang]]", 4: "[[early_end=2]]",
-               5: "[[no_usage]]", 6: "[[no_choices]]"}
+    special = {
+        1: "[[http500]]",
+        2: "[[error_after=3]]",
+        3: "[[hang]]",
+        4: "[[early_end=2]]",
+        5: "[[no_usage]]",
+        6: "[[no_choices]]",
+    }
     w = wl(n=10, c=4, out=6, request_timeout_s=0.4)
     with fake_server(itl_ms=1) as srv:
         res = run_load_sync(srv.base_url, MODEL, prompts_for(w, special), w, transport=transport)
@@ -125,8 +144,13 @@ def test_every_failure_is_a_record(transport: str) -> None:
     assert by[6].error_kind == "early_end" and "choices" in (by[6].error or "")
     s = summarize(res.records, res.duration_s)
     assert (s["completed"], s["failed"]) == (4, 6)
-    assert s["failed_by_kind"] == {"http": 1, "stream_error": 1, "timeout": 1, "early_end": 2,
-                                   "no_usage": 1}
+    assert s["failed_by_kind"] == {
+        "http": 1,
+        "stream_error": 1,
+        "timeout": 1,
+        "early_end": 2,
+        "no_usage": 1,
+    }
     assert s["total_output_tokens"] == 24
 
 
@@ -137,8 +161,10 @@ def test_error_object_style_inside_the_stream(transport: str) -> None:
     assert {r.error_kind for r in res.records} == {"stream_error"}
 
 
-@pytest.mark.parametrize("variant", [{"spaced_json": True}, {"crlf": True},
-                                     {"split_writes": True}, {"tokens_per_chunk": 4}])
+@pytest.mark.parametrize(
+    "variant",
+    [{"spaced_json": True}, {"crlf": True}, {"split_writes": True}, {"tokens_per_chunk": 4}],
+)
 def test_unusual_but_valid_streams(variant: dict[str, object], transport: str) -> None:
     w = wl(n=6, c=3, out=8)
     with fake_server(**variant) as srv:
@@ -195,13 +221,15 @@ def test_check_endpoint_messages(monkeypatch: pytest.MonkeyPatch) -> None:
         check_endpoint("localhost:8000", MODEL)
 
 
-def test_key_is_sent_and_never_stored(monkeypatch: pytest.MonkeyPatch,
-                                      capsys: pytest.CaptureFixture[str], transport: str) -> None:
+def test_key_is_sent_and_never_stored(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], transport: str
+) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     w = wl(n=4, c=2)
     with fake_server(api_key=KEY, echo_auth_in_errors=True) as srv:
-        res = run_load_sync(srv.base_url, MODEL, prompts_for(w, {0: "[[http500]]"}), w,
-                            transport=transport)
+        res = run_load_sync(
+            srv.base_url, MODEL, prompts_for(w, {0: "[[http500]]"}), w, transport=transport
+        )
         assert set(srv.stats.authorization) == {f"Bearer {KEY}"}
     assert [r.ok for r in res.records] == [False, True, True, True]
     assert "***" in (res.records[0].error or "")  # the careless server echoed it; we scrubbed it
@@ -211,8 +239,9 @@ def test_key_is_sent_and_never_stored(monkeypatch: pytest.MonkeyPatch,
     assert KEY not in stored + out.out + out.err
 
 
-def test_wrong_key_fails_requests_as_http_401(monkeypatch: pytest.MonkeyPatch,
-                                              transport: str) -> None:
+def test_wrong_key_fails_requests_as_http_401(
+    monkeypatch: pytest.MonkeyPatch, transport: str
+) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-nope")
     w = wl(n=2, c=1)
     with fake_server(api_key=KEY) as srv:
@@ -230,8 +259,9 @@ def test_unknown_model_is_an_http_failure(transport: str) -> None:
 
 def test_connection_refused_is_an_exception_record(transport: str) -> None:
     w = wl(n=3, c=2)
-    res = run_load_sync(f"http://127.0.0.1:{free_port()}", MODEL, prompts_for(w), w,
-                        transport=transport)
+    res = run_load_sync(
+        f"http://127.0.0.1:{free_port()}", MODEL, prompts_for(w), w, transport=transport
+    )
     assert len(res.records) == 3 and {r.error_kind for r in res.records} == {"exception"}
 
 
@@ -239,8 +269,9 @@ def test_progress_and_prompt_count() -> None:
     w = wl(n=5, c=2)
     seen: list[tuple[int, int]] = []
     with fake_server() as srv:
-        run_load_sync(srv.base_url, MODEL, prompts_for(w), w,
-                      on_progress=lambda d, t: seen.append((d, t)))
+        run_load_sync(
+            srv.base_url, MODEL, prompts_for(w), w, on_progress=lambda d, t: seen.append((d, t))
+        )
         with pytest.raises(LoadError, match="needs 5"):
             run_load_sync(srv.base_url, MODEL, ["x"] * 4, w)
     assert seen[-1] == (5, 5)
@@ -256,14 +287,16 @@ def test_cancel_stops_dispatch_and_in_flight_requests(transport: str) -> None:
 
     with fake_server(itl_ms=20) as srv:
         t = time.monotonic()
-        res = run_load_sync(srv.base_url, MODEL, prompts_for(w), w, cancel=cancel,
-                            on_phase=arm, transport=transport)
+        res = run_load_sync(
+            srv.base_url, MODEL, prompts_for(w), w, cancel=cancel, on_phase=arm, transport=transport
+        )
         elapsed = time.monotonic() - t
     assert res.cancelled and elapsed < 5
     assert 4 <= len(res.records) < 100
     stopped = [r for r in res.records if not r.ok]
-    assert stopped and all(r.error_kind == "exception" and "cancelled" in (r.error or "")
-                           for r in stopped)
+    assert stopped and all(
+        r.error_kind == "exception" and "cancelled" in (r.error or "") for r in stopped
+    )
 
 
 def test_in_a_subprocess() -> None:
@@ -272,9 +305,16 @@ def test_in_a_subprocess() -> None:
     seen: list[tuple[int, int]] = []
     phases: list[str] = []
     with fake_server(ttft_ms=5) as srv:
-        res = run_load_in_subprocess(srv.base_url, MODEL, prompts_for(w), w, api_key=KEY,
-                                     on_progress=lambda d, t: seen.append((d, t)),
-                                     on_phase=phases.append, transport=transport)
+        res = run_load_in_subprocess(
+            srv.base_url,
+            MODEL,
+            prompts_for(w),
+            w,
+            api_key=KEY,
+            on_progress=lambda d, t: seen.append((d, t)),
+            on_phase=phases.append,
+            transport=transport,
+        )
         assert set(srv.stats.authorization) == {f"Bearer {KEY}"}
     assert len(res.records) == 10 and all(r.ok for r in res.records)
     assert seen[-1] == (10, 10) and phases == ["warming_up", "loading"]
@@ -316,8 +356,9 @@ def test_chunked_body_any_split() -> None:
     want = b"data: a\n\n" + b"data: bb\n\n" * 3 + b"x" * 300
     for step in (1, 2, 3, 7, 64, len(raw)):
         body = _Body("chunked", 0, True)
-        got = b"".join(body.feed(raw[i:i + step]) for i in range(0, len(raw), step)
-                       if not body.complete)
+        got = b"".join(
+            body.feed(raw[i : i + step]) for i in range(0, len(raw), step) if not body.complete
+        )
         assert got == want and body.complete, step
     body = _Body("chunked", 0, True)
     assert body.feed(raw) == want and body.leftover == b"NEXT"
@@ -340,15 +381,22 @@ def test_length_and_keep_alive_framing() -> None:
 
 def test_target_parsing() -> None:
     t = _Target.parse("https://example.org/prefix/v1/completions?x=1")
-    assert (t.host, t.port, t.tls, t.path, t.host_header) == \
-        ("example.org", 443, True, "/prefix/v1/completions?x=1", "example.org")
+    assert (t.host, t.port, t.tls, t.path, t.host_header) == (
+        "example.org",
+        443,
+        True,
+        "/prefix/v1/completions?x=1",
+        "example.org",
+    )
     t = _Target.parse("http://[::1]:8000/v1/completions")
     assert (t.host, t.port, t.host_header) == ("::1", 8000, "[::1]:8000")
 
 
-SSE_OK = chunked(b'data: {"choices":[{"index":0,"text":"a"}]}\n\n',
-                 b'data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}}\n\n',
-                 b"data: [DONE]\n\n")
+SSE_OK = chunked(
+    b'data: {"choices":[{"index":0,"text":"a"}]}\n\n',
+    b'data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}}\n\n',
+    b"data: [DONE]\n\n",
+)
 
 
 async def one_shot_server(served: list[int]) -> asyncio.AbstractServer:
@@ -375,8 +423,9 @@ def test_raw_transport_resends_on_a_stale_keep_alive_socket() -> None:
         served: list[int] = []
         server = await one_shot_server(served)
         port = server.sockets[0].getsockname()[1]
-        client = _Client(f"http://127.0.0.1:{port}", MODEL, wl(n=2, c=1), None, None, None, None,
-                         "raw")
+        client = _Client(
+            f"http://127.0.0.1:{port}", MODEL, wl(n=2, c=1), None, None, None, None, "raw"
+        )
         client.t0 = time.perf_counter()
         slot: list[object] = [None]
         records = [RequestRecord(index=i, start=0.0) for i in range(3)]

@@ -1,4 +1,5 @@
 """Metrics against hand-computed values and against a transcription of vLLM's calculate_metrics."""
+
 from __future__ import annotations
 
 import math
@@ -8,26 +9,50 @@ import time
 import numpy as np
 import pytest
 
-from tuning.metrics import (achieved_concurrency, columns, goodput, steady_state, summarize,
-                            token_times, warmup_check)
 from core.records import RequestRecord
+from tuning.metrics import (
+    achieved_concurrency,
+    columns,
+    goodput,
+    steady_state,
+    summarize,
+    token_times,
+    warmup_check,
+)
 
 
-def rec(index: int, start: float, ttft: float | None, itl: list[float], out: int | None,
-        prompt: int | None, ok: bool = True, kind: str | None = None) -> RequestRecord:
+def rec(
+    index: int,
+    start: float,
+    ttft: float | None,
+    itl: list[float],
+    out: int | None,
+    prompt: int | None,
+    ok: bool = True,
+    kind: str | None = None,
+) -> RequestRecord:
     end = None if ttft is None else start + ttft + sum(itl)
-    return RequestRecord(index=index, start=start, ttft=ttft, end=end, itl=list(itl),
-                         prompt_tokens=prompt, output_tokens=out, ok=ok,
-                         error_kind=None if ok else kind, error=None if ok else "x")
+    return RequestRecord(
+        index=index,
+        start=start,
+        ttft=ttft,
+        end=end,
+        itl=list(itl),
+        prompt_tokens=prompt,
+        output_tokens=out,
+        ok=ok,
+        error_kind=None if ok else kind,
+        error=None if ok else "x",
+    )
 
 
 @pytest.fixture
 def five() -> list[RequestRecord]:
     """Three successes, two failures; every number below is worked out by hand from these."""
     return [
-        rec(0, 0.00, 0.10, [0.02, 0.03, 0.05], out=4, prompt=10),   # e2el 0.20
-        rec(1, 0.05, 0.20, [0.10], out=2, prompt=20),               # e2el 0.30
-        rec(2, 0.10, 0.05, [], out=1, prompt=5),                    # e2el 0.05, no TPOT
+        rec(0, 0.00, 0.10, [0.02, 0.03, 0.05], out=4, prompt=10),  # e2el 0.20
+        rec(1, 0.05, 0.20, [0.10], out=2, prompt=20),  # e2el 0.30
+        rec(2, 0.10, 0.05, [], out=1, prompt=5),  # e2el 0.05, no TPOT
         rec(3, 0.20, None, [], out=None, prompt=None, ok=False, kind="http"),
         rec(4, 0.30, 0.01, [0.02], out=None, prompt=None, ok=False, kind="stream_error"),
     ]
@@ -70,7 +95,7 @@ def test_goodput_hand_computed(five: list[RequestRecord]) -> None:
     assert g == {"good": 2, "good_share": pytest.approx(2 / 5), "request_goodput": pytest.approx(2)}
     assert goodput(five, 2.0, {"e2el": 100})["good"] == 1
     assert goodput(five, 1.0, {"ttft": 100})["good"] == 2  # equal to the SLO is good, like vLLM
-    assert goodput(five, 1.0, {"tpot": 1})["good"] == 1    # only the one-token request
+    assert goodput(five, 1.0, {"tpot": 1})["good"] == 1  # only the one-token request
     with pytest.raises(ValueError, match="itl"):
         goodput(five, 1.0, {"itl": 5})
 
@@ -116,10 +141,14 @@ def vllm_reference(records: list[RequestRecord], dur_s: float) -> dict[str, floa
             completed += 1
         else:
             out_lens.append(0)
-    out = {"completed": completed, "total_input_tokens": total_input,
-           "total_output_tokens": sum(out_lens), "request_throughput": completed / dur_s,
-           "output_throughput": sum(out_lens) / dur_s,
-           "total_token_throughput": (total_input + sum(out_lens)) / dur_s}
+    out = {
+        "completed": completed,
+        "total_input_tokens": total_input,
+        "total_output_tokens": sum(out_lens),
+        "request_throughput": completed / dur_s,
+        "output_throughput": sum(out_lens) / dur_s,
+        "total_token_throughput": (total_input + sum(out_lens)) / dur_s,
+    }
     for name, values in (("ttft", ttfts), ("tpot", tpots), ("itl", itls), ("e2el", e2els)):
         out[f"mean_{name}_ms"] = np.mean(values or 0) * 1000
         out[f"median_{name}_ms"] = np.median(values or 0) * 1000
@@ -135,10 +164,18 @@ def test_matches_vllm_on_random_records() -> None:
     for i in range(500):
         n = rng.randint(1, 40)
         ok = rng.random() > 0.1
-        records.append(rec(i, rng.random() * 10, rng.random() * 0.5,
-                           [rng.random() * 0.05 for _ in range(n - 1)],
-                           out=n * rng.choice([1, 2]) if ok else None,
-                           prompt=rng.randint(1, 100) if ok else None, ok=ok, kind="http"))
+        records.append(
+            rec(
+                i,
+                rng.random() * 10,
+                rng.random() * 0.5,
+                [rng.random() * 0.05 for _ in range(n - 1)],
+                out=n * rng.choice([1, 2]) if ok else None,
+                prompt=rng.randint(1, 100) if ok else None,
+                ok=ok,
+                kind="http",
+            )
+        )
     ours = summarize(records, 12.5)
     for key, value in vllm_reference(records, 12.5).items():
         assert ours[key] == pytest.approx(value, rel=1e-9, abs=1e-9), key
@@ -150,8 +187,9 @@ def closed_loop(c: int, waves: int, out: int = 10, chunk_s: float = 0.1) -> list
     for slot in range(c):
         for w in range(waves):
             start = w * out * chunk_s
-            records.append(rec(slot * waves + w, start, chunk_s, [chunk_s] * (out - 1),
-                               out=out, prompt=8))
+            records.append(
+                rec(slot * waves + w, start, chunk_s, [chunk_s] * (out - 1), out=out, prompt=8)
+            )
     return records
 
 
@@ -203,9 +241,19 @@ def test_warmup_check() -> None:
 
 def test_many_rows_summarize_fast() -> None:
     n = 100_000
-    records = [RequestRecord(index=i, start=i * 1e-3, ttft=0.05, end=i * 1e-3 + 0.11,
-                             itl=[0.004] * 15, prompt_tokens=64, output_tokens=16, ok=True)
-               for i in range(n)]
+    records = [
+        RequestRecord(
+            index=i,
+            start=i * 1e-3,
+            ttft=0.05,
+            end=i * 1e-3 + 0.11,
+            itl=[0.004] * 15,
+            prompt_tokens=64,
+            output_tokens=16,
+            ok=True,
+        )
+        for i in range(n)
+    ]
     t = time.perf_counter()
     cols = columns(records)
     s = summarize(cols, 100.0)

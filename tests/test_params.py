@@ -1,4 +1,5 @@
 """The registry refuses hostile and malformed input before any process exists."""
+
 from __future__ import annotations
 
 import math
@@ -9,10 +10,21 @@ import pytest
 from tuning import params
 from tuning.params import PARAMS, ParamError, build_launch, parse_bytes, validate_value
 
-REQUIRED = ["block-size", "gpu-memory-utilization", "kv-cache-memory-bytes", "max-num-seqs",
-            "max-num-batched-tokens", "max-model-len", "enable-prefix-caching",
-            "enable-chunked-prefill", "kv-cache-dtype", "enforce-eager", "dtype",
-            "tensor-parallel-size", "VLLM_CPU_KVCACHE_SPACE"]
+REQUIRED = [
+    "block-size",
+    "gpu-memory-utilization",
+    "kv-cache-memory-bytes",
+    "max-num-seqs",
+    "max-num-batched-tokens",
+    "max-model-len",
+    "enable-prefix-caching",
+    "enable-chunked-prefill",
+    "kv-cache-dtype",
+    "enforce-eager",
+    "dtype",
+    "tensor-parallel-size",
+    "VLLM_CPU_KVCACHE_SPACE",
+]
 
 
 def test_registry_has_every_required_parameter_with_metadata() -> None:
@@ -24,29 +36,64 @@ def test_registry_has_every_required_parameter_with_metadata() -> None:
     assert PARAMS["VLLM_CPU_KVCACHE_SPACE"].backends == frozenset({"cpu"})
 
 
-@pytest.mark.parametrize("name,raw", [
-    ("gpu-memory-utilization", float("nan")), ("gpu-memory-utilization", "nan"),
-    ("gpu-memory-utilization", float("inf")), ("gpu-memory-utilization", "-inf"),
-    ("gpu-memory-utilization", 1.5), ("gpu-memory-utilization", "0"),
-    ("max-num-seqs", 0), ("max-num-seqs", -4), ("max-num-seqs", "-4"), ("max-num-seqs", 2.5),
-    ("max-num-seqs", "16; rm -rf /"), ("max-num-seqs", "$(reboot)"), ("max-num-seqs", "`id`"),
-    ("max-num-seqs", "16 --disable-log-stats"), ("max-num-seqs", "--disable-log-stats"),
-    ("max-num-seqs", True), ("max-num-seqs", "sixteen"), ("max-num-seqs", ""), ("max-num-seqs", None),
-    ("max-num-seqs", [16]), ("max-num-seqs", 10**9), ("block-size", "16|cat"),
-    ("kv-cache-dtype", "fp9"), ("kv-cache-dtype", "auto && id"), ("dtype", "--dtype"),
-    ("enable-prefix-caching", "maybe"), ("enable-prefix-caching", 2),
-    ("kv-cache-memory-bytes", "1Q"), ("kv-cache-memory-bytes", "1.5"), ("kv-cache-memory-bytes", -1),
-    ("kv-cache-memory-bytes", "2G>x"), ("max-model-len", "2048\n--port 1"),
-    ("VLLM_CPU_KVCACHE_SPACE", "1;id"), ("VLLM_CPU_KVCACHE_SPACE", 0),
-])
+@pytest.mark.parametrize(
+    "name,raw",
+    [
+        ("gpu-memory-utilization", float("nan")),
+        ("gpu-memory-utilization", "nan"),
+        ("gpu-memory-utilization", float("inf")),
+        ("gpu-memory-utilization", "-inf"),
+        ("gpu-memory-utilization", 1.5),
+        ("gpu-memory-utilization", "0"),
+        ("max-num-seqs", 0),
+        ("max-num-seqs", -4),
+        ("max-num-seqs", "-4"),
+        ("max-num-seqs", 2.5),
+        ("max-num-seqs", "16; rm -rf /"),
+        ("max-num-seqs", "$(reboot)"),
+        ("max-num-seqs", "`id`"),
+        ("max-num-seqs", "16 --disable-log-stats"),
+        ("max-num-seqs", "--disable-log-stats"),
+        ("max-num-seqs", True),
+        ("max-num-seqs", "sixteen"),
+        ("max-num-seqs", ""),
+        ("max-num-seqs", None),
+        ("max-num-seqs", [16]),
+        ("max-num-seqs", 10**9),
+        ("block-size", "16|cat"),
+        ("kv-cache-dtype", "fp9"),
+        ("kv-cache-dtype", "auto && id"),
+        ("dtype", "--dtype"),
+        ("enable-prefix-caching", "maybe"),
+        ("enable-prefix-caching", 2),
+        ("kv-cache-memory-bytes", "1Q"),
+        ("kv-cache-memory-bytes", "1.5"),
+        ("kv-cache-memory-bytes", -1),
+        ("kv-cache-memory-bytes", "2G>x"),
+        ("max-model-len", "2048\n--port 1"),
+        ("VLLM_CPU_KVCACHE_SPACE", "1;id"),
+        ("VLLM_CPU_KVCACHE_SPACE", 0),
+    ],
+)
 def test_hostile_and_malformed_values_are_refused(name: str, raw: object) -> None:
     with pytest.raises(ParamError) as err:
         validate_value(name, raw)
     assert name in str(err.value)
 
 
-@pytest.mark.parametrize("key", ["host", "port", "disable-log-stats", "--max-num-seqs", "model",
-                                 "api-key", "max_num_seqs_typo", "served-model-name"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "host",
+        "port",
+        "disable-log-stats",
+        "--max-num-seqs",
+        "model",
+        "api-key",
+        "max_num_seqs_typo",
+        "served-model-name",
+    ],
+)
 def test_unknown_keys_are_refused(key: str) -> None:
     with pytest.raises(ParamError, match="unknown parameter"):
         build_launch(["vllm"], "m", "m", {key: "1"}, "cpu")
@@ -81,10 +128,20 @@ def test_backend_restrictions() -> None:
 
 
 def test_launch_argv_and_env() -> None:
-    launch = build_launch(["python", "-m", "vllm.entrypoints.openai.api_server"], "/m", "tiny",
-                          {"max-num-seqs": 8, "enable-prefix-caching": False,
-                           "enforce-eager": True, "VLLM_CPU_KVCACHE_SPACE": 2}, "cpu",
-                          load_format="dummy", base_env={"HF_HUB_OFFLINE": "1"})
+    launch = build_launch(
+        ["python", "-m", "vllm.entrypoints.openai.api_server"],
+        "/m",
+        "tiny",
+        {
+            "max-num-seqs": 8,
+            "enable-prefix-caching": False,
+            "enforce-eager": True,
+            "VLLM_CPU_KVCACHE_SPACE": 2,
+        },
+        "cpu",
+        load_format="dummy",
+        base_env={"HF_HUB_OFFLINE": "1"},
+    )
     argv = launch.argv
     assert argv[argv.index("--host") + 1] == "127.0.0.1"
     assert "--no-enable-prefix-caching" in argv and "--enforce-eager" in argv
@@ -97,6 +154,7 @@ def test_launch_argv_and_env() -> None:
 
 def test_free_port_is_free() -> None:
     from tuning.server import port_is_free
+
     assert port_is_free("127.0.0.1", params.free_port())
 
 

@@ -1,5 +1,6 @@
 """The offline HTML report: configuration diff, table, verdicts and every chart in one file that
 fetches nothing, with every DB string escaped and secrets scrubbed."""
+
 from __future__ import annotations
 
 import re
@@ -9,14 +10,21 @@ from typing import Any
 
 import pytest
 
+from core.redact import REDACTED
 from store import open_db, repo
-from store.bundle.format import REDACTED, export_bundle, import_bundle
+from store.bundle.format import export_bundle, import_bundle
 from tests.test_bundle import SECRETS, seed_lab
 from tuning.charts import build as ch
 from tuning.cli import share as cli_share
 from tuning.output.export import network_references
-from tuning.output.report import (CSP, ReportError, build_report, inline_svg, report_file_name,
-                           write_report)
+from tuning.output.report import (
+    CSP,
+    ReportError,
+    build_report,
+    inline_svg,
+    report_file_name,
+    write_report,
+)
 
 
 class _Tags(HTMLParser):
@@ -52,11 +60,24 @@ def full_report(lab: dict[str, Any]) -> str:
 
 def test_report_has_every_part_and_every_chart(full_report: str) -> None:
     page = full_report
-    for section in ("experiment", "comparability", "verdicts", "configuration", "table",
-                    "charts", "runs", "failures", "definitions"):
+    for section in (
+        "experiment",
+        "comparability",
+        "verdicts",
+        "configuration",
+        "table",
+        "charts",
+        "runs",
+        "failures",
+        "definitions",
+    ):
         assert f'<section id="{section}">' in page, section
-    assert re.search(r'<table id="config-diff">.*?<code>max-num-seqs</code></td><td>2</td>'
-                     r"<td>16</td><td>64</td>", page, re.DOTALL)
+    assert re.search(
+        r'<table id="config-diff">.*?<code>max-num-seqs</code></td><td>2</td>'
+        r"<td>16</td><td>64</td>",
+        page,
+        re.DOTALL,
+    )
     assert "▼ worse" in page and "mean TTFT" in page and "95 % CI" in page
     kinds = re.findall(r'<figure class="chart" data-kind="([a-z]+)">', page)
     assert kinds == list(ch.CHART_KINDS)
@@ -80,7 +101,8 @@ def test_report_fetches_nothing_and_runs_nothing(full_report: str) -> None:
             if name in ("src", "href", "xlink:href") and value:
                 assert value.startswith(("#", "data:")), (tag, name, value)
     assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "").replace(
-        'xmlns:xlink="http://www.w3.org/1999/xlink"', "")
+        'xmlns:xlink="http://www.w3.org/1999/xlink"', ""
+    )
     assert "https://" not in page
 
 
@@ -95,8 +117,7 @@ def test_text_from_the_db_is_escaped(tmp_path: Path) -> None:
     info = seed_lab(path, values=(2, 16), repeats=1, with_failed=True, with_secrets=False)
     db = open_db(path)
     evil = '<script>alert("x")</script><img src=x onerror=alert(1)>'
-    repo.update_experiment(db, info["experiment_id"], name=f"sweep {evil}", notes=evil,
-                           tags=evil)
+    repo.update_experiment(db, info["experiment_id"], name=f"sweep {evil}", notes=evil, tags=evil)
     for rid in info["run_ids"]:
         run = repo.get_run(db, rid)
         if run["value"] == "16":
@@ -114,11 +135,21 @@ def test_comparison_of_teammates_runs(lab: dict[str, Any], tmp_path: Path) -> No
     """Bob's runs (other hardware) imported next to Ada's: the report names both and says why
     Bob's are left out."""
     bob = tmp_path / "bob.db"
-    bob_info = seed_lab(bob, author="bob", host="box-b", hardware="gpu-h100", values=(16,),
-                        repeats=2, with_failed=False, with_secrets=False, seed=9)
+    bob_info = seed_lab(
+        bob,
+        author="bob",
+        host="box-b",
+        hardware="gpu-h100",
+        values=(16,),
+        repeats=2,
+        with_failed=False,
+        with_secrets=False,
+        seed=9,
+    )
     bundle = tmp_path / "bob.bundle.zip"
-    export_bundle(bob, bundle, experiment_ids=[bob_info["experiment_id"]], author="bob",
-                  host="box-b")
+    export_bundle(
+        bob, bundle, experiment_ids=[bob_info["experiment_id"]], author="bob", host="box-b"
+    )
     mine = tmp_path / "mine.db"
     mine_info = seed_lab(mine, values=(2, 16), repeats=2, with_failed=False, with_secrets=False)
     result = import_bundle(mine, bundle)
@@ -131,25 +162,60 @@ def test_comparison_of_teammates_runs(lab: dict[str, Any], tmp_path: Path) -> No
     assert 'id="not-comparable"' in page
 
 
-def test_write_report_and_cli(lab: dict[str, Any], tmp_path: Path,
-                              capsys: pytest.CaptureFixture[str]) -> None:
-    out = write_report(lab["path"], tmp_path / "sub" / "r.html", run_ids=lab["run_ids"][:2],
-                       kinds=("throughput",), title="Two runs")
-    assert out.read_text().startswith("<!DOCTYPE html>") and "<title>Two runs</title>" in \
-        out.read_text()
+def test_write_report_and_cli(
+    lab: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = write_report(
+        lab["path"],
+        tmp_path / "sub" / "r.html",
+        run_ids=lab["run_ids"][:2],
+        kinds=("throughput",),
+        title="Two runs",
+    )
+    assert (
+        out.read_text().startswith("<!DOCTYPE html>")
+        and "<title>Two runs</title>" in out.read_text()
+    )
     assert not list(out.parent.glob(".*partial"))
     target = tmp_path / "cli.html"
-    assert cli_share.main(["report", "--db", str(lab["path"]), str(lab["run_ids"][0]),
-                           str(lab["run_ids"][1]), "--out", str(target)]) == 0
+    assert (
+        cli_share.main(
+            [
+                "report",
+                "--db",
+                str(lab["path"]),
+                str(lab["run_ids"][0]),
+                str(lab["run_ids"][1]),
+                "--out",
+                str(target),
+            ]
+        )
+        == 0
+    )
     assert target.exists() and "<svg" in target.read_text()
     capsys.readouterr()
-    assert cli_share.main(["report", "--db", str(lab["path"]), "--experiment", "999", "--out",
-                           str(tmp_path / "x.html")]) == 2
+    assert (
+        cli_share.main(
+            [
+                "report",
+                "--db",
+                str(lab["path"]),
+                "--experiment",
+                "999",
+                "--out",
+                str(tmp_path / "x.html"),
+            ]
+        )
+        == 2
+    )
     assert "no experiment 999" in capsys.readouterr().err
-    assert cli_share.main(["report", "--db", str(lab["path"]), "--out",
-                           str(tmp_path / "x.html")]) == 2
-    assert cli_share.main(["report", "--db", str(lab["path"]), "1", "--out",
-                           str(tmp_path / "x.png")]) == 2
+    assert (
+        cli_share.main(["report", "--db", str(lab["path"]), "--out", str(tmp_path / "x.html")]) == 2
+    )
+    assert (
+        cli_share.main(["report", "--db", str(lab["path"]), "1", "--out", str(tmp_path / "x.png")])
+        == 2
+    )
     with pytest.raises(ReportError, match="no run 4242"):
         build_report(lab["path"], run_ids=[4242])
     with pytest.raises(ReportError, match="no lab database"):
@@ -164,9 +230,11 @@ def test_report_file_names() -> None:
 
 
 def test_inline_svg_keeps_ids_apart_and_strips_anything_active() -> None:
-    svg = ('<?xml version="1.0"?><svg xmlns="http://www.w3.org/2000/svg"><defs>'
-           '<clipPath id="clip1"><rect/></clipPath></defs><g clip-path="url(#clip1)" '
-           'onclick="alert(1)"><use href="#clip1"/></g><script>alert(2)</script></svg>')
+    svg = (
+        '<?xml version="1.0"?><svg xmlns="http://www.w3.org/2000/svg"><defs>'
+        '<clipPath id="clip1"><rect/></clipPath></defs><g clip-path="url(#clip1)" '
+        'onclick="alert(1)"><use href="#clip1"/></g><script>alert(2)</script></svg>'
+    )
     out = inline_svg(svg, "c3")
     assert out.startswith("<svg") and 'id="c3-clip1"' in out
     assert "url(#c3-clip1)" in out and 'href="#c3-clip1"' in out

@@ -1,4 +1,5 @@
 """The runner's controls without an engine: cancel mid-run, the machine lock, a runner that died."""
+
 from __future__ import annotations
 
 import subprocess
@@ -11,8 +12,15 @@ import pytest
 
 from store import open_db, repo
 from tests.fakes.fake_openai import FakeConfig, FakeOpenAIServer
-from tuning.experiment.runner import (RunnerBusy, cancel_experiment, machine_lock, plan_experiment,
-                           reap_stale, run_experiment, schedule)
+from tuning.experiment.runner import (
+    RunnerBusy,
+    cancel_experiment,
+    machine_lock,
+    plan_experiment,
+    reap_stale,
+    run_experiment,
+    schedule,
+)
 from tuning.workload import Workload
 
 
@@ -24,8 +32,15 @@ def test_cancel_stops_the_load_and_marks_the_run_cancelled(lab_home: Path) -> No
     db_path = lab_home / "lab.db"
     wl = Workload(num_requests=400, concurrency=2, input_len=4, output_len=50, num_warmups=0)
     with FakeOpenAIServer(FakeConfig(model="m", itl_ms=20.0)) as srv:
-        exp_id = plan_experiment(db_path, param="concurrency", values=[2, 4], workload=wl,
-                                 engine=None, base_url=srv.base_url, model="m")
+        exp_id = plan_experiment(
+            db_path,
+            param="concurrency",
+            values=[2, 4],
+            workload=wl,
+            engine=None,
+            base_url=srv.base_url,
+            model="m",
+        )
         result: dict[str, object] = {}
         worker = threading.Thread(target=lambda: result.update(ids=run_experiment(db_path, exp_id)))
         worker.start()
@@ -41,29 +56,36 @@ def test_cancel_stops_the_load_and_marks_the_run_cancelled(lab_home: Path) -> No
     exp = repo.get_experiment(db, exp_id)
     assert exp["status"] == "cancelled"
     runs = repo.list_runs(db, exp_id)
-    assert len(runs) == 1 and runs[0]["status"] == "cancelled"   # the second value never started
+    assert len(runs) == 1 and runs[0]["status"] == "cancelled"  # the second value never started
     assert 0 < runs[0]["completed"] < 400
 
 
 def test_one_experiment_at_a_time(lab_home: Path) -> None:
-    with machine_lock():
-        with pytest.raises(RunnerBusy):
-            with machine_lock():
-                pass
+    with machine_lock(), pytest.raises(RunnerBusy), machine_lock():
+        pass
 
 
 def test_a_runner_that_died_is_noticed(lab_home: Path) -> None:
     db_path = lab_home / "lab.db"
     wl = Workload(num_requests=4, concurrency=1, input_len=4, output_len=4)
-    exp_id = plan_experiment(db_path, param="concurrency", values=[1], workload=wl, engine=None,
-                             base_url="http://127.0.0.1:9/v1", model="m")
+    exp_id = plan_experiment(
+        db_path,
+        param="concurrency",
+        values=[1],
+        workload=wl,
+        engine=None,
+        base_url="http://127.0.0.1:9/v1",
+        model="m",
+    )
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     db = open_db(db_path)
-    run_id = repo.create_run(db, experiment_id=exp_id, seq=0, param="concurrency", value="1",
-                             status="running")
-    repo.update_experiment(db, exp_id, status="running", runner_pid=dead.pid,
-                           heartbeat_at="2026-01-01T00:00:00+00:00")
+    run_id = repo.create_run(
+        db, experiment_id=exp_id, seq=0, param="concurrency", value="1", status="running"
+    )
+    repo.update_experiment(
+        db, exp_id, status="running", runner_pid=dead.pid, heartbeat_at="2026-01-01T00:00:00+00:00"
+    )
     assert reap_stale(db_path) == [exp_id]
     assert repo.get_experiment(db, exp_id)["status"] == "failed"
     assert repo.get_run(db, run_id)["failure_kind"] == "runner_died"
@@ -73,9 +95,21 @@ def test_a_runner_that_died_is_noticed(lab_home: Path) -> None:
 def test_a_live_runner_is_left_alone(lab_home: Path) -> None:
     db_path = lab_home / "lab.db"
     wl = Workload(num_requests=4, concurrency=1, input_len=4, output_len=4)
-    exp_id = plan_experiment(db_path, param="concurrency", values=[1], workload=wl, engine=None,
-                             base_url="http://127.0.0.1:9/v1", model="m")
+    exp_id = plan_experiment(
+        db_path,
+        param="concurrency",
+        values=[1],
+        workload=wl,
+        engine=None,
+        base_url="http://127.0.0.1:9/v1",
+        model="m",
+    )
     db = open_db(db_path)
-    repo.update_experiment(db, exp_id, status="running", runner_pid=__import__("os").getpid(),
-                           heartbeat_at=repo.now_iso())
+    repo.update_experiment(
+        db,
+        exp_id,
+        status="running",
+        runner_pid=__import__("os").getpid(),
+        heartbeat_at=repo.now_iso(),
+    )
     assert reap_stale(db_path) == []

@@ -1,4 +1,5 @@
 """Startup-log parsing and failure classification, on logs the real engine wrote."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -20,10 +21,12 @@ def test_parse_real_startup_log() -> None:
 
 
 def test_parse_gpu_style_lines() -> None:
-    text = ("(EngineCore pid=9) INFO [kv_cache_utils.py:1] GPU KV cache size: 4,129,184 tokens, "
-            "Maximum concurrency for 2,048 tokens per request: 2016.20x\n"
-            "(EngineCore pid=9) INFO Model loading took 2.35 GiB memory and 3.1 seconds\n"
-            "(EngineCore pid=9) INFO Available KV cache memory: 126.04 GiB\n")
+    text = (
+        "(EngineCore pid=9) INFO [kv_cache_utils.py:1] GPU KV cache size: 4,129,184 tokens, "
+        "Maximum concurrency for 2,048 tokens per request: 2016.20x\n"
+        "(EngineCore pid=9) INFO Model loading took 2.35 GiB memory and 3.1 seconds\n"
+        "(EngineCore pid=9) INFO Available KV cache memory: 126.04 GiB\n"
+    )
     facts = parse_startup_log(text)
     assert facts.kv_cache_tokens == 4129184 and facts.max_concurrency == 2016.2
     assert facts.weights_memory_gib == 2.35 and facts.kv_cache_memory_gib == 126.04
@@ -49,20 +52,27 @@ def test_argparse_exit_is_an_invalid_argument() -> None:
 
 def test_other_kinds() -> None:
     assert classify_failure("OSError: [Errno 98] Address already in use", 1)[0] == "port_in_use"
-    oom = ("ValueError: To serve at least one request with the model's max seq len (8192), "
-           "(1.0 GiB KV cache is needed, which is larger than the available KV cache memory "
-           "(0.5 GiB). Try increasing `gpu_memory_utilization`\n"
-           "RuntimeError: Engine core initialization failed. See root cause above.")
+    oom = (
+        "ValueError: To serve at least one request with the model's max seq len (8192), "
+        "(1.0 GiB KV cache is needed, which is larger than the available KV cache memory "
+        "(0.5 GiB). Try increasing `gpu_memory_utilization`\n"
+        "RuntimeError: Engine core initialization failed. See root cause above."
+    )
     kind, reason = classify_failure(oom, 1)
     assert kind == "out_of_memory" and "max seq len" in reason
-    assert classify_failure("torch.OutOfMemoryError: CUDA out of memory. Tried", 1)[0] == "out_of_memory"
+    assert (
+        classify_failure("torch.OutOfMemoryError: CUDA out of memory. Tried", 1)[0]
+        == "out_of_memory"
+    )
     assert classify_failure("", -9) == ("crashed", "the server exited with code -9")
     for kind in ("invalid_argument", "engine_init", "out_of_memory", "port_in_use", "timeout"):
         assert len(HINTS[kind]) > 40
 
 
 def test_version_from_the_engine_line_when_the_logo_hides_it() -> None:
-    text = "(EngineCore pid=682) INFO 12-02 18:35:02 [core.py:114] Initializing a V1 LLM engine " \
-           "(v0.25.0) with config: model='/root/acc/gpu-model'"
+    text = (
+        "(EngineCore pid=682) INFO 12-02 18:35:02 [core.py:114] Initializing a V1 LLM engine "
+        "(v0.25.0) with config: model='/root/acc/gpu-model'"
+    )
     assert parse_startup_log(text).vllm_version == "0.25.0"
     assert parse_startup_log(text).engine_pids == {"EngineCore": 682}

@@ -1,11 +1,12 @@
 """The team folder: publish writes a sanitized, generated file name; listing shows who, where,
 when and what is already here; "import new" brings in only what is new, refuses a bad bundle on
 its own, and teammates' runs keep their author and are checked for comparability."""
+
 from __future__ import annotations
 
 import json
 import zipfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +14,7 @@ import pytest
 
 from store import open_db
 from store.bundle.format import SUFFIX, export_bundle
-from store.team import (TeamError, bundle_file_name, import_new, list_team, publish,
-                        team_folder_path)
+from store.team import TeamError, bundle_file_name, import_new, list_team, publish, team_folder_path
 from tests.test_bundle import db_fingerprint, seed_lab, table_rows
 from tuning.cli import share as cli_share
 from tuning.compare.comparison import build_comparison, load_runs
@@ -28,18 +28,26 @@ def team(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     folder.mkdir()
     ada = tmp_path / "ada.db"
     bob = tmp_path / "bob.db"
-    ada_info = seed_lab(ada, author="ada", host="box-a", hardware="cpu-2core",
-                        with_secrets=False)
-    bob_info = seed_lab(bob, author="bob", host="box-b", hardware="gpu-h100",
-                        with_failed=False, with_secrets=False, seed=5, name="bob's sweep")
-    return {"folder": folder, "ada": ada, "bob": bob, "ada_info": ada_info,
-            "bob_info": bob_info}
+    ada_info = seed_lab(ada, author="ada", host="box-a", hardware="cpu-2core", with_secrets=False)
+    bob_info = seed_lab(
+        bob,
+        author="bob",
+        host="box-b",
+        hardware="gpu-h100",
+        with_failed=False,
+        with_secrets=False,
+        seed=5,
+        name="bob's sweep",
+    )
+    return {"folder": folder, "ada": ada, "bob": bob, "ada_info": ada_info, "bob_info": bob_info}
 
 
 def test_file_names_are_generated_and_sanitized() -> None:
-    when = datetime(2025, 3, 4, 5, 6, 7, tzinfo=timezone.utc)
-    assert bundle_file_name("ada", "gpu-box-3", when, "1a2b3c4d5e6f") == \
-        f"ada-gpu_box_3-20250304T050607Z-1a2b3c4d{SUFFIX}"
+    when = datetime(2025, 3, 4, 5, 6, 7, tzinfo=UTC)
+    assert (
+        bundle_file_name("ada", "gpu-box-3", when, "1a2b3c4d5e6f")
+        == f"ada-gpu_box_3-20250304T050607Z-1a2b3c4d{SUFFIX}"
+    )
     name = bundle_file_name("../../etc/passwd", "h/o\\st\x00 x", when, "ffffffff00")
     assert "/" not in name and "\\" not in name and "\x00" not in name and ".." not in name
     assert name.startswith("etc_passwd-h_o_st_x-")
@@ -50,15 +58,21 @@ def test_file_names_are_generated_and_sanitized() -> None:
 
 def test_publish_list_import_new(team: dict[str, Any]) -> None:
     folder = team["folder"]
-    bob_file = publish(team["bob"], folder, experiment_ids=[team["bob_info"]["experiment_id"]],
-                       author="bob", host="box-b")
-    ada_file = publish(team["ada"], folder, run_ids=team["ada_info"]["run_ids"][:2],
-                       author="ada", host="box-a")
+    bob_file = publish(
+        team["bob"],
+        folder,
+        experiment_ids=[team["bob_info"]["experiment_id"]],
+        author="bob",
+        host="box-b",
+    )
+    ada_file = publish(
+        team["ada"], folder, run_ids=team["ada_info"]["run_ids"][:2], author="ada", host="box-a"
+    )
     assert bob_file.parent == folder and bob_file.name.startswith("bob-box_b-")
     assert bob_file.name.endswith(SUFFIX) and ada_file.name.startswith("ada-box_a-")
     assert not [p for p in folder.iterdir() if p.name.startswith(".")]  # no partial files left
     listing = {b.name: b for b in list_team(folder, team["ada"])}
-    assert listing[ada_file.name].state == "imported"   # ada's own runs are already here
+    assert listing[ada_file.name].state == "imported"  # ada's own runs are already here
     bob_entry = listing[bob_file.name]
     assert bob_entry.state == "new" and bob_entry.manifest is not None
     assert (bob_entry.manifest.author, bob_entry.manifest.host) == ("bob", "box-b")
@@ -67,7 +81,9 @@ def test_publish_list_import_new(team: dict[str, Any]) -> None:
     assert [i.bundle.name for i in summary.imports] == [bob_file.name]
     assert summary.runs_added == 4 and not summary.refused
     assert {b.name: b.state for b in list_team(folder, team["ada"])} == {
-        bob_file.name: "imported", ada_file.name: "imported"}
+        bob_file.name: "imported",
+        ada_file.name: "imported",
+    }
     before = db_fingerprint(team["ada"])
     again = import_new(team["ada"], folder)
     assert again.imports == [] and db_fingerprint(team["ada"]) == before
@@ -78,8 +94,13 @@ def test_publish_list_import_new(team: dict[str, Any]) -> None:
 
 
 def test_teammates_runs_compare_with_yours_and_hardware_is_flagged(team: dict[str, Any]) -> None:
-    publish(team["bob"], team["folder"], experiment_ids=[team["bob_info"]["experiment_id"]],
-            author="bob", host="box-b")
+    publish(
+        team["bob"],
+        team["folder"],
+        experiment_ids=[team["bob_info"]["experiment_id"]],
+        author="bob",
+        host="box-b",
+    )
     import_new(team["ada"], team["folder"])
     db = open_db(team["ada"], readonly=True)
     bob_ids = [int(r["id"]) for r in table_rows(team["ada"], "runs") if r["author"] == "bob"]
@@ -95,13 +116,23 @@ def test_teammates_runs_compare_with_yours_and_hardware_is_flagged(team: dict[st
 
 def test_a_bad_bundle_in_the_folder_is_refused_alone(team: dict[str, Any]) -> None:
     folder = team["folder"]
-    good = publish(team["bob"], folder, experiment_ids=[team["bob_info"]["experiment_id"]],
-                   author="bob", host="box-b")
+    good = publish(
+        team["bob"],
+        folder,
+        experiment_ids=[team["bob_info"]["experiment_id"]],
+        author="bob",
+        host="box-b",
+    )
     broken = folder / f"mallory-evil-20250101T000000Z-deadbeef{SUFFIX}"
     broken.write_bytes(good.read_bytes()[:-200])
     tampered = folder / f"mallory-evil-20250101T000001Z-cafebabe{SUFFIX}"
-    export_bundle(team["bob"], tampered, run_ids=[team["bob_info"]["run_ids"][0]],
-                  author="mallory", host="evil")
+    export_bundle(
+        team["bob"],
+        tampered,
+        run_ids=[team["bob_info"]["run_ids"][0]],
+        author="mallory",
+        host="evil",
+    )
     with zipfile.ZipFile(tampered) as zf:
         members = {n: zf.read(n) for n in zf.namelist()}
     manifest = json.loads(members["manifest.json"])
@@ -130,13 +161,24 @@ def test_team_folder_must_exist(tmp_path: Path) -> None:
         publish(tmp_path / "x.db", tmp_path / "nope", run_ids=[1], author="a", host="b")
 
 
-def test_cli_publish_and_team(team: dict[str, Any], capsys: pytest.CaptureFixture[str],
-                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_publish_and_team(
+    team: dict[str, Any], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("TUNING_LAB_TEAM_FOLDER", str(team["folder"]))
     monkeypatch.setenv("TUNING_LAB_AUTHOR", "bob")
     monkeypatch.setenv("TUNING_LAB_HOST_NAME", "box-b")
-    assert cli_share.main(["publish", "--db", str(team["bob"]), "--experiment",
-                           str(team["bob_info"]["experiment_id"])]) == 0
+    assert (
+        cli_share.main(
+            [
+                "publish",
+                "--db",
+                str(team["bob"]),
+                "--experiment",
+                str(team["bob_info"]["experiment_id"]),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert out.startswith("published ") and "bob-box_b-" in out
     assert cli_share.main(["team", "--db", str(team["ada"]), "--json"]) == 0
@@ -155,6 +197,7 @@ def test_cli_publish_and_team(team: dict[str, Any], capsys: pytest.CaptureFixtur
 # The History page's sharing section, in AppTest
 # --------------------------------------------------------------------------------------------
 
+
 def _sharing_app() -> None:
     import os
     from pathlib import Path
@@ -164,12 +207,18 @@ def _sharing_app() -> None:
     render_sharing(Path(os.environ["TUNING_LAB_DB"]))
 
 
-def test_render_sharing_lists_and_imports(team: dict[str, Any],
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_render_sharing_lists_and_imports(
+    team: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from streamlit.testing.v1 import AppTest
 
-    publish(team["bob"], team["folder"], experiment_ids=[team["bob_info"]["experiment_id"]],
-            author="bob", host="box-b")
+    publish(
+        team["bob"],
+        team["folder"],
+        experiment_ids=[team["bob_info"]["experiment_id"]],
+        author="bob",
+        host="box-b",
+    )
     monkeypatch.setenv("TUNING_LAB_DB", str(team["ada"]))
     monkeypatch.setenv("TUNING_LAB_TEAM_FOLDER", str(team["folder"]))
     at = AppTest.from_function(_sharing_app, default_timeout=60)
@@ -192,8 +241,9 @@ def test_render_sharing_lists_and_imports(team: dict[str, Any],
     assert len(list(team["folder"].glob(f"*{SUFFIX}"))) == 2
 
 
-def test_render_sharing_without_a_team_folder(team: dict[str, Any],
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_render_sharing_without_a_team_folder(
+    team: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from streamlit.testing.v1 import AppTest
 
     monkeypatch.setenv("TUNING_LAB_DB", str(team["ada"]))

@@ -1,14 +1,22 @@
 """Workload validation and fingerprint, and prompts of exact token length (local and server tokenizer)."""
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import pytest
 
 from tests.fakes.fake_openai import fake_server, fake_tokens
-from tuning.workload import (LocalTokenizer, ServerTokenizer, Workload, WorkloadError,
-                             build_prompts, prompt_digest, server_root)
+from tuning.workload import (
+    LocalTokenizer,
+    ServerTokenizer,
+    Workload,
+    WorkloadError,
+    build_prompts,
+    prompt_digest,
+    server_root,
+)
 
 TINY = Path(__file__).resolve().parents[1] / ".engine" / "tiny-llama" / "tokenizer.json"
 needs_tiny = pytest.mark.skipif(not TINY.exists(), reason="embedded tokenizer not built")
@@ -20,17 +28,20 @@ def wl(**kw: object) -> Workload:
     return Workload(**base)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("kw, match", [
-    ({"num_requests": 0}, "num_requests"),
-    ({"concurrency": -1}, "concurrency"),
-    ({"input_len": 2.5}, "input_len"),
-    ({"output_len": True}, "output_len"),
-    ({"shared_prefix_len": 33}, "longer than"),
-    ({"endpoint": "embeddings"}, "endpoint"),
-    ({"num_warmups": -1}, "num_warmups"),
-    ({"request_timeout_s": 0}, "request_timeout_s"),
-    ({"request_timeout_s": float("nan")}, "request_timeout_s"),
-])
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        ({"num_requests": 0}, "num_requests"),
+        ({"concurrency": -1}, "concurrency"),
+        ({"input_len": 2.5}, "input_len"),
+        ({"output_len": True}, "output_len"),
+        ({"shared_prefix_len": 33}, "longer than"),
+        ({"endpoint": "embeddings"}, "endpoint"),
+        ({"num_warmups": -1}, "num_warmups"),
+        ({"request_timeout_s": 0}, "request_timeout_s"),
+        ({"request_timeout_s": float("nan")}, "request_timeout_s"),
+    ],
+)
 def test_invalid_workloads_are_refused(kw: dict[str, object], match: str) -> None:
     with pytest.raises(WorkloadError, match=match):
         wl(**kw)
@@ -51,14 +62,22 @@ def test_fingerprint_is_stable_and_covers_the_load() -> None:
     assert w.fingerprint() == wl().fingerprint() == Workload.from_dict(w.to_dict()).fingerprint()
     assert len(w.fingerprint()) == 16
     assert w.fingerprint() == "26b6b46305083b62", "changing the recipe must be deliberate"
-    for change in ({"seed": 1}, {"input_len": 33}, {"output_len": 9}, {"shared_prefix_len": 4},
-                   {"endpoint": "chat"}, {"num_requests": 21}, {"concurrency": 5},
-                   {"num_warmups": 0}):
+    for change in (
+        {"seed": 1},
+        {"input_len": 33},
+        {"output_len": 9},
+        {"shared_prefix_len": 4},
+        {"endpoint": "chat"},
+        {"num_requests": 21},
+        {"concurrency": 5},
+        {"num_warmups": 0},
+    ):
         assert wl(**change).fingerprint() != w.fingerprint(), change
     assert wl(request_timeout_s=5).fingerprint() == w.fingerprint()
     assert wl(num_warmups=4).fingerprint() == w.fingerprint()  # None resolves to C = 4
-    assert wl(concurrency=8).fingerprint(ignore=["concurrency", "num_warmups"]) == \
-        w.fingerprint(ignore=["concurrency", "num_warmups"])
+    assert wl(concurrency=8).fingerprint(ignore=["concurrency", "num_warmups"]) == w.fingerprint(
+        ignore=["concurrency", "num_warmups"]
+    )
     with pytest.raises(WorkloadError):
         w.fingerprint(ignore=["nope"])
 
@@ -70,8 +89,9 @@ def test_dict_round_trip_and_unknown_fields() -> None:
         Workload.from_dict({**w.to_dict(), "rate": 3})
 
 
-@pytest.mark.parametrize("url", ["http://h:1", "http://h:1/", "http://h:1/v1", "http://h:1/v1/",
-                                 " http://h:1/v1// "])
+@pytest.mark.parametrize(
+    "url", ["http://h:1", "http://h:1/", "http://h:1/v1", "http://h:1/v1/", " http://h:1/v1// "]
+)
 def test_server_root(url: str) -> None:
     assert server_root(url) == "http://h:1"
 
@@ -92,8 +112,9 @@ def _check_prompts(prompts: Sequence[str], w: Workload, encode: object) -> None:
 
 
 @needs_tiny
-@pytest.mark.parametrize("input_len, prefix", [(1, 0), (7, 0), (64, 0), (64, 32), (300, 299),
-                                               (16, 16), (513, 100)])
+@pytest.mark.parametrize(
+    "input_len, prefix", [(1, 0), (7, 0), (64, 0), (64, 32), (300, 299), (16, 16), (513, 100)]
+)
 def test_local_prompts_have_exact_lengths(input_len: int, prefix: int) -> None:
     tok = LocalTokenizer(TINY)
     w = wl(num_requests=30, input_len=input_len, shared_prefix_len=prefix, seed=input_len)

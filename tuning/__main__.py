@@ -1,4 +1,5 @@
 """`python -m tuning ...`: the lab's CLI (see tuning/cli/)."""
+
 import sys
 
 from tuning.cli.main import main

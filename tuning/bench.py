@@ -6,6 +6,7 @@ concurrency, the steady-state window, client CPU and event-loop lag: was the cli
 The API key is read from OPENAI_API_KEY only; there is deliberately no --api-key flag, so the key
 never lands in shell history, `ps` output or the result file.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -14,50 +15,104 @@ import os
 import signal
 import sys
 import threading
-from datetime import datetime, timezone
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Sequence, TextIO
+from typing import Any, TextIO
 
-from tuning.loadgen.client import (DEFAULT_TRANSPORT, TRANSPORTS, EndpointError, LoadError, LoadResult,
-                      api_key_from_env, check_endpoint, display_url, resolve_transport,
-                      run_load_sync)
-from tuning.metrics import (LATENCY_METRICS, PERCENTILES, achieved_concurrency, columns, goodput,
-                      steady_state, summarize, warmup_check)
-from tuning.workload import (LocalTokenizer, ServerTokenizer, TokenizerLike, Workload, WorkloadError,
-                       build_prompts, prompt_digest)
+from tuning.loadgen.client import (
+    DEFAULT_TRANSPORT,
+    TRANSPORTS,
+    EndpointError,
+    LoadError,
+    LoadResult,
+    api_key_from_env,
+    check_endpoint,
+    display_url,
+    resolve_transport,
+    run_load_sync,
+)
+from tuning.metrics import (
+    LATENCY_METRICS,
+    PERCENTILES,
+    achieved_concurrency,
+    columns,
+    goodput,
+    steady_state,
+    summarize,
+    warmup_check,
+)
+from tuning.workload import (
+    LocalTokenizer,
+    ServerTokenizer,
+    TokenizerLike,
+    Workload,
+    WorkloadError,
+    build_prompts,
+    prompt_digest,
+)
 
 # A client is suspect when it keeps a core this busy or its loop falls this far behind.
 CLIENT_CPU_LIMIT = 0.9
 LOOP_LAG_P99_LIMIT_MS = 20.0
-_TITLES = {"ttft": "Time to First Token", "tpot": "Time per Output Token (excl. 1st token)",
-           "itl": "Inter-token Latency", "e2el": "End-to-end Latency"}
+_TITLES = {
+    "ttft": "Time to First Token",
+    "tpot": "Time per Output Token (excl. 1st token)",
+    "itl": "Inter-token Latency",
+    "e2el": "End-to-end Latency",
+}
 
 
 def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     """The bench flags; the API key is never one of them (OPENAI_API_KEY only)."""
-    parser.add_argument("--base-url", required=True,
-                        help="server root, with or without /v1, e.g. http://127.0.0.1:8000")
+    parser.add_argument(
+        "--base-url",
+        required=True,
+        help="server root, with or without /v1, e.g. http://127.0.0.1:8000",
+    )
     parser.add_argument("--model", required=True, help="the served model name")
     parser.add_argument("--concurrency", type=int, required=True, help="requests kept in flight")
     parser.add_argument("--num-requests", type=int, required=True, help="measured requests")
     parser.add_argument("--input-len", type=int, required=True, help="prompt tokens, exact")
-    parser.add_argument("--output-len", type=int, required=True,
-                        help="output tokens (max_tokens with ignore_eos)")
-    parser.add_argument("--shared-prefix-len", type=int, default=0,
-                        help="tokens of a prefix shared by every prompt")
+    parser.add_argument(
+        "--output-len", type=int, required=True, help="output tokens (max_tokens with ignore_eos)"
+    )
+    parser.add_argument(
+        "--shared-prefix-len", type=int, default=0, help="tokens of a prefix shared by every prompt"
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--num-warmups", type=int, default=None,
-                        help="unmeasured requests sent first (default: one wave = concurrency)")
+    parser.add_argument(
+        "--num-warmups",
+        type=int,
+        default=None,
+        help="unmeasured requests sent first (default: one wave = concurrency)",
+    )
     parser.add_argument("--endpoint", choices=["completions", "chat"], default="completions")
-    parser.add_argument("--tokenizer", default=None,
-                        help="tokenizer.json (or its folder); default: the model folder when "
-                             "--model is a local path, else the server's /tokenize")
-    parser.add_argument("--request-timeout", type=float, default=600.0,
-                        help="seconds before a request counts as a timeout")
-    parser.add_argument("--goodput", nargs="+", default=None, metavar="METRIC:MS",
-                        help="SLOs like vLLM's, e.g. ttft:200 tpot:50 e2el:5000")
-    parser.add_argument("--transport", choices=list(TRANSPORTS), default=DEFAULT_TRANSPORT,
-                        help="HTTP client: aiohttp, or the lab's raw HTTP/1.1 reader (less CPU)")
+    parser.add_argument(
+        "--tokenizer",
+        default=None,
+        help="tokenizer.json (or its folder); default: the model folder when "
+        "--model is a local path, else the server's /tokenize",
+    )
+    parser.add_argument(
+        "--request-timeout",
+        type=float,
+        default=600.0,
+        help="seconds before a request counts as a timeout",
+    )
+    parser.add_argument(
+        "--goodput",
+        nargs="+",
+        default=None,
+        metavar="METRIC:MS",
+        help="SLOs like vLLM's, e.g. ttft:200 tpot:50 e2el:5000",
+    )
+    parser.add_argument(
+        "--transport",
+        choices=list(TRANSPORTS),
+        default=DEFAULT_TRANSPORT,
+        help="HTTP client: aiohttp, or the lab's raw HTTP/1.1 reader (less CPU)",
+    )
     parser.add_argument("--result-json", required=True, type=Path, help="where to write results")
     parser.add_argument("--quiet", action="store_true", help="no table, no progress")
 
@@ -79,8 +134,9 @@ def parse_goodput(items: Sequence[str] | None) -> dict[str, float]:
     return out
 
 
-def choose_tokenizer(tokenizer: str | None, model: str, base_url: str,
-                     api_key: str | None) -> tuple[TokenizerLike, str]:
+def choose_tokenizer(
+    tokenizer: str | None, model: str, base_url: str, api_key: str | None
+) -> tuple[TokenizerLike, str]:
     """A local tokenizer.json when one is given or the model is a local folder, else the server's."""
     if tokenizer:
         return LocalTokenizer(tokenizer), str(tokenizer)
@@ -95,9 +151,16 @@ def client_bound(load: LoadResult) -> bool:
     return load.client_cpu_util > CLIENT_CPU_LIMIT or load.loop_lag_p99_ms > LOOP_LAG_P99_LIMIT_MS
 
 
-def build_result(load: LoadResult, workload: Workload, *, model: str, base_url: str,
-                 tokenizer_id: str, prompts: Sequence[str],
-                 slo_ms: dict[str, float] | None = None) -> dict[str, Any]:
+def build_result(
+    load: LoadResult,
+    workload: Workload,
+    *,
+    model: str,
+    base_url: str,
+    tokenizer_id: str,
+    prompts: Sequence[str],
+    slo_ms: dict[str, float] | None = None,
+) -> dict[str, Any]:
     """vLLM's result keys at the top level, the lab's extras under "lab"."""
     cols = columns(load.records)
     summary = summarize(cols, load.duration_s)
@@ -108,8 +171,12 @@ def build_result(load: LoadResult, workload: Workload, *, model: str, base_url: 
         "date": datetime.now().strftime("%Y%m%d-%H%M%S"),
         "endpoint_type": "openai-chat" if workload.endpoint == "chat" else "openai",
         "backend": "openai-chat" if workload.endpoint == "chat" else "openai",
-        "label": None, "model_id": model, "tokenizer_id": tokenizer_id,
-        "num_prompts": workload.num_requests, "request_rate": "inf", "burstiness": 1.0,
+        "label": None,
+        "model_id": model,
+        "tokenizer_id": tokenizer_id,
+        "num_prompts": workload.num_requests,
+        "request_rate": "inf",
+        "burstiness": 1.0,
         "max_concurrency": workload.concurrency,
         **summary,
         "request_goodput": good["request_goodput"] if good else None,
@@ -122,10 +189,13 @@ def build_result(load: LoadResult, workload: Workload, *, model: str, base_url: 
         "errors": [r.error or "" for r in records],
     }
     result["lab"] = {
-        "workload": workload.to_dict(), "workload_fingerprint": workload.fingerprint(),
-        "prompt_digest": prompt_digest(prompts), "base_url": display_url(base_url),
-        "started_at": datetime.fromtimestamp(load.started_at_unix, timezone.utc).isoformat(),
-        "failed_by_kind": failed_by_kind, "error_kinds": [r.error_kind for r in records],
+        "workload": workload.to_dict(),
+        "workload_fingerprint": workload.fingerprint(),
+        "prompt_digest": prompt_digest(prompts),
+        "base_url": display_url(base_url),
+        "started_at": datetime.fromtimestamp(load.started_at_unix, UTC).isoformat(),
+        "failed_by_kind": failed_by_kind,
+        "error_kinds": [r.error_kind for r in records],
         "goodput": ({"slo_ms": slo_ms, **good} if good else None),
         "achieved_concurrency": achieved_concurrency(cols, load.duration_s),
         "steady_state": steady_state(cols, workload.concurrency, load.inflight or None),
@@ -168,8 +238,10 @@ def print_table(result: dict[str, Any], out: TextIO | None = None) -> None:
     ]
     if result.get("request_goodput") is not None:
         rows.append(line("Request goodput (req/s):", _fmt(result["request_goodput"])))
-    rows += [line("Output token throughput (tok/s):", _fmt(result["output_throughput"])),
-             line("Total token throughput (tok/s):", _fmt(result["total_token_throughput"]))]
+    rows += [
+        line("Output token throughput (tok/s):", _fmt(result["output_throughput"])),
+        line("Total token throughput (tok/s):", _fmt(result["total_token_throughput"])),
+    ]
     for metric in LATENCY_METRICS:
         name = metric.upper()
         rows.append("{s:{c}^{n}}".format(s=_TITLES[metric], n=50, c="-"))
@@ -184,18 +256,24 @@ def print_table(result: dict[str, Any], out: TextIO | None = None) -> None:
         line("Achieved concurrency (sum E2EL/dur):", _fmt(lab["achieved_concurrency"])),
         line("Steady-state output tok/s:", _fmt(steady.get("output_throughput"))),
         line("Client CPU (cores):", _fmt(client["client_cpu_util"])),
-        line("Event-loop lag p99 / max (ms):",
-             f"{client['loop_lag_p99_ms']:.2f} / {client['loop_lag_max_ms']:.2f}"),
+        line(
+            "Event-loop lag p99 / max (ms):",
+            f"{client['loop_lag_p99_ms']:.2f} / {client['loop_lag_max_ms']:.2f}",
+        ),
     ]
     if result["failed"]:
         kinds = ", ".join(f"{k}: {v}" for k, v in sorted(lab["failed_by_kind"].items()))
         rows.append(line("Failures by kind:", kinds))
     if lab["client_bound"]:
-        rows.append("WARNING: the client may be the bottleneck (busy core or lagging loop); "
-                    "the numbers are a lower bound for the server.")
+        rows.append(
+            "WARNING: the client may be the bottleneck (busy core or lagging loop); "
+            "the numbers are a lower bound for the server."
+        )
     if lab["warmup_check"].get("slow_start"):
-        rows.append("WARNING: the first requests were clearly slower to first token than the "
-                    "rest: the server may not have been warm.")
+        rows.append(
+            "WARNING: the first requests were clearly slower to first token than the "
+            "rest: the server may not have been warm."
+        )
     rows.append("=" * 50)
     print("\n".join(rows), file=out or sys.stdout)
 
@@ -209,11 +287,17 @@ def run_bench_command(args: argparse.Namespace) -> int:
     err = sys.stderr
     key = api_key_from_env()
     try:
-        workload = Workload(num_requests=args.num_requests, concurrency=args.concurrency,
-                            input_len=args.input_len, output_len=args.output_len,
-                            shared_prefix_len=args.shared_prefix_len, endpoint=args.endpoint,
-                            seed=args.seed, num_warmups=args.num_warmups,
-                            request_timeout_s=args.request_timeout)
+        workload = Workload(
+            num_requests=args.num_requests,
+            concurrency=args.concurrency,
+            input_len=args.input_len,
+            output_len=args.output_len,
+            shared_prefix_len=args.shared_prefix_len,
+            endpoint=args.endpoint,
+            seed=args.seed,
+            num_warmups=args.num_warmups,
+            request_timeout_s=args.request_timeout,
+        )
         slo = parse_goodput(args.goodput)
     except (WorkloadError, ValueError) as exc:
         print(f"error: {exc}", file=err)
@@ -243,9 +327,16 @@ def run_bench_command(args: argparse.Namespace) -> int:
     if in_main:
         signal.signal(signal.SIGINT, on_sigint)
     try:
-        load = run_load_sync(args.base_url, args.model, prompts, workload, api_key=key,
-                             on_progress=progress if show else None, cancel=cancel,
-                             transport=args.transport)
+        load = run_load_sync(
+            args.base_url,
+            args.model,
+            prompts,
+            workload,
+            api_key=key,
+            on_progress=progress if show else None,
+            cancel=cancel,
+            transport=args.transport,
+        )
     except LoadError as exc:
         print(f"error: {exc}", file=err)
         return 1
@@ -254,8 +345,15 @@ def run_bench_command(args: argparse.Namespace) -> int:
             signal.signal(signal.SIGINT, previous)
         if show:
             print("", file=err)
-    result = build_result(load, workload, model=args.model, base_url=args.base_url,
-                          tokenizer_id=tokenizer_id, prompts=prompts, slo_ms=slo or None)
+    result = build_result(
+        load,
+        workload,
+        model=args.model,
+        base_url=args.base_url,
+        tokenizer_id=tokenizer_id,
+        prompts=prompts,
+        slo_ms=slo or None,
+    )
     result["lab"]["transport"] = resolve_transport(args.transport, args.base_url)
     write_json(args.result_json, result)
     if not args.quiet:

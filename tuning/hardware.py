@@ -1,5 +1,6 @@
 """What machine a run ran on, in one comparable string (two runs on different hardware are not
 comparable) plus the details behind it."""
+
 from __future__ import annotations
 
 import os
@@ -34,8 +35,13 @@ def _gpus() -> list[dict[str, Any]]:
             handle = pynvml.nvmlDeviceGetHandleByIndex(i)
             name = pynvml.nvmlDeviceGetName(handle)
             total = pynvml.nvmlDeviceGetMemoryInfo(handle).total
-            out.append({"index": i, "name": name if isinstance(name, str) else name.decode(),
-                        "memory_total_bytes": int(total)})
+            out.append(
+                {
+                    "index": i,
+                    "name": name if isinstance(name, str) else name.decode(),
+                    "memory_total_bytes": int(total),
+                }
+            )
         return out
     except Exception:
         return []
@@ -60,5 +66,11 @@ def describe() -> dict[str, Any]:
         summary = f"{len(gpus)}x {' + '.join(names)}"
     else:
         summary = f"CPU {cpu} ({cores} cores, {mem / 2**30:.0f} GiB)"
-    return {"summary": summary, "cpu": cpu, "cores": cores, "memory_bytes": mem, "gpus": gpus,
-            "machine": platform.machine()}
+    return {
+        "summary": summary,
+        "cpu": cpu,
+        "cores": cores,
+        "memory_bytes": mem,
+        "gpus": gpus,
+        "machine": platform.machine(),
+    }

@@ -14,14 +14,16 @@ Failed requests count in `failed` and nowhere else. Where vLLM prints 0 for a me
 server's `usage`; a successful record without one contributes no tokens and no TPOT.
 Everything works on numpy arrays built in one pass, so a million records summarise in about a second.
 """
+
 from __future__ import annotations
 
 import gc
 import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import chain, compress
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -38,14 +40,15 @@ Row = RequestRecord | Mapping[str, Any]
 @dataclass
 class Columns:
     """The records as arrays; NaN where a value is missing. `itl` holds successful requests only."""
-    ok: np.ndarray             # bool
-    start: np.ndarray          # s
-    ttft: np.ndarray           # s, NaN when no content chunk came
-    end: np.ndarray            # s
+
+    ok: np.ndarray  # bool
+    start: np.ndarray  # s
+    ttft: np.ndarray  # s, NaN when no content chunk came
+    end: np.ndarray  # s
     output_tokens: np.ndarray  # float, NaN when unknown
     prompt_tokens: np.ndarray  # float, NaN when unknown
-    itl: np.ndarray            # pooled gaps of the successful requests
-    chunks: np.ndarray         # content chunks per successful request (len(itl) + 1)
+    itl: np.ndarray  # pooled gaps of the successful requests
+    chunks: np.ndarray  # content chunks per successful request (len(itl) + 1)
     error_kind: list[str | None]
 
     @property
@@ -98,8 +101,17 @@ def columns(records: Iterable[Row]) -> Columns:
         count = sum(map(len, good_itls))
         itl = np.fromiter(chain.from_iterable(good_itls), dtype=float, count=count)
         chunks = np.fromiter(map(len, good_itls), dtype=np.int64, count=len(good_itls)) + 1
-    return Columns(ok=ok, start=start, ttft=ttft, end=end, output_tokens=out,
-                   prompt_tokens=prompt, itl=itl, chunks=chunks, error_kind=kinds)
+    return Columns(
+        ok=ok,
+        start=start,
+        ttft=ttft,
+        end=end,
+        output_tokens=out,
+        prompt_tokens=prompt,
+        itl=itl,
+        chunks=chunks,
+        error_kind=kinds,
+    )
 
 
 def _stats(prefix: str, values_s: np.ndarray, out: dict[str, Any]) -> None:
@@ -144,8 +156,11 @@ def summarize(records: Iterable[Row] | Columns, duration_s: float) -> dict[str, 
     total_in = int(np.nansum(c.prompt_tokens[ok]))
     total_out = int(np.nansum(c.output_tokens[ok]))
     out: dict[str, Any] = {
-        "completed": completed, "failed": c.n - completed, "duration": float(duration_s),
-        "total_input_tokens": total_in, "total_output_tokens": total_out,
+        "completed": completed,
+        "failed": c.n - completed,
+        "duration": float(duration_s),
+        "total_input_tokens": total_in,
+        "total_output_tokens": total_out,
         "request_throughput": _per_s(completed, duration_s),
         "output_throughput": _per_s(total_out, duration_s),
         "total_token_throughput": _per_s(total_in + total_out, duration_s),
@@ -172,14 +187,17 @@ def _max_overlap(start: np.ndarray, end: np.ndarray) -> int:
     return int(np.max(np.cumsum(steps[order])))
 
 
-def goodput(records: Iterable[Row] | Columns, duration_s: float,
-            slo_ms: Mapping[str, float]) -> dict[str, Any]:
+def goodput(
+    records: Iterable[Row] | Columns, duration_s: float, slo_ms: Mapping[str, float]
+) -> dict[str, Any]:
     """vLLM's goodput: a successful request is good when every given metric <= its SLO (ms);
     output_tokens <= 1 gives TPOT 0. `good_share` is good / all requests (failures are not good)."""
     unknown = set(slo_ms) - set(GOODPUT_METRICS)
     if unknown or not slo_ms:
-        raise ValueError(f"SLO metrics must be among {', '.join(GOODPUT_METRICS)}; got "
-                         f"{', '.join(sorted(slo_ms)) or 'none'}")
+        raise ValueError(
+            f"SLO metrics must be among {', '.join(GOODPUT_METRICS)}; got "
+            f"{', '.join(sorted(slo_ms)) or 'none'}"
+        )
     c = records if isinstance(records, Columns) else columns(records)
     ok = c.ok
     values = {"ttft": c.ttft[ok], "tpot": _tpots(c, zero_for_short=True), "e2el": c.e2el[ok]}
@@ -187,8 +205,11 @@ def goodput(records: Iterable[Row] | Columns, duration_s: float,
     for name, limit in slo_ms.items():
         good_mask &= (float(limit) / 1000.0) >= values[name]
     good = int(good_mask.sum())
-    return {"good": good, "good_share": good / c.n if c.n else None,
-            "request_goodput": _per_s(good, duration_s)}
+    return {
+        "good": good,
+        "good_share": good / c.n if c.n else None,
+        "request_goodput": _per_s(good, duration_s),
+    }
 
 
 def achieved_concurrency(records: Iterable[Row] | Columns, duration_s: float) -> float | None:
@@ -255,15 +276,18 @@ def _tokens_in_window(c: Columns, t0: float, t1: float) -> float:
         offsets = np.cumsum(gaps) - gaps
         for j in straddle:
             lo = int(offsets[j])
-            times = first[j] + np.concatenate(([0.0], np.cumsum(c.itl[lo:lo + int(gaps[j])])))
+            times = first[j] + np.concatenate(([0.0], np.cumsum(c.itl[lo : lo + int(gaps[j])])))
             hit = int(((times >= t0) & (times <= t1)).sum())
             tokens += float(out[j]) * hit / int(c.chunks[j])
     return tokens
 
 
-def steady_state(records: Iterable[Row] | Columns, concurrency: int,
-                 inflight: Sequence[tuple[float, int]] | None = None,
-                 threshold: float = STEADY_THRESHOLD) -> dict[str, Any]:
+def steady_state(
+    records: Iterable[Row] | Columns,
+    concurrency: int,
+    inflight: Sequence[tuple[float, int]] | None = None,
+    threshold: float = STEADY_THRESHOLD,
+) -> dict[str, Any]:
     """The window where at least ~90% of C requests were in flight, and the output throughput in it.
 
     The window runs from the first moment the level reaches ceil(threshold * C) to the last moment it
@@ -279,8 +303,16 @@ def steady_state(records: Iterable[Row] | Columns, concurrency: int,
     else:
         times, level = _inflight_from_records(c)
     above = level >= need
-    none = {"t0": None, "t1": None, "duration": None, "output_throughput": None,
-            "output_tokens": 0.0, "completed": 0, "need_inflight": need, "found": False}
+    none = {
+        "t0": None,
+        "t1": None,
+        "duration": None,
+        "output_throughput": None,
+        "output_tokens": 0.0,
+        "completed": 0,
+        "need_inflight": need,
+        "found": False,
+    }
     if not above.any():
         return none
     i0 = int(np.argmax(above))
@@ -292,12 +324,21 @@ def steady_state(records: Iterable[Row] | Columns, concurrency: int,
     tokens = _tokens_in_window(c, t0, t1)
     ends = c.end[c.ok]
     done = int(((ends >= t0) & (ends <= t1)).sum())
-    return {"t0": t0, "t1": t1, "duration": t1 - t0, "output_throughput": tokens / (t1 - t0),
-            "output_tokens": tokens, "completed": done, "need_inflight": need, "found": True}
+    return {
+        "t0": t0,
+        "t1": t1,
+        "duration": t1 - t0,
+        "output_throughput": tokens / (t1 - t0),
+        "output_tokens": tokens,
+        "completed": done,
+        "need_inflight": need,
+        "found": True,
+    }
 
 
-def warmup_check(records: Iterable[Row] | Columns, first_n: int, ratio: float = 1.5,
-                 min_diff_ms: float = 20.0) -> dict[str, Any]:
+def warmup_check(
+    records: Iterable[Row] | Columns, first_n: int, ratio: float = 1.5, min_diff_ms: float = 20.0
+) -> dict[str, Any]:
     """Were the first N requests (by start) clearly slower to first token than the rest?
 
     `slow_start` is True when their mean TTFT is > `ratio` x the rest's and > `min_diff_ms` more:
@@ -308,12 +349,21 @@ def warmup_check(records: Iterable[Row] | Columns, first_n: int, ratio: float = 
     ok = np.flatnonzero(c.ok)
     order = ok[np.argsort(c.start[ok], kind="stable")]
     first, rest = order[:first_n], order[first_n:]
-    result: dict[str, Any] = {"first_n": int(first.size), "first_mean_ttft_ms": None,
-                              "rest_mean_ttft_ms": None, "ratio": None, "slow_start": False}
+    result: dict[str, Any] = {
+        "first_n": int(first.size),
+        "first_mean_ttft_ms": None,
+        "rest_mean_ttft_ms": None,
+        "ratio": None,
+        "slow_start": False,
+    }
     if first.size == 0 or rest.size == 0:
         return result
     a = float(np.mean(c.ttft[first])) * 1000.0
     b = float(np.mean(c.ttft[rest])) * 1000.0
-    result.update(first_mean_ttft_ms=a, rest_mean_ttft_ms=b, ratio=a / b if b > 0 else None,
-                  slow_start=bool(a > ratio * b and a - b > min_diff_ms))
+    result.update(
+        first_mean_ttft_ms=a,
+        rest_mean_ttft_ms=b,
+        ratio=a / b if b > 0 else None,
+        slow_start=bool(a > ratio * b and a - b > min_diff_ms),
+    )
     return result

@@ -4,13 +4,15 @@ Every value a user types passes through `validate_value` before any process star
 malformed value (NaN, a flag smuggled in as a value, shell metacharacters) is refused here with a
 message the UI can show next to the field.
 """
+
 from __future__ import annotations
 
 import math
 import re
 import socket
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Literal, Mapping
+from typing import Any, Literal
 
 Backend = Literal["cpu", "gpu"]
 Kind = Literal["flag", "env", "workload"]
@@ -63,47 +65,165 @@ def _p(**kw: Any) -> Param:
     return Param(**kw)
 
 
-PARAMS: dict[str, Param] = {p.name: p for p in [
-    _p(name="block-size", type="int", flag="--block-size", minimum=1, maximum=1024, unit="tokens",
-       help="Tokens per KV-cache block; the CPU attention backend needs a multiple of 32."),
-    _p(name="gpu-memory-utilization", type="float", flag="--gpu-memory-utilization", minimum=0.01,
-       maximum=1.0, default=0.92, unit="fraction",
-       help="Share of device memory (node RAM on CPU) vLLM may take; the KV cache gets what is left."),
-    _p(name="kv-cache-memory-bytes", type="bytes", flag="--kv-cache-memory-bytes", minimum=1,
-       maximum=2**50, unit="bytes",
-       help="Exact KV-cache budget (1G = 2^30, 1g = 10^9); overrides gpu-memory-utilization."),
-    _p(name="max-num-seqs", type="int", flag="--max-num-seqs", minimum=1, maximum=65536,
-       unit="requests", help="Most requests the scheduler runs in one batch."),
-    _p(name="max-num-batched-tokens", type="int", flag="--max-num-batched-tokens", minimum=1,
-       maximum=2**24, unit="tokens", help="Most tokens scheduled in one engine step (prefill budget)."),
-    _p(name="max-model-len", type="int", flag="--max-model-len", minimum=16, maximum=2**22,
-       unit="tokens", help="Longest prompt + output a request may have; sets the per-request KV need."),
-    _p(name="enable-prefix-caching", type="bool", flag="--enable-prefix-caching", default=True,
-       help="Reuse KV blocks of shared prompt prefixes across requests."),
-    _p(name="enable-chunked-prefill", type="bool", flag="--enable-chunked-prefill", default=True,
-       help="Split long prefills into chunks that share steps with decodes."),
-    _p(name="kv-cache-dtype", type="choice", flag="--kv-cache-dtype", default="auto",
-       choices=("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2"),
-       help="Storage type of the KV cache; fp8 halves its memory per token."),
-    _p(name="enforce-eager", type="bool", flag="--enforce-eager", default=False,
-       help="Skip torch.compile and CUDA graphs: faster start, usually slower steps."),
-    _p(name="dtype", type="choice", flag="--dtype", default="auto",
-       choices=("auto", "bfloat16", "float16", "float32"), help="Weight and activation type."),
-    _p(name="tensor-parallel-size", type="int", flag="--tensor-parallel-size", minimum=1,
-       maximum=64, default=1, unit="devices", backends=frozenset({"gpu"}),
-       help="Devices one model is split across."),
-    _p(name="VLLM_CPU_KVCACHE_SPACE", type="int", kind="env", env="VLLM_CPU_KVCACHE_SPACE",
-       minimum=1, maximum=1024, unit="GiB", backends=frozenset({"cpu"}),
-       help="CPU engine only: GiB of RAM for the KV cache (environment variable)."),
-    _p(name="concurrency", type="int", kind="workload", minimum=1, maximum=100000, default=16,
-       unit="requests", help="Requests kept in flight by the load generator (no restart needed)."),
-    _p(name="input-len", type="int", kind="workload", minimum=1, maximum=2**20, default=64,
-       unit="tokens", help="Prompt tokens per request, exact (no restart needed)."),
-    _p(name="output-len", type="int", kind="workload", minimum=1, maximum=2**20, default=64,
-       unit="tokens", help="Output tokens per request, with ignore_eos (no restart needed)."),
-    _p(name="shared-prefix-len", type="int", kind="workload", minimum=0, maximum=2**20, default=0,
-       unit="tokens", help="Tokens of a prefix shared by all prompts (no restart needed)."),
-]}
+PARAMS: dict[str, Param] = {
+    p.name: p
+    for p in [
+        _p(
+            name="block-size",
+            type="int",
+            flag="--block-size",
+            minimum=1,
+            maximum=1024,
+            unit="tokens",
+            help="Tokens per KV-cache block; the CPU attention backend needs a multiple of 32.",
+        ),
+        _p(
+            name="gpu-memory-utilization",
+            type="float",
+            flag="--gpu-memory-utilization",
+            minimum=0.01,
+            maximum=1.0,
+            default=0.92,
+            unit="fraction",
+            help="Share of device memory (node RAM on CPU) vLLM may take; the KV cache gets what is left.",
+        ),
+        _p(
+            name="kv-cache-memory-bytes",
+            type="bytes",
+            flag="--kv-cache-memory-bytes",
+            minimum=1,
+            maximum=2**50,
+            unit="bytes",
+            help="Exact KV-cache budget (1G = 2^30, 1g = 10^9); overrides gpu-memory-utilization.",
+        ),
+        _p(
+            name="max-num-seqs",
+            type="int",
+            flag="--max-num-seqs",
+            minimum=1,
+            maximum=65536,
+            unit="requests",
+            help="Most requests the scheduler runs in one batch.",
+        ),
+        _p(
+            name="max-num-batched-tokens",
+            type="int",
+            flag="--max-num-batched-tokens",
+            minimum=1,
+            maximum=2**24,
+            unit="tokens",
+            help="Most tokens scheduled in one engine step (prefill budget).",
+        ),
+        _p(
+            name="max-model-len",
+            type="int",
+            flag="--max-model-len",
+            minimum=16,
+            maximum=2**22,
+            unit="tokens",
+            help="Longest prompt + output a request may have; sets the per-request KV need.",
+        ),
+        _p(
+            name="enable-prefix-caching",
+            type="bool",
+            flag="--enable-prefix-caching",
+            default=True,
+            help="Reuse KV blocks of shared prompt prefixes across requests.",
+        ),
+        _p(
+            name="enable-chunked-prefill",
+            type="bool",
+            flag="--enable-chunked-prefill",
+            default=True,
+            help="Split long prefills into chunks that share steps with decodes.",
+        ),
+        _p(
+            name="kv-cache-dtype",
+            type="choice",
+            flag="--kv-cache-dtype",
+            default="auto",
+            choices=("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2"),
+            help="Storage type of the KV cache; fp8 halves its memory per token.",
+        ),
+        _p(
+            name="enforce-eager",
+            type="bool",
+            flag="--enforce-eager",
+            default=False,
+            help="Skip torch.compile and CUDA graphs: faster start, usually slower steps.",
+        ),
+        _p(
+            name="dtype",
+            type="choice",
+            flag="--dtype",
+            default="auto",
+            choices=("auto", "bfloat16", "float16", "float32"),
+            help="Weight and activation type.",
+        ),
+        _p(
+            name="tensor-parallel-size",
+            type="int",
+            flag="--tensor-parallel-size",
+            minimum=1,
+            maximum=64,
+            default=1,
+            unit="devices",
+            backends=frozenset({"gpu"}),
+            help="Devices one model is split across.",
+        ),
+        _p(
+            name="VLLM_CPU_KVCACHE_SPACE",
+            type="int",
+            kind="env",
+            env="VLLM_CPU_KVCACHE_SPACE",
+            minimum=1,
+            maximum=1024,
+            unit="GiB",
+            backends=frozenset({"cpu"}),
+            help="CPU engine only: GiB of RAM for the KV cache (environment variable).",
+        ),
+        _p(
+            name="concurrency",
+            type="int",
+            kind="workload",
+            minimum=1,
+            maximum=100000,
+            default=16,
+            unit="requests",
+            help="Requests kept in flight by the load generator (no restart needed).",
+        ),
+        _p(
+            name="input-len",
+            type="int",
+            kind="workload",
+            minimum=1,
+            maximum=2**20,
+            default=64,
+            unit="tokens",
+            help="Prompt tokens per request, exact (no restart needed).",
+        ),
+        _p(
+            name="output-len",
+            type="int",
+            kind="workload",
+            minimum=1,
+            maximum=2**20,
+            default=64,
+            unit="tokens",
+            help="Output tokens per request, with ignore_eos (no restart needed).",
+        ),
+        _p(
+            name="shared-prefix-len",
+            type="int",
+            kind="workload",
+            minimum=0,
+            maximum=2**20,
+            default=0,
+            unit="tokens",
+            help="Tokens of a prefix shared by all prompts (no restart needed).",
+        ),
+    ]
+}
 
 
 def get_param(name: str) -> Param:
@@ -134,8 +254,9 @@ def _reject_text(param: Param, text: str) -> None:
     if text.startswith("-"):
         raise ParamError(f"{param.name}: value {text!r} starts with '-' (it would read as a flag)")
     if not _SAFE_TEXT.match(text):
-        raise ParamError(f"{param.name}: value {text!r} has characters other than letters, digits, "
-                         "'_' and '.'")
+        raise ParamError(
+            f"{param.name}: value {text!r} has characters other than letters, digits, '_' and '.'"
+        )
 
 
 def validate_value(name: str, raw: Any) -> Any:
@@ -259,6 +380,7 @@ def free_port(host: str = FORCED_HOST) -> int:
 @dataclass(frozen=True)
 class Launch:
     """Everything needed to start one server: argv (no shell), extra env, where it will listen."""
+
     argv: list[str]
     env: dict[str, str]
     host: str
@@ -270,15 +392,31 @@ class Launch:
         return f"http://{self.host}:{self.port}"
 
 
-def build_launch(command: list[str], model: str, served_name: str, config: Mapping[str, Any],
-                 backend: str, *, port: int | None = None, load_format: str | None = None,
-                 base_env: Mapping[str, str] | None = None) -> Launch:
+def build_launch(
+    command: list[str],
+    model: str,
+    served_name: str,
+    config: Mapping[str, Any],
+    backend: str,
+    *,
+    port: int | None = None,
+    load_format: str | None = None,
+    base_env: Mapping[str, str] | None = None,
+) -> Launch:
     """A validated configuration -> the argv and environment of one vLLM server start."""
     clean = validate_config(config, backend)
     flags, env = config_args(clean)
     chosen = port or free_port()
-    argv = list(command) + ["--model", model, "--served-model-name", served_name,
-                            "--host", FORCED_HOST, "--port", str(chosen)]
+    argv = list(command) + [
+        "--model",
+        model,
+        "--served-model-name",
+        served_name,
+        "--host",
+        FORCED_HOST,
+        "--port",
+        str(chosen),
+    ]
     if load_format:
         argv += ["--load-format", load_format]
     argv += flags

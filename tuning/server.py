@@ -4,6 +4,7 @@ A start is launched with an argv list in a new session (its own process group), 
 and is stopped by group with escalation. `stop()` returns only when every process of the group is
 gone and the port is free, so the next start of an experiment never meets the previous one.
 """
+
 from __future__ import annotations
 
 import os
@@ -14,9 +15,10 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
@@ -27,19 +29,19 @@ LOG_TAIL_LINES = 60
 
 HINTS: dict[str, str] = {
     "invalid_argument": "vLLM's argument parser refused a flag or value: check the parameter "
-                        "spelling and range for this vLLM version (removed flags exit with code 2).",
+    "spelling and range for this vLLM version (removed flags exit with code 2).",
     "engine_init": "The engine started but refused this configuration; the engine's reason is "
-                   "quoted. Pick a value the backend supports (e.g. a block size that is a "
-                   "multiple of 32 on the CPU backend) and run again.",
+    "quoted. Pick a value the backend supports (e.g. a block size that is a "
+    "multiple of 32 on the CPU backend) and run again.",
     "out_of_memory": "Not enough memory for the weights or the KV cache: lower "
-                     "gpu-memory-utilization / kv-cache-memory-bytes / max-model-len, or wait "
-                     "until the previous server has released its memory.",
+    "gpu-memory-utilization / kv-cache-memory-bytes / max-model-len, or wait "
+    "until the previous server has released its memory.",
     "port_in_use": "The port was taken by another process; the lab picks a fresh port on the "
-                   "next start. Look for a stray server on this machine.",
+    "next start. Look for a stray server on this machine.",
     "timeout": "The server did not answer /health in time. Raise the start timeout (a cold "
-               "torch.compile can take minutes) or use enforce-eager.",
+    "torch.compile can take minutes) or use enforce-eager.",
     "crashed": "The server exited before it was healthy without a known reason; read the log "
-               "excerpt.",
+    "excerpt.",
 }
 
 
@@ -55,13 +57,18 @@ class StartFailure(RuntimeError):
         self.returncode = returncode
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "reason": self.reason, "hint": self.hint,
-                "returncode": self.returncode}
+        return {
+            "kind": self.kind,
+            "reason": self.reason,
+            "hint": self.hint,
+            "returncode": self.returncode,
+        }
 
 
 @dataclass
 class StartupFacts:
     """What the engine says about its memory at start; None means it did not say."""
+
     kv_cache_tokens: int | None = None
     max_concurrency: float | None = None
     max_concurrency_tokens_per_request: int | None = None
@@ -83,17 +90,23 @@ class StartupFacts:
 
 
 _NUM = r"([\d,]+)"
-_KV_LINE = re.compile(rf"(?:CPU|GPU|XPU)[^:\n]*KV cache size: {_NUM} tokens, Maximum concurrency "
-                      rf"for {_NUM} tokens per request: ([\d.]+)x")
+_KV_LINE = re.compile(
+    rf"(?:CPU|GPU|XPU)[^:\n]*KV cache size: {_NUM} tokens, Maximum concurrency "
+    rf"for {_NUM} tokens per request: ([\d.]+)x"
+)
 _KV_TOKENS_ONLY = re.compile(rf"KV cache size: {_NUM} tokens")
 _AVAILABLE_KV = re.compile(r"Available KV cache memory: ([\d.]+) ?GiB")
 _CPU_KV = re.compile(r"set \(?([\d.]+)(?:/[\d.]+)?\)? GiB for KV cache")
 _WEIGHTS = re.compile(r"Model loading took ([\d.]+) ?GiB")
 _INIT = re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s")
-_VERSION = re.compile(r"vLLM (?:API )?server version ([\w.+-]+)"
-                      r"|Initializing a V1 LLM engine \(v([\w.+-]+)\)")
+_VERSION = re.compile(
+    r"vLLM (?:API )?server version ([\w.+-]+)"
+    r"|Initializing a V1 LLM engine \(v([\w.+-]+)\)"
+)
 _PROC = re.compile(r"\((\w+) pid=(\d+)\)")
-_MEMORY_LINE = re.compile(r".*(?:Free memory on device|GiB for KV cache|Available KV cache memory).*")
+_MEMORY_LINE = re.compile(
+    r".*(?:Free memory on device|GiB for KV cache|Available KV cache memory).*"
+)
 
 
 def parse_startup_log(text: str) -> StartupFacts:
@@ -147,8 +160,11 @@ def apply_cache_config(facts: StartupFacts, labels: dict[str, str]) -> None:
 
 _ARGPARSE = re.compile(r"^.*error: (?:argument|unrecognized arguments|the following).*$", re.M)
 _EXC_LINE = re.compile(r"^(?:.*[\])] )?(?:\w+\.)*(\w*(?:Error|Exception)): (.+)$", re.M)
-_GENERIC = ("Engine core initialization failed", "EngineCore failed to start",
-            "See root cause above")
+_GENERIC = (
+    "Engine core initialization failed",
+    "EngineCore failed to start",
+    "See root cause above",
+)
 
 
 def classify_failure(log_text: str, returncode: int | None) -> tuple[str, str]:
@@ -161,12 +177,16 @@ def classify_failure(log_text: str, returncode: int | None) -> tuple[str, str]:
     if "Address already in use" in log_text:
         return "port_in_use", "OSError: [Errno 98] Address already in use"
     lowered = log_text.lower()
-    oom_markers = ("out of memory", "outofmemoryerror", "no available memory for the cache blocks",
-                   "larger than the available kv cache memory", "is less than desired gpu memory",
-                   "cannot allocate memory")
+    oom_markers = (
+        "out of memory",
+        "outofmemoryerror",
+        "no available memory for the cache blocks",
+        "larger than the available kv cache memory",
+        "is less than desired gpu memory",
+        "cannot allocate memory",
+    )
     exceptions = [(m.group(1), m.group(2).strip()) for m in _EXC_LINE.finditer(log_text)]
-    specific = [f"{name}: {msg}" for name, msg in exceptions
-                if not any(g in msg for g in _GENERIC)]
+    specific = [f"{name}: {msg}" for name, msg in exceptions if not any(g in msg for g in _GENERIC)]
     if any(marker in lowered for marker in oom_markers):
         oom = [s for s in specific if any(k in s.lower() for k in oom_markers)]
         return "out_of_memory", (oom or specific or ["out of memory"])[0][:500]
@@ -225,9 +245,14 @@ class ServerProcess:
         env = {**os.environ, **self.launch.env, "PYTHONUNBUFFERED": "1"}
         env.pop("OPENAI_API_KEY", None)  # a secret for remote endpoints never reaches the engine
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(self.launch.argv, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, env=env,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                self.launch.argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
         self.pgid = self.proc.pid
         self.started_at = time.monotonic()
 
@@ -240,8 +265,9 @@ class ServerProcess:
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         return "\n".join(self.log_text().splitlines()[-lines:])
 
-    def wait_healthy(self, timeout: float = 300.0,
-                     on_poll: Callable[[float], None] | None = None) -> StartupFacts:
+    def wait_healthy(
+        self, timeout: float = 300.0, on_poll: Callable[[float], None] | None = None
+    ) -> StartupFacts:
         """Poll /health until 200; a process exit or the timeout raises StartFailure."""
         assert self.proc is not None and self.started_at is not None
         deadline = self.started_at + timeout
@@ -261,8 +287,12 @@ class ServerProcess:
                 break
             if time.monotonic() > deadline:
                 self.stop()
-                raise StartFailure("timeout", f"/health did not answer 200 within {timeout:.0f} s",
-                                   self.log_tail(), None)
+                raise StartFailure(
+                    "timeout",
+                    f"/health did not answer 200 within {timeout:.0f} s",
+                    self.log_tail(),
+                    None,
+                )
             if on_poll:
                 on_poll(time.monotonic() - self.started_at)
             time.sleep(0.5)

@@ -3,6 +3,7 @@
 Settings live in `settings.json` under the lab's home folder (`TUNING_LAB_HOME`, default `data/` in the
 repo), so the CLI, the runner process and every browser tab read the same values.
 """
+
 from __future__ import annotations
 
 import getpass

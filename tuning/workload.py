@@ -6,6 +6,7 @@ vocabulary ids and checked by re-encoding: byte-level BPE does not round-trip (d
 merge or split tokens), so the builder iterates until the re-encoded prompt has exactly `input_len`
 tokens and fails loudly when it cannot.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -14,9 +15,10 @@ import json
 import math
 import random
 import urllib.parse
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import Any, Iterable, Literal, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 Endpoint = Literal["completions", "chat"]
 ENDPOINTS: tuple[str, ...] = ("completions", "chat")
@@ -44,6 +46,7 @@ class Workload:
     `output_len` is sent as `max_tokens` with `ignore_eos`, so every request generates
     exactly that many tokens.
     """
+
     num_requests: int
     concurrency: int
     input_len: int
@@ -60,15 +63,21 @@ class Workload:
         _check_int("shared_prefix_len", self.shared_prefix_len, minimum=0)
         _check_int("seed", self.seed, minimum=0)
         if self.shared_prefix_len > self.input_len:
-            raise WorkloadError(f"shared_prefix_len ({self.shared_prefix_len}) is longer than "
-                                f"input_len ({self.input_len})")
+            raise WorkloadError(
+                f"shared_prefix_len ({self.shared_prefix_len}) is longer than "
+                f"input_len ({self.input_len})"
+            )
         if self.endpoint not in ENDPOINTS:
             raise WorkloadError(f"endpoint {self.endpoint!r} is not one of {', '.join(ENDPOINTS)}")
         if self.num_warmups is not None:
             _check_int("num_warmups", self.num_warmups, minimum=0)
         timeout = self.request_timeout_s
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or \
-                not math.isfinite(timeout) or timeout <= 0:
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, (int, float))
+            or not math.isfinite(timeout)
+            or timeout <= 0
+        ):
             raise WorkloadError(f"request_timeout_s must be a positive number, got {timeout!r}")
         object.__setattr__(self, "request_timeout_s", float(timeout))
 
@@ -81,7 +90,7 @@ class Workload:
     def total_prompts(self) -> int:
         return self.warmups + self.num_requests
 
-    def with_value(self, name: str, value: Any) -> "Workload":
+    def with_value(self, name: str, value: Any) -> Workload:
         """A copy with one field changed; accepts the registry's spelling ('input-len')."""
         key = name.strip().replace("-", "_")
         if key not in {f.name for f in fields(self)}:
@@ -113,7 +122,7 @@ class Workload:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Workload":
+    def from_dict(cls, data: Mapping[str, Any]) -> Workload:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
@@ -176,8 +185,11 @@ class LocalTokenizer:
             candidates = [i for i in range(self._tok.get_vocab_size()) if i not in self._special]
             pieces = [self._tok.decode([i], skip_special_tokens=False) for i in candidates]
             encoded = self._tok.encode_batch(pieces, add_special_tokens=False)
-            self._pool = [i for i, piece, enc in zip(candidates, pieces, encoded)
-                          if _safe_piece(piece) and list(enc.ids) == [i]]
+            self._pool = [
+                i
+                for i, piece, enc in zip(candidates, pieces, encoded)
+                if _safe_piece(piece) and list(enc.ids) == [i]
+            ]
             if not self._pool:
                 raise WorkloadError(f"tokenizer {self.path} has no usable ids")
         return self._pool
@@ -201,8 +213,9 @@ class ServerTokenizer:
     One keep-alive connection serves all calls: building thousands of prompts is thousands of calls.
     """
 
-    def __init__(self, base_url: str, model: str, api_key: str | None = None,
-                 timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, base_url: str, model: str, api_key: str | None = None, timeout_s: float = 30.0
+    ) -> None:
         self.root = server_root(base_url)
         self.model = model
         self._api_key = api_key
@@ -243,8 +256,10 @@ class ServerTokenizer:
                     raise WorkloadError(f"POST {path} failed: {exc}") from None
                 continue
             if resp.status != 200:
-                raise WorkloadError(f"POST {path} answered HTTP {resp.status}; the server must "
-                                    "be vLLM (it serves /tokenize), or pass a local tokenizer")
+                raise WorkloadError(
+                    f"POST {path} answered HTTP {resp.status}; the server must "
+                    "be vLLM (it serves /tokenize), or pass a local tokenizer"
+                )
             try:
                 return dict(json.loads(data))
             except ValueError:
@@ -252,8 +267,9 @@ class ServerTokenizer:
         raise AssertionError("unreachable")
 
     def encode(self, text: str) -> list[int]:
-        out = self._post("/tokenize", {"model": self.model, "prompt": text,
-                                       "add_special_tokens": False})
+        out = self._post(
+            "/tokenize", {"model": self.model, "prompt": text, "add_special_tokens": False}
+        )
         return [int(i) for i in out["tokens"]]
 
     def decode(self, ids: Sequence[int]) -> str:
@@ -268,8 +284,16 @@ class ServerTokenizer:
         return self._pool
 
 
-def _fit(tok: TokenizerLike, prefix_text: str, prefix_ids: list[int], body: list[int],
-         target: int, pool: list[int], rng: random.Random, specials: frozenset[int]) -> str:
+def _fit(
+    tok: TokenizerLike,
+    prefix_text: str,
+    prefix_ids: list[int],
+    body: list[int],
+    target: int,
+    pool: list[int],
+    rng: random.Random,
+    specials: frozenset[int],
+) -> str:
     """prefix + decode(body), adjusted until it re-encodes to exactly `target` tokens with the
     prefix's tokens intact and no special ids; raises WorkloadError after a bounded number of rounds."""
     p = len(prefix_ids)
@@ -295,8 +319,10 @@ def _fit(tok: TokenizerLike, prefix_text: str, prefix_ids: list[int], body: list
         if need > 0 and got == body:
             got[-1] = rng.choice(pool)  # stuck: the same ids keep re-encoding the same way
         body = got
-    raise WorkloadError(f"could not build a prompt of exactly {target} tokens in {_MAX_FIT_ROUNDS} "
-                        "rounds (the tokenizer keeps merging the random tokens)")
+    raise WorkloadError(
+        f"could not build a prompt of exactly {target} tokens in {_MAX_FIT_ROUNDS} "
+        "rounds (the tokenizer keeps merging the random tokens)"
+    )
 
 
 def build_prompts(workload: Workload, tokenizer: TokenizerLike) -> list[str]:
@@ -322,8 +348,18 @@ def build_prompts(workload: Workload, tokenizer: TokenizerLike) -> list[str]:
         if body_len == 0:
             prompts.append(prefix_text)
             continue
-        prompts.append(_fit(tokenizer, prefix_text, prefix_ids, rng.choices(pool, k=body_len),
-                            workload.input_len, pool, rng, specials))
+        prompts.append(
+            _fit(
+                tokenizer,
+                prefix_text,
+                prefix_ids,
+                rng.choices(pool, k=body_len),
+                workload.input_len,
+                pool,
+                rng,
+                specials,
+            )
+        )
     return prompts
 
 

@@ -1,4 +1,5 @@
 """Things every page needs: where the DB is, a fresh connection per rerun, number formatting."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -2,17 +2,27 @@
 
 No module-level state; widget keys are stable (`cmp_*`, `dl_*`) so browser tests can find them.
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 import streamlit as st
 
 from tuning.charts import build as ch
+from tuning.compare.comparison import (
+    METRICS,
+    VERDICT_LABEL,
+    Comparison,
+    Metric,
+    available_series,
+    default_baseline,
+    fmt_value,
+    noise_floor,
+)
 from tuning.output import export
-from tuning.compare.comparison import (METRICS, Comparison, Metric, available_series, default_baseline,
-                            VERDICT_LABEL, fmt_value, noise_floor)
 
 GOOD = "color: #1a7f37; font-weight: 600"
 BAD = "color: #cf222e; font-weight: 600"
@@ -40,37 +50,49 @@ def parse_id_list(raw: Any) -> list[int]:
 def run_label(run: Mapping[str, Any]) -> str:
     rep = run.get("repeat_index")
     rep_s = f" · repeat {int(rep) + 1}" if rep is not None else ""
-    return (f"run {run['id']} · {run.get('param')} = {run.get('value')}{rep_s} · "
-            f"{run.get('status')}")
+    return f"run {run['id']} · {run.get('param')} = {run.get('value')}{rep_s} · {run.get('status')}"
 
 
-def pick_sides(runs: Sequence[Mapping[str, Any]], scope: str,
-               preset_baseline: Sequence[int] | None = None) -> tuple[list[int], list[int]]:
+def pick_sides(
+    runs: Sequence[Mapping[str, Any]], scope: str, preset_baseline: Sequence[int] | None = None
+) -> tuple[list[int], list[int]]:
     """Baseline and candidate multiselects; defaults: the first value's runs, and the rest."""
     ids = [int(r["id"]) for r in runs]
     labels = {int(r["id"]): run_label(r) for r in runs}
     default_base = [i for i in (preset_baseline or []) if i in ids] or default_baseline(runs)
     with st.container(key="cmp_sides"):
         left, right = st.columns(2)
-        base = left.multiselect("Baseline runs (one configuration; its repeats)", ids,
-                                default=default_base, format_func=lambda i: labels[i],
-                                key=f"cmp_baseline_{scope}")
+        base = left.multiselect(
+            "Baseline runs (one configuration; its repeats)",
+            ids,
+            default=default_base,
+            format_func=lambda i: labels[i],
+            key=f"cmp_baseline_{scope}",
+        )
         rest = [i for i in ids if i not in base]
-        cand = right.multiselect("Candidate runs (grouped by value)", rest, default=rest,
-                                 format_func=lambda i: labels[i], key=f"cmp_candidates_{scope}")
+        cand = right.multiselect(
+            "Candidate runs (grouped by value)",
+            rest,
+            default=rest,
+            format_func=lambda i: labels[i],
+            key=f"cmp_candidates_{scope}",
+        )
     return list(base), [i for i in cand if i not in base]
 
 
 def slo_inputs() -> dict[str, float]:
     """Goodput SLOs in ms; 0 = not set. Goodput is recomputed from the stored request rows."""
-    st.markdown("**Goodput SLOs** (0 = off): a request is *good* when it succeeded and every set "
-                "limit holds; goodput = good requests / duration (vLLM's definition, TPOT 0 for "
-                "1-token outputs).")
+    st.markdown(
+        "**Goodput SLOs** (0 = off): a request is *good* when it succeeded and every set "
+        "limit holds; goodput = good requests / duration (vLLM's definition, TPOT 0 for "
+        "1-token outputs)."
+    )
     cols = st.columns(3)
     out: dict[str, float] = {}
     for col, name in zip(cols, ("ttft", "tpot", "e2el")):
-        value = col.number_input(f"{name.upper()} ≤ ms", min_value=0.0, value=0.0, step=10.0,
-                                 key=f"cmp_slo_{name}")
+        value = col.number_input(
+            f"{name.upper()} ≤ ms", min_value=0.0, value=0.0, step=10.0, key=f"cmp_slo_{name}"
+        )
         if value and value > 0:
             out[name] = float(value)
     return out
@@ -84,26 +106,53 @@ def render_checks(comparison: Comparison) -> None:
         excluded = comparison.excluded
         if not excluded:
             what = f" — parameter **{comparison.param}**" if comparison.param else ""
-            st.success(f"All {n} runs are comparable: same workload fingerprint, model, engine and "
-                       f"vLLM version, hardware; exactly one parameter differs{what}.")
+            st.success(
+                f"All {n} runs are comparable: same workload fingerprint, model, engine and "
+                f"vLLM version, hardware; exactly one parameter differs{what}."
+            )
         else:
-            st.warning(f"{len(excluded)} run(s) left out: not comparable with baseline run "
-                       f"{excluded[0].baseline_id}. {n} run(s) compared.")
-            st.dataframe(pd.DataFrame([{"run": c.run_id, "baseline run": c.baseline_id,
-                                        "why not comparable": c.reason} for c in excluded]),
-                         hide_index=True, key="cmp_not_comparable")
+            st.warning(
+                f"{len(excluded)} run(s) left out: not comparable with baseline run "
+                f"{excluded[0].baseline_id}. {n} run(s) compared."
+            )
+            st.dataframe(
+                pd.DataFrame(
+                    [
+                        {
+                            "run": c.run_id,
+                            "baseline run": c.baseline_id,
+                            "why not comparable": c.reason,
+                        }
+                        for c in excluded
+                    ]
+                ),
+                hide_index=True,
+                key="cmp_not_comparable",
+            )
         failed = [(s.label, f) for s in comparison.sides for f in s.failed]
         if failed:
-            st.info("Runs without a measurement (kept as results): " + "; ".join(
-                f"run {f['run_id']} ({label}): {f['status']}"
-                + (f" [{f['kind']}]" if f.get("kind") else "") for label, f in failed))
-        nf = [(key, noise_floor(comparison.baseline.values.get(key) or []))
-              for key in ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")]
+            st.info(
+                "Runs without a measurement (kept as results): "
+                + "; ".join(
+                    f"run {f['run_id']} ({label}): {f['status']}"
+                    + (f" [{f['kind']}]" if f.get("kind") else "")
+                    for label, f in failed
+                )
+            )
+        nf = [
+            (key, noise_floor(comparison.baseline.values.get(key) or []))
+            for key in ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")
+        ]
         nf = [(k, x) for k, x in nf if x.min_detectable is not None]
         if nf:
-            st.caption(f"Noise floor from the baseline's {nf[0][1].n} repeats (A/A): "
-                       + ", ".join(f"{k}: run-to-run CV {x.cv * 100:.1f} %, smallest resolvable "
-                                   f"change ≈ {x.min_detectable * 100:.1f} %" for k, x in nf))
+            st.caption(
+                f"Noise floor from the baseline's {nf[0][1].n} repeats (A/A): "
+                + ", ".join(
+                    f"{k}: run-to-run CV {x.cv * 100:.1f} %, smallest resolvable "
+                    f"change ≈ {x.min_detectable * 100:.1f} %"
+                    for k, x in nf
+                )
+            )
 
 
 def _cell_style(metric: Metric, change: Any) -> str:
@@ -160,8 +209,9 @@ def table_frames(comparison: Comparison) -> tuple[pd.DataFrame, pd.DataFrame]:
             elif c is not None and c.note:
                 verdict += f" ({c.note})"
             text[f"verdict {side.label}"].append(verdict)
-            css[f"verdict {side.label}"].append(style if c is not None and c.verdict in (
-                "better", "worse") else MUTED)
+            css[f"verdict {side.label}"].append(
+                style if c is not None and c.verdict in ("better", "worse") else MUTED
+            )
     return pd.DataFrame(text), pd.DataFrame(css)
 
 
@@ -171,28 +221,45 @@ def render_table(comparison: Comparison, scope_id: int | None) -> None:
     styler = text.style.apply(lambda _frame: css, axis=None)
     with st.container(key="cmp_table"):
         st.markdown("#### Side by side")
-        st.caption("Values are the mean over each side's runs; Δ is the candidate's change of the "
-                   "mean vs the baseline (green = in the better direction, red = worse; bold when "
-                   "the verdict is clear). Verdict: 95 % CI of the change, the wider of a bootstrap "
-                   "over runs (2000 resamples) and Welch's t-interval; one run per side is *inconclusive*; a change under 2 % or a "
-                   "CI that includes 0 is *no clear difference*.")
+        st.caption(
+            "Values are the mean over each side's runs; Δ is the candidate's change of the "
+            "mean vs the baseline (green = in the better direction, red = worse; bold when "
+            "the verdict is clear). Verdict: 95 % CI of the change, the wider of a bootstrap "
+            "over runs (2000 resamples) and Welch's t-interval; one run per side is *inconclusive*; a change under 2 % or a "
+            "CI that includes 0 is *no clear difference*."
+        )
         st.dataframe(styler, hide_index=True, key="cmp_table_df")
         c1, c2, _ = st.columns([1, 1, 4])
-        c1.download_button("Table as CSV", data=lambda: export.comparison_csv(comparison),
-                           file_name=export.export_name(scope_id, "table", "csv"),
-                           mime=export.MIME["csv"], key="dl_csv_table", on_click="ignore")
-        c2.download_button("Table as JSON", data=lambda: export.comparison_json(comparison),
-                           file_name=export.export_name(scope_id, "table", "json"),
-                           mime=export.MIME["json"], key="dl_json_table", on_click="ignore")
+        c1.download_button(
+            "Table as CSV",
+            data=lambda: export.comparison_csv(comparison),
+            file_name=export.export_name(scope_id, "table", "csv"),
+            mime=export.MIME["csv"],
+            key="dl_csv_table",
+            on_click="ignore",
+        )
+        c2.download_button(
+            "Table as JSON",
+            data=lambda: export.comparison_json(comparison),
+            file_name=export.export_name(scope_id, "table", "json"),
+            mime=export.MIME["json"],
+            key="dl_json_table",
+            on_click="ignore",
+        )
 
 
 def _export_buttons(chart: Any, kind: str, scope_id: int | None) -> None:
     cols = st.columns([1, 1, 1, 5])
     for col, fmt in zip(cols, ("png", "svg", "html")):
-        col.download_button(fmt.upper(), data=_renderer(chart, fmt),
-                            file_name=export.export_name(scope_id, kind, fmt),
-                            mime=export.MIME[fmt], key=f"dl_{fmt}_{kind}", on_click="ignore",
-                            help="standalone, opens offline" if fmt == "html" else None)
+        col.download_button(
+            fmt.upper(),
+            data=_renderer(chart, fmt),
+            file_name=export.export_name(scope_id, kind, fmt),
+            mime=export.MIME[fmt],
+            key=f"dl_{fmt}_{kind}",
+            on_click="ignore",
+            help="standalone, opens offline" if fmt == "html" else None,
+        )
 
 
 def _renderer(chart: Any, fmt: str) -> Callable[[], bytes]:
@@ -200,45 +267,61 @@ def _renderer(chart: Any, fmt: str) -> Callable[[], bytes]:
     return lambda: export.render(chart, fmt)
 
 
-
-
 def render_charts(db: Any, comparison: Comparison, scope_id: int | None) -> None:
     """Every chart with PNG / SVG / HTML export; options above them."""
     st.markdown("#### Charts")
     o1, o2, o3 = st.columns(3)
-    error = o1.radio("Error bars", ["ci", "minmax"], key="cmp_error", horizontal=True,
-                     format_func=lambda x: {"ci": "95 % CI of the mean",
-                                            "minmax": "min–max of runs"}[x])
+    error = o1.radio(
+        "Error bars",
+        ["ci", "minmax"],
+        key="cmp_error",
+        horizontal=True,
+        format_func=lambda x: {"ci": "95 % CI of the mean", "minmax": "min–max of runs"}[x],
+    )
     align_default = ch.default_align(comparison)
-    align = o2.radio("Time axis", ["server", "load"], key="cmp_align", horizontal=True,
-                     index=0 if align_default == "server" else 1,
-                     format_func=lambda x: {"server": "since server start",
-                                            "load": "since load start"}[x])
+    align = o2.radio(
+        "Time axis",
+        ["server", "load"],
+        key="cmp_align",
+        horizontal=True,
+        index=0 if align_default == "server" else 1,
+        format_func=lambda x: {"server": "since server start", "load": "since load start"}[x],
+    )
     ids = [rid for s in comparison.sides for rid in s.measured_ids]
     have = available_series(db, ids)
     mem_options = [name for name, _ in ch.MEMORY_SERIES if name in have]
     memory = None
     if mem_options:
-        memory = o3.selectbox("Memory series", mem_options, key="cmp_memory_series",
-                              format_func=lambda n: dict(ch.MEMORY_SERIES)[n])
+        memory = o3.selectbox(
+            "Memory series",
+            mem_options,
+            key="cmp_memory_series",
+            format_func=lambda n: dict(ch.MEMORY_SERIES)[n],
+        )
     for kind in ("throughput", "latency", "knee", "cdf", "memory", "kv"):
-        chart = ch.build_chart(db, comparison, kind, error=error, align=align,
-                               memory_series=memory)
+        chart = ch.build_chart(db, comparison, kind, error=error, align=align, memory_series=memory)
         if chart is None:
             continue
         with st.container(key=f"cmp_chart_{kind}", border=True):
             st.markdown(f"**{ch.CHART_TITLES[kind]}**")
             if kind in ("memory", "kv"):
-                st.caption(ch.PREALLOCATION_NOTE + " Compare KV capacity (tokens) and peak KV "
-                           "usage in the table, not the memory curve's height under load.")
+                st.caption(
+                    ch.PREALLOCATION_NOTE + " Compare KV capacity (tokens) and peak KV "
+                    "usage in the table, not the memory curve's height under load."
+                )
             st.altair_chart(chart, key=f"chart_{kind}")
             _export_buttons(chart, kind, scope_id)
 
 
 def render_definitions() -> None:
     with st.expander("How each number is computed (vLLM's definitions)", expanded=False):
-        st.markdown("\n".join(f"- **{m.label}** ({m.unit}, {m.better} is better): {m.formula}"
-                              for m in METRICS))
-        st.markdown("- Percentiles use linear interpolation over the run's requests (ITL over all "
-                    "chunks). Each run's numbers are stored when it finishes; goodput is "
-                    "recomputed from the stored request rows for the SLOs above.")
+        st.markdown(
+            "\n".join(
+                f"- **{m.label}** ({m.unit}, {m.better} is better): {m.formula}" for m in METRICS
+            )
+        )
+        st.markdown(
+            "- Percentiles use linear interpolation over the run's requests (ITL over all "
+            "chunks). Each run's numbers are stored when it finishes; goodput is "
+            "recomputed from the stored request rows for the SLOs above."
+        )

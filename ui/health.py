@@ -1,9 +1,11 @@
 """Each run's own health, shown where runs are listed and compared: a number is only as good as
 the run that produced it (client-bound, slow start, token counts that disagree)."""
+
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import streamlit as st
 
@@ -23,24 +25,34 @@ def _health(run: Mapping[str, Any]) -> dict[str, Any]:
 def health_problems(run: Mapping[str, Any]) -> list[str]:
     """Why this run's numbers deserve suspicion; empty when healthy or not measured."""
     h = _health(run)
-    problems = [f"client-bound ({'; '.join(h.get('client_bound_reasons') or [])})"
-                ] if h.get("client_bound") else []
+    problems = (
+        [f"client-bound ({'; '.join(h.get('client_bound_reasons') or [])})"]
+        if h.get("client_bound")
+        else []
+    )
     if h.get("slow_start"):
         w = h.get("warmup_check") or {}
-        problems.append(f"slow start: first {w.get('first_n')} requests' TTFT "
-                        f"{fmt(w.get('first_mean_ttft_ms'))} ms vs {fmt(w.get('rest_mean_ttft_ms'))} ms")
+        problems.append(
+            f"slow start: first {w.get('first_n')} requests' TTFT "
+            f"{fmt(w.get('first_mean_ttft_ms'))} ms vs {fmt(w.get('rest_mean_ttft_ms'))} ms"
+        )
     tokens = h.get("tokens") or {}
     if tokens.get("agree") is False:
-        problems.append(f"tokens disagree: client {tokens.get('client_output_tokens')} vs server "
-                        f"{fmt(tokens.get('server_output_tokens'), '{:,.0f}')}")
+        problems.append(
+            f"tokens disagree: client {tokens.get('client_output_tokens')} vs server "
+            f"{fmt(tokens.get('server_output_tokens'), '{:,.0f}')}"
+        )
     return problems
 
 
 def health_badge(run: Mapping[str, Any]) -> str:
     if not _health(run):
         return "—"
-    return "⚠ " + "; ".join(p.split(" (")[0].split(":")[0] for p in health_problems(run)) \
-        if health_problems(run) else "ok"
+    return (
+        "⚠ " + "; ".join(p.split(" (")[0].split(":")[0] for p in health_problems(run))
+        if health_problems(run)
+        else "ok"
+    )
 
 
 def render_run_health(run: Mapping[str, Any]) -> None:
@@ -56,41 +68,53 @@ def render_run_health(run: Mapping[str, Any]) -> None:
         st.markdown("**Load health**")
         steady = h.get("steady_state") or {}
         tokens = h.get("tokens") or {}
-        st.markdown("\n".join([
-            f"- target concurrency **{h.get('target_concurrency', '—')}**, achieved "
-            f"**{fmt(h.get('achieved_concurrency'), '{:.2f}')}** (Σ request latency / duration)",
-            f"- vLLM `num_requests_running`: mean {fmt(h.get('server_running_mean'))}, max "
-            f"{fmt(h.get('server_running_max'), '{:.0f}')} (running + waiting mean "
-            f"{fmt(h.get('server_inflight_mean'))})",
-            f"- client CPU {fmt((h.get('client_cpu_util') or 0) * 100, '{:.0f}')} % of a core, "
-            f"event-loop lag p99 {fmt(h.get('loop_lag_p99_ms'), '{:.1f}')} ms",
-            f"- output tok/s: whole run {fmt(run.get('output_throughput'), '{:,.0f}')}, steady "
-            f"state {fmt(steady.get('output_throughput'), '{:,.0f}')} (window "
-            f"{fmt(steady.get('duration'), '{:.1f}')} s with ≥ {steady.get('need_inflight', '—')} "
-            "in flight)",
-            f"- output tokens: client usage {tokens.get('client_output_tokens', '—')}, server "
-            f"counter delta {fmt(tokens.get('server_output_tokens'), '{:,.0f}')}",
-        ]))
+        st.markdown(
+            "\n".join(
+                [
+                    f"- target concurrency **{h.get('target_concurrency', '—')}**, achieved "
+                    f"**{fmt(h.get('achieved_concurrency'), '{:.2f}')}** (Σ request latency / duration)",
+                    f"- vLLM `num_requests_running`: mean {fmt(h.get('server_running_mean'))}, max "
+                    f"{fmt(h.get('server_running_max'), '{:.0f}')} (running + waiting mean "
+                    f"{fmt(h.get('server_inflight_mean'))})",
+                    f"- client CPU {fmt((h.get('client_cpu_util') or 0) * 100, '{:.0f}')} % of a core, "
+                    f"event-loop lag p99 {fmt(h.get('loop_lag_p99_ms'), '{:.1f}')} ms",
+                    f"- output tok/s: whole run {fmt(run.get('output_throughput'), '{:,.0f}')}, steady "
+                    f"state {fmt(steady.get('output_throughput'), '{:,.0f}')} (window "
+                    f"{fmt(steady.get('duration'), '{:.1f}')} s with ≥ {steady.get('need_inflight', '—')} "
+                    "in flight)",
+                    f"- output tokens: client usage {tokens.get('client_output_tokens', '—')}, server "
+                    f"counter delta {fmt(tokens.get('server_output_tokens'), '{:,.0f}')}",
+                ]
+            )
+        )
     with right:
         st.markdown("**Memory as the engine reported it**")
-        st.markdown("\n".join([
-            f"- KV cache: **{fmt(run.get('kv_cache_tokens'), '{:,.0f}')} tokens**, "
-            f"{fmt_bytes(run.get('kv_cache_memory_bytes'))}; max concurrency "
-            f"{fmt(run.get('max_concurrency'), '{:,.1f}')}x; block size {run.get('block_size') or '—'}",
-            f"- weights: {fmt(run.get('weights_memory_gib'), '{:.2f}')} GiB; time to healthy "
-            f"{fmt(run.get('time_to_healthy_s'))} s",
-            f"- peak process-tree RSS {fmt_bytes(run.get('peak_tree_rss_bytes'))}; peak GPU (tree) "
-            f"{fmt_bytes(run.get('peak_gpu_tree_bytes'))}",
-            f"- peak KV-cache usage {fmt((run.get('peak_kv_cache_usage_perc') or 0) * 100, '{:.1f}')} %;"
-            f" preemptions {run.get('preemptions') if run.get('preemptions') is not None else '—'}",
-        ]))
-        st.caption("vLLM pre-allocates the KV cache at start, so used memory barely moves under "
-                   "load while KV usage climbs.")
+        st.markdown(
+            "\n".join(
+                [
+                    f"- KV cache: **{fmt(run.get('kv_cache_tokens'), '{:,.0f}')} tokens**, "
+                    f"{fmt_bytes(run.get('kv_cache_memory_bytes'))}; max concurrency "
+                    f"{fmt(run.get('max_concurrency'), '{:,.1f}')}x; block size {run.get('block_size') or '—'}",
+                    f"- weights: {fmt(run.get('weights_memory_gib'), '{:.2f}')} GiB; time to healthy "
+                    f"{fmt(run.get('time_to_healthy_s'))} s",
+                    f"- peak process-tree RSS {fmt_bytes(run.get('peak_tree_rss_bytes'))}; peak GPU (tree) "
+                    f"{fmt_bytes(run.get('peak_gpu_tree_bytes'))}",
+                    f"- peak KV-cache usage {fmt((run.get('peak_kv_cache_usage_perc') or 0) * 100, '{:.1f}')} %;"
+                    f" preemptions {run.get('preemptions') if run.get('preemptions') is not None else '—'}",
+                ]
+            )
+        )
+        st.caption(
+            "vLLM pre-allocates the KV cache at start, so used memory barely moves under "
+            "load while KV usage climbs."
+        )
 
 
 def warn_unhealthy(runs: Iterable[Mapping[str, Any]]) -> None:
     flagged = [(r, health_problems(r)) for r in runs]
     flagged = [(r, p) for r, p in flagged if p]
     if flagged:
-        st.warning("Some runs deserve suspicion before you trust a verdict:\n"
-                   + "\n".join(f"- run {r['id']}: {'; '.join(p)}" for r, p in flagged))
+        st.warning(
+            "Some runs deserve suspicion before you trust a verdict:\n"
+            + "\n".join(f"- run {r['id']}: {'; '.join(p)}" for r, p in flagged)
+        )

@@ -1,11 +1,13 @@
 """Render helpers for the Live page. Everything is read from the DB on every tick, so a closed and
 reopened tab, or two tabs, show the same thing; nothing about the job lives in session state."""
+
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -20,8 +22,15 @@ from ui.common import fmt, fmt_bytes
 
 POLL_S = 1.5
 LOG_TAIL_BYTES = 12_000
-LIVE_SERIES = ("tree_rss_bytes", "gpu_tree_bytes", "gpu_used_bytes", "kv_cache_usage_perc",
-               "generation_tokens_total", "num_requests_running", "num_requests_waiting")
+LIVE_SERIES = (
+    "tree_rss_bytes",
+    "gpu_tree_bytes",
+    "gpu_used_bytes",
+    "kv_cache_usage_perc",
+    "generation_tokens_total",
+    "num_requests_running",
+    "num_requests_waiting",
+)
 
 
 def pick_experiment(db: Any, query_value: Any) -> dict[str, Any] | None:
@@ -43,13 +52,17 @@ def pick_experiment(db: Any, query_value: Any) -> dict[str, Any] | None:
     else:
         default = ids[0]
     # No status in the label: the selector is drawn once per page load, the panel below is live.
-    names = {int(e["id"]): f"experiment {e['id']}: {e['name']}"
-             for e in experiments}
+    names = {int(e["id"]): f"experiment {e['id']}: {e['name']}" for e in experiments}
     switch = st.session_state.pop("live_switch_to", None)
     if switch in ids:
         st.session_state["live_experiment"] = switch  # before the widget exists
-    chosen = st.selectbox("Experiment", ids, index=ids.index(default), key="live_experiment",
-                          format_func=lambda i: names[i])
+    chosen = st.selectbox(
+        "Experiment",
+        ids,
+        index=ids.index(default),
+        key="live_experiment",
+        format_func=lambda i: names[i],
+    )
     return next(e for e in experiments if int(e["id"]) == chosen)
 
 
@@ -57,7 +70,7 @@ def _age_s(iso: str | None) -> float | None:
     if not iso:
         return None
     try:
-        return datetime.now(timezone.utc).timestamp() - datetime.fromisoformat(iso).timestamp()
+        return datetime.now(UTC).timestamp() - datetime.fromisoformat(iso).timestamp()
     except ValueError:
         return None
 
@@ -100,28 +113,38 @@ def render_progress(exp: Mapping[str, Any], run: Mapping[str, Any] | None) -> No
     with st.container(key="live_progress", border=True):
         total = max(int(exp.get("runs_total") or 0), 1)
         done = int(exp.get("runs_done") or 0)
-        st.progress(min(1.0, done / total),
-                    text=f"values done: {done} of {int(exp.get('runs_total') or 0)} "
-                         f"(runs, repeats included)")
+        st.progress(
+            min(1.0, done / total),
+            text=f"values done: {done} of {int(exp.get('runs_total') or 0)} "
+            f"(runs, repeats included)",
+        )
         if active and run is not None:
             r_total = int(exp.get("requests_total") or 0)
             r_done = int(exp.get("requests_done") or 0)
-            st.progress(min(1.0, r_done / r_total) if r_total else 0.0,
-                        text=f"requests done in run {run['id']}: {r_done} of {r_total}")
+            st.progress(
+                min(1.0, r_done / r_total) if r_total else 0.0,
+                text=f"requests done in run {run['id']}: {r_done} of {r_total}",
+            )
         cols = st.columns(4)
         cols[0].markdown(f"**status**  \n{exp['status']}")
         cols[1].markdown(f"**phase**  \n{exp.get('phase') or '—'}")
         if run is not None:
-            cols[2].markdown(f"**current run**  \n{run['id']}: `{run.get('param')} = "
-                             f"{run.get('value')}` ({run.get('phase') or run.get('status')})")
+            cols[2].markdown(
+                f"**current run**  \n{run['id']}: `{run.get('param')} = "
+                f"{run.get('value')}` ({run.get('phase') or run.get('status')})"
+            )
         age = _age_s(exp.get("heartbeat_at"))
         if active:
             stale = age is not None and age > STALE_AFTER_S
-            cols[3].markdown(f"**runner heartbeat**  \n{fmt(age, '{:.0f}')} s ago"
-                             + (" ⚠️ stale" if stale else ""))
+            cols[3].markdown(
+                f"**runner heartbeat**  \n{fmt(age, '{:.0f}')} s ago"
+                + (" ⚠️ stale" if stale else "")
+            )
             if stale:
-                st.warning("The runner has not written a heartbeat for a while: it may have "
-                           "died. The home page marks such experiments failed.")
+                st.warning(
+                    "The runner has not written a heartbeat for a while: it may have "
+                    "died. The home page marks such experiments failed."
+                )
         if exp.get("cancel_requested") and active:
             st.info("Stop requested: the runner stops the server and marks the run cancelled.")
         if exp.get("error"):
@@ -132,18 +155,25 @@ def render_stop(db_path: Path, exp: Mapping[str, Any]) -> None:
     """Ask the runner to stop (it polls the flag with its heartbeat); never kills from the UI."""
     if exp["status"] not in repo.ACTIVE_STATUSES:
         return
-    if st.button("Stop experiment", key="live_stop", type="primary",
-                 disabled=bool(exp.get("cancel_requested")),
-                 help="The runner stops the server by process group and marks the run "
-                      "cancelled; finished runs are kept."):
+    if st.button(
+        "Stop experiment",
+        key="live_stop",
+        type="primary",
+        disabled=bool(exp.get("cancel_requested")),
+        help="The runner stops the server by process group and marks the run "
+        "cancelled; finished runs are kept.",
+    ):
         cancel_experiment(db_path, int(exp["id"]))
         st.toast("Stop requested")
 
 
 def run_series(db: Any, run_id: int, max_points: int = 400) -> dict[str, list[tuple[float, float]]]:
     have = available_series(db, [run_id])
-    return {name: load_series(db, run_id, name, max_points=max_points,
-                              sum_labels=True) for name in LIVE_SERIES if name in have}
+    return {
+        name: load_series(db, run_id, name, max_points=max_points, sum_labels=True)
+        for name in LIVE_SERIES
+        if name in have
+    }
 
 
 def render_run_charts(db: Any, run: Mapping[str, Any]) -> None:
@@ -161,9 +191,13 @@ def render_run_charts(db: Any, run: Mapping[str, Any]) -> None:
     chart = ch.live_chart(series, memory or "tree_rss_bytes", tokens)
     with st.container(key="live_charts"):
         st.altair_chart(chart, key="live_chart")
-        st.caption("Output tokens/s = increase of vllm:generation_tokens_total / time between "
-                   "scrapes. Memory = " + dict(ch.MEMORY_SERIES).get(memory or "", "—") + ". "
-                   + ch.PREALLOCATION_NOTE)
+        st.caption(
+            "Output tokens/s = increase of vllm:generation_tokens_total / time between "
+            "scrapes. Memory = "
+            + dict(ch.MEMORY_SERIES).get(memory or "", "—")
+            + ". "
+            + ch.PREALLOCATION_NOTE
+        )
 
 
 def render_log(run: Mapping[str, Any]) -> None:
@@ -180,13 +214,23 @@ def render_runs_table(db: Any, exp: Mapping[str, Any]) -> None:
     runs = repo.list_runs(db, int(exp["id"]), include_hidden=True)
     if not runs:
         return
-    frame = pd.DataFrame([{
-        "run": r["id"], "value": r.get("value"), "repeat": r.get("repeat_index"),
-        "status": r.get("status"), "output tok/s": r.get("output_throughput"),
-        "mean TTFT ms": r.get("mean_ttft_ms"), "mean TPOT ms": r.get("mean_tpot_ms"),
-        "peak KV usage": r.get("peak_kv_cache_usage_perc"),
-        "peak RSS": fmt_bytes(r.get("peak_tree_rss_bytes")),
-        "failure": r.get("failure_kind")} for r in runs])
+    frame = pd.DataFrame(
+        [
+            {
+                "run": r["id"],
+                "value": r.get("value"),
+                "repeat": r.get("repeat_index"),
+                "status": r.get("status"),
+                "output tok/s": r.get("output_throughput"),
+                "mean TTFT ms": r.get("mean_ttft_ms"),
+                "mean TPOT ms": r.get("mean_tpot_ms"),
+                "peak KV usage": r.get("peak_kv_cache_usage_perc"),
+                "peak RSS": fmt_bytes(r.get("peak_tree_rss_bytes")),
+                "failure": r.get("failure_kind"),
+            }
+            for r in runs
+        ]
+    )
     st.dataframe(frame, hide_index=True, key="live_runs_table")
 
 
@@ -207,8 +251,12 @@ def panel(db_path: Path, experiment_id: int, was_active: bool) -> None:
         render_stop(db_path, exp)
         if not active:
             st.success(f"Experiment {exp['id']} is {exp['status']}. Final state below.")
-            st.page_link("pages/4_Compare.py", label="Compare its runs", icon="⚖️",
-                         query_params={"experiment": str(exp["id"])})
+            st.page_link(
+                "pages/4_Compare.py",
+                label="Compare its runs",
+                icon="⚖️",
+                query_params={"experiment": str(exp["id"])},
+            )
         if run is not None:
             render_run_charts(db, run)
             render_log(run)
@@ -235,10 +283,12 @@ def _newer_active(db_path: Path, shown_id: int) -> int | None:
 def watch_for_new_experiment(db_path: Path, shown_id: int) -> None:
     """While a finished experiment is shown, look every 5 s for one started elsewhere (another
     tab, a teammate's CLI) and switch to it, so an open Live tab never goes stale."""
+
     @st.fragment(run_every=5)
     def watcher() -> None:
         newer = _newer_active(db_path, shown_id)
         if newer is not None:
             st.session_state["live_switch_to"] = newer  # a UI choice, not job state
             st.rerun()
+
     watcher()

@@ -5,11 +5,13 @@ and see and import teammates' bundles.
 clicked (deferred callables), publishing and importing run in button callbacks, and the only
 session state is a one-shot flash message. Widget keys start with `share_`.
 """
+
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -28,19 +30,23 @@ def _flash(kind: str, text: str) -> None:
     st.session_state[FLASH_KEY] = (kind, text)
 
 
-def _bundle_bytes(db_path: Path, run_ids: Sequence[int], exp_ids: Sequence[int]
-                  ) -> Callable[[], bytes]:
+def _bundle_bytes(
+    db_path: Path, run_ids: Sequence[int], exp_ids: Sequence[int]
+) -> Callable[[], bytes]:
     """Deferred: the bundle is written only when the download button is clicked."""
+
     def make() -> bytes:
         with tempfile.TemporaryDirectory(prefix="share-") as tmp:
             out = Path(tmp) / f"bundle{SUFFIX}"
             export_bundle(db_path, out, run_ids=run_ids, experiment_ids=exp_ids)
             return out.read_bytes()
+
     return make
 
 
-def _report_bytes(db_path: Path, run_ids: Sequence[int], exp_ids: Sequence[int]
-                  ) -> Callable[[], bytes]:
+def _report_bytes(
+    db_path: Path, run_ids: Sequence[int], exp_ids: Sequence[int]
+) -> Callable[[], bytes]:
     def make() -> bytes:
         from tuning.output.report import build_report
 
@@ -50,11 +56,15 @@ def _report_bytes(db_path: Path, run_ids: Sequence[int], exp_ids: Sequence[int]
         try:
             ids = list(run_ids)
             for eid in exp_ids:
-                ids += [int(r["id"]) for r in repo.list_runs(conn, eid, include_hidden=True)
-                        if int(r["id"]) not in ids]
+                ids += [
+                    int(r["id"])
+                    for r in repo.list_runs(conn, eid, include_hidden=True)
+                    if int(r["id"]) not in ids
+                ]
         finally:
             conn.conn.close()
         return build_report(db_path, run_ids=ids).encode("utf-8")
+
     return make
 
 
@@ -78,8 +88,10 @@ def _import_new(db_path: Path, folder: str) -> None:
     if not summary.imports:
         _flash("info", "nothing new in the team folder")
     else:
-        _flash("warning" if summary.refused else "success",
-               f"imported {summary.runs_added} run(s)\n\n" + "\n\n".join(f"- {x}" for x in lines))
+        _flash(
+            "warning" if summary.refused else "success",
+            f"imported {summary.runs_added} run(s)\n\n" + "\n\n".join(f"- {x}" for x in lines),
+        )
 
 
 def _import_file(db_path: Path) -> None:
@@ -98,50 +110,79 @@ def _import_file(db_path: Path) -> None:
 
 
 def _selection(conn: Any) -> tuple[list[int], list[int]]:
-    exps = [e for e in repo.list_experiments(conn, include_hidden=True)
-            if e.get("status") not in ACTIVE]
+    exps = [
+        e for e in repo.list_experiments(conn, include_hidden=True) if e.get("status") not in ACTIVE
+    ]
     runs = [r for r in history_rows(conn) if r.get("status") not in ACTIVE]
     by_exp = {int(e["id"]): e for e in exps}
     by_run = {int(r["id"]): r for r in runs}
     c1, c2 = st.columns(2)
     exp_ids = c1.multiselect(
-        "Experiments (all their runs)", list(by_exp), key="share_experiments",
-        format_func=lambda i: f"experiment {i}: {by_exp[i].get('name')} "
-                              f"({by_exp[i].get('author') or '?'})")
+        "Experiments (all their runs)",
+        list(by_exp),
+        key="share_experiments",
+        format_func=lambda i: (
+            f"experiment {i}: {by_exp[i].get('name')} ({by_exp[i].get('author') or '?'})"
+        ),
+    )
     run_ids = c2.multiselect(
-        "Runs", list(by_run), key="share_runs",
-        format_func=lambda i: f"run {i} · {by_run[i].get('param')} = {by_run[i].get('value')} · "
-                              f"{by_run[i].get('status')} · {by_run[i].get('author') or '?'}")
+        "Runs",
+        list(by_run),
+        key="share_runs",
+        format_func=lambda i: (
+            f"run {i} · {by_run[i].get('param')} = {by_run[i].get('value')} · "
+            f"{by_run[i].get('status')} · {by_run[i].get('author') or '?'}"
+        ),
+    )
     return [int(i) for i in run_ids], [int(i) for i in exp_ids]
 
 
 def _team_section(db_path: Path, folder: str) -> None:
     st.markdown("#### Team folder")
     if not folder:
-        st.info("No team folder set: choose a shared folder in Settings to publish bundles "
-                "there and import your teammates'.")
+        st.info(
+            "No team folder set: choose a shared folder in Settings to publish bundles "
+            "there and import your teammates'."
+        )
         return
     try:
         bundles = list_team(folder, db_path)
     except TeamError as exc:
         st.warning(str(exc))
         return
-    st.caption(f"`{folder}` · {len(bundles)} bundle(s). Imported runs keep their author and "
-               "host; Compare flags runs from different hardware as not comparable.")
+    st.caption(
+        f"`{folder}` · {len(bundles)} bundle(s). Imported runs keep their author and "
+        "host; Compare flags runs from different hardware as not comparable."
+    )
     if bundles:
-        st.dataframe(pd.DataFrame([{
-            "file": b.name, "author": b.manifest.author if b.manifest else None,
-            "host": b.manifest.host if b.manifest else None,
-            "created (UTC)": b.manifest.created_at if b.manifest else None,
-            "experiments": b.manifest.counts["experiments"] if b.manifest else None,
-            "runs": b.manifest.counts["runs"] if b.manifest else None,
-            "state": b.state if not b.error else f"invalid: {b.error}",
-        } for b in bundles]), hide_index=True, key="share_team_table")
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {
+                        "file": b.name,
+                        "author": b.manifest.author if b.manifest else None,
+                        "host": b.manifest.host if b.manifest else None,
+                        "created (UTC)": b.manifest.created_at if b.manifest else None,
+                        "experiments": b.manifest.counts["experiments"] if b.manifest else None,
+                        "runs": b.manifest.counts["runs"] if b.manifest else None,
+                        "state": b.state if not b.error else f"invalid: {b.error}",
+                    }
+                    for b in bundles
+                ]
+            ),
+            hide_index=True,
+            key="share_team_table",
+        )
     n_new = sum(1 for b in bundles if b.needs_import)
-    st.button(f"Import new ({n_new})", key="share_import_new", on_click=_import_new,
-              args=(db_path, folder), disabled=n_new == 0,
-              help="Each bundle is checked first (checksums, schema, types, limits); a bad one "
-                   "is refused on its own and changes nothing.")
+    st.button(
+        f"Import new ({n_new})",
+        key="share_import_new",
+        on_click=_import_new,
+        args=(db_path, folder),
+        disabled=n_new == 0,
+        help="Each bundle is checked first (checksums, schema, types, limits); a bad one "
+        "is refused on its own and changes nothing.",
+    )
 
 
 def render_sharing(db_path: Path) -> None:
@@ -166,22 +207,46 @@ def render_sharing(db_path: Path) -> None:
         chosen = bool(run_ids or exp_ids)
         author, host = settings.resolved_author(), settings.resolved_host()
         c1, c2, c3 = st.columns(3)
-        c1.download_button("Export bundle", data=_bundle_bytes(path, run_ids, exp_ids),
-                           file_name=bundle_file_name(author, host), mime="application/zip",
-                           key="share_export", disabled=not chosen, on_click="ignore",
-                           help="One file with configuration, workload, summaries, request "
-                                "rows, samples and log excerpts; secrets scrubbed.")
+        c1.download_button(
+            "Export bundle",
+            data=_bundle_bytes(path, run_ids, exp_ids),
+            file_name=bundle_file_name(author, host),
+            mime="application/zip",
+            key="share_export",
+            disabled=not chosen,
+            on_click="ignore",
+            help="One file with configuration, workload, summaries, request "
+            "rows, samples and log excerpts; secrets scrubbed.",
+        )
         from tuning.output.report import report_file_name
 
-        c2.download_button("Report (HTML)", data=_report_bytes(path, run_ids, exp_ids),
-                           file_name=report_file_name(exp_ids[0] if len(exp_ids) == 1 and
-                                                      not run_ids else None, run_ids),
-                           mime="text/html", key="share_report", disabled=not chosen,
-                           on_click="ignore", help="Standalone, opens offline.")
-        c3.button("Publish selected", key="share_publish", on_click=_publish,
-                  args=(path, folder, run_ids, exp_ids), disabled=not chosen or not folder,
-                  help="Write a bundle into the team folder" if folder else
-                       "Set a team folder in Settings first")
-        st.file_uploader("Import a bundle file", type=["zip"], key="share_upload",
-                         on_change=_import_file, args=(path,))
+        c2.download_button(
+            "Report (HTML)",
+            data=_report_bytes(path, run_ids, exp_ids),
+            file_name=report_file_name(
+                exp_ids[0] if len(exp_ids) == 1 and not run_ids else None, run_ids
+            ),
+            mime="text/html",
+            key="share_report",
+            disabled=not chosen,
+            on_click="ignore",
+            help="Standalone, opens offline.",
+        )
+        c3.button(
+            "Publish selected",
+            key="share_publish",
+            on_click=_publish,
+            args=(path, folder, run_ids, exp_ids),
+            disabled=not chosen or not folder,
+            help="Write a bundle into the team folder"
+            if folder
+            else "Set a team folder in Settings first",
+        )
+        st.file_uploader(
+            "Import a bundle file",
+            type=["zip"],
+            key="share_upload",
+            on_change=_import_file,
+            args=(path,),
+        )
         _team_section(path, folder)

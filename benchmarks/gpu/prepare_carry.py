@@ -16,6 +16,7 @@ says which folder goes with which call and checks each call stays under 64 MiB.
 
     .venv/bin/python benchmarks/gpu/prepare_carry.py [--recipe /work/shared/tools/gpu-vllm]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,24 +34,47 @@ VLLM = "vllm==0.25.0"
 # sqlite-utils and its two pure-python needs the image lacks (tabulate, python-dateutil and pluggy
 # are already there, per the device's KINDS.md package list); click too, pinned to the version the
 # lab is tested with here (sqlite-utils 4.2.1 wants click>=8.3.1; the image's version is unknown).
-LAB_WHEELS = ["sqlite-utils==4.2.1", "sqlite-fts4==1.0.3", "click-default-group==1.2.4",
-              "click==8.5.1",
-              # `python -m tuning` builds its parser with the compare/chart commands, which import
-              # tuning.charts.build -> altair; the image has pandas, jinja2, attrs, packaging but no
-              # altair/jsonschema. narwhals pinned to the version the lab is tested with.
-              "altair==6.3.0", "jsonschema==4.26.0", "referencing==0.37.0",
-              "jsonschema-specifications==2025.9.1", "rpds-py==2026.9.1", "narwhals==2.29.0",
-              # a vLLM dependency the recipe leaves out: without it vLLM cannot title its
-              # children ("VLLM::EngineCore"), and the lab's telemetry labels the engine process
-              # "python3:<pid>" instead of "EngineCore:<pid>" (the 2026-12-02 run was without it).
-              "setproctitle==1.3.7"]
-PIECE = 54525952          # 52 MiB, the recipe's split size
+LAB_WHEELS = [
+    "sqlite-utils==4.2.1",
+    "sqlite-fts4==1.0.3",
+    "click-default-group==1.2.4",
+    "click==8.5.1",
+    # `python -m tuning` builds its parser with the compare/chart commands, which import
+    # tuning.charts.build -> altair; the image has pandas, jinja2, attrs, packaging but no
+    # altair/jsonschema. narwhals pinned to the version the lab is tested with.
+    "altair==6.3.0",
+    "jsonschema==4.26.0",
+    "referencing==0.37.0",
+    "jsonschema-specifications==2025.9.1",
+    "rpds-py==2026.9.1",
+    "narwhals==2.29.0",
+    # a vLLM dependency the recipe leaves out: without it vLLM cannot title its
+    # children ("VLLM::EngineCore"), and the lab's telemetry labels the engine process
+    # "python3:<pid>" instead of "EngineCore:<pid>" (the 2026-12-02 run was without it).
+    "setproctitle==1.3.7",
+]
+PIECE = 54525952  # 52 MiB, the recipe's split size
 CALL_LIMIT = 64 * 1024 * 1024
-PLATFORM = ["--only-binary=:all:", "--python-version", "3.12", "--implementation", "cp",
-            *[a for p in ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
-                          "manylinux_2_27_x86_64", "manylinux_2_31_x86_64",
-                          "manylinux_2_34_x86_64", "manylinux1_x86_64")
-              for a in ("--platform", p)]]
+PLATFORM = [
+    "--only-binary=:all:",
+    "--python-version",
+    "3.12",
+    "--implementation",
+    "cp",
+    *[
+        a
+        for p in (
+            "manylinux_2_28_x86_64",
+            "manylinux_2_17_x86_64",
+            "manylinux2014_x86_64",
+            "manylinux_2_27_x86_64",
+            "manylinux_2_31_x86_64",
+            "manylinux_2_34_x86_64",
+            "manylinux1_x86_64",
+        )
+        for a in ("--platform", p)
+    ],
+]
 
 
 def say(msg: str) -> None:
@@ -64,8 +88,20 @@ def run(argv: list[str], cwd: Path | None = None) -> None:
 
 def pip_download(specs: list[str], dest: Path) -> None:
     dest.mkdir(parents=True, exist_ok=True)
-    run([sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-         *PLATFORM, "-d", str(dest), *specs])
+    run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--disable-pip-version-check",
+            *PLATFORM,
+            "-d",
+            str(dest),
+            *specs,
+        ]
+    )
 
 
 def wheel_present(folder: Path, spec: str) -> bool:
@@ -75,8 +111,11 @@ def wheel_present(folder: Path, spec: str) -> bool:
 
 
 def ensure_excluded() -> None:
-    git_dir = Path(subprocess.run(["git", "rev-parse", "--git-dir"], cwd=REPO, check=True,
-                                  capture_output=True, text=True).stdout.strip())
+    git_dir = Path(
+        subprocess.run(
+            ["git", "rev-parse", "--git-dir"], cwd=REPO, check=True, capture_output=True, text=True
+        ).stdout.strip()
+    )
     exclude = (REPO / git_dir if not git_dir.is_absolute() else git_dir) / "info" / "exclude"
     exclude.parent.mkdir(parents=True, exist_ok=True)
     lines = exclude.read_text().splitlines() if exclude.exists() else []
@@ -98,8 +137,9 @@ def split(src: Path, dests: list[Path]) -> list[Path]:
         for i in range(count):
             part = dests[i] / f"vllm.whl.part-a{'abcdefghij'[i]}"
             data = fh.read(PIECE)
-            if not (part.exists() and part.stat().st_size == len(data)
-                    and part.read_bytes() == data):
+            if not (
+                part.exists() and part.stat().st_size == len(data) and part.read_bytes() == data
+            ):
                 part.parent.mkdir(parents=True, exist_ok=True)
                 part.write_bytes(data)
             parts.append(part)
@@ -107,13 +147,20 @@ def split(src: Path, dests: list[Path]) -> list[Path]:
 
 
 def tree_bytes(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else \
-        path.stat().st_size
+    return (
+        sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+        if path.is_dir()
+        else path.stat().st_size
+    )
 
 
 def working_tree_bytes() -> int:
-    out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                         cwd=REPO, check=True, capture_output=True).stdout
+    out = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+    ).stdout
     total = 0
     for rel in filter(None, out.split(b"\0")):
         p = REPO / rel.decode()
@@ -146,8 +193,11 @@ def main() -> int:
     say(f"   {slim_whl.name}: {slim_whl.stat().st_size / 1e6:.0f} MB")
 
     say("3. the recipe's small wheels + the lab's extra wheels")
-    wanted = [ln.strip() for ln in (recipe / "carry-requirements.txt").read_text().splitlines()
-              if ln.strip() and not ln.startswith("#")] + LAB_WHEELS
+    wanted = [
+        ln.strip()
+        for ln in (recipe / "carry-requirements.txt").read_text().splitlines()
+        if ln.strip() and not ln.startswith("#")
+    ] + LAB_WHEELS
     missing = [s for s in wanted if not wheel_present(wheels, s)]
     if missing:
         pip_download(missing, wheels)
@@ -162,9 +212,22 @@ def main() -> int:
         model.mkdir(parents=True, exist_ok=True)
         run([sys.executable, str(recipe / "make_tiny_model.py"), str(model)])
     shape = json.loads((model / "config.json").read_text())
-    say("   " + ", ".join(f"{k}={shape[k]}" for k in (
-        "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-        "num_key_value_heads", "head_dim", "vocab_size", "max_position_embeddings")))
+    say(
+        "   "
+        + ", ".join(
+            f"{k}={shape[k]}"
+            for k in (
+                "hidden_size",
+                "intermediate_size",
+                "num_hidden_layers",
+                "num_attention_heads",
+                "num_key_value_heads",
+                "head_dim",
+                "vocab_size",
+                "max_position_embeddings",
+            )
+        )
+    )
 
     say("5. split the slim wheel into pieces < 64 MiB")
     parts = split(slim_whl, [CARRY1, CARRY2])
@@ -174,19 +237,29 @@ def main() -> int:
     plan = []
     for i, folder in enumerate((CARRY1, CARRY2), start=1):
         size = tree_bytes(folder)
-        plan.append({"call": i, "carry": [folder.name], "carry_bytes": size,
-                     "with_tree_bytes": size + tree,
-                     "contents": sorted(str(p.relative_to(folder)) for p in folder.iterdir())})
+        plan.append(
+            {
+                "call": i,
+                "carry": [folder.name],
+                "carry_bytes": size,
+                "with_tree_bytes": size + tree,
+                "contents": sorted(str(p.relative_to(folder)) for p in folder.iterdir()),
+            }
+        )
     say(f"\ncarry plan (working tree {tree / 2**20:.1f} MiB travels with each call; limit 64 MiB)")
     ok = True
     for item in plan:
         total = item["with_tree_bytes"]
         ok &= total < CALL_LIMIT
-        say(f"  call {item['call']}: carry={item['carry']}  {item['carry_bytes'] / 2**20:.1f} MiB "
-            f"+ tree = {total / 2**20:.1f} MiB {'OK' if total < CALL_LIMIT else 'TOO BIG'}")
+        say(
+            f"  call {item['call']}: carry={item['carry']}  {item['carry_bytes'] / 2**20:.1f} MiB "
+            f"+ tree = {total / 2**20:.1f} MiB {'OK' if total < CALL_LIMIT else 'TOO BIG'}"
+        )
         say(f"          {', '.join(item['contents'])}")
-    say("  call 1 copies part-aa and gpu-model/ to ~/acc; call 2 cats the parts, installs with "
-        "--target ~/acc/site and runs benchmarks/gpu/run_on_h200.py (see benchmarks/gpu/README.md)")
+    say(
+        "  call 1 copies part-aa and gpu-model/ to ~/acc; call 2 cats the parts, installs with "
+        "--target ~/acc/site and runs benchmarks/gpu/run_on_h200.py (see benchmarks/gpu/README.md)"
+    )
     if args.json:
         print(json.dumps(plan, indent=2))
     return 0 if ok else 1

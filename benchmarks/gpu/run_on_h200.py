@@ -27,6 +27,7 @@ made with VACUUM INTO, bench JSON, logs, `runs --json`, `compare` output, the te
 `summary --db FILE [--bench FILE]` prints the compact summary anywhere (sqlite3 only).
 No shell: every process is an argv list; servers are stopped by the lab (process group).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -69,10 +70,20 @@ VLLM_LAUNCHER = (
     "main(p.parse_args(sys.argv[1:]))\n"
 )
 EXPERIMENTS = {
-    "a": dict(param="gpu-memory-utilization", values="0.5,0.9", repeats=2, concurrency=64,
-              name="H200 (a) gpu-memory-utilization 0.5 vs 0.9, C=64"),
-    "b": dict(param="max-num-seqs", values="32,256", repeats=2, concurrency=256,
-              name="H200 (b) max-num-seqs 32 vs 256, C=256"),
+    "a": dict(
+        param="gpu-memory-utilization",
+        values="0.5,0.9",
+        repeats=2,
+        concurrency=64,
+        name="H200 (a) gpu-memory-utilization 0.5 vs 0.9, C=64",
+    ),
+    "b": dict(
+        param="max-num-seqs",
+        values="32,256",
+        repeats=2,
+        concurrency=256,
+        name="H200 (b) max-num-seqs 32 vs 256, C=256",
+    ),
 }
 BENCH_KEYS = ("output_throughput", "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms")
 
@@ -84,35 +95,54 @@ def log(msg: str) -> None:
 def lab_env() -> dict[str, str]:
     """The lab's settings for a user's own vLLM (tuning/settings.py) + the recipe's environment."""
     env = dict(os.environ)
-    env.update({
-        "TUNING_LAB_ENGINE": "custom",
-        "TUNING_LAB_ENGINE_COMMAND": f"{sys.executable} -m vllm.entrypoints.openai.api_server "
-                                     "--attention-backend FLASH_ATTN",
-        "TUNING_LAB_ENGINE_MODEL": str(MODEL_DIR),
-        "TUNING_LAB_ENGINE_BACKEND": "gpu",
-        "TUNING_LAB_ENGINE_LOAD_FORMAT": "dummy",
-        "TUNING_LAB_SERVED_MODEL_NAME": SERVED,
-        "TUNING_LAB_HOME": str(LAB_HOME),
-        "PYTHONPATH": str(SITE),
-        "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1", "VLLM_USE_FLASHINFER_SAMPLER": "0", "PYTHONUNBUFFERED": "1",
-    })
+    env.update(
+        {
+            "TUNING_LAB_ENGINE": "custom",
+            "TUNING_LAB_ENGINE_COMMAND": f"{sys.executable} -m vllm.entrypoints.openai.api_server "
+            "--attention-backend FLASH_ATTN",
+            "TUNING_LAB_ENGINE_MODEL": str(MODEL_DIR),
+            "TUNING_LAB_ENGINE_BACKEND": "gpu",
+            "TUNING_LAB_ENGINE_LOAD_FORMAT": "dummy",
+            "TUNING_LAB_SERVED_MODEL_NAME": SERVED,
+            "TUNING_LAB_HOME": str(LAB_HOME),
+            "PYTHONPATH": str(SITE),
+            "VLLM_NO_USAGE_STATS": "1",
+            "DO_NOT_TRACK": "1",
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "VLLM_USE_FLASHINFER_SAMPLER": "0",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     env.pop("OPENAI_API_KEY", None)
     return env
 
 
-def call(argv: list[str], timeout: float, env: dict[str, str] | None = None,
-         capture: bool = False, stdout_only: bool = False) -> subprocess.CompletedProcess[str]:
+def call(
+    argv: list[str],
+    timeout: float,
+    env: dict[str, str] | None = None,
+    capture: bool = False,
+    stdout_only: bool = False,
+) -> subprocess.CompletedProcess[str]:
     """Run one argv (no shell); capture both streams, stdout only (stderr streams to our log),
     or nothing."""
     log("$ " + " ".join(a if len(a) < 120 else a[:40] + "..." for a in argv))
     pipe = subprocess.PIPE
-    return subprocess.run(argv, cwd=REPO, env=env or lab_env(), timeout=timeout, text=True,
-                          stdin=subprocess.DEVNULL, stdout=pipe if capture or stdout_only else None,
-                          stderr=pipe if capture else None)
+    return subprocess.run(
+        argv,
+        cwd=REPO,
+        env=env or lab_env(),
+        timeout=timeout,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        stdout=pipe if capture or stdout_only else None,
+        stderr=pipe if capture else None,
+    )
 
 
 # --- stage 1 / stage 2 --------------------------------------------------------------------------
+
 
 def stage1(args: argparse.Namespace) -> int:
     carry = REPO / ".carry1"
@@ -122,14 +152,18 @@ def stage1(args: argparse.Namespace) -> int:
         shutil.rmtree(MODEL_DIR)
     shutil.copytree(carry / "gpu-model", MODEL_DIR)
     log(f"kept part-aa ({(ACC / 'vllm.whl.part-aa').stat().st_size} bytes) and gpu-model in {ACC}")
-    subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,memory.used,driver_version",
-                    "--format=csv"], check=False)
-    probe = ("import importlib.metadata as m\n"
-             "for d in ('click','tabulate','python-dateutil','pluggy','aiohttp','uvloop','psutil',"
-             "'prometheus-client','nvidia-ml-py','numpy','tokenizers','tqdm','transformers',"
-             "'torch','pillow','regex'):\n"
-             "    try: print(d, m.version(d))\n"
-             "    except m.PackageNotFoundError: print(d, 'MISSING')\n")
+    subprocess.run(
+        ["nvidia-smi", "--query-gpu=name,memory.total,memory.used,driver_version", "--format=csv"],
+        check=False,
+    )
+    probe = (
+        "import importlib.metadata as m\n"
+        "for d in ('click','tabulate','python-dateutil','pluggy','aiohttp','uvloop','psutil',"
+        "'prometheus-client','nvidia-ml-py','numpy','tokenizers','tqdm','transformers',"
+        "'torch','pillow','regex'):\n"
+        "    try: print(d, m.version(d))\n"
+        "    except m.PackageNotFoundError: print(d, 'MISSING')\n"
+    )
     subprocess.run([sys.executable, "-c", probe], check=False)
     return 0
 
@@ -146,26 +180,45 @@ def stage2(args: argparse.Namespace) -> int:
     if SITE.exists():
         shutil.rmtree(SITE)
     wheels = sorted(str(p) for p in (carry / "wheels").glob("*.whl"))
-    rc = call([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps",
-               "--no-compile", "--no-cache-dir", "--disable-pip-version-check", "--target",
-               str(SITE), *wheels, str(wheel)], timeout=300).returncode
+    rc = call(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-index",
+            "--no-deps",
+            "--no-compile",
+            "--no-cache-dir",
+            "--disable-pip-version-check",
+            "--target",
+            str(SITE),
+            *wheels,
+            str(wheel),
+        ],
+        timeout=300,
+    ).returncode
     if rc:
         log(f"pip install failed ({rc})")
         return rc
-    verify = ("import time; t=time.time()\n"
-              "import tuning.cli.main, tuning.experiment.runner, tuning.bench, tuning.loadgen.client, store\n"
-              "import sqlite_utils, pynvml, aiohttp, uvloop\n"
-              "print('lab CLI imports OK', round(time.time()-t,1), 's; sqlite_utils',"
-              " sqlite_utils.__version__ if hasattr(sqlite_utils,'__version__') else '?')\n"
-              "import vllm; print('vllm', vllm.__version__, round(time.time()-t,1), 's')\n"
-              "from vllm.benchmarks.serve import add_cli_args, main\n"
-              "print('vllm.benchmarks.serve OK', round(time.time()-t,1), 's')\n")
+    verify = (
+        "import time; t=time.time()\n"
+        "import tuning.cli.main, tuning.experiment.runner, tuning.bench, tuning.loadgen.client, store\n"
+        "import sqlite_utils, pynvml, aiohttp, uvloop\n"
+        "print('lab CLI imports OK', round(time.time()-t,1), 's; sqlite_utils',"
+        " sqlite_utils.__version__ if hasattr(sqlite_utils,'__version__') else '?')\n"
+        "import vllm; print('vllm', vllm.__version__, round(time.time()-t,1), 's')\n"
+        "from vllm.benchmarks.serve import add_cli_args, main\n"
+        "print('vllm.benchmarks.serve OK', round(time.time()-t,1), 's')\n"
+    )
     rc = call([sys.executable, "-c", verify], timeout=240).returncode
     if rc:
         log(f"import check failed ({rc})")
         return rc
-    helped = call([sys.executable, "-m", "tuning", "experiment", "--help"], timeout=60,
-                  capture=True)
+    helped = call(
+        [sys.executable, "-m", "tuning", "experiment", "--help"], timeout=60, capture=True
+    )
     log(f"`python -m tuning experiment --help` exit {helped.returncode}")
     if helped.returncode:
         print(helped.stderr[-3000:])
@@ -178,23 +231,53 @@ def start(args: argparse.Namespace) -> int:
     DONE.unlink(missing_ok=True)
     PIPE_LOG.parent.mkdir(parents=True, exist_ok=True)
     with open(PIPE_LOG, "ab") as fh:
-        proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "pipeline"],
-                                cwd=REPO, env=lab_env(), stdout=fh, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "pipeline"],
+            cwd=REPO,
+            env=lab_env(),
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     log(f"pipeline started in its own session: pid {proc.pid}, log {PIPE_LOG}")
     return wait(args)
 
 
 # --- the pipeline -------------------------------------------------------------------------------
 
+
 def experiment(key: str) -> dict[str, Any]:
     spec = EXPERIMENTS[key]
-    argv = [sys.executable, "-m", "tuning", "experiment", "--param", spec["param"],
-            "--values", spec["values"], "--repeats", str(spec["repeats"]),
-            "--concurrency", str(spec["concurrency"]), "--num-requests", str(NUM_REQUESTS),
-            "--input-len", str(INPUT_LEN), "--output-len", str(OUTPUT_LEN),
-            "--set", "max-model-len=2048", "--start-timeout", "420", "--name", spec["name"],
-            "--db", str(DB), "--json"]
+    argv = [
+        sys.executable,
+        "-m",
+        "tuning",
+        "experiment",
+        "--param",
+        spec["param"],
+        "--values",
+        spec["values"],
+        "--repeats",
+        str(spec["repeats"]),
+        "--concurrency",
+        str(spec["concurrency"]),
+        "--num-requests",
+        str(NUM_REQUESTS),
+        "--input-len",
+        str(INPUT_LEN),
+        "--output-len",
+        str(OUTPUT_LEN),
+        "--set",
+        "max-model-len=2048",
+        "--start-timeout",
+        "420",
+        "--name",
+        spec["name"],
+        "--db",
+        str(DB),
+        "--json",
+    ]
     t = time.monotonic()
     done = call(argv, timeout=1500, stdout_only=True)
     out: dict[str, Any] = {"key": key, "rc": done.returncode, "wall_s": time.monotonic() - t}
@@ -214,41 +297,102 @@ def bench_pair_runs(base_url: str) -> list[dict[str, Any]]:
                 out = BENCH_DIR / f"{tool}-c{c}-{i}.json"
                 out.unlink(missing_ok=True)
                 if tool == "lab":
-                    argv = [sys.executable, "-m", "tuning", "bench", "--base-url", base_url,
-                            "--model", SERVED, "--concurrency", str(c), "--num-requests",
-                            str(NUM_REQUESTS), "--input-len", str(INPUT_LEN), "--output-len",
-                            str(OUTPUT_LEN), "--num-warmups", str(c), "--tokenizer",
-                            str(MODEL_DIR), "--result-json", str(out), "--quiet"]
+                    argv = [
+                        sys.executable,
+                        "-m",
+                        "tuning",
+                        "bench",
+                        "--base-url",
+                        base_url,
+                        "--model",
+                        SERVED,
+                        "--concurrency",
+                        str(c),
+                        "--num-requests",
+                        str(NUM_REQUESTS),
+                        "--input-len",
+                        str(INPUT_LEN),
+                        "--output-len",
+                        str(OUTPUT_LEN),
+                        "--num-warmups",
+                        str(c),
+                        "--tokenizer",
+                        str(MODEL_DIR),
+                        "--result-json",
+                        str(out),
+                        "--quiet",
+                    ]
                 else:
-                    argv = [sys.executable, "-c", VLLM_LAUNCHER, "--backend", "openai",
-                            "--base-url", base_url, "--endpoint", "/v1/completions", "--model",
-                            SERVED, "--tokenizer", str(MODEL_DIR), "--dataset-name", "random",
-                            "--random-input-len", str(INPUT_LEN), "--random-output-len",
-                            str(OUTPUT_LEN), "--ignore-eos", "--max-concurrency", str(c),
-                            "--num-prompts", str(NUM_REQUESTS), "--num-warmups", str(c),
-                            "--ready-check-timeout-sec", "0", "--disable-tqdm", "--temperature",
-                            "0", "--percentile-metrics", "ttft,tpot,itl,e2el", "--save-result",
-                            "--result-dir", str(out.parent), "--result-filename", out.name]
+                    argv = [
+                        sys.executable,
+                        "-c",
+                        VLLM_LAUNCHER,
+                        "--backend",
+                        "openai",
+                        "--base-url",
+                        base_url,
+                        "--endpoint",
+                        "/v1/completions",
+                        "--model",
+                        SERVED,
+                        "--tokenizer",
+                        str(MODEL_DIR),
+                        "--dataset-name",
+                        "random",
+                        "--random-input-len",
+                        str(INPUT_LEN),
+                        "--random-output-len",
+                        str(OUTPUT_LEN),
+                        "--ignore-eos",
+                        "--max-concurrency",
+                        str(c),
+                        "--num-prompts",
+                        str(NUM_REQUESTS),
+                        "--num-warmups",
+                        str(c),
+                        "--ready-check-timeout-sec",
+                        "0",
+                        "--disable-tqdm",
+                        "--temperature",
+                        "0",
+                        "--percentile-metrics",
+                        "ttft,tpot,itl,e2el",
+                        "--save-result",
+                        "--result-dir",
+                        str(out.parent),
+                        "--result-filename",
+                        out.name,
+                    ]
                 t = time.monotonic()
                 done = call(argv, timeout=300, capture=True)
                 wall = time.monotonic() - t
                 if done.returncode != 0 or not out.exists():
-                    log(f"{tool} C={c} #{i} FAILED rc={done.returncode}\n"
-                        f"{(done.stdout or '')[-1500:]}\n{(done.stderr or '')[-2500:]}")
+                    log(
+                        f"{tool} C={c} #{i} FAILED rc={done.returncode}\n"
+                        f"{(done.stdout or '')[-1500:]}\n{(done.stderr or '')[-2500:]}"
+                    )
                     rows.append({"tool": tool, "concurrency": c, "pair": i, "error": True})
                     continue
                 result = json.loads(out.read_text())
                 row = {k: float(result[k]) for k in BENCH_KEYS}
-                row.update(tool=tool, concurrency=c, pair=i, completed=result.get("completed"),
-                           failed=result.get("failed", 0), wall_s=round(wall, 1),
-                           total_output_tokens=result.get("total_output_tokens"),
-                           duration=result.get("duration"))
+                row.update(
+                    tool=tool,
+                    concurrency=c,
+                    pair=i,
+                    completed=result.get("completed"),
+                    failed=result.get("failed", 0),
+                    wall_s=round(wall, 1),
+                    total_output_tokens=result.get("total_output_tokens"),
+                    duration=result.get("duration"),
+                )
                 if tool == "lab":
                     row["client_bound"] = (result.get("lab") or {}).get("client_bound")
                 rows.append(row)
-                log(f"{tool:5} C={c:<4} #{i} {row['output_throughput']:9.0f} tok/s  TTFT "
+                log(
+                    f"{tool:5} C={c:<4} #{i} {row['output_throughput']:9.0f} tok/s  TTFT "
                     f"{row['mean_ttft_ms']:7.1f} ms  p99 {row['p99_ttft_ms']:7.1f}  TPOT "
-                    f"{row['mean_tpot_ms']:6.2f} ms  failed {row['failed']}  ({wall:.0f} s wall)")
+                    f"{row['mean_tpot_ms']:6.2f} ms  failed {row['failed']}  ({wall:.0f} s wall)"
+                )
                 time.sleep(1)
     return rows
 
@@ -258,47 +402,78 @@ def bench_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     for c in sorted({r["concurrency"] for r in rows}):
         med: dict[str, dict[str, float]] = {}
         for tool in ("lab", "vllm"):
-            mine = [r for r in rows if r["tool"] == tool and r["concurrency"] == c
-                    and not r.get("error")]
+            mine = [
+                r
+                for r in rows
+                if r["tool"] == tool and r["concurrency"] == c and not r.get("error")
+            ]
             if mine:
                 med[tool] = {k: statistics.median(r[k] for r in mine) for k in BENCH_KEYS}
         if len(med) == 2:
-            summary[str(c)] = {"median": med, "ratio": {k: med["lab"][k] / med["vllm"][k]
-                                                        for k in BENCH_KEYS}}
+            summary[str(c)] = {
+                "median": med,
+                "ratio": {k: med["lab"][k] / med["vllm"][k] for k in BENCH_KEYS},
+            }
     return summary
 
 
 def bench() -> dict[str, Any]:
-    started = call([sys.executable, "-m", "tuning", "server", "start", "--set",
-                    "max-model-len=2048", "--set", "max-num-seqs=256", "--timeout", "420",
-                    "--json"], timeout=480, capture=True)
+    started = call(
+        [
+            sys.executable,
+            "-m",
+            "tuning",
+            "server",
+            "start",
+            "--set",
+            "max-model-len=2048",
+            "--set",
+            "max-num-seqs=256",
+            "--timeout",
+            "420",
+            "--json",
+        ],
+        timeout=480,
+        capture=True,
+    )
     text = started.stdout or ""
     try:
-        state = json.loads(text[text.index("{"):])
+        state = json.loads(text[text.index("{") :])
     except ValueError:
         log(f"server start failed rc={started.returncode}: {text[-2000:]} {started.stderr[-2000:]}")
         return {"error": "server start failed"}
     facts = state.get("facts") or {}
-    log(f"bench server healthy after {facts.get('time_to_healthy_s')} s at {state['base_url']}, "
-        f"KV {facts.get('kv_cache_tokens')} tokens")
+    log(
+        f"bench server healthy after {facts.get('time_to_healthy_s')} s at {state['base_url']}, "
+        f"KV {facts.get('kv_cache_tokens')} tokens"
+    )
     rows: list[dict[str, Any]] = []
     try:
         rows = bench_pair_runs(state["base_url"])
     finally:
         call([sys.executable, "-m", "tuning", "server", "stop"], timeout=120)
-    result = {"date": time.strftime("%Y-%m-%d"), "server": {"argv": state.get("argv"),
-                                                            "facts": facts},
-              "workload": {"input_len": INPUT_LEN, "output_len": OUTPUT_LEN,
-                           "num_requests": NUM_REQUESTS, "ignore_eos": True,
-                           "warmups": "one wave (= concurrency)"},
-              "order": "A B A B (lab, vLLM) per concurrency", "runs": rows,
-              "summary": bench_summary(rows)}
+    result = {
+        "date": time.strftime("%Y-%m-%d"),
+        "server": {"argv": state.get("argv"), "facts": facts},
+        "workload": {
+            "input_len": INPUT_LEN,
+            "output_len": OUTPUT_LEN,
+            "num_requests": NUM_REQUESTS,
+            "ignore_eos": True,
+            "warmups": "one wave (= concurrency)",
+        },
+        "order": "A B A B (lab, vLLM) per concurrency",
+        "runs": rows,
+        "summary": bench_summary(rows),
+    }
     (ACC / "bench-agreement.json").write_text(json.dumps(result, indent=2))
     for c, s in result["summary"].items():
         r = s["ratio"]
-        log(f"ratio lab/vLLM C={c}: throughput {r['output_throughput']:.3f}  mean TTFT "
+        log(
+            f"ratio lab/vLLM C={c}: throughput {r['output_throughput']:.3f}  mean TTFT "
             f"{r['mean_ttft_ms']:.3f}  p99 TTFT {r['p99_ttft_ms']:.3f}  mean TPOT "
-            f"{r['mean_tpot_ms']:.3f}")
+            f"{r['mean_tpot_ms']:.3f}"
+        )
     return result
 
 
@@ -320,6 +495,7 @@ def pipeline(args: argparse.Namespace) -> int:
 
 
 # --- follow + collect ---------------------------------------------------------------------------
+
 
 def wait(args: argparse.Namespace) -> int:
     """Print the pipeline log as it grows until DONE or `--until` seconds since this call began."""
@@ -356,8 +532,10 @@ def snapshot_db(dest: Path) -> None:
         con.close()
     with open(tmp, "rb") as src, gzip.open(dest, "wb", compresslevel=6) as out:
         shutil.copyfileobj(src, out, 1 << 22)
-    log(f"DB snapshot {tmp.stat().st_size / 2**20:.1f} MiB -> {dest.name} "
-        f"{dest.stat().st_size / 2**20:.1f} MiB")
+    log(
+        f"DB snapshot {tmp.stat().st_size / 2**20:.1f} MiB -> {dest.name} "
+        f"{dest.stat().st_size / 2**20:.1f} MiB"
+    )
 
 
 def collect(args: argparse.Namespace) -> int:
@@ -368,21 +546,42 @@ def collect(args: argparse.Namespace) -> int:
             snapshot_db(out / "lab-h200.db.gz")
         except Exception as exc:
             log(f"snapshot failed: {exc}")
-        done = call([sys.executable, "-m", "tuning", "runs", "--db", str(DB), "--json"],
-                     timeout=120, capture=True)
+        done = call(
+            [sys.executable, "-m", "tuning", "runs", "--db", str(DB), "--json"],
+            timeout=120,
+            capture=True,
+        )
         (out / "runs.json").write_text(done.stdout or done.stderr or "")
-        has_compare = call([sys.executable, "-m", "tuning", "compare", "--help"], timeout=60,
-                           capture=True).returncode == 0
+        has_compare = (
+            call(
+                [sys.executable, "-m", "tuning", "compare", "--help"], timeout=60, capture=True
+            ).returncode
+            == 0
+        )
         if has_compare:
             texts = []
             con = sqlite3.connect(DB, timeout=30)
             exp_ids = [r[0] for r in con.execute("SELECT id FROM experiments ORDER BY id")]
             con.close()
             for eid in exp_ids:
-                done = call([sys.executable, "-m", "tuning", "compare", "--db", str(DB),
-                             "--experiment", str(eid)], timeout=120, capture=True)
-                texts.append(f"$ python -m tuning compare --db lab.db --experiment {eid}\n"
-                             f"{done.stdout}{done.stderr}")
+                done = call(
+                    [
+                        sys.executable,
+                        "-m",
+                        "tuning",
+                        "compare",
+                        "--db",
+                        str(DB),
+                        "--experiment",
+                        str(eid),
+                    ],
+                    timeout=120,
+                    capture=True,
+                )
+                texts.append(
+                    f"$ python -m tuning compare --db lab.db --experiment {eid}\n"
+                    f"{done.stdout}{done.stderr}"
+                )
             (out / "compare.txt").write_text("\n".join(texts))
         else:
             log("`python -m tuning compare` is not wired into the CLI here: skipped")
@@ -407,6 +606,7 @@ def collect(args: argparse.Namespace) -> int:
 
 # --- summary (runs anywhere: sqlite3 only) ------------------------------------------------------
 
+
 def _gib(x: Any) -> str:
     return "-" if x is None else f"{x / GIB:.1f}"
 
@@ -427,17 +627,26 @@ def memory_story(con: sqlite3.Connection, run_id: int) -> dict[str, Any]:
     row = con.execute("SELECT startup_json FROM runs WHERE id=?", (run_id,)).fetchone()
     roles = {}
     try:
-        roles = {int(pid): name for name, pid in
-                 (json.loads(row[0] or "{}").get("engine_pids") or {}).items()}
+        roles = {
+            int(pid): name
+            for name, pid in (json.loads(row[0] or "{}").get("engine_pids") or {}).items()
+        }
     except (TypeError, ValueError):
         pass
-    procs = {_role(label, roles): mx for label, mx in con.execute(
-        "SELECT label, MAX(value) FROM samples WHERE run_id=? AND series='gpu_proc_bytes' "
-        "GROUP BY label ORDER BY 2 DESC", (run_id,))}
+    procs = {
+        _role(label, roles): mx
+        for label, mx in con.execute(
+            "SELECT label, MAX(value) FROM samples WHERE run_id=? AND series='gpu_proc_bytes' "
+            "GROUP BY label ORDER BY 2 DESC",
+            (run_id,),
+        )
+    }
     story: dict[str, Any] = {"gpu_proc_peak": procs}
     for series in ("gpu_tree_bytes", "gpu_used_bytes"):
-        pts = con.execute("SELECT t_s, value FROM samples WHERE run_id=? AND series=? "
-                          "ORDER BY t_s", (run_id, series)).fetchall()
+        pts = con.execute(
+            "SELECT t_s, value FROM samples WHERE run_id=? AND series=? ORDER BY t_s",
+            (run_id, series),
+        ).fetchall()
         if not pts:
             continue
         peak = max(v for _, v in pts)
@@ -445,9 +654,16 @@ def memory_story(con: sqlite3.Connection, run_id: int) -> dict[str, Any]:
         t_kv = next((t for t, v in pts if v >= first + 0.5 * (peak - first)), None)
         before = [v for t, v in pts if t_kv is not None and t < t_kv - 0.5]
         t_w = next((t for t, v in pts if v >= first + 1 * GIB), None)
-        story[series] = {"n": len(pts), "first": first, "peak": peak, "t_first_gib": t_w,
-                         "level_before_kv": before[-1] if before else None, "t_kv_step": t_kv,
-                         "last": pts[-1][1], "t_last": pts[-1][0]}
+        story[series] = {
+            "n": len(pts),
+            "first": first,
+            "peak": peak,
+            "t_first_gib": t_w,
+            "level_before_kv": before[-1] if before else None,
+            "t_kv_step": t_kv,
+            "last": pts[-1][1],
+            "t_last": pts[-1][0],
+        }
     return story
 
 
@@ -457,11 +673,15 @@ def summary_text(db_path: Path, bench_json: Path | None = None) -> str:
     lines = []
     exps = con.execute("SELECT id, name, status, error FROM experiments ORDER BY id").fetchall()
     for e in exps:
-        lines.append(f"experiment {e['id']}: {e['name']} [{e['status']}]"
-                     + (f" error: {e['error']}" if e["error"] else ""))
-        lines.append(f"  {'run':>3} {'value':>6} {'rep':>3} {'status':7} {'KV tokens':>10} "
-                     f"{'healthy':>7} {'peak tree':>9} {'peak dev':>8} {'tok/s':>7} "
-                     f"{'TTFT ms':>8} {'TPOT ms':>7} {'fail':>4} {'ach.C':>5}")
+        lines.append(
+            f"experiment {e['id']}: {e['name']} [{e['status']}]"
+            + (f" error: {e['error']}" if e["error"] else "")
+        )
+        lines.append(
+            f"  {'run':>3} {'value':>6} {'rep':>3} {'status':7} {'KV tokens':>10} "
+            f"{'healthy':>7} {'peak tree':>9} {'peak dev':>8} {'tok/s':>7} "
+            f"{'TTFT ms':>8} {'TPOT ms':>7} {'fail':>4} {'ach.C':>5}"
+        )
         for r in con.execute("SELECT * FROM runs WHERE experiment_id=? ORDER BY seq", (e["id"],)):
             lines.append(
                 f"  {r['id']:>3} {r['value']:>6} {r['repeat_index']:>3} {r['status']:7} "
@@ -470,7 +690,8 @@ def summary_text(db_path: Path, bench_json: Path | None = None) -> str:
                 f"{_fmt(r['output_throughput']):>7} {_fmt(r['mean_ttft_ms'], '{:.1f}'):>8} "
                 f"{_fmt(r['mean_tpot_ms'], '{:.2f}'):>7} {_fmt(r['failed'], '{}'):>4} "
                 f"{_fmt(r['achieved_concurrency'], '{:.0f}'):>5}"
-                + (f"  [{r['failure_kind']}: {r['failure_reason']}]" if r["failure_kind"] else ""))
+                + (f"  [{r['failure_kind']}: {r['failure_reason']}]" if r["failure_kind"] else "")
+            )
             st = memory_story(con, r["id"])
             procs = ", ".join(f"{k} {_gib(v)} GiB" for k, v in st["gpu_proc_peak"].items())
             tree = st.get("gpu_tree_bytes") or {}
@@ -482,25 +703,36 @@ def summary_text(db_path: Path, bench_json: Path | None = None) -> str:
                 f"{_gib(tree.get('peak'))} GiB at KV step {_fmt(tree.get('t_kv_step'), '{:.0f}')} s"
                 f"; device: {_gib(dev.get('first'))} -> {_gib(dev.get('peak'))} GiB, last "
                 f"{_gib(dev.get('last'))} GiB at {_fmt(dev.get('t_last'), '{:.0f}')} s "
-                f"({tree.get('n', 0)}+{dev.get('n', 0)} samples)")
+                f"({tree.get('n', 0)}+{dev.get('n', 0)} samples)"
+            )
     if bench_json and bench_json.exists():
         data = json.loads(bench_json.read_text())
-        lines.append("\nlab bench vs vLLM bench serve, same server, A B A B "
-                     f"({data['workload']['num_requests']} requests, 64 in / 128 out, ignore_eos)")
-        lines.append(f"  {'tool':5} {'C':>4} {'tok/s':>8} {'TTFT ms':>8} {'p99 TTFT':>8} "
-                     f"{'TPOT ms':>8} {'failed':>6}")
+        lines.append(
+            "\nlab bench vs vLLM bench serve, same server, A B A B "
+            f"({data['workload']['num_requests']} requests, 64 in / 128 out, ignore_eos)"
+        )
+        lines.append(
+            f"  {'tool':5} {'C':>4} {'tok/s':>8} {'TTFT ms':>8} {'p99 TTFT':>8} "
+            f"{'TPOT ms':>8} {'failed':>6}"
+        )
         for r in data["runs"]:
             if r.get("error"):
                 lines.append(f"  {r['tool']:5} {r['concurrency']:>4} FAILED")
                 continue
-            lines.append(f"  {r['tool']:5} {r['concurrency']:>4} {r['output_throughput']:>8.0f} "
-                         f"{r['mean_ttft_ms']:>8.1f} {r['p99_ttft_ms']:>8.1f} "
-                         f"{r['mean_tpot_ms']:>8.2f} {r['failed']:>6}")
-        lines.append("  ratios of medians lab / vLLM: C, throughput, mean TTFT, p99 TTFT, mean TPOT")
+            lines.append(
+                f"  {r['tool']:5} {r['concurrency']:>4} {r['output_throughput']:>8.0f} "
+                f"{r['mean_ttft_ms']:>8.1f} {r['p99_ttft_ms']:>8.1f} "
+                f"{r['mean_tpot_ms']:>8.2f} {r['failed']:>6}"
+            )
+        lines.append(
+            "  ratios of medians lab / vLLM: C, throughput, mean TTFT, p99 TTFT, mean TPOT"
+        )
         for c, s in data["summary"].items():
             r = s["ratio"]
-            lines.append(f"  {c:>4} {r['output_throughput']:.3f} {r['mean_ttft_ms']:.3f} "
-                         f"{r['p99_ttft_ms']:.3f} {r['mean_tpot_ms']:.3f}")
+            lines.append(
+                f"  {c:>4} {r['output_throughput']:.3f} {r['mean_ttft_ms']:.3f} "
+                f"{r['p99_ttft_ms']:.3f} {r['mean_tpot_ms']:.3f}"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -510,8 +742,12 @@ def main() -> int:
     sub.add_parser("stage1")
     for name in ("stage2", "start", "wait", "collect"):
         p = sub.add_parser(name)
-        p.add_argument("--until", type=float, default=540.0,
-                       help="stop following after this many seconds since the call began")
+        p.add_argument(
+            "--until",
+            type=float,
+            default=540.0,
+            help="stop following after this many seconds since the call began",
+        )
     sub.add_parser("pipeline")
     s = sub.add_parser("summary")
     s.add_argument("--db", type=Path, required=True)
@@ -520,8 +756,14 @@ def main() -> int:
     if args.cmd == "summary":
         sys.stdout.write(summary_text(args.db, args.bench))
         return 0
-    return {"stage1": stage1, "stage2": stage2, "start": start, "wait": wait, "collect": collect,
-            "pipeline": pipeline}[args.cmd](args)
+    return {
+        "stage1": stage1,
+        "stage2": stage2,
+        "start": start,
+        "wait": wait,
+        "collect": collect,
+        "pipeline": pipeline,
+    }[args.cmd](args)
 
 
 if __name__ == "__main__":

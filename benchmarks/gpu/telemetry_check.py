@@ -14,6 +14,7 @@ Without a GPU (no nvidia-ml-py, no driver, no device, or no torch for the self-t
 one SKIP line and exits 0. It needs only what the GPU test machine has preinstalled (torch,
 nvidia-ml-py, psutil, prometheus-client): it imports tuning.telemetry.recorder and core.records only.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,7 +43,7 @@ from tuning.telemetry.recorder import (  # noqa: E402
 
 GIB = 1 << 30
 MIB = 1 << 20
-CTX_SLACK = int(1.5 * GIB)      # CUDA context + allocator rounding a process may add to its step
+CTX_SLACK = int(1.5 * GIB)  # CUDA context + allocator rounding a process may add to its step
 RELEASE_TOLERANCE = 256 * MIB
 
 
@@ -52,6 +53,7 @@ def gib(x: float | None) -> str:
 
 # ---------------------------------------------------------------------------- roles
 
+
 def role_child(steps: list[float], hold: float) -> int:
     """The "EngineCore": allocate up to each level, hold, then free level by level."""
     import torch
@@ -60,7 +62,7 @@ def role_child(steps: list[float], hold: float) -> int:
         print(f"EVENT {time.monotonic():.3f} {kind} {held}", flush=True)
 
     torch.cuda.set_device(0)
-    torch.zeros(1, device="cuda")           # create the CUDA context first, so it shows alone
+    torch.zeros(1, device="cuda")  # create the CUDA context first, so it shows alone
     torch.cuda.synchronize()
     emit("context", 0)
     time.sleep(hold)
@@ -69,16 +71,16 @@ def role_child(steps: list[float], hold: float) -> int:
     for level in steps:
         need = int(level * GIB) - total
         block = torch.empty(need, dtype=torch.uint8, device="cuda")
-        block.zero_()                        # touch it: allocated memory, not just reserved
+        block.zero_()  # touch it: allocated memory, not just reserved
         torch.cuda.synchronize()
         held.append(block)
-        del block                            # the list is the only owner, so pop() frees it
+        del block  # the list is the only owner, so pop() frees it
         total += need
         emit("hold", total)
         time.sleep(hold)
     while held:
         total -= held.pop().numel()
-        torch.cuda.empty_cache()             # hand it back to the driver so NVML sees the drop
+        torch.cuda.empty_cache()  # hand it back to the driver so NVML sees the drop
         torch.cuda.synchronize()
         emit("hold", total)
         time.sleep(hold)
@@ -88,8 +90,9 @@ def role_child(steps: list[float], hold: float) -> int:
 
 def role_parent(steps: str, hold: float, linger: float) -> int:
     """The "API server": no CUDA at all; starts the child, outlives it a little."""
-    child = subprocess.Popen([sys.executable, __file__, "--role", "child", "--steps", steps,
-                              "--hold", str(hold)])
+    child = subprocess.Popen(
+        [sys.executable, __file__, "--role", "child", "--steps", steps, "--hold", str(hold)]
+    )
     print(f"CHILD {child.pid}", flush=True)
     code = child.wait()
     print(f"EVENT {time.monotonic():.3f} child_exited {code}", flush=True)
@@ -98,6 +101,7 @@ def role_parent(steps: str, hold: float, linger: float) -> int:
 
 
 # ---------------------------------------------------------------------------- probing
+
 
 def skip_reason(need_torch: bool) -> str | None:
     try:
@@ -120,6 +124,7 @@ def skip_reason(need_torch: bool) -> str | None:
 
 def describe_devices() -> list[str]:
     import pynvml
+
     pynvml.nvmlInit()
     try:
         out = []
@@ -128,8 +133,9 @@ def describe_devices() -> list[str]:
             name = pynvml.nvmlDeviceGetName(h)
             name = name.decode() if isinstance(name, bytes) else name
             mem = pynvml.nvmlDeviceGetMemoryInfo(h)
-            out.append(f"gpu{i}: {name}, {mem.total / GIB:.1f} GiB total, "
-                       f"{mem.used / GIB:.2f} GiB used")
+            out.append(
+                f"gpu{i}: {name}, {mem.total / GIB:.1f} GiB total, {mem.used / GIB:.2f} GiB used"
+            )
         driver = pynvml.nvmlSystemGetDriverVersion()
         out.append(f"driver {driver.decode() if isinstance(driver, bytes) else driver}")
         return out
@@ -138,6 +144,7 @@ def describe_devices() -> list[str]:
 
 
 # ---------------------------------------------------------------------------- reporting
+
 
 def series(rows: list[SampleRow], name: str) -> dict[float, float]:
     """t -> value summed over labels (GPUs) at that instant."""
@@ -163,13 +170,20 @@ def print_attribution(rows: list[SampleRow], roles: dict[int, str]) -> dict[int,
     print(f"  {'process':28s} {'role':22s} {'GPU GiB':>8s} {'RSS MiB':>8s}")
     for pid in sorted(set(labels) | set(roles)):
         gpu = per_pid.get(pid)
-        print(f"  {labels.get(pid, str(pid)):28s} {roles.get(pid, ''):22s} "
-              f"{'  absent' if gpu is None else gib(gpu):>8s} {rss.get(pid, 0.0) / MIB:8.0f}")
+        print(
+            f"  {labels.get(pid, str(pid)):28s} {roles.get(pid, ''):22s} "
+            f"{'  absent' if gpu is None else gib(gpu):>8s} {rss.get(pid, 0.0) / MIB:8.0f}"
+        )
     return per_pid
 
 
-def print_curve(rows: list[SampleRow], baseline: float, marks: list[tuple[float, str]],
-                every: float = 0.5, max_lines: int = 80) -> None:
+def print_curve(
+    rows: list[SampleRow],
+    baseline: float,
+    marks: list[tuple[float, str]],
+    every: float = 0.5,
+    max_lines: int = 80,
+) -> None:
     """A compact time table: one line per `every` seconds, plus every change > 128 MiB."""
     tree = series(rows, "gpu_tree_bytes")
     used = series(rows, "gpu_used_bytes")
@@ -190,8 +204,10 @@ def print_curve(rows: list[SampleRow], baseline: float, marks: list[tuple[float,
         if t - last_t >= every or changed or note:
             r = min(rss, key=lambda x: abs(x - t)) if rss else None
             u = used.get(t)
-            print(f"  {t:6.2f} {gib(v):>8s} {gib(None if u is None else u - baseline):>9s} "
-                  f"{(rss[r] / MIB if r is not None else 0):8.0f}  {', '.join(note)}")
+            print(
+                f"  {t:6.2f} {gib(v):>8s} {gib(None if u is None else u - baseline):>9s} "
+                f"{(rss[r] / MIB if r is not None else 0):8.0f}  {', '.join(note)}"
+            )
             last_t = t
             lines += 1
             if lines >= max_lines:
@@ -204,19 +220,24 @@ def print_curve(rows: list[SampleRow], baseline: float, marks: list[tuple[float,
 def nvml_call_costs(n: int = 200) -> str:
     """Microseconds per NVML call the GPU sampler makes, to explain its cost."""
     import pynvml
+
     pynvml.nvmlInit()
     try:
         h = pynvml.nvmlDeviceGetHandleByIndex(0)
         out = []
-        for name, fn in (("memory_info", pynvml.nvmlDeviceGetMemoryInfo),
-                         ("compute_procs", pynvml.nvmlDeviceGetComputeRunningProcesses),
-                         ("utilization", pynvml.nvmlDeviceGetUtilizationRates)):
+        for name, fn in (
+            ("memory_info", pynvml.nvmlDeviceGetMemoryInfo),
+            ("compute_procs", pynvml.nvmlDeviceGetComputeRunningProcesses),
+            ("utilization", pynvml.nvmlDeviceGetUtilizationRates),
+        ):
             t0 = time.perf_counter()
             c0 = time.thread_time()
             for _ in range(n):
                 fn(h)
-            out.append(f"{name} {1e6 * (time.perf_counter() - t0) / n:.0f} us wall / "
-                       f"{1e6 * (time.thread_time() - c0) / n:.0f} us cpu")
+            out.append(
+                f"{name} {1e6 * (time.perf_counter() - t0) / n:.0f} us wall / "
+                f"{1e6 * (time.thread_time() - c0) / n:.0f} us cpu"
+            )
         return ", ".join(out)
     finally:
         pynvml.nvmlShutdown()
@@ -225,10 +246,12 @@ def nvml_call_costs(n: int = 200) -> str:
 def print_costs(tel: Telemetry) -> None:
     print("\nSampler cost (own thread CPU):")
     for s in tel.stats().values():
-        print(f"  {s.name:14s} period {s.period * 1000:4.0f} ms  samples {s.samples:5d}  "
-              f"missed {s.missed_ticks:3d}  errors {s.errors:2d}  "
-              f"cpu {s.cpu_percent:5.2f}% of one core "
-              f"({1000 * s.cpu_seconds / max(1, s.samples):.2f} ms/sample)")
+        print(
+            f"  {s.name:14s} period {s.period * 1000:4.0f} ms  samples {s.samples:5d}  "
+            f"missed {s.missed_ticks:3d}  errors {s.errors:2d}  "
+            f"cpu {s.cpu_percent:5.2f}% of one core "
+            f"({1000 * s.cpu_seconds / max(1, s.samples):.2f} ms/sample)"
+        )
 
 
 class Checks:
@@ -242,6 +265,7 @@ class Checks:
 
 # ---------------------------------------------------------------------------- modes
 
+
 def self_test(args: argparse.Namespace) -> int:
     steps = [float(x) for x in args.steps.split(",")]
     largest = int(max(steps) * GIB)
@@ -253,14 +277,28 @@ def self_test(args: argparse.Namespace) -> int:
 
     origin = time.monotonic()
     parent = subprocess.Popen(
-        [sys.executable, __file__, "--role", "parent", "--steps", args.steps,
-         "--hold", str(args.hold), "--linger", str(args.linger)],
-        stdout=subprocess.PIPE, text=True, start_new_session=True)
+        [
+            sys.executable,
+            __file__,
+            "--role",
+            "parent",
+            "--steps",
+            args.steps,
+            "--hold",
+            str(args.hold),
+            "--linger",
+            str(args.linger),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     gpu.root_pid = parent.pid
     rows: list[SampleRow] = []
     tel = Telemetry(origin=origin)
-    tel.start([ProcessTreeSampler(parent.pid, period=args.period), gpu], rows.extend,
-              flush_every=0.5)
+    tel.start(
+        [ProcessTreeSampler(parent.pid, period=args.period), gpu], rows.extend, flush_every=0.5
+    )
     timer = threading.Timer(args.timeout, lambda: os.killpg(parent.pid, signal.SIGKILL))
     timer.start()
     marks: list[tuple[float, str]] = []
@@ -280,7 +318,7 @@ def self_test(args: argparse.Namespace) -> int:
     finally:
         timer.cancel()
         try:
-            os.killpg(parent.pid, signal.SIGKILL)     # our own group; normally already gone
+            os.killpg(parent.pid, signal.SIGKILL)  # our own group; normally already gone
         except ProcessLookupError:
             pass
         parent.wait()
@@ -288,7 +326,8 @@ def self_test(args: argparse.Namespace) -> int:
     time.sleep(3 * args.period)
     result = tel.stop()
     result["peak_gpu_used_over_baseline_bytes"] = peaks(rows, base)[
-        "peak_gpu_used_over_baseline_bytes"]
+        "peak_gpu_used_over_baseline_bytes"
+    ]
 
     roles = {parent.pid: "parent (like APIServer)"}
     if child_pid:
@@ -297,30 +336,46 @@ def self_test(args: argparse.Namespace) -> int:
     used = series(rows, "gpu_used_bytes")
     tree = series(rows, "gpu_tree_bytes")
     print("\nDevice totals:")
-    print(f"  baseline {gib(base_total)} GiB, peak used {gib(result['peak_gpu_used_bytes'])} GiB,"
-          f" peak over baseline {gib(result['peak_gpu_used_over_baseline_bytes'])} GiB, "
-          f"final used {gib(list(used.values())[-1] if used else None)} GiB")
+    print(
+        f"  baseline {gib(base_total)} GiB, peak used {gib(result['peak_gpu_used_bytes'])} GiB,"
+        f" peak over baseline {gib(result['peak_gpu_used_over_baseline_bytes'])} GiB, "
+        f"final used {gib(list(used.values())[-1] if used else None)} GiB"
+    )
     print_curve(rows, base_total, marks)
-    print(f"\nPeak: tree {gib(result['peak_gpu_tree_bytes'])} GiB (largest step "
-          f"{largest / GIB:.0f} GiB), tree RSS {gib(result['peak_tree_rss_bytes'])} GiB")
+    print(
+        f"\nPeak: tree {gib(result['peak_gpu_tree_bytes'])} GiB (largest step "
+        f"{largest / GIB:.0f} GiB), tree RSS {gib(result['peak_tree_rss_bytes'])} GiB"
+    )
     print_costs(tel)
     print(f"  NVML calls: {nvml_call_costs()}")
 
     print()
     check = Checks()
-    check(code == 0, "workload", f"parent exited {code}" + (
-        "" if code == 0 else " (see the child's traceback above)"))
+    check(
+        code == 0,
+        "workload",
+        f"parent exited {code}" + ("" if code == 0 else " (see the child's traceback above)"),
+    )
     peak_tree = result["peak_gpu_tree_bytes"] or 0.0
-    check(largest <= peak_tree <= largest + CTX_SLACK, "peak tree memory = largest step",
-          f"{peak_tree / GIB:.2f} GiB vs {largest / GIB:.0f} GiB (+ <= {CTX_SLACK / GIB:.1f} "
-          f"GiB context)")
+    check(
+        largest <= peak_tree <= largest + CTX_SLACK,
+        "peak tree memory = largest step",
+        f"{peak_tree / GIB:.2f} GiB vs {largest / GIB:.0f} GiB (+ <= {CTX_SLACK / GIB:.1f} "
+        f"GiB context)",
+    )
     child_peak = per_pid.get(child_pid or -1, 0.0)
     parent_peak = per_pid.get(parent.pid, 0.0)
-    check(child_peak >= largest and parent_peak < 1 * GIB, "attribution to the child",
-          f"child {child_peak / GIB:.2f} GiB, parent {parent_peak / GIB:.2f} GiB")
+    check(
+        child_peak >= largest and parent_peak < 1 * GIB,
+        "attribution to the child",
+        f"child {child_peak / GIB:.2f} GiB, parent {parent_peak / GIB:.2f} GiB",
+    )
     over = result["peak_gpu_used_over_baseline_bytes"] or 0.0
-    check(abs(over - peak_tree) <= 1 * GIB, "device total agrees with the tree",
-          f"used - baseline {over / GIB:.2f} GiB vs tree {peak_tree / GIB:.2f} GiB")
+    check(
+        abs(over - peak_tree) <= 1 * GIB,
+        "device total agrees with the tree",
+        f"used - baseline {over / GIB:.2f} GiB vs tree {peak_tree / GIB:.2f} GiB",
+    )
     # Every plateau, up and down: the samples from 0.3 s after an event to 0.1 s before the next sit
     # at that level (plus at most the context), and there is at least one of them.
     holds = [(t, v) for t, k, v in events if k in ("hold", "exit")]
@@ -329,26 +384,40 @@ def self_test(args: argparse.Namespace) -> int:
         inside = [v for t, v in tree.items() if t0 + 0.3 <= t < t1 - 0.1]
         ok = bool(inside) and all(level <= v <= level + CTX_SLACK for v in inside)
         plateaus.append((level, ok, inside))
-    bad = [f"{lv / GIB:.0f} GiB saw {min(vs, default=0) / GIB:.2f}..{max(vs, default=0) / GIB:.2f}"
-           for lv, ok, vs in plateaus if not ok]
-    check(bool(plateaus) and not bad, "every plateau seen at the right height",
-          f"{sum(ok for _, ok, _ in plateaus)}/{len(plateaus)} "
-          f"({' -> '.join(f'{lv / GIB:.0f}' for lv, _, _ in plateaus)} GiB)"
-          + (f"; wrong: {'; '.join(bad)}" if bad else ""))
+    bad = [
+        f"{lv / GIB:.0f} GiB saw {min(vs, default=0) / GIB:.2f}..{max(vs, default=0) / GIB:.2f}"
+        for lv, ok, vs in plateaus
+        if not ok
+    ]
+    check(
+        bool(plateaus) and not bad,
+        "every plateau seen at the right height",
+        f"{sum(ok for _, ok, _ in plateaus)}/{len(plateaus)} "
+        f"({' -> '.join(f'{lv / GIB:.0f}' for lv, _, _ in plateaus)} GiB)"
+        + (f"; wrong: {'; '.join(bad)}" if bad else ""),
+    )
     exit_t = next((t for t, k, _ in events if k == "child_exited"), None)
     after = [v for t, v in tree.items() if exit_t is not None and t > exit_t + 0.3]
     final_used = list(used.values())[-1] if used else float("inf")
-    check(released and final_used <= base_total + RELEASE_TOLERANCE and bool(after)
-          and after[-1] == 0, "memory back to baseline after the child ends",
-          f"final used {final_used / GIB:.2f} GiB vs baseline {base_total / GIB:.2f} GiB, "
-          f"tree after exit {after[-1] / GIB if after else float('nan'):.2f} GiB, "
-          f"wait_gpu_memory_released={released}")
+    check(
+        released
+        and final_used <= base_total + RELEASE_TOLERANCE
+        and bool(after)
+        and after[-1] == 0,
+        "memory back to baseline after the child ends",
+        f"final used {final_used / GIB:.2f} GiB vs baseline {base_total / GIB:.2f} GiB, "
+        f"tree after exit {after[-1] / GIB if after else float('nan'):.2f} GiB, "
+        f"wait_gpu_memory_released={released}",
+    )
     gpu_stats = tel.stats().get("gpu")
     wall = max(used) - min(used) if used else 0.0
     expected = wall / args.period + 1
-    check(gpu_stats is not None and len(used) >= 0.8 * expected, "sampling rate",
-          f"{len(used)} GPU samples over {wall:.1f} s at {args.period * 1000:.0f} ms "
-          f"(expected ~{expected:.0f})")
+    check(
+        gpu_stats is not None and len(used) >= 0.8 * expected,
+        "sampling rate",
+        f"{len(used)} GPU samples over {wall:.1f} s at {args.period * 1000:.0f} ms "
+        f"(expected ~{expected:.0f})",
+    )
     print(f"\n{'ALL PASS' if not check.failed else f'{check.failed} FAILED'}")
     return 0 if not check.failed else 1
 
@@ -360,8 +429,10 @@ def server_mode(args: argparse.Namespace) -> int:
         print("  " + "; ".join(describe_devices()))
     except Exception as exc:
         print(f"  no GPU description ({type(exc).__name__}: {exc})")
-    samplers: list[Sampler] = [ProcessTreeSampler(pid, period=args.period),
-                               GpuSampler(pid, period=args.period)]
+    samplers: list[Sampler] = [
+        ProcessTreeSampler(pid, period=args.period),
+        GpuSampler(pid, period=args.period),
+    ]
     metrics = MetricsSampler(args.base_url, period=0.5) if args.base_url else None
     if metrics:
         samplers.append(metrics)
@@ -377,12 +448,16 @@ def server_mode(args: argparse.Namespace) -> int:
         if value is not None:
             print(f"  {key:36s} {value:,.4g}")
     if metrics:
-        print(f"  /metrics scrapes {metrics.scrapes}, failures {metrics.failures}"
-              f"{'' if not metrics.last_error else ' (last: ' + metrics.last_error + ')'}")
+        print(
+            f"  /metrics scrapes {metrics.scrapes}, failures {metrics.failures}"
+            f"{'' if not metrics.last_error else ' (last: ' + metrics.last_error + ')'}"
+        )
     print_costs(tel)
     found = result["peak_gpu_tree_bytes"]
-    print(f"\n{'PASS' if found else 'FAIL'}  the tree's GPU memory is attributed: "
-          f"peak {gib(found)} GiB")
+    print(
+        f"\n{'PASS' if found else 'FAIL'}  the tree's GPU memory is attributed: "
+        f"peak {gib(found)} GiB"
+    )
     return 0 if found else 1
 
 

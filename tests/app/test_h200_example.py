@@ -1,5 +1,6 @@
 """The H200 runs committed under examples/h200 load in the compare page and the CLI, and their
 samples show what the GPU did: EngineCore holds the memory, one step at KV-cache allocation."""
+
 from __future__ import annotations
 
 import shutil
@@ -57,10 +58,15 @@ def test_compare_page_and_cli_load_them(h200_db: Path) -> None:
     at.switch_page("pages/4_Compare.py").run()
     assert not at.exception, at.exception
     text = "\n".join(str(m.value) for m in at.markdown) + "\n".join(
-        df.value.to_csv() for df in at.dataframe)
+        df.value.to_csv() for df in at.dataframe
+    )
     assert "gpu-memory-utilization" in text
-    out = subprocess.run([sys.executable, "-m", "tuning", "compare", "--db", str(h200_db),
-                          "--experiment", "2"], cwd=REPO, capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "tuning", "compare", "--db", str(h200_db), "--experiment", "2"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert "max-num-seqs" in out.stdout and "mean TTFT" in out.stdout

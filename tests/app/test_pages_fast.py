@@ -4,26 +4,36 @@ The DB is written through store.repo like the runner writes it: experiments, run
 summaries, per-request rows and telemetry samples; one experiment is live (its runner pid is this
 process and its heartbeat is fresh, so the home page's stale-runner sweep leaves it alone).
 """
+
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
+from core.records import RequestRecord, SampleRow
 from store import open_db, repo
 from tuning.metrics import summarize
-from core.records import RequestRecord, SampleRow
 
 REPO = Path(__file__).resolve().parents[2]
 APP = str(REPO / "app.py")
-WORKLOAD = {"num_requests": 40, "concurrency": 8, "input_len": 64, "output_len": 32,
-            "shared_prefix_len": 0, "endpoint": "completions", "seed": 0, "num_warmups": None,
-            "request_timeout_s": 600.0}
+WORKLOAD = {
+    "num_requests": 40,
+    "concurrency": 8,
+    "input_len": 64,
+    "output_len": 32,
+    "shared_prefix_len": 0,
+    "endpoint": "completions",
+    "seed": 0,
+    "num_warmups": None,
+    "request_timeout_s": 600.0,
+}
 
 
 def _records(rng: np.random.Generator, n: int, ttft_s: float, tpot_s: float) -> list[RequestRecord]:
@@ -32,9 +42,19 @@ def _records(rng: np.random.Generator, n: int, ttft_s: float, tpot_s: float) -> 
         start = i * 0.05
         ttft = ttft_s * (1 + rng.normal(0, 0.05))
         itl = list(np.abs(rng.normal(tpot_s, tpot_s * 0.1, 31)))
-        out.append(RequestRecord(index=i, start=start, ttft=ttft, end=start + ttft + sum(itl),
-                                 itl=itl, prompt_tokens=64, output_tokens=32, ok=True,
-                                 http_status=200))
+        out.append(
+            RequestRecord(
+                index=i,
+                start=start,
+                ttft=ttft,
+                end=start + ttft + sum(itl),
+                itl=itl,
+                prompt_tokens=64,
+                output_tokens=32,
+                ok=True,
+                http_status=200,
+            )
+        )
     return out
 
 
@@ -43,38 +63,79 @@ def _samples(duration: float, kv_peak: float, rss: float) -> list[SampleRow]:
     for k in range(int(duration * 4)):
         t = k / 4
         load = 1.0 if 5 <= t <= duration - 2 else 0.0
-        rows += [SampleRow(t, "tree_rss_bytes", rss * min(1.0, t / 4)),
-                 SampleRow(t, "kv_cache_usage_perc", kv_peak * load),
-                 SampleRow(t, "generation_tokens_total", max(0.0, t - 5) * 300),
-                 SampleRow(t, "num_requests_running", 8 * load),
-                 SampleRow(t, "num_requests_waiting", 2 * load)]
+        rows += [
+            SampleRow(t, "tree_rss_bytes", rss * min(1.0, t / 4)),
+            SampleRow(t, "kv_cache_usage_perc", kv_peak * load),
+            SampleRow(t, "generation_tokens_total", max(0.0, t - 5) * 300),
+            SampleRow(t, "num_requests_running", 8 * load),
+            SampleRow(t, "num_requests_waiting", 2 * load),
+        ]
     return rows
 
 
-def add_run(db: Any, exp_id: int, seq: int, value: int, repeat: int, rng: np.random.Generator,
-            status: str = "done", hardware: str = "cpu-test", ttft_s: float = 0.05,
-            log_path: str | None = None) -> int:
+def add_run(
+    db: Any,
+    exp_id: int,
+    seq: int,
+    value: int,
+    repeat: int,
+    rng: np.random.Generator,
+    status: str = "done",
+    hardware: str = "cpu-test",
+    ttft_s: float = 0.05,
+    log_path: str | None = None,
+) -> int:
     config = {"max-num-seqs": value, "block-size": 32}
     run_id = repo.create_run(
-        db, experiment_id=exp_id, seq=seq, repeat_index=repeat, param="max-num-seqs",
-        value=str(value), config_json=config, workload_json=WORKLOAD,
-        workload_fingerprint="fp-test", engine="embedded", vllm_version="0.32.0", model="tiny",
-        backend="cpu", hardware=hardware, status=status, phase=status, author="ada",
-        started_at=repo.now_iso(), log_path=log_path)
+        db,
+        experiment_id=exp_id,
+        seq=seq,
+        repeat_index=repeat,
+        param="max-num-seqs",
+        value=str(value),
+        config_json=config,
+        workload_json=WORKLOAD,
+        workload_fingerprint="fp-test",
+        engine="embedded",
+        vllm_version="0.32.0",
+        model="tiny",
+        backend="cpu",
+        hardware=hardware,
+        status=status,
+        phase=status,
+        author="ada",
+        started_at=repo.now_iso(),
+        log_path=log_path,
+    )
     if status == "failed":
-        repo.update_run(db, run_id, failure_kind="oom", failure_reason="KV cache too small",
-                        failure_hint="lower max-num-seqs", log_tail="ERROR: out of memory\n")
+        repo.update_run(
+            db,
+            run_id,
+            failure_kind="oom",
+            failure_reason="KV cache too small",
+            failure_hint="lower max-num-seqs",
+            log_tail="ERROR: out of memory\n",
+        )
         return run_id
     recs = _records(rng, 40, ttft_s, 0.004 * (1 + value / 64))
     repo.insert_requests(db, run_id, recs)
     repo.insert_samples(db, run_id, _samples(20.0, 0.3 + value / 100, 1.5 * 2**30))
     if status == "done":
         summary = summarize(recs, 2.5)
-        summary.update(peak_tree_rss_bytes=int(1.5 * 2**30), peak_kv_cache_usage_perc=0.4,
-                       preemptions=0, load_window_s=[5.0, 18.0])
+        summary.update(
+            peak_tree_rss_bytes=int(1.5 * 2**30),
+            peak_kv_cache_usage_perc=0.4,
+            preemptions=0,
+            load_window_s=[5.0, 18.0],
+        )
         repo.store_summary(db, run_id, summary)
-        repo.update_run(db, run_id, time_to_healthy_s=12.0 + rng.random(),
-                        kv_cache_tokens=8192, finished_at=repo.now_iso())
+        repo.update_run(
+            db,
+            run_id,
+            time_to_healthy_s=12.0 + rng.random(),
+            kv_cache_tokens=8192,
+            finished_at=repo.now_iso(),
+        )
     return run_id
 
 
@@ -83,31 +144,71 @@ def seed(path: Path, log_dir: Path) -> dict[str, Any]:
     hardware); experiment 2: running now, with a log file."""
     db = open_db(path)
     rng = np.random.default_rng(7)
-    e1 = repo.create_experiment(db, name="max-num-seqs = 2, 16, 64", param="max-num-seqs",
-                                values_json=[2, 16, 64], repeats=3, config_json={"block-size": 32},
-                                workload_json=WORKLOAD, model="tiny", runs_total=9, runs_done=9,
-                                status="done", phase="done", author="ada")
+    e1 = repo.create_experiment(
+        db,
+        name="max-num-seqs = 2, 16, 64",
+        param="max-num-seqs",
+        values_json=[2, 16, 64],
+        repeats=3,
+        config_json={"block-size": 32},
+        workload_json=WORKLOAD,
+        model="tiny",
+        runs_total=9,
+        runs_done=9,
+        status="done",
+        phase="done",
+        author="ada",
+    )
     seq = 0
     ids: list[int] = []
     for repeat in range(3):
         for value in (2, 16, 64):
             status = "failed" if value == 64 else "done"
             hw = "other-box" if (value == 16 and repeat == 2) else "cpu-test"
-            ids.append(add_run(db, e1, seq, value, repeat, rng, status=status, hardware=hw,
-                               ttft_s=0.05 if value == 2 else 0.06))
+            ids.append(
+                add_run(
+                    db,
+                    e1,
+                    seq,
+                    value,
+                    repeat,
+                    rng,
+                    status=status,
+                    hardware=hw,
+                    ttft_s=0.05 if value == 2 else 0.06,
+                )
+            )
             seq += 1
     log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / "run-live.log"
     log.write_text("INFO starting vLLM\nINFO KV cache: 8192 tokens\nINFO live-log-marker\n")
-    e2 = repo.create_experiment(db, name="max-num-seqs = 4, 8", param="max-num-seqs",
-                                values_json=[4, 8], repeats=1, config_json={"block-size": 32},
-                                workload_json=WORKLOAD, model="tiny", runs_total=2, runs_done=1,
-                                status="running", phase="loading", author="bob")
+    e2 = repo.create_experiment(
+        db,
+        name="max-num-seqs = 4, 8",
+        param="max-num-seqs",
+        values_json=[4, 8],
+        repeats=1,
+        config_json={"block-size": 32},
+        workload_json=WORKLOAD,
+        model="tiny",
+        runs_total=2,
+        runs_done=1,
+        status="running",
+        phase="loading",
+        author="bob",
+    )
     done = add_run(db, e2, 0, 4, 0, rng)
     live = add_run(db, e2, 1, 8, 0, rng, status="running", log_path=str(log))
-    repo.update_experiment(db, e2, current_run_id=live, requests_done=17, requests_total=40,
-                           runner_pid=os.getpid(), heartbeat_at=repo.now_iso(),
-                           started_at=repo.now_iso())
+    repo.update_experiment(
+        db,
+        e2,
+        current_run_id=live,
+        requests_done=17,
+        requests_total=40,
+        runner_pid=os.getpid(),
+        heartbeat_at=repo.now_iso(),
+        started_at=repo.now_iso(),
+    )
     db.conn.close()
     return {"done_exp": e1, "live_exp": e2, "runs": ids, "live_run": live, "live_done": done}
 
@@ -136,8 +237,12 @@ def _page(page: str, setup: Any = None) -> AppTest:
 
 def _texts(at: AppTest) -> str:
     parts = [m.value for m in at.markdown] + [m.value for m in at.caption]
-    parts += [x.value for x in at.success] + [x.value for x in at.warning] + \
-        [x.value for x in at.info] + [x.value for x in at.error]
+    parts += (
+        [x.value for x in at.success]
+        + [x.value for x in at.warning]
+        + [x.value for x in at.info]
+        + [x.value for x in at.error]
+    )
     parts += [x.value for x in at.code]
     return "\n".join(str(p) for p in parts)
 
@@ -150,14 +255,23 @@ def test_compare_page_defaults_to_latest_done_experiment(lab: dict[str, Any]) ->
     assert "Comparability" in text and "other-box" in _frames(at)
     assert "pre-allocates the KV cache" in text
     base = at.multiselect(key=f"cmp_baseline_exp{lab['done_exp']}").value
-    assert sorted(base) == sorted(lab["runs"][0::3])       # the first value's runs
+    assert sorted(base) == sorted(lab["runs"][0::3])  # the first value's runs
     table = _frame(at, "metric")
     assert "verdict max-num-seqs = 16" in table.columns
     assert "TPOT = (E2EL − TTFT) / (output tokens − 1)" in text
-    for key in ("dl_png_throughput", "dl_svg_latency", "dl_html_cdf", "dl_csv_table",
-                "dl_json_table", "dl_png_memory", "dl_png_kv", "dl_png_knee"):
+    for key in (
+        "dl_png_throughput",
+        "dl_svg_latency",
+        "dl_html_cdf",
+        "dl_csv_table",
+        "dl_json_table",
+        "dl_png_memory",
+        "dl_png_kv",
+        "dl_png_knee",
+    ):
         assert at.get("download_button") and any(
-            getattr(b, "key", None) == key for b in at.get("download_button")), key
+            getattr(b, "key", None) == key for b in at.get("download_button")
+        ), key
 
 
 def _frames(at: AppTest) -> str:
@@ -217,8 +331,9 @@ def test_live_page_shows_active_experiment(lab: dict[str, Any]) -> None:
 
 def test_live_page_final_state_when_nothing_runs(lab: dict[str, Any]) -> None:
     db = open_db(lab["db"])
-    repo.update_experiment(db, lab["live_exp"], status="cancelled", phase="cancelled",
-                           finished_at=repo.now_iso())
+    repo.update_experiment(
+        db, lab["live_exp"], status="cancelled", phase="cancelled", finished_at=repo.now_iso()
+    )
     db.conn.close()
     at = _page("pages/3_Live.py")
     assert not at.exception, at.exception
@@ -228,8 +343,9 @@ def test_live_page_final_state_when_nothing_runs(lab: dict[str, Any]) -> None:
 
 
 def test_live_page_query_param_picks_experiment(lab: dict[str, Any]) -> None:
-    at = _page("pages/3_Live.py",
-               lambda a: a.query_params.__setitem__("experiment", str(lab["done_exp"])))
+    at = _page(
+        "pages/3_Live.py", lambda a: a.query_params.__setitem__("experiment", str(lab["done_exp"]))
+    )
     assert not at.exception, at.exception
     assert at.selectbox(key="live_experiment").value == lab["done_exp"]
 
@@ -291,22 +407,40 @@ def test_pages_on_edge_cases(lab: dict[str, Any]) -> None:
     """A queued experiment with no runs, a single-run experiment, and runs of two experiments
     with different parameters picked together from a link."""
     db = open_db(lab["db"])
-    repo.create_experiment(db, name="queued", param="block-size", values_json=[16],
-                           repeats=1, status="queued", runs_total=1)
+    repo.create_experiment(
+        db,
+        name="queued",
+        param="block-size",
+        values_json=[16],
+        repeats=1,
+        status="queued",
+        runs_total=1,
+    )
     rng = np.random.default_rng(3)
-    single = repo.create_experiment(db, name="one run", param="max-num-seqs", values_json=[4],
-                                    repeats=1, status="done", runs_total=1, runs_done=1)
+    single = repo.create_experiment(
+        db,
+        name="one run",
+        param="max-num-seqs",
+        values_json=[4],
+        repeats=1,
+        status="done",
+        runs_total=1,
+        runs_done=1,
+    )
     only = add_run(db, single, 0, 4, 0, rng)
     db.conn.close()
-    at = _page("pages/3_Live.py")   # the queued one is active, without a run yet
+    at = _page("pages/3_Live.py")  # the queued one is active, without a run yet
     assert not at.exception, at.exception
-    at = _page("pages/4_Compare.py",
-               lambda a: a.query_params.__setitem__("experiment", str(single)))
+    at = _page(
+        "pages/4_Compare.py", lambda a: a.query_params.__setitem__("experiment", str(single))
+    )
     assert not at.exception, at.exception
     assert "No candidate side" in _texts(at)
     mixed = [lab["runs"][0], lab["runs"][1], only, lab["live_done"]]
-    at = _page("pages/4_Compare.py",
-               lambda a: a.query_params.__setitem__("runs", ",".join(map(str, mixed))))
+    at = _page(
+        "pages/4_Compare.py",
+        lambda a: a.query_params.__setitem__("runs", ",".join(map(str, mixed))),
+    )
     assert not at.exception, at.exception
     at.multiselect(key="cmp_baseline_runs").set_value([]).run()
     assert not at.exception, at.exception

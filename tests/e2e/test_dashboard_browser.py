@@ -2,6 +2,7 @@
 experiment on the embedded engine, watch the live page reach completion, open the compare page and
 download a PNG. With TUNING_LAB_SCREENSHOTS=DIR (`make screenshots`) the README's screenshots are
 written there."""
+
 from __future__ import annotations
 
 import os
@@ -11,8 +12,8 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -22,8 +23,15 @@ from tuning.params import free_port
 pytestmark = [pytest.mark.browser, pytest.mark.engine]
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 @pytest.fixture
@@ -36,14 +44,35 @@ def app_url(tmp_path: Path) -> Iterator[str]:
         pytest.fail("Debian's chromium is missing: `make browser` installs it")
     port = free_port()
     home = tmp_path / "lab"
-    env = {**os.environ, "TUNING_LAB_HOME": str(home), "TUNING_LAB_DB": str(home / "lab.db"),
-           "TUNING_LAB_LOCK": str(tmp_path / "runner.lock")}
+    env = {
+        **os.environ,
+        "TUNING_LAB_HOME": str(home),
+        "TUNING_LAB_DB": str(home / "lab.db"),
+        "TUNING_LAB_LOCK": str(tmp_path / "runner.lock"),
+    }
     log = open(tmp_path / "streamlit.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py",
-                             "--server.port", str(port), "--server.address", "127.0.0.1",
-                             "--server.headless", "true", "--browser.gatherUsageStats", "false"],
-                            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--server.headless",
+            "true",
+            "--browser.gatherUsageStats",
+            "false",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -64,6 +93,7 @@ def app_url(tmp_path: Path) -> Iterator[str]:
         # The runner process the page started has its own session; stop it if it is still there.
         from store import open_db, repo
         from tuning.experiment.runner import reap_stale
+
         if (home / "lab.db").exists():
             for exp in repo.active_experiments(open_db(home / "lab.db")):
                 if exp.get("runner_pid"):
@@ -75,8 +105,10 @@ def app_url(tmp_path: Path) -> Iterator[str]:
 
 
 def _idle(page: object) -> None:
-    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']",  # type: ignore[attr-defined]
-                           timeout=60_000)
+    page.wait_for_selector(
+        "[data-testid='stApp'][data-test-script-state='notRunning']",  # type: ignore[attr-defined]
+        timeout=60_000,
+    )
 
 
 def _png_size(data: bytes) -> tuple[int, int]:

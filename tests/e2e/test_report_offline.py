@@ -1,11 +1,13 @@
 """The offline report in a real browser (Debian chromium through Playwright) with the network cut:
 every chart draws (inline SVG with size and marks), and the page asks for nothing but itself."""
+
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -15,16 +17,21 @@ from tuning.output.report import write_report
 
 pytestmark = pytest.mark.browser
 CHROMIUM = Path("/usr/bin/chromium")
-LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-               "--disable-component-update", "--disable-sync"]
+LAUNCH_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = tmp_path_factory.mktemp("offline-report")
     info = seed_lab(home / "lab.db", repeats=2)
-    return write_report(home / "lab.db", home / "report.html",
-                        experiment_id=info["experiment_id"])
+    return write_report(home / "lab.db", home / "report.html", experiment_id=info["experiment_id"])
 
 
 @contextmanager
@@ -38,8 +45,7 @@ def _browser() -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS,
-                                     headless=True)
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS, headless=True)
         try:
             yield browser
         finally:
@@ -64,8 +70,9 @@ def _offline_page(browser: Any) -> tuple[Any, Any, dict[str, list[str]]]:
     context.route("**/*", gate)
     context.on("request", lambda req: seen["requested"].append(req.url))
     page = context.new_page()
-    page.on("console", lambda msg: seen["problems"].append(msg.text)
-            if msg.type == "error" else None)
+    page.on(
+        "console", lambda msg: seen["problems"].append(msg.text) if msg.type == "error" else None
+    )
     page.on("pageerror", lambda exc: seen["problems"].append(str(exc)))
     return context, page, seen
 
@@ -73,8 +80,9 @@ def _offline_page(browser: Any) -> tuple[Any, Any, dict[str, list[str]]]:
 def test_the_network_gate_catches_a_page_that_fetches(tmp_path: Path) -> None:
     """Control: the same harness sees a remote image, so a clean result below means something."""
     page_file = tmp_path / "fetches.html"
-    page_file.write_text('<!DOCTYPE html><html><body><img src="http://127.0.0.1:9/x.png">'
-                         "</body></html>")
+    page_file.write_text(
+        '<!DOCTYPE html><html><body><img src="http://127.0.0.1:9/x.png"></body></html>'
+    )
     with _browser() as browser:
         context, page, seen = _offline_page(browser)
         page.goto(page_file.as_uri(), wait_until="load")
@@ -97,7 +105,8 @@ def test_report_renders_its_charts_with_no_network(report: Path) -> None:
         marks = page.evaluate(
             "() => Array.from(document.querySelectorAll('figure.chart svg')).map(s => "
             "({kind: s.closest('figure').dataset.kind, marks: s.querySelectorAll("
-            "'path, rect, line').length, text: s.querySelectorAll('text').length}))")
+            "'path, rect, line').length, text: s.querySelectorAll('text').length}))"
+        )
         for chart in marks:
             assert chart["marks"] > 5 and chart["text"] > 3, chart
         assert page.locator("#metrics").is_visible()

@@ -1,4 +1,5 @@
 """One real experiment per test session, shared by every test that needs runs made by the engine."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,14 @@ REPO = Path(__file__).resolve().parents[2]
 
 def run_cli(args: list[str], home: Path, timeout: float = 900) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "TUNING_LAB_HOME": str(home), "PYTHONUNBUFFERED": "1"}
-    return subprocess.run([sys.executable, "-m", "tuning", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "tuning", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -30,9 +37,27 @@ def real_lab(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         pytest.skip("embedded engine not built (run `make setup`)")
     home = tmp_path_factory.mktemp("real-lab")
     db = home / "lab.db"
-    done = run_cli(["experiment", "--param", "max-num-seqs", "--values", "2,16",
-                    "--concurrency", "16", "--num-requests", "64", "--input-len", "64",
-                    "--output-len", "64", "--db", str(db), "--json"], home)
+    done = run_cli(
+        [
+            "experiment",
+            "--param",
+            "max-num-seqs",
+            "--values",
+            "2,16",
+            "--concurrency",
+            "16",
+            "--num-requests",
+            "64",
+            "--input-len",
+            "64",
+            "--output-len",
+            "64",
+            "--db",
+            str(db),
+            "--json",
+        ],
+        home,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     ids = json.loads(done.stdout.strip().splitlines()[-1])
     return {"home": home, "db": db, **ids}

@@ -1,4 +1,5 @@
 """Start an experiment from the page (AppTest), let the runner process do it, see the runs listed."""
+
 from __future__ import annotations
 
 import time
@@ -13,8 +14,9 @@ pytestmark = pytest.mark.engine
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_start_from_page_and_see_runs(engine: object, lab_home: Path,
-                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_start_from_page_and_see_runs(
+    engine: object, lab_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     db_path = lab_home / "lab.db"
     monkeypatch.setenv("TUNING_LAB_DB", str(db_path))
     monkeypatch.chdir(REPO)
@@ -46,6 +48,7 @@ def test_start_from_page_and_see_runs(engine: object, lab_home: Path,
     at.switch_page("pages/2_Runs.py").run()
     assert not at.exception
     table = at.dataframe[0].value
-    assert list(table["run"]) == [r["id"] for r in reversed(runs)] or \
-        sorted(table["run"]) == sorted(r["id"] for r in runs)
+    assert list(table["run"]) == [r["id"] for r in reversed(runs)] or sorted(
+        table["run"]
+    ) == sorted(r["id"] for r in runs)
     assert set(table["status"]) == {"done"}

@@ -1,6 +1,7 @@
 """Bundles of runs made by the real engine: export -> import into a fresh lab gives back the same
 summaries, request rows and samples; a second import adds nothing; a damaged copy is refused and
 changes nothing; the report of the imported runs draws. Uses the session's `real_lab`."""
+
 from __future__ import annotations
 
 import json
@@ -11,8 +12,14 @@ from typing import Any
 import pytest
 
 from store import open_db, repo
-from store.bundle.format import (LOCAL_ONLY, BundleError, export_bundle, import_bundle, read_manifest,
-                          scrub_row)
+from store.bundle.format import (
+    LOCAL_ONLY,
+    BundleError,
+    export_bundle,
+    import_bundle,
+    read_manifest,
+    scrub_row,
+)
 from tests.test_bundle import by_uid, children, db_fingerprint, table_rows, unpacked
 from tuning.metrics import summarize
 from tuning.output.report import build_report
@@ -52,9 +59,21 @@ def check_round_trip(lab: dict[str, Any], tmp_path: Path) -> None:
         got, expected = dst_runs[uid], scrub_row(orig)
         for col in set(orig) - RUN_LOCAL:
             assert got[col] == expected[col], (uid, col)
-        for col in ("summary_json", "output_throughput", "mean_ttft_ms", "p99_ttft_ms",
-                    "mean_tpot_ms", "peak_tree_rss_bytes", "kv_cache_tokens", "config_json",
-                    "workload_fingerprint", "hardware", "vllm_version", "author", "host"):
+        for col in (
+            "summary_json",
+            "output_throughput",
+            "mean_ttft_ms",
+            "p99_ttft_ms",
+            "mean_tpot_ms",
+            "peak_tree_rss_bytes",
+            "kv_cache_tokens",
+            "config_json",
+            "workload_fingerprint",
+            "hardware",
+            "vllm_version",
+            "author",
+            "host",
+        ):
             assert got[col] == orig[col], (uid, col)
         assert got["origin"] == result.manifest.origin and got["log_path"] is None
     src_children = {t: children(src, t) for t in ("requests", "samples")}
@@ -75,8 +94,9 @@ def check_round_trip(lab: dict[str, Any], tmp_path: Path) -> None:
             for key in ("completed", "mean_ttft_ms", "p99_tpot_ms", "output_throughput"):
                 assert again[key] == pytest.approx(run["summary"][key]), key
     db.conn.close()
-    page = build_report(fresh, experiment_id=result.experiments_added[0],
-                        kinds=("throughput", "memory"))
+    page = build_report(
+        fresh, experiment_id=result.experiments_added[0], kinds=("throughput", "memory")
+    )
     assert page.count("<svg") >= 1 and "origin" in page
     dump = table_rows(fresh, "runs")
     before = db_fingerprint(fresh)
@@ -85,7 +105,7 @@ def check_round_trip(lab: dict[str, Any], tmp_path: Path) -> None:
     assert table_rows(fresh, "runs") == dump and db_fingerprint(fresh) == before
     damaged = tmp_path / "damaged.bundle.zip"
     data = bundle.read_bytes()
-    damaged.write_bytes(data[: len(data) // 2] + bytes(64) + data[len(data) // 2 + 64:])
+    damaged.write_bytes(data[: len(data) // 2] + bytes(64) + data[len(data) // 2 + 64 :])
     with pytest.raises(BundleError):
         import_bundle(fresh, damaged)
     assert db_fingerprint(fresh) == before

@@ -1,8 +1,8 @@
 """The core loop on the real engine: restart per value, load, sample, store; failures are results."""
+
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,8 +36,9 @@ def test_max_num_seqs_2_vs_16_end_to_end(real_lab: dict[str, Any]) -> None:
         health = run["health"]
         assert health["tokens"]["agree"], health["tokens"]
     assert runs[0]["workload_fingerprint"] == runs[1]["workload_fingerprint"]
-    assert {k: v for k, v in runs[0]["config"].items() if k != "max-num-seqs"} == \
-           {k: v for k, v in runs[1]["config"].items() if k != "max-num-seqs"}
+    assert {k: v for k, v in runs[0]["config"].items() if k != "max-num-seqs"} == {
+        k: v for k, v in runs[1]["config"].items() if k != "max-num-seqs"
+    }
     two, sixteen = runs
     assert sixteen["output_throughput"] > two["output_throughput"]
     assert sixteen["mean_ttft_ms"] < two["mean_ttft_ms"]
@@ -51,20 +52,58 @@ def test_runs_json_has_the_summary_keys(real_lab: dict[str, Any]) -> None:
     assert out.returncode == 0, out.stderr
     rows = {r["id"]: r for r in json.loads(out.stdout)}
     row = rows[real_lab["run_ids"][1]]
-    for key in ("completed", "failed", "duration", "total_input_tokens", "total_output_tokens",
-                "request_throughput", "output_throughput", "total_token_throughput",
-                "mean_ttft_ms", "median_ttft_ms", "p90_ttft_ms", "p99_ttft_ms", "mean_tpot_ms",
-                "p99_itl_ms", "mean_e2el_ms", "peak_tree_rss_bytes", "peak_kv_cache_usage_perc",
-                "kv_capacity_tokens", "preemptions", "status", "failure_kind"):
+    for key in (
+        "completed",
+        "failed",
+        "duration",
+        "total_input_tokens",
+        "total_output_tokens",
+        "request_throughput",
+        "output_throughput",
+        "total_token_throughput",
+        "mean_ttft_ms",
+        "median_ttft_ms",
+        "p90_ttft_ms",
+        "p99_ttft_ms",
+        "mean_tpot_ms",
+        "p99_itl_ms",
+        "mean_e2el_ms",
+        "peak_tree_rss_bytes",
+        "peak_kv_cache_usage_perc",
+        "kv_capacity_tokens",
+        "preemptions",
+        "status",
+        "failure_kind",
+    ):
         assert key in row, key
     assert row["total_output_tokens"] == 64 * 64
 
 
-def test_a_value_that_cannot_start_is_stored_and_the_next_still_runs(real_lab: dict[str, Any]) -> None:
+def test_a_value_that_cannot_start_is_stored_and_the_next_still_runs(
+    real_lab: dict[str, Any],
+) -> None:
     db_path = real_lab["db"]
-    out = run_cli(["experiment", "--param", "block-size", "--values", "32,16,64",
-                   "--concurrency", "4", "--num-requests", "8", "--input-len", "32",
-                   "--output-len", "16", "--db", str(db_path), "--json"], real_lab["home"])
+    out = run_cli(
+        [
+            "experiment",
+            "--param",
+            "block-size",
+            "--values",
+            "32,16,64",
+            "--concurrency",
+            "4",
+            "--num-requests",
+            "8",
+            "--input-len",
+            "32",
+            "--output-len",
+            "16",
+            "--db",
+            str(db_path),
+            "--json",
+        ],
+        real_lab["home"],
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     ids = json.loads(out.stdout.strip().splitlines()[-1])["run_ids"]
     db = open_db(db_path)

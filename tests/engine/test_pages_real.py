@@ -1,9 +1,11 @@
 """Every page, rendered by AppTest against the DB that the real engine filled (the session's
 max-num-seqs 2 vs 16 experiment, plus whatever later engine tests added to it)."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -32,8 +34,17 @@ def _page(page: str | None, setup: Callable[[AppTest], None] | None = None) -> A
 
 def _text(at: AppTest) -> str:
     parts: list[Any] = []
-    for kind in ("markdown", "caption", "success", "info", "warning", "error", "code", "title",
-                 "subheader"):
+    for kind in (
+        "markdown",
+        "caption",
+        "success",
+        "info",
+        "warning",
+        "error",
+        "code",
+        "title",
+        "subheader",
+    ):
         parts += [getattr(e, "value", "") for e in getattr(at, kind)]
     parts += [df.value.to_csv() for df in at.dataframe]
     return "\n".join(map(str, parts))
@@ -63,16 +74,20 @@ def test_runs_page(real_env: dict[str, Any]) -> None:
 
 
 def test_live_page_shows_the_final_state(real_env: dict[str, Any]) -> None:
-    at = _page("pages/3_Live.py", lambda a: a.query_params.__setitem__(
-        "experiment", str(real_env["experiment_id"])))
+    at = _page(
+        "pages/3_Live.py",
+        lambda a: a.query_params.__setitem__("experiment", str(real_env["experiment_id"])),
+    )
     text = _text(at)
     assert "is done" in text
     assert at.get("vega_lite_chart") or at.get("arrow_vega_lite_chart")
 
 
 def test_compare_page(real_env: dict[str, Any]) -> None:
-    at = _page("pages/4_Compare.py", lambda a: a.query_params.__setitem__(
-        "experiment", str(real_env["experiment_id"])))
+    at = _page(
+        "pages/4_Compare.py",
+        lambda a: a.query_params.__setitem__("experiment", str(real_env["experiment_id"])),
+    )
     text = _text(at)
     assert "max-num-seqs" in text
     assert "inconclusive" in text  # one run per side never gives better or worse

@@ -1,4 +1,5 @@
 """The real embedded engine: start, health, KV capacity, stop with nothing left behind."""
+
 from __future__ import annotations
 
 import json
@@ -20,16 +21,24 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _server(engine: EngineSpec, tmp_path: Path, **overrides: object) -> ServerProcess:
     config = {**engine.baseline, **overrides}
-    launch = build_launch(engine.command, engine.model, engine.served_model_name, config,
-                          engine.backend, load_format=engine.load_format, base_env=engine.env)
+    launch = build_launch(
+        engine.command,
+        engine.model,
+        engine.served_model_name,
+        config,
+        engine.backend,
+        load_format=engine.load_format,
+        base_env=engine.env,
+    )
     return ServerProcess(launch, tmp_path / "server.log")
 
 
 def _assert_gone(server: ServerProcess, pids: list[int]) -> None:
     assert server.pgid is not None
     assert group_members(server.pgid) == []
-    assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
-                   for p in pids)
+    assert not any(
+        psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids
+    )
     assert port_is_free(server.launch.host, server.launch.port)
 
 
@@ -68,13 +77,19 @@ def test_block_size_16_is_a_classified_failure(engine: EngineSpec, tmp_path: Pat
 
 def test_cli_server_start_status_stop(engine: EngineSpec, lab_home: Path) -> None:
     env = {**os.environ, "TUNING_LAB_HOME": str(lab_home)}
-    run = lambda *a: subprocess.run([sys.executable, "-m", "tuning", "server", *a], cwd=REPO,
-                                    env=env, capture_output=True, text=True, timeout=400)
+    run = lambda *a: subprocess.run(
+        [sys.executable, "-m", "tuning", "server", *a],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     bad = run("start", "--set", "max-num-seqs=4;id")
     assert bad.returncode == 2 and "refused before starting anything" in bad.stdout
     started = run("start", "--set", "max-num-seqs=8", "--json")
     assert started.returncode == 0, started.stdout + started.stderr
-    state = json.loads(started.stdout[started.stdout.index("{"):])
+    state = json.loads(started.stdout[started.stdout.index("{") :])
     assert state["facts"]["kv_cache_tokens"] > 0
     status = run("status", "--json")
     assert json.loads(status.stdout)["healthy"] is True

@@ -4,6 +4,7 @@ An instance behaves like the module: pass it as `GpuSampler(nvml=fake)` or put i
 `sys.modules["pynvml"]`. Device used memory follows a script of steps (one step per
 nvmlDeviceGetMemoryInfo call, the last step repeats); per-process usage is set per device.
 """
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -38,10 +39,10 @@ class FakeNvml:
         self._step = [0] * devices
         self.procs: list[list[tuple[int, int | None]]] = [[] for _ in range(devices)]
         self.util: list[int] = [0] * devices
-        self.fail_init = False           # nvmlInit raises LibraryNotFound (no driver)
-        self.procs_unsupported = False   # compute-process query raises NotSupported
+        self.fail_init = False  # nvmlInit raises LibraryNotFound (no driver)
+        self.procs_unsupported = False  # compute-process query raises NotSupported
         self.util_unsupported = False
-        self.fail_memory_once = False    # next memory read raises Unknown (transient)
+        self.fail_memory_once = False  # next memory read raises Unknown (transient)
         self.init_calls = 0
         self.shutdown_calls = 0
         self.proc_calls = 0
@@ -102,9 +103,12 @@ class FakeNvml:
         self.proc_calls += 1
         if self.procs_unsupported:
             raise NVMLError_NotSupported("Not Supported")
-        return [SimpleNamespace(pid=pid, usedGpuMemory=used, gpuInstanceId=0xFFFFFFFF,
-                                computeInstanceId=0xFFFFFFFF)
-                for pid, used in self.procs[handle.index]]
+        return [
+            SimpleNamespace(
+                pid=pid, usedGpuMemory=used, gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF
+            )
+            for pid, used in self.procs[handle.index]
+        ]
 
     def nvmlDeviceGetUtilizationRates(self, handle: Any) -> Any:  # noqa: N802
         self._check()

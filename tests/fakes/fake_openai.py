@@ -10,6 +10,7 @@ warm-ups included) or by a marker inside the prompt, e.g. `[[http500]]`, `[[erro
 Run in-process with `with FakeOpenAIServer(FakeConfig(...)) as srv: srv.base_url`, or standalone:
 `python -m tests.fakes.fake_openai --port 8123 --ttft-ms 20 --itl-ms 5`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,9 +21,10 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from aiohttp import web
 
@@ -32,6 +34,7 @@ _MARKER = re.compile(r"\[\[(http500|error_after|hang|early_end|no_usage|no_choic
 @dataclass
 class FakeConfig:
     """How the fake behaves. Times in milliseconds; `*_on` are 0-based arrival ordinals."""
+
     model: str = "fake-model"
     api_key: str | None = None
     ttft_ms: float = 0.0
@@ -39,23 +42,24 @@ class FakeConfig:
     tokens_per_chunk: int = 1
     token_text: str = " tok"
     fail_http_on: set[int] = field(default_factory=set)
-    error_after: dict[int, int] = field(default_factory=dict)   # ordinal -> chunks before the error
+    error_after: dict[int, int] = field(default_factory=dict)  # ordinal -> chunks before the error
     hang_on: set[int] = field(default_factory=set)
     early_end_on: dict[int, int] = field(default_factory=dict)  # ordinal -> chunks before the end
     no_usage: bool = False
     no_choices_on: set[int] = field(default_factory=set)
-    error_style: str = "error"      # "error": {"error": {...}}; "object": {"object": "error", ...}
-    spaced_json: bool = False       # `"choices": [` with spaces, like json.dumps defaults
-    crlf: bool = False              # events separated by \r\n\r\n
-    split_writes: bool = False      # write every event in small pieces (tests reassembly)
-    chat_role_chunk: bool = True    # chat: a first chunk with the role and empty content, like vLLM
+    error_style: str = "error"  # "error": {"error": {...}}; "object": {"object": "error", ...}
+    spaced_json: bool = False  # `"choices": [` with spaces, like json.dumps defaults
+    crlf: bool = False  # events separated by \r\n\r\n
+    split_writes: bool = False  # write every event in small pieces (tests reassembly)
+    chat_role_chunk: bool = True  # chat: a first chunk with the role and empty content, like vLLM
     echo_auth_in_errors: bool = False  # a careless server: error bodies repeat the Authorization
-    keepalive_timeout: float = 75.0    # seconds an idle keep-alive connection is kept open
+    keepalive_timeout: float = 75.0  # seconds an idle keep-alive connection is kept open
 
 
 @dataclass
 class FakeStats:
     """What the fake saw and served; the tests compare the client's records against it."""
+
     requests: int = 0
     current: int = 0
     max_concurrent: int = 0
@@ -105,8 +109,12 @@ class FakeOpenAIServer:
         return app
 
     async def _start(self) -> None:
-        self._runner = web.AppRunner(self.app(), shutdown_timeout=0.5, access_log=None,
-                                     keepalive_timeout=self.config.keepalive_timeout)
+        self._runner = web.AppRunner(
+            self.app(),
+            shutdown_timeout=0.5,
+            access_log=None,
+            keepalive_timeout=self.config.keepalive_timeout,
+        )
         await self._runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -130,7 +138,7 @@ class FakeOpenAIServer:
         loop.run_until_complete(self._runner.cleanup())
         loop.close()
 
-    def start(self) -> "FakeOpenAIServer":
+    def start(self) -> FakeOpenAIServer:
         self._thread = threading.Thread(target=self._serve, name="fake-openai", daemon=True)
         self._thread.start()
         self._ready.wait(10)
@@ -143,7 +151,7 @@ class FakeOpenAIServer:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(10)
 
-    def __enter__(self) -> "FakeOpenAIServer":
+    def __enter__(self) -> FakeOpenAIServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -173,7 +181,7 @@ class FakeOpenAIServer:
     async def _write(self, resp: web.StreamResponse, data: bytes) -> None:
         if self.config.split_writes and len(data) > 3:
             third = len(data) // 3
-            for part in (data[:third], data[third:2 * third], data[2 * third:]):
+            for part in (data[:third], data[third : 2 * third], data[2 * third :]):
                 await resp.write(part)
                 await asyncio.sleep(0.001)
         else:
@@ -186,9 +194,19 @@ class FakeOpenAIServer:
     async def _models(self, request: web.Request) -> web.Response:
         if not self._authorized(request):
             return self._unauthorized()
-        return web.json_response({"object": "list", "data": [
-            {"id": self.config.model, "object": "model", "owned_by": "fake",
-             "max_model_len": 4096}]})
+        return web.json_response(
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": self.config.model,
+                        "object": "model",
+                        "owned_by": "fake",
+                        "max_model_len": 4096,
+                    }
+                ],
+            }
+        )
 
     async def _tokenize(self, request: web.Request) -> web.Response:
         data = await request.json()
@@ -256,9 +274,17 @@ class FakeOpenAIServer:
             s.requests += 1
         s.bodies.append(body)
         if body.get("model") != c.model:
-            return web.json_response({"error": {
-                "message": f"The model `{body.get('model')}` does not exist.",
-                "type": "NotFoundError", "param": "model", "code": 404}}, status=404)
+            return web.json_response(
+                {
+                    "error": {
+                        "message": f"The model `{body.get('model')}` does not exist.",
+                        "type": "NotFoundError",
+                        "param": "model",
+                        "code": 404,
+                    }
+                },
+                status=404,
+            )
         if chat:
             prompt = "".join(str(m.get("content", "")) for m in body.get("messages", []))
         else:
@@ -268,9 +294,10 @@ class FakeOpenAIServer:
             message = "injected failure"
             if c.echo_auth_in_errors:
                 message += f" (you sent {request.headers.get('Authorization')})"
-            return web.json_response({"error": {"message": message,
-                                                "type": "InternalServerError", "code": 500}},
-                                     status=500)
+            return web.json_response(
+                {"error": {"message": message, "type": "InternalServerError", "code": 500}},
+                status=500,
+            )
         s.current += 1
         s.max_concurrent = max(s.max_concurrent, s.current)
         s.concurrency_samples.append(s.current)
@@ -279,8 +306,15 @@ class FakeOpenAIServer:
         finally:
             s.current -= 1
 
-    async def _stream(self, request: web.Request, body: dict[str, Any], chat: bool, prompt: str,
-                      mode: str, arg: int) -> web.StreamResponse:
+    async def _stream(
+        self,
+        request: web.Request,
+        body: dict[str, Any],
+        chat: bool,
+        prompt: str,
+        mode: str,
+        arg: int,
+    ) -> web.StreamResponse:
         c, s = self.config, self.stats
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8"})
         resp.enable_chunked_encoding()
@@ -301,9 +335,22 @@ class FakeOpenAIServer:
             await asyncio.sleep(c.ttft_ms / 1000.0)
         if mode != "no_choices":
             if chat and c.chat_role_chunk:
-                await self._write(resp, self._event({**head, "choices": [{
-                    "index": 0, "delta": {"role": "assistant", "content": ""},
-                    "logprobs": None, "finish_reason": None}]}))
+                await self._write(
+                    resp,
+                    self._event(
+                        {
+                            **head,
+                            "choices": [
+                                {
+                                    "index": 0,
+                                    "delta": {"role": "assistant", "content": ""},
+                                    "logprobs": None,
+                                    "finish_reason": None,
+                                }
+                            ],
+                        }
+                    ),
+                )
             for n, size in enumerate(sizes):
                 if mode in ("error_after", "early_end") and n >= arg:
                     break
@@ -311,8 +358,11 @@ class FakeOpenAIServer:
                     await asyncio.sleep(c.itl_ms / 1000.0)
                 last = n == len(sizes) - 1
                 text = c.token_text * size
-                choice: dict[str, Any] = {"index": 0, "logprobs": None,
-                                          "finish_reason": "length" if last else None}
+                choice: dict[str, Any] = {
+                    "index": 0,
+                    "logprobs": None,
+                    "finish_reason": "length" if last else None,
+                }
                 if chat:
                     choice["delta"] = {"content": text}
                 else:
@@ -325,19 +375,41 @@ class FakeOpenAIServer:
             return resp
         if mode == "error_after":
             if c.error_style == "object":
-                err: dict[str, Any] = {"object": "error", "message": "injected stream error",
-                                       "type": "BadRequestError", "param": None, "code": 400}
+                err: dict[str, Any] = {
+                    "object": "error",
+                    "message": "injected stream error",
+                    "type": "BadRequestError",
+                    "param": None,
+                    "code": 400,
+                }
             else:
-                err = {"error": {"message": "injected stream error",
-                                 "type": "InternalServerError", "param": None, "code": 500}}
+                err = {
+                    "error": {
+                        "message": "injected stream error",
+                        "type": "InternalServerError",
+                        "param": None,
+                        "code": 500,
+                    }
+                }
             await self._write(resp, self._event(err))
             await self._write(resp, self._event("[DONE]"))
             await resp.write_eof()
             return resp
         if mode != "no_usage":
-            await self._write(resp, self._event({**head, "choices": [], "usage": {
-                "prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + max_tokens,
-                "completion_tokens": max_tokens}}))
+            await self._write(
+                resp,
+                self._event(
+                    {
+                        **head,
+                        "choices": [],
+                        "usage": {
+                            "prompt_tokens": prompt_tokens,
+                            "total_tokens": prompt_tokens + max_tokens,
+                            "completion_tokens": max_tokens,
+                        },
+                    }
+                ),
+            )
         await self._write(resp, self._event("[DONE]"))
         await resp.write_eof()
         if mode == "ok":
@@ -362,15 +434,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ttft-ms", type=float, default=0.0)
     parser.add_argument("--itl-ms", type=float, default=0.0)
     parser.add_argument("--tokens-per-chunk", type=int, default=1)
-    parser.add_argument("--require-key-from-env", action="store_true",
-                        help="require Bearer $OPENAI_API_KEY (the key is never a flag)")
+    parser.add_argument(
+        "--require-key-from-env",
+        action="store_true",
+        help="require Bearer $OPENAI_API_KEY (the key is never a flag)",
+    )
     args = parser.parse_args(argv)
     import os
 
     key = os.environ.get("OPENAI_API_KEY") if args.require_key_from_env else None
-    server = FakeOpenAIServer(FakeConfig(model=args.model, api_key=key, ttft_ms=args.ttft_ms,
-                                         itl_ms=args.itl_ms,
-                                         tokens_per_chunk=args.tokens_per_chunk), port=args.port)
+    server = FakeOpenAIServer(
+        FakeConfig(
+            model=args.model,
+            api_key=key,
+            ttft_ms=args.ttft_ms,
+            itl_ms=args.itl_ms,
+            tokens_per_chunk=args.tokens_per_chunk,
+        ),
+        port=args.port,
+    )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

@@ -5,12 +5,14 @@ scripts and headless GPU boxes, from the same code (tuning.compare.comparison, t
     compare --db lab.db --experiment 3
     chart   --db lab.db --kind throughput|latency|cdf|memory|kv|knee --out FILE.png|.svg|.html RUN_ID ...
 """
+
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from tuning.settings import default_db_path
 
@@ -22,41 +24,77 @@ COMMANDS = ("compare", "chart")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_ids", nargs="*", type=int, metavar="RUN_ID",
-                   help="runs to compare (baseline and candidates)")
-    p.add_argument("--experiment", type=int, default=None,
-                   help="take every run of this experiment (added to RUN_IDs)")
-    p.add_argument("--baseline", type=int, default=None, metavar="RUN_ID",
-                   help="the baseline side is this run and its listed repeats (default: the runs "
-                        "of the first value)")
-    p.add_argument("--slo", action="extend", nargs="+", metavar="METRIC:MS",
-                   help="SLOs for goodput, e.g. --slo ttft:500 tpot:50 (ttft, tpot, e2el; "
-                        "repeatable); goodput is recomputed from the stored request rows")
-    p.add_argument("--db", type=Path, default=None,
-                   help=f"the lab's SQLite file (default {default_db_path()})")
+    p.add_argument(
+        "run_ids",
+        nargs="*",
+        type=int,
+        metavar="RUN_ID",
+        help="runs to compare (baseline and candidates)",
+    )
+    p.add_argument(
+        "--experiment",
+        type=int,
+        default=None,
+        help="take every run of this experiment (added to RUN_IDs)",
+    )
+    p.add_argument(
+        "--baseline",
+        type=int,
+        default=None,
+        metavar="RUN_ID",
+        help="the baseline side is this run and its listed repeats (default: the runs "
+        "of the first value)",
+    )
+    p.add_argument(
+        "--slo",
+        action="extend",
+        nargs="+",
+        metavar="METRIC:MS",
+        help="SLOs for goodput, e.g. --slo ttft:500 tpot:50 (ttft, tpot, e2el; "
+        "repeatable); goodput is recomputed from the stored request rows",
+    )
+    p.add_argument(
+        "--db", type=Path, default=None, help=f"the lab's SQLite file (default {default_db_path()})"
+    )
 
 
 def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add `compare` and `chart` to the CLI's subparsers."""
-    cmp = sub.add_parser("compare", help="baseline vs candidates with verdicts "
-                                         "(better / worse / no clear difference / inconclusive)")
+    cmp = sub.add_parser(
+        "compare",
+        help="baseline vs candidates with verdicts "
+        "(better / worse / no clear difference / inconclusive)",
+    )
     _common(cmp)
     cmp.add_argument("--json", action="store_true", help="the comparison as JSON")
     chart = sub.add_parser("chart", help="export one comparison chart as PNG, SVG or HTML")
     _common(chart)
     chart.add_argument("--kind", choices=CHART_KINDS, required=True)
-    chart.add_argument("--out", required=True, metavar="FILE",
-                       help="FILE.png, FILE.svg or FILE.html (standalone, works offline)")
-    chart.add_argument("--error", choices=["ci", "minmax"], default="ci",
-                       help="error bars: 95 %% CI of the mean (default) or min-max of the runs")
+    chart.add_argument(
+        "--out",
+        required=True,
+        metavar="FILE",
+        help="FILE.png, FILE.svg or FILE.html (standalone, works offline)",
+    )
+    chart.add_argument(
+        "--error",
+        choices=["ci", "minmax"],
+        default="ci",
+        help="error bars: 95 %% CI of the mean (default) or min-max of the runs",
+    )
 
 
 def _load(args: argparse.Namespace) -> tuple[Any, Any]:
     """(db, Comparison) for the runs the arguments name; ValueError says what is wrong."""
     from store import StoreError, open_db
-
-    from tuning.compare.comparison import (build_comparison, default_baseline, experiment_run_ids, load_runs,
-                          parse_slo, request_loader)
+    from tuning.compare.comparison import (
+        build_comparison,
+        default_baseline,
+        experiment_run_ids,
+        load_runs,
+        parse_slo,
+        request_loader,
+    )
 
     path = args.db or default_db_path()
     if not Path(path).exists():
@@ -64,8 +102,11 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any]:
     db = open_db(path, readonly=True)
     # `--slo ttft:500 12 13` hands the run ids to --slo (nargs="+"): take them back.
     slo_items = [x for x in (args.slo or []) if not x.strip().isdigit()]
-    ids = list(dict.fromkeys([*(args.run_ids or []),
-                              *(int(x) for x in (args.slo or []) if x.strip().isdigit())]))
+    ids = list(
+        dict.fromkeys(
+            [*(args.run_ids or []), *(int(x) for x in (args.slo or []) if x.strip().isdigit())]
+        )
+    )
     if args.experiment is not None:
         ids += [i for i in experiment_run_ids(db, args.experiment) if i not in ids]
     if args.baseline is not None and args.baseline not in ids:
@@ -79,8 +120,11 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any]:
     if args.baseline is not None:
         ref = next(r for r in runs if int(r["id"]) == args.baseline)
         key = (ref.get("experiment_id"), ref.get("param"), ref.get("value"))
-        base = [int(r["id"]) for r in runs
-                if (r.get("experiment_id"), r.get("param"), r.get("value")) == key]
+        base = [
+            int(r["id"])
+            for r in runs
+            if (r.get("experiment_id"), r.get("param"), r.get("value")) == key
+        ]
     else:
         base = default_baseline(runs)
     slo = parse_slo(slo_items)
@@ -110,47 +154,66 @@ def format_comparison(comparison: Any) -> str:
     if comparison.excluded:
         lines.append(f"Not comparable ({len(comparison.excluded)} run(s) left out):")
         for check in comparison.excluded:
-            lines.append(f"  run {check.run_id} vs baseline run {check.baseline_id}: "
-                         f"{check.reason}")
+            lines.append(
+                f"  run {check.run_id} vs baseline run {check.baseline_id}: {check.reason}"
+            )
     else:
-        lines.append(f"Comparable: all {n_runs} runs share workload, model, engine, vLLM "
-                     f"version and hardware; one parameter differs"
-                     + (f": {comparison.param}" if comparison.param else ""))
+        lines.append(
+            f"Comparable: all {n_runs} runs share workload, model, engine, vLLM "
+            f"version and hardware; one parameter differs"
+            + (f": {comparison.param}" if comparison.param else "")
+        )
     if comparison.slo_ms:
-        lines.append("Goodput SLOs: " + ", ".join(f"{k} <= {v:g} ms"
-                                                  for k, v in comparison.slo_ms.items()))
+        lines.append(
+            "Goodput SLOs: " + ", ".join(f"{k} <= {v:g} ms" for k, v in comparison.slo_ms.items())
+        )
     b = comparison.baseline
-    lines.append(f"Baseline: {b.label} (runs {' '.join(map(str, b.run_ids))}; "
-                 f"{len(b.measured_ids)} measured)")
+    lines.append(
+        f"Baseline: {b.label} (runs {' '.join(map(str, b.run_ids))}; "
+        f"{len(b.measured_ids)} measured)"
+    )
     pct = f"{comparison.confidence * 100:.0f}%"
     for side in comparison.candidates:
         lines.append("")
-        lines.append(f"Candidate: {side.label} (runs {' '.join(map(str, side.run_ids))}; "
-                     f"{len(side.measured_ids)} measured)")
+        lines.append(
+            f"Candidate: {side.label} (runs {' '.join(map(str, side.run_ids))}; "
+            f"{len(side.measured_ids)} measured)"
+        )
         for f in side.failed:
-            lines.append(f"  run {f['run_id']} produced no measurement: {f['status']}"
-                         + (f" [{f['kind']}] {f['reason'] or ''}" if f.get("kind") else ""))
-        header = (f"  {'metric':34} {'baseline':>12} {'candidate':>12} {'change':>9}  "
-                  f"verdict ({pct} CI of the change)")
+            lines.append(
+                f"  run {f['run_id']} produced no measurement: {f['status']}"
+                + (f" [{f['kind']}] {f['reason'] or ''}" if f.get("kind") else "")
+            )
+        header = (
+            f"  {'metric':34} {'baseline':>12} {'candidate':>12} {'change':>9}  "
+            f"verdict ({pct} CI of the change)"
+        )
         lines.append(header)
         for metric in comparison.metrics:
             ch = comparison.changes.get((side.label, metric.key))
             if ch is None:
                 continue
-            name = f"{metric.label} ({metric.unit})" if metric.unit not in ("bytes", "fraction") \
+            name = (
+                f"{metric.label} ({metric.unit})"
+                if metric.unit not in ("bytes", "fraction")
                 else metric.label
+            )
             change = "-" if ch.rel_change is None else f"{ch.rel_change * 100:+.1f}%"
             ci = ""
             if ch.rel_low is not None and ch.rel_high is not None:
                 ci = f" ({ch.rel_low * 100:+.1f} … {ch.rel_high * 100:+.1f}%)"
-            lines.append(f"  {name[:34]:34} {_num(ch.base_mean, metric.unit):>12} "
-                         f"{_num(ch.cand_mean, metric.unit):>12} {change:>9}  {ch.verdict}{ci}")
+            lines.append(
+                f"  {name[:34]:34} {_num(ch.base_mean, metric.unit):>12} "
+                f"{_num(ch.cand_mean, metric.unit):>12} {change:>9}  {ch.verdict}{ci}"
+            )
     if not comparison.candidates:
         lines.append("No candidate side: name runs of another value.")
     lines.append("")
-    lines.append("Verdicts: the 95% CI is the wider of a bootstrap over runs (2000 resamples) and "
-                 "Welch's t-interval; one run per side is inconclusive; a change under 2% or a CI "
-                 "that includes 0 is no clear difference.")
+    lines.append(
+        "Verdicts: the 95% CI is the wider of a bootstrap over runs (2000 resamples) and "
+        "Welch's t-interval; one run per side is inconclusive; a change under 2% or a CI "
+        "that includes 0 is no clear difference."
+    )
     return "\n".join(lines)
 
 

@@ -1,4 +1,5 @@
 """The lab's CLI: everything the UI does, for scripts, tests and headless GPU boxes."""
+
 from __future__ import annotations
 
 import argparse
@@ -14,8 +15,9 @@ from tuning.settings import default_db_path
 
 
 def _db_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--db", type=Path, default=None,
-                   help=f"the lab's SQLite file (default {default_db_path()})")
+    p.add_argument(
+        "--db", type=Path, default=None, help=f"the lab's SQLite file (default {default_db_path()})"
+    )
 
 
 def add_workload_arguments(p: argparse.ArgumentParser) -> None:
@@ -31,8 +33,9 @@ def add_workload_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m tuning",
-                                     description="vLLM Tuning Lab: one variable at a time.")
+    parser = argparse.ArgumentParser(
+        prog="python -m tuning", description="vLLM Tuning Lab: one variable at a time."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     engine = sub.add_parser("engine", help="the embedded CPU engine")
@@ -45,17 +48,24 @@ def build_parser() -> argparse.ArgumentParser:
     cli_server.add_arguments(sub)
 
     from tuning.bench import add_bench_arguments
-    add_bench_arguments(sub.add_parser("bench", help="load only, against any running "
-                                                     "OpenAI-compatible server"))
+
+    add_bench_arguments(
+        sub.add_parser("bench", help="load only, against any running OpenAI-compatible server")
+    )
 
     exp = sub.add_parser("experiment", help="run a one-parameter experiment in the foreground")
     exp.add_argument("--param", required=True)
     exp.add_argument("--values", required=True, help="comma-separated, e.g. 2,16")
-    exp.add_argument("--set", action="append", metavar="NAME=VALUE",
-                     help="baseline server parameter (repeatable)")
+    exp.add_argument(
+        "--set",
+        action="append",
+        metavar="NAME=VALUE",
+        help="baseline server parameter (repeatable)",
+    )
     exp.add_argument("--repeats", type=int, default=1)
-    exp.add_argument("--base-url", default=None, help="attach to a running server "
-                                                      "(workload parameters only)")
+    exp.add_argument(
+        "--base-url", default=None, help="attach to a running server (workload parameters only)"
+    )
     exp.add_argument("--model", default=None)
     exp.add_argument("--name", default=None)
     exp.add_argument("--start-timeout", type=float, default=300.0)
@@ -103,19 +113,25 @@ def _engine_cmd(args: argparse.Namespace) -> int:
 def _workload_from(args: argparse.Namespace) -> Any:
     from tuning.workload import Workload
 
-    return Workload(num_requests=args.num_requests, concurrency=args.concurrency,
-                    input_len=args.input_len, output_len=args.output_len,
-                    shared_prefix_len=args.shared_prefix_len, endpoint=args.endpoint,
-                    seed=args.seed, num_warmups=args.num_warmups,
-                    request_timeout_s=args.request_timeout)
+    return Workload(
+        num_requests=args.num_requests,
+        concurrency=args.concurrency,
+        input_len=args.input_len,
+        output_len=args.output_len,
+        shared_prefix_len=args.shared_prefix_len,
+        endpoint=args.endpoint,
+        seed=args.seed,
+        num_warmups=args.num_warmups,
+        request_timeout_s=args.request_timeout,
+    )
 
 
 def _experiment_cmd(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from tuning.engine import current_spec
-    from tuning.params import ParamError, parse_values
     from tuning.experiment.runner import RunnerBusy, plan_experiment, run_experiment
+    from tuning.params import ParamError, parse_values
     from tuning.settings import load_settings
 
     settings = load_settings()
@@ -124,10 +140,19 @@ def _experiment_cmd(args: argparse.Namespace) -> int:
         values = parse_values(args.param, args.values)
         engine = None if args.base_url else current_spec(settings)
         exp_id = plan_experiment(
-            db_path, param=args.param, values=values, workload=_workload_from(args),
-            engine=engine, base_config=cli_server.parse_sets(args.set), repeats=args.repeats,
-            base_url=args.base_url, model=args.model, name=args.name,
-            author=settings.resolved_author(), host=settings.resolved_host())
+            db_path,
+            param=args.param,
+            values=values,
+            workload=_workload_from(args),
+            engine=engine,
+            base_config=cli_server.parse_sets(args.set),
+            repeats=args.repeats,
+            base_url=args.base_url,
+            model=args.model,
+            name=args.name,
+            author=settings.resolved_author(),
+            host=settings.resolved_host(),
+        )
     except (ParamError, ValueError) as exc:
         print(f"refused: {exc}", file=sys.stderr)
         return 2
@@ -140,8 +165,9 @@ def _experiment_cmd(args: argparse.Namespace) -> int:
         elif event == "run_done":
             bar.update(1)
         elif event == "run_failed":
-            tqdm.write(f"run {data['run_id']} failed [{data['kind']}]: {data['reason']}",
-                       file=sys.stderr)
+            tqdm.write(
+                f"run {data['run_id']} failed [{data['kind']}]: {data['reason']}", file=sys.stderr
+            )
 
     try:
         run_ids = run_experiment(db_path, exp_id, progress, start_timeout=args.start_timeout)
@@ -157,22 +183,51 @@ def _experiment_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-RUN_KEYS = ["completed", "failed", "duration", "total_input_tokens", "total_output_tokens",
-            "request_throughput", "output_throughput", "total_token_throughput"] + [
-    f"{s}_{m}_ms" for m in ("ttft", "tpot", "itl", "e2el") for s in ("mean", "median", "p90", "p99")
-] + ["peak_tree_rss_bytes", "peak_gpu_used_bytes", "peak_gpu_tree_bytes",
-     "peak_kv_cache_usage_perc", "preemptions"]
+RUN_KEYS = (
+    [
+        "completed",
+        "failed",
+        "duration",
+        "total_input_tokens",
+        "total_output_tokens",
+        "request_throughput",
+        "output_throughput",
+        "total_token_throughput",
+    ]
+    + [
+        f"{s}_{m}_ms"
+        for m in ("ttft", "tpot", "itl", "e2el")
+        for s in ("mean", "median", "p90", "p99")
+    ]
+    + [
+        "peak_tree_rss_bytes",
+        "peak_gpu_used_bytes",
+        "peak_gpu_tree_bytes",
+        "peak_kv_cache_usage_perc",
+        "preemptions",
+    ]
+)
 
 
 def run_as_dict(run: dict[str, Any]) -> dict[str, Any]:
     summary = run.get("summary") or {}
-    out = {"id": run["id"], "uid": run["uid"], "experiment_id": run["experiment_id"],
-           "param": run["param"], "value": run["value"], "repeat": run["repeat_index"],
-           "status": run["status"], "failure_kind": run["failure_kind"],
-           "failure_reason": run["failure_reason"], "failure_hint": run["failure_hint"],
-           "kv_cache_tokens": run["kv_cache_tokens"], "time_to_healthy_s": run["time_to_healthy_s"],
-           "workload_fingerprint": run["workload_fingerprint"], "author": run.get("author"),
-           "host": run.get("host")}
+    out = {
+        "id": run["id"],
+        "uid": run["uid"],
+        "experiment_id": run["experiment_id"],
+        "param": run["param"],
+        "value": run["value"],
+        "repeat": run["repeat_index"],
+        "status": run["status"],
+        "failure_kind": run["failure_kind"],
+        "failure_reason": run["failure_reason"],
+        "failure_hint": run["failure_hint"],
+        "kv_cache_tokens": run["kv_cache_tokens"],
+        "time_to_healthy_s": run["time_to_healthy_s"],
+        "workload_fingerprint": run["workload_fingerprint"],
+        "author": run.get("author"),
+        "host": run.get("host"),
+    }
     out["kv_capacity_tokens"] = run["kv_cache_tokens"]
     for key in RUN_KEYS:
         out[key] = summary.get(key)
@@ -187,15 +242,21 @@ def _runs_cmd(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    print(f"{'id':>4} {'exp':>4} {'param':22} {'value':>8} {'status':9} {'tok/s':>9} "
-          f"{'TTFT ms':>8} {'TPOT ms':>8} {'fail':>4}")
+    print(
+        f"{'id':>4} {'exp':>4} {'param':22} {'value':>8} {'status':9} {'tok/s':>9} "
+        f"{'TTFT ms':>8} {'TPOT ms':>8} {'fail':>4}"
+    )
     for r in rows:
+
         def f(key: str, fmt: str = "{:.1f}") -> str:
             return fmt.format(r[key]) if isinstance(r[key], (int, float)) else "-"
-        print(f"{r['id']:>4} {r['experiment_id']:>4} {r['param']:22} {r['value']:>8} "
-              f"{r['status']:9} {f('output_throughput'):>9} {f('mean_ttft_ms'):>8} "
-              f"{f('mean_tpot_ms'):>8} {f('failed', '{}'):>4}"
-              + (f"  [{r['failure_kind']}]" if r["failure_kind"] else ""))
+
+        print(
+            f"{r['id']:>4} {r['experiment_id']:>4} {r['param']:22} {r['value']:>8} "
+            f"{r['status']:9} {f('output_throughput'):>9} {f('mean_ttft_ms'):>8} "
+            f"{f('mean_tpot_ms'):>8} {f('failed', '{}'):>4}"
+            + (f"  [{r['failure_kind']}]" if r["failure_kind"] else "")
+        )
     return 0
 
 
@@ -207,15 +268,18 @@ def main(argv: list[str] | None = None) -> int:
         return cli_server.run(args)
     if args.command == "bench":
         from tuning.bench import run_bench_command
+
         return run_bench_command(args)
     if args.command == "experiment":
         return _experiment_cmd(args)
     if args.command == "run-experiment":
         from tuning.experiment.runner import run_experiment
+
         run_experiment(args.db or default_db_path(), args.id)
         return 0
     if args.command == "cancel":
         from tuning.experiment.runner import cancel_experiment
+
         cancel_experiment(args.db or default_db_path(), args.id)
         return 0
     if args.command == "runs":

@@ -1,5 +1,6 @@
 """`python -m tuning server start|stop|status`: one detached server, its state in a small JSON file,
 so a shell (or a headless GPU box) can drive the same lifecycle the runner uses."""
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,12 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     server = sub.add_parser("server", help="start, stop or inspect one vLLM server")
     verbs = server.add_subparsers(dest="verb", required=True)
     start = verbs.add_parser("start", help="start the configured engine and wait until healthy")
-    start.add_argument("--set", action="append", metavar="NAME=VALUE",
-                       help="a registry parameter for this start (repeatable)")
+    start.add_argument(
+        "--set",
+        action="append",
+        metavar="NAME=VALUE",
+        help="a registry parameter for this start (repeatable)",
+    )
     start.add_argument("--timeout", type=float, default=300.0)
     start.add_argument("--json", action="store_true")
     verbs.add_parser("stop", help="stop the server started by `server start`")
@@ -70,43 +75,64 @@ def run(args: argparse.Namespace) -> int:
 def _start(args: argparse.Namespace) -> int:
     state = _load_state()
     if state and _group_alive(int(state["pgid"])):
-        print(f"a server is already running at {state['base_url']} (pid {state['pid']}); "
-              "`python -m tuning server stop` first")
+        print(
+            f"a server is already running at {state['base_url']} (pid {state['pid']}); "
+            "`python -m tuning server stop` first"
+        )
         return 1
     spec = current_spec()
     config = dict(spec.baseline)
     try:
         config.update(parse_sets(args.set))
-        launch = build_launch(spec.command, spec.model, spec.served_model_name, config,
-                              spec.backend, load_format=spec.load_format, base_env=spec.env)
+        launch = build_launch(
+            spec.command,
+            spec.model,
+            spec.served_model_name,
+            config,
+            spec.backend,
+            load_format=spec.load_format,
+            base_env=spec.env,
+        )
     except ParamError as exc:
         print(f"refused before starting anything: {exc}")
         return 2
     log = lab_home() / "logs" / f"server-{time.strftime('%Y%m%d-%H%M%S')}.log"
     server = ServerProcess(launch, log)
     server.start()
-    state = {"pid": server.pid, "pgid": server.pgid, "base_url": launch.base_url,
-             "port": launch.port, "log": str(log), "argv": launch.argv,
-             "model": spec.served_model_name}
+    state = {
+        "pid": server.pid,
+        "pgid": server.pgid,
+        "base_url": launch.base_url,
+        "port": launch.port,
+        "log": str(log),
+        "argv": launch.argv,
+        "model": spec.served_model_name,
+    }
     state_path().parent.mkdir(parents=True, exist_ok=True)
     state_path().write_text(json.dumps(state, indent=2))
-    print(f"started pid {server.pid}, log {log}; waiting for {launch.base_url}/health ...",
-          flush=True)
+    print(
+        f"started pid {server.pid}, log {log}; waiting for {launch.base_url}/health ...", flush=True
+    )
     try:
         facts = server.wait_healthy(args.timeout)
     except StartFailure as failure:
         state_path().unlink(missing_ok=True)
         out = failure.to_dict()
-        print(json.dumps(out, indent=2) if args.json else
-              f"FAILED [{failure.kind}] {failure.reason}\nhint: {failure.hint}")
+        print(
+            json.dumps(out, indent=2)
+            if args.json
+            else f"FAILED [{failure.kind}] {failure.reason}\nhint: {failure.hint}"
+        )
         return 1
     state["facts"] = facts.to_dict()
     state_path().write_text(json.dumps(state, indent=2))
     if args.json:
         print(json.dumps(state, indent=2))
     else:
-        print(f"healthy after {facts.time_to_healthy_s:.1f} s at {launch.base_url}: KV cache "
-              f"{facts.kv_cache_tokens} tokens, max concurrency {facts.max_concurrency}x")
+        print(
+            f"healthy after {facts.time_to_healthy_s:.1f} s at {launch.base_url}: KV cache "
+            f"{facts.kv_cache_tokens} tokens, max concurrency {facts.max_concurrency}x"
+        )
     return 0
 
 
@@ -135,8 +161,11 @@ def _status(args: argparse.Namespace) -> int:
     except OSError:
         code = 0
     out = {"running": alive, "healthy": code == 200, **state}
-    print(json.dumps(out, indent=2) if args.json else
-          f"{'running' if alive else 'gone'}, health {code or 'no answer'}, {state['base_url']}")
+    print(
+        json.dumps(out, indent=2)
+        if args.json
+        else f"{'running' if alive else 'gone'}, health {code or 'no answer'}, {state['base_url']}"
+    )
     return 0 if alive else 1
 
 

@@ -8,13 +8,15 @@
 
 Exit codes: 0 done, 1 nothing to do or partly refused, 2 refused (the message says why).
 """
+
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from tuning.settings import default_db_path
 
@@ -22,39 +24,61 @@ COMMANDS = ("export", "import", "report", "publish", "team")
 
 
 def _db(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--db", type=Path, default=None,
-                   help=f"the lab's SQLite file (default {default_db_path()})")
+    p.add_argument(
+        "--db", type=Path, default=None, help=f"the lab's SQLite file (default {default_db_path()})"
+    )
 
 
 def _selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_ids", nargs="*", type=int, metavar="RUN_ID", help="runs to include")
-    p.add_argument("--experiment", type=int, action="append", default=None, metavar="ID",
-                   help="every run of this experiment (repeatable; added to RUN_IDs)")
+    p.add_argument(
+        "--experiment",
+        type=int,
+        action="append",
+        default=None,
+        metavar="ID",
+        help="every run of this experiment (repeatable; added to RUN_IDs)",
+    )
 
 
 def _team_folder(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--team-folder", default=None, metavar="DIR",
-                   help="the shared folder (default: the team_folder setting)")
+    p.add_argument(
+        "--team-folder",
+        default=None,
+        metavar="DIR",
+        help="the shared folder (default: the team_folder setting)",
+    )
 
 
 def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add export, import, report, publish and team to the CLI's subparsers."""
     exp = sub.add_parser("export", help="selected runs or experiments as one bundle file")
     _selection(exp)
-    exp.add_argument("--out", required=True, metavar="FILE", help="the bundle to write "
-                                                                  "(e.g. ada-runs.bundle.zip)")
+    exp.add_argument(
+        "--out",
+        required=True,
+        metavar="FILE",
+        help="the bundle to write (e.g. ada-runs.bundle.zip)",
+    )
     exp.add_argument("--note", default="", help="a line for the manifest")
     _db(exp)
-    imp = sub.add_parser("import", help="merge a bundle into the lab (validated first; "
-                                        "importing twice adds nothing)")
+    imp = sub.add_parser(
+        "import", help="merge a bundle into the lab (validated first; importing twice adds nothing)"
+    )
     imp.add_argument("bundle", type=Path, metavar="FILE")
     imp.add_argument("--json", action="store_true")
     _db(imp)
     rep = sub.add_parser("report", help="one standalone HTML report (opens offline)")
     _selection(rep)
     rep.add_argument("--out", required=True, metavar="FILE.html")
-    rep.add_argument("--baseline", type=int, action="append", default=None, metavar="RUN_ID",
-                     help="baseline run(s) (default: the runs of the first value)")
+    rep.add_argument(
+        "--baseline",
+        type=int,
+        action="append",
+        default=None,
+        metavar="RUN_ID",
+        help="baseline run(s) (default: the runs of the first value)",
+    )
     rep.add_argument("--title", default=None)
     _db(rep)
     pub = sub.add_parser("publish", help="write a bundle into the team folder")
@@ -63,8 +87,9 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     _team_folder(pub)
     _db(pub)
     team = sub.add_parser("team", help="teammates' bundles in the team folder")
-    team.add_argument("--import-new", action="store_true",
-                      help="import every bundle not imported yet")
+    team.add_argument(
+        "--import-new", action="store_true", help="import every bundle not imported yet"
+    )
     team.add_argument("--json", action="store_true")
     _team_folder(team)
     _db(team)
@@ -96,13 +121,14 @@ def _export(args: argparse.Namespace) -> int:
 
     runs, exps = _ids(args)
     try:
-        m = export_bundle(_path(args), args.out, run_ids=runs, experiment_ids=exps,
-                          note=args.note)
+        m = export_bundle(_path(args), args.out, run_ids=runs, experiment_ids=exps, note=args.note)
     except BundleError as exc:
         return _refused(str(exc))
     c = m.counts
-    print(f"wrote {args.out}: {c['experiments']} experiment(s), {c['runs']} run(s), "
-          f"{c['requests']} request rows, {c['samples']} samples (bundle {m.bundle_uid})")
+    print(
+        f"wrote {args.out}: {c['experiments']} experiment(s), {c['runs']} run(s), "
+        f"{c['requests']} request rows, {c['samples']} samples (bundle {m.bundle_uid})"
+    )
     return 0
 
 
@@ -114,13 +140,19 @@ def _import(args: argparse.Namespace) -> int:
     except BundleError as exc:
         return _refused(f"{args.bundle}: {exc}")
     if args.json:
-        print(json.dumps({"bundle_uid": result.manifest.bundle_uid,
-                          "origin": result.manifest.origin,
-                          "experiments_added": result.experiments_added,
-                          "runs_added": result.runs_added,
-                          "runs_known": result.runs_known,
-                          "requests_added": result.requests_added,
-                          "samples_added": result.samples_added}))
+        print(
+            json.dumps(
+                {
+                    "bundle_uid": result.manifest.bundle_uid,
+                    "origin": result.manifest.origin,
+                    "experiments_added": result.experiments_added,
+                    "runs_added": result.runs_added,
+                    "runs_known": result.runs_known,
+                    "requests_added": result.requests_added,
+                    "samples_added": result.samples_added,
+                }
+            )
+        )
     else:
         print(result.describe())
     return 0
@@ -135,9 +167,14 @@ def _report(args: argparse.Namespace) -> int:
     if not str(args.out).lower().endswith((".html", ".htm")):
         return _refused(f"--out must end in .html, got {args.out!r}")
     try:
-        out = write_report(_path(args), args.out, run_ids=runs,
-                           experiment_id=exps[0] if exps else None,
-                           baseline_ids=args.baseline, title=args.title)
+        out = write_report(
+            _path(args),
+            args.out,
+            run_ids=runs,
+            experiment_id=exps[0] if exps else None,
+            baseline_ids=args.baseline,
+            title=args.title,
+        )
     except ReportError as exc:
         return _refused(str(exc))
     print(f"wrote {out}")
@@ -150,8 +187,9 @@ def _publish(args: argparse.Namespace) -> int:
 
     runs, exps = _ids(args)
     try:
-        path = publish(_path(args), _folder(args), run_ids=runs, experiment_ids=exps,
-                       note=args.note)
+        path = publish(
+            _path(args), _folder(args), run_ids=runs, experiment_ids=exps, note=args.note
+        )
     except (BundleError, TeamError) as exc:
         return _refused(str(exc))
     print(f"published {path}")
@@ -186,24 +224,38 @@ def _team(args: argparse.Namespace) -> int:
     for b in bundles:
         m = b.manifest
         who = f"{m.author}@{m.host}" if m else "?"
-        print(f"{b.state:16} {who[:28]:28} {(m.created_at if m else '')[:26]:26} "
-              f"{m.counts['experiments'] if m else 0:>4} {m.counts['runs'] if m else 0:>5}  "
-              f"{b.name}" + (f"  ({b.error})" if b.error else ""))
+        print(
+            f"{b.state:16} {who[:28]:28} {(m.created_at if m else '')[:26]:26} "
+            f"{m.counts['experiments'] if m else 0:>4} {m.counts['runs'] if m else 0:>5}  "
+            f"{b.name}" + (f"  ({b.error})" if b.error else "")
+        )
     return 0
 
 
 def _bundle_dict(b: Any) -> dict[str, Any]:
     m = b.manifest
-    return {"file": b.name, "state": b.state, "error": b.error,
-            "author": m.author if m else None, "host": m.host if m else None,
-            "created_at": m.created_at if m else None, "counts": m.counts if m else None,
-            "bundle_uid": m.bundle_uid if m else None, "runs_present": b.runs_present}
+    return {
+        "file": b.name,
+        "state": b.state,
+        "error": b.error,
+        "author": m.author if m else None,
+        "host": m.host if m else None,
+        "created_at": m.created_at if m else None,
+        "counts": m.counts if m else None,
+        "bundle_uid": m.bundle_uid if m else None,
+        "runs_present": b.runs_present,
+    }
 
 
 def run(args: argparse.Namespace) -> int:
     """Dispatch one of COMMANDS (args.command)."""
-    handler = {"export": _export, "import": _import, "report": _report, "publish": _publish,
-               "team": _team}.get(args.command)
+    handler = {
+        "export": _export,
+        "import": _import,
+        "report": _report,
+        "publish": _publish,
+        "team": _team,
+    }.get(args.command)
     return handler(args) if handler else 2
 
 

@@ -28,19 +28,20 @@ Three steps, all without Streamlit:
 The loaders at the bottom read only the columns the dashboard needs, so a compare of 20 runs in a
 database of 1,000 runs and a million request rows stays fast.
 """
+
 from __future__ import annotations
 
 import json
 import math
 import zlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
 from store.db import StoreError
 from store.schema import SUMMARY_COLUMNS
-
 from tuning import metrics as m
 from tuning.params import PARAMS, format_value
 
@@ -54,8 +55,9 @@ MIN_EFFECT = 0.02
 MIN_RUNS = 2
 
 # Registry name of each workload parameter -> Workload field name.
-WORKLOAD_PARAMS: dict[str, str] = {name: name.replace("-", "_") for name, p in PARAMS.items()
-                                   if p.kind == "workload"}
+WORKLOAD_PARAMS: dict[str, str] = {
+    name: name.replace("-", "_") for name, p in PARAMS.items() if p.kind == "workload"
+}
 # Workload fields that are not a tunable parameter: a difference there is a different workload.
 _WORKLOAD_IGNORED = {"request_timeout_s"}
 
@@ -63,6 +65,7 @@ _WORKLOAD_IGNORED = {"request_timeout_s"}
 @dataclass(frozen=True)
 class Metric:
     """One row of the comparison table; `better` says which way is an improvement."""
+
     key: str
     label: str
     unit: str
@@ -80,31 +83,98 @@ _LAT_FORMULA = {
 _STAT_LABEL = {"mean": "mean", "median": "p50", "p99": "p99"}
 
 METRICS: tuple[Metric, ...] = (
-    Metric("output_throughput", "output throughput", "tok/s", "higher",
-           "successful output tokens / (first dispatch → last completion)", "throughput"),
-    Metric("request_throughput", "request throughput", "req/s", "higher",
-           "completed requests / (first dispatch → last completion)", "throughput"),
-    Metric("request_goodput", "goodput", "req/s", "higher",
-           "requests meeting every SLO / duration (vLLM's goodput; TPOT 0 for 1-token outputs)",
-           "throughput"),
-    *(Metric(f"{stat}_{lat}_ms", f"{_STAT_LABEL[stat]} {lat.upper()}", "ms", "lower",
-             _LAT_FORMULA[lat] + f"; {_STAT_LABEL[stat]} over the run", "latency")
-      for lat in ("ttft", "tpot", "itl", "e2el") for stat in ("mean", "median", "p99")),
-    Metric("peak_gpu_tree_bytes", "peak GPU memory (server tree)", "bytes", "lower",
-           "max over samples of device memory held by the server's processes", "memory"),
-    Metric("peak_tree_rss_bytes", "peak RSS (server tree)", "bytes", "lower",
-           "max over samples of the resident memory of the server's process tree", "memory"),
-    Metric("peak_kv_cache_usage_perc", "peak KV-cache usage", "fraction", "lower",
-           "max of vLLM's kv_cache_usage_perc during the load (0–1; lower = more headroom)",
-           "memory"),
-    Metric("kv_cache_tokens", "KV capacity", "tokens", "higher",
-           "tokens the KV cache holds, from vLLM's startup log", "memory"),
-    Metric("preemptions", "preemptions", "count", "lower",
-           "increase of vllm:num_preemptions_total during the load", "health"),
-    Metric("time_to_healthy_s", "time to healthy", "s", "lower",
-           "server start → first successful GET /health", "health"),
-    Metric("failed", "failed requests", "count", "lower",
-           "requests that errored, timed out or ended early", "health"),
+    Metric(
+        "output_throughput",
+        "output throughput",
+        "tok/s",
+        "higher",
+        "successful output tokens / (first dispatch → last completion)",
+        "throughput",
+    ),
+    Metric(
+        "request_throughput",
+        "request throughput",
+        "req/s",
+        "higher",
+        "completed requests / (first dispatch → last completion)",
+        "throughput",
+    ),
+    Metric(
+        "request_goodput",
+        "goodput",
+        "req/s",
+        "higher",
+        "requests meeting every SLO / duration (vLLM's goodput; TPOT 0 for 1-token outputs)",
+        "throughput",
+    ),
+    *(
+        Metric(
+            f"{stat}_{lat}_ms",
+            f"{_STAT_LABEL[stat]} {lat.upper()}",
+            "ms",
+            "lower",
+            _LAT_FORMULA[lat] + f"; {_STAT_LABEL[stat]} over the run",
+            "latency",
+        )
+        for lat in ("ttft", "tpot", "itl", "e2el")
+        for stat in ("mean", "median", "p99")
+    ),
+    Metric(
+        "peak_gpu_tree_bytes",
+        "peak GPU memory (server tree)",
+        "bytes",
+        "lower",
+        "max over samples of device memory held by the server's processes",
+        "memory",
+    ),
+    Metric(
+        "peak_tree_rss_bytes",
+        "peak RSS (server tree)",
+        "bytes",
+        "lower",
+        "max over samples of the resident memory of the server's process tree",
+        "memory",
+    ),
+    Metric(
+        "peak_kv_cache_usage_perc",
+        "peak KV-cache usage",
+        "fraction",
+        "lower",
+        "max of vLLM's kv_cache_usage_perc during the load (0–1; lower = more headroom)",
+        "memory",
+    ),
+    Metric(
+        "kv_cache_tokens",
+        "KV capacity",
+        "tokens",
+        "higher",
+        "tokens the KV cache holds, from vLLM's startup log",
+        "memory",
+    ),
+    Metric(
+        "preemptions",
+        "preemptions",
+        "count",
+        "lower",
+        "increase of vllm:num_preemptions_total during the load",
+        "health",
+    ),
+    Metric(
+        "time_to_healthy_s",
+        "time to healthy",
+        "s",
+        "lower",
+        "server start → first successful GET /health",
+        "health",
+    ),
+    Metric(
+        "failed",
+        "failed requests",
+        "count",
+        "lower",
+        "requests that errored, timed out or ended early",
+        "health",
+    ),
 )
 METRIC_BY_KEY: dict[str, Metric] = {x.key: x for x in METRICS}
 
@@ -113,9 +183,11 @@ METRIC_BY_KEY: dict[str, Metric] = {x.key: x for x in METRICS}
 # Comparability
 # --------------------------------------------------------------------------------------------
 
+
 @dataclass
 class PairCheck:
     """One run against the baseline's reference run."""
+
     run_id: int
     baseline_id: int
     comparable: bool
@@ -144,8 +216,9 @@ def run_config(run: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def run_workload(run: Mapping[str, Any]) -> dict[str, Any]:
-    return _as_dict(run.get("workload") if run.get("workload") is not None
-                    else run.get("workload_json"))
+    return _as_dict(
+        run.get("workload") if run.get("workload") is not None else run.get("workload_json")
+    )
 
 
 def _norm(value: Any) -> Any:
@@ -162,8 +235,9 @@ def _norm(value: Any) -> Any:
     return value
 
 
-def parameter_diff(base: Mapping[str, Any], cand: Mapping[str, Any]
-                   ) -> tuple[dict[str, tuple[Any, Any]], dict[str, tuple[Any, Any]]]:
+def parameter_diff(
+    base: Mapping[str, Any], cand: Mapping[str, Any]
+) -> tuple[dict[str, tuple[Any, Any]], dict[str, tuple[Any, Any]]]:
     """(parameter differences, other workload differences) between two runs.
 
     Parameters are the keys of the resolved server config plus the registry's workload parameters;
@@ -197,39 +271,54 @@ def _fmt(value: Any) -> str:
 def check_pair(base: Mapping[str, Any], cand: Mapping[str, Any]) -> PairCheck:
     """Is `cand` comparable with `base`? Every reason it is not, in words."""
     reasons: list[str] = []
-    for key, label in (("model", "model"), ("engine", "engine"),
-                       ("vllm_version", "vLLM version"), ("hardware", "hardware")):
+    for key, label in (
+        ("model", "model"),
+        ("engine", "engine"),
+        ("vllm_version", "vLLM version"),
+        ("hardware", "hardware"),
+    ):
         a, b = base.get(key), cand.get(key)
         if a and b and a != b:  # unknown on one side (a failed start) cannot contradict
             reasons.append(f"different {label}: {a or 'unknown'} vs {b or 'unknown'}")
     params, other = parameter_diff(base, cand)
     if other:
-        reasons.append("different workload: " + ", ".join(
-            f"{k} {_fmt(a)} vs {_fmt(b)}" for k, (a, b) in other.items()))
+        reasons.append(
+            "different workload: "
+            + ", ".join(f"{k} {_fmt(a)} vs {_fmt(b)}" for k, (a, b) in other.items())
+        )
     elif not any(name in WORKLOAD_PARAMS for name in params):
         fa, fb = base.get("workload_fingerprint"), cand.get("workload_fingerprint")
         if fa != fb:
             reasons.append(f"different workload fingerprint: {fa or 'none'} vs {fb or 'none'}")
     if len(params) > 1:
-        reasons.append(f"{len(params)} parameters differ (one at a time): " + ", ".join(
-            f"{k} {_fmt(a)} vs {_fmt(b)}" for k, (a, b) in params.items()))
-    return PairCheck(run_id=int(cand["id"]), baseline_id=int(base["id"]),
-                     comparable=not reasons, reasons=reasons, changed=params)
+        reasons.append(
+            f"{len(params)} parameters differ (one at a time): "
+            + ", ".join(f"{k} {_fmt(a)} vs {_fmt(b)}" for k, (a, b) in params.items())
+        )
+    return PairCheck(
+        run_id=int(cand["id"]),
+        baseline_id=int(base["id"]),
+        comparable=not reasons,
+        reasons=reasons,
+        changed=params,
+    )
 
 
 # --------------------------------------------------------------------------------------------
 # Statistics
 # --------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Change:
     """Candidate vs baseline for one metric: point change and bootstrap CI of the change."""
+
     base_mean: float | None
     cand_mean: float | None
-    rel_change: float | None           # (mean_c - mean_b) / mean_b
-    rel_low: float | None              # CI of the relative change (None if mean_b can be 0)
+    rel_change: float | None  # (mean_c - mean_b) / mean_b
+    rel_low: float | None  # CI of the relative change (None if mean_b can be 0)
     rel_high: float | None
-    diff_low: float | None             # CI of mean_c - mean_b
+    diff_low: float | None  # CI of mean_c - mean_b
     diff_high: float | None
     n_base: int
     n_cand: int
@@ -244,8 +333,10 @@ class Change:
             change = f"{self.rel_change * 100:+.1f} %"
         ci = ""
         if self.rel_low is not None and self.rel_high is not None:
-            ci = (f" ({confidence * 100:.0f} % CI {self.rel_low * 100:+.1f} … "
-                  f"{self.rel_high * 100:+.1f} %)")
+            ci = (
+                f" ({confidence * 100:.0f} % CI {self.rel_low * 100:+.1f} … "
+                f"{self.rel_high * 100:+.1f} %)"
+            )
         return f"{self.verdict}: {change}{ci}" + (f" — {self.note}" if self.note else "")
 
 
@@ -260,9 +351,17 @@ def _resampled_means(values: np.ndarray, resamples: int, seed: int) -> np.ndarra
     return values[idx].mean(axis=1)
 
 
-def bootstrap_change(base: Sequence[float], cand: Sequence[float], better: Direction = "lower", *,
-                     confidence: float = CONFIDENCE, resamples: int = RESAMPLES, seed: int = SEED,
-                     min_effect: float = MIN_EFFECT, min_runs: int = MIN_RUNS) -> Change:
+def bootstrap_change(
+    base: Sequence[float],
+    cand: Sequence[float],
+    better: Direction = "lower",
+    *,
+    confidence: float = CONFIDENCE,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+    min_effect: float = MIN_EFFECT,
+    min_runs: int = MIN_RUNS,
+) -> Change:
     """The verdict for one metric from per-run values (one number per run, runs as the unit).
 
     Each side is resampled with replacement `resamples` times (independently); the percentile CI
@@ -275,10 +374,14 @@ def bootstrap_change(base: Sequence[float], cand: Sequence[float], better: Direc
     mc = float(c.mean()) if c.size else None
     rel = None if mb is None or mc is None or mb == 0 else (mc - mb) / mb
     if b.size < min_runs or c.size < min_runs:
-        note = ("no measured run on one side" if not b.size or not c.size else
-                f"{min(b.size, c.size)} run on one side: repeat the values to get a verdict")
-        return Change(mb, mc, rel, None, None, None, None, int(b.size), int(c.size),
-                      "inconclusive", note)
+        note = (
+            "no measured run on one side"
+            if not b.size or not c.size
+            else f"{min(b.size, c.size)} run on one side: repeat the values to get a verdict"
+        )
+        return Change(
+            mb, mc, rel, None, None, None, None, int(b.size), int(c.size), "inconclusive", note
+        )
     alpha = (1.0 - confidence) / 2.0
     bm = _resampled_means(b, resamples, seed)
     cm = _resampled_means(c, resamples, seed)
@@ -310,13 +413,43 @@ def bootstrap_change(base: Sequence[float], cand: Sequence[float], better: Direc
 
 
 # Two-sided 95 % Student t quantiles by degrees of freedom (1..30); beyond that, the normal's.
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
-         2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-         2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+_T975 = (
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+    2.120,
+    2.110,
+    2.101,
+    2.093,
+    2.086,
+    2.080,
+    2.074,
+    2.069,
+    2.064,
+    2.060,
+    2.056,
+    2.052,
+    2.048,
+    2.045,
+    2.042,
+)
 
 
-def welch_interval(base: np.ndarray, cand: np.ndarray,
-                   confidence: float = CONFIDENCE) -> tuple[float, float]:
+def welch_interval(
+    base: np.ndarray, cand: np.ndarray, confidence: float = CONFIDENCE
+) -> tuple[float, float]:
     """Welch's t-interval of mean_c - mean_b. With 2-4 runs a side the percentile bootstrap is far
     too narrow (two runs give only three possible resampled means), so a verdict also needs this
     interval, which widens honestly with few runs, to exclude 0."""
@@ -361,17 +494,22 @@ def fmt_value(value: float | None, unit: str) -> str:
     return f"{value:,.2f} {unit}"
 
 
-VERDICT_LABEL = {"better": "▲ better", "worse": "▼ worse",
-                 "no clear difference": "≈ no clear difference", "inconclusive": "? inconclusive"}
+VERDICT_LABEL = {
+    "better": "▲ better",
+    "worse": "▼ worse",
+    "no clear difference": "≈ no clear difference",
+    "inconclusive": "? inconclusive",
+}
 
 
 @dataclass(frozen=True)
 class NoiseFloor:
     """How much one configuration moves between repeats (the A/A noise)."""
+
     n: int
     mean: float | None
-    cv: float | None               # std (ddof=1) / mean across runs
-    min_detectable: float | None   # ~ smallest relative change two sides of n runs can resolve
+    cv: float | None  # std (ddof=1) / mean across runs
+    min_detectable: float | None  # ~ smallest relative change two sides of n runs can resolve
 
 
 def noise_floor(values: Sequence[float], confidence: float = CONFIDENCE) -> NoiseFloor:
@@ -402,20 +540,23 @@ def _z(confidence: float) -> float:
 # Sides and the comparison
 # --------------------------------------------------------------------------------------------
 
+
 @dataclass
 class Side:
     """All runs of one configuration: the unit a verdict is about."""
+
     label: str
     param: str | None
     value: str | None
     run_ids: list[int]
-    measured_ids: list[int]                    # runs that produced a summary
-    failed: list[dict[str, Any]]               # runs that did not (kind, reason)
-    values: dict[str, list[float]]             # metric -> one value per measured run
+    measured_ids: list[int]  # runs that produced a summary
+    failed: list[dict[str, Any]]  # runs that did not (kind, reason)
+    values: dict[str, list[float]]  # metric -> one value per measured run
     per_run: dict[str, dict[int, float | None]] = field(default_factory=dict)
 
-    def mean_ci(self, key: str, confidence: float = CONFIDENCE, resamples: int = RESAMPLES,
-                seed: int = SEED) -> tuple[float, float] | None:
+    def mean_ci(
+        self, key: str, confidence: float = CONFIDENCE, resamples: int = RESAMPLES, seed: int = SEED
+    ) -> tuple[float, float] | None:
         """Bootstrap percentile CI of this side's mean (runs as the unit); None under 2 runs."""
         vals = np.sort(np.asarray(self.values.get(key) or [], dtype=float))
         if vals.size < 2:
@@ -430,8 +571,12 @@ class Side:
         if not vals:
             return {"mean": None, "min": None, "max": None, "n": 0}
         arr = np.asarray(vals, dtype=float)
-        return {"mean": float(arr.mean()), "min": float(arr.min()), "max": float(arr.max()),
-                "n": int(arr.size)}
+        return {
+            "mean": float(arr.mean()),
+            "min": float(arr.min()),
+            "max": float(arr.max()),
+            "n": int(arr.size),
+        }
 
 
 @dataclass
@@ -440,7 +585,7 @@ class Comparison:
     candidates: list[Side]
     checks: list[PairCheck]
     metrics: list[Metric]
-    changes: dict[tuple[str, str], Change]     # (candidate label, metric key) -> Change
+    changes: dict[tuple[str, str], Change]  # (candidate label, metric key) -> Change
     slo_ms: dict[str, float]
     confidence: float
     param: str | None
@@ -462,14 +607,26 @@ class Comparison:
             for metric in self.metrics:
                 st = side.stats(metric.key)
                 row: dict[str, Any] = {
-                    "side": side.label, "role": "baseline" if is_base else "candidate",
-                    "parameter": side.param, "value": side.value,
-                    "runs": len(side.run_ids), "measured_runs": len(side.measured_ids),
-                    "failed_runs": len(side.failed), "metric": metric.key,
-                    "metric_label": metric.label, "unit": metric.unit, "better": metric.better,
-                    "mean": st["mean"], "min": st["min"], "max": st["max"], "n": st["n"],
-                    "change_pct": None, "ci_low_pct": None, "ci_high_pct": None,
-                    "verdict": None, "confidence": self.confidence,
+                    "side": side.label,
+                    "role": "baseline" if is_base else "candidate",
+                    "parameter": side.param,
+                    "value": side.value,
+                    "runs": len(side.run_ids),
+                    "measured_runs": len(side.measured_ids),
+                    "failed_runs": len(side.failed),
+                    "metric": metric.key,
+                    "metric_label": metric.label,
+                    "unit": metric.unit,
+                    "better": metric.better,
+                    "mean": st["mean"],
+                    "min": st["min"],
+                    "max": st["max"],
+                    "n": st["n"],
+                    "change_pct": None,
+                    "ci_low_pct": None,
+                    "ci_high_pct": None,
+                    "verdict": None,
+                    "confidence": self.confidence,
                     "run_ids": " ".join(map(str, side.run_ids)),
                 }
                 ch = self.changes.get((side.label, metric.key))
@@ -478,19 +635,29 @@ class Comparison:
                         change_pct=None if ch.rel_change is None else ch.rel_change * 100,
                         ci_low_pct=None if ch.rel_low is None else ch.rel_low * 100,
                         ci_high_pct=None if ch.rel_high is None else ch.rel_high * 100,
-                        verdict=ch.verdict)
+                        verdict=ch.verdict,
+                    )
                 out.append(row)
         return out
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "parameter": self.param, "confidence": self.confidence, "slo_ms": self.slo_ms,
-            "bootstrap": {"unit": "run", "resamples": RESAMPLES, "statistic": "mean",
-                          "min_effect": MIN_EFFECT, "min_runs": MIN_RUNS},
+            "parameter": self.param,
+            "confidence": self.confidence,
+            "slo_ms": self.slo_ms,
+            "bootstrap": {
+                "unit": "run",
+                "resamples": RESAMPLES,
+                "statistic": "mean",
+                "min_effect": MIN_EFFECT,
+                "min_runs": MIN_RUNS,
+            },
             "baseline": {"label": self.baseline.label, "run_ids": self.baseline.run_ids},
             "candidates": [{"label": s.label, "run_ids": s.run_ids} for s in self.candidates],
-            "not_comparable": [{"run_id": c.run_id, "baseline_id": c.baseline_id,
-                                "reasons": c.reasons} for c in self.excluded],
+            "not_comparable": [
+                {"run_id": c.run_id, "baseline_id": c.baseline_id, "reasons": c.reasons}
+                for c in self.excluded
+            ],
             "rows": self.rows(),
         }
 
@@ -522,8 +689,9 @@ def _measured(run: Mapping[str, Any]) -> bool:
     return run.get("status") == "done" and run.get("completed") is not None
 
 
-def run_metric_values(run: Mapping[str, Any], slo_ms: Mapping[str, float],
-                      requests: RequestLoader | None) -> dict[str, float | None]:
+def run_metric_values(
+    run: Mapping[str, Any], slo_ms: Mapping[str, float], requests: RequestLoader | None
+) -> dict[str, float | None]:
     """One number per metric for one run, from its stored summary columns (never recomputed)
     except goodput, which depends on the SLO and is recomputed from the stored request rows."""
     out: dict[str, float | None] = {}
@@ -531,14 +699,18 @@ def run_metric_values(run: Mapping[str, Any], slo_ms: Mapping[str, float],
         if metric.key == "request_goodput":
             continue
         v = run.get(metric.key)
-        out[metric.key] = float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) \
-            and math.isfinite(v) else None
+        out[metric.key] = (
+            float(v)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            else None
+        )
     out["request_goodput"] = None
     if slo_ms and requests is not None and run.get("duration"):
         cols = requests(int(run["id"]))
         if cols.n:
             out["request_goodput"] = m.goodput(cols, float(run["duration"]), slo_ms)[
-                "request_goodput"]
+                "request_goodput"
+            ]
     return out
 
 
@@ -546,11 +718,17 @@ def _side_label(param: str | None, value: Any) -> str:
     return f"{param} = {_fmt(value)}" if param else "baseline"
 
 
-def build_comparison(runs: Sequence[Mapping[str, Any]], baseline_ids: Sequence[int], *,
-                     slo_ms: Mapping[str, float] | None = None,
-                     requests: RequestLoader | None = None, confidence: float = CONFIDENCE,
-                     resamples: int = RESAMPLES, seed: int = SEED,
-                     min_effect: float = MIN_EFFECT) -> Comparison:
+def build_comparison(
+    runs: Sequence[Mapping[str, Any]],
+    baseline_ids: Sequence[int],
+    *,
+    slo_ms: Mapping[str, float] | None = None,
+    requests: RequestLoader | None = None,
+    confidence: float = CONFIDENCE,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+    min_effect: float = MIN_EFFECT,
+) -> Comparison:
     """Check, group into sides, and judge every metric of every candidate side.
 
     `runs` are run rows (as `load_runs` returns them); `baseline_ids` picks the baseline side. The
@@ -582,8 +760,10 @@ def build_comparison(runs: Sequence[Mapping[str, Any]], baseline_ids: Sequence[i
             check.reasons.append("cancelled: its load was cut short")
         if rid in base_set and check.comparable and check.changed:
             check.comparable = False
-            check.reasons.append("picked as baseline but not a repeat of it: " + ", ".join(
-                f"{k} {_fmt(a)} vs {_fmt(b)}" for k, (a, b) in check.changed.items()))
+            check.reasons.append(
+                "picked as baseline but not a repeat of it: "
+                + ", ".join(f"{k} {_fmt(a)} vs {_fmt(b)}" for k, (a, b) in check.changed.items())
+            )
         checks.append(check)
         if not check.comparable:
             continue
@@ -600,7 +780,10 @@ def build_comparison(runs: Sequence[Mapping[str, Any]], baseline_ids: Sequence[i
     params = {k for key in groups for k, _ in key}
     param = next(iter(params)) if len(params) == 1 else (ref.get("param") if not params else None)
     # The baseline's label names its value of the parameter the candidates change.
-    base_cfg = {**run_config(ref), **{n: run_workload(ref).get(f) for n, f in WORKLOAD_PARAMS.items()}}
+    base_cfg = {
+        **run_config(ref),
+        **{n: run_workload(ref).get(f) for n, f in WORKLOAD_PARAMS.items()},
+    }
     if param and ref.get("param") != param:
         base_value = base_cfg.get(param)
     else:
@@ -609,15 +792,26 @@ def build_comparison(runs: Sequence[Mapping[str, Any]], baseline_ids: Sequence[i
     cache: dict[int, dict[str, float | None]] = {}
 
     def make_side(label: str, p: str | None, value: Any, members: list[Mapping[str, Any]]) -> Side:
-        side = Side(label=label, param=p, value=None if value is None else _fmt(value),
-                    run_ids=[int(r["id"]) for r in members], measured_ids=[], failed=[],
-                    values={k.key: [] for k in METRICS})
+        side = Side(
+            label=label,
+            param=p,
+            value=None if value is None else _fmt(value),
+            run_ids=[int(r["id"]) for r in members],
+            measured_ids=[],
+            failed=[],
+            values={k.key: [] for k in METRICS},
+        )
         for r in members:
             rid = int(r["id"])
             if not _measured(r):
-                side.failed.append({"run_id": rid, "status": r.get("status"),
-                                    "kind": r.get("failure_kind"),
-                                    "reason": r.get("failure_reason")})
+                side.failed.append(
+                    {
+                        "run_id": rid,
+                        "status": r.get("status"),
+                        "kind": r.get("failure_kind"),
+                        "reason": r.get("failure_reason"),
+                    }
+                )
                 continue
             side.measured_ids.append(rid)
             if rid not in cache:
@@ -640,18 +834,38 @@ def build_comparison(runs: Sequence[Mapping[str, Any]], baseline_ids: Sequence[i
     for side in candidates:
         for metric in shown:
             changes[(side.label, metric.key)] = bootstrap_change(
-                baseline.values[metric.key], side.values[metric.key], metric.better,
-                confidence=confidence, resamples=resamples, seed=seed, min_effect=min_effect)
+                baseline.values[metric.key],
+                side.values[metric.key],
+                metric.better,
+                confidence=confidence,
+                resamples=resamples,
+                seed=seed,
+                min_effect=min_effect,
+            )
     windows = {}
     for run in runs:
-        window = (run.get("summary") or {}).get("load_window_s") if isinstance(
-            run.get("summary"), Mapping) else None
-        if isinstance(window, (list, tuple)) and len(window) == 2 and all(
-                isinstance(x, (int, float)) for x in window):
+        window = (
+            (run.get("summary") or {}).get("load_window_s")
+            if isinstance(run.get("summary"), Mapping)
+            else None
+        )
+        if (
+            isinstance(window, (list, tuple))
+            and len(window) == 2
+            and all(isinstance(x, (int, float)) for x in window)
+        ):
             windows[int(run["id"])] = (float(window[0]), float(window[1]))
-    return Comparison(baseline=baseline, candidates=candidates, checks=checks, metrics=shown,
-                      changes=changes, slo_ms=slo, confidence=confidence, param=param,
-                      load_windows=windows)
+    return Comparison(
+        baseline=baseline,
+        candidates=candidates,
+        checks=checks,
+        metrics=shown,
+        changes=changes,
+        slo_ms=slo,
+        confidence=confidence,
+        param=param,
+        load_windows=windows,
+    )
 
 
 def _sort_key(value: str | None) -> tuple[int, float, str]:
@@ -668,7 +882,8 @@ def numeric_values(comparison: Comparison) -> bool:
     values = [s.value for s in comparison.sides]
     try:
         return all(v is not None for v in values) and all(
-            math.isfinite(float(v)) for v in values if v is not None)
+            math.isfinite(float(v)) for v in values if v is not None
+        )
     except ValueError:
         return False
 
@@ -677,12 +892,16 @@ def default_baseline(runs: Sequence[Mapping[str, Any]]) -> list[int]:
     """The runs of the first value (lowest seq): how an experiment lists its baseline first."""
     if not runs:
         return []
-    ordered = sorted(runs, key=lambda r: (r.get("seq") if r.get("seq") is not None else 1 << 30,
-                                          int(r["id"])))
+    ordered = sorted(
+        runs, key=lambda r: (r.get("seq") if r.get("seq") is not None else 1 << 30, int(r["id"]))
+    )
     first = ordered[0]
     key = (first.get("experiment_id"), first.get("param"), first.get("value"))
-    return [int(r["id"]) for r in ordered
-            if (r.get("experiment_id"), r.get("param"), r.get("value")) == key]
+    return [
+        int(r["id"])
+        for r in ordered
+        if (r.get("experiment_id"), r.get("param"), r.get("value")) == key
+    ]
 
 
 # --------------------------------------------------------------------------------------------
@@ -690,11 +909,39 @@ def default_baseline(runs: Sequence[Mapping[str, Any]]) -> list[int]:
 # --------------------------------------------------------------------------------------------
 
 RUN_COLUMNS: tuple[str, ...] = (
-    "id", "uid", "experiment_id", "seq", "repeat_index", "param", "value", "config_json",
-    "workload_json", "workload_fingerprint", "engine", "vllm_version", "model", "backend",
-    "hardware", "status", "phase", "failure_kind", "failure_reason", "failure_hint",
-    "started_at", "finished_at", "time_to_healthy_s", "kv_cache_tokens", "kv_cache_memory_bytes",
-    "max_concurrency", "summary_json", "health_json", "author", "host", "notes", "tags", "hidden",
+    "id",
+    "uid",
+    "experiment_id",
+    "seq",
+    "repeat_index",
+    "param",
+    "value",
+    "config_json",
+    "workload_json",
+    "workload_fingerprint",
+    "engine",
+    "vllm_version",
+    "model",
+    "backend",
+    "hardware",
+    "status",
+    "phase",
+    "failure_kind",
+    "failure_reason",
+    "failure_hint",
+    "started_at",
+    "finished_at",
+    "time_to_healthy_s",
+    "kv_cache_tokens",
+    "kv_cache_memory_bytes",
+    "max_concurrency",
+    "summary_json",
+    "health_json",
+    "author",
+    "host",
+    "notes",
+    "tags",
+    "hidden",
     *SUMMARY_COLUMNS,
 )
 
@@ -716,8 +963,10 @@ def load_runs(db: Any, run_ids: Iterable[int]) -> list[dict[str, Any]]:
         return []
     cols = ", ".join(RUN_COLUMNS)
     marks = ",".join("?" * len(ids))
-    found = {r["id"]: _decode_run(dict(r)) for r in
-             db.query(f"select {cols} from runs where id in ({marks})", ids)}
+    found = {
+        r["id"]: _decode_run(dict(r))
+        for r in db.query(f"select {cols} from runs where id in ({marks})", ids)
+    }
     missing = [i for i in ids if i not in found]
     if missing:
         raise StoreError(f"no run {', '.join(map(str, missing))}")
@@ -725,8 +974,12 @@ def load_runs(db: Any, run_ids: Iterable[int]) -> list[dict[str, Any]]:
 
 
 def experiment_run_ids(db: Any, experiment_id: int) -> list[int]:
-    return [int(r[0]) for r in db.execute(
-        "select id from runs where experiment_id = ? order by seq, id", [experiment_id])]
+    return [
+        int(r[0])
+        for r in db.execute(
+            "select id from runs where experiment_id = ? order by seq, id", [experiment_id]
+        )
+    ]
 
 
 def request_columns(db: Any, run_id: int, with_itl: bool = False) -> m.Columns:
@@ -734,10 +987,22 @@ def request_columns(db: Any, run_id: int, with_itl: bool = False) -> m.Columns:
     itl_col = "itl_json" if with_itl else "null"
     rows = db.execute(
         f"select start_s, ttft_s, end_s, output_tokens, prompt_tokens, ok, error_kind, {itl_col} "
-        "from requests where run_id = ? order by idx", [run_id]).fetchall()
-    maps = [{"start": r[0], "ttft": r[1], "end": r[2], "output_tokens": r[3],
-             "prompt_tokens": r[4], "ok": r[5], "error_kind": r[6],
-             "itl": json.loads(r[7]) if r[7] else []} for r in rows]
+        "from requests where run_id = ? order by idx",
+        [run_id],
+    ).fetchall()
+    maps = [
+        {
+            "start": r[0],
+            "ttft": r[1],
+            "end": r[2],
+            "output_tokens": r[3],
+            "prompt_tokens": r[4],
+            "ok": r[5],
+            "error_kind": r[6],
+            "itl": json.loads(r[7]) if r[7] else [],
+        }
+        for r in rows
+    ]
     return m.columns(maps)
 
 
@@ -749,12 +1014,15 @@ def request_loader(db: Any) -> RequestLoader:
 def latency_sample(db: Any, run_id: int, max_rows: int = 2000) -> dict[str, np.ndarray]:
     """Per-request TTFT, TPOT, E2EL (ms) of successful requests, every k-th row when there are
     more than `max_rows` (a CDF needs its shape, not every row)."""
-    count = int(db.execute("select count(*) from requests where run_id = ?",
-                           [run_id]).fetchone()[0])
+    count = int(
+        db.execute("select count(*) from requests where run_id = ?", [run_id]).fetchone()[0]
+    )
     stride = max(1, math.ceil(count / max_rows)) if max_rows else 1
     rows = db.execute(
         "select start_s, ttft_s, end_s, output_tokens from requests where run_id = ? and ok = 1 "
-        "and idx % ? = 0", [run_id, stride]).fetchall()
+        "and idx % ? = 0",
+        [run_id, stride],
+    ).fetchall()
     if not rows:
         empty = np.zeros(0)
         return {"ttft": empty, "tpot": empty, "e2el": empty}
@@ -768,20 +1036,25 @@ def latency_sample(db: Any, run_id: int, max_rows: int = 2000) -> dict[str, np.n
     return {"ttft": tt * 1000.0, "tpot": tpot * 1000.0, "e2el": e2el * 1000.0}
 
 
-def load_series(db: Any, run_id: int, series: str, max_points: int = 500,
-                sum_labels: bool = True) -> list[tuple[float, float]]:
+def load_series(
+    db: Any, run_id: int, series: str, max_points: int = 500, sum_labels: bool = True
+) -> list[tuple[float, float]]:
     """One sample series downsampled in SQL to <= max_points buckets of time: the max of each
     bucket (peaks survive; for a cumulative counter the max is its last value). With `sum_labels`
     the labels (GPUs) are added up per bucket, so a 2-GPU box shows the whole server."""
-    row = db.execute("select min(t_s), max(t_s), count(*) from samples where run_id = ? and "
-                     "series = ?", [run_id, series]).fetchone()
+    row = db.execute(
+        "select min(t_s), max(t_s), count(*) from samples where run_id = ? and series = ?",
+        [run_id, series],
+    ).fetchone()
     if not row or not row[2]:
         return []
     t0, t1, _n = row
     width = max((t1 - t0) / max(1, max_points), 1e-9)
     rows = db.execute(
         "select label, cast((t_s - ?) / ? as integer) as b, max(t_s), max(value) from samples "
-        "where run_id = ? and series = ? group by label, b", [t0, width, run_id, series]).fetchall()
+        "where run_id = ? and series = ? group by label, b",
+        [t0, width, run_id, series],
+    ).fetchall()
     if not sum_labels:
         merged: dict[int, tuple[float, float]] = {}
         for _label, b, t, v in rows:
@@ -802,23 +1075,56 @@ def available_series(db: Any, run_ids: Iterable[int]) -> set[str]:
         return set()
     marks = ",".join("?" * len(ids))
     # One index probe per (run, series) name the dashboard knows, instead of a scan.
-    known = ("tree_rss_bytes", "gpu_tree_bytes", "gpu_used_bytes", "kv_cache_usage_perc",
-             "generation_tokens_total", "num_requests_running", "num_requests_waiting")
+    known = (
+        "tree_rss_bytes",
+        "gpu_tree_bytes",
+        "gpu_used_bytes",
+        "kv_cache_usage_perc",
+        "generation_tokens_total",
+        "num_requests_running",
+        "num_requests_waiting",
+    )
     out = set()
     for name in known:
-        hit = db.execute(f"select 1 from samples where run_id in ({marks}) and series = ? limit 1",
-                         [*ids, name]).fetchone()
+        hit = db.execute(
+            f"select 1 from samples where run_id in ({marks}) and series = ? limit 1", [*ids, name]
+        ).fetchone()
         if hit:
             out.add(name)
     return out
 
 
 HISTORY_COLUMNS: tuple[str, ...] = (
-    "id", "experiment_id", "seq", "repeat_index", "param", "value", "status", "failure_kind",
-    "engine", "vllm_version", "model", "hardware", "output_throughput", "mean_ttft_ms",
-    "p99_ttft_ms", "mean_tpot_ms", "peak_tree_rss_bytes", "peak_gpu_tree_bytes",
-    "peak_kv_cache_usage_perc", "kv_cache_tokens", "preemptions", "failed", "author", "host",
-    "origin", "notes", "tags", "hidden", "started_at", "finished_at",
+    "id",
+    "experiment_id",
+    "seq",
+    "repeat_index",
+    "param",
+    "value",
+    "status",
+    "failure_kind",
+    "engine",
+    "vllm_version",
+    "model",
+    "hardware",
+    "output_throughput",
+    "mean_ttft_ms",
+    "p99_ttft_ms",
+    "mean_tpot_ms",
+    "peak_tree_rss_bytes",
+    "peak_gpu_tree_bytes",
+    "peak_kv_cache_usage_perc",
+    "kv_cache_tokens",
+    "preemptions",
+    "failed",
+    "author",
+    "host",
+    "origin",
+    "notes",
+    "tags",
+    "hidden",
+    "started_at",
+    "finished_at",
 )
 
 
@@ -827,6 +1133,10 @@ def history_rows(db: Any, include_hidden: bool = True) -> list[dict[str, Any]]:
     experiment's name, newest first."""
     cols = ", ".join(f"r.{c}" for c in HISTORY_COLUMNS)
     where = "" if include_hidden else "where coalesce(r.hidden, 0) = 0"
-    return [dict(r) for r in db.query(
-        f"select {cols}, e.name as experiment_name from runs r left join experiments e "
-        f"on e.id = r.experiment_id {where} order by r.id desc")]
+    return [
+        dict(r)
+        for r in db.query(
+            f"select {cols}, e.name as experiment_name from runs r left join experiments e "
+            f"on e.id = r.experiment_id {where} order by r.id desc"
+        )
+    ]

@@ -5,6 +5,7 @@ The runner is its own process (`python -m tuning run-experiment`), started in it
 outlives the page that asked for it. SQLite is its only output: progress, phase, heartbeat, runs,
 per-request rows and samples. One experiment at a time per machine (a lock file).
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -15,22 +16,29 @@ import tempfile
 import threading
 import time
 import traceback
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
+from core.records import SampleRow
 from store import open_db, repo
-
 from tuning import hardware
 from tuning.engine import EngineSpec
 from tuning.params import build_launch, format_value, get_param, validate_config, validate_value
-from core.records import SampleRow
 from tuning.server import ServerProcess, StartFailure, stop_group
 from tuning.settings import REPO_ROOT, lab_home, load_settings
-from tuning.telemetry.recorder import (GpuSampler, MetricsSampler, ProcessTreeSampler, Telemetry, peaks,
-                        read_gpu_used, wait_gpu_memory_released)
+from tuning.telemetry.recorder import (
+    GpuSampler,
+    MetricsSampler,
+    ProcessTreeSampler,
+    Telemetry,
+    peaks,
+    read_gpu_used,
+    wait_gpu_memory_released,
+)
 from tuning.workload import LocalTokenizer, ServerTokenizer, Workload, build_prompts
 
 HEARTBEAT_S = 2.0
@@ -45,7 +53,11 @@ class RunnerBusy(RuntimeError):
 def lock_path() -> Path:
     """One lock per machine (not per DB): two experiments at once would measure each other."""
     override = os.environ.get("TUNING_LAB_LOCK")
-    return Path(override) if override else Path(tempfile.gettempdir()) / f"vllm-tuning-lab-{os.getuid()}.lock"
+    return (
+        Path(override)
+        if override
+        else Path(tempfile.gettempdir()) / f"vllm-tuning-lab-{os.getuid()}.lock"
+    )
 
 
 def runner_busy() -> bool:
@@ -76,19 +88,32 @@ def schedule(values: list[Any], repeats: int) -> list[tuple[Any, int]]:
     return [(value, r) for r in range(max(1, repeats)) for value in values]
 
 
-def plan_experiment(db_path: str | Path, *, param: str, values: list[Any], workload: Workload,
-                    engine: EngineSpec | None, base_config: dict[str, Any] | None = None,
-                    repeats: int = 1, base_url: str | None = None, model: str | None = None,
-                    name: str | None = None, author: str = "", host: str = "") -> int:
+def plan_experiment(
+    db_path: str | Path,
+    *,
+    param: str,
+    values: list[Any],
+    workload: Workload,
+    engine: EngineSpec | None,
+    base_config: dict[str, Any] | None = None,
+    repeats: int = 1,
+    base_url: str | None = None,
+    model: str | None = None,
+    name: str | None = None,
+    author: str = "",
+    host: str = "",
+) -> int:
     """Validate everything and write the experiment row; nothing starts here."""
     p = get_param(param)
     clean_values = [validate_value(p.name, v) for v in values]
     if base_url is None and engine is None:
         raise ValueError("an experiment needs an engine to start or a base URL to attach to")
     if base_url is not None and p.restarts_server:
-        raise ValueError(f"{p.name} needs a server restart; an attached server (base URL) can only "
-                         "vary workload parameters: concurrency, input-len, output-len, "
-                         "shared-prefix-len")
+        raise ValueError(
+            f"{p.name} needs a server restart; an attached server (base URL) can only "
+            "vary workload parameters: concurrency, input-len, output-len, "
+            "shared-prefix-len"
+        )
     if not author or not host:
         settings = load_settings()
         author, host = author or settings.resolved_author(), host or settings.resolved_host()
@@ -99,16 +124,26 @@ def plan_experiment(db_path: str | Path, *, param: str, values: list[Any], workl
         config.pop(p.name, None)
     db = open_db(db_path)
     return repo.create_experiment(
-        db, name=name or f"{p.name} = {', '.join(format_value(v) for v in clean_values)}",
-        param=p.name, values_json=clean_values, repeats=max(1, repeats), config_json=config,
-        workload_json=workload.to_dict(), engine_json=engine.to_json() if engine else None,
-        base_url=base_url, model=model or (engine.served_model_name if engine else None),
-        runs_total=len(clean_values) * max(1, repeats), author=author, host=host)
+        db,
+        name=name or f"{p.name} = {', '.join(format_value(v) for v in clean_values)}",
+        param=p.name,
+        values_json=clean_values,
+        repeats=max(1, repeats),
+        config_json=config,
+        workload_json=workload.to_dict(),
+        engine_json=engine.to_json() if engine else None,
+        base_url=base_url,
+        model=model or (engine.served_model_name if engine else None),
+        runs_total=len(clean_values) * max(1, repeats),
+        author=author,
+        host=host,
+    )
 
 
 @dataclass
 class _Live:
     """What the heartbeat thread writes; the runner thread updates it."""
+
     phase: str = "starting"
     requests_done: int = 0
     requests_total: int = 0
@@ -117,12 +152,17 @@ class _Live:
 
 
 def _utc() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 class ExperimentRunner:
-    def __init__(self, db_path: str | Path, experiment_id: int, progress: Progress | None = None,
-                 start_timeout: float = 300.0):
+    def __init__(
+        self,
+        db_path: str | Path,
+        experiment_id: int,
+        progress: Progress | None = None,
+        start_timeout: float = 300.0,
+    ):
         self.db_path = Path(db_path)
         self.db = open_db(self.db_path)
         self.experiment_id = experiment_id
@@ -148,10 +188,13 @@ class ExperimentRunner:
 
     def _beat(self, db: Any) -> None:
         with self._lock:
-            fields = {"heartbeat_at": _utc(), "phase": self.live.phase,
-                      "requests_done": self.live.requests_done,
-                      "requests_total": self.live.requests_total,
-                      "current_run_id": self.live.current_run_id}
+            fields = {
+                "heartbeat_at": _utc(),
+                "phase": self.live.phase,
+                "requests_done": self.live.requests_done,
+                "requests_total": self.live.requests_total,
+                "current_run_id": self.live.current_run_id,
+            }
         repo.update_experiment(db, self.experiment_id, **fields)
         if repo.cancel_requested(db, self.experiment_id):
             self.live.cancel.set()
@@ -169,8 +212,14 @@ class ExperimentRunner:
     # -- the loop -------------------------------------------------------------------------------
     def run(self) -> list[int]:
         exp = self.exp
-        repo.update_experiment(self.db, self.experiment_id, status="running", started_at=_utc(),
-                               runner_pid=os.getpid(), heartbeat_at=_utc())
+        repo.update_experiment(
+            self.db,
+            self.experiment_id,
+            status="running",
+            started_at=_utc(),
+            runner_pid=os.getpid(),
+            heartbeat_at=_utc(),
+        )
         beat = threading.Thread(target=self._heartbeat, daemon=True)
         beat.start()
         run_ids: list[int] = []
@@ -184,8 +233,9 @@ class ExperimentRunner:
                     break
                 run_ids.append(self._run_value(seq, value, repeat, workload))
                 repo.update_experiment(self.db, self.experiment_id, runs_done=seq + 1)
-                self.progress("run_done", {"done": seq + 1, "total": len(plan),
-                                           "run_id": run_ids[-1]})
+                self.progress(
+                    "run_done", {"done": seq + 1, "total": len(plan), "run_id": run_ids[-1]}
+                )
             if self.live.cancel.is_set():
                 status = "cancelled"
         except Exception as exc:  # the experiment row must say why it stopped
@@ -196,8 +246,15 @@ class ExperimentRunner:
             self._stop_server()
             self._stop_heartbeat.set()
             beat.join(timeout=5)
-            repo.update_experiment(self.db, self.experiment_id, status=status, error=error,
-                                   phase=status, finished_at=_utc(), heartbeat_at=_utc())
+            repo.update_experiment(
+                self.db,
+                self.experiment_id,
+                status=status,
+                error=error,
+                phase=status,
+                finished_at=_utc(),
+                heartbeat_at=_utc(),
+            )
         return run_ids
 
     def _engine(self) -> EngineSpec | None:
@@ -216,49 +273,77 @@ class ExperimentRunner:
             wl = workload.with_value(param.name, value)
         hw = hardware.describe()
         run_id = repo.create_run(
-            self.db, experiment_id=self.experiment_id, seq=seq, repeat_index=repeat,
-            param=param.name, value=format_value(value), config_json=config,
-            workload_json=wl.to_dict(), workload_fingerprint=wl.fingerprint(),
+            self.db,
+            experiment_id=self.experiment_id,
+            seq=seq,
+            repeat_index=repeat,
+            param=param.name,
+            value=format_value(value),
+            config_json=config,
+            workload_json=wl.to_dict(),
+            workload_fingerprint=wl.fingerprint(),
             engine=engine.name if engine else "attached",
             vllm_version=engine.vllm_version if engine else None,
-            model=exp.get("model"), backend=engine.backend if engine else None,
-            hardware=hw["summary"] if engine else None, hardware_json=hw if engine else None,
-            base_url=exp.get("base_url"), started_at=_utc(), author=exp.get("author"),
-            host=exp.get("host"), status="running")
+            model=exp.get("model"),
+            backend=engine.backend if engine else None,
+            hardware=hw["summary"] if engine else None,
+            hardware_json=hw if engine else None,
+            base_url=exp.get("base_url"),
+            started_at=_utc(),
+            author=exp.get("author"),
+            host=exp.get("host"),
+            status="running",
+        )
         with self._lock:
             self.live.current_run_id = run_id
             self.live.requests_done = 0
             self.live.requests_total = wl.num_requests
         try:
-            base_url, t0 = self._ensure_server(run_id, config, engine, restart=param.restarts_server)
+            base_url, t0 = self._ensure_server(
+                run_id, config, engine, restart=param.restarts_server
+            )
         except StartFailure as failure:
-            repo.update_run(self.db, run_id, status="failed", phase="failed",
-                            failure_kind=failure.kind, failure_reason=failure.reason,
-                            failure_hint=failure.hint, log_tail=failure.log_tail,
-                            finished_at=_utc())
+            repo.update_run(
+                self.db,
+                run_id,
+                status="failed",
+                phase="failed",
+                failure_kind=failure.kind,
+                failure_reason=failure.reason,
+                failure_hint=failure.hint,
+                log_tail=failure.log_tail,
+                finished_at=_utc(),
+            )
             self.progress("run_failed", {"run_id": run_id, **failure.to_dict()})
             return run_id
         if self.live.cancel.is_set():
-            repo.update_run(self.db, run_id, status="cancelled", phase="cancelled",
-                            finished_at=_utc())
+            repo.update_run(
+                self.db, run_id, status="cancelled", phase="cancelled", finished_at=_utc()
+            )
             return run_id
         try:
             return self._measure(run_id, base_url, t0, wl, engine)
         except Exception as exc:  # a lab bug or a lost server: this value failed, the rest go on
-            repo.update_run(self.db, run_id, status="failed", phase="failed",
-                            failure_kind="measurement_error",
-                            failure_reason=f"{type(exc).__name__}: {exc}"[:2000],
-                            failure_hint="The load or its bookkeeping failed after the server "
-                                         "was healthy; the traceback is in the runner's log.",
-                            log_tail="".join(traceback.format_exc())[-4000:],
-                            finished_at=_utc())
+            repo.update_run(
+                self.db,
+                run_id,
+                status="failed",
+                phase="failed",
+                failure_kind="measurement_error",
+                failure_reason=f"{type(exc).__name__}: {exc}"[:2000],
+                failure_hint="The load or its bookkeeping failed after the server "
+                "was healthy; the traceback is in the runner's log.",
+                log_tail="".join(traceback.format_exc())[-4000:],
+                finished_at=_utc(),
+            )
             traceback.print_exc()
             self._stop_server()
             return run_id
 
     # -- server ---------------------------------------------------------------------------------
-    def _ensure_server(self, run_id: int, config: dict[str, Any], engine: EngineSpec | None,
-                       restart: bool) -> tuple[str, float]:
+    def _ensure_server(
+        self, run_id: int, config: dict[str, Any], engine: EngineSpec | None, restart: bool
+    ) -> tuple[str, float]:
         """A healthy server for this run; a restart for every server parameter (and repeat)."""
         if engine is None:
             repo.update_run(self.db, run_id, phase="attached")
@@ -269,12 +354,20 @@ class ExperimentRunner:
         self._phase("stopping", run_id)
         self._stop_server()
         self._phase("starting", run_id)
-        launch = build_launch(engine.command, engine.model, engine.served_model_name, config,
-                              engine.backend, load_format=engine.load_format, base_env=engine.env)
+        launch = build_launch(
+            engine.command,
+            engine.model,
+            engine.served_model_name,
+            config,
+            engine.backend,
+            load_format=engine.load_format,
+            base_env=engine.env,
+        )
         log_path = self.log_dir / f"run-{run_id}.log"
         server = ServerProcess(launch, log_path)
-        repo.update_run(self.db, run_id, argv_json=launch.argv, env_json=launch.env,
-                        log_path=str(log_path))
+        repo.update_run(
+            self.db, run_id, argv_json=launch.argv, env_json=launch.env, log_path=str(log_path)
+        )
         self.server_t0 = time.monotonic()
         self.server_facts = {}
         server.start()
@@ -296,13 +389,18 @@ class ExperimentRunner:
 
     def _store_server_facts(self, run_id: int, reused: bool) -> None:
         f = self.server_facts
-        repo.update_run(self.db, run_id, time_to_healthy_s=None if reused else f.get("time_to_healthy_s"),
-                        kv_cache_tokens=f.get("kv_cache_tokens"),
-                        kv_cache_memory_bytes=f.get("kv_cache_memory_bytes"),
-                        max_concurrency=f.get("max_concurrency"), block_size=f.get("block_size"),
-                        weights_memory_gib=f.get("weights_memory_gib"),
-                        startup_json={**f, "reused_server": reused},
-                        server_pid=self.server.pid if self.server else None)
+        repo.update_run(
+            self.db,
+            run_id,
+            time_to_healthy_s=None if reused else f.get("time_to_healthy_s"),
+            kv_cache_tokens=f.get("kv_cache_tokens"),
+            kv_cache_memory_bytes=f.get("kv_cache_memory_bytes"),
+            max_concurrency=f.get("max_concurrency"),
+            block_size=f.get("block_size"),
+            weights_memory_gib=f.get("weights_memory_gib"),
+            startup_json={**f, "reused_server": reused},
+            server_pid=self.server.pid if self.server else None,
+        )
         if f.get("vllm_version"):  # what the server says beats what the settings guessed
             repo.update_run(self.db, run_id, vllm_version=f["vllm_version"])
 
@@ -329,8 +427,10 @@ class ExperimentRunner:
         self._finish_telemetry()
         self._sink_db = open_db(self.db_path)
         self._telemetry_run = run_id
-        samplers = [ProcessTreeSampler(server.pid or 0, period=0.1),
-                    GpuSampler(server.pid or 0, period=0.1)]
+        samplers = [
+            ProcessTreeSampler(server.pid or 0, period=0.1),
+            GpuSampler(server.pid or 0, period=0.1),
+        ]
         self._telemetry = Telemetry(origin=t0)
         self._telemetry.start(samplers, self._sink)
 
@@ -348,14 +448,18 @@ class ExperimentRunner:
     def _relabel(self, run_id: int) -> None:
         """Process labels from the engine's own log lines (`(EngineCore pid=N)`)."""
         pids = self.server_facts.get("engine_pids") or {}
-        names = {int(pid): name for name, pid in pids.items()
-                 if name in ("APIServer", "EngineCore") or name.startswith(("Worker", "EngineCore"))}
+        names = {
+            int(pid): name
+            for name, pid in pids.items()
+            if name in ("APIServer", "EngineCore") or name.startswith(("Worker", "EngineCore"))
+        }
         if names:
             repo.relabel_processes(open_db(self.db_path), run_id, names)
 
     # -- measuring ------------------------------------------------------------------------------
-    def _measure(self, run_id: int, base_url: str, t0: float, wl: Workload,
-                 engine: EngineSpec | None) -> int:
+    def _measure(
+        self, run_id: int, base_url: str, t0: float, wl: Workload, engine: EngineSpec | None
+    ) -> int:
         from tuning.health import run_health, scrape_counters
         from tuning.loadgen.client import run_load_in_subprocess
         from tuning.metrics import summarize
@@ -381,10 +485,16 @@ class ExperimentRunner:
                 self.live.requests_done = done
                 self.live.requests_total = total
 
-        result = run_load_in_subprocess(base_url, model, prompts, wl,
-                                        api_key=os.environ.get("OPENAI_API_KEY"),
-                                        on_progress=on_progress, cancel=self.live.cancel,
-                                        on_phase=on_phase)
+        result = run_load_in_subprocess(
+            base_url,
+            model,
+            prompts,
+            wl,
+            api_key=os.environ.get("OPENAI_API_KEY"),
+            on_progress=on_progress,
+            cancel=self.live.cancel,
+            on_phase=on_phase,
+        )
         load_end = time.monotonic() - t0
         after = scrape_counters(base_url)
         load_start = marks.get("load_start", load_end - result.duration_s)
@@ -398,20 +508,28 @@ class ExperimentRunner:
         summary = summarize(result.records, result.duration_s)
         samples = repo.get_samples(self.db, run_id)
         rows = [SampleRow(s["t_s"], s["series"], s["value"], s["label"]) for s in samples]
-        summary.update(peaks(rows, gpu_baseline=self.gpu_baseline or None,
-                             window=(load_start, load_end)))
+        summary.update(
+            peaks(rows, gpu_baseline=self.gpu_baseline or None, window=(load_start, load_end))
+        )
         health = run_health(result, wl, samples, load_start, marks.get("before"), after)
-        summary.update(achieved_concurrency=health["achieved_concurrency"],
-                       steady_output_throughput=health["steady_output_throughput"],
-                       client_bound=int(health["client_bound"]),
-                       load_window_s=[load_start, load_end])
+        summary.update(
+            achieved_concurrency=health["achieved_concurrency"],
+            steady_output_throughput=health["steady_output_throughput"],
+            client_bound=int(health["client_bound"]),
+            load_window_s=[load_start, load_end],
+        )
         health["client"] = result.health()
         repo.store_summary(self.db, run_id, summary)
         cancelled = self.live.cancel.is_set() or result.cancelled
-        repo.update_run(self.db, run_id, health_json=health,
-                        status="cancelled" if cancelled else "done",
-                        phase="cancelled" if cancelled else "done", finished_at=_utc(),
-                        log_tail=self.server.log_tail() if self.server else None)
+        repo.update_run(
+            self.db,
+            run_id,
+            health_json=health,
+            status="cancelled" if cancelled else "done",
+            phase="cancelled" if cancelled else "done",
+            finished_at=_utc(),
+            log_tail=self.server.log_tail() if self.server else None,
+        )
         self.progress("measured", {"run_id": run_id, "summary": summary})
         return run_id
 
@@ -432,15 +550,29 @@ def _tokenizer_for(engine: EngineSpec | None, base_url: str, model: str) -> Any:
 
 # --- the runner as a process -------------------------------------------------------------------
 
+
 def spawn_runner(db_path: str | Path, experiment_id: int) -> int:
     """Start `python -m tuning run-experiment` in its own session; the page returns at once."""
     log_dir = lab_home() / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     log = open(log_dir / f"runner-{experiment_id}.log", "ab")
-    proc = subprocess.Popen([sys.executable, "-m", "tuning", "run-experiment", "--db",
-                             str(db_path), "--id", str(experiment_id)], stdout=log,
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True, cwd=str(REPO_ROOT))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tuning",
+            "run-experiment",
+            "--db",
+            str(db_path),
+            "--id",
+            str(experiment_id),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        cwd=str(REPO_ROOT),
+    )
     log.close()
     db = open_db(db_path)
     repo.update_experiment(db, experiment_id, runner_pid=proc.pid, heartbeat_at=_utc())
@@ -472,12 +604,22 @@ def reap_stale(db_path: str | Path) -> list[int]:
                 if run["status"] in ("running", "pending"):
                     if run.get("server_pid") and _pid_alive(int(run["server_pid"])):
                         stop_group(int(run["server_pid"]))
-                    repo.update_run(db, int(run["id"]), status="failed", phase="failed",
-                                    failure_kind="runner_died",
-                                    failure_hint="The runner process stopped without finishing; "
-                                                 "its log is under data/logs/.")
-            repo.update_experiment(db, int(exp["id"]), status="failed", phase="failed",
-                                   error="runner stopped beating (died or was killed)")
+                    repo.update_run(
+                        db,
+                        int(run["id"]),
+                        status="failed",
+                        phase="failed",
+                        failure_kind="runner_died",
+                        failure_hint="The runner process stopped without finishing; "
+                        "its log is under data/logs/.",
+                    )
+            repo.update_experiment(
+                db,
+                int(exp["id"]),
+                status="failed",
+                phase="failed",
+                error="runner stopped beating (died or was killed)",
+            )
             reaped.append(int(exp["id"]))
     return reaped
 
@@ -496,7 +638,11 @@ def _pid_alive(pid: int) -> bool:
         return True
 
 
-def run_experiment(db_path: str | Path, experiment_id: int, progress: Progress | None = None,
-                   start_timeout: float = 300.0) -> list[int]:
+def run_experiment(
+    db_path: str | Path,
+    experiment_id: int,
+    progress: Progress | None = None,
+    start_timeout: float = 300.0,
+) -> list[int]:
     with machine_lock():
         return ExperimentRunner(db_path, experiment_id, progress, start_timeout).run()

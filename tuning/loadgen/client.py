@@ -21,6 +21,7 @@ Why it is built this way:
 - The API key comes from OPENAI_API_KEY (or an explicit argument); it is sent as a Bearer header and
   scrubbed from every error text the lab stores.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -40,10 +41,10 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import repeat
-from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import aiohttp
 
@@ -59,20 +60,22 @@ _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
 def resolve_transport(transport: str, base_url: str) -> str:
-    """"auto": the lean raw reader for a plain-HTTP loopback server (every engine the lab starts),
+    """ "auto": the lean raw reader for a plain-HTTP loopback server (every engine the lab starts),
     aiohttp for anything else (proxies, remote gateways, TLS)."""
     if transport != "auto":
         return transport
     parts = urllib.parse.urlsplit(base_url if "://" in base_url else "http://" + base_url)
     return "raw" if parts.scheme == "http" and parts.hostname in _LOOPBACK else "aiohttp"
+
+
 PhaseCallback = Callable[[str], None]  # called with "warming_up", then "loading"
 
-READ_BUFSIZE = 10 * 2**20        # bytes; aiohttp's 64 KiB default throttles long contexts (vllm#39963)
-MONITOR_TICK_S = 0.010            # the loop-lag probe's sleep
-TIMELINE_EVERY = 10               # ticks between in-flight samples (about 100 ms)
-PROGRESS_EVERY = 25               # ticks between progress callbacks (about 250 ms)
-GC_YOUNG_LIMIT = 200_000          # young objects before the monitor runs a gen-0/1 collection
-ERROR_EXCERPT = 300               # characters of a server's error body kept in a record
+READ_BUFSIZE = 10 * 2**20  # bytes; aiohttp's 64 KiB default throttles long contexts (vllm#39963)
+MONITOR_TICK_S = 0.010  # the loop-lag probe's sleep
+TIMELINE_EVERY = 10  # ticks between in-flight samples (about 100 ms)
+PROGRESS_EVERY = 25  # ticks between progress callbacks (about 250 ms)
+GC_YOUNG_LIMIT = 200_000  # young objects before the monitor runs a gen-0/1 collection
+ERROR_EXCERPT = 300  # characters of a server's error body kept in a record
 
 _SEP = b"\n\n"
 _CONTENT = b'"choices":[{'
@@ -112,8 +115,9 @@ def _scrub(text: str, secret: str | None) -> str:
     return text
 
 
-def check_endpoint(base_url: str, model: str, api_key: str | None = None,
-                   timeout_s: float = 10.0) -> list[str]:
+def check_endpoint(
+    base_url: str, model: str, api_key: str | None = None, timeout_s: float = 10.0
+) -> list[str]:
     """GET /v1/models and say plainly what is wrong; returns the served model ids.
 
     401/403 -> check OPENAI_API_KEY; 404, refused or unreachable -> check the base URL; a model that
@@ -135,13 +139,18 @@ def check_endpoint(base_url: str, model: str, api_key: str | None = None,
     except urllib.error.HTTPError as exc:
         if exc.code in (401, 403):
             what = "no API key was sent" if not key else "the API key was refused"
-            raise EndpointError(f"{shown}/v1/models answered HTTP {exc.code}: {what}; "
-                                "check OPENAI_API_KEY") from None
+            raise EndpointError(
+                f"{shown}/v1/models answered HTTP {exc.code}: {what}; check OPENAI_API_KEY"
+            ) from None
         if exc.code == 404:
-            raise EndpointError(f"{shown}/v1/models answered HTTP 404: this is not an "
-                                "OpenAI-compatible server root; check the base URL") from None
-        raise EndpointError(f"{shown}/v1/models answered HTTP {exc.code}; check the base URL "
-                            "and that the server is healthy") from None
+            raise EndpointError(
+                f"{shown}/v1/models answered HTTP 404: this is not an "
+                "OpenAI-compatible server root; check the base URL"
+            ) from None
+        raise EndpointError(
+            f"{shown}/v1/models answered HTTP {exc.code}; check the base URL "
+            "and that the server is healthy"
+        ) from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         if isinstance(reason, ConnectionRefusedError):
@@ -150,17 +159,21 @@ def check_endpoint(base_url: str, model: str, api_key: str | None = None,
             why = f"no answer in {timeout_s:g} s"
         else:
             why = _scrub(str(reason), key)
-        raise EndpointError(f"cannot reach {shown} ({why}); check the base URL and that the "
-                            "server is running") from None
+        raise EndpointError(
+            f"cannot reach {shown} ({why}); check the base URL and that the server is running"
+        ) from None
     try:
         data = json.loads(body)
         served = [str(item["id"]) for item in data["data"]]
     except (ValueError, KeyError, TypeError):
-        raise EndpointError(f"{shown}/v1/models did not answer a model list; check the base "
-                            "URL") from None
+        raise EndpointError(
+            f"{shown}/v1/models did not answer a model list; check the base URL"
+        ) from None
     if model not in served:
-        raise EndpointError(f"model {model!r} is not served at {shown}; check the model name "
-                            f"(served: {', '.join(served) or 'none'})")
+        raise EndpointError(
+            f"model {model!r} is not served at {shown}; check the model name "
+            f"(served: {', '.join(served) or 'none'})"
+        )
     return served
 
 
@@ -173,6 +186,7 @@ class LoadResult:
     core busy); `loop_cpu_s` is the event-loop thread's own CPU, which stays honest when telemetry
     threads share the process.
     """
+
     records: list[RequestRecord]
     duration_s: float
     started_at_unix: float
@@ -194,8 +208,10 @@ class LoadResult:
         # Short on purpose: asyncio.Runner formats the main task's result in a ValueError message
         # on its way out (signal.getsignal), and a full repr of a million records takes seconds.
         ok = sum(1 for r in self.records if r.ok)
-        return (f"LoadResult({len(self.records)} records, {ok} ok, {self.duration_s:.3f} s, "
-                f"C={self.concurrency}, cancelled={self.cancelled})")
+        return (
+            f"LoadResult({len(self.records)} records, {ok} ok, {self.duration_s:.3f} s, "
+            f"C={self.concurrency}, cancelled={self.cancelled})"
+        )
 
     def health(self) -> dict[str, Any]:
         """Everything but the records: the client-side facts stored next to the run."""
@@ -215,18 +231,26 @@ class _Phase:
 class _Client:
     """One session, one workload; `run()` does warm-ups then the measured phase."""
 
-    def __init__(self, base_url: str, model: str, workload: Workload, api_key: str | None,
-                 on_progress: Progress | None, cancel: threading.Event | None,
-                 on_phase: PhaseCallback | None = None,
-                 transport: str = DEFAULT_TRANSPORT) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        workload: Workload,
+        api_key: str | None,
+        on_progress: Progress | None,
+        cancel: threading.Event | None,
+        on_phase: PhaseCallback | None = None,
+        transport: str = DEFAULT_TRANSPORT,
+    ) -> None:
         if transport not in TRANSPORTS:
             raise LoadError(f"transport {transport!r} is not one of {', '.join(TRANSPORTS)}")
         root = server_root(base_url)
         self.transport = resolve_transport(transport, root)
         self._slots: list[list[Any]] = []
         self.workload = workload
-        self.url = root + ("/v1/chat/completions" if workload.endpoint == "chat"
-                           else "/v1/completions")
+        self.url = root + (
+            "/v1/chat/completions" if workload.endpoint == "chat" else "/v1/completions"
+        )
         self.api_key = api_key
         self.on_progress = on_progress
         self.on_phase = on_phase
@@ -235,8 +259,14 @@ class _Client:
         self.stop = False
         self.inflight = 0
         self.t0 = 0.0
-        head = {"model": model, "max_tokens": workload.output_len, "temperature": 0.0,
-                "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
+        head = {
+            "model": model,
+            "max_tokens": workload.output_len,
+            "temperature": 0.0,
+            "ignore_eos": True,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         open_ = json.dumps(head, separators=(",", ":"))[:-1].encode()
         if workload.endpoint == "chat":
             self._body_head = open_ + b',"messages":[{"role":"user","content":'
@@ -246,9 +276,11 @@ class _Client:
             self._body_tail = b"}"
         self.session: aiohttp.ClientSession | None = None
         self._raw_target = _Target.parse(self.url)
-        head = (f"POST {self._raw_target.path} HTTP/1.1\r\nHost: {self._raw_target.host_header}\r\n"
-                "User-Agent: vllm-tuning-lab\r\nAccept: text/event-stream\r\n"
-                "Content-Type: application/json\r\n")
+        head = (
+            f"POST {self._raw_target.path} HTTP/1.1\r\nHost: {self._raw_target.host_header}\r\n"
+            "User-Agent: vllm-tuning-lab\r\nAccept: text/event-stream\r\n"
+            "Content-Type: application/json\r\n"
+        )
         if api_key:
             head += f"Authorization: Bearer {api_key}\r\n"
         self._raw_head = (head + "Content-Length: ").encode("latin-1")
@@ -288,7 +320,7 @@ class _Client:
             self.inflight -= 1
             sse.close(self.t0, self.api_key)
 
-    async def _send_aiohttp(self, sse: "_SSE", body: bytes) -> None:
+    async def _send_aiohttp(self, sse: _SSE, body: bytes) -> None:
         assert self.session is not None
         perf = time.perf_counter
         async with self.session.post(self.url, data=body) as resp:
@@ -304,7 +336,7 @@ class _Client:
                 if not data or not feed(data, perf()):
                     return
 
-    async def _send_raw(self, sse: "_SSE", body: bytes, slot: list[Any]) -> None:
+    async def _send_raw(self, sse: _SSE, body: bytes, slot: list[Any]) -> None:
         """HTTP/1.1 on the worker's own keep-alive socket; see `_RawConnection` for why."""
         request = self._raw_head + str(len(body)).encode() + b"\r\n\r\n" + body
         for attempt in (0, 1):
@@ -359,14 +391,18 @@ class _Client:
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
-        connector = aiohttp.TCPConnector(limit=w.concurrency, limit_per_host=0,
-                                         keepalive_timeout=60, ttl_dns_cache=300)
+        connector = aiohttp.TCPConnector(
+            limit=w.concurrency, limit_per_host=0, keepalive_timeout=60, ttl_dns_cache=300
+        )
         self.session = aiohttp.ClientSession(
-            connector=connector, headers=headers, read_bufsize=READ_BUFSIZE,
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=30))
+            connector=connector,
+            headers=headers,
+            read_bufsize=READ_BUFSIZE,
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=30),
+        )
         try:
-            warm = _Phase(prompts[:w.warmups], [None] * w.warmups)
-            measured = _Phase(prompts[w.warmups:], [None] * w.num_requests)
+            warm = _Phase(prompts[: w.warmups], [None] * w.warmups)
+            measured = _Phase(prompts[w.warmups :], [None] * w.num_requests)
             if warm.prompts and not self._cancelled():
                 self._phase("warming_up")
                 self.t0 = time.perf_counter()
@@ -412,19 +448,32 @@ class _Client:
         records = [r for r in phase.records if r is not None]
         lag_ms = sorted(x * 1000.0 for x in lags) or [0.0]
         return LoadResult(
-            records=records, duration_s=duration, started_at_unix=wall0, t0_perf_counter=t0,
-            concurrency=self.workload.concurrency, client_cpu_s=cpu,
+            records=records,
+            duration_s=duration,
+            started_at_unix=wall0,
+            t0_perf_counter=t0,
+            concurrency=self.workload.concurrency,
+            client_cpu_s=cpu,
             client_cpu_util=cpu / duration if duration > 0 else 0.0,
             loop_cpu_s=time.thread_time() - thread0,
             loop_lag_mean_ms=sum(lag_ms) / len(lag_ms),
             loop_lag_p99_ms=lag_ms[min(len(lag_ms) - 1, int(0.99 * len(lag_ms)))],
-            loop_lag_max_ms=lag_ms[-1], inflight=timeline, warmup_failed=len(warm_failed),
+            loop_lag_max_ms=lag_ms[-1],
+            inflight=timeline,
+            warmup_failed=len(warm_failed),
             warmup_errors=[f"{r.error_kind}: {r.error}" for r in warm_failed[:5]],
-            gc_collections=state["gc"], cancelled=cancelled or self.stop)
+            gc_collections=state["gc"],
+            cancelled=cancelled or self.stop,
+        )
 
-    async def _supervised(self, phase: _Phase, lags: list[float],
-                          timeline: list[tuple[float, int]], state: dict[str, int],
-                          progress: bool) -> bool:
+    async def _supervised(
+        self,
+        phase: _Phase,
+        lags: list[float],
+        timeline: list[tuple[float, int]],
+        state: dict[str, int],
+        progress: bool,
+    ) -> bool:
         """Run a phase beside its monitor; True when it was stopped by `cancel`."""
         main = asyncio.create_task(self._run_phase(phase))
         monitor = asyncio.create_task(self._monitor(main, phase, lags, timeline, state, progress))
@@ -439,9 +488,15 @@ class _Client:
             await asyncio.gather(monitor, return_exceptions=True)
         return self.stop
 
-    async def _monitor(self, main: "asyncio.Task[None]", phase: _Phase, lags: list[float],
-                       timeline: list[tuple[float, int]], state: dict[str, int],
-                       progress: bool) -> None:
+    async def _monitor(
+        self,
+        main: asyncio.Task[None],
+        phase: _Phase,
+        lags: list[float],
+        timeline: list[tuple[float, int]],
+        state: dict[str, int],
+        progress: bool,
+    ) -> None:
         """Loop lag every 10 ms; in-flight, cancel and progress every 100-250 ms; bounded GC."""
         perf = time.perf_counter
         total = len(phase.prompts)
@@ -490,6 +545,7 @@ class _SSE:
     `bytes.count/find`; the first chunk, usage, [DONE], errors and anything unusual go through
     `_classify` one by one.
     """
+
     __slots__ = ("rec", "st", "itl", "last", "first", "done", "usage", "fail", "pending")
 
     def __init__(self, rec: RequestRecord, st: float) -> None:
@@ -517,7 +573,7 @@ class _SSE:
         if cut < 0:
             self.pending = data
             return True
-        self.pending = data[cut + 2:] if cut + 2 < len(data) else b""
+        self.pending = data[cut + 2 :] if cut + 2 < len(data) else b""
         itl = self.itl
         first = self.first
         last = self.last
@@ -531,8 +587,11 @@ class _SSE:
                     if le < 0:
                         le = cut
                     n = data.count(_SEP, pos, le) + 1
-                    if (data.count(_CONTENT, pos, le) == n and data.find(_ERROR_KEY, pos, le) < 0
-                            and data.find(_USAGE, pos, le) < 0):
+                    if (
+                        data.count(_CONTENT, pos, le) == n
+                        and data.find(_ERROR_KEY, pos, le) < 0
+                        and data.find(_USAGE, pos, le) < 0
+                    ):
                         itl.append(t - last)  # n chunks that arrived together
                         if n > 1:
                             itl.extend(repeat(0.0, n - 1))
@@ -578,8 +637,11 @@ class _SSE:
         elif not self.done:
             self.fail = ("early_end", "the stream ended without [DONE]")
         elif self.usage is None:
-            self.fail = ("no_usage", "the stream had no usage chunk; output tokens unknown "
-                                     "(the lab does not count chunks as tokens)")
+            self.fail = (
+                "no_usage",
+                "the stream had no usage chunk; output tokens unknown "
+                "(the lab does not count chunks as tokens)",
+            )
         else:
             rec.output_tokens = _int_or_none(self.usage.get("completion_tokens"))
             rec.prompt_tokens = _int_or_none(self.usage.get("prompt_tokens"))
@@ -596,7 +658,7 @@ class _SSE:
         else:
             rec.ok = False
             rec.error_kind = self.fail[0]
-            rec.error = _scrub(self.fail[1], secret)[:ERROR_EXCERPT + 100]
+            rec.error = _scrub(self.fail[1], secret)[: ERROR_EXCERPT + 100]
 
 
 # --- the raw HTTP/1.1 transport ------------------------------------------------------------------
@@ -604,6 +666,7 @@ class _SSE:
 # is most of a streaming client's CPU. Here a worker owns one keep-alive socket; a read takes
 # everything the socket has, de-chunks it in one loop and hands it to `_SSE` in one call.
 # HTTP/1.1 only (chunked, Content-Length or until-close bodies), TLS via asyncio, no proxies.
+
 
 class _StaleConnection(ConnectionError):
     """A reused keep-alive socket closed before any byte of the response: safe to resend once."""
@@ -618,7 +681,7 @@ class _Target:
     host_header: str
 
     @classmethod
-    def parse(cls, url: str) -> "_Target":
+    def parse(cls, url: str) -> _Target:
         parts = urllib.parse.urlsplit(url)
         tls = parts.scheme == "https"
         host = parts.hostname or "127.0.0.1"
@@ -651,12 +714,16 @@ class _RawConnection(asyncio.Protocol):
         self.usable = False
 
     @classmethod
-    async def open(cls, target: _Target) -> "_RawConnection":
+    async def open(cls, target: _Target) -> _RawConnection:
         loop = asyncio.get_running_loop()
         context = ssl.create_default_context() if target.tls else None
         _, proto = await loop.create_connection(
-            cls, target.host, target.port, ssl=context,
-            server_hostname=target.host if context is not None else None)
+            cls,
+            target.host,
+            target.port,
+            ssl=context,
+            server_hostname=target.host if context is not None else None,
+        )
         return proto
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -669,7 +736,7 @@ class _RawConnection(asyncio.Protocol):
             except OSError:
                 pass
 
-    def request(self, data: bytes, sse: "_SSE") -> "asyncio.Future[None]":
+    def request(self, data: bytes, sse: _SSE) -> asyncio.Future[None]:
         """Send one request; the future resolves when its response has been read (or fails)."""
         if not self.usable or self.transport is None or self.transport.is_closing():
             raise _StaleConnection("the connection is closed")
@@ -724,7 +791,7 @@ class _RawConnection(asyncio.Protocol):
                 self.head = buf
                 return b""
             lines = buf[:end].decode("latin-1").split("\r\n")
-            rest = buf[end + 4:]
+            rest = buf[end + 4 :]
             parts = lines[0].split(" ", 2)
             try:
                 status = int(parts[1])
@@ -783,8 +850,11 @@ class _RawConnection(asyncio.Protocol):
                 self.sse.http_error(self.status, self.reason, self.error_body)
             self._done(keep=False)
             return
-        self._fail(ConnectionError("the connection closed inside the response"
-                                   + (f": {exc}" if exc else "")))
+        self._fail(
+            ConnectionError(
+                "the connection closed inside the response" + (f": {exc}" if exc else "")
+            )
+        )
 
     def close(self) -> None:
         self.usable = False
@@ -795,20 +865,21 @@ class _RawConnection(asyncio.Protocol):
 
 class _Body:
     """How a response body ends: chunked, Content-Length, or the server closing the socket."""
+
     __slots__ = ("mode", "left", "crlf", "trailer", "complete", "buf", "leftover", "keep_alive")
 
     def __init__(self, mode: str, length: int, keep_alive: bool) -> None:
-        self.mode = mode          # "chunked" | "length" | "close"
-        self.left = length        # bytes left in the current chunk, or of the whole body
-        self.crlf = False         # a chunk's data is done, its CRLF is next
-        self.trailer = False      # past the last (zero-size) chunk
+        self.mode = mode  # "chunked" | "length" | "close"
+        self.left = length  # bytes left in the current chunk, or of the whole body
+        self.crlf = False  # a chunk's data is done, its CRLF is next
+        self.trailer = False  # past the last (zero-size) chunk
         self.complete = mode == "length" and length == 0
         self.buf = b""
         self.leftover = b""
         self.keep_alive = keep_alive and mode != "close"
 
     @classmethod
-    def of(cls, version: str, headers: dict[str, str]) -> "_Body":
+    def of(cls, version: str, headers: dict[str, str]) -> _Body:
         connection = headers.get("connection", "").lower()
         keep = version.upper() == "HTTP/1.1" and "close" not in connection
         if "chunked" in headers.get("transfer-encoding", "").lower():
@@ -826,7 +897,7 @@ class _Body:
             return self._chunked(data)
         if self.mode == "length":
             if len(data) >= self.left:
-                body, self.leftover = data[:self.left], data[self.left:]
+                body, self.leftover = data[: self.left], data[self.left :]
                 self.left = 0
                 self.complete = True
                 return body
@@ -858,7 +929,7 @@ class _Body:
             left = self.left
             if left:
                 if n - pos >= left:
-                    out.append(data[pos:pos + left])
+                    out.append(data[pos : pos + left])
                     pos += left
                     self.left = 0
                     self.crlf = True
@@ -885,7 +956,7 @@ class _Body:
             if self.trailer:
                 if eol == pos:  # the blank line that ends the trailers: the body is done
                     self.complete = True
-                    self.leftover = data[pos + 2:]
+                    self.leftover = data[pos + 2 :]
                     break
                 pos = eol + 2
                 continue
@@ -901,7 +972,7 @@ class _Body:
                 self.trailer = True
                 continue
             if pos + size + 2 <= n and data.startswith(b"\r\n", pos + size):
-                out.append(data[pos:pos + size])  # the common case: a whole chunk
+                out.append(data[pos : pos + size])  # the common case: a whole chunk
                 pos += size + 2
                 continue
             self.left = size
@@ -958,8 +1029,11 @@ def _classify(event: bytes) -> tuple[str, dict[str, Any] | None]:
     try:
         obj = json.loads(payload)
     except ValueError:
-        return "error", {"error": {"message": "unparseable stream event: "
-                                              + payload[:200].decode("utf-8", "replace")}}
+        return "error", {
+            "error": {
+                "message": "unparseable stream event: " + payload[:200].decode("utf-8", "replace")
+            }
+        }
     if not isinstance(obj, dict):
         return "error", {"error": {"message": f"unexpected stream event: {str(obj)[:200]}"}}
     if "error" in obj or obj.get("object") == "error":
@@ -984,15 +1058,24 @@ def _error_text(obj: dict[str, Any] | None) -> str:
 
 def _check_prompts(prompts: Sequence[str], workload: Workload) -> None:
     if len(prompts) != workload.total_prompts:
-        raise LoadError(f"got {len(prompts)} prompts, the workload needs {workload.total_prompts} "
-                        f"({workload.warmups} warm-ups + {workload.num_requests} measured)")
+        raise LoadError(
+            f"got {len(prompts)} prompts, the workload needs {workload.total_prompts} "
+            f"({workload.warmups} warm-ups + {workload.num_requests} measured)"
+        )
 
 
-async def run_load(base_url: str, model: str, prompts: Sequence[str], workload: Workload, *,
-                   api_key: str | None = None, on_progress: Progress | None = None,
-                   cancel: threading.Event | None = None,
-                   on_phase: PhaseCallback | None = None,
-                   transport: str = DEFAULT_TRANSPORT) -> LoadResult:
+async def run_load(
+    base_url: str,
+    model: str,
+    prompts: Sequence[str],
+    workload: Workload,
+    *,
+    api_key: str | None = None,
+    on_progress: Progress | None = None,
+    cancel: threading.Event | None = None,
+    on_phase: PhaseCallback | None = None,
+    transport: str = DEFAULT_TRANSPORT,
+) -> LoadResult:
     """Warm up, then send `workload.num_requests` measured requests keeping C in flight.
 
     `prompts` is `build_prompts(workload, ...)`: warm-ups first. `api_key` defaults to
@@ -1016,16 +1099,33 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
     return uvloop.new_event_loop  # type: ignore[no-any-return]
 
 
-def run_load_sync(base_url: str, model: str, prompts: Sequence[str], workload: Workload, *,
-                  api_key: str | None = None, on_progress: Progress | None = None,
-                  cancel: threading.Event | None = None,
-                  on_phase: PhaseCallback | None = None,
-                  transport: str = DEFAULT_TRANSPORT) -> LoadResult:
+def run_load_sync(
+    base_url: str,
+    model: str,
+    prompts: Sequence[str],
+    workload: Workload,
+    *,
+    api_key: str | None = None,
+    on_progress: Progress | None = None,
+    cancel: threading.Event | None = None,
+    on_phase: PhaseCallback | None = None,
+    transport: str = DEFAULT_TRANSPORT,
+) -> LoadResult:
     """`run_load` in a fresh event loop (uvloop when installed), for plain threads and processes."""
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-        return runner.run(run_load(base_url, model, prompts, workload, api_key=api_key,
-                                   on_progress=on_progress, cancel=cancel, on_phase=on_phase,
-                                   transport=transport))
+        return runner.run(
+            run_load(
+                base_url,
+                model,
+                prompts,
+                workload,
+                api_key=api_key,
+                on_progress=on_progress,
+                cancel=cancel,
+                on_phase=on_phase,
+                transport=transport,
+            )
+        )
 
 
 # --- the load generator in its own process -------------------------------------------------------
@@ -1037,21 +1137,39 @@ _PROGRESS = struct.Struct("<qq")
 from tuning.settings import REPO_ROOT as _REPO_ROOT  # noqa: E402
 
 
-def run_load_in_subprocess(base_url: str, model: str, prompts: Sequence[str], workload: Workload,
-                           *, api_key: str | None = None, on_progress: Progress | None = None,
-                           cancel: threading.Event | None = None,
-                           on_phase: PhaseCallback | None = None,
-                           transport: str = DEFAULT_TRANSPORT,
-                           python: str | None = None) -> LoadResult:
+def run_load_in_subprocess(
+    base_url: str,
+    model: str,
+    prompts: Sequence[str],
+    workload: Workload,
+    *,
+    api_key: str | None = None,
+    on_progress: Progress | None = None,
+    cancel: threading.Event | None = None,
+    on_phase: PhaseCallback | None = None,
+    transport: str = DEFAULT_TRANSPORT,
+    python: str | None = None,
+) -> LoadResult:
     """`run_load_sync` in a child Python process, so the client has a core's worth of GIL to itself
     while telemetry threads run in the caller. Cancelling sends SIGTERM (a graceful stop)."""
     _check_prompts(prompts, workload)
-    job = {"base_url": base_url, "model": model, "prompts": list(prompts),
-           "workload": workload.to_dict(), "api_key": api_key, "transport": transport}
+    job = {
+        "base_url": base_url,
+        "model": model,
+        "prompts": list(prompts),
+        "workload": workload.to_dict(),
+        "api_key": api_key,
+        "transport": transport,
+    }
     with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen([python or sys.executable, "-m", "tuning.loadgen.client", "--child"],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                                cwd=str(_REPO_ROOT), start_new_session=True)
+        proc = subprocess.Popen(
+            [python or sys.executable, "-m", "tuning.loadgen.client", "--child"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            cwd=str(_REPO_ROOT),
+            start_new_session=True,
+        )
         assert proc.stdin is not None and proc.stdout is not None
         stop_watch = threading.Event()
 
@@ -1098,8 +1216,10 @@ def run_load_in_subprocess(base_url: str, model: str, prompts: Sequence[str], wo
             return result
         err.seek(0)
         tail = err.read()[-2000:].decode("utf-8", "replace")
-        raise LoadError(failure or f"the load generator process exited with {proc.returncode}: "
-                                   f"{_scrub(tail, api_key)}")
+        raise LoadError(
+            failure
+            or f"the load generator process exited with {proc.returncode}: {_scrub(tail, api_key)}"
+        )
 
 
 def _child_main() -> int:
@@ -1122,11 +1242,17 @@ def _child_main() -> int:
         out.write(_FRAME.pack(kind, len(payload)) + payload)
 
     try:
-        result = run_load_sync(job["base_url"], job["model"], job["prompts"],
-                               Workload.from_dict(job["workload"]), api_key=job["api_key"],
-                               on_progress=lambda d, t: send(b"P", _PROGRESS.pack(d, t)),
-                               cancel=cancel, on_phase=lambda ph: send(b"S", ph.encode()),
-                               transport=job.get("transport", DEFAULT_TRANSPORT))
+        result = run_load_sync(
+            job["base_url"],
+            job["model"],
+            job["prompts"],
+            Workload.from_dict(job["workload"]),
+            api_key=job["api_key"],
+            on_progress=lambda d, t: send(b"P", _PROGRESS.pack(d, t)),
+            cancel=cancel,
+            on_phase=lambda ph: send(b"S", ph.encode()),
+            transport=job.get("transport", DEFAULT_TRANSPORT),
+        )
     except Exception as exc:
         send(b"E", _scrub(f"{type(exc).__name__}: {exc}", job.get("api_key")).encode())
         return 1

@@ -5,6 +5,7 @@ vega/vega-lite/vega-embed bundle, so a file opened on a closed-network GPU box d
 fetching anything. CSV cells that a spreadsheet would run as a formula are defused, and file
 names are built from ids and fixed kinds only, never from text a user typed.
 """
+
 from __future__ import annotations
 
 import csv
@@ -12,7 +13,8 @@ import io
 import json
 import math
 import re
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import altair as alt
 
@@ -21,10 +23,12 @@ from tuning.compare.comparison import Comparison
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 _SAFE_KIND = re.compile(r"[^a-z0-9_-]+")
 _NETWORK = re.compile(
-    r"""<script[^>]+src\s*=\s*["']?\s*(?:https?:)?//"""      # remote scripts
-    r"""|<link[^>]+href\s*=\s*["']?\s*(?:https?:)?//"""      # remote stylesheets, fonts
-    r"""|@import\s+(?:url\()?\s*["']?\s*(?:https?:)?//"""    # CSS imports
-    r"""|<(?:img|iframe)[^>]+src\s*=\s*["']?\s*(?:https?:)?//""", re.IGNORECASE)
+    r"""<script[^>]+src\s*=\s*["']?\s*(?:https?:)?//"""  # remote scripts
+    r"""|<link[^>]+href\s*=\s*["']?\s*(?:https?:)?//"""  # remote stylesheets, fonts
+    r"""|@import\s+(?:url\()?\s*["']?\s*(?:https?:)?//"""  # CSS imports
+    r"""|<(?:img|iframe)[^>]+src\s*=\s*["']?\s*(?:https?:)?//""",
+    re.IGNORECASE,
+)
 
 
 def chart_png(chart: alt.TopLevelMixin, scale: float = 2.0) -> bytes:
@@ -111,9 +115,7 @@ def export_name(scope: str | int | None, kind: str, ext: str) -> str:
     """'compare-exp12-throughput.png': from an id and a fixed kind only, never from user text."""
     if isinstance(scope, bool):
         scope = None
-    if isinstance(scope, int):
-        prefix = f"compare-exp{int(scope)}"
-    elif isinstance(scope, str) and scope.isdigit():
+    if isinstance(scope, int) or isinstance(scope, str) and scope.isdigit():
         prefix = f"compare-exp{int(scope)}"
     else:
         prefix = "compare-runs"
@@ -122,8 +124,13 @@ def export_name(scope: str | int | None, kind: str, ext: str) -> str:
     return f"{prefix}-{clean_kind}.{clean_ext}"
 
 
-MIME = {"png": "image/png", "svg": "image/svg+xml", "html": "text/html", "csv": "text/csv",
-        "json": "application/json"}
+MIME = {
+    "png": "image/png",
+    "svg": "image/svg+xml",
+    "html": "text/html",
+    "csv": "text/csv",
+    "json": "application/json",
+}
 
 
 def render(chart: alt.TopLevelMixin, fmt: str) -> bytes:
@@ -137,8 +144,9 @@ def render(chart: alt.TopLevelMixin, fmt: str) -> bytes:
     raise ValueError(f"unknown chart format {fmt!r}; use png, svg or html")
 
 
-def write_chart(chart: alt.TopLevelMixin, path: str, formats: Iterable[str] = ("png", "svg",
-                                                                                "html")) -> str:
+def write_chart(
+    chart: alt.TopLevelMixin, path: str, formats: Iterable[str] = ("png", "svg", "html")
+) -> str:
     """Save by the path's extension (CLI use); returns the format written."""
     ext = path.rsplit(".", 1)[-1].lower() if "." in path else ""
     if ext not in set(formats):

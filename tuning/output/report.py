@@ -7,28 +7,51 @@ by vl-convert in-process (no JavaScript at all), and a Content-Security-Policy o
 and a teammate's text inside it cannot run. Every string from the DB is HTML-escaped and
 secret-scrubbed (run rows may come from imported bundles).
 """
+
 from __future__ import annotations
 
 import html
 import re
-from datetime import datetime, timezone
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
-from store.bundle.format import env_secrets, scrub_text
+from core.redact import env_secrets, scrub_text
 from store.db import StoreError, open_db
-
 from tuning.charts import build as ch
-from tuning.compare.comparison import (METRICS, VERDICT_LABEL, WORKLOAD_PARAMS, Comparison, Metric,
-                      build_comparison, fmt_value,
-                      default_baseline, experiment_run_ids, load_runs, noise_floor, run_config,
-                      run_workload)
+from tuning.compare.comparison import (
+    METRICS,
+    VERDICT_LABEL,
+    WORKLOAD_PARAMS,
+    Comparison,
+    Metric,
+    build_comparison,
+    default_baseline,
+    experiment_run_ids,
+    fmt_value,
+    load_runs,
+    noise_floor,
+    run_config,
+    run_workload,
+)
 from tuning.output.export import chart_svg, network_references
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 LOG_TAIL_CHARS = 3000
-_EXTRA_COLUMNS = ("id", "origin", "hardware", "vllm_version", "engine", "started_at",
-                  "finished_at", "failure_reason", "failure_hint", "log_tail", "base_url")
+_EXTRA_COLUMNS = (
+    "id",
+    "origin",
+    "hardware",
+    "vllm_version",
+    "engine",
+    "started_at",
+    "finished_at",
+    "failure_reason",
+    "failure_hint",
+    "log_tail",
+    "base_url",
+)
 
 STYLE = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"Liberation Sans",sans-serif;
@@ -98,6 +121,7 @@ def inline_svg(svg: str, prefix: str) -> str:
 # Sections
 # --------------------------------------------------------------------------------------------
 
+
 def _side_config(run: Mapping[str, Any]) -> dict[str, Any]:
     """Server config plus the workload's tunable fields, under their registry names."""
     cfg = dict(run_config(run))
@@ -126,24 +150,32 @@ def _config_section(comparison: Comparison, by_id: Mapping[int, Mapping[str, Any
         cells = "".join(f"<td>{_e(norm(c.get(key)))}</td>" for c in cfgs)
         rows.append(f'<tr class="changed"><td><code>{_e(key)}</code></td>{cells}</tr>')
     if rows:
-        diff = (f"<p>Parameters that differ between the sides (everything else is the same):</p>"
-                f'<table id="config-diff"><tr><th>parameter</th>{head}</tr>{"".join(rows)}'
-                "</table>")
+        diff = (
+            f"<p>Parameters that differ between the sides (everything else is the same):</p>"
+            f'<table id="config-diff"><tr><th>parameter</th>{head}</tr>{"".join(rows)}'
+            "</table>"
+        )
     else:
         diff = '<p id="config-diff">One configuration only: no parameter differs.</p>'
     base = cfgs[0] if cfgs else {}
     ref = by_id.get(sides[0].run_ids[0]) if sides and sides[0].run_ids else None
-    full = "".join(f"<tr><td><code>{_e(k)}</code></td><td>{_e(norm(v))}</td></tr>"
-                   for k, v in sorted(base.items()))
+    full = "".join(
+        f"<tr><td><code>{_e(k)}</code></td><td>{_e(norm(v))}</td></tr>"
+        for k, v in sorted(base.items())
+    )
     wl = run_workload(ref) if ref else {}
-    wl_rows = "".join(f"<tr><td><code>{_e(k)}</code></td><td>{_e(norm(v))}</td></tr>"
-                      for k, v in sorted(wl.items()))
+    wl_rows = "".join(
+        f"<tr><td><code>{_e(k)}</code></td><td>{_e(norm(v))}</td></tr>"
+        for k, v in sorted(wl.items())
+    )
     fingerprint = ref.get("workload_fingerprint") if ref else None
-    return (f'<section id="configuration"><h2>Configuration</h2>{diff}'
-            f"<details><summary>Baseline configuration and workload (fingerprint "
-            f"<code>{_e(fingerprint)}</code>)</summary><table><tr><th>parameter</th>"
-            f"<th>value</th></tr>{full}</table><table><tr><th>workload</th><th>value</th></tr>"
-            f"{wl_rows}</table></details></section>")
+    return (
+        f'<section id="configuration"><h2>Configuration</h2>{diff}'
+        f"<details><summary>Baseline configuration and workload (fingerprint "
+        f"<code>{_e(fingerprint)}</code>)</summary><table><tr><th>parameter</th>"
+        f"<th>value</th></tr>{full}</table><table><tr><th>workload</th><th>value</th></tr>"
+        f"{wl_rows}</table></details></section>"
+    )
 
 
 def _checks_section(comparison: Comparison) -> str:
@@ -151,33 +183,58 @@ def _checks_section(comparison: Comparison) -> str:
     parts = ['<section id="comparability"><h2>Comparability</h2>']
     if not comparison.excluded:
         what = f" — parameter <b>{_e(comparison.param)}</b>" if comparison.param else ""
-        parts.append(f'<p class="ok">All {n} runs are comparable: same workload fingerprint, '
-                     f"model, engine and vLLM version, hardware; exactly one parameter "
-                     f"differs{what}.</p>")
+        parts.append(
+            f'<p class="ok">All {n} runs are comparable: same workload fingerprint, '
+            f"model, engine and vLLM version, hardware; exactly one parameter "
+            f"differs{what}.</p>"
+        )
     else:
-        parts.append(f'<p class="warn">{len(comparison.excluded)} run(s) left out: not '
-                     f"comparable with baseline run {comparison.excluded[0].baseline_id}. "
-                     f"{n} run(s) compared.</p>")
-        rows = "".join(f"<tr><td>{c.run_id}</td><td>{c.baseline_id}</td><td>{_e(c.reason)}</td>"
-                       "</tr>" for c in comparison.excluded)
-        parts.append(f'<table id="not-comparable"><tr><th>run</th><th>baseline run</th>'
-                     f"<th>why not comparable</th></tr>{rows}</table>")
+        parts.append(
+            f'<p class="warn">{len(comparison.excluded)} run(s) left out: not '
+            f"comparable with baseline run {comparison.excluded[0].baseline_id}. "
+            f"{n} run(s) compared.</p>"
+        )
+        rows = "".join(
+            f"<tr><td>{c.run_id}</td><td>{c.baseline_id}</td><td>{_e(c.reason)}</td></tr>"
+            for c in comparison.excluded
+        )
+        parts.append(
+            f'<table id="not-comparable"><tr><th>run</th><th>baseline run</th>'
+            f"<th>why not comparable</th></tr>{rows}</table>"
+        )
     failed = [(s.label, f) for s in comparison.sides for f in s.failed]
     if failed:
-        parts.append("<p>Runs without a measurement (kept as results): " + "; ".join(
-            f"run {f['run_id']} ({_e(label)}): {_e(f['status'])}"
-            + (f" [{_e(f['kind'])}]" if f.get("kind") else "") for label, f in failed) + "</p>")
-    nf = [(key, noise_floor(comparison.baseline.values.get(key) or []))
-          for key in ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")]
+        parts.append(
+            "<p>Runs without a measurement (kept as results): "
+            + "; ".join(
+                f"run {f['run_id']} ({_e(label)}): {_e(f['status'])}"
+                + (f" [{_e(f['kind'])}]" if f.get("kind") else "")
+                for label, f in failed
+            )
+            + "</p>"
+        )
+    nf = [
+        (key, noise_floor(comparison.baseline.values.get(key) or []))
+        for key in ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")
+    ]
     nf = [(k, x) for k, x in nf if x.min_detectable is not None and x.cv is not None]
     if nf:
-        parts.append(f'<p class="muted">Noise floor from the baseline\'s {nf[0][1].n} repeats '
-                     "(A/A): " + ", ".join(
-                         f"{_e(k)}: run-to-run CV {x.cv * 100:.1f} %, smallest resolvable change "
-                         f"≈ {(x.min_detectable or 0) * 100:.1f} %" for k, x in nf) + "</p>")
+        parts.append(
+            f'<p class="muted">Noise floor from the baseline\'s {nf[0][1].n} repeats '
+            "(A/A): "
+            + ", ".join(
+                f"{_e(k)}: run-to-run CV {x.cv * 100:.1f} %, smallest resolvable change "
+                f"≈ {(x.min_detectable or 0) * 100:.1f} %"
+                for k, x in nf
+            )
+            + "</p>"
+        )
     if comparison.slo_ms:
-        parts.append("<p>Goodput SLOs: " + ", ".join(
-            f"{_e(k)} ≤ {v:g} ms" for k, v in comparison.slo_ms.items()) + "</p>")
+        parts.append(
+            "<p>Goodput SLOs: "
+            + ", ".join(f"{_e(k)} ≤ {v:g} ms" for k, v in comparison.slo_ms.items())
+            + "</p>"
+        )
     parts.append("</section>")
     return "".join(parts)
 
@@ -209,18 +266,26 @@ def _verdicts_section(comparison: Comparison) -> str:
                 if c.rel_low is not None and c.rel_high is not None:
                     ci = f" ({pct} CI {c.rel_low * 100:+.1f} … {c.rel_high * 100:+.1f} %)"
                 change = "n/a" if c.rel_change is None else f"{c.rel_change * 100:+.1f} %"
-                items.append(f'<li class="{c.verdict}">{VERDICT_LABEL[c.verdict]}: '
-                             f"{_e(metric.label)} {change}{ci}</li>")
-        rest = ", ".join(f"{n} {_e(v)}" for v, n in sorted(counts.items())
-                         if v not in ("better", "worse"))
+                items.append(
+                    f'<li class="{c.verdict}">{VERDICT_LABEL[c.verdict]}: '
+                    f"{_e(metric.label)} {change}{ci}</li>"
+                )
+        rest = ", ".join(
+            f"{n} {_e(v)}" for v, n in sorted(counts.items()) if v not in ("better", "worse")
+        )
         parts.append(f"<h3>{_e(side.label)} vs {_e(comparison.baseline.label)}</h3>")
-        parts.append(f"<ul>{''.join(items)}</ul>" if items else
-                     "<p>No metric is clearly better or worse.</p>")
+        parts.append(
+            f"<ul>{''.join(items)}</ul>"
+            if items
+            else "<p>No metric is clearly better or worse.</p>"
+        )
         if rest:
             parts.append(f'<p class="muted">Other metrics: {rest}.</p>')
-    parts.append('<p class="muted">Verdict: 95 % CI of the change of the mean, the wider of a '
-                 "bootstrap over runs (2000 resamples) and Welch's t-interval; one run per side is <i>inconclusive</i>; a change under "
-                 "2 % or a CI that includes 0 is <i>no clear difference</i>.</p></section>")
+    parts.append(
+        '<p class="muted">Verdict: 95 % CI of the change of the mean, the wider of a '
+        "bootstrap over runs (2000 resamples) and Welch's t-interval; one run per side is <i>inconclusive</i>; a change under "
+        "2 % or a CI that includes 0 is <i>no clear difference</i>.</p></section>"
+    )
     return "".join(parts)
 
 
@@ -231,17 +296,22 @@ def _table_section(comparison: Comparison) -> str:
     for side in comparison.candidates:
         head.append(f"<th>{_e(side.label)}</th><th>Δ</th><th>verdict</th>")
     rows = ["<tr>" + "".join(head) + "</tr>"]
-    cells = [f'<td>runs (measured / total)</td><td></td><td class="num">'
-             f"{len(base.measured_ids)} / {len(base.run_ids)}</td>"]
+    cells = [
+        f'<td>runs (measured / total)</td><td></td><td class="num">'
+        f"{len(base.measured_ids)} / {len(base.run_ids)}</td>"
+    ]
     for side in comparison.candidates:
-        cells.append(f'<td class="num">{len(side.measured_ids)} / {len(side.run_ids)}</td>'
-                     "<td></td><td></td>")
+        cells.append(
+            f'<td class="num">{len(side.measured_ids)} / {len(side.run_ids)}</td><td></td><td></td>'
+        )
     rows.append("<tr>" + "".join(cells) + "</tr>")
     for metric in comparison.metrics:
         arrow = "↑ higher" if metric.better == "higher" else "↓ lower"
-        cells = [f'<td title="{_e(metric.formula)}">{_e(metric.label)} ({_e(metric.unit)})</td>'
-                 f'<td class="muted">{arrow}</td>'
-                 f'<td class="num">{fmt_value(base.stats(metric.key)["mean"], metric.unit)}</td>']
+        cells = [
+            f'<td title="{_e(metric.formula)}">{_e(metric.label)} ({_e(metric.unit)})</td>'
+            f'<td class="muted">{arrow}</td>'
+            f'<td class="num">{fmt_value(base.stats(metric.key)["mean"], metric.unit)}</td>'
+        ]
         for side in comparison.candidates:
             c = comparison.changes.get((side.label, metric.key))
             css = _css_class(metric, c)
@@ -253,13 +323,17 @@ def _table_section(comparison: Comparison) -> str:
                 verdict += f" ({_e(c.note)})"
             vcss = css if c is not None and c.verdict in ("better", "worse") else "muted"
             mean = fmt_value(side.stats(metric.key)["mean"], metric.unit)
-            cells.append(f'<td class="num">{mean}</td><td class="num {css}">{delta}</td>'
-                         f'<td class="{vcss}">{verdict}</td>')
+            cells.append(
+                f'<td class="num">{mean}</td><td class="num {css}">{delta}</td>'
+                f'<td class="{vcss}">{verdict}</td>'
+            )
         rows.append("<tr>" + "".join(cells) + "</tr>")
-    return ('<section id="table"><h2>Side by side</h2><p class="muted">Values are the mean over '
-            "each side's runs; Δ is the candidate's change of the mean vs the baseline (green = "
-            "the better direction, red = worse; bold when the verdict is clear).</p>"
-            f'<table id="metrics">{"".join(rows)}</table></section>')
+    return (
+        '<section id="table"><h2>Side by side</h2><p class="muted">Values are the mean over '
+        "each side's runs; Δ is the candidate's change of the mean vs the baseline (green = "
+        "the better direction, red = worse; bold when the verdict is clear).</p>"
+        f'<table id="metrics">{"".join(rows)}</table></section>'
+    )
 
 
 def _charts_section(db: Any, comparison: Comparison, kinds: Sequence[str]) -> tuple[str, int]:
@@ -272,23 +346,32 @@ def _charts_section(db: Any, comparison: Comparison, kinds: Sequence[str]) -> tu
                 continue
             svg = chart_svg(chart).decode("utf-8")
         except Exception as exc:  # one chart that cannot be drawn must not lose the report
-            parts.append(f'<p class="muted">{_e(ch.CHART_TITLES.get(kind, kind))}: not drawn '
-                         f"({_e(type(exc).__name__)}: {_e(str(exc)[:200])})</p>")
+            parts.append(
+                f'<p class="muted">{_e(ch.CHART_TITLES.get(kind, kind))}: not drawn '
+                f"({_e(type(exc).__name__)}: {_e(str(exc)[:200])})</p>"
+            )
             continue
         count += 1
-        note = (f'<p class="muted">{_e(ch.PREALLOCATION_NOTE)}</p>'
-                if kind in ("memory", "kv") else "")
-        parts.append(f'<figure class="chart" data-kind="{_e(kind)}"><figcaption>'
-                     f"{_e(ch.CHART_TITLES.get(kind, kind))}</figcaption>{note}"
-                     f"{inline_svg(svg, f'c{count}')}</figure>")
+        note = (
+            f'<p class="muted">{_e(ch.PREALLOCATION_NOTE)}</p>' if kind in ("memory", "kv") else ""
+        )
+        parts.append(
+            f'<figure class="chart" data-kind="{_e(kind)}"><figcaption>'
+            f"{_e(ch.CHART_TITLES.get(kind, kind))}</figcaption>{note}"
+            f"{inline_svg(svg, f'c{count}')}</figure>"
+        )
     if not count:
         parts.append("<p>No chart: these runs have no measurements.</p>")
     parts.append("</section>")
     return "".join(parts), count
 
 
-def _runs_section(comparison: Comparison, runs: Sequence[Mapping[str, Any]],
-                  extra: Mapping[int, Mapping[str, Any]], secrets: Sequence[str]) -> str:
+def _runs_section(
+    comparison: Comparison,
+    runs: Sequence[Mapping[str, Any]],
+    extra: Mapping[int, Mapping[str, Any]],
+    secrets: Sequence[str],
+) -> str:
     side_of = {rid: s.label for s in comparison.sides for rid in s.run_ids}
     rows = []
     failures = []
@@ -304,21 +387,33 @@ def _runs_section(comparison: Comparison, runs: Sequence[Mapping[str, Any]],
             f"<td>{_e(who)}</td><td>{_e(scrub_text(str(origin), secrets))}</td>"
             f"<td>{_e(more.get('hardware'))}</td><td>{_e(more.get('engine'))} "
             f"{_e(more.get('vllm_version'))}</td><td>{_e(more.get('started_at'))}</td>"
-            f"<td>{_e(run.get('failure_kind'))}</td></tr>")
-        if run.get("status") not in ("done",) and (more.get("failure_reason") or
-                                                   more.get("log_tail")):
+            f"<td>{_e(run.get('failure_kind'))}</td></tr>"
+        )
+        if run.get("status") not in ("done",) and (
+            more.get("failure_reason") or more.get("log_tail")
+        ):
             tail = scrub_text(str(more.get("log_tail") or ""), secrets)[-LOG_TAIL_CHARS:]
             failures.append(
                 f"<h3>Run {rid}: {_e(run.get('failure_kind') or run.get('status'))}</h3>"
                 f"<p>{_e(scrub_text(str(more.get('failure_reason') or ''), secrets))}</p>"
-                + (f"<p><i>Hint:</i> {_e(scrub_text(str(more.get('failure_hint')), secrets))}"
-                   "</p>" if more.get("failure_hint") else "")
-                + (f"<details><summary>log excerpt</summary><pre>{_e(tail)}</pre></details>"
-                   if tail else ""))
-    out = ('<section id="runs"><h2>Runs</h2><table id="run-list"><tr><th>run</th><th>uid</th>'
-           "<th>side</th><th>value</th><th>repeat</th><th>status</th><th>author@host</th>"
-           "<th>origin</th><th>hardware</th><th>engine</th><th>started</th><th>failure</th></tr>"
-           + "".join(rows) + "</table></section>")
+                + (
+                    f"<p><i>Hint:</i> {_e(scrub_text(str(more.get('failure_hint')), secrets))}</p>"
+                    if more.get("failure_hint")
+                    else ""
+                )
+                + (
+                    f"<details><summary>log excerpt</summary><pre>{_e(tail)}</pre></details>"
+                    if tail
+                    else ""
+                )
+            )
+    out = (
+        '<section id="runs"><h2>Runs</h2><table id="run-list"><tr><th>run</th><th>uid</th>'
+        "<th>side</th><th>value</th><th>repeat</th><th>status</th><th>author@host</th>"
+        "<th>origin</th><th>hardware</th><th>engine</th><th>started</th><th>failure</th></tr>"
+        + "".join(rows)
+        + "</table></section>"
+    )
     if failures:
         out += '<section id="failures"><h2>Failed runs</h2>' + "".join(failures) + "</section>"
     return out
@@ -327,28 +422,41 @@ def _runs_section(comparison: Comparison, runs: Sequence[Mapping[str, Any]],
 def _experiment_section(exp: Mapping[str, Any] | None, secrets: Sequence[str]) -> str:
     if not exp:
         return ""
-    items = [("name", exp.get("name")), ("parameter", exp.get("param")),
-             ("values", exp.get("values_json")), ("repeats", exp.get("repeats")),
-             ("model", exp.get("model")), ("status", exp.get("status")),
-             ("author@host", f"{exp.get('author') or '?'}@{exp.get('host') or '?'}"),
-             ("origin", exp.get("origin") or "local"), ("created", exp.get("created_at")),
-             ("finished", exp.get("finished_at")), ("notes", exp.get("notes")),
-             ("tags", exp.get("tags"))]
-    rows = "".join(f"<tr><th>{_e(k)}</th><td>{_e(scrub_text(str(v), secrets) if v else v)}</td>"
-                   "</tr>" for k, v in items)
+    items = [
+        ("name", exp.get("name")),
+        ("parameter", exp.get("param")),
+        ("values", exp.get("values_json")),
+        ("repeats", exp.get("repeats")),
+        ("model", exp.get("model")),
+        ("status", exp.get("status")),
+        ("author@host", f"{exp.get('author') or '?'}@{exp.get('host') or '?'}"),
+        ("origin", exp.get("origin") or "local"),
+        ("created", exp.get("created_at")),
+        ("finished", exp.get("finished_at")),
+        ("notes", exp.get("notes")),
+        ("tags", exp.get("tags")),
+    ]
+    rows = "".join(
+        f"<tr><th>{_e(k)}</th><td>{_e(scrub_text(str(v), secrets) if v else v)}</td></tr>"
+        for k, v in items
+    )
     return f'<section id="experiment"><h2>Experiment</h2><table>{rows}</table></section>'
 
 
 def _definitions_section() -> str:
-    items = "".join(f"<li><b>{_e(m.label)}</b> ({_e(m.unit)}, {_e(m.better)} is better): "
-                    f"{_e(m.formula)}</li>" for m in METRICS)
-    return (f'<section id="definitions"><h2>How each number is computed</h2><ul>{items}</ul>'
-            "</section>")
+    items = "".join(
+        f"<li><b>{_e(m.label)}</b> ({_e(m.unit)}, {_e(m.better)} is better): {_e(m.formula)}</li>"
+        for m in METRICS
+    )
+    return (
+        f'<section id="definitions"><h2>How each number is computed</h2><ul>{items}</ul></section>'
+    )
 
 
 # --------------------------------------------------------------------------------------------
 # The report
 # --------------------------------------------------------------------------------------------
+
 
 def _connect(db: Any) -> tuple[Any, bool]:
     if isinstance(db, (str, Path)):
@@ -359,10 +467,16 @@ def _connect(db: Any) -> tuple[Any, bool]:
     return db, False
 
 
-def build_report(db: Any, *, run_ids: Iterable[int] = (), experiment_id: int | None = None,
-                 baseline_ids: Sequence[int] | None = None,
-                 slo_ms: Mapping[str, float] | None = None, title: str | None = None,
-                 kinds: Sequence[str] = ch.CHART_KINDS) -> str:
+def build_report(
+    db: Any,
+    *,
+    run_ids: Iterable[int] = (),
+    experiment_id: int | None = None,
+    baseline_ids: Sequence[int] | None = None,
+    slo_ms: Mapping[str, float] | None = None,
+    title: str | None = None,
+    kinds: Sequence[str] = ch.CHART_KINDS,
+) -> str:
     """The report as one HTML string; `db` is a path (opened read-only) or an open Database."""
     from tuning.compare.comparison import request_loader
 
@@ -385,37 +499,48 @@ def build_report(db: Any, *, run_ids: Iterable[int] = (), experiment_id: int | N
         base = [int(i) for i in (baseline_ids or []) if int(i) in ids] or default_baseline(runs)
         comparison = build_comparison(runs, base, slo_ms=slo_ms, requests=request_loader(conn))
         marks = ",".join("?" * len(ids))
-        extra = {int(r["id"]): r for r in conn.query(
-            f"select {', '.join(_EXTRA_COLUMNS)} from runs where id in ({marks})", ids)}
+        extra = {
+            int(r["id"]): r
+            for r in conn.query(
+                f"select {', '.join(_EXTRA_COLUMNS)} from runs where id in ({marks})", ids
+            )
+        }
         by_id = {int(r["id"]): r for r in runs}
         secrets = env_secrets()
         charts_html, n_charts = _charts_section(conn, comparison, kinds)
-        heading = title or (f"Experiment {int(exp['id'])}: {exp.get('name') or ''}" if exp
-                            else f"Comparison of {len(ids)} runs")
+        heading = title or (
+            f"Experiment {int(exp['id'])}: {exp.get('name') or ''}"
+            if exp
+            else f"Comparison of {len(ids)} runs"
+        )
         heading = scrub_text(heading, secrets)
         authors = sorted({f"{r.get('author') or '?'}@{r.get('host') or '?'}" for r in runs})
-        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        body = "".join([
-            f"<header><h1>{_e(heading)}</h1><p class=\"meta\">vLLM Tuning Lab report · "
-            f"generated {_e(now)} · {len(ids)} run(s) by {_e(', '.join(authors))} · "
-            f"{n_charts} chart(s) · self-contained, opens offline</p></header>",
-            _experiment_section(exp, secrets),
-            _checks_section(comparison),
-            _verdicts_section(comparison),
-            _config_section(comparison, by_id),
-            _table_section(comparison),
-            charts_html,
-            _runs_section(comparison, runs, extra, secrets),
-            _definitions_section(),
-        ])
+        now = datetime.now(UTC).isoformat(timespec="seconds")
+        body = "".join(
+            [
+                f'<header><h1>{_e(heading)}</h1><p class="meta">vLLM Tuning Lab report · '
+                f"generated {_e(now)} · {len(ids)} run(s) by {_e(', '.join(authors))} · "
+                f"{n_charts} chart(s) · self-contained, opens offline</p></header>",
+                _experiment_section(exp, secrets),
+                _checks_section(comparison),
+                _verdicts_section(comparison),
+                _config_section(comparison, by_id),
+                _table_section(comparison),
+                charts_html,
+                _runs_section(comparison, runs, extra, secrets),
+                _definitions_section(),
+            ]
+        )
     finally:
         if owned:
             conn.conn.close()
-    page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{_e(heading)}</title><style>{STYLE}</style></head><body>{body}"
-            "</body></html>\n")
+    page = (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{_e(heading)}</title><style>{STYLE}</style></head><body>{body}"
+        "</body></html>\n"
+    )
     refs = network_references(page)
     if refs:  # never hand out a page that would try to fetch something
         raise ReportError(f"report would reference the network: {refs[:3]}")

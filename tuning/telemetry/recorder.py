@@ -10,6 +10,7 @@ Only the standard library, psutil and prometheus_client are imported at module l
 (`pynvml` from nvidia-ml-py) is imported lazily so a machine without a driver still samples the rest.
 This module must stay importable on the GPU test machine, which has no sqlite-utils or Streamlit.
 """
+
 from __future__ import annotations
 
 import logging
@@ -19,8 +20,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
@@ -58,10 +60,11 @@ def process_name(cmdline: Sequence[str], comm: str = "") -> str:
         return "APIServer"
     if len(cmdline) >= 2 and os.path.basename(cmdline[0]) == "vllm" and cmdline[1] == "serve":
         return "APIServer"
-    if (len(cmdline) >= 3 and os.path.basename(cmdline[1]) == "vllm"
-            and cmdline[2] == "serve"):   # python /path/bin/vllm serve ...
+    if (
+        len(cmdline) >= 3 and os.path.basename(cmdline[1]) == "vllm" and cmdline[2] == "serve"
+    ):  # python /path/bin/vllm serve ...
         return "APIServer"
-    if "::" in comm:                      # comm is truncated to 15 chars but still useful
+    if "::" in comm:  # comm is truncated to 15 chars but still useful
         return comm.split("::", 1)[1] or comm
     return comm or (os.path.basename(first) if first else "proc")
 
@@ -102,7 +105,7 @@ class ProcessTree:
         self._last_scan = -math.inf
         self._stat_fd: dict[int, int] = {}
         self._child_fd: dict[int, int] = {}
-        self._cpu_last: dict[int, tuple[float, float]] = {}   # pid -> (cpu seconds, monotonic)
+        self._cpu_last: dict[int, tuple[float, float]] = {}  # pid -> (cpu seconds, monotonic)
         self._procs: dict[int, psutil.Process] = {}
         self._labels: dict[int, str] = {}
         self._label_final: set[int] = set()
@@ -120,7 +123,7 @@ class ProcessTree:
             fds[pid] = fd
         try:
             return os.pread(fd, 65536, 0)
-        except OSError:          # ESRCH: that process is gone
+        except OSError:  # ESRCH: that process is gone
             return None
 
     def _proc(self, pid: int) -> psutil.Process | None:
@@ -170,8 +173,10 @@ class ProcessTree:
         """Current member pids (root included while it lives); empty once all have exited."""
         found: set[int] = set()
         root_alive = self.root_pid > 0 and (
-            self._alive(self.root_pid) if self.root_pid in self._members
-            else psutil.pid_exists(self.root_pid))
+            self._alive(self.root_pid)
+            if self.root_pid in self._members
+            else psutil.pid_exists(self.root_pid)
+        )
         if root_alive:
             now = time.monotonic()
             if self._fast_children:
@@ -179,7 +184,7 @@ class ProcessTree:
             if not self._fast_children or now - self._last_scan >= self.rescan_every:
                 found |= self._full_scan()
                 self._last_scan = now
-        for pid in found - self._members:       # pin each new member's identity now
+        for pid in found - self._members:  # pin each new member's identity now
             if self._fast_stat:
                 self._pread(self._stat_fd, pid, f"/proc/{pid}/stat")
             else:
@@ -201,8 +206,8 @@ class ProcessTree:
             if data is None:
                 return None
             try:
-                fields = data[data.rindex(b")") + 2:].split()
-                cpu_s = (int(fields[11]) + int(fields[12])) / _CLK_TCK   # utime + stime
+                fields = data[data.rindex(b")") + 2 :].split()
+                cpu_s = (int(fields[11]) + int(fields[12])) / _CLK_TCK  # utime + stime
                 rss = int(fields[21]) * _PAGE_SIZE
             except (ValueError, IndexError):
                 return None
@@ -245,7 +250,7 @@ class ProcessTree:
             pass
 
     def label(self, pid: int) -> str:
-        """"<name>:<pid>", re-derived about once a second until vLLM has set the process title."""
+        """ "<name>:<pid>", re-derived about once a second until vLLM has set the process title."""
         now = time.monotonic()
         if pid in self._label_final or (pid in self._labels and now - self._label_at[pid] < 1.0):
             return self._labels[pid]
@@ -272,6 +277,7 @@ class ProcessTree:
 # --------------------------------------------------------------------------------------------
 # Samplers
 # --------------------------------------------------------------------------------------------
+
 
 class Sampler:
     """One source of samples. `Telemetry` calls open() once, sample(t) every `period`, close() once,
@@ -351,6 +357,7 @@ def _load_nvml(nvml: Any | None) -> Any:
     if nvml is not None:
         return nvml
     import pynvml  # noqa: PLC0415  (lazy on purpose: no driver, no library -> caller degrades)
+
     return pynvml
 
 
@@ -390,8 +397,10 @@ class _Nvml:
 
     def used_bytes(self) -> dict[str, int]:
         with _NVML_LOCK:
-            return {f"gpu{i}": int(self.mod.nvmlDeviceGetMemoryInfo(h).used)
-                    for i, h in enumerate(self.handles)}
+            return {
+                f"gpu{i}": int(self.mod.nvmlDeviceGetMemoryInfo(h).used)
+                for i, h in enumerate(self.handles)
+            }
 
     def shutdown(self) -> None:
         if not self._inited:
@@ -419,9 +428,13 @@ def read_gpu_used(nvml: Any | None = None) -> dict[str, int]:
         lib.shutdown()
 
 
-def wait_gpu_memory_released(baseline: Mapping[str, int], tolerance: int = 512 * MIB,
-                             timeout: float = 60.0, poll: float = 0.5,
-                             nvml: Any | None = None) -> bool:
+def wait_gpu_memory_released(
+    baseline: Mapping[str, int],
+    tolerance: int = 512 * MIB,
+    timeout: float = 60.0,
+    poll: float = 0.5,
+    nvml: Any | None = None,
+) -> bool:
     """Wait until every device's used memory is back within `tolerance` of `baseline`.
 
     The runner calls this between runs (as vLLM's tests do with NVML) so the next server does not
@@ -467,14 +480,19 @@ class GpuSampler(Sampler):
 
     name = "gpu"
 
-    def __init__(self, root_pid: int | None = None, period: float = 0.1,
-                 nvml: Any | None = None, rescan_every: float = 1.0) -> None:
+    def __init__(
+        self,
+        root_pid: int | None = None,
+        period: float = 0.1,
+        nvml: Any | None = None,
+        rescan_every: float = 1.0,
+    ) -> None:
         super().__init__(period)
         self._lib = _Nvml(nvml)
         self._rescan_every = rescan_every
         self._tree: ProcessTree | None = None
         self.root_pid = root_pid
-        self.available: bool | None = None       # None until open()/baseline() tried NVML
+        self.available: bool | None = None  # None until open()/baseline() tried NVML
         self.unavailable_reason: str | None = None
         self.baseline_used: dict[str, int] = {}
         self.errors = 0
@@ -503,8 +521,9 @@ class GpuSampler(Sampler):
         self.available = self._lib.init()
         if not self.available:
             self.unavailable_reason = self._lib.error
-            self._warn_once("unavailable", "GPU sampling off: NVML unavailable (%s)",
-                            self._lib.error)
+            self._warn_once(
+                "unavailable", "GPU sampling off: NVML unavailable (%s)", self._lib.error
+            )
 
     def baseline(self) -> dict[str, int]:
         """Record and return device used memory now (call before launching the server)."""
@@ -547,8 +566,14 @@ class GpuSampler(Sampler):
             for i, handle in enumerate(self._lib.handles):
                 dev = f"gpu{i}"
                 try:
-                    rows.append(SampleRow(t, "gpu_used_bytes",
-                                          float(mod.nvmlDeviceGetMemoryInfo(handle).used), dev))
+                    rows.append(
+                        SampleRow(
+                            t,
+                            "gpu_used_bytes",
+                            float(mod.nvmlDeviceGetMemoryInfo(handle).used),
+                            dev,
+                        )
+                    )
                 except Exception as exc:
                     self.errors += 1
                     self._warn_once("memory", "NVML memory read failed: %s", exc)
@@ -578,9 +603,13 @@ class GpuSampler(Sampler):
                         continue
                     ours_seen = True
                     used = info.usedGpuMemory
-                    if used is None:                 # NVML_VALUE_NOT_AVAILABLE: unknown, not 0
-                        self._warn_once("used-none", "NVML reports no per-process memory for "
-                                        "pid %s (usedGpuMemory None): skipped", pid)
+                    if used is None:  # NVML_VALUE_NOT_AVAILABLE: unknown, not 0
+                        self._warn_once(
+                            "used-none",
+                            "NVML reports no per-process memory for "
+                            "pid %s (usedGpuMemory None): skipped",
+                            pid,
+                        )
                         continue
                     ours_known = True
                     tree_sum += int(used)
@@ -589,9 +618,13 @@ class GpuSampler(Sampler):
                     rows.append(SampleRow(t, "gpu_tree_bytes", float(tree_sum), dev))
                 elif not ours_seen:
                     if foreign and not any(psutil.pid_exists(p) for p in foreign):
-                        self._warn_once("pidns", "NVML pids %s do not exist in this PID "
-                                        "namespace (container?): per-process GPU memory is "
-                                        "unknown; use gpu_used_bytes - baseline", foreign[:4])
+                        self._warn_once(
+                            "pidns",
+                            "NVML pids %s do not exist in this PID "
+                            "namespace (container?): per-process GPU memory is "
+                            "unknown; use gpu_used_bytes - baseline",
+                            foreign[:4],
+                        )
                     else:
                         rows.append(SampleRow(t, "gpu_tree_bytes", 0.0, dev))
         if self._tree is not None:
@@ -681,8 +714,13 @@ class MetricsSampler(Sampler):
 
     name = "metrics"
 
-    def __init__(self, base_url: str, period: float = 0.5, timeout: float = 2.0,
-                 headers: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        period: float = 0.5,
+        timeout: float = 2.0,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
         super().__init__(period)
         self.url = base_url.rstrip("/") + "/metrics"
         self.timeout = timeout
@@ -731,11 +769,19 @@ _DELTAS = {
 }
 _MEMORY_KEYS = ("peak_tree_rss_bytes", "peak_gpu_used_bytes", "peak_gpu_tree_bytes")
 PEAK_KEYS: tuple[str, ...] = (
-    "peak_tree_rss_bytes", "peak_tree_cpu_percent", "peak_gpu_used_bytes",
-    "peak_gpu_used_over_baseline_bytes", "peak_gpu_tree_bytes",
-    "load_peak_tree_rss_bytes", "load_peak_gpu_used_bytes", "load_peak_gpu_tree_bytes",
-    "peak_kv_cache_usage_perc", "max_num_requests_running", "max_num_requests_waiting",
-    *_DELTAS.values(), "prefix_cache_hit_rate",
+    "peak_tree_rss_bytes",
+    "peak_tree_cpu_percent",
+    "peak_gpu_used_bytes",
+    "peak_gpu_used_over_baseline_bytes",
+    "peak_gpu_tree_bytes",
+    "load_peak_tree_rss_bytes",
+    "load_peak_gpu_used_bytes",
+    "load_peak_gpu_tree_bytes",
+    "peak_kv_cache_usage_perc",
+    "max_num_requests_running",
+    "max_num_requests_waiting",
+    *_DELTAS.values(),
+    "prefix_cache_hit_rate",
 )
 
 
@@ -746,7 +792,7 @@ class PeakTracker:
         self._max: dict[str, float] = {}
         self._first: dict[str, float] = {}
         self._last: dict[str, float] = {}
-        self._acc: dict[str, tuple[float, float]] = {}   # series -> (t, running sum at t)
+        self._acc: dict[str, tuple[float, float]] = {}  # series -> (t, running sum at t)
 
     def _bump(self, series: str, value: float) -> None:
         if value > self._max.get(series, -math.inf):
@@ -781,8 +827,9 @@ class PeakTracker:
         out["peak_gpu_used_bytes"] = maxes.get("gpu_used_bytes")
         out["peak_gpu_tree_bytes"] = maxes.get("gpu_tree_bytes")
         if gpu_baseline and out["peak_gpu_used_bytes"] is not None:
-            out["peak_gpu_used_over_baseline_bytes"] = (
-                out["peak_gpu_used_bytes"] - float(sum(gpu_baseline.values())))
+            out["peak_gpu_used_over_baseline_bytes"] = out["peak_gpu_used_bytes"] - float(
+                sum(gpu_baseline.values())
+            )
         for series, key in _DELTAS.items():
             if series in self._last:
                 out[key] = self._last[series] - self._first[series]
@@ -793,12 +840,16 @@ class PeakTracker:
 def _hit_rate(out: dict[str, float | None]) -> None:
     queries = out["prefix_cache_queries_delta"]
     hits = out["prefix_cache_hits_delta"]
-    out["prefix_cache_hit_rate"] = (hits / queries if queries and hits is not None
-                                    and queries > 0 else None)
+    out["prefix_cache_hit_rate"] = (
+        hits / queries if queries and hits is not None and queries > 0 else None
+    )
 
 
-def peaks(rows: Iterable[SampleRow], gpu_baseline: Mapping[str, int] | None = None,
-          window: tuple[float, float] | None = None) -> dict[str, float | None]:
+def peaks(
+    rows: Iterable[SampleRow],
+    gpu_baseline: Mapping[str, int] | None = None,
+    window: tuple[float, float] | None = None,
+) -> dict[str, float | None]:
     """Peaks of a run's samples, in any order; every key of PEAK_KEYS, None where unknown.
 
     Memory peaks (tree RSS; device and tree GPU memory, summed over GPUs at each instant) span all
@@ -822,8 +873,12 @@ def peaks(rows: Iterable[SampleRow], gpu_baseline: Mapping[str, int] | None = No
     in_tracker = PeakTracker()
     in_tracker.add(inside)
     win = in_tracker.result(gpu_baseline)
-    for key in ("peak_tree_cpu_percent", "peak_kv_cache_usage_perc",
-                "max_num_requests_running", "max_num_requests_waiting"):
+    for key in (
+        "peak_tree_cpu_percent",
+        "peak_kv_cache_usage_perc",
+        "max_num_requests_running",
+        "max_num_requests_waiting",
+    ):
         out[key] = win[key]
     for key in _MEMORY_KEYS:
         out["load_" + key] = win[key]
@@ -843,9 +898,11 @@ def peaks(rows: Iterable[SampleRow], gpu_baseline: Mapping[str, int] | None = No
 # Recorder
 # --------------------------------------------------------------------------------------------
 
+
 @dataclass(slots=True)
 class SamplerStats:
     """What one sampler thread did; cpu_seconds is that thread's own CPU time (time.thread_time)."""
+
     name: str
     period: float
     samples: int = 0
@@ -899,8 +956,14 @@ class Telemetry:
     def running(self) -> bool:
         return self._started and not self._stop_sampling.is_set()
 
-    def start(self, samplers: Sequence[Sampler], sink: Sink | None = None,
-              flush_every: float = 1.0, *, origin: float | None = None) -> None:
+    def start(
+        self,
+        samplers: Sequence[Sampler],
+        sink: Sink | None = None,
+        flush_every: float = 1.0,
+        *,
+        origin: float | None = None,
+    ) -> None:
         """Start sampling now; t of every row is time.monotonic() - origin (default: the origin
         given to the constructor, else the time the recorder was made)."""
         if self._started:
@@ -910,8 +973,9 @@ class Telemetry:
             self.origin = origin
         self._sink = sink
         self._flush_every = flush_every
-        self._flusher = threading.Thread(target=self._run_flusher, name="telemetry-flush",
-                                         daemon=True)
+        self._flusher = threading.Thread(
+            target=self._run_flusher, name="telemetry-flush", daemon=True
+        )
         self._flusher.start()
         for sampler in samplers:
             self.add(sampler)
@@ -928,8 +992,12 @@ class Telemetry:
             while key in self._stats:
                 key, n = f"{sampler.name}#{n}", n + 1
             stats = SamplerStats(key, sampler.period)
-            thread = threading.Thread(target=self._run_sampler, args=(sampler, stats),
-                                      name=f"telemetry-{key}", daemon=True)
+            thread = threading.Thread(
+                target=self._run_sampler,
+                args=(sampler, stats),
+                name=f"telemetry-{key}",
+                daemon=True,
+            )
             self._samplers.append(sampler)
             self._stats[key] = stats
             self._threads.append(thread)
@@ -940,7 +1008,7 @@ class Telemetry:
         wall0 = time.monotonic()
         try:
             sampler.open()
-        except Exception as exc:      # a sampler never takes the run down
+        except Exception as exc:  # a sampler never takes the run down
             stats.errors += 1
             stats.last_error = f"open: {type(exc).__name__}: {exc}"
             log.warning("telemetry %s: open failed: %s", stats.name, exc)
@@ -954,8 +1022,9 @@ class Telemetry:
                 rows = []
                 stats.errors += 1
                 if stats.last_error is None:
-                    log.warning("telemetry %s: sample failed (counted): %s", stats.name, exc,
-                                exc_info=True)
+                    log.warning(
+                        "telemetry %s: sample failed (counted): %s", stats.name, exc, exc_info=True
+                    )
                 stats.last_error = f"{type(exc).__name__}: {exc}"
             stats.samples += 1
             if rows:
@@ -965,7 +1034,7 @@ class Telemetry:
             k += 1
             next_at = start + k * sampler.period
             now = time.monotonic()
-            if now > next_at:                # late (slow sample or starved CPU): skip, not burst
+            if now > next_at:  # late (slow sample or starved CPU): skip, not burst
                 skipped = int((now - next_at) // sampler.period) + 1
                 stats.missed_ticks += skipped
                 k += skipped
@@ -993,11 +1062,12 @@ class Telemetry:
             self._sink(batch)
         except Exception as exc:
             self.sink_errors += 1
-            log.warning("telemetry sink failed (%d rows kept for the next flush): %s",
-                        len(batch), exc)
+            log.warning(
+                "telemetry sink failed (%d rows kept for the next flush): %s", len(batch), exc
+            )
             if len(batch) > self.max_pending:
                 self.dropped_rows += len(batch) - self.max_pending
-                batch = batch[-self.max_pending:]
+                batch = batch[-self.max_pending :]
             self._pending = batch
 
     def _run_flusher(self) -> None:
@@ -1006,9 +1076,9 @@ class Telemetry:
             self._wake.clear()
             stopping = self._stop_flushing.is_set()
             with self._cond:
-                request = self._requested      # read before the buffer swap: see flush()
+                request = self._requested  # read before the buffer swap: see flush()
             self._flush()
-            if stopping and self._pending:     # one retry for what the sink refused last
+            if stopping and self._pending:  # one retry for what the sink refused last
                 self._flush()
             with self._cond:
                 self._served = request
@@ -1025,8 +1095,7 @@ class Telemetry:
             self._requested += 1
             mine = self._requested
             self._wake.set()
-            self._cond.wait_for(lambda: self._served >= mine or not self._flusher_alive(),
-                                timeout)
+            self._cond.wait_for(lambda: self._served >= mine or not self._flusher_alive(), timeout)
         return not self._pending
 
     def _flusher_alive(self) -> bool:
