@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8501
 
-.PHONY: setup engine browser run test test-fast screenshots bench-agreement bench-client bench-compare
+.PHONY: setup engine browser run lint test test-fast screenshots bench-agreement bench-client bench-compare
 
 setup: $(VENV)/.deps engine
 
@@ -25,7 +25,13 @@ browser:
 run: setup
 	$(BIN)/streamlit run app.py --server.port $(PORT)
 
-test: setup browser
+# Lint, format and types: part of `make test`, report nothing on a clean tree.
+lint: $(VENV)/.deps
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: setup browser lint
 	TUNING_LAB_REQUIRE_ENGINE=1 $(BIN)/pytest
 
 # The fast tier: no engine, no browser; seconds.

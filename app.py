@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from store import repo
+from store import queries
 from tuning.engine import engine_info
 from tuning.experiment.runner import reap_stale
 from ui.common import db, db_path, fmt
@@ -18,7 +18,7 @@ st.caption(
 
 reap_stale(db_path())
 conn = db()
-active = repo.active_experiments(conn)
+active = queries.active_experiments(conn)
 if active:
     for exp in active:
         with st.container(border=True, key=f"active-{exp['id']}"):
@@ -55,7 +55,7 @@ with right:
         f" · {'installed' if info['installed'] else 'NOT installed: run `make setup`'}"
     )
     st.caption(f"model: `{info['model_path']}` served as `{info['served_model_name']}`")
-    runs = repo.list_runs(conn, limit=5)
+    runs = queries.list_runs(conn, limit=5)
     st.subheader("Latest runs")
     if runs:
         for r in runs:

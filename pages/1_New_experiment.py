@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from store import repo
+from store import queries
 from tuning.engine import current_spec
 from tuning.experiment.runner import plan_experiment, runner_busy, spawn_runner
 from tuning.params import PARAMS, ParamError, format_value, parse_values, validate_config
@@ -91,7 +91,7 @@ if not param.restarts_server:
     )
 model = st.text_input("Model name on that server", "", key="new_model") if base_url else None
 
-busy = bool(repo.active_experiments(db())) or runner_busy()
+busy = bool(queries.active_experiments(db())) or runner_busy()
 if busy:
     st.warning("An experiment is running; one at a time per machine. Watch it on **Live**.")
 if st.button(

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from store import repo
+from store import queries
 from ui.common import db
 from ui.health import health_badge, render_run_health
 
 st.set_page_config(page_title="Runs · vLLM Tuning Lab", layout="wide")
 st.title("Runs")
 conn = db()
-experiments = repo.list_experiments(conn)
+experiments = queries.list_experiments(conn)
 options = [None] + [e["id"] for e in experiments]
 names = {e["id"]: f"{e['id']}: {e['name']} ({e['status']})" for e in experiments}
 chosen = st.selectbox(
@@ -21,7 +21,7 @@ chosen = st.selectbox(
     key="runs_experiment",
     format_func=lambda i: "all experiments" if i is None else names[i],
 )
-runs = repo.list_runs(conn, chosen)
+runs = queries.list_runs(conn, chosen)
 if not runs:
     st.info("No runs yet. Start an experiment from **New experiment**.")
     st.stop()

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from store import repo
+from core.status import is_active
+from store import queries
 from ui import live
 from ui.common import db, db_path
 
@@ -25,9 +26,9 @@ if exp is None:
     st.info("No experiment yet. Start one from **New experiment**.")
     st.stop()
 conn.conn.close()
-active = exp["status"] in repo.ACTIVE_STATUSES
+active = is_active(exp["status"])
 live.live_panel(db_path(), int(exp["id"]), active)
-latest = max(int(e["id"]) for e in repo.list_experiments(db(), include_hidden=True))
+latest = max(int(e["id"]) for e in queries.list_experiments(db(), include_hidden=True))
 if not active and not st.query_params.get("experiment") and int(exp["id"]) == latest:
     # Showing the latest, finished experiment: switch when a new one starts anywhere.
     live.watch_for_new_experiment(db_path(), int(exp["id"]))

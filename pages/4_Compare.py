@@ -8,13 +8,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from store import repo
-from tuning.compare.comparison import (
-    build_comparison,
-    experiment_run_ids,
-    load_runs,
-    request_loader,
-)
+from store import queries
+from tuning.compare.comparison import build_comparison, request_loader
 from ui import compare as view
 from ui.common import db
 from ui.health import warn_unhealthy
@@ -31,7 +26,7 @@ preset = view.parse_id_list(st.query_params.get_all("runs")) or view.parse_id_li
     st.session_state.get("cmp_run_ids")
 )
 preset_base = view.parse_id_list(st.query_params.get_all("baseline"))
-experiments = repo.list_experiments(conn)
+experiments = queries.list_experiments(conn)
 options: list[int | None] = ([None] if preset else []) + [int(e["id"]) for e in experiments]
 if not options:
     st.info("Nothing to compare yet: run an experiment from **New experiment**.")
@@ -52,9 +47,9 @@ scope = st.selectbox(
     key="cmp_experiment",
     format_func=lambda i: f"the {len(preset)} runs from the link" if i is None else names[i],
 )
-run_ids = preset if scope is None else experiment_run_ids(conn, int(scope))
+run_ids = preset if scope is None else queries.experiment_run_ids(conn, int(scope))
 try:
-    runs = load_runs(conn, run_ids)
+    runs = queries.load_runs(conn, run_ids)
 except Exception as exc:  # a link naming deleted runs
     st.error(f"cannot load those runs: {exc}")
     st.stop()

@@ -12,8 +12,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from store import open_db, repo
-from tuning.compare.comparison import history_rows
+from core.status import is_active
+from store import open_db, queries, repo
 from ui.common import db, db_path
 from ui.share import render_sharing
 
@@ -60,7 +60,7 @@ def _toggle_run_hidden(path: Path, run_id: int, hidden: bool) -> None:
 
 def _delete_run(path: Path, run_id: int) -> None:
     conn = open_db(path)
-    if repo.get_run(conn, run_id)["status"] in ("running", "pending"):
+    if queries.get_run(conn, run_id)["status"] in ("running", "pending"):
         _flash("error", f"run {run_id} is still running: stop its experiment first")
         return
     repo.delete_run(conn, run_id)
@@ -85,7 +85,7 @@ def _toggle_exp_hidden(path: Path, exp_id: int, hidden: bool) -> None:
 
 def _delete_exp(path: Path, exp_id: int) -> None:
     conn = open_db(path)
-    if repo.get_experiment(conn, exp_id)["status"] in repo.ACTIVE_STATUSES:
+    if is_active(queries.get_experiment(conn, exp_id)["status"]):
         _flash("error", f"experiment {exp_id} is active: stop it first")
         return
     repo.delete_experiment(conn, exp_id)
@@ -126,7 +126,7 @@ def filter_runs(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def runs_tab(conn: Any, path: Path) -> None:
-    rows = history_rows(conn)
+    rows = queries.history_rows(conn)
     if not rows:
         st.info("No runs yet.")
         return
@@ -224,7 +224,7 @@ def runs_tab(conn: Any, path: Path) -> None:
 
 
 def experiments_tab(conn: Any, path: Path) -> None:
-    exps = repo.list_experiments(conn, include_hidden=True)
+    exps = queries.list_experiments(conn, include_hidden=True)
     if not exps:
         st.info("No experiments yet.")
         return
@@ -280,7 +280,7 @@ def experiments_tab(conn: Any, path: Path) -> None:
     )
     st.text_area("Notes", value=exp.get("notes") or "", key=f"hist_exp_notes_{eid}", height=80)
     st.text_input("Tags (comma-separated)", value=exp.get("tags") or "", key=f"hist_exp_tags_{eid}")
-    active = exp["status"] in repo.ACTIVE_STATUSES
+    active = is_active(exp["status"])
     hidden = bool(exp.get("hidden"))
     b1, b2, b3, b4 = st.columns([1, 1, 2, 1])
     b1.button("Save notes and tags", key="hist_exp_save", on_click=_save_exp, args=(path, int(eid)))

@@ -4,6 +4,8 @@ they wait for each other instead of failing, and migrations applied on every wri
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from sqlite_utils import Database
@@ -40,3 +42,13 @@ def open_db(path: str | Path, *, readonly: bool = False) -> Database:
     db.execute("PRAGMA foreign_keys = ON")
     apply_migrations(db)
     return db
+
+
+@contextmanager
+def connect(path: str | Path, *, readonly: bool = False) -> Iterator[Database]:
+    """`with connect(path) as db:` the one way to use the DB: the connection is closed on exit."""
+    db = open_db(path, readonly=readonly)
+    try:
+        yield db
+    finally:
+        db.conn.close()

@@ -1,37 +1,21 @@
-"""Reads and writes of experiments, runs, per-request rows and samples; the only SQL the lab has
-outside migrations and bundles lives here."""
+"""Every write of the lab's tables: experiments, runs, per-request rows and samples (reads are in
+store.queries)."""
 
 from __future__ import annotations
 
 import json
 import uuid
 from collections.abc import Iterable, Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 from sqlite_utils import Database
 
+from core.clock import now_iso
 from core.records import RequestRecord, SampleRow
+from core.status import is_active
+from store import queries
 from store.db import StoreError
-from store.schema import SUMMARY_COLUMNS
-
-ACTIVE_STATUSES = ("queued", "running")
-JSON_FIELDS = (
-    "values_json",
-    "config_json",
-    "workload_json",
-    "engine_json",
-    "argv_json",
-    "env_json",
-    "hardware_json",
-    "startup_json",
-    "summary_json",
-    "health_json",
-)
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
+from store.schema import JSON_COLUMNS, SUMMARY_COLUMNS
 
 
 def new_uid() -> str:
@@ -45,28 +29,11 @@ def _dump(value: Any) -> str:
 def _encode(fields: dict[str, Any]) -> dict[str, Any]:
     out = {}
     for key, value in fields.items():
-        if key in JSON_FIELDS and value is not None and not isinstance(value, str):
+        if key in JSON_COLUMNS and value is not None and not isinstance(value, str):
             value = _dump(value)
         elif isinstance(value, bool):
             value = int(value)
         out[key] = value
-    return out
-
-
-def decode(row: dict[str, Any] | None) -> dict[str, Any] | None:
-    """A row with its *_json columns parsed, under the name without the suffix."""
-    if row is None:
-        return None
-    out = dict(row)
-    for key in JSON_FIELDS:
-        if key in out:
-            raw = out[key]
-            # `hardware` is already the comparable summary string; its details go to hardware_info.
-            name = key[:-5] if key[:-5] not in row else key[:-5] + "_info"
-            try:
-                out[name] = json.loads(raw) if raw else None
-            except ValueError:
-                out[name] = None
     return out
 
 
@@ -87,39 +54,9 @@ def update_experiment(db: Database, experiment_id: int, **fields: Any) -> None:
     db.table("experiments").update(experiment_id, _encode(fields))
 
 
-def get_experiment(db: Database, experiment_id: int) -> dict[str, Any]:
-    rows = list(db.query("select * from experiments where id = ?", [experiment_id]))
-    if not rows:
-        raise StoreError(f"no experiment {experiment_id}")
-    return decode(rows[0]) or {}
-
-
-def list_experiments(db: Database, include_hidden: bool = False) -> list[dict[str, Any]]:
-    where = "" if include_hidden else "where coalesce(hidden, 0) = 0"
-    return [
-        decode(r) or {} for r in db.query(f"select * from experiments {where} order by id desc")
-    ]
-
-
-def active_experiments(db: Database) -> list[dict[str, Any]]:
-    return [
-        decode(r) or {}
-        for r in db.query(
-            "select * from experiments where status in (?, ?) order by id", list(ACTIVE_STATUSES)
-        )
-    ]
-
-
 def request_cancel(db: Database, experiment_id: int) -> None:
     db.execute("update experiments set cancel_requested = 1 where id = ?", [experiment_id])
     db.conn.commit()
-
-
-def cancel_requested(db: Database, experiment_id: int) -> bool:
-    row = db.execute(
-        "select cancel_requested from experiments where id = ?", [experiment_id]
-    ).fetchone()
-    return bool(row and row[0])
 
 
 # --- runs ------------------------------------------------------------------------------------
@@ -147,57 +84,35 @@ def store_summary(db: Database, run_id: int, summary: dict[str, Any]) -> None:
     update_run(db, run_id, summary_json=summary, **columns)
 
 
-def get_run(db: Database, run_id: int) -> dict[str, Any]:
-    rows = list(db.query("select * from runs where id = ?", [run_id]))
-    if not rows:
-        raise StoreError(f"no run {run_id}")
-    return decode(rows[0]) or {}
-
-
-def get_runs(db: Database, run_ids: Iterable[int]) -> list[dict[str, Any]]:
-    ids = [int(i) for i in run_ids]
-    if not ids:
-        return []
-    marks = ",".join("?" * len(ids))
-    rows = {
-        r["id"]: decode(r) or {} for r in db.query(f"select * from runs where id in ({marks})", ids)
-    }
-    missing = [i for i in ids if i not in rows]
-    if missing:
-        raise StoreError(f"no run {', '.join(map(str, missing))}")
-    return [rows[i] for i in ids]
-
-
-def list_runs(
-    db: Database,
-    experiment_id: int | None = None,
-    include_hidden: bool = False,
-    limit: int | None = None,
-) -> list[dict[str, Any]]:
-    clauses, params = [], []
-    if experiment_id is not None:
-        clauses.append("experiment_id = ?")
-        params.append(experiment_id)
-    if not include_hidden:
-        clauses.append("coalesce(hidden, 0) = 0")
-    where = ("where " + " and ".join(clauses)) if clauses else ""
-    order = "order by experiment_id, seq" if experiment_id is not None else "order by id desc"
-    tail = f" limit {int(limit)}" if limit else ""
-    return [decode(r) or {} for r in db.query(f"select * from runs {where} {order}{tail}", params)]
+class ActiveRowError(StoreError):
+    """A row that a live runner still writes cannot be deleted."""
 
 
 def delete_run(db: Database, run_id: int) -> None:
-    with db.atomic():
-        db.execute("delete from samples where run_id = ?", [run_id])
-        db.execute("delete from requests where run_id = ?", [run_id])
-        db.execute("delete from runs where id = ?", [run_id])
+    """A run with its request rows and samples; refused while it is still running."""
+    status = queries.get_run(db, run_id)["status"]
+    if is_active(status):
+        raise ActiveRowError(f"run {run_id} is still {status}: stop its experiment first")
+    _delete_runs(db, [run_id])
 
 
 def delete_experiment(db: Database, experiment_id: int) -> None:
-    for run in list_runs(db, experiment_id, include_hidden=True):
-        delete_run(db, int(run["id"]))
-    db.execute("delete from experiments where id = ?", [experiment_id])
-    db.conn.commit()
+    """An experiment and all its runs; refused while it is active."""
+    status = queries.get_experiment(db, experiment_id)["status"]
+    if is_active(status):
+        raise ActiveRowError(f"experiment {experiment_id} is {status}: stop it first")
+    ids = [int(r["id"]) for r in queries.list_runs(db, experiment_id, include_hidden=True)]
+    with db.atomic():
+        _delete_runs(db, ids)
+        db.execute("delete from experiments where id = ?", [experiment_id])
+
+
+def _delete_runs(db: Database, run_ids: list[int]) -> None:
+    with db.atomic():
+        for run_id in run_ids:
+            db.execute("delete from samples where run_id = ?", [run_id])
+            db.execute("delete from requests where run_id = ?", [run_id])
+            db.execute("delete from runs where id = ?", [run_id])
 
 
 # --- per-request rows and samples --------------------------------------------------------------
@@ -229,36 +144,6 @@ def insert_requests(db: Database, run_id: int, records: Iterable[RequestRecord])
     return count
 
 
-def get_requests(db: Database, run_id: int) -> list[RequestRecord]:
-    out = []
-    for r in db.execute(
-        "select idx, start_s, ttft_s, end_s, itl_json, prompt_tokens, "
-        "output_tokens, ok, http_status, error, error_kind from requests "
-        "where run_id = ? order by idx",
-        [run_id],
-    ):
-        out.append(
-            RequestRecord(
-                index=r[0],
-                start=r[1],
-                ttft=r[2],
-                end=r[3],
-                itl=json.loads(r[4]) if r[4] else [],
-                prompt_tokens=r[5],
-                output_tokens=r[6],
-                ok=bool(r[7]),
-                http_status=r[8],
-                error=r[9],
-                error_kind=r[10],
-            )
-        )
-    return out
-
-
-def count_requests(db: Database, run_id: int) -> int:
-    return int(db.execute("select count(*) from requests where run_id = ?", [run_id]).fetchone()[0])
-
-
 def insert_samples(db: Database, run_id: int, rows: Iterable[SampleRow]) -> int:
     batch = [
         {"run_id": run_id, "t_s": s.t, "series": s.series, "label": s.label, "value": s.value}
@@ -267,26 +152,6 @@ def insert_samples(db: Database, run_id: int, rows: Iterable[SampleRow]) -> int:
     if batch:
         db.table("samples").insert_all(batch, batch_size=5000)
     return len(batch)
-
-
-def get_samples(
-    db: Database, run_id: int, series: Iterable[str] | None = None, since_t: float | None = None
-) -> list[dict[str, Any]]:
-    clauses, params = ["run_id = ?"], [run_id]
-    if series is not None:
-        names = list(series)
-        clauses.append(f"series in ({','.join('?' * len(names))})")
-        params += names
-    if since_t is not None:
-        clauses.append("t_s > ?")
-        params.append(since_t)
-    return list(
-        db.query(
-            f"select t_s, series, label, value from samples where "
-            f"{' and '.join(clauses)} order by t_s",
-            params,
-        )
-    )
 
 
 def relabel_processes(db: Database, run_id: int, names_by_pid: dict[int, str]) -> int:
@@ -306,12 +171,6 @@ def relabel_processes(db: Database, run_id: int, names_by_pid: dict[int, str]) -
             )
             changed += cur.rowcount
     return changed
-
-
-def sample_series(db: Database, run_id: int) -> list[str]:
-    return [
-        r[0] for r in db.execute("select distinct series from samples where run_id = ?", [run_id])
-    ]
 
 
 def _chunks(

@@ -38,6 +38,21 @@ SUMMARY_COLUMNS: dict[str, type] = {
     "client_bound": int,
 }
 
+# Columns holding JSON text; reads return each parsed under the name without `_json`.
+JSON_COLUMNS: tuple[str, ...] = (
+    "values_json",
+    "config_json",
+    "workload_json",
+    "engine_json",
+    "argv_json",
+    "env_json",
+    "hardware_json",
+    "startup_json",
+    "summary_json",
+    "health_json",
+    "itl_json",
+)
+
 
 @migrations()
 def m001_initial(db: Database) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from store import open_db, repo
+from store import open_db, queries
 from tests.fakes.fake_openai import FakeConfig, FakeOpenAIServer
 from tuning.experiment.runner import plan_experiment
 from tuning.workload import Workload
@@ -58,7 +58,7 @@ def test_attached_concurrency_experiment_from_the_cli(lab_home: Path) -> None:
         peak_seen = srv.stats.max_concurrent
     ids = json.loads(out.stdout.strip().splitlines()[-1])["run_ids"]
     db = open_db(db_path)
-    low, high = (repo.get_run(db, i) for i in ids)
+    low, high = (queries.get_run(db, i) for i in ids)
     assert (low["value"], high["value"]) == ("2", "8")
     for run in (low, high):
         assert run["status"] == "done" and run["completed"] == 24 and run["failed"] == 0

@@ -23,9 +23,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from core.clock import now_iso
 from core.records import RequestRecord, SampleRow
 from core.redact import REDACTED, is_secret_key, scrub_argv, scrub_row, scrub_text
-from store import open_db, repo
+from store import open_db, queries, repo
 from store.bundle.format import (
     DATA_NAME,
     FORMAT_VERSION,
@@ -158,8 +159,8 @@ def seed_lab(
         runner_pid=4321,
         author=author,
         host=host,
-        started_at=repo.now_iso(),
-        finished_at=repo.now_iso(),
+        started_at=now_iso(),
+        finished_at=now_iso(),
         notes="baseline sweep; see run 1",
         tags="cpu,sweep",
     )
@@ -207,7 +208,7 @@ def seed_lab(
                 env_json=env,
                 log_path=f"/home/{author}/lab/logs/experiment-{exp}/run-{seq}.log",
                 server_pid=5000 + seq,
-                started_at=repo.now_iso(),
+                started_at=now_iso(),
                 author=author,
                 host=host,
                 status="running",
@@ -227,7 +228,7 @@ def seed_lab(
                     failure_reason="not enough KV cache memory",
                     failure_hint="lower max-num-seqs or raise the KV space",
                     log_tail=tail,
-                    finished_at=repo.now_iso(),
+                    finished_at=now_iso(),
                     base_url=(
                         f"http://ada:{SECRET_URL}@127.0.0.1:8000/v1" if with_secrets else None
                     ),
@@ -258,7 +259,7 @@ def seed_lab(
                 startup_json={"kv_cache_tokens": 8192, "reused_server": False},
                 health_json={"verdict": "ok", "client": {"lag_ms": 1.0}},
                 log_tail="INFO Application startup complete.\n",
-                finished_at=repo.now_iso(),
+                finished_at=now_iso(),
             )
     db.conn.close()
     return {"experiment_id": exp, "run_ids": run_ids}
@@ -466,9 +467,9 @@ def test_round_trip_into_a_fresh_db_and_twice_adds_nothing(
     assert got_exp["runner_pid"] is None and got_exp["origin"] == result.manifest.origin
     db = open_db(fresh)
     for rid in result.runs_added:
-        run = repo.get_run(db, rid)
+        run = queries.get_run(db, rid)
         if run["status"] == "done":
-            again = summarize(repo.get_requests(db, rid), run["summary"]["duration"])
+            again = summarize(queries.get_requests(db, rid), run["summary"]["duration"])
             assert again["mean_ttft_ms"] == pytest.approx(run["mean_ttft_ms"])
             assert again["output_throughput"] == pytest.approx(run["output_throughput"])
     db.conn.close()

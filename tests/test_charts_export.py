@@ -15,17 +15,10 @@ import numpy as np
 import pytest
 
 from core.records import RequestRecord, SampleRow
-from store import open_db, repo
+from store import open_db, queries, repo
 from tuning.charts import build as ch
 from tuning.cli import compare as cli_dashboard
-from tuning.compare.comparison import (
-    build_comparison,
-    default_baseline,
-    experiment_run_ids,
-    load_runs,
-    load_series,
-    request_columns,
-)
+from tuning.compare.comparison import build_comparison, default_baseline, request_columns
 from tuning.metrics import summarize
 from tuning.output import export
 
@@ -120,7 +113,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     path = tmp_path_factory.mktemp("charts") / "lab.db"
     exp = _seed(path)
     db = open_db(path)
-    runs = load_runs(db, experiment_run_ids(db, exp))
+    runs = queries.load_runs(db, queries.experiment_run_ids(db, exp))
     cmp = build_comparison(runs, default_baseline(runs))
     return {"path": path, "db": db, "exp": exp, "cmp": cmp, "runs": runs}
 
@@ -194,7 +187,7 @@ def test_live_chart_and_rates(lab: dict[str, Any]) -> None:
     )
     rid = lab["runs"][0]["id"]
     series = {
-        name: load_series(lab["db"], rid, name, 300)
+        name: queries.load_series(lab["db"], rid, name, 300)
         for name in (
             "tree_rss_bytes",
             "kv_cache_usage_perc",

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from core.redact import REDACTED
-from store import open_db, repo
+from store import open_db, queries, repo
 from store.bundle.format import export_bundle, import_bundle
 from tests.test_bundle import SECRETS, seed_lab
 from tuning.charts import build as ch
@@ -119,7 +119,7 @@ def test_text_from_the_db_is_escaped(tmp_path: Path) -> None:
     evil = '<script>alert("x")</script><img src=x onerror=alert(1)>'
     repo.update_experiment(db, info["experiment_id"], name=f"sweep {evil}", notes=evil, tags=evil)
     for rid in info["run_ids"]:
-        run = repo.get_run(db, rid)
+        run = queries.get_run(db, rid)
         if run["value"] == "16":
             repo.update_run(db, rid, value=f"16{evil}", hardware="cpu-test")
         if run["status"] == "failed":

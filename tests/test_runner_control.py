@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from store import open_db, repo
+from core.clock import now_iso
+from store import open_db, queries, repo
 from tests.fakes.fake_openai import FakeConfig, FakeOpenAIServer
 from tuning.experiment.runner import (
     RunnerBusy,
@@ -46,16 +47,16 @@ def test_cancel_stops_the_load_and_marks_the_run_cancelled(lab_home: Path) -> No
         worker.start()
         db = open_db(db_path)
         deadline = time.monotonic() + 30
-        while repo.get_experiment(db, exp_id)["phase"] != "loading":
+        while queries.get_experiment(db, exp_id)["phase"] != "loading":
             assert time.monotonic() < deadline
             time.sleep(0.1)
         time.sleep(1.0)
         cancel_experiment(db_path, exp_id)
         worker.join(timeout=60)
         assert not worker.is_alive()
-    exp = repo.get_experiment(db, exp_id)
+    exp = queries.get_experiment(db, exp_id)
     assert exp["status"] == "cancelled"
-    runs = repo.list_runs(db, exp_id)
+    runs = queries.list_runs(db, exp_id)
     assert len(runs) == 1 and runs[0]["status"] == "cancelled"  # the second value never started
     assert 0 < runs[0]["completed"] < 400
 
@@ -87,8 +88,8 @@ def test_a_runner_that_died_is_noticed(lab_home: Path) -> None:
         db, exp_id, status="running", runner_pid=dead.pid, heartbeat_at="2026-01-01T00:00:00+00:00"
     )
     assert reap_stale(db_path) == [exp_id]
-    assert repo.get_experiment(db, exp_id)["status"] == "failed"
-    assert repo.get_run(db, run_id)["failure_kind"] == "runner_died"
+    assert queries.get_experiment(db, exp_id)["status"] == "failed"
+    assert queries.get_run(db, run_id)["failure_kind"] == "runner_died"
     assert reap_stale(db_path) == []
 
 
@@ -110,6 +111,6 @@ def test_a_live_runner_is_left_alone(lab_home: Path) -> None:
         exp_id,
         status="running",
         runner_pid=__import__("os").getpid(),
-        heartbeat_at=repo.now_iso(),
+        heartbeat_at=now_iso(),
     )
     assert reap_stale(db_path) == []

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from store import open_db
+from store import open_db, queries
 from store.bundle.format import SUFFIX, export_bundle
 from store.team import TeamError, bundle_file_name, import_new, list_team, publish, team_folder_path
 from tests.test_bundle import db_fingerprint, seed_lab, table_rows
 from tuning.cli import share as cli_share
-from tuning.compare.comparison import build_comparison, load_runs
+from tuning.compare.comparison import build_comparison
 
 
 @pytest.fixture
@@ -105,7 +105,7 @@ def test_teammates_runs_compare_with_yours_and_hardware_is_flagged(team: dict[st
     db = open_db(team["ada"], readonly=True)
     bob_ids = [int(r["id"]) for r in table_rows(team["ada"], "runs") if r["author"] == "bob"]
     mine = team["ada_info"]["run_ids"]
-    runs = load_runs(db, [mine[0], mine[3], *bob_ids])
+    runs = queries.load_runs(db, [mine[0], mine[3], *bob_ids])
     cmp = build_comparison(runs, [mine[0], mine[3]])
     flagged = {c.run_id: c.reason for c in cmp.excluded}
     assert set(bob_ids) <= set(flagged)

@@ -12,10 +12,11 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from store import open_db, repo
+from core.status import is_active
+from store import open_db, queries
 from store.db import StoreError
 from tuning.charts import build as ch
-from tuning.compare.comparison import available_series, load_series, request_columns
+from tuning.compare.comparison import available_series, request_columns
 from tuning.experiment.runner import STALE_AFTER_S, cancel_experiment
 from tuning.settings import lab_home
 from ui.common import fmt, fmt_bytes
@@ -35,11 +36,11 @@ LIVE_SERIES = (
 
 def pick_experiment(db: Any, query_value: Any) -> dict[str, Any] | None:
     """The experiment to show: ?experiment=N, else the active one, else the latest."""
-    experiments = repo.list_experiments(db, include_hidden=True)
+    experiments = queries.list_experiments(db, include_hidden=True)
     if not experiments:
         return None
     ids = [int(e["id"]) for e in experiments]
-    active = [int(e["id"]) for e in experiments if e["status"] in repo.ACTIVE_STATUSES]
+    active = [int(e["id"]) for e in experiments if is_active(e["status"])]
     wanted = None
     try:
         wanted = int(str(query_value)) if query_value not in (None, "") else None
@@ -101,15 +102,15 @@ def current_run(db: Any, exp: Mapping[str, Any]) -> dict[str, Any] | None:
     rid = exp.get("current_run_id")
     if rid:
         try:
-            return repo.get_run(db, int(rid))
+            return queries.get_run(db, int(rid))
         except StoreError:
             pass
-    runs = repo.list_runs(db, int(exp["id"]), include_hidden=True)
+    runs = queries.list_runs(db, int(exp["id"]), include_hidden=True)
     return runs[-1] if runs else None
 
 
 def render_progress(exp: Mapping[str, Any], run: Mapping[str, Any] | None) -> None:
-    active = exp["status"] in repo.ACTIVE_STATUSES
+    active = is_active(exp["status"])
     with st.container(key="live_progress", border=True):
         total = max(int(exp.get("runs_total") or 0), 1)
         done = int(exp.get("runs_done") or 0)
@@ -153,7 +154,7 @@ def render_progress(exp: Mapping[str, Any], run: Mapping[str, Any] | None) -> No
 
 def render_stop(db_path: Path, exp: Mapping[str, Any]) -> None:
     """Ask the runner to stop (it polls the flag with its heartbeat); never kills from the UI."""
-    if exp["status"] not in repo.ACTIVE_STATUSES:
+    if not is_active(exp["status"]):
         return
     if st.button(
         "Stop experiment",
@@ -170,7 +171,7 @@ def render_stop(db_path: Path, exp: Mapping[str, Any]) -> None:
 def run_series(db: Any, run_id: int, max_points: int = 400) -> dict[str, list[tuple[float, float]]]:
     have = available_series(db, [run_id])
     return {
-        name: load_series(db, run_id, name, max_points=max_points, sum_labels=True)
+        name: queries.load_series(db, run_id, name, max_points=max_points, sum_labels=True)
         for name in LIVE_SERIES
         if name in have
     }
@@ -211,7 +212,7 @@ def render_log(run: Mapping[str, Any]) -> None:
 
 
 def render_runs_table(db: Any, exp: Mapping[str, Any]) -> None:
-    runs = repo.list_runs(db, int(exp["id"]), include_hidden=True)
+    runs = queries.list_runs(db, int(exp["id"]), include_hidden=True)
     if not runs:
         return
     frame = pd.DataFrame(
@@ -239,11 +240,11 @@ def panel(db_path: Path, experiment_id: int, was_active: bool) -> None:
     db = open_db(db_path, readonly=True)
     try:
         try:
-            exp = repo.get_experiment(db, experiment_id)
+            exp = queries.get_experiment(db, experiment_id)
         except StoreError:
             st.warning(f"experiment {experiment_id} no longer exists")
             return
-        active = exp["status"] in repo.ACTIVE_STATUSES
+        active = is_active(exp["status"])
         if was_active and not active:
             st.rerun()  # finished: a full rerun swaps to the final view and stops the polling
         run = current_run(db, exp)
@@ -274,7 +275,7 @@ def live_panel(db_path: Path, experiment_id: int, active: bool) -> None:
 def _newer_active(db_path: Path, shown_id: int) -> int | None:
     db = open_db(db_path, readonly=True)
     try:
-        active = [int(e["id"]) for e in repo.active_experiments(db)]
+        active = [int(e["id"]) for e in queries.active_experiments(db)]
     finally:
         db.conn.close()
     return active[-1] if active and active[-1] != shown_id else None

@@ -16,14 +16,13 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from store import open_db, repo
+from core.status import is_active
+from store import open_db, queries
 from store.bundle.format import SUFFIX, BundleError, export_bundle, import_bundle
 from store.team import TeamError, bundle_file_name, import_new, list_team, publish
-from tuning.compare.comparison import history_rows
 from tuning.settings import load_settings
 
 FLASH_KEY = "share_flash"
-ACTIVE = ("queued", "running", "pending")
 
 
 def _flash(kind: str, text: str) -> None:
@@ -58,7 +57,7 @@ def _report_bytes(
             for eid in exp_ids:
                 ids += [
                     int(r["id"])
-                    for r in repo.list_runs(conn, eid, include_hidden=True)
+                    for r in queries.list_runs(conn, eid, include_hidden=True)
                     if int(r["id"]) not in ids
                 ]
         finally:
@@ -111,9 +110,11 @@ def _import_file(db_path: Path) -> None:
 
 def _selection(conn: Any) -> tuple[list[int], list[int]]:
     exps = [
-        e for e in repo.list_experiments(conn, include_hidden=True) if e.get("status") not in ACTIVE
+        e
+        for e in queries.list_experiments(conn, include_hidden=True)
+        if not is_active(e.get("status"))
     ]
-    runs = [r for r in history_rows(conn) if r.get("status") not in ACTIVE]
+    runs = [r for r in queries.history_rows(conn) if not is_active(r.get("status"))]
     by_exp = {int(e["id"]): e for e in exps}
     by_run = {int(r["id"]): r for r in runs}
     c1, c2 = st.columns(2)

@@ -55,7 +55,7 @@ from core.redact import (
     scrub_row,
     scrub_text,
 )
-from store.schema import apply_migrations, schema_version
+from store.schema import JSON_COLUMNS, apply_migrations, schema_version
 
 FORMAT = "vllm-tuning-lab-bundle"
 FORMAT_VERSION = 1
@@ -76,19 +76,6 @@ REQUIRED_COLUMNS = {
     "requests": ("run_id", "idx"),
     "samples": ("run_id", "t_s", "series", "value"),
 }
-JSON_COLUMNS = (
-    "values_json",
-    "config_json",
-    "workload_json",
-    "engine_json",
-    "argv_json",
-    "env_json",
-    "hardware_json",
-    "startup_json",
-    "summary_json",
-    "health_json",
-    "itl_json",
-)
 _UID = re.compile(r"^[0-9A-Za-z_-]{8,64}$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _SQLITE_MAGIC = b"SQLite format 3\x00"

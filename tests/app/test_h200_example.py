@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from store import open_db, repo
+from store import open_db, queries
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "h200" / "lab-h200.db"
@@ -29,7 +29,7 @@ def h200_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_runs_are_complete_and_on_an_h200(h200_db: Path) -> None:
     db = open_db(h200_db)
-    runs = repo.list_runs(db)
+    runs = queries.list_runs(db)
     assert len(runs) == 8
     for run in runs:
         assert run["status"] == "done" and run["failed"] == 0 and run["completed"] == 512
@@ -38,12 +38,12 @@ def test_runs_are_complete_and_on_an_h200(h200_db: Path) -> None:
 
 def test_engine_core_holds_the_memory_with_a_step_at_kv_allocation(h200_db: Path) -> None:
     db = open_db(h200_db)
-    for run in repo.list_runs(db):
-        procs = repo.get_samples(db, run["id"], ["gpu_proc_bytes"])
+    for run in queries.list_runs(db):
+        procs = queries.get_samples(db, run["id"], ["gpu_proc_bytes"])
         labels = {s["label"] for s in procs}
         assert labels and all(label.startswith("EngineCore:") for label in labels)
         assert run["startup"]["engine_pids"]["EngineCore"] == int(labels.pop().split(":")[1])
-        tree = [s for s in repo.get_samples(db, run["id"], ["gpu_tree_bytes"])]
+        tree = [s for s in queries.get_samples(db, run["id"], ["gpu_tree_bytes"])]
         peak = max(s["value"] for s in tree)
         assert peak > 60 * GIB
         # The step: from weights only (< 5 GiB) to near the peak within 5 s.

@@ -17,8 +17,9 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
+from core.clock import now_iso
 from core.records import RequestRecord, SampleRow
-from store import open_db, repo
+from store import open_db, queries, repo
 from tuning.metrics import summarize
 
 REPO = Path(__file__).resolve().parents[2]
@@ -104,7 +105,7 @@ def add_run(
         status=status,
         phase=status,
         author="ada",
-        started_at=repo.now_iso(),
+        started_at=now_iso(),
         log_path=log_path,
     )
     if status == "failed":
@@ -134,7 +135,7 @@ def add_run(
             run_id,
             time_to_healthy_s=12.0 + rng.random(),
             kv_cache_tokens=8192,
-            finished_at=repo.now_iso(),
+            finished_at=now_iso(),
         )
     return run_id
 
@@ -206,8 +207,8 @@ def seed(path: Path, log_dir: Path) -> dict[str, Any]:
         requests_done=17,
         requests_total=40,
         runner_pid=os.getpid(),
-        heartbeat_at=repo.now_iso(),
-        started_at=repo.now_iso(),
+        heartbeat_at=now_iso(),
+        started_at=now_iso(),
     )
     db.conn.close()
     return {"done_exp": e1, "live_exp": e2, "runs": ids, "live_run": live, "live_done": done}
@@ -323,7 +324,7 @@ def test_live_page_shows_active_experiment(lab: dict[str, Any]) -> None:
     at.button(key="live_stop").click().run()
     assert not at.exception, at.exception
     db = open_db(lab["db"])
-    assert repo.cancel_requested(db, lab["live_exp"])
+    assert queries.cancel_requested(db, lab["live_exp"])
     # a second poll (what run_every does in the browser) still renders from the DB alone
     at.run()
     assert not at.exception, at.exception
@@ -332,7 +333,7 @@ def test_live_page_shows_active_experiment(lab: dict[str, Any]) -> None:
 def test_live_page_final_state_when_nothing_runs(lab: dict[str, Any]) -> None:
     db = open_db(lab["db"])
     repo.update_experiment(
-        db, lab["live_exp"], status="cancelled", phase="cancelled", finished_at=repo.now_iso()
+        db, lab["live_exp"], status="cancelled", phase="cancelled", finished_at=now_iso()
     )
     db.conn.close()
     at = _page("pages/3_Live.py")
@@ -368,10 +369,10 @@ def test_history_page_filters_edits_and_deletes(lab: dict[str, Any]) -> None:
     at.button(key="hist_save").click().run()
     assert not at.exception, at.exception
     db = open_db(lab["db"])
-    row = repo.get_run(db, target)
+    row = queries.get_run(db, target)
     assert row["notes"].startswith("=cmd") and row["tags"] == "baseline, cpu"
     at.button(key="hist_hide").click().run()
-    assert repo.get_run(db, target)["hidden"] == 1
+    assert queries.get_run(db, target)["hidden"] == 1
     assert len(_frame(at, "param")) == 10
     at.checkbox(key="hist_show_hidden").check().run()
     assert len(_frame(at, "param")) == 11
@@ -382,7 +383,7 @@ def test_history_page_filters_edits_and_deletes(lab: dict[str, Any]) -> None:
     at.checkbox(key="hist_confirm_delete").check().run()
     at.button(key="hist_delete").click().run()
     assert not at.exception, at.exception
-    assert victim not in {r["id"] for r in repo.list_runs(db, include_hidden=True)}
+    assert victim not in {r["id"] for r in queries.list_runs(db, include_hidden=True)}
 
 
 def test_history_page_experiments_tab(lab: dict[str, Any]) -> None:

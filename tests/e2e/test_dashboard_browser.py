@@ -91,11 +91,11 @@ def app_url(tmp_path: Path) -> Iterator[str]:
         proc.wait(timeout=30)
         log.close()
         # The runner process the page started has its own session; stop it if it is still there.
-        from store import open_db, repo
+        from store import open_db, queries
         from tuning.experiment.runner import reap_stale
 
         if (home / "lab.db").exists():
-            for exp in repo.active_experiments(open_db(home / "lab.db")):
+            for exp in queries.active_experiments(open_db(home / "lab.db")):
                 if exp.get("runner_pid"):
                     try:
                         os.killpg(int(exp["runner_pid"]), signal.SIGTERM)

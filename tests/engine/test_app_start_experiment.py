@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from store import open_db, repo
+from store import open_db, queries
 
 pytestmark = pytest.mark.engine
 REPO = Path(__file__).resolve().parents[2]
@@ -34,14 +34,14 @@ def test_start_from_page_and_see_runs(
     assert not at.exception
     assert any("started" in s.value for s in at.success), [s.value for s in at.success]
     db = open_db(db_path)
-    exp = repo.list_experiments(db)[0]
+    exp = queries.list_experiments(db)[0]
     deadline = time.monotonic() + 600
-    while repo.get_experiment(db, exp["id"])["status"] in ("queued", "running"):
+    while queries.get_experiment(db, exp["id"])["status"] in ("queued", "running"):
         assert time.monotonic() < deadline, "experiment did not finish in time"
         time.sleep(2)
-    final = repo.get_experiment(db, exp["id"])
+    final = queries.get_experiment(db, exp["id"])
     assert final["status"] == "done", final
-    runs = repo.list_runs(db, exp["id"])
+    runs = queries.list_runs(db, exp["id"])
     assert [r["value"] for r in runs] == ["1", "4"] and all(r["status"] == "done" for r in runs)
     # Only one server start for a workload parameter: the second run reused it.
     assert runs[1]["startup"]["reused_server"] is True

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from store import open_db, repo
+from store import open_db, queries
 from store.bundle.format import (
     LOCAL_ONLY,
     BundleError,
@@ -88,9 +88,9 @@ def check_round_trip(lab: dict[str, Any], tmp_path: Path) -> None:
         assert dst_exp[col] == expected_exp[col], col
     db = open_db(fresh)
     for rid in result.runs_added:
-        run = repo.get_run(db, rid)
+        run = queries.get_run(db, rid)
         if run["status"] == "done":
-            again = summarize(repo.get_requests(db, rid), run["summary"]["duration"])
+            again = summarize(queries.get_requests(db, rid), run["summary"]["duration"])
             for key in ("completed", "mean_ttft_ms", "p99_tpot_ms", "output_throughput"):
                 assert again[key] == pytest.approx(run["summary"][key]), key
     db.conn.close()

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from store import open_db, repo
+from store import open_db, queries
 from tests.engine.conftest import run_cli
 
 pytestmark = pytest.mark.engine
@@ -15,19 +15,19 @@ pytestmark = pytest.mark.engine
 
 def test_max_num_seqs_2_vs_16_end_to_end(real_lab: dict[str, Any]) -> None:
     db = open_db(real_lab["db"])
-    runs = [repo.get_run(db, i) for i in real_lab["run_ids"]]
+    runs = [queries.get_run(db, i) for i in real_lab["run_ids"]]
     assert [r["value"] for r in runs] == ["2", "16"]
     for run in runs:
         assert run["status"] == "done", run
         assert run["completed"] + run["failed"] == 64
         assert run["failed"] == 0
-        requests = repo.get_requests(db, run["id"])
+        requests = queries.get_requests(db, run["id"])
         assert len(requests) == 64 and all(r.ok and r.output_tokens == 64 for r in requests)
         assert all(r.ttft is not None and len(r.itl) > 0 for r in requests)
         # Memory climb and KV usage time series exist for every successful run.
-        series = set(repo.sample_series(db, run["id"]))
+        series = set(queries.sample_series(db, run["id"]))
         assert {"tree_rss_bytes", "kv_cache_usage_perc", "num_requests_running"} <= series
-        rss = repo.get_samples(db, run["id"], ["tree_rss_bytes"])
+        rss = queries.get_samples(db, run["id"], ["tree_rss_bytes"])
         # Sampled from launch at 100 ms: the climb from an empty interpreter to a loaded engine.
         assert len(rss) > 100 and max(s["value"] for s in rss) > 10 * rss[0]["value"]
         assert run["kv_cache_tokens"] > 0 and run["time_to_healthy_s"] > 0
@@ -43,7 +43,7 @@ def test_max_num_seqs_2_vs_16_end_to_end(real_lab: dict[str, Any]) -> None:
     assert sixteen["output_throughput"] > two["output_throughput"]
     assert sixteen["mean_ttft_ms"] < two["mean_ttft_ms"]
     # vLLM's own queue shows the cap: never more than 2 running with max-num-seqs 2.
-    running = repo.get_samples(db, two["id"], ["num_requests_running"])
+    running = queries.get_samples(db, two["id"], ["num_requests_running"])
     assert max(s["value"] for s in running) <= 2
 
 
@@ -107,7 +107,7 @@ def test_a_value_that_cannot_start_is_stored_and_the_next_still_runs(
     assert out.returncode == 0, out.stdout + out.stderr
     ids = json.loads(out.stdout.strip().splitlines()[-1])["run_ids"]
     db = open_db(db_path)
-    first, bad, third = (repo.get_run(db, i) for i in ids)
+    first, bad, third = (queries.get_run(db, i) for i in ids)
     assert first["status"] == "done" and third["status"] == "done"
     assert bad["status"] == "failed" and bad["failure_kind"] == "engine_init"
     assert "No common block size for 16" in bad["failure_reason"]

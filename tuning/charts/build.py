@@ -14,6 +14,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from store import queries
 from tuning import metrics as m
 from tuning.compare.comparison import (
     METRIC_BY_KEY,
@@ -22,7 +23,6 @@ from tuning.compare.comparison import (
     Side,
     available_series,
     latency_sample,
-    load_series,
     numeric_values,
 )
 
@@ -579,7 +579,7 @@ def run_series(
     windows = comparison.load_windows
     out: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for side, rid in runs:
-        points = load_series(db, rid, series_name, max_points=per)
+        points = queries.load_series(db, rid, series_name, max_points=per)
         if not points:
             continue
         if align == "load":

@@ -86,12 +86,10 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
 
 def _load(args: argparse.Namespace) -> tuple[Any, Any]:
     """(db, Comparison) for the runs the arguments name; ValueError says what is wrong."""
-    from store import StoreError, open_db
+    from store import StoreError, open_db, queries
     from tuning.compare.comparison import (
         build_comparison,
         default_baseline,
-        experiment_run_ids,
-        load_runs,
         parse_slo,
         request_loader,
     )
@@ -108,13 +106,13 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any]:
         )
     )
     if args.experiment is not None:
-        ids += [i for i in experiment_run_ids(db, args.experiment) if i not in ids]
+        ids += [i for i in queries.experiment_run_ids(db, args.experiment) if i not in ids]
     if args.baseline is not None and args.baseline not in ids:
         ids.insert(0, args.baseline)
     if not ids:
         raise ValueError("name some runs (RUN_ID ...) or --experiment ID")
     try:
-        runs = load_runs(db, ids)
+        runs = queries.load_runs(db, ids)
     except StoreError as exc:
         raise ValueError(str(exc)) from None
     if args.baseline is not None:

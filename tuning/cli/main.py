@@ -235,10 +235,10 @@ def run_as_dict(run: dict[str, Any]) -> dict[str, Any]:
 
 
 def _runs_cmd(args: argparse.Namespace) -> int:
-    from store import open_db, repo
+    from store import open_db, queries
 
     db = open_db(args.db or default_db_path())
-    rows = [run_as_dict(r) for r in repo.list_runs(db, args.experiment, include_hidden=True)]
+    rows = [run_as_dict(r) for r in queries.list_runs(db, args.experiment, include_hidden=True)]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

@@ -40,8 +40,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from store.db import StoreError
-from store.schema import SUMMARY_COLUMNS
+from store import queries
 from tuning import metrics as m
 from tuning.params import PARAMS, format_value
 
@@ -908,102 +907,26 @@ def default_baseline(runs: Sequence[Mapping[str, Any]]) -> list[int]:
 # Loaders: only the columns the dashboard needs
 # --------------------------------------------------------------------------------------------
 
-RUN_COLUMNS: tuple[str, ...] = (
-    "id",
-    "uid",
-    "experiment_id",
-    "seq",
-    "repeat_index",
-    "param",
-    "value",
-    "config_json",
-    "workload_json",
-    "workload_fingerprint",
-    "engine",
-    "vllm_version",
-    "model",
-    "backend",
-    "hardware",
-    "status",
-    "phase",
-    "failure_kind",
-    "failure_reason",
-    "failure_hint",
-    "started_at",
-    "finished_at",
-    "time_to_healthy_s",
-    "kv_cache_tokens",
-    "kv_cache_memory_bytes",
-    "max_concurrency",
-    "summary_json",
-    "health_json",
-    "author",
-    "host",
-    "notes",
-    "tags",
-    "hidden",
-    *SUMMARY_COLUMNS,
+
+# The sample series the dashboard draws, probed per run before a chart is offered.
+DASHBOARD_SERIES: tuple[str, ...] = (
+    "tree_rss_bytes",
+    "gpu_tree_bytes",
+    "gpu_used_bytes",
+    "kv_cache_usage_perc",
+    "generation_tokens_total",
+    "num_requests_running",
+    "num_requests_waiting",
 )
 
 
-def _decode_run(row: dict[str, Any]) -> dict[str, Any]:
-    for key in ("config_json", "workload_json", "summary_json", "health_json"):
-        raw = row.get(key)
-        try:
-            row[key[:-5]] = json.loads(raw) if raw else None
-        except ValueError:
-            row[key[:-5]] = None
-    return row
-
-
-def load_runs(db: Any, run_ids: Iterable[int]) -> list[dict[str, Any]]:
-    """The runs in the order given, without log tails or argv (StoreError for a missing id)."""
-    ids = [int(i) for i in run_ids]
-    if not ids:
-        return []
-    cols = ", ".join(RUN_COLUMNS)
-    marks = ",".join("?" * len(ids))
-    found = {
-        r["id"]: _decode_run(dict(r))
-        for r in db.query(f"select {cols} from runs where id in ({marks})", ids)
-    }
-    missing = [i for i in ids if i not in found]
-    if missing:
-        raise StoreError(f"no run {', '.join(map(str, missing))}")
-    return [found[i] for i in ids]
-
-
-def experiment_run_ids(db: Any, experiment_id: int) -> list[int]:
-    return [
-        int(r[0])
-        for r in db.execute(
-            "select id from runs where experiment_id = ? order by seq, id", [experiment_id]
-        )
-    ]
+def available_series(db: Any, run_ids: Iterable[int]) -> set[str]:
+    return queries.available_series(db, run_ids, DASHBOARD_SERIES)
 
 
 def request_columns(db: Any, run_id: int, with_itl: bool = False) -> m.Columns:
     """A run's request rows as metrics.Columns; without ITL unless asked (goodput needs none)."""
-    itl_col = "itl_json" if with_itl else "null"
-    rows = db.execute(
-        f"select start_s, ttft_s, end_s, output_tokens, prompt_tokens, ok, error_kind, {itl_col} "
-        "from requests where run_id = ? order by idx",
-        [run_id],
-    ).fetchall()
-    maps = [
-        {
-            "start": r[0],
-            "ttft": r[1],
-            "end": r[2],
-            "output_tokens": r[3],
-            "prompt_tokens": r[4],
-            "ok": r[5],
-            "error_kind": r[6],
-            "itl": json.loads(r[7]) if r[7] else [],
-        }
-        for r in rows
-    ]
-    return m.columns(maps)
+    return m.columns(queries.request_rows(db, run_id, with_itl))
 
 
 def request_loader(db: Any) -> RequestLoader:
@@ -1012,17 +935,8 @@ def request_loader(db: Any) -> RequestLoader:
 
 
 def latency_sample(db: Any, run_id: int, max_rows: int = 2000) -> dict[str, np.ndarray]:
-    """Per-request TTFT, TPOT, E2EL (ms) of successful requests, every k-th row when there are
-    more than `max_rows` (a CDF needs its shape, not every row)."""
-    count = int(
-        db.execute("select count(*) from requests where run_id = ?", [run_id]).fetchone()[0]
-    )
-    stride = max(1, math.ceil(count / max_rows)) if max_rows else 1
-    rows = db.execute(
-        "select start_s, ttft_s, end_s, output_tokens from requests where run_id = ? and ok = 1 "
-        "and idx % ? = 0",
-        [run_id, stride],
-    ).fetchall()
+    """Per-request TTFT, TPOT, E2EL (ms) of successful requests, thinned to about `max_rows`."""
+    rows = queries.latency_rows(db, run_id, max_rows)
     if not rows:
         empty = np.zeros(0)
         return {"ttft": empty, "tpot": empty, "e2el": empty}
@@ -1034,109 +948,3 @@ def latency_sample(db: Any, run_id: int, max_rows: int = 2000) -> dict[str, np.n
     long = out[good] > 1
     tpot = (e2el[long] - tt[long]) / (out[good][long] - 1)
     return {"ttft": tt * 1000.0, "tpot": tpot * 1000.0, "e2el": e2el * 1000.0}
-
-
-def load_series(
-    db: Any, run_id: int, series: str, max_points: int = 500, sum_labels: bool = True
-) -> list[tuple[float, float]]:
-    """One sample series downsampled in SQL to <= max_points buckets of time: the max of each
-    bucket (peaks survive; for a cumulative counter the max is its last value). With `sum_labels`
-    the labels (GPUs) are added up per bucket, so a 2-GPU box shows the whole server."""
-    row = db.execute(
-        "select min(t_s), max(t_s), count(*) from samples where run_id = ? and series = ?",
-        [run_id, series],
-    ).fetchone()
-    if not row or not row[2]:
-        return []
-    t0, t1, _n = row
-    width = max((t1 - t0) / max(1, max_points), 1e-9)
-    rows = db.execute(
-        "select label, cast((t_s - ?) / ? as integer) as b, max(t_s), max(value) from samples "
-        "where run_id = ? and series = ? group by label, b",
-        [t0, width, run_id, series],
-    ).fetchall()
-    if not sum_labels:
-        merged: dict[int, tuple[float, float]] = {}
-        for _label, b, t, v in rows:
-            prev = merged.get(b)
-            merged[b] = (t, v) if prev is None else (max(prev[0], t), max(prev[1], v))
-        return sorted(merged.values())
-    buckets: dict[int, list[float]] = {}
-    for _label, b, t, v in rows:
-        cur = buckets.setdefault(b, [t, 0.0])
-        cur[0] = max(cur[0], t)
-        cur[1] += v
-    return sorted((t, v) for t, v in buckets.values())
-
-
-def available_series(db: Any, run_ids: Iterable[int]) -> set[str]:
-    ids = [int(i) for i in run_ids]
-    if not ids:
-        return set()
-    marks = ",".join("?" * len(ids))
-    # One index probe per (run, series) name the dashboard knows, instead of a scan.
-    known = (
-        "tree_rss_bytes",
-        "gpu_tree_bytes",
-        "gpu_used_bytes",
-        "kv_cache_usage_perc",
-        "generation_tokens_total",
-        "num_requests_running",
-        "num_requests_waiting",
-    )
-    out = set()
-    for name in known:
-        hit = db.execute(
-            f"select 1 from samples where run_id in ({marks}) and series = ? limit 1", [*ids, name]
-        ).fetchone()
-        if hit:
-            out.add(name)
-    return out
-
-
-HISTORY_COLUMNS: tuple[str, ...] = (
-    "id",
-    "experiment_id",
-    "seq",
-    "repeat_index",
-    "param",
-    "value",
-    "status",
-    "failure_kind",
-    "engine",
-    "vllm_version",
-    "model",
-    "hardware",
-    "output_throughput",
-    "mean_ttft_ms",
-    "p99_ttft_ms",
-    "mean_tpot_ms",
-    "peak_tree_rss_bytes",
-    "peak_gpu_tree_bytes",
-    "peak_kv_cache_usage_perc",
-    "kv_cache_tokens",
-    "preemptions",
-    "failed",
-    "author",
-    "host",
-    "origin",
-    "notes",
-    "tags",
-    "hidden",
-    "started_at",
-    "finished_at",
-)
-
-
-def history_rows(db: Any, include_hidden: bool = True) -> list[dict[str, Any]]:
-    """Every run for the History page: headline columns only (no JSON, no log tail), with its
-    experiment's name, newest first."""
-    cols = ", ".join(f"r.{c}" for c in HISTORY_COLUMNS)
-    where = "" if include_hidden else "where coalesce(r.hidden, 0) = 0"
-    return [
-        dict(r)
-        for r in db.query(
-            f"select {cols}, e.name as experiment_name from runs r left join experiments e "
-            f"on e.id = r.experiment_id {where} order by r.id desc"
-        )
-    ]

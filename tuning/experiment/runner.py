@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from core.records import SampleRow
-from store import open_db, repo
+from store import open_db, queries, repo
 from tuning import hardware
 from tuning.engine import EngineSpec
 from tuning.params import build_launch, format_value, get_param, validate_config, validate_value
@@ -166,7 +166,7 @@ class ExperimentRunner:
         self.db_path = Path(db_path)
         self.db = open_db(self.db_path)
         self.experiment_id = experiment_id
-        self.exp = repo.get_experiment(self.db, experiment_id)
+        self.exp = queries.get_experiment(self.db, experiment_id)
         self.progress = progress or (lambda event, data: None)
         self.start_timeout = start_timeout
         self.live = _Live()
@@ -196,7 +196,7 @@ class ExperimentRunner:
                 "current_run_id": self.live.current_run_id,
             }
         repo.update_experiment(db, self.experiment_id, **fields)
-        if repo.cancel_requested(db, self.experiment_id):
+        if queries.cancel_requested(db, self.experiment_id):
             self.live.cancel.set()
 
     def _phase(self, phase: str, run_id: int | None = None) -> None:
@@ -506,7 +506,7 @@ class ExperimentRunner:
         repo.insert_requests(self.db, run_id, result.records)
         self._relabel(run_id)
         summary = summarize(result.records, result.duration_s)
-        samples = repo.get_samples(self.db, run_id)
+        samples = queries.get_samples(self.db, run_id)
         rows = [SampleRow(s["t_s"], s["series"], s["value"], s["label"]) for s in samples]
         summary.update(
             peaks(rows, gpu_baseline=self.gpu_baseline or None, window=(load_start, load_end))
@@ -589,7 +589,7 @@ def reap_stale(db_path: str | Path) -> list[int]:
     db = open_db(db_path)
     reaped = []
     now = time.time()
-    for exp in repo.active_experiments(db):
+    for exp in queries.active_experiments(db):
         beat = exp.get("heartbeat_at") or exp.get("created_at")
         try:
             age = now - datetime.fromisoformat(beat).timestamp()
@@ -600,7 +600,7 @@ def reap_stale(db_path: str | Path) -> list[int]:
         if exp["status"] == "queued" and not pid:
             continue
         if age > STALE_AFTER_S and not alive:
-            for run in repo.list_runs(db, int(exp["id"]), include_hidden=True):
+            for run in queries.list_runs(db, int(exp["id"]), include_hidden=True):
                 if run["status"] in ("running", "pending"):
                     if run.get("server_pid") and _pid_alive(int(run["server_pid"])):
                         stop_group(int(run["server_pid"]))

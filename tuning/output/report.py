@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from core.redact import env_secrets, scrub_text
+from store import queries
 from store.db import StoreError, open_db
 from tuning.charts import build as ch
 from tuning.compare.comparison import (
@@ -28,9 +29,7 @@ from tuning.compare.comparison import (
     Metric,
     build_comparison,
     default_baseline,
-    experiment_run_ids,
     fmt_value,
-    load_runs,
     noise_floor,
     run_config,
     run_workload,
@@ -40,7 +39,6 @@ from tuning.output.export import chart_svg, network_references
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 LOG_TAIL_CHARS = 3000
 _EXTRA_COLUMNS = (
-    "id",
     "origin",
     "hardware",
     "vllm_version",
@@ -485,26 +483,20 @@ def build_report(
         ids = list(dict.fromkeys(int(i) for i in run_ids))
         exp = None
         if experiment_id is not None:
-            rows = list(conn.query("select * from experiments where id = ?", [int(experiment_id)]))
-            if not rows:
-                raise ReportError(f"no experiment {experiment_id}")
-            exp = rows[0]
-            ids += [i for i in experiment_run_ids(conn, int(experiment_id)) if i not in ids]
+            try:
+                exp = queries.get_experiment(conn, int(experiment_id))
+            except StoreError:
+                raise ReportError(f"no experiment {experiment_id}") from None
+            ids += [i for i in queries.experiment_run_ids(conn, int(experiment_id)) if i not in ids]
         if not ids:
             raise ReportError("nothing to report: name runs or an experiment with runs")
         try:
-            runs = load_runs(conn, ids)
+            runs = queries.load_runs(conn, ids)
         except StoreError as exc:
             raise ReportError(str(exc)) from None
         base = [int(i) for i in (baseline_ids or []) if int(i) in ids] or default_baseline(runs)
         comparison = build_comparison(runs, base, slo_ms=slo_ms, requests=request_loader(conn))
-        marks = ",".join("?" * len(ids))
-        extra = {
-            int(r["id"]): r
-            for r in conn.query(
-                f"select {', '.join(_EXTRA_COLUMNS)} from runs where id in ({marks})", ids
-            )
-        }
+        extra = queries.runs_by_id(conn, ids, _EXTRA_COLUMNS)
         by_id = {int(r["id"]): r for r in runs}
         secrets = env_secrets()
         charts_html, n_charts = _charts_section(conn, comparison, kinds)

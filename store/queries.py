@@ -1,0 +1,365 @@
+"""Every read of the lab's tables: experiments, runs, per-request rows and samples.
+
+Pages, the runner, the CLI and the exports read through these functions only; loaders for the
+dashboard select just the columns it needs, so a compare of 20 runs in a database of 1,000 runs and
+a million request rows stays fast. Rows come back as dicts with their *_json columns parsed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from sqlite_utils import Database
+
+from core.records import RequestRecord
+from core.status import ACTIVE
+from store.db import StoreError
+from store.schema import JSON_COLUMNS, SUMMARY_COLUMNS
+
+
+def _marks(items: Iterable[Any]) -> str:
+    return ",".join("?" * len(list(items)))
+
+
+def decode(row: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A row with its *_json columns parsed, under the name without the suffix."""
+    if row is None:
+        return None
+    out = dict(row)
+    for key in JSON_COLUMNS:
+        if key in out:
+            raw = out[key]
+            # `hardware` is already the comparable summary string; its details go to hardware_info.
+            name = key[:-5] if key[:-5] not in row else key[:-5] + "_info"
+            try:
+                out[name] = json.loads(raw) if raw else None
+            except ValueError:
+                out[name] = None
+    return out
+
+
+def get_experiment(db: Database, experiment_id: int) -> dict[str, Any]:
+    rows = list(db.query("select * from experiments where id = ?", [experiment_id]))
+    if not rows:
+        raise StoreError(f"no experiment {experiment_id}")
+    return decode(rows[0]) or {}
+
+
+def list_experiments(db: Database, include_hidden: bool = False) -> list[dict[str, Any]]:
+    where = "" if include_hidden else "where coalesce(hidden, 0) = 0"
+    return [
+        decode(r) or {} for r in db.query(f"select * from experiments {where} order by id desc")
+    ]
+
+
+def active_experiments(db: Database) -> list[dict[str, Any]]:
+    return [
+        decode(r) or {}
+        for r in db.query(
+            f"select * from experiments where status in ({_marks(ACTIVE)}) order by id",
+            sorted(ACTIVE),
+        )
+    ]
+
+
+def cancel_requested(db: Database, experiment_id: int) -> bool:
+    row = db.execute(
+        "select cancel_requested from experiments where id = ?", [experiment_id]
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def get_run(db: Database, run_id: int) -> dict[str, Any]:
+    rows = list(db.query("select * from runs where id = ?", [run_id]))
+    if not rows:
+        raise StoreError(f"no run {run_id}")
+    return decode(rows[0]) or {}
+
+
+def list_runs(
+    db: Database,
+    experiment_id: int | None = None,
+    include_hidden: bool = False,
+    limit: int | None = None,
+) -> list[dict[str, Any]]:
+    clauses, params = [], []
+    if experiment_id is not None:
+        clauses.append("experiment_id = ?")
+        params.append(experiment_id)
+    if not include_hidden:
+        clauses.append("coalesce(hidden, 0) = 0")
+    where = ("where " + " and ".join(clauses)) if clauses else ""
+    order = "order by experiment_id, seq" if experiment_id is not None else "order by id desc"
+    tail = f" limit {int(limit)}" if limit else ""
+    return [decode(r) or {} for r in db.query(f"select * from runs {where} {order}{tail}", params)]
+
+
+def get_requests(db: Database, run_id: int) -> list[RequestRecord]:
+    out = []
+    for r in db.execute(
+        "select idx, start_s, ttft_s, end_s, itl_json, prompt_tokens, "
+        "output_tokens, ok, http_status, error, error_kind from requests "
+        "where run_id = ? order by idx",
+        [run_id],
+    ):
+        out.append(
+            RequestRecord(
+                index=r[0],
+                start=r[1],
+                ttft=r[2],
+                end=r[3],
+                itl=json.loads(r[4]) if r[4] else [],
+                prompt_tokens=r[5],
+                output_tokens=r[6],
+                ok=bool(r[7]),
+                http_status=r[8],
+                error=r[9],
+                error_kind=r[10],
+            )
+        )
+    return out
+
+
+def get_samples(
+    db: Database, run_id: int, series: Iterable[str] | None = None, since_t: float | None = None
+) -> list[dict[str, Any]]:
+    clauses, params = ["run_id = ?"], [run_id]
+    if series is not None:
+        names = list(series)
+        clauses.append(f"series in ({','.join('?' * len(names))})")
+        params += names
+    if since_t is not None:
+        clauses.append("t_s > ?")
+        params.append(since_t)
+    return list(
+        db.query(
+            f"select t_s, series, label, value from samples where "
+            f"{' and '.join(clauses)} order by t_s",
+            params,
+        )
+    )
+
+
+def sample_series(db: Database, run_id: int) -> list[str]:
+    return [
+        r[0] for r in db.execute("select distinct series from samples where run_id = ?", [run_id])
+    ]
+
+
+RUN_COLUMNS: tuple[str, ...] = (
+    "id",
+    "uid",
+    "experiment_id",
+    "seq",
+    "repeat_index",
+    "param",
+    "value",
+    "config_json",
+    "workload_json",
+    "workload_fingerprint",
+    "engine",
+    "vllm_version",
+    "model",
+    "backend",
+    "hardware",
+    "status",
+    "phase",
+    "failure_kind",
+    "failure_reason",
+    "failure_hint",
+    "started_at",
+    "finished_at",
+    "time_to_healthy_s",
+    "kv_cache_tokens",
+    "kv_cache_memory_bytes",
+    "max_concurrency",
+    "summary_json",
+    "health_json",
+    "author",
+    "host",
+    "notes",
+    "tags",
+    "hidden",
+    *SUMMARY_COLUMNS,
+)
+
+
+def load_runs(db: Database, run_ids: Iterable[int]) -> list[dict[str, Any]]:
+    """The runs in the order given, without log tails or argv (StoreError for a missing id)."""
+    ids = [int(i) for i in run_ids]
+    if not ids:
+        return []
+    cols = ", ".join(RUN_COLUMNS)
+    marks = ",".join("?" * len(ids))
+    found = {
+        r["id"]: decode(r) or {}
+        for r in db.query(f"select {cols} from runs where id in ({marks})", ids)
+    }
+    missing = [i for i in ids if i not in found]
+    if missing:
+        raise StoreError(f"no run {', '.join(map(str, missing))}")
+    return [found[i] for i in ids]
+
+
+def experiment_run_ids(db: Database, experiment_id: int) -> list[int]:
+    return [
+        int(r[0])
+        for r in db.execute(
+            "select id from runs where experiment_id = ? order by seq, id", [experiment_id]
+        )
+    ]
+
+
+def request_rows(db: Database, run_id: int, with_itl: bool = False) -> list[dict[str, Any]]:
+    """A run's request rows as the metrics code reads them; without ITL unless asked."""
+    itl_col = "itl_json" if with_itl else "null"
+    rows = db.execute(
+        f"select start_s, ttft_s, end_s, output_tokens, prompt_tokens, ok, error_kind, {itl_col} "
+        "from requests where run_id = ? order by idx",
+        [run_id],
+    ).fetchall()
+    return [
+        {
+            "start": r[0],
+            "ttft": r[1],
+            "end": r[2],
+            "output_tokens": r[3],
+            "prompt_tokens": r[4],
+            "ok": r[5],
+            "error_kind": r[6],
+            "itl": json.loads(r[7]) if r[7] else [],
+        }
+        for r in rows
+    ]
+
+
+def latency_rows(
+    db: Database, run_id: int, max_rows: int = 2000
+) -> list[tuple[float, float, float, float]]:
+    """(start, ttft, end, output tokens) of successful requests, every k-th row when there are
+    more than `max_rows` (a CDF needs its shape, not every row)."""
+    count = int(
+        db.execute("select count(*) from requests where run_id = ?", [run_id]).fetchone()[0]
+    )
+    stride = max(1, math.ceil(count / max_rows)) if max_rows else 1
+    return [
+        tuple(r)
+        for r in db.execute(
+            "select start_s, ttft_s, end_s, output_tokens from requests where run_id = ? "
+            "and ok = 1 and idx % ? = 0",
+            [run_id, stride],
+        ).fetchall()
+    ]
+
+
+def load_series(
+    db: Database, run_id: int, series: str, max_points: int = 500, sum_labels: bool = True
+) -> list[tuple[float, float]]:
+    """One sample series downsampled in SQL to <= max_points buckets of time: the max of each
+    bucket (peaks survive; for a cumulative counter the max is its last value). With `sum_labels`
+    the labels (GPUs) are added up per bucket, so a 2-GPU box shows the whole server."""
+    row = db.execute(
+        "select min(t_s), max(t_s), count(*) from samples where run_id = ? and series = ?",
+        [run_id, series],
+    ).fetchone()
+    if not row or not row[2]:
+        return []
+    t0, t1, _n = row
+    width = max((t1 - t0) / max(1, max_points), 1e-9)
+    rows = db.execute(
+        "select label, cast((t_s - ?) / ? as integer) as b, max(t_s), max(value) from samples "
+        "where run_id = ? and series = ? group by label, b",
+        [t0, width, run_id, series],
+    ).fetchall()
+    if not sum_labels:
+        merged: dict[int, tuple[float, float]] = {}
+        for _label, b, t, v in rows:
+            prev = merged.get(b)
+            merged[b] = (t, v) if prev is None else (max(prev[0], t), max(prev[1], v))
+        return sorted(merged.values())
+    buckets: dict[int, list[float]] = {}
+    for _label, b, t, v in rows:
+        cur = buckets.setdefault(b, [t, 0.0])
+        cur[0] = max(cur[0], t)
+        cur[1] += v
+    return sorted((t, v) for t, v in buckets.values())
+
+
+def available_series(db: Database, run_ids: Iterable[int], names: Sequence[str]) -> set[str]:
+    ids = [int(i) for i in run_ids]
+    if not ids:
+        return set()
+    marks = ",".join("?" * len(ids))
+    # One index probe per (run, series) name asked for, instead of a scan.
+    out = set()
+    for name in names:
+        hit = db.execute(
+            f"select 1 from samples where run_id in ({marks}) and series = ? limit 1", [*ids, name]
+        ).fetchone()
+        if hit:
+            out.add(name)
+    return out
+
+
+HISTORY_COLUMNS: tuple[str, ...] = (
+    "id",
+    "experiment_id",
+    "seq",
+    "repeat_index",
+    "param",
+    "value",
+    "status",
+    "failure_kind",
+    "engine",
+    "vllm_version",
+    "model",
+    "hardware",
+    "output_throughput",
+    "mean_ttft_ms",
+    "p99_ttft_ms",
+    "mean_tpot_ms",
+    "peak_tree_rss_bytes",
+    "peak_gpu_tree_bytes",
+    "peak_kv_cache_usage_perc",
+    "kv_cache_tokens",
+    "preemptions",
+    "failed",
+    "author",
+    "host",
+    "origin",
+    "notes",
+    "tags",
+    "hidden",
+    "started_at",
+    "finished_at",
+)
+
+
+def history_rows(db: Database, include_hidden: bool = True) -> list[dict[str, Any]]:
+    """Every run for the History page: headline columns only (no JSON, no log tail), with its
+    experiment's name, newest first."""
+    cols = ", ".join(f"r.{c}" for c in HISTORY_COLUMNS)
+    where = "" if include_hidden else "where coalesce(r.hidden, 0) = 0"
+    return [
+        dict(r)
+        for r in db.query(
+            f"select {cols}, e.name as experiment_name from runs r left join experiments e "
+            f"on e.id = r.experiment_id {where} order by r.id desc"
+        )
+    ]
+
+
+def runs_by_id(db: Database, run_ids: Sequence[int], columns: Sequence[str]) -> dict[int, dict]:
+    """Chosen columns of some runs, by id (the report's per-run details)."""
+    ids = [int(i) for i in run_ids]
+    if not ids:
+        return {}
+    return {
+        int(r["id"]): dict(r)
+        for r in db.query(
+            f"select {', '.join(['id', *columns])} from runs where id in ({_marks(ids)})", ids
+        )
+    }
