@@ -2,7 +2,8 @@
 
 The lab's answer to `vllm bench serve` for one workload: exact-length prompts, a closed loop of C
 streams, vLLM's metric definitions and result keys, plus what vLLM does not report (achieved
-concurrency, the steady-state window, client CPU and event-loop lag: was the client the bottleneck?).
+concurrency, the steady-state window, client CPU and event-loop lag: was the client the
+bottleneck?).
 The API key is read from OPENAI_API_KEY only; there is deliberately no --api-key flag, so the key
 never lands in shell history, `ps` output or the result file.
 """
@@ -20,6 +21,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from core.redact import display_url
+from tuning.health import client_limits
 from tuning.loadgen.client import (
     DEFAULT_TRANSPORT,
     TRANSPORTS,
@@ -28,7 +31,6 @@ from tuning.loadgen.client import (
     LoadResult,
     api_key_from_env,
     check_endpoint,
-    display_url,
     resolve_transport,
     run_load_sync,
 )
@@ -50,11 +52,9 @@ from tuning.workload import (
     WorkloadError,
     build_prompts,
     prompt_digest,
+    workload_from_args,
 )
 
-# A client is suspect when it keeps a core this busy or its loop falls this far behind.
-CLIENT_CPU_LIMIT = 0.9
-LOOP_LAG_P99_LIMIT_MS = 20.0
 _TITLES = {
     "ttft": "Time to First Token",
     "tpot": "Time per Output Token (excl. 1st token)",
@@ -137,18 +137,13 @@ def parse_goodput(items: Sequence[str] | None) -> dict[str, float]:
 def choose_tokenizer(
     tokenizer: str | None, model: str, base_url: str, api_key: str | None
 ) -> tuple[TokenizerLike, str]:
-    """A local tokenizer.json when one is given or the model is a local folder, else the server's."""
+    """A local tokenizer.json if one is given or the model is a local folder, else the server's."""
     if tokenizer:
         return LocalTokenizer(tokenizer), str(tokenizer)
     local = Path(model)
     if (local / "tokenizer.json").is_file():
         return LocalTokenizer(local), str(local / "tokenizer.json")
     return ServerTokenizer(base_url, model, api_key=api_key), "server:/tokenize"
-
-
-def client_bound(load: LoadResult) -> bool:
-    """The client, not the server, may have set the numbers: a busy core or a lagging loop."""
-    return load.client_cpu_util > CLIENT_CPU_LIMIT or load.loop_lag_p99_ms > LOOP_LAG_P99_LIMIT_MS
 
 
 def build_result(
@@ -200,7 +195,7 @@ def build_result(
         "achieved_concurrency": achieved_concurrency(cols, load.duration_s),
         "steady_state": steady_state(cols, workload.concurrency, load.inflight or None),
         "warmup_check": warmup_check(cols, workload.concurrency),
-        "client_bound": client_bound(load),
+        "client_bound": bool(client_limits(load)),
         "client": load.health(),
     }
     return result
@@ -287,17 +282,7 @@ def run_bench_command(args: argparse.Namespace) -> int:
     err = sys.stderr
     key = api_key_from_env()
     try:
-        workload = Workload(
-            num_requests=args.num_requests,
-            concurrency=args.concurrency,
-            input_len=args.input_len,
-            output_len=args.output_len,
-            shared_prefix_len=args.shared_prefix_len,
-            endpoint=args.endpoint,
-            seed=args.seed,
-            num_warmups=args.num_warmups,
-            request_timeout_s=args.request_timeout,
-        )
+        workload = workload_from_args(args)
         slo = parse_goodput(args.goodput)
     except (WorkloadError, ValueError) as exc:
         print(f"error: {exc}", file=err)

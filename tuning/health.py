@@ -10,7 +10,7 @@ from tuning.loadgen.client import LoadResult
 from tuning.metrics import achieved_concurrency, columns, steady_state, warmup_check
 from tuning.server import http_get
 from tuning.telemetry.recorder import parse_vllm_metrics
-from tuning.workload import Workload
+from tuning.workload import Workload, WorkloadError, server_root
 
 CLIENT_CPU_LIMIT = 0.9  # a core this busy can delay reads and dispatches
 LOOP_LAG_P99_LIMIT_MS = 20.0  # an event loop this late delays every chunk it times
@@ -72,14 +72,22 @@ def reconcile_tokens(
 
 def scrape_counters(base_url: str) -> dict[str, float] | None:
     """One /metrics read (vLLM's counters) at a phase edge; None when the server has none."""
-    root = base_url.rstrip("/")
-    if root.endswith("/v1"):
-        root = root[:-3]
     try:
-        status, text = http_get(root + "/metrics", timeout=5.0)
-    except OSError:
+        status, text = http_get(server_root(base_url) + "/metrics", timeout=5.0)
+    except (OSError, WorkloadError):
         return None
     return parse_vllm_metrics(text) if status == 200 else None
+
+
+def client_limits(load: LoadResult) -> list[str]:
+    """Why the client itself may have set the numbers (a busy core, a lagging event loop); empty
+    when neither. `bench` and the runner's health verdict judge the client by the same limits."""
+    reasons: list[str] = []
+    if load.client_cpu_util > CLIENT_CPU_LIMIT:
+        reasons.append(f"client CPU {load.client_cpu_util:.0%} of a core")
+    if load.loop_lag_p99_ms > LOOP_LAG_P99_LIMIT_MS:
+        reasons.append(f"event-loop lag p99 {load.loop_lag_p99_ms:.0f} ms")
+    return reasons
 
 
 def run_health(
@@ -104,11 +112,7 @@ def run_health(
     else:
         t0, t1 = load_offset_s, load_offset_s + load.duration_s
     server = server_inflight(samples, t0, t1)
-    reasons: list[str] = []
-    if load.client_cpu_util > CLIENT_CPU_LIMIT:
-        reasons.append(f"client CPU {load.client_cpu_util:.0%} of a core")
-    if load.loop_lag_p99_ms > LOOP_LAG_P99_LIMIT_MS:
-        reasons.append(f"event-loop lag p99 {load.loop_lag_p99_ms:.0f} ms")
+    reasons = client_limits(load)
     if not steady["found"] and load.records:
         # Ramp-up and drain lower the whole-run figure; never reaching ~C at all is the symptom.
         reasons.append(

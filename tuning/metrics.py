@@ -1,18 +1,22 @@
-"""Per-request records -> the numbers a run is judged by, with vLLM's definitions (benchmark-anchors 1.2).
+"""Per-request records -> the numbers a run is judged by, with vLLM's definitions
+(benchmark-anchors 1.2).
 
 - TTFT: first `choices` chunk minus the request's start, per request.
-- TPOT: (E2EL - TTFT) / (output_tokens - 1) per request with output_tokens > 1; requests weigh equally.
+- TPOT: (E2EL - TTFT) / (output_tokens - 1) per request with output_tokens > 1; requests weigh
+  equally.
 - ITL: every gap between consecutive content chunks, pooled over all requests (chunk-weighted).
 - E2EL: last content chunk minus start.
 - duration: first dispatch to last completion (the load generator measures it).
-- output_throughput = successful output tokens / duration; request_throughput = completed / duration;
+- output_throughput = successful output tokens / duration;
+  request_throughput = completed / duration;
   total_token_throughput = (successful input + output tokens) / duration.
 - Percentiles: numpy's default linear interpolation; std is numpy's population std, like vLLM.
 
 Failed requests count in `failed` and nowhere else. Where vLLM prints 0 for a metric without data
 (every request failed), the lab says None: 0 ms would read as a perfect result. Token counts are the
 server's `usage`; a successful record without one contributes no tokens and no TPOT.
-Everything works on numpy arrays built in one pass, so a million records summarise in about a second.
+Everything works on numpy arrays built in one pass, so a million records summarise in about a
+second.
 """
 
 from __future__ import annotations
@@ -124,12 +128,12 @@ def _stats(prefix: str, values_s: np.ndarray, out: dict[str, Any]) -> None:
     out[f"mean_{prefix}_ms"] = float(np.mean(values_s)) * 1000.0
     out[f"median_{prefix}_ms"] = float(qs[0])
     out[f"std_{prefix}_ms"] = float(np.std(values_s)) * 1000.0
-    for p, v in zip(PERCENTILES, qs[1:]):
+    for p, v in zip(PERCENTILES, qs[1:], strict=True):
         out[f"p{p}_{prefix}_ms"] = float(v)
 
 
 def _tpots(c: Columns, zero_for_short: bool) -> np.ndarray:
-    """Per successful request; with `zero_for_short`, output_tokens <= 1 gives 0 (vLLM's goodput)."""
+    """Per successful request; `zero_for_short` gives 0 for output_tokens <= 1 (vLLM's goodput)."""
     ok = c.ok
     out = c.output_tokens[ok]
     e2el = c.e2el[ok]
@@ -147,8 +151,8 @@ def _per_s(value: float, duration_s: float) -> float | None:
 
 
 def summarize(records: Iterable[Row] | Columns, duration_s: float) -> dict[str, Any]:
-    """vLLM's result keys: completed, failed, duration, token totals, throughputs, and mean / median /
-    std / p90 / p99 of TTFT, TPOT, ITL, E2EL in ms. Also `failed_by_kind` and the exact
+    """vLLM's result keys: completed, failed, duration, token totals, throughputs, and mean /
+    median / std / p90 / p99 of TTFT, TPOT, ITL, E2EL in ms. Also `failed_by_kind` and the exact
     `max_concurrent_requests` over the successful requests' [start, end) intervals."""
     c = records if isinstance(records, Columns) else columns(records)
     ok = c.ok
@@ -236,7 +240,8 @@ def token_times(c: Columns) -> tuple[np.ndarray, np.ndarray]:
     """(time of every content chunk, tokens it carried) for the successful requests.
 
     Chunk times are start + TTFT + cumulative ITL; each chunk of a request carries
-    output_tokens / chunks tokens (usage is exact per request, the split between chunks is not known).
+    output_tokens / chunks tokens (usage is exact per request; the split between chunks is not
+    known).
     """
     ok = c.ok
     first = (c.start + c.ttft)[ok]
@@ -290,8 +295,9 @@ def steady_state(
 ) -> dict[str, Any]:
     """The window where at least ~90% of C requests were in flight, and the output throughput in it.
 
-    The window runs from the first moment the level reaches ceil(threshold * C) to the last moment it
-    falls below it for good (brief dips between a completion and the next dispatch do not cut it).
+    The window runs from the first moment the level reaches ceil(threshold * C) to the last moment
+    it falls below it for good (brief dips between a completion and the next dispatch do not cut
+    it).
     `inflight` is the load generator's sampled timeline; without it the level comes from the
     records' [start, end) intervals (exact, but blind to failures that have no end time).
     """

@@ -61,14 +61,10 @@ class Param:
         return f"{low}..{high} {self.unit}".strip()
 
 
-def _p(**kw: Any) -> Param:
-    return Param(**kw)
-
-
 PARAMS: dict[str, Param] = {
     p.name: p
     for p in [
-        _p(
+        Param(
             name="block-size",
             type="int",
             flag="--block-size",
@@ -77,7 +73,7 @@ PARAMS: dict[str, Param] = {
             unit="tokens",
             help="Tokens per KV-cache block; the CPU attention backend needs a multiple of 32.",
         ),
-        _p(
+        Param(
             name="gpu-memory-utilization",
             type="float",
             flag="--gpu-memory-utilization",
@@ -85,9 +81,10 @@ PARAMS: dict[str, Param] = {
             maximum=1.0,
             default=0.92,
             unit="fraction",
-            help="Share of device memory (node RAM on CPU) vLLM may take; the KV cache gets what is left.",
+            help="Share of device memory (node RAM on CPU) vLLM may take; "
+            "the KV cache gets what is left.",
         ),
-        _p(
+        Param(
             name="kv-cache-memory-bytes",
             type="bytes",
             flag="--kv-cache-memory-bytes",
@@ -96,7 +93,7 @@ PARAMS: dict[str, Param] = {
             unit="bytes",
             help="Exact KV-cache budget (1G = 2^30, 1g = 10^9); overrides gpu-memory-utilization.",
         ),
-        _p(
+        Param(
             name="max-num-seqs",
             type="int",
             flag="--max-num-seqs",
@@ -105,7 +102,7 @@ PARAMS: dict[str, Param] = {
             unit="requests",
             help="Most requests the scheduler runs in one batch.",
         ),
-        _p(
+        Param(
             name="max-num-batched-tokens",
             type="int",
             flag="--max-num-batched-tokens",
@@ -114,7 +111,7 @@ PARAMS: dict[str, Param] = {
             unit="tokens",
             help="Most tokens scheduled in one engine step (prefill budget).",
         ),
-        _p(
+        Param(
             name="max-model-len",
             type="int",
             flag="--max-model-len",
@@ -123,21 +120,21 @@ PARAMS: dict[str, Param] = {
             unit="tokens",
             help="Longest prompt + output a request may have; sets the per-request KV need.",
         ),
-        _p(
+        Param(
             name="enable-prefix-caching",
             type="bool",
             flag="--enable-prefix-caching",
             default=True,
             help="Reuse KV blocks of shared prompt prefixes across requests.",
         ),
-        _p(
+        Param(
             name="enable-chunked-prefill",
             type="bool",
             flag="--enable-chunked-prefill",
             default=True,
             help="Split long prefills into chunks that share steps with decodes.",
         ),
-        _p(
+        Param(
             name="kv-cache-dtype",
             type="choice",
             flag="--kv-cache-dtype",
@@ -145,14 +142,14 @@ PARAMS: dict[str, Param] = {
             choices=("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2"),
             help="Storage type of the KV cache; fp8 halves its memory per token.",
         ),
-        _p(
+        Param(
             name="enforce-eager",
             type="bool",
             flag="--enforce-eager",
             default=False,
             help="Skip torch.compile and CUDA graphs: faster start, usually slower steps.",
         ),
-        _p(
+        Param(
             name="dtype",
             type="choice",
             flag="--dtype",
@@ -160,7 +157,7 @@ PARAMS: dict[str, Param] = {
             choices=("auto", "bfloat16", "float16", "float32"),
             help="Weight and activation type.",
         ),
-        _p(
+        Param(
             name="tensor-parallel-size",
             type="int",
             flag="--tensor-parallel-size",
@@ -171,7 +168,7 @@ PARAMS: dict[str, Param] = {
             backends=frozenset({"gpu"}),
             help="Devices one model is split across.",
         ),
-        _p(
+        Param(
             name="VLLM_CPU_KVCACHE_SPACE",
             type="int",
             kind="env",
@@ -182,7 +179,7 @@ PARAMS: dict[str, Param] = {
             backends=frozenset({"cpu"}),
             help="CPU engine only: GiB of RAM for the KV cache (environment variable).",
         ),
-        _p(
+        Param(
             name="concurrency",
             type="int",
             kind="workload",
@@ -192,7 +189,7 @@ PARAMS: dict[str, Param] = {
             unit="requests",
             help="Requests kept in flight by the load generator (no restart needed).",
         ),
-        _p(
+        Param(
             name="input-len",
             type="int",
             kind="workload",
@@ -202,7 +199,7 @@ PARAMS: dict[str, Param] = {
             unit="tokens",
             help="Prompt tokens per request, exact (no restart needed).",
         ),
-        _p(
+        Param(
             name="output-len",
             type="int",
             kind="workload",
@@ -212,7 +209,7 @@ PARAMS: dict[str, Param] = {
             unit="tokens",
             help="Output tokens per request, with ignore_eos (no restart needed).",
         ),
-        _p(
+        Param(
             name="shared-prefix-len",
             type="int",
             kind="workload",

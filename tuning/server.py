@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import socket
 import subprocess
 import time
@@ -18,12 +17,13 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
 from tuning.params import Launch
+from tuning.procs import stop_group
 
 LOG_TAIL_LINES = 60
 
@@ -168,7 +168,7 @@ _GENERIC = (
 
 
 def classify_failure(log_text: str, returncode: int | None) -> tuple[str, str]:
-    """(kind, reason) for a start that died; the reason is the engine's own words where it gave any."""
+    """(kind, reason) for a start that died; the reason is the engine's words where it gave any."""
     if m := _ARGPARSE.search(log_text):
         return "invalid_argument", m.group(0).strip()
     if returncode == 2 and "usage:" in log_text:
@@ -206,17 +206,6 @@ def port_is_free(host: str, port: int) -> bool:
     return True
 
 
-def group_members(pgid: int) -> list[psutil.Process]:
-    members = []
-    for proc in psutil.process_iter(["pid"]):
-        try:
-            if os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
-                members.append(proc)
-        except (ProcessLookupError, psutil.Error, OSError):
-            continue
-    return members
-
-
 def http_get(url: str, timeout: float = 2.0) -> tuple[int, str]:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 (loopback only)
@@ -226,7 +215,14 @@ def http_get(url: str, timeout: float = 2.0) -> tuple[int, str]:
 
 
 class ServerProcess:
-    """Start, watch and stop one vLLM server launched from a validated `Launch`."""
+    """Start, watch and stop one vLLM server launched from a validated `Launch`.
+
+    As a context manager it starts on entry (unless already started) and stops the whole process
+    group on exit, whatever happened inside:
+
+        with ServerProcess(launch, log) as server:
+            facts = server.wait_healthy()
+    """
 
     def __init__(self, launch: Launch, log_path: Path):
         self.launch = launch
@@ -235,6 +231,15 @@ class ServerProcess:
         self.pgid: int | None = None
         self.started_at: float | None = None
         self.facts = StartupFacts()
+        self._stopped = False
+
+    def __enter__(self) -> Self:
+        if self.proc is None:
+            self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
 
     @property
     def pid(self) -> int | None:
@@ -255,6 +260,7 @@ class ServerProcess:
             )
         self.pgid = self.proc.pid
         self.started_at = time.monotonic()
+        self._stopped = False
 
     def log_text(self) -> str:
         try:
@@ -306,11 +312,15 @@ class ServerProcess:
         return self.facts
 
     def alive(self) -> bool:
+        """Our own child, so `poll()` both answers and reaps it (no zombie is left behind)."""
         return self.proc is not None and self.proc.poll() is None
 
     def stop(self, grace: float = 15.0, timeout: float = 60.0) -> None:
-        """SIGTERM the group, SIGKILL after `grace`; return once the group is gone and the port free."""
-        if self.proc is None or self.pgid is None:
+        """SIGTERM the group, SIGKILL after `grace`; return once it is gone and the port is free.
+
+        A second call is a no-op: the group id may belong to someone else by then.
+        """
+        if self.proc is None or self.pgid is None or self._stopped:
             return
         try:  # children that left the group (setsid) are still ours to stop
             tree = psutil.Process(self.proc.pid).children(recursive=True)
@@ -327,31 +337,9 @@ class ServerProcess:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass
+        self._stopped = True
         deadline = time.monotonic() + timeout
         while not port_is_free(self.launch.host, self.launch.port):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"port {self.launch.port} still busy after stop")
             time.sleep(0.2)
-
-
-def stop_group(pgid: int, grace: float = 15.0, timeout: float = 60.0) -> None:
-    """Stop every process of a process group, escalating; used for servers and runner processes."""
-    try:
-        os.killpg(pgid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
-    except PermissionError:
-        return
-    deadline = time.monotonic() + grace
-    while group_members(pgid) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    if group_members(pgid):
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + timeout
-    while group_members(pgid):
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"process group {pgid} survived SIGKILL")
-        time.sleep(0.1)

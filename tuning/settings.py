@@ -1,7 +1,8 @@
-"""The lab's settings: one object, one precedence (explicit argument > environment > file > default).
+"""The lab's settings: one object, one precedence (explicit argument > environment > file >
+default).
 
-Settings live in `settings.json` under the lab's home folder (`TUNING_LAB_HOME`, default `data/` in the
-repo), so the CLI, the runner process and every browser tab read the same values.
+Settings live in `settings.json` under the lab's home folder (`TUNING_LAB_HOME`, default `data/` in
+the repo), so the CLI, the runner process and every browser tab read the same values.
 """
 
 from __future__ import annotations

@@ -1,14 +1,15 @@
 """The fixed workload of an experiment, its fingerprint, and prompts of exact token lengths.
 
-Every run of an experiment replays the same `Workload`; the fingerprint says whether two runs saw the
-same load, so a comparison never mixes different loads by accident. Prompts are built from random
-vocabulary ids and checked by re-encoding: byte-level BPE does not round-trip (decode then encode can
-merge or split tokens), so the builder iterates until the re-encoded prompt has exactly `input_len`
-tokens and fails loudly when it cannot.
+Every run of an experiment replays the same `Workload`; the fingerprint says whether two runs saw
+the same load, so a comparison never mixes different loads by accident. Prompts are built from
+random vocabulary ids and checked by re-encoding: byte-level BPE does not round-trip (decode then
+encode can merge or split tokens), so the builder iterates until the re-encoded prompt has exactly
+`input_len` tokens and fails loudly when it cannot.
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import http.client
 import json
@@ -29,7 +30,8 @@ PROMPT_RECIPE = "exact-random-ids/v1"
 # tokens never contain them, so a prompt can never spell a special token by accident.
 _SPECIAL_CHARS = frozenset("<>[]|")
 _MAX_FIT_ROUNDS = 64
-_CORPUS = Path(__file__).with_name("assets") / "corpus.txt"
+# The shipped text: the embedded model's tokenizer is trained on it, prompts sample its ids.
+CORPUS = Path(__file__).with_name("assets") / "corpus.txt"
 
 
 class WorkloadError(ValueError):
@@ -109,7 +111,7 @@ class Workload:
         return out
 
     def fingerprint(self, ignore: Iterable[str] = ()) -> str:
-        """16 hex chars of sha256 over `shape()`; `ignore` drops fields (e.g. a swept concurrency)."""
+        """16 hex chars of sha256 over `shape()`; `ignore` drops fields (a swept concurrency)."""
         shape = self.shape()
         for name in ignore:
             if name not in shape:
@@ -128,6 +130,21 @@ class Workload:
         if unknown:
             raise WorkloadError(f"unknown workload field(s): {', '.join(unknown)}")
         return cls(**dict(data))
+
+
+def workload_from_args(args: argparse.Namespace) -> Workload:
+    """The workload the command-line flags describe (`bench` and `experiment` share their names)."""
+    return Workload(
+        num_requests=args.num_requests,
+        concurrency=args.concurrency,
+        input_len=args.input_len,
+        output_len=args.output_len,
+        shared_prefix_len=args.shared_prefix_len,
+        endpoint=args.endpoint,
+        seed=args.seed,
+        num_warmups=args.num_warmups,
+        request_timeout_s=args.request_timeout,
+    )
 
 
 def _check_int(name: str, value: Any, minimum: int) -> None:
@@ -187,7 +204,7 @@ class LocalTokenizer:
             encoded = self._tok.encode_batch(pieces, add_special_tokens=False)
             self._pool = [
                 i
-                for i, piece, enc in zip(candidates, pieces, encoded)
+                for i, piece, enc in zip(candidates, pieces, encoded, strict=True)
                 if _safe_piece(piece) and list(enc.ids) == [i]
             ]
             if not self._pool:
@@ -277,7 +294,7 @@ class ServerTokenizer:
 
     def usable_ids(self) -> list[int]:
         if self._pool is None:
-            text = "".join(ch for ch in _CORPUS.read_text() if ch not in _SPECIAL_CHARS)
+            text = "".join(ch for ch in CORPUS.read_text() if ch not in _SPECIAL_CHARS)
             self._pool = sorted(set(self.encode(text)))
             if not self._pool:
                 raise WorkloadError("the server's tokenizer gave no ids for the corpus")
@@ -295,7 +312,7 @@ def _fit(
     specials: frozenset[int],
 ) -> str:
     """prefix + decode(body), adjusted until it re-encodes to exactly `target` tokens with the
-    prefix's tokens intact and no special ids; raises WorkloadError after a bounded number of rounds."""
+    prefix's tokens intact and no special ids; WorkloadError after a bounded number of rounds."""
     p = len(prefix_ids)
     need = target - p
     body = list(body)
@@ -329,8 +346,8 @@ def build_prompts(workload: Workload, tokenizer: TokenizerLike) -> list[str]:
     """`num_warmups + num_requests` prompts, warm-ups first, deterministic from the seed.
 
     Each is the same `shared_prefix_len`-token prefix followed by random tokens, and re-encodes to
-    exactly `input_len` tokens (without special tokens: the server may add a BOS, or a chat template,
-    on top; its `usage` reports what it really counted).
+    exactly `input_len` tokens (without special tokens: the server may add a BOS, or a chat
+    template, on top; its `usage` reports what it really counted).
     """
     rng = random.Random(workload.seed)
     pool = tokenizer.usable_ids()

@@ -13,7 +13,8 @@ import pytest
 
 from tuning.engine import EngineSpec
 from tuning.params import build_launch
-from tuning.server import ServerProcess, StartFailure, group_members, http_get, port_is_free
+from tuning.procs import group_members
+from tuning.server import ServerProcess, StartFailure, http_get, port_is_free
 
 pytestmark = pytest.mark.engine
 REPO = Path(__file__).resolve().parents[2]

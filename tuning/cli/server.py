@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 from tuning.engine import current_spec
 from tuning.params import Launch, ParamError, build_launch
-from tuning.server import ServerProcess, StartFailure, http_get, port_is_free, stop_group
+from tuning.procs import group_alive, stop_group
+from tuning.server import ServerProcess, StartFailure, http_get, port_is_free
 from tuning.settings import lab_home
 
 
@@ -54,16 +54,6 @@ def _load_state() -> dict[str, Any] | None:
         return None
 
 
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-
-
 def run(args: argparse.Namespace) -> int:
     if args.verb == "start":
         return _start(args)
@@ -74,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _start(args: argparse.Namespace) -> int:
     state = _load_state()
-    if state and _group_alive(int(state["pgid"])):
+    if state and group_alive(int(state["pgid"])):
         print(
             f"a server is already running at {state['base_url']} (pid {state['pid']}); "
             "`python -m tuning server stop` first"
@@ -155,7 +145,7 @@ def _status(args: argparse.Namespace) -> int:
     if not state:
         print(json.dumps({"running": False}) if args.json else "no server recorded")
         return 1
-    alive = _group_alive(int(state["pgid"]))
+    alive = group_alive(int(state["pgid"]))
     try:
         code, _ = http_get(state["base_url"] + "/health")
     except OSError:

@@ -28,7 +28,8 @@ from store import open_db, queries, repo
 from tuning import hardware
 from tuning.engine import EngineSpec
 from tuning.params import build_launch, format_value, get_param, validate_config, validate_value
-from tuning.server import ServerProcess, StartFailure, stop_group
+from tuning.procs import pid_alive, stop_group
+from tuning.server import ServerProcess, StartFailure
 from tuning.settings import REPO_ROOT, lab_home, load_settings
 from tuning.telemetry.recorder import (
     GpuSampler,
@@ -596,13 +597,13 @@ def reap_stale(db_path: str | Path) -> list[int]:
         except (TypeError, ValueError):
             age = float("inf")
         pid = exp.get("runner_pid")
-        alive = bool(pid) and _pid_alive(int(pid))
+        alive = bool(pid) and pid_alive(int(pid))
         if exp["status"] == "queued" and not pid:
             continue
         if age > STALE_AFTER_S and not alive:
             for run in queries.list_runs(db, int(exp["id"]), include_hidden=True):
                 if run["status"] in ("running", "pending"):
-                    if run.get("server_pid") and _pid_alive(int(run["server_pid"])):
+                    if run.get("server_pid") and pid_alive(int(run["server_pid"])):
                         stop_group(int(run["server_pid"]))
                     repo.update_run(
                         db,
@@ -622,20 +623,6 @@ def reap_stale(db_path: str | Path) -> list[int]:
             )
             reaped.append(int(exp["id"]))
     return reaped
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return True
 
 
 def run_experiment(

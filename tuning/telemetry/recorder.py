@@ -28,6 +28,7 @@ import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
 from core.records import SampleRow
+from tuning.procs import pid_alive
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +176,7 @@ class ProcessTree:
         root_alive = self.root_pid > 0 and (
             self._alive(self.root_pid)
             if self.root_pid in self._members
-            else psutil.pid_exists(self.root_pid)
+            else pid_alive(self.root_pid)
         )
         if root_alive:
             now = time.monotonic()
@@ -617,7 +618,7 @@ class GpuSampler(Sampler):
                 if ours_known:
                     rows.append(SampleRow(t, "gpu_tree_bytes", float(tree_sum), dev))
                 elif not ours_seen:
-                    if foreign and not any(psutil.pid_exists(p) for p in foreign):
+                    if foreign and not any(pid_alive(p) for p in foreign):
                         self._warn_once(
                             "pidns",
                             "NVML pids %s do not exist in this PID "
