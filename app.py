@@ -6,7 +6,7 @@ import streamlit as st
 
 from store import queries
 from tuning.engine import engine_info
-from tuning.experiment.runner import reap_stale
+from tuning.experiment.supervisor import reap_stale
 from ui.common import db, db_path, fmt
 
 st.set_page_config(page_title="vLLM Tuning Lab", page_icon="🧪", layout="wide")

@@ -6,7 +6,9 @@ import streamlit as st
 
 from store import queries
 from tuning.engine import current_spec
-from tuning.experiment.runner import plan_experiment, runner_busy, spawn_runner
+from tuning.experiment.lock import runner_busy
+from tuning.experiment.plan import plan_experiment
+from tuning.experiment.supervisor import spawn_runner
 from tuning.params import PARAMS, ParamError, format_value, parse_values, validate_config
 from tuning.settings import load_settings
 from tuning.workload import Workload

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from core.status import Status
 from store import queries
 from ui.common import db
 from ui.health import health_badge, render_run_health
@@ -66,16 +67,14 @@ measured = [r for r in runs if r.get("health")]
 if measured:
     st.subheader("Run health and memory facts")
     by_id = {int(r["id"]): r for r in measured}
-    chosen = st.selectbox(
-        "Run",
-        list(by_id),
-        key="runs_health_run",
-        format_func=lambda i: (
-            f"run {i}: {by_id[i]['param']} = {by_id[i]['value']} ({health_badge(by_id[i])})"
-        ),
-    )
+
+    def label(run_id: int) -> str:
+        run = by_id[run_id]
+        return f"run {run_id}: {run['param']} = {run['value']} ({health_badge(run)})"
+
+    chosen = st.selectbox("Run", list(by_id), key="runs_health_run", format_func=label)
     render_run_health(by_id[int(chosen)])
-failed = [r for r in runs if r["status"] == "failed"]
+failed = [r for r in runs if r["status"] == Status.FAILED]
 for r in failed:
     with st.expander(f"run {r['id']} failed: {r['failure_kind']}", expanded=False):
         st.markdown(f"**Reason:** {r['failure_reason']}\n\n**Hint:** {r['failure_hint']}")

@@ -20,15 +20,14 @@ st.caption(
     "experiment, straight from the lab's database."
 )
 
-conn = db()
-exp = live.pick_experiment(conn, st.query_params.get("experiment"))
+experiments = queries.list_experiments(db(), include_hidden=True)
+exp = live.pick_experiment(experiments, st.query_params.get("experiment"))
 if exp is None:
     st.info("No experiment yet. Start one from **New experiment**.")
     st.stop()
-conn.conn.close()
 active = is_active(exp["status"])
 live.live_panel(db_path(), int(exp["id"]), active)
-latest = max(int(e["id"]) for e in queries.list_experiments(db(), include_hidden=True))
+latest = max(int(e["id"]) for e in experiments)
 if not active and not st.query_params.get("experiment") and int(exp["id"]) == latest:
     # Showing the latest, finished experiment: switch when a new one starts anywhere.
     live.watch_for_new_experiment(db_path(), int(exp["id"]))

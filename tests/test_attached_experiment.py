@@ -12,7 +12,7 @@ import pytest
 
 from store import open_db, queries
 from tests.fakes.fake_openai import FakeConfig, FakeOpenAIServer
-from tuning.experiment.runner import plan_experiment
+from tuning.experiment.plan import plan_experiment
 from tuning.workload import Workload
 
 REPO = Path(__file__).resolve().parents[1]

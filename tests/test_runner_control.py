@@ -13,15 +13,10 @@ import pytest
 from core.clock import now_iso
 from store import open_db, queries, repo
 from tests.fakes.fake_openai import FakeConfig, FakeOpenAIServer
-from tuning.experiment.runner import (
-    RunnerBusy,
-    cancel_experiment,
-    machine_lock,
-    plan_experiment,
-    reap_stale,
-    run_experiment,
-    schedule,
-)
+from tuning.experiment.lock import RunnerBusy, machine_lock
+from tuning.experiment.plan import plan_experiment, schedule
+from tuning.experiment.runner import run_experiment
+from tuning.experiment.supervisor import cancel_experiment, reap_stale
 from tuning.workload import Workload
 
 

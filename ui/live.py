@@ -3,40 +3,33 @@ reopened tab, or two tabs, show the same thing; nothing about the job lives in s
 
 from __future__ import annotations
 
+import math
 import os
-from collections.abc import Mapping
-from datetime import UTC, datetime
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 
-from core.status import is_active
-from store import open_db, queries
-from store.db import StoreError
+from core.clock import age_s
+from core.status import Status, is_active
+from store import StoreError, connect, queries
 from tuning.charts import build as ch
-from tuning.compare.comparison import available_series, request_columns
-from tuning.experiment.runner import STALE_AFTER_S, cancel_experiment
+from tuning.compare.comparison import DASHBOARD_SERIES, available_series, request_columns
+from tuning.experiment.supervisor import STALE_AFTER_S, cancel_experiment
 from tuning.settings import lab_home
 from ui.common import fmt, fmt_bytes
+from ui.links import compare_link
 
 POLL_S = 1.5
 LOG_TAIL_BYTES = 12_000
-LIVE_SERIES = (
-    "tree_rss_bytes",
-    "gpu_tree_bytes",
-    "gpu_used_bytes",
-    "kv_cache_usage_perc",
-    "generation_tokens_total",
-    "num_requests_running",
-    "num_requests_waiting",
-)
 
 
-def pick_experiment(db: Any, query_value: Any) -> dict[str, Any] | None:
+def pick_experiment(
+    experiments: Sequence[Mapping[str, Any]], query_value: Any
+) -> Mapping[str, Any] | None:
     """The experiment to show: ?experiment=N, else the active one, else the latest."""
-    experiments = queries.list_experiments(db, include_hidden=True)
     if not experiments:
         return None
     ids = [int(e["id"]) for e in experiments]
@@ -65,15 +58,6 @@ def pick_experiment(db: Any, query_value: Any) -> dict[str, Any] | None:
         format_func=lambda i: names[i],
     )
     return next(e for e in experiments if int(e["id"]) == chosen)
-
-
-def _age_s(iso: str | None) -> float | None:
-    if not iso:
-        return None
-    try:
-        return datetime.now(UTC).timestamp() - datetime.fromisoformat(iso).timestamp()
-    except ValueError:
-        return None
 
 
 def read_log_tail(run: Mapping[str, Any], max_bytes: int = LOG_TAIL_BYTES) -> str:
@@ -134,12 +118,12 @@ def render_progress(exp: Mapping[str, Any], run: Mapping[str, Any] | None) -> No
                 f"**current run**  \n{run['id']}: `{run.get('param')} = "
                 f"{run.get('value')}` ({run.get('phase') or run.get('status')})"
             )
-        age = _age_s(exp.get("heartbeat_at"))
         if active:
-            stale = age is not None and age > STALE_AFTER_S
+            age = age_s(exp.get("heartbeat_at"))  # infinite until the first beat
+            stale = math.isfinite(age) and age > STALE_AFTER_S
+            shown = fmt(age, "{:.0f}") if math.isfinite(age) else "—"
             cols[3].markdown(
-                f"**runner heartbeat**  \n{fmt(age, '{:.0f}')} s ago"
-                + (" ⚠️ stale" if stale else "")
+                f"**runner heartbeat**  \n{shown} s ago" + (" ⚠️ stale" if stale else "")
             )
             if stale:
                 st.warning(
@@ -172,7 +156,7 @@ def run_series(db: Any, run_id: int, max_points: int = 400) -> dict[str, list[tu
     have = available_series(db, [run_id])
     return {
         name: queries.load_series(db, run_id, name, max_points=max_points, sum_labels=True)
-        for name in LIVE_SERIES
+        for name in DASHBOARD_SERIES
         if name in have
     }
 
@@ -182,7 +166,7 @@ def render_run_charts(db: Any, run: Mapping[str, Any]) -> None:
     series = run_series(db, int(run["id"]))
     memory = ch.memory_series_for(series)
     tokens = None
-    if "generation_tokens_total" not in series and run.get("status") == "done":
+    if "generation_tokens_total" not in series and run.get("status") == Status.DONE:
         window = (run.get("summary") or {}).get("load_window_s") or [0.0, 0.0]
         cols = request_columns(db, int(run["id"]), with_itl=True)
         tokens = ch.tokens_rate_from_requests(cols, offset_s=float(window[0] or 0.0))
@@ -237,8 +221,7 @@ def render_runs_table(db: Any, exp: Mapping[str, Any]) -> None:
 
 def panel(db_path: Path, experiment_id: int, was_active: bool) -> None:
     """One tick: read the experiment and its current run from the DB, draw everything."""
-    db = open_db(db_path, readonly=True)
-    try:
+    with connect(db_path, readonly=True) as db:
         try:
             exp = queries.get_experiment(db, experiment_id)
         except StoreError:
@@ -252,18 +235,11 @@ def panel(db_path: Path, experiment_id: int, was_active: bool) -> None:
         render_stop(db_path, exp)
         if not active:
             st.success(f"Experiment {exp['id']} is {exp['status']}. Final state below.")
-            st.page_link(
-                "pages/4_Compare.py",
-                label="Compare its runs",
-                icon="⚖️",
-                query_params={"experiment": str(exp["id"])},
-            )
+            compare_link("Compare its runs", experiment=exp["id"])
         if run is not None:
             render_run_charts(db, run)
             render_log(run)
         render_runs_table(db, exp)
-    finally:
-        db.conn.close()
 
 
 def live_panel(db_path: Path, experiment_id: int, active: bool) -> None:
@@ -273,11 +249,8 @@ def live_panel(db_path: Path, experiment_id: int, active: bool) -> None:
 
 
 def _newer_active(db_path: Path, shown_id: int) -> int | None:
-    db = open_db(db_path, readonly=True)
-    try:
+    with connect(db_path, readonly=True) as db:
         active = [int(e["id"]) for e in queries.active_experiments(db)]
-    finally:
-        db.conn.close()
     return active[-1] if active and active[-1] != shown_id else None
 
 

@@ -92,7 +92,7 @@ def app_url(tmp_path: Path) -> Iterator[str]:
         log.close()
         # The runner process the page started has its own session; stop it if it is still there.
         from store import open_db, queries
-        from tuning.experiment.runner import reap_stale
+        from tuning.experiment.supervisor import reap_stale
 
         if (home / "lab.db").exists():
             for exp in queries.active_experiments(open_db(home / "lab.db")):

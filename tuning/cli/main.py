@@ -130,7 +130,9 @@ def _experiment_cmd(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from tuning.engine import current_spec
-    from tuning.experiment.runner import RunnerBusy, plan_experiment, run_experiment
+    from tuning.experiment.lock import RunnerBusy
+    from tuning.experiment.plan import plan_experiment
+    from tuning.experiment.runner import run_experiment
     from tuning.params import ParamError, parse_values
     from tuning.settings import load_settings
 
@@ -278,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         run_experiment(args.db or default_db_path(), args.id)
         return 0
     if args.command == "cancel":
-        from tuning.experiment.runner import cancel_experiment
+        from tuning.experiment.supervisor import cancel_experiment
 
         cancel_experiment(args.db or default_db_path(), args.id)
         return 0

@@ -1,40 +1,42 @@
 """An experiment, value by value: restart vLLM with the one changed parameter, warm up, load while
 sampling, store; a failed value is a result and the experiment goes on.
 
-The runner is its own process (`python -m tuning run-experiment`), started in its own session so it
-outlives the page that asked for it. SQLite is its only output: progress, phase, heartbeat, runs,
-per-request rows and samples. One experiment at a time per machine (a lock file).
+The runner is its own process (`python -m tuning run-experiment`, started by the supervisor in its
+own session) so it outlives the page that asked for it. SQLite is its only output: progress, phase,
+heartbeat, runs, per-request rows and samples. It owns one connection per thread that writes (its
+own, the heartbeat's, the telemetry sink's) and closes each when that thread is done.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
+from sqlite_utils import Database
+
+from core.clock import now_iso
 from core.records import SampleRow
-from store import open_db, queries, repo
+from core.status import Status
+from store import connect, open_db, queries, repo
 from tuning import hardware
 from tuning.engine import EngineSpec
-from tuning.params import build_launch, format_value, get_param, validate_config, validate_value
-from tuning.procs import pid_alive, stop_group
+from tuning.experiment.lock import machine_lock
+from tuning.experiment.plan import schedule
+from tuning.params import build_launch, format_value, get_param
 from tuning.server import ServerProcess, StartFailure
-from tuning.settings import REPO_ROOT, lab_home, load_settings
+from tuning.settings import lab_home
 from tuning.telemetry.recorder import (
     GpuSampler,
     MetricsSampler,
     ProcessTreeSampler,
+    Sampler,
     Telemetry,
     peaks,
     read_gpu_used,
@@ -43,102 +45,7 @@ from tuning.telemetry.recorder import (
 from tuning.workload import LocalTokenizer, ServerTokenizer, Workload, build_prompts
 
 HEARTBEAT_S = 2.0
-STALE_AFTER_S = 20.0
 Progress = Callable[[str, dict[str, Any]], None]
-
-
-class RunnerBusy(RuntimeError):
-    """Another experiment holds this machine's runner lock."""
-
-
-def lock_path() -> Path:
-    """One lock per machine (not per DB): two experiments at once would measure each other."""
-    override = os.environ.get("TUNING_LAB_LOCK")
-    return (
-        Path(override)
-        if override
-        else Path(tempfile.gettempdir()) / f"vllm-tuning-lab-{os.getuid()}.lock"
-    )
-
-
-def runner_busy() -> bool:
-    try:
-        with machine_lock():
-            return False
-    except RunnerBusy:
-        return True
-
-
-@contextmanager
-def machine_lock(path: Path | None = None) -> Iterator[None]:
-    target = path or lock_path()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target, "a+") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RunnerBusy("another experiment is running on this machine") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def schedule(values: list[Any], repeats: int) -> list[tuple[Any, int]]:
-    """Interleaved order, A B A B, so drift on a shared machine hits every value alike."""
-    return [(value, r) for r in range(max(1, repeats)) for value in values]
-
-
-def plan_experiment(
-    db_path: str | Path,
-    *,
-    param: str,
-    values: list[Any],
-    workload: Workload,
-    engine: EngineSpec | None,
-    base_config: dict[str, Any] | None = None,
-    repeats: int = 1,
-    base_url: str | None = None,
-    model: str | None = None,
-    name: str | None = None,
-    author: str = "",
-    host: str = "",
-) -> int:
-    """Validate everything and write the experiment row; nothing starts here."""
-    p = get_param(param)
-    clean_values = [validate_value(p.name, v) for v in values]
-    if base_url is None and engine is None:
-        raise ValueError("an experiment needs an engine to start or a base URL to attach to")
-    if base_url is not None and p.restarts_server:
-        raise ValueError(
-            f"{p.name} needs a server restart; an attached server (base URL) can only "
-            "vary workload parameters: concurrency, input-len, output-len, "
-            "shared-prefix-len"
-        )
-    if not author or not host:
-        settings = load_settings()
-        author, host = author or settings.resolved_author(), host or settings.resolved_host()
-    config = dict(engine.baseline if engine else {})
-    config.update(base_config or {})
-    config = validate_config(config, engine.backend if engine else None)
-    if p.restarts_server:
-        config.pop(p.name, None)
-    db = open_db(db_path)
-    return repo.create_experiment(
-        db,
-        name=name or f"{p.name} = {', '.join(format_value(v) for v in clean_values)}",
-        param=p.name,
-        values_json=clean_values,
-        repeats=max(1, repeats),
-        config_json=config,
-        workload_json=workload.to_dict(),
-        engine_json=engine.to_json() if engine else None,
-        base_url=base_url,
-        model=model or (engine.served_model_name if engine else None),
-        runs_total=len(clean_values) * max(1, repeats),
-        author=author,
-        host=host,
-    )
 
 
 @dataclass
@@ -152,11 +59,9 @@ class _Live:
     cancel: threading.Event = field(default_factory=threading.Event)
 
 
-def _utc() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
-
-
 class ExperimentRunner:
+    """Runs one stored experiment; use it as a context manager so its connection is closed."""
+
     def __init__(
         self,
         db_path: str | Path,
@@ -165,32 +70,48 @@ class ExperimentRunner:
         start_timeout: float = 300.0,
     ):
         self.db_path = Path(db_path)
-        self.db = open_db(self.db_path)
+        self.db = open_db(self.db_path)  # the runner thread's connection, closed by close()
         self.experiment_id = experiment_id
         self.exp = queries.get_experiment(self.db, experiment_id)
         self.progress = progress or (lambda event, data: None)
         self.start_timeout = start_timeout
         self.live = _Live()
         self.server: ServerProcess | None = None
-        self.server_config: dict[str, Any] | None = None
         self.server_facts: dict[str, Any] = {}
         self.server_t0 = 0.0
         self._lock = threading.Lock()
         self._stop_heartbeat = threading.Event()
+        self._telemetry: Telemetry | None = None
+        self._telemetry_run: int | None = None
+        self._sink_db: Database | None = None
         self.log_dir = lab_home() / "logs" / f"experiment-{experiment_id}"
         # Device memory before any server of ours: each restart waits until it is back to this.
         self.gpu_baseline = read_gpu_used()
 
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.db.conn.close()
+
     # -- heartbeat ------------------------------------------------------------------------------
     def _heartbeat(self) -> None:
-        db = open_db(self.db_path)
-        while not self._stop_heartbeat.wait(HEARTBEAT_S):
-            self._beat(db)
+        with connect(self.db_path) as db:
+            while not self._stop_heartbeat.wait(HEARTBEAT_S):
+                self._beat(db)
 
-    def _beat(self, db: Any) -> None:
+    def _beat(self, db: Database) -> None:
         with self._lock:
             fields = {
-                "heartbeat_at": _utc(),
+                "heartbeat_at": now_iso(),
                 "phase": self.live.phase,
                 "requests_done": self.live.requests_done,
                 "requests_total": self.live.requests_total,
@@ -216,21 +137,20 @@ class ExperimentRunner:
         repo.update_experiment(
             self.db,
             self.experiment_id,
-            status="running",
-            started_at=_utc(),
+            status=Status.RUNNING,
+            started_at=now_iso(),
             runner_pid=os.getpid(),
-            heartbeat_at=_utc(),
+            heartbeat_at=now_iso(),
         )
         beat = threading.Thread(target=self._heartbeat, daemon=True)
         beat.start()
         run_ids: list[int] = []
-        status, error = "done", None
+        status, error = Status.DONE, None
         try:
             workload = Workload.from_dict(exp["workload"])
             plan = schedule(list(exp["values"]), int(exp["repeats"] or 1))
             for seq, (value, repeat) in enumerate(plan):
                 if self.live.cancel.is_set():
-                    status = "cancelled"
                     break
                 run_ids.append(self._run_value(seq, value, repeat, workload))
                 repo.update_experiment(self.db, self.experiment_id, runs_done=seq + 1)
@@ -238,13 +158,14 @@ class ExperimentRunner:
                     "run_done", {"done": seq + 1, "total": len(plan), "run_id": run_ids[-1]}
                 )
             if self.live.cancel.is_set():
-                status = "cancelled"
+                status = Status.CANCELLED
         except Exception as exc:  # the experiment row must say why it stopped
-            status, error = "failed", f"{type(exc).__name__}: {exc}"
+            status, error = Status.FAILED, f"{type(exc).__name__}: {exc}"
             raise
         finally:
             self._phase("stopping")
             self._stop_server()
+            self._finish_telemetry()  # an attached server's samplers, if a value failed early
             self._stop_heartbeat.set()
             beat.join(timeout=5)
             repo.update_experiment(
@@ -253,8 +174,8 @@ class ExperimentRunner:
                 status=status,
                 error=error,
                 phase=status,
-                finished_at=_utc(),
-                heartbeat_at=_utc(),
+                finished_at=now_iso(),
+                heartbeat_at=now_iso(),
             )
         return run_ids
 
@@ -290,10 +211,10 @@ class ExperimentRunner:
             hardware=hw["summary"] if engine else None,
             hardware_json=hw if engine else None,
             base_url=exp.get("base_url"),
-            started_at=_utc(),
+            started_at=now_iso(),
             author=exp.get("author"),
             host=exp.get("host"),
-            status="running",
+            status=Status.RUNNING,
         )
         with self._lock:
             self.live.current_run_id = run_id
@@ -304,42 +225,43 @@ class ExperimentRunner:
                 run_id, config, engine, restart=param.restarts_server
             )
         except StartFailure as failure:
-            repo.update_run(
-                self.db,
-                run_id,
-                status="failed",
-                phase="failed",
-                failure_kind=failure.kind,
-                failure_reason=failure.reason,
-                failure_hint=failure.hint,
-                log_tail=failure.log_tail,
-                finished_at=_utc(),
+            self._fail_run(
+                run_id, failure.kind, failure.reason, failure.hint, log_tail=failure.log_tail
             )
             self.progress("run_failed", {"run_id": run_id, **failure.to_dict()})
             return run_id
         if self.live.cancel.is_set():
-            repo.update_run(
-                self.db, run_id, status="cancelled", phase="cancelled", finished_at=_utc()
-            )
+            self._finish_run(run_id, Status.CANCELLED)
             return run_id
         try:
             return self._measure(run_id, base_url, t0, wl, engine)
         except Exception as exc:  # a lab bug or a lost server: this value failed, the rest go on
-            repo.update_run(
-                self.db,
+            self._fail_run(
                 run_id,
-                status="failed",
-                phase="failed",
-                failure_kind="measurement_error",
-                failure_reason=f"{type(exc).__name__}: {exc}"[:2000],
-                failure_hint="The load or its bookkeeping failed after the server "
-                "was healthy; the traceback is in the runner's log.",
-                log_tail="".join(traceback.format_exc())[-4000:],
-                finished_at=_utc(),
+                "measurement_error",
+                f"{type(exc).__name__}: {exc}"[:2000],
+                "The load or its bookkeeping failed after the server was healthy; the "
+                "traceback is in the runner's log.",
+                log_tail=traceback.format_exc()[-4000:],
             )
             traceback.print_exc()
             self._stop_server()
             return run_id
+
+    def _finish_run(self, run_id: int, status: Status, **fields: Any) -> None:
+        repo.update_run(
+            self.db, run_id, status=status, phase=status, finished_at=now_iso(), **fields
+        )
+
+    def _fail_run(self, run_id: int, kind: str, reason: str, hint: str, log_tail: str) -> None:
+        self._finish_run(
+            run_id,
+            Status.FAILED,
+            failure_kind=kind,
+            failure_reason=reason,
+            failure_hint=hint,
+            log_tail=log_tail,
+        )
 
     # -- server ---------------------------------------------------------------------------------
     def _ensure_server(
@@ -374,7 +296,12 @@ class ExperimentRunner:
         server.start()
         self.server = server
         # Sampling starts with the process, so the climb through weights and KV allocation is kept.
-        self._start_telemetry(run_id, server, self.server_t0)
+        pid = server.pid or 0
+        self._start_telemetry(
+            run_id,
+            self.server_t0,
+            [ProcessTreeSampler(pid, period=0.1), GpuSampler(pid, period=0.1)],
+        )
         repo.update_run(self.db, run_id, server_pid=server.pid)
         self._phase("waiting_health", run_id)
         try:
@@ -384,7 +311,8 @@ class ExperimentRunner:
             self.server = None
             raise
         self.server_facts = facts.to_dict()
-        self._add_metrics_sampler(launch.base_url)
+        if self._telemetry is not None:
+            self._telemetry.add(MetricsSampler(launch.base_url, period=0.5))
         self._store_server_facts(run_id, reused=False)
         return launch.base_url, self.server_t0
 
@@ -416,28 +344,20 @@ class ExperimentRunner:
                 self._finish_telemetry()
 
     # -- telemetry ------------------------------------------------------------------------------
-    _telemetry: Telemetry | None = None
-    _telemetry_run: int | None = None
-
     def _sink(self, rows: list[SampleRow]) -> None:
+        """Called on the recorder's flusher thread only, with the connection opened for it."""
         run_id = self._telemetry_run
-        if run_id is not None and rows:
+        if run_id is not None and rows and self._sink_db is not None:
             repo.insert_samples(self._sink_db, run_id, rows)
 
-    def _start_telemetry(self, run_id: int, server: ServerProcess, t0: float) -> None:
+    def _start_telemetry(self, run_id: int, t0: float, samplers: list[Sampler]) -> None:
+        """Samples for `run_id` from now on, written by the recorder's flusher thread through a
+        connection of its own; `_finish_telemetry` closes it."""
         self._finish_telemetry()
         self._sink_db = open_db(self.db_path)
         self._telemetry_run = run_id
-        samplers = [
-            ProcessTreeSampler(server.pid or 0, period=0.1),
-            GpuSampler(server.pid or 0, period=0.1),
-        ]
         self._telemetry = Telemetry(origin=t0)
         self._telemetry.start(samplers, self._sink)
-
-    def _add_metrics_sampler(self, base_url: str) -> None:
-        if self._telemetry is not None:
-            self._telemetry.add(MetricsSampler(base_url, period=0.5))
 
     def _finish_telemetry(self) -> None:
         if self._telemetry is not None:
@@ -445,6 +365,9 @@ class ExperimentRunner:
             self._telemetry = None
             if self._telemetry_run is not None:
                 self._relabel(self._telemetry_run)
+        if self._sink_db is not None:
+            self._sink_db.conn.close()
+            self._sink_db = None
 
     def _relabel(self, run_id: int) -> None:
         """Process labels from the engine's own log lines (`(EngineCore pid=N)`)."""
@@ -455,7 +378,7 @@ class ExperimentRunner:
             if name in ("APIServer", "EngineCore") or name.startswith(("Worker", "EngineCore"))
         }
         if names:
-            repo.relabel_processes(open_db(self.db_path), run_id, names)
+            repo.relabel_processes(self.db, run_id, names)
 
     # -- measuring ------------------------------------------------------------------------------
     def _measure(
@@ -467,7 +390,7 @@ class ExperimentRunner:
 
         attached = engine is None
         if attached:
-            self._attached_telemetry(run_id, base_url, t0)
+            self._start_telemetry(run_id, t0, [MetricsSampler(base_url, period=0.5)])
         elif self._telemetry is not None:
             self._telemetry_run = run_id  # a reused server's samples belong to this run now
         model = str(self.exp.get("model") or (engine.served_model_name if engine else ""))
@@ -522,23 +445,14 @@ class ExperimentRunner:
         health["client"] = result.health()
         repo.store_summary(self.db, run_id, summary)
         cancelled = self.live.cancel.is_set() or result.cancelled
-        repo.update_run(
-            self.db,
+        self._finish_run(
             run_id,
+            Status.CANCELLED if cancelled else Status.DONE,
             health_json=health,
-            status="cancelled" if cancelled else "done",
-            phase="cancelled" if cancelled else "done",
-            finished_at=_utc(),
             log_tail=self.server.log_tail() if self.server else None,
         )
         self.progress("measured", {"run_id": run_id, "summary": summary})
         return run_id
-
-    def _attached_telemetry(self, run_id: int, base_url: str, t0: float) -> None:
-        self._sink_db = open_db(self.db_path)
-        self._telemetry_run = run_id
-        self._telemetry = Telemetry(origin=t0)
-        self._telemetry.start([MetricsSampler(base_url, period=0.5)], self._sink)
 
 
 def _tokenizer_for(engine: EngineSpec | None, base_url: str, model: str) -> Any:
@@ -549,87 +463,15 @@ def _tokenizer_for(engine: EngineSpec | None, base_url: str, model: str) -> Any:
     return ServerTokenizer(base_url, model)
 
 
-# --- the runner as a process -------------------------------------------------------------------
-
-
-def spawn_runner(db_path: str | Path, experiment_id: int) -> int:
-    """Start `python -m tuning run-experiment` in its own session; the page returns at once."""
-    log_dir = lab_home() / "logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    log = open(log_dir / f"runner-{experiment_id}.log", "ab")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tuning",
-            "run-experiment",
-            "--db",
-            str(db_path),
-            "--id",
-            str(experiment_id),
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-        cwd=str(REPO_ROOT),
-    )
-    log.close()
-    db = open_db(db_path)
-    repo.update_experiment(db, experiment_id, runner_pid=proc.pid, heartbeat_at=_utc())
-    return proc.pid
-
-
-def cancel_experiment(db_path: str | Path, experiment_id: int) -> None:
-    """Ask the runner to stop; it stops the server and marks the run cancelled."""
-    repo.request_cancel(open_db(db_path), experiment_id)
-
-
-def reap_stale(db_path: str | Path) -> list[int]:
-    """Experiments whose runner stopped beating: mark them failed and stop what they left."""
-    db = open_db(db_path)
-    reaped = []
-    now = time.time()
-    for exp in queries.active_experiments(db):
-        beat = exp.get("heartbeat_at") or exp.get("created_at")
-        try:
-            age = now - datetime.fromisoformat(beat).timestamp()
-        except (TypeError, ValueError):
-            age = float("inf")
-        pid = exp.get("runner_pid")
-        alive = bool(pid) and pid_alive(int(pid))
-        if exp["status"] == "queued" and not pid:
-            continue
-        if age > STALE_AFTER_S and not alive:
-            for run in queries.list_runs(db, int(exp["id"]), include_hidden=True):
-                if run["status"] in ("running", "pending"):
-                    if run.get("server_pid") and pid_alive(int(run["server_pid"])):
-                        stop_group(int(run["server_pid"]))
-                    repo.update_run(
-                        db,
-                        int(run["id"]),
-                        status="failed",
-                        phase="failed",
-                        failure_kind="runner_died",
-                        failure_hint="The runner process stopped without finishing; "
-                        "its log is under data/logs/.",
-                    )
-            repo.update_experiment(
-                db,
-                int(exp["id"]),
-                status="failed",
-                phase="failed",
-                error="runner stopped beating (died or was killed)",
-            )
-            reaped.append(int(exp["id"]))
-    return reaped
-
-
 def run_experiment(
     db_path: str | Path,
     experiment_id: int,
     progress: Progress | None = None,
     start_timeout: float = 300.0,
 ) -> list[int]:
-    with machine_lock():
-        return ExperimentRunner(db_path, experiment_id, progress, start_timeout).run()
+    """Run a stored experiment in this process, holding the machine lock throughout."""
+    with (
+        machine_lock(),
+        ExperimentRunner(db_path, experiment_id, progress, start_timeout) as runner,
+    ):
+        return runner.run()
