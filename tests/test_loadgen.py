@@ -11,19 +11,13 @@ import time
 import pytest
 
 from core.records import RequestRecord
+from core.redact import display_url
 from tests.fakes.fake_openai import fake_server
-from tuning.loadgen.client import (
-    EndpointError,
-    LoadError,
-    _Body,
-    _classify,
-    _Client,
-    _Target,
-    check_endpoint,
-    display_url,
-    run_load_in_subprocess,
-    run_load_sync,
-)
+from tuning.loadgen.child import run_load_in_subprocess
+from tuning.loadgen.client import LoadError, _Client, run_load_sync
+from tuning.loadgen.endpoint import EndpointError, check_endpoint
+from tuning.loadgen.http1 import Body, Target
+from tuning.loadgen.sse import classify
 from tuning.metrics import achieved_concurrency, summarize
 from tuning.workload import Workload
 
@@ -322,19 +316,19 @@ def test_in_a_subprocess() -> None:
 
 def test_classify_events() -> None:
     content = b'data: {"id":"x","choices":[{"index":0,"text":"a"}]}'
-    assert _classify(content) == ("content", None)
-    assert _classify(b"data: [DONE]") == ("done", None)
-    assert _classify(b": ping") == ("skip", None)
-    assert _classify(b"event: message\ndata: [DONE]") == ("done", None)
-    kind, obj = _classify(b'data: {"choices":[],"usage":{"completion_tokens":3}}')
+    assert classify(content) == ("content", None)
+    assert classify(b"data: [DONE]") == ("done", None)
+    assert classify(b": ping") == ("skip", None)
+    assert classify(b"event: message\ndata: [DONE]") == ("done", None)
+    kind, obj = classify(b'data: {"choices":[],"usage":{"completion_tokens":3}}')
     assert kind == "usage" and obj is not None and obj["usage"]["completion_tokens"] == 3
-    kind, obj = _classify(b'data: {"choices": [{"index": 0, "text": "a"}]}')
+    kind, obj = classify(b'data: {"choices": [{"index": 0, "text": "a"}]}')
     assert kind == "content" and obj is not None
-    assert _classify(b'data: {"error":{"message":"m"}}')[0] == "error"
-    assert _classify(b'data: {"object":"error","message":"m"}')[0] == "error"
-    assert _classify(b"data: {not json")[0] == "error"
+    assert classify(b'data: {"error":{"message":"m"}}')[0] == "error"
+    assert classify(b'data: {"object":"error","message":"m"}')[0] == "error"
+    assert classify(b"data: {not json")[0] == "error"
     # a token whose text is literally "error" is still content
-    assert _classify(b'data: {"choices":[{"index":0,"text":"\\"error\\": 1"}]}')[0] == "content"
+    assert classify(b'data: {"choices":[{"index":0,"text":"\\"error\\": 1"}]}')[0] == "content"
 
 
 def test_display_url_drops_credentials() -> None:
@@ -355,32 +349,32 @@ def test_chunked_body_any_split() -> None:
     raw = chunked(b"data: a\n\n", b"data: bb\n\n" * 3, b"x" * 300, trailer=b"X-T: 1\r\n") + b"NEXT"
     want = b"data: a\n\n" + b"data: bb\n\n" * 3 + b"x" * 300
     for step in (1, 2, 3, 7, 64, len(raw)):
-        body = _Body("chunked", 0, True)
+        body = Body("chunked", 0, True)
         got = b"".join(
             body.feed(raw[i : i + step]) for i in range(0, len(raw), step) if not body.complete
         )
         assert got == want and body.complete, step
-    body = _Body("chunked", 0, True)
+    body = Body("chunked", 0, True)
     assert body.feed(raw) == want and body.leftover == b"NEXT"
-    assert _Body("chunked", 0, True).feed(b"3;ext=1\r\nabc\r\n0\r\n\r\n") == b"abc"
+    assert Body("chunked", 0, True).feed(b"3;ext=1\r\nabc\r\n0\r\n\r\n") == b"abc"
     for bad in (b"zz\r\nabc\r\n", b"3\r\nabcXY"):
         with pytest.raises(ConnectionError):
-            _Body("chunked", 0, True).feed(bad)
+            Body("chunked", 0, True).feed(bad)
 
 
 def test_length_and_keep_alive_framing() -> None:
-    body = _Body.of("HTTP/1.1", {"content-length": "5"})
+    body = Body.of("HTTP/1.1", {"content-length": "5"})
     assert body.feed(b"abc") == b"abc" and not body.complete
     assert body.feed(b"deXX") == b"de" and body.complete and body.leftover == b"XX"
     assert body.keep_alive
-    assert not _Body.of("HTTP/1.1", {"connection": "close", "content-length": "1"}).keep_alive
-    assert not _Body.of("HTTP/1.0", {"content-length": "1"}).keep_alive
-    assert _Body.of("HTTP/1.1", {}).mode == "close"
-    assert _Body.of("HTTP/1.1", {"transfer-encoding": "chunked"}).mode == "chunked"
+    assert not Body.of("HTTP/1.1", {"connection": "close", "content-length": "1"}).keep_alive
+    assert not Body.of("HTTP/1.0", {"content-length": "1"}).keep_alive
+    assert Body.of("HTTP/1.1", {}).mode == "close"
+    assert Body.of("HTTP/1.1", {"transfer-encoding": "chunked"}).mode == "chunked"
 
 
 def test_target_parsing() -> None:
-    t = _Target.parse("https://example.org/prefix/v1/completions?x=1")
+    t = Target.parse("https://example.org/prefix/v1/completions?x=1")
     assert (t.host, t.port, t.tls, t.path, t.host_header) == (
         "example.org",
         443,
@@ -388,7 +382,7 @@ def test_target_parsing() -> None:
         "/prefix/v1/completions?x=1",
         "example.org",
     )
-    t = _Target.parse("http://[::1]:8000/v1/completions")
+    t = Target.parse("http://[::1]:8000/v1/completions")
     assert (t.host, t.port, t.host_header) == ("::1", 8000, "[::1]:8000")
 
 

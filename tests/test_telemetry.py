@@ -17,19 +17,11 @@ import psutil
 import pytest
 
 from core.records import SampleRow
-from tuning.telemetry.recorder import (
-    PEAK_KEYS,
-    GpuSampler,
-    MetricsSampler,
-    ProcessTreeSampler,
-    Sampler,
-    Telemetry,
-    parse_vllm_metrics,
-    peaks,
-    process_name,
-    read_gpu_used,
-    wait_gpu_memory_released,
-)
+from tuning.telemetry.gpu import GpuSampler, read_gpu_used, wait_gpu_memory_released
+from tuning.telemetry.peaks import PEAK_KEYS, peaks
+from tuning.telemetry.proctree import ProcessTreeSampler, process_name
+from tuning.telemetry.prom import MetricsSampler, parse_vllm_metrics
+from tuning.telemetry.recorder import Sampler, Telemetry
 
 try:
     from fakes.fake_nvml import FakeNvml
@@ -180,7 +172,7 @@ def test_gpu_attribution_only_to_the_tree(tree: Tree, caplog: pytest.LogCaptureF
     gpu = GpuSampler(period=0.1, nvml=fake)
     assert gpu.baseline() == {"gpu0": 1 * GIB}
     gpu.root_pid = tree.pid
-    with caplog.at_level(logging.WARNING, logger="tuning.telemetry.recorder"):
+    with caplog.at_level(logging.WARNING, logger="tuning.telemetry.gpu"):
         rows = gpu.sample(0.5)
         rows2 = gpu.sample(0.6)
     assert gpu.available is True
@@ -214,7 +206,7 @@ def test_gpu_foreign_pid_namespace_is_unknown_not_zero(
     fake = FakeNvml()
     fake.set_procs(0, [(99_999_999, 4 * GIB)])  # a host pid that does not exist here
     gpu = GpuSampler(tree.pid, nvml=fake)
-    with caplog.at_level(logging.WARNING, logger="tuning.telemetry.recorder"):
+    with caplog.at_level(logging.WARNING, logger="tuning.telemetry.gpu"):
         rows = gpu.sample(0.0) + gpu.sample(0.1)
     assert "gpu_tree_bytes" not in {r.series for r in rows}
     assert sum("PID namespace" in r.message for r in caplog.records) == 1
@@ -228,7 +220,7 @@ def test_gpu_unsupported_calls_probed_once(tree: Tree, caplog: pytest.LogCapture
     fake.procs_unsupported = True
     fake.util_unsupported = True
     gpu = GpuSampler(tree.pid, nvml=fake)
-    with caplog.at_level(logging.WARNING, logger="tuning.telemetry.recorder"):
+    with caplog.at_level(logging.WARNING, logger="tuning.telemetry.gpu"):
         rows = [r for i in range(5) for r in gpu.sample(i * 0.1)]
     assert fake.proc_calls == 1 and fake.util_calls == 1
     assert [r.series for r in rows] == ["gpu_used_bytes"] * 5
@@ -264,7 +256,7 @@ def test_gpu_absent_nvml_tolerated(
     else:
         nvml = FakeNvml()
         nvml.fail_init = True
-    with caplog.at_level(logging.WARNING, logger="tuning.telemetry.recorder"):
+    with caplog.at_level(logging.WARNING, logger="tuning.telemetry.gpu"):
         gpu = GpuSampler(os.getpid(), nvml=nvml)
         assert gpu.baseline() == {}
         assert [gpu.sample(i * 0.1) for i in range(3)] == [[], [], []]

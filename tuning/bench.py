@@ -26,14 +26,12 @@ from tuning.health import client_limits
 from tuning.loadgen.client import (
     DEFAULT_TRANSPORT,
     TRANSPORTS,
-    EndpointError,
     LoadError,
     LoadResult,
-    api_key_from_env,
-    check_endpoint,
     resolve_transport,
     run_load_sync,
 )
+from tuning.loadgen.endpoint import EndpointError, api_key_from_env, check_endpoint
 from tuning.metrics import (
     LATENCY_METRICS,
     PERCENTILES,

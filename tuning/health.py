@@ -9,7 +9,7 @@ from typing import Any
 from tuning.loadgen.client import LoadResult
 from tuning.metrics import achieved_concurrency, columns, steady_state, warmup_check
 from tuning.server import http_get
-from tuning.telemetry.recorder import parse_vllm_metrics
+from tuning.telemetry.prom import parse_vllm_metrics
 from tuning.workload import Workload, WorkloadError, server_root
 
 CLIENT_CPU_LIMIT = 0.9  # a core this busy can delay reads and dispatches

@@ -32,16 +32,11 @@ from tuning.experiment.plan import schedule
 from tuning.params import build_launch, format_value, get_param
 from tuning.server import ServerProcess, StartFailure
 from tuning.settings import lab_home
-from tuning.telemetry.recorder import (
-    GpuSampler,
-    MetricsSampler,
-    ProcessTreeSampler,
-    Sampler,
-    Telemetry,
-    peaks,
-    read_gpu_used,
-    wait_gpu_memory_released,
-)
+from tuning.telemetry.gpu import GpuSampler, read_gpu_used, wait_gpu_memory_released
+from tuning.telemetry.peaks import peaks
+from tuning.telemetry.proctree import ProcessTreeSampler
+from tuning.telemetry.prom import MetricsSampler
+from tuning.telemetry.recorder import Sampler, Telemetry
 from tuning.workload import LocalTokenizer, ServerTokenizer, Workload, build_prompts
 
 HEARTBEAT_S = 2.0
@@ -385,7 +380,7 @@ class ExperimentRunner:
         self, run_id: int, base_url: str, t0: float, wl: Workload, engine: EngineSpec | None
     ) -> int:
         from tuning.health import run_health, scrape_counters
-        from tuning.loadgen.client import run_load_in_subprocess
+        from tuning.loadgen.child import run_load_in_subprocess
         from tuning.metrics import summarize
 
         attached = engine is None

@@ -1,0 +1,205 @@
+"""Server-sent events -> one `RequestRecord`: TTFT, ITL, usage and the outcome of a response.
+
+Why it works on bytes: vLLM sends one SSE event per token, so this is the client's hot path. A read
+that holds only content chunks is handled with a few C-level `bytes.count/find` calls, with no JSON
+parsing and no per-chunk objects beyond the ITL floats the record keeps. Only the first content
+chunk, the usage chunk, errors and anything unusual are parsed (`classify`).
+A stream that ends without a `usage` chunk is a failure (`no_usage`), its timings kept: the lab
+never counts chunks as tokens, and a silent fallback would mix two ways of counting in one number.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from itertools import repeat
+from typing import Any
+
+from core.records import RequestRecord
+from tuning.loadgen.endpoint import scrub_key
+
+ERROR_EXCERPT = 300  # characters of a server's error body kept in a record
+
+_SEP = b"\n\n"
+_CONTENT = b'"choices":[{'
+_ERROR_KEY = b'"error":'
+_USAGE = b'"usage":{'
+_DONE = b"[DONE]"
+
+
+class SSEReader:
+    """One response being read: SSE events -> the record's TTFT, ITL, usage and outcome.
+
+    Every read is stamped once (`t`): chunks that arrived together get ITL 0 after the first, which
+    is what happened on the wire. Runs of plain content chunks are counted in bulk with C-level
+    `bytes.count/find`; the first chunk, usage, [DONE], errors and anything unusual go through
+    `classify` one by one.
+    """
+
+    __slots__ = ("rec", "st", "itl", "last", "first", "done", "usage", "fail", "pending")
+
+    def __init__(self, rec: RequestRecord, st: float) -> None:
+        self.rec = rec
+        self.st = st
+        self.itl = rec.itl
+        self.last = st
+        self.first = True
+        self.done = False
+        self.usage: dict[str, Any] | None = None
+        self.fail: tuple[str, str] | None = None
+        self.pending = b""
+
+    def http_error(self, status: int, reason: str, raw: bytes) -> None:
+        excerpt = raw.decode("utf-8", "replace").strip()[:ERROR_EXCERPT]
+        self.fail = ("http", f"HTTP {status} {reason}: {excerpt}")
+
+    def feed(self, data: bytes, t: float) -> bool:
+        """The body bytes of one read, all received at `t`; False when the stream must stop."""
+        if self.pending:
+            data = self.pending + data
+        if b"\r" in data:
+            data = data.replace(b"\r\n", b"\n")
+        cut = data.rfind(_SEP)
+        if cut < 0:
+            self.pending = data
+            return True
+        self.pending = data[cut + 2 :] if cut + 2 < len(data) else b""
+        itl = self.itl
+        first = self.first
+        last = self.last
+        bulk = not first
+        pos = 0
+        while pos <= cut:
+            if bulk:
+                lc = data.rfind(_CONTENT, pos, cut)
+                if lc >= 0:
+                    le = data.find(_SEP, lc, cut)
+                    if le < 0:
+                        le = cut
+                    n = data.count(_SEP, pos, le) + 1
+                    if (
+                        data.count(_CONTENT, pos, le) == n
+                        and data.find(_ERROR_KEY, pos, le) < 0
+                        and data.find(_USAGE, pos, le) < 0
+                    ):
+                        itl.append(t - last)  # n chunks that arrived together
+                        if n > 1:
+                            itl.extend(repeat(0.0, n - 1))
+                        last = t
+                        pos = le + 2
+                        continue
+                bulk = False  # nothing left to bulk, or a mixed run
+            end = data.find(_SEP, pos, cut)
+            if end < 0:
+                end = cut
+            kind, obj = classify(data[pos:end])
+            pos = end + 2
+            if kind == "content":
+                if first:
+                    first = False
+                    bulk = True
+                    self.rec.ttft = t - self.st
+                else:
+                    itl.append(t - last)
+                last = t
+                if obj is not None and obj.get("usage"):
+                    self.usage = obj["usage"]
+            elif kind == "usage":
+                self.usage = obj["usage"] if obj is not None else None
+            elif kind == "done":
+                self.done = True
+            elif kind == "error":
+                self.fail = ("stream_error", _error_text(obj))
+                self.first, self.last = first, last
+                return False
+        self.first, self.last = first, last
+        return True
+
+    def finish(self) -> None:
+        """The body ended: read a last event that had no blank line, then decide the outcome."""
+        if self.pending.strip():
+            pending, self.pending = self.pending, b""
+            if not self.feed(pending + _SEP, time.perf_counter()):
+                return
+        rec = self.rec
+        if self.first:
+            self.fail = ("early_end", "the stream ended without any choices chunk")
+        elif not self.done:
+            self.fail = ("early_end", "the stream ended without [DONE]")
+        elif self.usage is None:
+            self.fail = (
+                "no_usage",
+                "the stream had no usage chunk; output tokens unknown "
+                "(the lab does not count chunks as tokens)",
+            )
+        else:
+            rec.output_tokens = _int_or_none(self.usage.get("completion_tokens"))
+            rec.prompt_tokens = _int_or_none(self.usage.get("prompt_tokens"))
+            if rec.output_tokens is None:
+                self.fail = ("no_usage", "the usage chunk had no completion_tokens")
+
+    def close(self, t0: float, secret: str | None) -> None:
+        """Write the outcome into the record: times relative to t0, the error text scrubbed."""
+        rec = self.rec
+        if not self.first:
+            rec.end = self.last - t0
+        if self.fail is None:
+            rec.ok = True
+        else:
+            rec.ok = False
+            rec.error_kind = self.fail[0]
+            rec.error = scrub_key(self.fail[1], secret)[: ERROR_EXCERPT + 100]
+
+
+def _int_or_none(value: Any) -> int | None:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def classify(event: bytes) -> tuple[str, dict[str, Any] | None]:
+    """One SSE event -> (kind, parsed JSON or None). Kinds: content, usage, done, error, skip.
+
+    Content chunks are recognised without parsing when they look like vLLM's compact JSON; anything
+    else (spaced JSON, usage, errors, unknown events) is parsed so nothing is misread.
+    """
+    event = event.strip()
+    if not event or event.startswith(b":"):
+        return "skip", None
+    if event.startswith(b"data:") and b"\n" not in event:
+        payload = event[5:].strip()
+    else:
+        lines = [line[5:].strip() for line in event.split(b"\n") if line.startswith(b"data:")]
+        if not lines:
+            return "skip", None
+        payload = b"\n".join(lines)
+    if payload == _DONE:
+        return "done", None
+    if _CONTENT in payload and _ERROR_KEY not in payload and _USAGE not in payload:
+        return "content", None
+    try:
+        obj = json.loads(payload)
+    except ValueError:
+        return "error", {
+            "error": {
+                "message": "unparseable stream event: " + payload[:200].decode("utf-8", "replace")
+            }
+        }
+    if not isinstance(obj, dict):
+        return "error", {"error": {"message": f"unexpected stream event: {str(obj)[:200]}"}}
+    if "error" in obj or obj.get("object") == "error":
+        return "error", obj
+    if obj.get("choices"):
+        return "content", obj
+    if obj.get("usage"):
+        return "usage", obj
+    return "skip", None
+
+
+def _error_text(obj: dict[str, Any] | None) -> str:
+    if not obj:
+        return "error event in the stream"
+    err = obj.get("error", obj)
+    if isinstance(err, dict):
+        msg = err.get("message") or json.dumps(err)[:ERROR_EXCERPT]
+        code = err.get("code") or err.get("type")
+        return f"error event in the stream: {msg}" + (f" ({code})" if code else "")
+    return f"error event in the stream: {err}"
