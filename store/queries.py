@@ -126,10 +126,11 @@ def get_requests(db: Database, run_id: int) -> list[RequestRecord]:
 def get_samples(
     db: Database, run_id: int, series: Iterable[str] | None = None, since_t: float | None = None
 ) -> list[dict[str, Any]]:
-    clauses, params = ["run_id = ?"], [run_id]
+    clauses: list[str] = ["run_id = ?"]
+    params: list[Any] = [run_id]
     if series is not None:
         names = list(series)
-        clauses.append(f"series in ({','.join('?' * len(names))})")
+        clauses.append(f"series in ({_marks(names)})")
         params += names
     if since_t is not None:
         clauses.append("t_s > ?")
@@ -363,3 +364,17 @@ def runs_by_id(db: Database, run_ids: Sequence[int], columns: Sequence[str]) -> 
             f"select {', '.join(['id', *columns])} from runs where id in ({_marks(ids)})", ids
         )
     }
+
+
+def present_uids(db: Database, table: str, uids: Iterable[str]) -> set[str]:
+    """Which of these experiment or run uids the lab already holds (a team listing's
+    'already imported')."""
+    wanted = list(dict.fromkeys(uids))
+    out: set[str] = set()
+    for i in range(0, len(wanted), 500):
+        part = wanted[i : i + 500]
+        out |= {
+            r[0]
+            for r in db.execute(f'select uid from "{table}" where uid in ({_marks(part)})', part)
+        }
+    return out

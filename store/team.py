@@ -3,8 +3,9 @@
 Nothing but bundle files lives there, one per publish, named
 ``<author>-<host>-<UTC timestamp>-<short uid>.bundle.zip`` (sanitized). Listing reads only each
 bundle's manifest (who, where, when, counts), and says which are already here by their run uids;
-"import new" runs the full validation of `store.bundle.format.import_bundle` on each one, so a damaged or
-hostile file is refused on its own and the others still come in.
+"import new" runs the full validation of `store.bundle.import_bundle` on each one, so a damaged
+or hostile file is refused on its own and the others still come in. The folder, the author and the
+host are the caller's (its settings): the store reads no settings.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from store.bundle.format import (
+from store.bundle import (
     DEFAULT_LIMITS,
     SUFFIX,
     BundleError,
@@ -25,9 +26,10 @@ from store.bundle.format import (
     Manifest,
     export_bundle,
     import_bundle,
-    present_uids,
     read_manifest,
 )
+from store.db import connect
+from store.queries import present_uids
 
 MAX_LISTED = 2000
 _UNSAFE = re.compile(r"[^A-Za-z0-9._]+")
@@ -50,10 +52,6 @@ class TeamBundle:
     @property
     def name(self) -> str:
         return self.path.name
-
-    @property
-    def runs_total(self) -> int:
-        return len(self.manifest.runs) if self.manifest else 0
 
     @property
     def state(self) -> str:
@@ -126,20 +124,14 @@ def publish(
     db_path: str | Path,
     team_folder: str | Path | None,
     *,
+    author: str,
+    host: str,
     run_ids: Iterable[int] = (),
     experiment_ids: Iterable[int] = (),
-    author: str | None = None,
-    host: str | None = None,
     note: str = "",
 ) -> Path:
     """Export the selection as a new bundle file in the team folder; returns its path."""
     folder = team_folder_path(team_folder)
-    if author is None or host is None:
-        from tuning.settings import load_settings
-
-        settings = load_settings()
-        author = author or settings.resolved_author()
-        host = host or settings.resolved_host()
     uid = uuid.uuid4().hex
     target = folder / bundle_file_name(author, host, bundle_uid=uid)
     if target.exists():
@@ -179,21 +171,14 @@ def list_team(
             out.append(TeamBundle(path, read_manifest(path, limits)))
         except BundleError as exc:
             out.append(TeamBundle(path, None, error=str(exc)))
-    db = None
     if db_path is not None and Path(db_path).exists():
-        from store.db import open_db
-
-        db = open_db(db_path, readonly=True)
-    try:
-        for item in out:
-            if item.manifest is not None and db is not None:
-                item.runs_present = len(present_uids(db, "runs", item.manifest.run_uids))
-                item.experiments_present = len(
-                    present_uids(db, "experiments", item.manifest.experiment_uids)
-                )
-    finally:
-        if db is not None:
-            db.conn.close()
+        with connect(db_path, readonly=True) as db:
+            for item in out:
+                if item.manifest is not None:
+                    item.runs_present = len(present_uids(db, "runs", item.manifest.run_uids))
+                    item.experiments_present = len(
+                        present_uids(db, "experiments", item.manifest.experiment_uids)
+                    )
     out.sort(key=lambda b: (b.manifest.created_at if b.manifest else "", b.name), reverse=True)
     return out
 

@@ -27,11 +27,7 @@ from core.clock import now_iso
 from core.records import RequestRecord, SampleRow
 from core.redact import REDACTED, is_secret_key, scrub_argv, scrub_row, scrub_text
 from store import open_db, queries, repo
-from store.bundle.format import (
-    DATA_NAME,
-    FORMAT_VERSION,
-    LOCAL_ONLY,
-    MANIFEST_NAME,
+from store.bundle import (
     BundleError,
     Limits,
     export_bundle,
@@ -39,6 +35,7 @@ from store.bundle.format import (
     read_manifest,
     verify_bundle,
 )
+from store.bundle.format import DATA_NAME, FORMAT_VERSION, LOCAL_ONLY, MANIFEST_NAME
 from tuning.cli import share as cli_share
 from tuning.metrics import summarize
 from tuning.params import PARAMS

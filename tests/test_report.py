@@ -12,7 +12,7 @@ import pytest
 
 from core.redact import REDACTED
 from store import open_db, queries, repo
-from store.bundle.format import export_bundle, import_bundle
+from store.bundle import export_bundle, import_bundle
 from tests.test_bundle import SECRETS, seed_lab
 from tuning.charts import build as ch
 from tuning.cli import share as cli_share

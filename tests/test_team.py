@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from store import open_db, queries
-from store.bundle.format import SUFFIX, export_bundle
+from store.bundle import SUFFIX, export_bundle
 from store.team import TeamError, bundle_file_name, import_new, list_team, publish, team_folder_path
 from tests.test_bundle import db_fingerprint, seed_lab, table_rows
 from tuning.cli import share as cli_share

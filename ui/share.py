@@ -18,7 +18,7 @@ import streamlit as st
 
 from core.status import is_active
 from store import open_db, queries
-from store.bundle.format import SUFFIX, BundleError, export_bundle, import_bundle
+from store.bundle import SUFFIX, BundleError, export_bundle, import_bundle
 from store.team import TeamError, bundle_file_name, import_new, list_team, publish
 from tuning.settings import load_settings
 
@@ -37,7 +37,15 @@ def _bundle_bytes(
     def make() -> bytes:
         with tempfile.TemporaryDirectory(prefix="share-") as tmp:
             out = Path(tmp) / f"bundle{SUFFIX}"
-            export_bundle(db_path, out, run_ids=run_ids, experiment_ids=exp_ids)
+            settings = load_settings()
+            export_bundle(
+                db_path,
+                out,
+                author=settings.resolved_author(),
+                host=settings.resolved_host(),
+                run_ids=run_ids,
+                experiment_ids=exp_ids,
+            )
             return out.read_bytes()
 
     return make
@@ -69,7 +77,15 @@ def _report_bytes(
 
 def _publish(db_path: Path, folder: str, run_ids: list[int], exp_ids: list[int]) -> None:
     try:
-        path = publish(db_path, folder, run_ids=run_ids, experiment_ids=exp_ids)
+        settings = load_settings()
+        path = publish(
+            db_path,
+            folder,
+            author=settings.resolved_author(),
+            host=settings.resolved_host(),
+            run_ids=run_ids,
+            experiment_ids=exp_ids,
+        )
     except (BundleError, TeamError) as exc:
         _flash("error", f"not published: {exc}")
         return

@@ -11,18 +11,14 @@ from typing import Any
 
 import pytest
 
+from core.redact import scrub_row
 from store import open_db, queries
-from store.bundle.format import (
-    LOCAL_ONLY,
-    BundleError,
-    export_bundle,
-    import_bundle,
-    read_manifest,
-    scrub_row,
-)
+from store.bundle import BundleError, export_bundle, import_bundle, read_manifest
+from store.bundle.format import LOCAL_ONLY
 from tests.test_bundle import by_uid, children, db_fingerprint, table_rows, unpacked
 from tuning.metrics import summarize
 from tuning.output.report import build_report
+from tuning.settings import load_settings
 
 pytestmark = pytest.mark.engine
 
@@ -42,7 +38,14 @@ def check_round_trip(lab: dict[str, Any], tmp_path: Path) -> None:
         assert run["author"] and run["host"], run["id"]
         assert len(run["uid"]) == 32
     bundle = tmp_path / "real.bundle.zip"
-    manifest = export_bundle(src, bundle, experiment_ids=[exp_id])
+    settings = load_settings()
+    manifest = export_bundle(
+        src,
+        bundle,
+        author=settings.resolved_author(),
+        host=settings.resolved_host(),
+        experiment_ids=[exp_id],
+    )
     assert manifest.counts["runs"] == len(run_ids) and manifest.counts["experiments"] == 1
     assert manifest.counts["requests"] > 0 and manifest.counts["samples"] > 0
     assert read_manifest(bundle).bundle_uid == manifest.bundle_uid

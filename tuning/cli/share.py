@@ -117,11 +117,21 @@ def _refused(message: str) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from store.bundle.format import BundleError, export_bundle
+    from store.bundle import BundleError, export_bundle
+    from tuning.settings import load_settings
 
     runs, exps = _ids(args)
+    settings = load_settings()
     try:
-        m = export_bundle(_path(args), args.out, run_ids=runs, experiment_ids=exps, note=args.note)
+        m = export_bundle(
+            _path(args),
+            args.out,
+            author=settings.resolved_author(),
+            host=settings.resolved_host(),
+            run_ids=runs,
+            experiment_ids=exps,
+            note=args.note,
+        )
     except BundleError as exc:
         return _refused(str(exc))
     c = m.counts
@@ -133,7 +143,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from store.bundle.format import BundleError, import_bundle
+    from store.bundle import BundleError, import_bundle
 
     try:
         result = import_bundle(_path(args), args.bundle)
@@ -182,13 +192,21 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _publish(args: argparse.Namespace) -> int:
-    from store.bundle.format import BundleError
+    from store.bundle import BundleError
     from store.team import TeamError, publish
+    from tuning.settings import load_settings
 
     runs, exps = _ids(args)
+    settings = load_settings()
     try:
         path = publish(
-            _path(args), _folder(args), run_ids=runs, experiment_ids=exps, note=args.note
+            _path(args),
+            _folder(args),
+            author=settings.resolved_author(),
+            host=settings.resolved_host(),
+            run_ids=runs,
+            experiment_ids=exps,
+            note=args.note,
         )
     except (BundleError, TeamError) as exc:
         return _refused(str(exc))

@@ -1,0 +1,370 @@
+"""Reading a bundle someone else made, trusting nothing: the archive, the manifest, the SQLite
+file, its schema and its rows.
+
+Everything is checked on a private temporary copy opened read-only (member names and types, size
+caps while streaming, the manifest's sha256, ``PRAGMA quick_check``, the exact schema, column
+types, JSON, uids, references, row limits) before any lab database is touched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import sqlite3
+import stat
+import tempfile
+import zipfile
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from core.status import ACTIVE
+from store.bundle.format import (
+    CHUNK_BYTES,
+    DATA_NAME,
+    DEFAULT_LIMITS,
+    MANIFEST_NAME,
+    REQUIRED_COLUMNS,
+    TABLES,
+    BundleError,
+    Limits,
+    Manifest,
+    manifest_from_bytes,
+    reference_schema,
+    sqlite_uri,
+    table_columns,
+)
+from store.schema import JSON_COLUMNS
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_ALLOWED_TYPES = {
+    "INTEGER": ("null", "integer"),
+    "REAL": ("null", "real", "integer"),
+    "TEXT": ("null", "text"),
+}
+
+Members = dict[str, zipfile.ZipInfo]
+
+
+@contextmanager
+def open_bundle(
+    path: str | Path, limits: Limits = DEFAULT_LIMITS
+) -> Iterator[tuple[Manifest, sqlite3.Connection]]:
+    """A fully validated bundle: its manifest and a read-only connection to a private copy."""
+    zf, members = _open_zip(Path(path), limits)
+    tmp = Path(tempfile.mkdtemp(prefix="bundle-import-"))
+    conn: sqlite3.Connection | None = None
+    try:
+        with zf:
+            manifest = _load_manifest(zf, members, limits)
+            data = tmp / DATA_NAME
+            _extract_data(zf, members[DATA_NAME], manifest, data, limits)
+        conn = _check_sqlite(data, manifest, limits)
+        yield manifest, conn
+    finally:
+        if conn is not None:
+            conn.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def verify_bundle(path: str | Path, limits: Limits = DEFAULT_LIMITS) -> Manifest:
+    """Every import check, without a target: BundleError or the manifest."""
+    with open_bundle(path, limits) as (manifest, _conn):
+        return manifest
+
+
+def read_manifest(path: str | Path, limits: Limits = DEFAULT_LIMITS) -> Manifest:
+    """The manifest alone (for listings): archive checks and manifest checks, no SQLite."""
+    zf, members = _open_zip(Path(path), limits)
+    with zf:
+        return _load_manifest(zf, members, limits)
+
+
+# --- the archive -------------------------------------------------------------------------------
+
+
+def _unsafe_member(name: str) -> bool:
+    parts = name.replace("\\", "/").split("/")
+    return (
+        name.startswith(("/", "\\"))
+        or "\\" in name
+        or ".." in parts
+        or bool(re.match(r"^[A-Za-z]:", name))
+        or "\x00" in name
+    )
+
+
+def _open_zip(path: Path, limits: Limits) -> tuple[zipfile.ZipFile, Members]:
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise BundleError(f"cannot read {path.name}: {exc.strerror or exc}", "not_found") from None
+    if not path.is_file():
+        raise BundleError(f"{path.name} is not a file", "not_found")
+    if size > limits.max_bundle_bytes:
+        raise BundleError(
+            f"{path.name} is {size:,} bytes; the limit is {limits.max_bundle_bytes:,}", "too_large"
+        )
+    try:
+        zf = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError) as exc:
+        raise BundleError(
+            f"{path.name} is not a bundle, or it is truncated ({exc})", "truncated"
+        ) from None
+    try:
+        members: Members = {}
+        for info in zf.infolist():
+            _check_member(info, members)
+            members[info.filename] = info
+        for name in (MANIFEST_NAME, DATA_NAME):
+            if name not in members:
+                raise BundleError(f"{path.name} has no {name}: not a bundle", "truncated")
+        return zf, members
+    except BaseException:
+        zf.close()
+        raise
+
+
+def _check_member(info: zipfile.ZipInfo, seen: Members) -> None:
+    """One archive member: a safe name, one of the two expected, a plain unencrypted file."""
+    name = info.filename
+    if _unsafe_member(name) or _unsafe_member(info.orig_filename):
+        raise BundleError(f"archive member {name!r} has an unsafe path", "unsafe_path")
+    if name in seen:
+        raise BundleError(f"archive member {name!r} appears twice", "unsafe_path")
+    if name not in (MANIFEST_NAME, DATA_NAME):
+        raise BundleError(
+            f"unexpected archive member {name!r} (a bundle holds only "
+            f"{MANIFEST_NAME} and {DATA_NAME})",
+            "unexpected_member",
+        )
+    mode = (info.external_attr >> 16) & 0xFFFF
+    if stat.S_IFMT(mode) and not stat.S_ISREG(mode) or info.is_dir():
+        raise BundleError(f"archive member {name!r} is not a plain file", "unsafe_path")
+    if info.flag_bits & 0x1:
+        raise BundleError(f"archive member {name!r} is encrypted", "unexpected_member")
+    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        raise BundleError(
+            f"archive member {name!r} uses an unsupported compression", "unexpected_member"
+        )
+
+
+def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int) -> bytes:
+    if info.file_size > limit:
+        raise BundleError(
+            f"{info.filename} is {info.file_size:,} bytes; the limit is {limit:,}", "too_large"
+        )
+    try:
+        with zf.open(info) as fh:
+            data = fh.read(limit + 1)
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
+        raise BundleError(f"{info.filename} is corrupted ({exc})", "corrupted") from None
+    if len(data) > limit:
+        raise BundleError(f"{info.filename} is over {limit:,} bytes", "too_large")
+    return data
+
+
+def _load_manifest(zf: zipfile.ZipFile, members: Members, limits: Limits) -> Manifest:
+    raw = _read_member(zf, members[MANIFEST_NAME], limits.max_manifest_bytes)
+    return manifest_from_bytes(raw, limits)
+
+
+def _extract_data(
+    zf: zipfile.ZipFile, info: zipfile.ZipInfo, manifest: Manifest, dest: Path, limits: Limits
+) -> None:
+    """Stream bundle.sqlite out with a byte cap (a declared size can lie) and check its sha256."""
+    limit = limits.max_data_bytes
+    if info.file_size > limit or manifest.data_bytes > limit:
+        raise BundleError(
+            f"{DATA_NAME} is {max(info.file_size, manifest.data_bytes):,} bytes; "
+            f"the limit is {limit:,}",
+            "too_large",
+        )
+    digest = hashlib.sha256()
+    written = 0
+    try:
+        with zf.open(info) as src, open(dest, "wb") as out:
+            while chunk := src.read(CHUNK_BYTES):
+                written += len(chunk)
+                if written > limit:
+                    raise BundleError(f"{DATA_NAME} is over {limit:,} bytes", "too_large")
+                digest.update(chunk)
+                out.write(chunk)
+    except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+        raise BundleError(f"{DATA_NAME} is corrupted ({exc})", "corrupted") from None
+    if written != manifest.data_bytes or digest.hexdigest() != manifest.data_sha256:
+        raise BundleError(
+            f"{DATA_NAME} does not match the manifest's checksum: the bundle was "
+            "changed or damaged",
+            "checksum",
+        )
+
+
+# --- the SQLite file ---------------------------------------------------------------------------
+
+
+def _check_sqlite(path: Path, manifest: Manifest, limits: Limits) -> sqlite3.Connection:
+    """Open the private copy read-only and check it is exactly a lab bundle."""
+    with open(path, "rb") as fh:
+        header = fh.read(100)
+    if len(header) < 100 or not header.startswith(_SQLITE_MAGIC):
+        raise BundleError(f"{DATA_NAME} is not a SQLite database", "corrupted")
+    if header[18] != 1 or header[19] != 1:
+        raise BundleError(f"{DATA_NAME} is in WAL mode: not written by a lab export", "corrupted")
+    conn = sqlite3.connect(sqlite_uri(path, mode="ro", immutable="1"), uri=True)
+    try:
+        conn.execute("PRAGMA trusted_schema = OFF")
+        conn.execute("PRAGMA query_only = ON")
+        conn.execute("PRAGMA cell_size_check = ON")
+        check = conn.execute("PRAGMA quick_check").fetchall()
+        if check != [("ok",)]:
+            why = "; ".join(" ".join(str(r[0]).split()) for r in check[:3])
+            raise BundleError(f"{DATA_NAME} fails SQLite's quick_check: {why}", "corrupted")
+        _check_schema(conn)
+        _check_rows(conn, manifest, limits)
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise BundleError(f"{DATA_NAME} is corrupted ({exc})", "corrupted") from None
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _check_schema(conn: sqlite3.Connection) -> None:
+    """Only the lab's four tables and their indexes: no views, triggers or virtual tables."""
+    ref = reference_schema()
+    seen: set[str] = set()
+    for kind, name, tbl, sql in conn.execute(
+        "select type, name, tbl_name, sql from sqlite_master order by rowid"
+    ).fetchall():
+        if kind in ("view", "trigger"):
+            raise BundleError(
+                f"bundle has a {kind} {name!r}: refused (a bundle holds only the "
+                "lab's four tables)",
+                "schema",
+            )
+        if kind == "table":
+            if name not in TABLES:
+                raise BundleError(f"bundle has an unexpected table {name!r}", "schema")
+            if (sql or "").lstrip().upper().startswith("CREATE VIRTUAL"):
+                raise BundleError(f"bundle table {name!r} is a virtual table", "schema")
+            seen.add(name)
+        elif kind == "index":
+            auto = name.startswith(f"sqlite_autoindex_{tbl}_") and sql is None
+            if not auto and (name not in ref.indexes or ref.indexes[name][0] != tbl):
+                raise BundleError(f"bundle has an unexpected index {name!r} on {tbl!r}", "schema")
+        else:
+            raise BundleError(f"bundle has an unexpected {kind} {name!r}", "schema")
+    missing = [t for t in TABLES if t not in seen]
+    if missing:
+        raise BundleError(f"bundle lacks the table(s) {', '.join(missing)}", "schema")
+    for table in TABLES:
+        _check_columns(conn, table, ref.columns[table])
+
+
+def _check_columns(conn: sqlite3.Connection, table: str, expected: dict[str, str]) -> None:
+    """Known columns, declared as the lab declares them, nothing generated or hidden."""
+    cols = conn.execute(f'PRAGMA table_xinfo("{table}")').fetchall()
+    names = {c[1] for c in cols}
+    for _cid, name, ctype, _notnull, _default, pk, hidden in cols:
+        if hidden:
+            raise BundleError(f"{table}.{name} is a generated or hidden column", "schema")
+        if name not in expected:
+            raise BundleError(f"bundle has an unknown column {table}.{name}", "schema")
+        if str(ctype).upper() != expected[name]:
+            raise BundleError(
+                f"column {table}.{name} is declared {ctype or 'untyped'}; "
+                f"expected {expected[name]}",
+                "types",
+            )
+        if name == "id" and pk != 1:
+            raise BundleError(f"{table}.id is not the primary key", "schema")
+    lacking = [c for c in REQUIRED_COLUMNS[table] if c not in names]
+    if lacking:
+        raise BundleError(f"bundle table {table} lacks {', '.join(lacking)}", "schema")
+
+
+def _check_rows(conn: sqlite3.Connection, manifest: Manifest, limits: Limits) -> None:
+    """Row counts as the manifest says and within limits, typed values, valid uids, finished
+    rows, and references that stay inside the bundle."""
+    for table in TABLES:
+        n = int(conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0])
+        if n > limits.rows(table):
+            raise BundleError(
+                f"bundle holds {n:,} {table} rows; the limit is {limits.rows(table):,}", "too_large"
+            )
+        if n != manifest.counts[table]:
+            raise BundleError(
+                f"manifest says {manifest.counts[table]} {table} rows, {DATA_NAME} holds {n}",
+                "manifest",
+            )
+        _check_types(conn, table)
+    for table in ("experiments", "runs"):
+        _check_uids(conn, table)
+    _check_references(conn)
+    exps = {r[0] for r in conn.execute("SELECT uid FROM experiments")}
+    runs = {r[0] for r in conn.execute("SELECT uid FROM runs")}
+    if exps != set(manifest.experiment_uids) or runs != set(manifest.run_uids):
+        raise BundleError(f"manifest's uids do not match {DATA_NAME}", "manifest")
+
+
+def _check_types(conn: sqlite3.Connection, table: str) -> None:
+    """Every value of the declared storage class, every JSON column valid JSON: one scan."""
+    declared = reference_schema().columns[table]
+    probes, labels = [], []
+    for col in table_columns(conn, table):
+        allowed = ", ".join(f"'{t}'" for t in _ALLOWED_TYPES[declared[col]])
+        probes.append(f'sum(typeof("{col}") NOT IN ({allowed}))')
+        labels.append((col, f"value(s) of the wrong type (expected {declared[col]})"))
+        if col in JSON_COLUMNS:
+            probes.append(
+                f'sum("{col}" IS NOT NULL AND typeof("{col}") = \'text\' AND '
+                f'NOT json_valid("{col}"))'
+            )
+            labels.append((col, "value(s) that are not valid JSON"))
+    sums = conn.execute(f'SELECT {", ".join(probes)} FROM "{table}"').fetchone()
+    for (col, what), bad in zip(labels, sums, strict=True):
+        if bad:
+            raise BundleError(f"{table}.{col} holds {bad} {what}", "types")
+
+
+def _check_uids(conn: sqlite3.Connection, table: str) -> None:
+    bad = conn.execute(
+        f'SELECT uid FROM "{table}" WHERE uid IS NULL OR length(uid) < 8 OR '
+        f"length(uid) > 64 OR uid GLOB '*[^0-9A-Za-z_-]*' LIMIT 1"
+    ).fetchone()
+    if bad:
+        raise BundleError(f"{table} has an invalid uid {bad[0]!r}", "types")
+    dup = conn.execute(
+        f'SELECT uid FROM "{table}" GROUP BY uid HAVING count(*) > 1 LIMIT 1'
+    ).fetchone()
+    if dup:
+        raise BundleError(f"{table} uid {dup[0]!r} appears twice", "invalid")
+    active = sorted(ACTIVE)
+    busy = conn.execute(
+        f'SELECT uid FROM "{table}" WHERE status IN ({",".join("?" * len(active))}) LIMIT 1',
+        active,
+    ).fetchone()
+    if busy:
+        raise BundleError(f"bundle holds an unfinished {table[:-1]} ({busy[0]})", "invalid")
+
+
+def _check_references(conn: sqlite3.Connection) -> None:
+    if conn.execute(
+        "SELECT 1 FROM runs WHERE experiment_id IS NOT NULL AND experiment_id NOT IN "
+        "(SELECT id FROM experiments) LIMIT 1"
+    ).fetchone():
+        raise BundleError("a run points to an experiment the bundle does not hold", "invalid")
+    for table in ("requests", "samples"):
+        if conn.execute(
+            f'SELECT 1 FROM "{table}" WHERE run_id IS NULL OR run_id NOT IN '
+            "(SELECT id FROM runs) LIMIT 1"
+        ).fetchone():
+            raise BundleError(f"{table} rows point to a run the bundle does not hold", "invalid")
+    if conn.execute(
+        "SELECT 1 FROM requests GROUP BY run_id, idx HAVING count(*) > 1 LIMIT 1"
+    ).fetchone():
+        raise BundleError("requests has a duplicate (run_id, idx)", "invalid")
