@@ -1,1 +1,2 @@
-"""Row types, statuses, redaction and the clock: what every layer shares. Imports nothing of ours."""
+"""Row types, statuses, redaction and the clock: what every layer shares; imports nothing of
+ours."""

@@ -1,7 +1,8 @@
 """The two row shapes every part of the lab agrees on: one request, one telemetry sample.
 
-The load generator produces `RequestRecord`s, the samplers produce `SampleRow`s, the store keeps both
-as they are, and metrics are always recomputed from them (so SLOs and formulas can change later).
+The load generator produces `RequestRecord`s, the samplers produce `SampleRow`s, the store keeps
+both as they are, and metrics are always recomputed from them (so SLOs and formulas can change
+later).
 """
 
 from __future__ import annotations
@@ -34,8 +35,7 @@ class RequestRecord:
         return None if self.end is None else self.end - self.start
 
     def to_row(self) -> dict[str, Any]:
-        row = asdict(self)
-        return row
+        return asdict(self)
 
 
 @dataclass(slots=True)

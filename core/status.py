@@ -18,7 +18,6 @@ class Status(StrEnum):
 
 # A row in one of these states still belongs to a live runner: never delete, export or compare it.
 ACTIVE: frozenset[str] = frozenset({Status.QUEUED, Status.PENDING, Status.RUNNING})
-FINISHED: frozenset[str] = frozenset({Status.DONE, Status.FAILED, Status.CANCELLED})
 
 
 def is_active(status: str | None) -> bool:

@@ -12,7 +12,7 @@ from sqlite_utils import Database
 
 from core.clock import now_iso
 from core.records import RequestRecord, SampleRow
-from core.status import is_active
+from core.status import Status, is_active
 from store import queries
 from store.db import StoreError
 from store.schema import JSON_COLUMNS, SUMMARY_COLUMNS
@@ -40,14 +40,21 @@ def _encode(fields: dict[str, Any]) -> dict[str, Any]:
 # --- experiments -----------------------------------------------------------------------------
 
 
-def create_experiment(db: Database, **fields: Any) -> int:
+def _insert(db: Database, table_name: str, fields: dict[str, Any]) -> int:
+    """One new experiment or run with a fresh uid unless given; returns its id."""
     fields.setdefault("uid", new_uid())
-    fields.setdefault("created_at", now_iso())
-    fields.setdefault("status", "queued")
-    fields.setdefault("phase", "queued")
-    table = db.table("experiments")
+    table = db.table(table_name)
     table.insert(_encode(fields))
+    if table.last_pk is None:
+        raise StoreError(f"no id for the new {table_name} row")
     return int(table.last_pk)
+
+
+def create_experiment(db: Database, **fields: Any) -> int:
+    fields.setdefault("created_at", now_iso())
+    fields.setdefault("status", Status.QUEUED.value)
+    fields.setdefault("phase", "queued")
+    return _insert(db, "experiments", fields)
 
 
 def update_experiment(db: Database, experiment_id: int, **fields: Any) -> None:
@@ -63,11 +70,8 @@ def request_cancel(db: Database, experiment_id: int) -> None:
 
 
 def create_run(db: Database, **fields: Any) -> int:
-    fields.setdefault("uid", new_uid())
-    fields.setdefault("status", "pending")
-    table = db.table("runs")
-    table.insert(_encode(fields))
-    return int(table.last_pk)
+    fields.setdefault("status", Status.PENDING.value)
+    return _insert(db, "runs", fields)
 
 
 def update_run(db: Database, run_id: int, **fields: Any) -> None:

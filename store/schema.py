@@ -53,6 +53,17 @@ JSON_COLUMNS: tuple[str, ...] = (
     "itl_json",
 )
 
+# Who made a row and where, where it came from (local or a bundle), and the user's own marks:
+# the same on experiments and runs.
+PROVENANCE_COLUMNS: dict[str, type] = {
+    "author": str,
+    "host": str,
+    "origin": str,
+    "notes": str,
+    "tags": str,
+    "hidden": int,
+}
+
 
 @migrations()
 def m001_initial(db: Database) -> None:
@@ -83,12 +94,7 @@ def m001_initial(db: Database) -> None:
             "created_at": str,
             "started_at": str,
             "finished_at": str,
-            "author": str,
-            "host": str,
-            "origin": str,
-            "notes": str,
-            "tags": str,
-            "hidden": int,
+            **PROVENANCE_COLUMNS,
         },
         pk="id",
         not_null={"uid"},
@@ -142,12 +148,7 @@ def m001_initial(db: Database) -> None:
             "summary_json": str,
             "health_json": str,
             **SUMMARY_COLUMNS,
-            "author": str,
-            "host": str,
-            "origin": str,
-            "notes": str,
-            "tags": str,
-            "hidden": int,
+            **PROVENANCE_COLUMNS,
         },
         pk="id",
         foreign_keys=[("experiment_id", "experiments", "id")],
