@@ -5,9 +5,10 @@ from __future__ import annotations
 import streamlit as st
 
 from store import queries
+from tuning.compare.present import fmt
 from tuning.engine import engine_info
 from tuning.experiment.supervisor import reap_stale
-from ui.common import db, db_path, fmt
+from ui.common import db, db_path
 
 st.set_page_config(page_title="vLLM Tuning Lab", page_icon="🧪", layout="wide")
 st.title("vLLM Tuning Lab")

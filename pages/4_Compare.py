@@ -9,7 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from store import queries
-from tuning.compare.comparison import build_comparison, request_loader
+from tuning.compare.selection import SelectionError, gather_runs, select_runs
 from ui import compare as view
 from ui.common import db
 from ui.health import warn_unhealthy
@@ -47,14 +47,14 @@ scope = st.selectbox(
     key="cmp_experiment",
     format_func=lambda i: f"the {len(preset)} runs from the link" if i is None else names[i],
 )
-run_ids = preset if scope is None else queries.experiment_run_ids(conn, int(scope))
 try:
-    runs = queries.load_runs(conn, run_ids)
-except Exception as exc:  # a link naming deleted runs
-    st.error(f"cannot load those runs: {exc}")
-    st.stop()
-if not runs:
-    st.info("This experiment has no runs yet.")
+    runs, _ = gather_runs(
+        conn,
+        run_ids=preset if scope is None else (),
+        experiment_ids=[] if scope is None else [scope],
+    )
+except SelectionError as exc:  # a link naming deleted runs, or an experiment without runs
+    st.info(f"Nothing to compare: {exc}.")
     st.stop()
 scope_key = "runs" if scope is None else f"exp{scope}"
 baseline_ids, candidate_ids = view.pick_sides(runs, scope_key, preset_base)
@@ -62,10 +62,16 @@ slo = view.slo_inputs()
 if not baseline_ids:
     st.warning("Pick at least one baseline run.")
     st.stop()
-chosen = [r for r in runs if int(r["id"]) in set(baseline_ids) | set(candidate_ids)]
-comparison = build_comparison(chosen, baseline_ids, slo_ms=slo, requests=request_loader(conn))
+picked = set(baseline_ids) | set(candidate_ids)
+selection = select_runs(
+    conn,
+    run_ids=[int(r["id"]) for r in runs if int(r["id"]) in picked],
+    baseline_ids=baseline_ids,
+    slo=slo,
+)
+comparison = selection.comparison
 view.render_checks(comparison)
-warn_unhealthy(chosen)
+warn_unhealthy(selection.runs)
 if not comparison.candidates:
     st.info("No candidate side yet: pick runs of another value as candidates.")
 view.render_table(comparison, scope)

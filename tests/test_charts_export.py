@@ -17,7 +17,10 @@ import pytest
 from core.records import RequestRecord, SampleRow
 from store import open_db, queries, repo
 from tuning.charts import build as ch
-from tuning.cli import compare as cli_dashboard
+from tuning.charts import common, kinds
+from tuning.charts import compare as charts_compare
+from tuning.charts import timeseries as ts
+from tuning.cli.main import main as cli_main
 from tuning.compare.comparison import build_comparison, default_baseline, request_columns
 from tuning.metrics import summarize
 from tuning.output import export
@@ -128,7 +131,7 @@ def _png_size(data: bytes) -> tuple[int, int]:
 
 
 def test_png_svg_html_exports(lab: dict[str, Any]) -> None:
-    chart = ch.throughput_chart(lab["cmp"])
+    chart = charts_compare.throughput_chart(lab["cmp"])
     png = export.chart_png(chart)
     width, height = _png_size(png)
     assert width > 100 and height > 100
@@ -161,25 +164,25 @@ def test_network_reference_detector() -> None:
 
 
 def test_every_chart_kind_builds_small(lab: dict[str, Any]) -> None:
-    for kind in ch.CHART_KINDS:
+    for kind in kinds.CHART_KINDS:
         chart = ch.build_chart(lab["db"], lab["cmp"], kind)
         assert chart is not None, kind
         spec = chart.to_dict()
         blob = json.dumps(spec)
         rows = sum(len(v) for v in spec.get("datasets", {}).values())
-        assert rows <= ch.MAX_POINTS + 200, (kind, rows)
+        assert rows <= common.MAX_POINTS + 200, (kind, rows)
         assert len(blob) < 600_000, kind
     svg = export.chart_svg(ch.build_chart(lab["db"], lab["cmp"], "memory"))
     assert b"pre-allocates" in svg
 
 
 def test_live_chart_and_rates(lab: dict[str, Any]) -> None:
-    assert ch.counter_rate([(0, 0), (1, 10), (2, 30), (3, 5)]) == [(1, 10.0), (2, 20.0), (3, 0.0)]
-    assert len(ch.downsample([(float(i), float(i % 7)) for i in range(10_000)], 500)) <= 500
+    assert ts.counter_rate([(0, 0), (1, 10), (2, 30), (3, 5)]) == [(1, 10.0), (2, 20.0), (3, 0.0)]
+    assert len(common.downsample([(float(i), float(i % 7)) for i in range(10_000)], 500)) <= 500
     assert (
         max(
             v
-            for _, v in ch.downsample(
+            for _, v in common.downsample(
                 [(float(i), 0.0 if i != 4321 else 9.0) for i in range(10_000)], 100
             )
         )
@@ -196,12 +199,12 @@ def test_live_chart_and_rates(lab: dict[str, Any]) -> None:
         )
     }
     assert len(series["tree_rss_bytes"]) <= 301
-    chart = ch.live_chart(series, "tree_rss_bytes")
+    chart = ts.live_chart(series, "tree_rss_bytes")
     spec = chart.to_dict()
     assert len(spec["vconcat"]) == 3  # no running/waiting samples: that panel is left out
     png = export.chart_png(chart)
     _png_size(png)
-    rates = ch.tokens_rate_from_requests(request_columns(lab["db"], rid, with_itl=True), 10.0)
+    rates = ts.tokens_rate_from_requests(request_columns(lab["db"], rid, with_itl=True), 10.0)
     assert rates and sum(v for _, v in rates) == pytest.approx(30 * 8, rel=1e-6)
 
 
@@ -253,11 +256,11 @@ def test_file_names_are_generated() -> None:
 
 def test_cli_compare_text_and_json(lab: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
     ids = [str(r["id"]) for r in lab["runs"]]
-    assert cli_dashboard.main(["compare", "--db", str(lab["path"]), *ids]) == 0
+    assert cli_main(["compare", "--db", str(lab["path"]), *ids]) == 0
     out = capsys.readouterr().out
     assert "Baseline: block-size = 16" in out and "worse" in out and "mean TTFT" in out
     assert (
-        cli_dashboard.main(
+        cli_main(
             [
                 "compare",
                 "--db",
@@ -277,9 +280,7 @@ def test_cli_compare_text_and_json(lab: dict[str, Any], capsys: pytest.CaptureFi
     # the baseline flag flips the roles
     eight = [r["id"] for r in lab["runs"] if r["value"] == "8"][0]
     assert (
-        cli_dashboard.main(
-            ["compare", "--db", str(lab["path"]), "--baseline", str(eight), "--json", *ids]
-        )
+        cli_main(["compare", "--db", str(lab["path"]), "--baseline", str(eight), "--json", *ids])
         == 0
     )
     data = json.loads(capsys.readouterr().out)
@@ -287,30 +288,27 @@ def test_cli_compare_text_and_json(lab: dict[str, Any], capsys: pytest.CaptureFi
     assert rows[("block-size = 16", "mean_ttft_ms")]["verdict"] == "better"
     # run ids right after --slo values still count as runs
     assert (
-        cli_dashboard.main(
+        cli_main(
             ["compare", "--db", str(lab["path"]), "--json", "--slo", "ttft:105", "tpot:50", *ids]
         )
         == 0
     )
     data = json.loads(capsys.readouterr().out)
     assert data["slo_ms"] == {"ttft": 105.0, "tpot": 50.0} and len(data["candidates"]) == 1
-    assert cli_dashboard.main(["compare", "--db", str(lab["path"]), "999"]) == 2
-    assert cli_dashboard.main(["compare", "--db", str(lab["path"]), "--slo", "itl:4", *ids]) == 2
+    assert cli_main(["compare", "--db", str(lab["path"]), "999"]) == 2
+    assert cli_main(["compare", "--db", str(lab["path"]), "--slo", "itl:4", *ids]) == 2
 
 
 def test_cli_chart(lab: dict[str, Any], tmp_path: Path) -> None:
     ids = [str(r["id"]) for r in lab["runs"]]
     out = tmp_path / "kv.svg"
     assert (
-        cli_dashboard.main(
-            ["chart", "--db", str(lab["path"]), "--kind", "kv", "--out", str(out), *ids]
-        )
-        == 0
+        cli_main(["chart", "--db", str(lab["path"]), "--kind", "kv", "--out", str(out), *ids]) == 0
     )
     ET.fromstring(out.read_bytes())
     html = tmp_path / "lat.html"
     assert (
-        cli_dashboard.main(
+        cli_main(
             [
                 "chart",
                 "--db",
@@ -327,7 +325,7 @@ def test_cli_chart(lab: dict[str, Any], tmp_path: Path) -> None:
     )
     assert not export.network_references(html.read_text())
     assert (
-        cli_dashboard.main(
+        cli_main(
             [
                 "chart",
                 "--db",
@@ -347,10 +345,9 @@ def test_cli_starts_without_altair_and_knows_every_chart_kind() -> None:
     import subprocess
     import sys
 
-    from tuning.charts import build as charts
     from tuning.cli import compare as cli_dashboard
 
-    assert cli_dashboard.CHART_KINDS == charts.CHART_KINDS
+    assert cli_dashboard.CHART_KINDS == kinds.CHART_KINDS
     code = (
         "import sys, tuning.cli.main as m; m.build_parser(); "
         "sys.exit(1 if {'altair', 'pandas', 'streamlit'} & set(sys.modules) else 0)"

@@ -9,16 +9,10 @@ import numpy as np
 import pytest
 
 from core.records import RequestRecord
-from tuning.compare.comparison import (
-    METRIC_BY_KEY,
-    bootstrap_change,
-    build_comparison,
-    check_pair,
-    default_baseline,
-    noise_floor,
-    parameter_diff,
-    parse_slo,
-)
+from tuning.compare.catalog import METRIC_BY_KEY
+from tuning.compare.comparability import check_pair, parameter_diff
+from tuning.compare.comparison import build_comparison, default_baseline, parse_slo
+from tuning.compare.stats import bootstrap_change, noise_floor
 from tuning.metrics import columns
 
 WORKLOAD = {

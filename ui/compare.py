@@ -6,29 +6,38 @@ No module-level state; widget keys are stable (`cmp_*`, `dl_*`) so browser tests
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 
-from tuning.charts import build as ch
-from tuning.compare.comparison import (
-    METRICS,
-    VERDICT_LABEL,
-    Comparison,
-    Metric,
-    available_series,
-    default_baseline,
-    fmt_value,
-    noise_floor,
+from tuning.charts.build import available_series, build_chart, default_align
+from tuning.charts.kinds import CHART_TITLES, MEMORY_SERIES, PREALLOCATION_NOTE
+from tuning.compare.catalog import METRICS
+from tuning.compare.comparison import Comparison, default_baseline
+from tuning.compare.present import (
+    Tone,
+    comparability_text,
+    failed_text,
+    noise_text,
+    table_columns,
+    table_rows,
+    verdict_rule,
 )
 from tuning.output import export
 
-GOOD = "color: #1a7f37; font-weight: 600"
-BAD = "color: #cf222e; font-weight: 600"
-FAINT_GOOD = "color: #1a7f37"
-FAINT_BAD = "color: #cf222e"
-MUTED = "color: #6e7781"
+# The knee next to the bars it summarises; time series last.
+PAGE_ORDER = ("throughput", "latency", "knee", "cdf", "memory", "kv")
+# How each tone of the shared table looks on the page.
+STYLE: dict[Tone, str] = {
+    "": "",
+    "muted": "color: #6e7781",
+    "better": "color: #1a7f37; font-weight: 600",
+    "worse": "color: #cf222e; font-weight: 600",
+    "faint-better": "color: #1a7f37",
+    "faint-worse": "color: #cf222e",
+}
 
 
 def parse_id_list(raw: Any) -> list[int]:
@@ -66,16 +75,16 @@ def pick_sides(
             "Baseline runs (one configuration; its repeats)",
             ids,
             default=default_base,
-            format_func=lambda i: labels[i],
+            format_func=labels.__getitem__,
             key=f"cmp_baseline_{scope}",
         )
         rest = [i for i in ids if i not in base]
         cand = right.multiselect(
             "Candidate runs (grouped by value)",
             rest,
-            default=rest,
-            format_func=lambda i: labels[i],
-            key=f"cmp_candidates_{scope}",
+            rest,
+            labels.__getitem__,
+            f"cmp_candidates_{scope}",
         )
     return list(base), [i for i in cand if i not in base]
 
@@ -89,7 +98,7 @@ def slo_inputs() -> dict[str, float]:
     )
     cols = st.columns(3)
     out: dict[str, float] = {}
-    for col, name in zip(cols, ("ttft", "tpot", "e2el")):
+    for col, name in zip(cols, ("ttft", "tpot", "e2el"), strict=True):
         value = col.number_input(
             f"{name.upper()} ≤ ms", min_value=0.0, value=0.0, step=10.0, key=f"cmp_slo_{name}"
         )
@@ -102,19 +111,12 @@ def render_checks(comparison: Comparison) -> None:
     """Comparability first: a comparison of runs that differ in two ways says nothing."""
     with st.container(key="cmp_checks", border=True):
         st.markdown("#### Comparability")
-        n = sum(len(s.run_ids) for s in comparison.sides)
         excluded = comparison.excluded
+        summary = comparability_text(comparison, lambda s: f"**{s}**")
         if not excluded:
-            what = f" — parameter **{comparison.param}**" if comparison.param else ""
-            st.success(
-                f"All {n} runs are comparable: same workload fingerprint, model, engine and "
-                f"vLLM version, hardware; exactly one parameter differs{what}."
-            )
+            st.success(summary)
         else:
-            st.warning(
-                f"{len(excluded)} run(s) left out: not comparable with baseline run "
-                f"{excluded[0].baseline_id}. {n} run(s) compared."
-            )
+            st.warning(summary)
             st.dataframe(
                 pd.DataFrame(
                     [
@@ -129,90 +131,21 @@ def render_checks(comparison: Comparison) -> None:
                 hide_index=True,
                 key="cmp_not_comparable",
             )
-        failed = [(s.label, f) for s in comparison.sides for f in s.failed]
+        failed = failed_text(comparison)
         if failed:
-            st.info(
-                "Runs without a measurement (kept as results): "
-                + "; ".join(
-                    f"run {f['run_id']} ({label}): {f['status']}"
-                    + (f" [{f['kind']}]" if f.get("kind") else "")
-                    for label, f in failed
-                )
-            )
-        nf = [
-            (key, noise_floor(comparison.baseline.values.get(key) or []))
-            for key in ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")
-        ]
-        nf = [(k, x) for k, x in nf if x.min_detectable is not None]
-        if nf:
-            st.caption(
-                f"Noise floor from the baseline's {nf[0][1].n} repeats (A/A): "
-                + ", ".join(
-                    f"{k}: run-to-run CV {x.cv * 100:.1f} %, smallest resolvable "
-                    f"change ≈ {x.min_detectable * 100:.1f} %"
-                    for k, x in nf
-                )
-            )
-
-
-def _cell_style(metric: Metric, change: Any) -> str:
-    if change is None or change.rel_change is None:
-        return MUTED
-    good = (change.rel_change > 0) == (metric.better == "higher")
-    if change.rel_change == 0:
-        return MUTED
-    if change.verdict in ("better", "worse"):
-        return GOOD if good else BAD
-    return FAINT_GOOD if good else FAINT_BAD
+            st.info(failed)
+        noise = noise_text(comparison)
+        if noise:
+            st.caption(noise)
 
 
 def table_frames(comparison: Comparison) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(text table, css table) of the same shape: rows = metrics, columns per side."""
-    pct = f"{comparison.confidence * 100:.0f} %"
-    text: dict[str, list[str]] = {"metric": [], "better": []}
-    css: dict[str, list[str]] = {"metric": [], "better": []}
-    base = comparison.baseline
-    base_col = f"baseline: {base.label}"
-    text[base_col], css[base_col] = [], []
-    for side in comparison.candidates:
-        for col in (side.label, f"Δ {side.label}", f"verdict {side.label}"):
-            text[col], css[col] = [], []
-    text["metric"].append("runs (measured / total)")
-    text["better"].append("")
-    text[base_col].append(f"{len(base.measured_ids)} / {len(base.run_ids)}")
-    for side in comparison.candidates:
-        text[side.label].append(f"{len(side.measured_ids)} / {len(side.run_ids)}")
-        text[f"Δ {side.label}"].append("")
-        text[f"verdict {side.label}"].append("")
-    for col in text:
-        css[col].append(MUTED)
-    for metric in comparison.metrics:
-        text["metric"].append(f"{metric.label} ({metric.unit})")
-        text["better"].append("↑ higher" if metric.better == "higher" else "↓ lower")
-        css["metric"].append("")
-        css["better"].append(MUTED)
-        text[base_col].append(fmt_value(base.stats(metric.key)["mean"], metric.unit))
-        css[base_col].append("")
-        for side in comparison.candidates:
-            c = comparison.changes.get((side.label, metric.key))
-            text[side.label].append(fmt_value(side.stats(metric.key)["mean"], metric.unit))
-            css[side.label].append("")
-            style = _cell_style(metric, c)
-            if c is None or c.rel_change is None:
-                text[f"Δ {side.label}"].append("—")
-            else:
-                text[f"Δ {side.label}"].append(f"{c.rel_change * 100:+.1f} %")
-            css[f"Δ {side.label}"].append(style)
-            verdict = "" if c is None else VERDICT_LABEL[c.verdict]
-            if c is not None and c.rel_low is not None and c.rel_high is not None:
-                verdict += f" ({pct} CI {c.rel_low * 100:+.1f} … {c.rel_high * 100:+.1f} %)"
-            elif c is not None and c.note:
-                verdict += f" ({c.note})"
-            text[f"verdict {side.label}"].append(verdict)
-            css[f"verdict {side.label}"].append(
-                style if c is not None and c.verdict in ("better", "worse") else MUTED
-            )
-    return pd.DataFrame(text), pd.DataFrame(css)
+    columns = table_columns(comparison)
+    rows = table_rows(comparison)
+    text = pd.DataFrame([[c.text for c in row] for row in rows], columns=columns)
+    css = pd.DataFrame([[STYLE[c.tone] for c in row] for row in rows], columns=columns)
+    return text, css
 
 
 def render_table(comparison: Comparison, scope_id: int | None) -> None:
@@ -224,47 +157,41 @@ def render_table(comparison: Comparison, scope_id: int | None) -> None:
         st.caption(
             "Values are the mean over each side's runs; Δ is the candidate's change of the "
             "mean vs the baseline (green = in the better direction, red = worse; bold when "
-            "the verdict is clear). Verdict: 95 % CI of the change, the wider of a bootstrap "
-            "over runs (2000 resamples) and Welch's t-interval; one run per side is *inconclusive*; a change under 2 % or a "
-            "CI that includes 0 is *no clear difference*."
+            "the verdict is clear). " + verdict_rule(lambda s: f"*{s}*", comparison.confidence)
         )
         st.dataframe(styler, hide_index=True, key="cmp_table_df")
-        c1, c2, _ = st.columns([1, 1, 4])
-        c1.download_button(
-            "Table as CSV",
-            data=lambda: export.comparison_csv(comparison),
-            file_name=export.export_name(scope_id, "table", "csv"),
-            mime=export.MIME["csv"],
-            key="dl_csv_table",
-            on_click="ignore",
-        )
-        c2.download_button(
-            "Table as JSON",
-            data=lambda: export.comparison_json(comparison),
-            file_name=export.export_name(scope_id, "table", "json"),
-            mime=export.MIME["json"],
-            key="dl_json_table",
-            on_click="ignore",
-        )
+        tables = (("csv", export.comparison_csv), ("json", export.comparison_json))
+        for col, (fmt, make) in zip(st.columns([1, 1, 4]), tables, strict=False):
+            _download(
+                col, f"Table as {fmt.upper()}", partial(make, comparison), "table", fmt, scope_id
+            )
+
+
+def _download(
+    col: Any,
+    label: str,
+    make: Callable[[], bytes],
+    kind: str,
+    fmt: str,
+    scope_id: int | None,
+    help_text: str | None = None,
+) -> None:
+    """One download button; `make` builds the file only when the button is clicked."""
+    col.download_button(
+        label,
+        data=make,
+        file_name=export.export_name(scope_id, kind, fmt),
+        mime=export.MIME[fmt],
+        key=f"dl_{fmt}_{kind}",
+        on_click="ignore",
+        help=help_text,
+    )
 
 
 def _export_buttons(chart: Any, kind: str, scope_id: int | None) -> None:
-    cols = st.columns([1, 1, 1, 5])
-    for col, fmt in zip(cols, ("png", "svg", "html")):
-        col.download_button(
-            fmt.upper(),
-            data=_renderer(chart, fmt),
-            file_name=export.export_name(scope_id, kind, fmt),
-            mime=export.MIME[fmt],
-            key=f"dl_{fmt}_{kind}",
-            on_click="ignore",
-            help="standalone, opens offline" if fmt == "html" else None,
-        )
-
-
-def _renderer(chart: Any, fmt: str) -> Callable[[], bytes]:
-    """Deferred: the file is rendered only when its button is clicked."""
-    return lambda: export.render(chart, fmt)
+    for col, fmt in zip(st.columns([1, 1, 1, 5]), ("png", "svg", "html"), strict=False):
+        note = "standalone, opens offline" if fmt == "html" else None
+        _download(col, fmt.upper(), partial(export.render, chart, fmt), kind, fmt, scope_id, note)
 
 
 def render_charts(db: Any, comparison: Comparison, scope_id: int | None) -> None:
@@ -278,7 +205,7 @@ def render_charts(db: Any, comparison: Comparison, scope_id: int | None) -> None
         horizontal=True,
         format_func=lambda x: {"ci": "95 % CI of the mean", "minmax": "min–max of runs"}[x],
     )
-    align_default = ch.default_align(comparison)
+    align_default = default_align(comparison)
     align = o2.radio(
         "Time axis",
         ["server", "load"],
@@ -287,26 +214,25 @@ def render_charts(db: Any, comparison: Comparison, scope_id: int | None) -> None
         index=0 if align_default == "server" else 1,
         format_func=lambda x: {"server": "since server start", "load": "since load start"}[x],
     )
-    ids = [rid for s in comparison.sides for rid in s.measured_ids]
-    have = available_series(db, ids)
-    mem_options = [name for name, _ in ch.MEMORY_SERIES if name in have]
+    have = available_series(db, comparison.measured_ids)
+    mem_options = [name for name, _ in MEMORY_SERIES if name in have]
     memory = None
     if mem_options:
         memory = o3.selectbox(
             "Memory series",
             mem_options,
             key="cmp_memory_series",
-            format_func=lambda n: dict(ch.MEMORY_SERIES)[n],
+            format_func=lambda n: dict(MEMORY_SERIES)[n],
         )
-    for kind in ("throughput", "latency", "knee", "cdf", "memory", "kv"):
-        chart = ch.build_chart(db, comparison, kind, error=error, align=align, memory_series=memory)
+    for kind in PAGE_ORDER:
+        chart = build_chart(db, comparison, kind, error=error, align=align, memory_series=memory)
         if chart is None:
             continue
         with st.container(key=f"cmp_chart_{kind}", border=True):
-            st.markdown(f"**{ch.CHART_TITLES[kind]}**")
+            st.markdown(f"**{CHART_TITLES[kind]}**")
             if kind in ("memory", "kv"):
                 st.caption(
-                    ch.PREALLOCATION_NOTE + " Compare KV capacity (tokens) and peak KV "
+                    PREALLOCATION_NOTE + " Compare KV capacity (tokens) and peak KV "
                     "usage in the table, not the memory curve's height under load."
                 )
             st.altair_chart(chart, key=f"chart_{kind}")
@@ -315,11 +241,7 @@ def render_charts(db: Any, comparison: Comparison, scope_id: int | None) -> None
 
 def render_definitions() -> None:
     with st.expander("How each number is computed (vLLM's definitions)", expanded=False):
-        st.markdown(
-            "\n".join(
-                f"- **{m.label}** ({m.unit}, {m.better} is better): {m.formula}" for m in METRICS
-            )
-        )
+        st.markdown("\n".join(f"- {m.definition}" for m in METRICS))
         st.markdown(
             "- Percentiles use linear interpolation over the run's requests (ITL over all "
             "chunks). Each run's numbers are stored when it finishes; goodput is "

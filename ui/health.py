@@ -9,7 +9,7 @@ from typing import Any
 
 import streamlit as st
 
-from ui.common import fmt, fmt_bytes
+from tuning.compare.present import fmt
 
 
 def _health(run: Mapping[str, Any]) -> dict[str, Any]:
@@ -40,7 +40,7 @@ def health_problems(run: Mapping[str, Any]) -> list[str]:
     if tokens.get("agree") is False:
         problems.append(
             f"tokens disagree: client {tokens.get('client_output_tokens')} vs server "
-            f"{fmt(tokens.get('server_output_tokens'), '{:,.0f}')}"
+            f"{fmt(tokens.get('server_output_tokens'), spec='{:,.0f}')}"
         )
     return problems
 
@@ -79,37 +79,37 @@ def render_run_health(run: Mapping[str, Any]) -> None:
 def _load_lines(run: Mapping[str, Any], h: Mapping[str, Any]) -> list[str]:
     steady = h.get("steady_state") or {}
     tokens = h.get("tokens") or {}
-    achieved = fmt(h.get("achieved_concurrency"), "{:.2f}")
-    cpu = fmt((h.get("client_cpu_util") or 0) * 100, "{:.0f}")
+    achieved = fmt(h.get("achieved_concurrency"), spec="{:.2f}")
+    cpu = fmt((h.get("client_cpu_util") or 0) * 100, spec="{:.0f}")
     return [
         f"target concurrency **{h.get('target_concurrency', '—')}**, achieved "
         f"**{achieved}** (Σ request latency / duration)",
         f"vLLM `num_requests_running`: mean {fmt(h.get('server_running_mean'))}, max "
-        f"{fmt(h.get('server_running_max'), '{:.0f}')} (running + waiting mean "
+        f"{fmt(h.get('server_running_max'), spec='{:.0f}')} (running + waiting mean "
         f"{fmt(h.get('server_inflight_mean'))})",
         f"client CPU {cpu} % of a core, "
-        f"event-loop lag p99 {fmt(h.get('loop_lag_p99_ms'), '{:.1f}')} ms",
-        f"output tok/s: whole run {fmt(run.get('output_throughput'), '{:,.0f}')}, steady "
-        f"state {fmt(steady.get('output_throughput'), '{:,.0f}')} (window "
-        f"{fmt(steady.get('duration'), '{:.1f}')} s with "
+        f"event-loop lag p99 {fmt(h.get('loop_lag_p99_ms'), spec='{:.1f}')} ms",
+        f"output tok/s: whole run {fmt(run.get('output_throughput'), spec='{:,.0f}')}, steady "
+        f"state {fmt(steady.get('output_throughput'), spec='{:,.0f}')} (window "
+        f"{fmt(steady.get('duration'), spec='{:.1f}')} s with "
         f"≥ {steady.get('need_inflight', '—')} in flight)",
         f"output tokens: client usage {tokens.get('client_output_tokens', '—')}, server "
-        f"counter delta {fmt(tokens.get('server_output_tokens'), '{:,.0f}')}",
+        f"counter delta {fmt(tokens.get('server_output_tokens'), spec='{:,.0f}')}",
     ]
 
 
 def _memory_lines(run: Mapping[str, Any]) -> list[str]:
-    kv_peak = fmt((run.get("peak_kv_cache_usage_perc") or 0) * 100, "{:.1f}")
+    kv_peak = fmt((run.get("peak_kv_cache_usage_perc") or 0) * 100, spec="{:.1f}")
     preemptions = run.get("preemptions")
     return [
-        f"KV cache: **{fmt(run.get('kv_cache_tokens'), '{:,.0f}')} tokens**, "
-        f"{fmt_bytes(run.get('kv_cache_memory_bytes'))}; max concurrency "
-        f"{fmt(run.get('max_concurrency'), '{:,.1f}')}x; "
+        f"KV cache: **{fmt(run.get('kv_cache_tokens'), spec='{:,.0f}')} tokens**, "
+        f"{fmt(run.get('kv_cache_memory_bytes'), 'bytes')}; max concurrency "
+        f"{fmt(run.get('max_concurrency'), spec='{:,.1f}')}x; "
         f"block size {run.get('block_size') or '—'}",
-        f"weights: {fmt(run.get('weights_memory_gib'), '{:.2f}')} GiB; time to healthy "
+        f"weights: {fmt(run.get('weights_memory_gib'), spec='{:.2f}')} GiB; time to healthy "
         f"{fmt(run.get('time_to_healthy_s'))} s",
-        f"peak process-tree RSS {fmt_bytes(run.get('peak_tree_rss_bytes'))}; "
-        f"peak GPU (tree) {fmt_bytes(run.get('peak_gpu_tree_bytes'))}",
+        f"peak process-tree RSS {fmt(run.get('peak_tree_rss_bytes'), 'bytes')}; "
+        f"peak GPU (tree) {fmt(run.get('peak_gpu_tree_bytes'), 'bytes')}",
         f"peak KV-cache usage {kv_peak} %; "
         f"preemptions {preemptions if preemptions is not None else '—'}",
     ]

@@ -15,11 +15,18 @@ import streamlit as st
 from core.clock import age_s
 from core.status import Status, is_active
 from store import StoreError, connect, queries
-from tuning.charts import build as ch
-from tuning.compare.comparison import DASHBOARD_SERIES, available_series, request_columns
+from tuning.charts.build import available_series
+from tuning.charts.kinds import (
+    DASHBOARD_SERIES,
+    MEMORY_SERIES,
+    PREALLOCATION_NOTE,
+    memory_series_for,
+)
+from tuning.charts.timeseries import live_chart, tokens_rate_from_requests
+from tuning.compare.comparison import request_columns
+from tuning.compare.present import fmt
 from tuning.experiment.supervisor import STALE_AFTER_S, cancel_experiment
 from tuning.settings import lab_home
-from ui.common import fmt, fmt_bytes
 from ui.links import compare_link
 
 POLL_S = 1.5
@@ -121,7 +128,7 @@ def render_progress(exp: Mapping[str, Any], run: Mapping[str, Any] | None) -> No
         if active:
             age = age_s(exp.get("heartbeat_at"))  # infinite until the first beat
             stale = math.isfinite(age) and age > STALE_AFTER_S
-            shown = fmt(age, "{:.0f}") if math.isfinite(age) else "—"
+            shown = fmt(age, spec="{:.0f}") if math.isfinite(age) else "—"
             cols[3].markdown(
                 f"**runner heartbeat**  \n{shown} s ago" + (" ⚠️ stale" if stale else "")
             )
@@ -164,24 +171,24 @@ def run_series(db: Any, run_id: int, max_points: int = 400) -> dict[str, list[tu
 def render_run_charts(db: Any, run: Mapping[str, Any]) -> None:
     """Memory, KV usage %, output tokens/s, running & waiting on one time axis."""
     series = run_series(db, int(run["id"]))
-    memory = ch.memory_series_for(series)
+    memory = memory_series_for(series)
     tokens = None
     if "generation_tokens_total" not in series and run.get("status") == Status.DONE:
         window = (run.get("summary") or {}).get("load_window_s") or [0.0, 0.0]
         cols = request_columns(db, int(run["id"]), with_itl=True)
-        tokens = ch.tokens_rate_from_requests(cols, offset_s=float(window[0] or 0.0))
+        tokens = tokens_rate_from_requests(cols, offset_s=float(window[0] or 0.0))
     if not series and not tokens:
         st.caption("No samples for this run yet (they start with the server process).")
         return
-    chart = ch.live_chart(series, memory or "tree_rss_bytes", tokens)
+    chart = live_chart(series, memory or "tree_rss_bytes", tokens)
     with st.container(key="live_charts"):
         st.altair_chart(chart, key="live_chart")
         st.caption(
             "Output tokens/s = increase of vllm:generation_tokens_total / time between "
             "scrapes. Memory = "
-            + dict(ch.MEMORY_SERIES).get(memory or "", "—")
+            + dict(MEMORY_SERIES).get(memory or "", "—")
             + ". "
-            + ch.PREALLOCATION_NOTE
+            + PREALLOCATION_NOTE
         )
 
 
@@ -210,7 +217,7 @@ def render_runs_table(db: Any, exp: Mapping[str, Any]) -> None:
                 "mean TTFT ms": r.get("mean_ttft_ms"),
                 "mean TPOT ms": r.get("mean_tpot_ms"),
                 "peak KV usage": r.get("peak_kv_cache_usage_perc"),
-                "peak RSS": fmt_bytes(r.get("peak_tree_rss_bytes")),
+                "peak RSS": fmt(r.get("peak_tree_rss_bytes"), "bytes"),
                 "failure": r.get("failure_kind"),
             }
             for r in runs

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.test_bundle import seed_lab
-from tuning.charts import build as ch
+from tuning.charts import kinds as ch
 from tuning.output.report import write_report
 
 pytestmark = pytest.mark.browser
@@ -31,7 +31,9 @@ LAUNCH_ARGS = [
 def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = tmp_path_factory.mktemp("offline-report")
     info = seed_lab(home / "lab.db", repeats=2)
-    return write_report(home / "lab.db", home / "report.html", experiment_id=info["experiment_id"])
+    return write_report(
+        home / "lab.db", home / "report.html", experiment_ids=[info["experiment_id"]]
+    )
 
 
 @contextmanager

@@ -1,19 +1,26 @@
-"""`python -m tuning server start|stop|status`: one detached server, its state in a small JSON file,
-so a shell (or a headless GPU box) can drive the same lifecycle the runner uses."""
+"""`python -m tuning engine setup|info` and `python -m tuning server start|stop|status`: the
+embedded engine, and one detached server with its state in a small JSON file, so a shell (or a
+headless GPU box) can drive the same lifecycle the runner uses."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tuning.engine import current_spec
-from tuning.params import Launch, ParamError, build_launch
+from tuning.engine import EngineError, current_spec, engine_info, setup_embedded
+from tuning.params import ParamError, build_launch
 from tuning.procs import group_alive, stop_group
 from tuning.server import ServerProcess, StartFailure, http_get, port_is_free
 from tuning.settings import lab_home
+
+if TYPE_CHECKING:
+    from tuning.cli.args import Subparsers
+
+COMMANDS = ("engine", "server")
 
 
 def state_path() -> Path:
@@ -21,6 +28,7 @@ def state_path() -> Path:
 
 
 def parse_sets(items: list[str] | None) -> dict[str, str]:
+    """--set NAME=VALUE items as a config dict (ParamError for one without '=')."""
     out: dict[str, str] = {}
     for item in items or []:
         if "=" not in item:
@@ -30,7 +38,13 @@ def parse_sets(items: list[str] | None) -> dict[str, str]:
     return out
 
 
-def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_arguments(sub: Subparsers) -> None:
+    engine = sub.add_parser("engine", help="the embedded CPU engine")
+    everb = engine.add_subparsers(dest="verb", required=True)
+    setup = everb.add_parser("setup", help="build the engine venv and the tiny model (idempotent)")
+    setup.add_argument("--force", action="store_true")
+    info = everb.add_parser("info", help="interpreter, vLLM version, model path")
+    info.add_argument("--json", action="store_true")
     server = sub.add_parser("server", help="start, stop or inspect one vLLM server")
     verbs = server.add_subparsers(dest="verb", required=True)
     start = verbs.add_parser("start", help="start the configured engine and wait until healthy")
@@ -54,7 +68,27 @@ def _load_state() -> dict[str, Any] | None:
         return None
 
 
+def _engine(args: argparse.Namespace) -> int:
+    if args.verb == "setup":
+        try:
+            setup_embedded(lambda line: print(line, flush=True), force=args.force)
+        except EngineError as exc:
+            print(f"engine setup failed: {exc}", file=sys.stderr)
+            return 1
+        return 0
+    info = engine_info()
+    if args.json:
+        print(json.dumps(info, indent=2))
+    else:
+        for key, value in info.items():
+            print(f"{key:18} {value}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    """Dispatch one of COMMANDS (args.command) by its verb."""
+    if args.command == "engine":
+        return _engine(args)
     if args.verb == "start":
         return _start(args)
     if args.verb == "stop":
@@ -157,6 +191,3 @@ def _status(args: argparse.Namespace) -> int:
         else f"{'running' if alive else 'gone'}, health {code or 'no answer'}, {state['base_url']}"
     )
     return 0 if alive else 1
-
-
-__all__ = ["add_arguments", "run", "parse_sets", "Launch"]

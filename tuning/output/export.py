@@ -13,7 +13,7 @@ import io
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import altair as alt
@@ -103,12 +103,10 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def comparison_json(comparison: Comparison, extra: Mapping[str, Any] | None = None) -> bytes:
+def comparison_json(comparison: Comparison) -> bytes:
     """The comparison as JSON (strict: NaN and infinities become null)."""
-    data = comparison.to_json()
-    if extra:
-        data = {**dict(extra), **data}
-    return json.dumps(_clean(data), indent=2, allow_nan=False, default=str).encode("utf-8")
+    data = _clean(comparison.to_json())
+    return json.dumps(data, indent=2, allow_nan=False, default=str).encode("utf-8")
 
 
 def export_name(scope: str | int | None, kind: str, ext: str) -> str:
@@ -144,13 +142,17 @@ def render(chart: alt.TopLevelMixin, fmt: str) -> bytes:
     raise ValueError(f"unknown chart format {fmt!r}; use png, svg or html")
 
 
-def write_chart(
-    chart: alt.TopLevelMixin, path: str, formats: Iterable[str] = ("png", "svg", "html")
-) -> str:
-    """Save by the path's extension (CLI use); returns the format written."""
+def chart_format(path: str) -> str:
+    """The format a chart file's name asks for (png, svg, html); ValueError for anything else."""
     ext = path.rsplit(".", 1)[-1].lower() if "." in path else ""
-    if ext not in set(formats):
+    if ext not in ("png", "svg", "html"):
         raise ValueError(f"--out must end in .png, .svg or .html, got {path!r}")
+    return ext
+
+
+def write_chart(chart: alt.TopLevelMixin, path: str) -> str:
+    """Save by the path's extension (CLI use); returns the format written."""
+    ext = chart_format(path)
     data = render(chart, ext)
     with open(path, "wb") as fh:
         fh.write(data)

@@ -18,22 +18,28 @@ from pathlib import Path
 from typing import Any
 
 from core.redact import env_secrets, scrub_text
-from store import queries
-from store.db import StoreError, open_db
-from tuning.charts import build as ch
-from tuning.compare.comparison import (
-    METRICS,
+from core.status import Status
+from store import StoreError, connect, queries
+from tuning.charts.build import build_chart
+from tuning.charts.kinds import CHART_KINDS, CHART_TITLES, PREALLOCATION_NOTE
+from tuning.compare.catalog import METRICS
+from tuning.compare.comparability import run_parameters, run_workload
+from tuning.compare.comparison import Comparison
+from tuning.compare.present import (
+    CLEAR,
     VERDICT_LABEL,
-    WORKLOAD_PARAMS,
-    Comparison,
-    Metric,
-    build_comparison,
-    default_baseline,
-    fmt_value,
-    noise_floor,
-    run_config,
-    run_workload,
+    Cell,
+    ci_text,
+    comparability_text,
+    failed_text,
+    noise_text,
+    pct_text,
+    slo_text,
+    table_columns,
+    table_rows,
+    verdict_rule,
 )
+from tuning.compare.selection import Selection, SelectionError, select_runs
 from tuning.output.export import chart_svg, network_references
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
@@ -120,33 +126,28 @@ def inline_svg(svg: str, prefix: str) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def _side_config(run: Mapping[str, Any]) -> dict[str, Any]:
-    """Server config plus the workload's tunable fields, under their registry names."""
-    cfg = dict(run_config(run))
-    wl = run_workload(run)
-    for name, fld in WORKLOAD_PARAMS.items():
-        if fld in wl:
-            cfg[name] = wl[fld]
-    return cfg
-
-
 def _config_section(comparison: Comparison, by_id: Mapping[int, Mapping[str, Any]]) -> str:
     sides = comparison.sides
-    cfgs = []
-    for side in sides:
-        run = by_id.get(side.run_ids[0]) if side.run_ids else None
-        cfgs.append(_side_config(run) if run else {})
+    refs = [by_id.get(s.run_ids[0]) if s.run_ids else None for s in sides]
+    cfgs = [run_parameters(r) if r else {} for r in refs]
     keys = sorted(set().union(*[set(c) for c in cfgs])) if cfgs else []
 
     def norm(v: Any) -> str:
         return "unset" if v is None else str(v)
 
+    def kv_rows(items: Iterable[tuple[str, Any]]) -> str:
+        return "".join(
+            f"<tr><td><code>{_e(k)}</code></td><td>{_e(norm(v))}</td></tr>" for k, v in items
+        )
+
     changed = [k for k in keys if len({norm(c.get(k)) for c in cfgs}) > 1]
     head = "".join(f"<th>{_e(s.label)}</th>" for s in sides)
-    rows = []
-    for key in changed:
-        cells = "".join(f"<td>{_e(norm(c.get(key)))}</td>" for c in cfgs)
-        rows.append(f'<tr class="changed"><td><code>{_e(key)}</code></td>{cells}</tr>')
+    rows = [
+        f'<tr class="changed"><td><code>{_e(key)}</code></td>'
+        + "".join(f"<td>{_e(norm(c.get(key)))}</td>" for c in cfgs)
+        + "</tr>"
+        for key in changed
+    ]
     if rows:
         diff = (
             f"<p>Parameters that differ between the sides (everything else is the same):</p>"
@@ -155,43 +156,24 @@ def _config_section(comparison: Comparison, by_id: Mapping[int, Mapping[str, Any
         )
     else:
         diff = '<p id="config-diff">One configuration only: no parameter differs.</p>'
-    base = cfgs[0] if cfgs else {}
-    ref = by_id.get(sides[0].run_ids[0]) if sides and sides[0].run_ids else None
-    full = "".join(
-        f"<tr><td><code>{_e(k)}</code></td><td>{_e(norm(v))}</td></tr>"
-        for k, v in sorted(base.items())
-    )
-    wl = run_workload(ref) if ref else {}
-    wl_rows = "".join(
-        f"<tr><td><code>{_e(k)}</code></td><td>{_e(norm(v))}</td></tr>"
-        for k, v in sorted(wl.items())
-    )
+    ref = refs[0] if refs else None
+    base = sorted((cfgs[0] if cfgs else {}).items())
+    workload = sorted((run_workload(ref) if ref else {}).items())
     fingerprint = ref.get("workload_fingerprint") if ref else None
     return (
         f'<section id="configuration"><h2>Configuration</h2>{diff}'
         f"<details><summary>Baseline configuration and workload (fingerprint "
         f"<code>{_e(fingerprint)}</code>)</summary><table><tr><th>parameter</th>"
-        f"<th>value</th></tr>{full}</table><table><tr><th>workload</th><th>value</th></tr>"
-        f"{wl_rows}</table></details></section>"
+        f"<th>value</th></tr>{kv_rows(base)}</table><table><tr><th>workload</th>"
+        f"<th>value</th></tr>{kv_rows(workload)}</table></details></section>"
     )
 
 
 def _checks_section(comparison: Comparison) -> str:
-    n = sum(len(s.run_ids) for s in comparison.sides)
-    parts = ['<section id="comparability"><h2>Comparability</h2>']
-    if not comparison.excluded:
-        what = f" — parameter <b>{_e(comparison.param)}</b>" if comparison.param else ""
-        parts.append(
-            f'<p class="ok">All {n} runs are comparable: same workload fingerprint, '
-            f"model, engine and vLLM version, hardware; exactly one parameter "
-            f"differs{what}.</p>"
-        )
-    else:
-        parts.append(
-            f'<p class="warn">{len(comparison.excluded)} run(s) left out: not '
-            f"comparable with baseline run {comparison.excluded[0].baseline_id}. "
-            f"{n} run(s) compared.</p>"
-        )
+    css = "warn" if comparison.excluded else "ok"
+    summary = comparability_text(comparison, lambda s: f"<b>{_e(s)}</b>")
+    parts = [f'<section id="comparability"><h2>Comparability</h2><p class="{css}">{summary}</p>']
+    if comparison.excluded:
         rows = "".join(
             f"<tr><td>{c.run_id}</td><td>{c.baseline_id}</td><td>{_e(c.reason)}</td></tr>"
             for c in comparison.excluded
@@ -200,57 +182,20 @@ def _checks_section(comparison: Comparison) -> str:
             f'<table id="not-comparable"><tr><th>run</th><th>baseline run</th>'
             f"<th>why not comparable</th></tr>{rows}</table>"
         )
-    failed = [(s.label, f) for s in comparison.sides for f in s.failed]
-    if failed:
-        parts.append(
-            "<p>Runs without a measurement (kept as results): "
-            + "; ".join(
-                f"run {f['run_id']} ({_e(label)}): {_e(f['status'])}"
-                + (f" [{_e(f['kind'])}]" if f.get("kind") else "")
-                for label, f in failed
-            )
-            + "</p>"
-        )
-    nf = [
-        (key, noise_floor(comparison.baseline.values.get(key) or []))
-        for key in ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")
+    notes = [
+        (failed_text(comparison), ""),
+        (noise_text(comparison), ' class="muted"'),
+        (slo_text(comparison.slo_ms), ""),
     ]
-    nf = [(k, x) for k, x in nf if x.min_detectable is not None and x.cv is not None]
-    if nf:
-        parts.append(
-            f'<p class="muted">Noise floor from the baseline\'s {nf[0][1].n} repeats '
-            "(A/A): "
-            + ", ".join(
-                f"{_e(k)}: run-to-run CV {x.cv * 100:.1f} %, smallest resolvable change "
-                f"≈ {(x.min_detectable or 0) * 100:.1f} %"
-                for k, x in nf
-            )
-            + "</p>"
-        )
-    if comparison.slo_ms:
-        parts.append(
-            "<p>Goodput SLOs: "
-            + ", ".join(f"{_e(k)} ≤ {v:g} ms" for k, v in comparison.slo_ms.items())
-            + "</p>"
-        )
+    parts += [f"<p{attr}>{_e(text)}</p>" for text, attr in notes if text]
     parts.append("</section>")
     return "".join(parts)
-
-
-def _css_class(metric: Metric, change: Any) -> str:
-    if change is None or change.rel_change is None or change.rel_change == 0:
-        return "muted"
-    good = (change.rel_change > 0) == (metric.better == "higher")
-    if change.verdict in ("better", "worse"):
-        return "better" if good else "worse"
-    return "faint-better" if good else "faint-worse"
 
 
 def _verdicts_section(comparison: Comparison) -> str:
     parts = ['<section id="verdicts"><h2>Verdicts</h2>']
     if not comparison.candidates:
         parts.append("<p>No candidate side: only one configuration among these runs.</p>")
-    pct = f"{comparison.confidence * 100:.0f} %"
     for side in comparison.candidates:
         items = []
         counts: dict[str, int] = {}
@@ -259,18 +204,13 @@ def _verdicts_section(comparison: Comparison) -> str:
             if c is None:
                 continue
             counts[c.verdict] = counts.get(c.verdict, 0) + 1
-            if c.verdict in ("better", "worse"):
-                ci = ""
-                if c.rel_low is not None and c.rel_high is not None:
-                    ci = f" ({pct} CI {c.rel_low * 100:+.1f} … {c.rel_high * 100:+.1f} %)"
-                change = "n/a" if c.rel_change is None else f"{c.rel_change * 100:+.1f} %"
+            if c.verdict in CLEAR:
+                ci = ci_text(c, comparison.confidence)
                 items.append(
                     f'<li class="{c.verdict}">{VERDICT_LABEL[c.verdict]}: '
-                    f"{_e(metric.label)} {change}{ci}</li>"
+                    f"{_e(metric.label)} {pct_text(c.rel_change)}{f' ({ci})' if ci else ''}</li>"
                 )
-        rest = ", ".join(
-            f"{n} {_e(v)}" for v, n in sorted(counts.items()) if v not in ("better", "worse")
-        )
+        rest = ", ".join(f"{n} {_e(v)}" for v, n in sorted(counts.items()) if v not in CLEAR)
         parts.append(f"<h3>{_e(side.label)} vs {_e(comparison.baseline.label)}</h3>")
         parts.append(
             f"<ul>{''.join(items)}</ul>"
@@ -279,58 +219,27 @@ def _verdicts_section(comparison: Comparison) -> str:
         )
         if rest:
             parts.append(f'<p class="muted">Other metrics: {rest}.</p>')
-    parts.append(
-        '<p class="muted">Verdict: 95 % CI of the change of the mean, the wider of a '
-        "bootstrap over runs (2000 resamples) and Welch's t-interval; one run per side is <i>inconclusive</i>; a change under "
-        "2 % or a CI that includes 0 is <i>no clear difference</i>.</p></section>"
-    )
+    rule = verdict_rule(lambda s: f"<i>{s}</i>", comparison.confidence)
+    parts.append(f'<p class="muted">{rule}</p></section>')
     return "".join(parts)
 
 
+def _td(cell: Cell) -> str:
+    css = " ".join(x for x in ("num" if cell.numeric else "", cell.tone) if x)
+    attrs = (f' class="{css}"' if css else "") + (
+        f' title="{_e(cell.title)}"' if cell.title else ""
+    )
+    return f"<td{attrs}>{_e(cell.text) if cell.text else ''}</td>"
+
+
 def _table_section(comparison: Comparison) -> str:
-    pct = f"{comparison.confidence * 100:.0f} %"
-    base = comparison.baseline
-    head = [f"<th>metric</th><th>better</th><th>baseline: {_e(base.label)}</th>"]
-    for side in comparison.candidates:
-        head.append(f"<th>{_e(side.label)}</th><th>Δ</th><th>verdict</th>")
-    rows = ["<tr>" + "".join(head) + "</tr>"]
-    cells = [
-        f'<td>runs (measured / total)</td><td></td><td class="num">'
-        f"{len(base.measured_ids)} / {len(base.run_ids)}</td>"
-    ]
-    for side in comparison.candidates:
-        cells.append(
-            f'<td class="num">{len(side.measured_ids)} / {len(side.run_ids)}</td><td></td><td></td>'
-        )
-    rows.append("<tr>" + "".join(cells) + "</tr>")
-    for metric in comparison.metrics:
-        arrow = "↑ higher" if metric.better == "higher" else "↓ lower"
-        cells = [
-            f'<td title="{_e(metric.formula)}">{_e(metric.label)} ({_e(metric.unit)})</td>'
-            f'<td class="muted">{arrow}</td>'
-            f'<td class="num">{fmt_value(base.stats(metric.key)["mean"], metric.unit)}</td>'
-        ]
-        for side in comparison.candidates:
-            c = comparison.changes.get((side.label, metric.key))
-            css = _css_class(metric, c)
-            delta = "—" if c is None or c.rel_change is None else f"{c.rel_change * 100:+.1f} %"
-            verdict = "" if c is None else VERDICT_LABEL[c.verdict]
-            if c is not None and c.rel_low is not None and c.rel_high is not None:
-                verdict += f" ({pct} CI {c.rel_low * 100:+.1f} … {c.rel_high * 100:+.1f} %)"
-            elif c is not None and c.note:
-                verdict += f" ({_e(c.note)})"
-            vcss = css if c is not None and c.verdict in ("better", "worse") else "muted"
-            mean = fmt_value(side.stats(metric.key)["mean"], metric.unit)
-            cells.append(
-                f'<td class="num">{mean}</td><td class="num {css}">{delta}</td>'
-                f'<td class="{vcss}">{verdict}</td>'
-            )
-        rows.append("<tr>" + "".join(cells) + "</tr>")
+    head = "".join(f"<th>{_e(c)}</th>" for c in table_columns(comparison))
+    body = "".join("<tr>" + "".join(map(_td, row)) + "</tr>" for row in table_rows(comparison))
     return (
         '<section id="table"><h2>Side by side</h2><p class="muted">Values are the mean over '
         "each side's runs; Δ is the candidate's change of the mean vs the baseline (green = "
         "the better direction, red = worse; bold when the verdict is clear).</p>"
-        f'<table id="metrics">{"".join(rows)}</table></section>'
+        f'<table id="metrics"><tr>{head}</tr>{body}</table></section>'
     )
 
 
@@ -338,30 +247,48 @@ def _charts_section(db: Any, comparison: Comparison, kinds: Sequence[str]) -> tu
     parts = ['<section id="charts"><h2>Charts</h2>']
     count = 0
     for kind in kinds:
+        title = _e(CHART_TITLES.get(kind, kind))
         try:
-            chart = ch.build_chart(db, comparison, kind)
+            chart = build_chart(db, comparison, kind)
             if chart is None:
                 continue
             svg = chart_svg(chart).decode("utf-8")
         except Exception as exc:  # one chart that cannot be drawn must not lose the report
             parts.append(
-                f'<p class="muted">{_e(ch.CHART_TITLES.get(kind, kind))}: not drawn '
+                f'<p class="muted">{title}: not drawn '
                 f"({_e(type(exc).__name__)}: {_e(str(exc)[:200])})</p>"
             )
             continue
         count += 1
-        note = (
-            f'<p class="muted">{_e(ch.PREALLOCATION_NOTE)}</p>' if kind in ("memory", "kv") else ""
-        )
+        note = f'<p class="muted">{_e(PREALLOCATION_NOTE)}</p>' if kind in ("memory", "kv") else ""
         parts.append(
-            f'<figure class="chart" data-kind="{_e(kind)}"><figcaption>'
-            f"{_e(ch.CHART_TITLES.get(kind, kind))}</figcaption>{note}"
-            f"{inline_svg(svg, f'c{count}')}</figure>"
+            f'<figure class="chart" data-kind="{_e(kind)}"><figcaption>{title}</figcaption>'
+            f"{note}{inline_svg(svg, f'c{count}')}</figure>"
         )
     if not count:
         parts.append("<p>No chart: these runs have no measurements.</p>")
     parts.append("</section>")
     return "".join(parts), count
+
+
+def _failure(run: Mapping[str, Any], more: Mapping[str, Any], secrets: Sequence[str]) -> str:
+    """A failed run's reason, hint and log excerpt, scrubbed."""
+
+    def clean(key: str) -> str:
+        return scrub_text(str(more.get(key) or ""), secrets)
+
+    tail = clean("log_tail")[-LOG_TAIL_CHARS:]
+    hint = clean("failure_hint")
+    return (
+        f"<h3>Run {int(run['id'])}: {_e(run.get('failure_kind') or run.get('status'))}</h3>"
+        f"<p>{_e(clean('failure_reason'))}</p>"
+        + (f"<p><i>Hint:</i> {_e(hint)}</p>" if hint else "")
+        + (
+            f"<details><summary>log excerpt</summary><pre>{_e(tail)}</pre></details>"
+            if tail
+            else ""
+        )
+    )
 
 
 def _runs_section(
@@ -387,24 +314,10 @@ def _runs_section(
             f"{_e(more.get('vllm_version'))}</td><td>{_e(more.get('started_at'))}</td>"
             f"<td>{_e(run.get('failure_kind'))}</td></tr>"
         )
-        if run.get("status") not in ("done",) and (
+        if run.get("status") != Status.DONE and (
             more.get("failure_reason") or more.get("log_tail")
         ):
-            tail = scrub_text(str(more.get("log_tail") or ""), secrets)[-LOG_TAIL_CHARS:]
-            failures.append(
-                f"<h3>Run {rid}: {_e(run.get('failure_kind') or run.get('status'))}</h3>"
-                f"<p>{_e(scrub_text(str(more.get('failure_reason') or ''), secrets))}</p>"
-                + (
-                    f"<p><i>Hint:</i> {_e(scrub_text(str(more.get('failure_hint')), secrets))}</p>"
-                    if more.get("failure_hint")
-                    else ""
-                )
-                + (
-                    f"<details><summary>log excerpt</summary><pre>{_e(tail)}</pre></details>"
-                    if tail
-                    else ""
-                )
-            )
+            failures.append(_failure(run, more, secrets))
     out = (
         '<section id="runs"><h2>Runs</h2><table id="run-list"><tr><th>run</th><th>uid</th>'
         "<th>side</th><th>value</th><th>repeat</th><th>status</th><th>author@host</th>"
@@ -417,9 +330,7 @@ def _runs_section(
     return out
 
 
-def _experiment_section(exp: Mapping[str, Any] | None, secrets: Sequence[str]) -> str:
-    if not exp:
-        return ""
+def _experiment_section(exp: Mapping[str, Any], secrets: Sequence[str]) -> str:
     items = [
         ("name", exp.get("name")),
         ("parameter", exp.get("param")),
@@ -442,10 +353,7 @@ def _experiment_section(exp: Mapping[str, Any] | None, secrets: Sequence[str]) -
 
 
 def _definitions_section() -> str:
-    items = "".join(
-        f"<li><b>{_e(m.label)}</b> ({_e(m.unit)}, {_e(m.better)} is better): {_e(m.formula)}</li>"
-        for m in METRICS
-    )
+    items = "".join(f"<li>{_e(m.definition)}</li>" for m in METRICS)
     return (
         f'<section id="definitions"><h2>How each number is computed</h2><ul>{items}</ul></section>'
     )
@@ -456,76 +364,68 @@ def _definitions_section() -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def _connect(db: Any) -> tuple[Any, bool]:
-    if isinstance(db, (str, Path)):
-        path = Path(db)
-        if not path.exists():
-            raise ReportError(f"no lab database at {path}")
-        return open_db(path, readonly=True), True
-    return db, False
+def _heading(title: str | None, experiments: Sequence[Mapping[str, Any]], n_runs: int) -> str:
+    if title:
+        return title
+    if len(experiments) == 1:
+        exp = experiments[0]
+        return f"Experiment {int(exp['id'])}: {exp.get('name') or ''}"
+    return f"Comparison of {n_runs} runs"
+
+
+def _body(
+    db: Any, heading: str, selection: Selection, kinds: Sequence[str], secrets: Sequence[str]
+) -> str:
+    runs, comparison = selection.runs, selection.comparison
+    ids = [int(r["id"]) for r in runs]
+    extra = queries.runs_by_id(db, ids, _EXTRA_COLUMNS)
+    charts_html, n_charts = _charts_section(db, comparison, kinds)
+    authors = sorted({f"{r.get('author') or '?'}@{r.get('host') or '?'}" for r in runs})
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    return "".join(
+        [
+            f'<header><h1>{_e(heading)}</h1><p class="meta">vLLM Tuning Lab report · '
+            f"generated {_e(now)} · {len(ids)} run(s) by {_e(', '.join(authors))} · "
+            f"{n_charts} chart(s) · self-contained, opens offline</p></header>",
+            *(_experiment_section(exp, secrets) for exp in selection.experiments),
+            _checks_section(comparison),
+            _verdicts_section(comparison),
+            _config_section(comparison, {int(r["id"]): r for r in runs}),
+            _table_section(comparison),
+            charts_html,
+            _runs_section(comparison, runs, extra, secrets),
+            _definitions_section(),
+        ]
+    )
 
 
 def build_report(
-    db: Any,
+    db_path: str | Path,
     *,
     run_ids: Iterable[int] = (),
-    experiment_id: int | None = None,
-    baseline_ids: Sequence[int] | None = None,
+    experiment_ids: Iterable[int] = (),
+    baseline_ids: Sequence[int] = (),
     slo_ms: Mapping[str, float] | None = None,
     title: str | None = None,
-    kinds: Sequence[str] = ch.CHART_KINDS,
+    kinds: Sequence[str] = CHART_KINDS,
 ) -> str:
-    """The report as one HTML string; `db` is a path (opened read-only) or an open Database."""
-    from tuning.compare.comparison import request_loader
-
-    conn, owned = _connect(db)
+    """The report of the runs named (and every run of the experiments named) as one HTML page."""
+    secrets = env_secrets()
     try:
-        ids = list(dict.fromkeys(int(i) for i in run_ids))
-        exp = None
-        if experiment_id is not None:
-            try:
-                exp = queries.get_experiment(conn, int(experiment_id))
-            except StoreError:
-                raise ReportError(f"no experiment {experiment_id}") from None
-            ids += [i for i in queries.experiment_run_ids(conn, int(experiment_id)) if i not in ids]
-        if not ids:
-            raise ReportError("nothing to report: name runs or an experiment with runs")
-        try:
-            runs = queries.load_runs(conn, ids)
-        except StoreError as exc:
-            raise ReportError(str(exc)) from None
-        base = [int(i) for i in (baseline_ids or []) if int(i) in ids] or default_baseline(runs)
-        comparison = build_comparison(runs, base, slo_ms=slo_ms, requests=request_loader(conn))
-        extra = queries.runs_by_id(conn, ids, _EXTRA_COLUMNS)
-        by_id = {int(r["id"]): r for r in runs}
-        secrets = env_secrets()
-        charts_html, n_charts = _charts_section(conn, comparison, kinds)
-        heading = title or (
-            f"Experiment {int(exp['id'])}: {exp.get('name') or ''}"
-            if exp
-            else f"Comparison of {len(ids)} runs"
-        )
-        heading = scrub_text(heading, secrets)
-        authors = sorted({f"{r.get('author') or '?'}@{r.get('host') or '?'}" for r in runs})
-        now = datetime.now(UTC).isoformat(timespec="seconds")
-        body = "".join(
-            [
-                f'<header><h1>{_e(heading)}</h1><p class="meta">vLLM Tuning Lab report · '
-                f"generated {_e(now)} · {len(ids)} run(s) by {_e(', '.join(authors))} · "
-                f"{n_charts} chart(s) · self-contained, opens offline</p></header>",
-                _experiment_section(exp, secrets),
-                _checks_section(comparison),
-                _verdicts_section(comparison),
-                _config_section(comparison, by_id),
-                _table_section(comparison),
-                charts_html,
-                _runs_section(comparison, runs, extra, secrets),
-                _definitions_section(),
-            ]
-        )
-    finally:
-        if owned:
-            conn.conn.close()
+        with connect(db_path, readonly=True) as db:
+            selection = select_runs(
+                db,
+                run_ids=run_ids,
+                experiment_ids=experiment_ids,
+                baseline_ids=baseline_ids,
+                slo=slo_ms,
+            )
+            heading = scrub_text(
+                _heading(title, selection.experiments, len(selection.runs)), secrets
+            )
+            body = _body(db, heading, selection, kinds, secrets)
+    except (StoreError, SelectionError) as exc:
+        raise ReportError(str(exc)) from None
     page = (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
@@ -539,10 +439,10 @@ def build_report(
     return page
 
 
-def write_report(db: Any, out_path: str | Path, **kwargs: Any) -> Path:
+def write_report(db_path: str | Path, out_path: str | Path, **kwargs: Any) -> Path:
     """Build the report and write it (atomically) to `out_path`."""
     out = Path(out_path)
-    page = build_report(db, **kwargs)
+    page = build_report(db_path, **kwargs)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.partial")
     tmp.write_text(page, encoding="utf-8")

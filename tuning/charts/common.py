@@ -1,0 +1,114 @@
+"""What every chart shares: side labels and their order, tooltips, downsampling, and the frame of
+side means with error bars.
+
+Every chart gets small data: side means rather than runs, CDFs at fixed quantiles rather than
+every request, and time series downsampled to at most `MAX_POINTS` points per chart, so a chart
+of 20 runs stays a few hundred kilobytes in the browser and in an exported HTML file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from tuning.compare.catalog import METRIC_BY_KEY
+from tuning.compare.comparison import Comparison
+
+MAX_POINTS = 2000
+GIB = float(2**30)
+CI_NOTE = "95 % CI of the mean"
+
+
+def tooltip(field: str, fmt: str | None = None) -> alt.Tooltip:
+    """Channel objects, never shorthand strings: Altair turns each string into a schema lookup
+    that costs ~10 ms, which a page of six charts would feel."""
+    return alt.Tooltip(field, format=fmt) if fmt else alt.Tooltip(field)
+
+
+def short_labels(comparison: Comparison) -> dict[str, str]:
+    """Side label -> what an axis shows: the value alone ('16', '2 (baseline)') when those are
+    unique, else the full 'param = value' labels."""
+    out = {}
+    for side in comparison.sides:
+        short = side.value if side.value is not None and side.param == comparison.param else None
+        if short is not None and side is comparison.baseline:
+            short = f"{short} (baseline)"
+        out[side.label] = short or side.label
+    if len(set(out.values())) != len(out):
+        return {s.label: s.label for s in comparison.sides}
+    return out
+
+
+def side_order(comparison: Comparison) -> list[str]:
+    return list(short_labels(comparison).values())
+
+
+def number(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def downsample(
+    points: Sequence[tuple[float, float]], max_points: int = MAX_POINTS
+) -> list[tuple[float, float]]:
+    """At most `max_points` (t, v): the max of equal-count buckets, so peaks stay visible."""
+    if len(points) <= max_points:
+        return list(points)
+    arr = np.asarray(points, dtype=float)
+    edges = np.linspace(0, arr.shape[0], max_points + 1).astype(int)
+    out = []
+    for a, b in zip(edges[:-1], edges[1:], strict=True):
+        if b > a:
+            chunk = arr[a:b]
+            out.append((float(chunk[-1, 0]), float(chunk[:, 1].max())))
+    return out
+
+
+def side_frame(comparison: Comparison, keys: Iterable[str], error: str = "ci") -> pd.DataFrame:
+    """One row per (side, metric): mean and the error bar ends (bootstrap CI of the mean, or the
+    runs' min-max with error='minmax'); one run gives no bar."""
+    rows = []
+    short = short_labels(comparison)
+    for side in comparison.sides:
+        for key in keys:
+            st = side.stats(key)
+            if st["mean"] is None:
+                continue
+            lo, hi = st["min"], st["max"]
+            if error == "ci":
+                ci = side.mean_ci(key, comparison.confidence)
+                lo, hi = ci if ci else (st["mean"], st["mean"])
+            metric = METRIC_BY_KEY[key]
+            rows.append(
+                {
+                    "side": short[side.label],
+                    "metric": key,
+                    "label": metric.label,
+                    "unit": metric.unit,
+                    "mean": st["mean"],
+                    "low": lo,
+                    "high": hi,
+                    "runs": st["n"],
+                }
+            )
+    return pd.DataFrame(
+        rows, columns=["side", "metric", "label", "unit", "mean", "low", "high", "runs"]
+    )
+
+
+def run_points(comparison: Comparison, keys: Iterable[str]) -> pd.DataFrame:
+    """Every measured run's value, one row per (side, metric, run): the dots over the bars."""
+    rows = []
+    short = short_labels(comparison)
+    for side in comparison.sides:
+        for key in keys:
+            for rid, v in (side.per_run.get(key) or {}).items():
+                if v is not None:
+                    rows.append({"side": short[side.label], "metric": key, "run": rid, "value": v})
+    return pd.DataFrame(rows, columns=["side", "metric", "run", "value"])

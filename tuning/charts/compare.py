@@ -1,0 +1,206 @@
+"""Charts of a comparison's sides: bars with error bars and run dots, latency percentiles, the
+knee (metric vs a numeric value) and the per-request latency CDFs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from tuning.charts.common import (
+    CI_NOTE,
+    number,
+    run_points,
+    short_labels,
+    side_frame,
+    side_order,
+    tooltip,
+)
+from tuning.compare.catalog import LATENCIES, METRIC_BY_KEY, STATS
+from tuning.compare.comparison import Comparison
+
+CDF_POINTS = 101
+_MEAN_TIPS = (tooltip("side:N"), tooltip("mean:Q", ",.2f"))
+_RANGE_TIPS = (tooltip("low:Q", ",.2f"), tooltip("high:Q", ",.2f"), tooltip("runs:Q"))
+
+
+def _error_bars(frame: pd.DataFrame, x: alt.X, y_title: str) -> alt.Chart:
+    return (
+        alt.Chart(frame)
+        .mark_errorbar(ticks=True)
+        .encode(x=x, y=alt.Y("low:Q", title=y_title), y2=alt.Y2("high"))
+    )
+
+
+def bar_chart(
+    comparison: Comparison, key: str, error: str = "ci", title: str | None = None
+) -> alt.TopLevelMixin:
+    """Mean per side with its error bar and every run as a dot: the spread is part of the answer."""
+    metric = METRIC_BY_KEY[key]
+    frame = side_frame(comparison, [key], error)
+    order = side_order(comparison)
+    y_title = f"{metric.label} ({metric.unit})"
+    x = alt.X("side:N", sort=order, title=comparison.param or "side", axis=alt.Axis(labelAngle=0))
+    bars = (
+        alt.Chart(frame)
+        .mark_bar(opacity=0.8)
+        .encode(
+            x=x,
+            y=alt.Y("mean:Q", title=y_title),
+            color=alt.Color("side:N", sort=order, legend=None),
+            tooltip=[*_MEAN_TIPS, *_RANGE_TIPS],
+        )
+    )
+    points = (
+        alt.Chart(run_points(comparison, [key]))
+        .mark_circle(size=30, color="black", opacity=0.6)
+        .encode(x=x, y=alt.Y("value:Q"), tooltip=[tooltip("run:N"), tooltip("value:Q", ",.2f")])
+    )
+    what = CI_NOTE if error == "ci" else "min–max of the runs"
+    return alt.layer(bars, _error_bars(frame, x, y_title), points).properties(
+        width=max(160, 70 * len(order)),
+        height=260,
+        title=alt.TitleParams(
+            title or metric.label, subtitle=f"bars: mean; whiskers: {what}; dots: runs"
+        ),
+    )
+
+
+def throughput_chart(comparison: Comparison, error: str = "ci") -> alt.TopLevelMixin:
+    return bar_chart(comparison, "output_throughput", error, "Output throughput (tok/s)")
+
+
+def latency_chart(
+    comparison: Comparison, error: str = "ci", latencies: Sequence[str] = LATENCIES
+) -> alt.FacetChart:
+    """Mean, p50 and p99 of each latency, side by side per value, one panel per latency."""
+    keys = [f"{stat}_{lat}_ms" for lat in latencies for stat in STATS]
+    frame = side_frame(comparison, [k for k in keys if k in METRIC_BY_KEY], error)
+    frame["latency"] = frame["metric"].str.split("_").str[1].str.upper()
+    frame["stat"] = frame["metric"].str.split("_").str[0].map(STATS)
+    order = side_order(comparison)
+    base = alt.Chart().encode(
+        x=alt.X("stat:N", sort=list(STATS.values()), title=None, axis=alt.Axis(labelAngle=0)),
+        xOffset=alt.XOffset("side:N", sort=order),
+        color=alt.Color("side:N", sort=order, title=comparison.param or "side"),
+    )
+    bars = base.mark_bar().encode(
+        y=alt.Y("mean:Q", title="ms"),
+        tooltip=[_MEAN_TIPS[0], tooltip("latency:N"), tooltip("stat:N"), *_MEAN_TIPS[1:]]
+        + list(_RANGE_TIPS),
+    )
+    rules = base.mark_rule().encode(
+        y=alt.Y("low:Q"), y2=alt.Y2("high"), color=alt.ColorValue("black")
+    )
+    return (
+        alt.layer(bars, rules, data=frame)
+        .properties(width=180, height=220)
+        .facet(column=alt.Column("latency:N", sort=[x.upper() for x in latencies], title=None))
+        .resolve_scale(y="independent")
+        .properties(
+            title=alt.TitleParams(
+                "Latency per value (ms)",
+                subtitle="TTFT, TPOT = (E2EL − TTFT)/(output tokens − 1), ITL, "
+                f"E2EL; whiskers: {CI_NOTE} over runs",
+            )
+        )
+    )
+
+
+def knee_chart(
+    comparison: Comparison,
+    keys: Sequence[str] = ("output_throughput", "p99_ttft_ms"),
+    error: str = "ci",
+) -> alt.HConcatChart:
+    """For a numeric parameter: each metric's mean vs the value (line + points + error bars),
+    where the curve flattens or turns is the knee."""
+    short = short_labels(comparison)
+    values = {short[s.label]: s.value for s in comparison.sides}
+    charts = []
+    for key in (k for k in keys if k in METRIC_BY_KEY):
+        frame = side_frame(comparison, [key], error)
+        if frame.empty:
+            continue
+        frame["x"] = frame["side"].map(lambda s: number(values.get(s)))
+        frame = frame.dropna(subset=["x"])
+        metric = METRIC_BY_KEY[key]
+        x = alt.X("x:Q", title=comparison.param or "value", scale=alt.Scale(zero=False))
+        y_title = f"{metric.label} ({metric.unit})"
+        line = (
+            alt.Chart(frame)
+            .mark_line(point=True)
+            .encode(
+                x=x,
+                y=alt.Y("mean:Q", title=y_title),
+                tooltip=[*_MEAN_TIPS, tooltip("runs:Q")],
+            )
+        )
+        charts.append(
+            alt.layer(line, _error_bars(frame, x, y_title)).properties(
+                width=300, height=220, title=f"{metric.label} vs value"
+            )
+        )
+    if not charts:
+        charts.append(alt.Chart(pd.DataFrame({"x": []})).mark_point())
+    return alt.hconcat(*charts).properties(
+        title=alt.TitleParams(
+            f"Where it bends: metric vs {comparison.param or 'value'}",
+            subtitle=f"mean over runs; whiskers: {CI_NOTE}",
+        )
+    )
+
+
+def cdf_frame(
+    samples: Mapping[str, Mapping[str, np.ndarray]], points: int = CDF_POINTS
+) -> pd.DataFrame:
+    """{side: {metric: values_ms}} -> the empirical CDF at `points` fixed quantiles per line,
+    pooled over the side's runs (the per-request shape, not a verdict)."""
+    qs = np.linspace(0.0, 1.0, points)
+    rows = []
+    for side, by_metric in samples.items():
+        for metric, values in by_metric.items():
+            vals = np.asarray(values, dtype=float)
+            vals = vals[np.isfinite(vals)]
+            if vals.size == 0:
+                continue
+            for q, v in zip(qs, np.quantile(vals, qs), strict=True):
+                rows.append(
+                    {
+                        "side": side,
+                        "metric": metric.upper(),
+                        "value_ms": float(v),
+                        "quantile": float(q),
+                    }
+                )
+    return pd.DataFrame(rows, columns=["side", "metric", "value_ms", "quantile"])
+
+
+def cdf_chart(frame: pd.DataFrame, order: Sequence[str] | None = None) -> alt.FacetChart:
+    """Latency CDFs overlaid per side, one panel per metric (independent x)."""
+    order = list(order or dict.fromkeys(frame["side"]))
+    metrics_order = [x for x in ("TTFT", "TPOT", "ITL", "E2EL") if x in set(frame["metric"])]
+    return (
+        alt.Chart(frame)
+        .mark_line(interpolate="step-after")
+        .encode(
+            x=alt.X("value_ms:Q", title="ms"),
+            y=alt.Y("quantile:Q", title="share of requests ≤ x", axis=alt.Axis(format="%")),
+            color=alt.Color("side:N", sort=order, title="side"),
+            tooltip=[
+                tooltip("side:N"),
+                tooltip("metric:N"),
+                tooltip("value_ms:Q", ",.2f"),
+                tooltip("quantile:Q", ".0%"),
+            ],
+        )
+        .properties(width=220, height=200)
+        .facet(column=alt.Column("metric:N", sort=metrics_order, title=None))
+        .resolve_scale(x="independent")
+        .properties(
+            title=alt.TitleParams(
+                "Latency CDF per request", subtitle="pooled over each side's runs (sampled rows)"
+            )
+        )
+    )

@@ -1,0 +1,82 @@
+"""The metric catalogue: every number a comparison judges, its unit, which way is better and how
+it is computed (vLLM's definitions), so the table, the charts, the exports and the report agree."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from tuning.params import PARAMS
+
+Direction = Literal["lower", "higher"]
+
+# Registry name of each workload parameter -> Workload field name.
+WORKLOAD_PARAMS: dict[str, str] = {
+    name: name.replace("-", "_") for name, p in PARAMS.items() if p.kind == "workload"
+}
+# Workload fields that are not a tunable parameter and not part of what makes a workload different.
+WORKLOAD_IGNORED = frozenset({"request_timeout_s"})
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One row of the comparison table; `better` says which way is an improvement."""
+
+    key: str
+    label: str
+    unit: str
+    better: Direction
+    formula: str
+    group: str
+
+    @property
+    def definition(self) -> str:
+        """'label (unit, lower is better): formula', as the page and the report list it."""
+        return f"{self.label} ({self.unit}, {self.better} is better): {self.formula}"
+
+
+_LAT_FORMULA = {
+    "ttft": "TTFT = first token's arrival − request start, per request",
+    "tpot": "TPOT = (E2EL − TTFT) / (output tokens − 1), per request with > 1 output token",
+    "itl": "ITL = every gap between consecutive streamed chunks, pooled over requests",
+    "e2el": "E2EL = last token's arrival − request start, per request",
+}
+LATENCIES = tuple(_LAT_FORMULA)
+# Latency statistic -> how a label names it.
+STATS: dict[str, str] = {"mean": "mean", "median": "p50", "p99": "p99"}
+_DURATION = "(first dispatch → last completion)"
+_GOODPUT = "requests meeting every SLO / duration (vLLM's goodput; TPOT 0 for 1-token outputs)"
+_KV_USAGE = "max of vLLM's kv_cache_usage_perc during the load (0–1; lower = more headroom)"
+
+# key, label, unit, better, formula, group: a data table, one metric a line.
+# fmt: off
+_TABLE: tuple[tuple[str, str, str, Direction, str, str], ...] = (
+    ("output_throughput", "output throughput", "tok/s", "higher",
+     f"successful output tokens / {_DURATION}", "throughput"),
+    ("request_throughput", "request throughput", "req/s", "higher",
+     f"completed requests / {_DURATION}", "throughput"),
+    ("request_goodput", "goodput", "req/s", "higher", _GOODPUT, "throughput"),
+    *(
+        (f"{stat}_{lat}_ms", f"{STATS[stat]} {lat.upper()}", "ms", "lower",
+         f"{_LAT_FORMULA[lat]}; {STATS[stat]} over the run", "latency")
+        for lat in LATENCIES
+        for stat in STATS
+    ),
+    ("peak_gpu_tree_bytes", "peak GPU memory (server tree)", "bytes", "lower",
+     "max over samples of device memory held by the server's processes", "memory"),
+    ("peak_tree_rss_bytes", "peak RSS (server tree)", "bytes", "lower",
+     "max over samples of the resident memory of the server's process tree", "memory"),
+    ("peak_kv_cache_usage_perc", "peak KV-cache usage", "fraction", "lower", _KV_USAGE, "memory"),
+    ("kv_cache_tokens", "KV capacity", "tokens", "higher",
+     "tokens the KV cache holds, from vLLM's startup log", "memory"),
+    ("preemptions", "preemptions", "count", "lower",
+     "increase of vllm:num_preemptions_total during the load", "health"),
+    ("time_to_healthy_s", "time to healthy", "s", "lower",
+     "server start → first successful GET /health", "health"),
+    ("failed", "failed requests", "count", "lower",
+     "requests that errored, timed out or ended early", "health"),
+)
+# fmt: on
+
+METRICS: tuple[Metric, ...] = tuple(Metric(*row) for row in _TABLE)
+METRIC_BY_KEY: dict[str, Metric] = {x.key: x for x in METRICS}

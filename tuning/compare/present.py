@@ -1,0 +1,211 @@
+"""How numbers and verdicts read, written once for the Compare page, the CLI and the HTML report.
+
+One formatter by unit (`fmt`), the verdict words (`VERDICT_LABEL`), the sentence that states the
+verdict rule (built from the constants the rule uses, so it cannot drift from them), the
+comparability, noise and failure notes, and the cells of the side-by-side table. The callers only
+decide how to draw: a Streamlit dataframe, an aligned text table, an HTML table.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from tuning.compare.catalog import Metric
+from tuning.compare.comparison import Comparison
+from tuning.compare.stats import (
+    CONFIDENCE,
+    MIN_EFFECT,
+    MIN_RUNS,
+    RESAMPLES,
+    Change,
+    VerdictName,
+    noise_floor,
+)
+
+NONE = "—"
+VERDICT_LABEL: dict[VerdictName, str] = {
+    "better": "▲ better",
+    "worse": "▼ worse",
+    "no clear difference": "≈ no clear difference",
+    "inconclusive": "? inconclusive",
+}
+CLEAR: frozenset[str] = frozenset({"better", "worse"})
+# Metrics whose run-to-run spread the noise note reports.
+NOISE_METRICS = ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")
+_BYTE_UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+
+Tone = Literal["", "muted", "better", "worse", "faint-better", "faint-worse"]
+Mark = Callable[[str], str]
+
+
+def _plain(text: str) -> str:
+    return text
+
+
+def fmt(value: Any, unit: str = "", *, spec: str | None = None, none: str = NONE) -> str:
+    """A number in its unit: bytes in binary units, fractions in %, counts and tokens whole,
+    anything else with a precision that suits its size; `spec` ('{:.1f}') overrides the number's
+    format. Missing or non-finite -> `none`; text is shown as it is."""
+    if value is None or isinstance(value, float) and not math.isfinite(value):
+        return none
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if unit == "bytes":
+        name, scale = next(((n, s) for n, s in _BYTE_UNITS if abs(value) >= s), ("B", 1))
+        return f"{value / scale:,.2f} {name}" if scale > 1 else f"{value:,.0f} B"
+    if unit == "fraction":
+        return f"{value * 100:,.1f} %"
+    if spec is not None:
+        text = spec.format(value)
+    elif unit in ("count", "tokens"):
+        return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
+    else:
+        text = f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.2f}"
+    return f"{text} {unit}" if unit else text
+
+
+def pct_text(fraction: float | None) -> str:
+    """A relative change as a signed percentage: 0.102 -> '+10.2 %'."""
+    return NONE if fraction is None else f"{fraction * 100:+.1f} %"
+
+
+def ci_text(change: Change | None, confidence: float = CONFIDENCE) -> str:
+    """'95 % CI +8.1 … +12.3 %', or '' when there is no interval."""
+    if change is None or change.rel_low is None or change.rel_high is None:
+        return ""
+    return (
+        f"{confidence * 100:.0f} % CI {change.rel_low * 100:+.1f} … {change.rel_high * 100:+.1f} %"
+    )
+
+
+def verdict_text(change: Change | None, confidence: float = CONFIDENCE) -> str:
+    """'▼ worse (95 % CI +8.1 … +12.3 %)', or the label with the reason there is no interval."""
+    if change is None:
+        return ""
+    detail = ci_text(change, confidence) or change.note
+    return VERDICT_LABEL[change.verdict] + (f" ({detail})" if detail else "")
+
+
+def tone(metric: Metric, change: Change | None) -> Tone:
+    """Green for the better direction, red for the worse; faint unless the verdict is clear."""
+    if change is None or not change.rel_change:
+        return "muted"
+    good = (change.rel_change > 0) == (metric.better == "higher")
+    if change.verdict in CLEAR:
+        return "better" if good else "worse"
+    return "faint-better" if good else "faint-worse"
+
+
+def verdict_rule(mark: Mark = _plain, confidence: float = CONFIDENCE) -> str:
+    """The rule in one sentence, from the constants it uses; `mark` emphasises verdict names."""
+    return (
+        f"Verdict: {confidence * 100:.0f} % CI of the change of the mean, the wider of a "
+        f"bootstrap over runs ({RESAMPLES} resamples) and Welch's t-interval; fewer than "
+        f"{MIN_RUNS} measured runs on a side is {mark('inconclusive')}; a change under "
+        f"{MIN_EFFECT * 100:g} % or a CI that includes 0 is {mark('no clear difference')}."
+    )
+
+
+def comparability_text(comparison: Comparison, mark: Mark = _plain) -> str:
+    """Either 'All N runs are comparable: ...' or how many runs were left out and why."""
+    n = comparison.run_count
+    excluded = comparison.excluded
+    if excluded:
+        return (
+            f"{len(excluded)} run(s) left out: not comparable with baseline run "
+            f"{excluded[0].baseline_id}. {n} run(s) compared."
+        )
+    what = f" — parameter {mark(comparison.param)}" if comparison.param else ""
+    return (
+        f"All {n} runs are comparable: same workload fingerprint, model, engine and vLLM "
+        f"version, hardware; exactly one parameter differs{what}."
+    )
+
+
+def failed_text(comparison: Comparison) -> str | None:
+    """The runs that produced no measurement (kept as results), in one line."""
+    failed = [(s.label, f) for s in comparison.sides for f in s.failed]
+    if not failed:
+        return None
+    return "Runs without a measurement (kept as results): " + "; ".join(
+        f"run {f['run_id']} ({label}): {f['status']}" + (f" [{f['kind']}]" if f.get("kind") else "")
+        for label, f in failed
+    )
+
+
+def noise_text(comparison: Comparison) -> str | None:
+    """The baseline's run-to-run spread (A/A) and the smallest change it lets a verdict resolve."""
+    floors = [(k, noise_floor(comparison.baseline.values.get(k) or [])) for k in NOISE_METRICS]
+    parts = [
+        f"{k}: run-to-run CV {x.cv * 100:.1f} %, smallest resolvable change "
+        f"≈ {x.min_detectable * 100:.1f} %"
+        for k, x in floors
+        if x.cv is not None and x.min_detectable is not None
+    ]
+    if not parts:
+        return None
+    return f"Noise floor from the baseline's {floors[0][1].n} repeats (A/A): " + ", ".join(parts)
+
+
+def slo_text(slo_ms: dict[str, float]) -> str | None:
+    if not slo_ms:
+        return None
+    return "Goodput SLOs: " + ", ".join(f"{k} ≤ {v:g} ms" for k, v in slo_ms.items())
+
+
+# --------------------------------------------------------------------------------------------
+# The side-by-side table
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cell:
+    text: str
+    tone: Tone = ""
+    numeric: bool = False
+    title: str = ""
+
+
+def table_columns(comparison: Comparison) -> list[str]:
+    """metric, better, the baseline, then value, Δ and verdict of each candidate."""
+    cols = ["metric", "better", f"baseline: {comparison.baseline.label}"]
+    for side in comparison.candidates:
+        cols += [side.label, f"Δ {side.label}", f"verdict {side.label}"]
+    return cols
+
+
+def table_rows(comparison: Comparison) -> list[list[Cell]]:
+    """Rows of `table_columns`: the run counts first, then one row per metric (side means)."""
+    base = comparison.baseline
+
+    def runs(side: Any) -> Cell:
+        return Cell(f"{len(side.measured_ids)} / {len(side.run_ids)}", "muted", True)
+
+    rows = [
+        [Cell("runs (measured / total)", "muted"), Cell("", "muted"), runs(base)]
+        + [
+            c
+            for s in comparison.candidates
+            for c in (runs(s), Cell("", "muted"), Cell("", "muted"))
+        ]
+    ]
+    for metric in comparison.metrics:
+        row = [
+            Cell(f"{metric.label} ({metric.unit})", title=metric.formula),
+            Cell("↑ higher" if metric.better == "higher" else "↓ lower", "muted"),
+            Cell(fmt(base.stats(metric.key)["mean"], metric.unit), numeric=True),
+        ]
+        for side in comparison.candidates:
+            change = comparison.changes.get((side.label, metric.key))
+            shade = tone(metric, change)
+            clear = change is not None and change.verdict in CLEAR
+            row += [
+                Cell(fmt(side.stats(metric.key)["mean"], metric.unit), numeric=True),
+                Cell(pct_text(change.rel_change if change else None), shade, True),
+                Cell(verdict_text(change, comparison.confidence), shade if clear else "muted"),
+            ]
+        rows.append(row)
+    return rows
