@@ -36,7 +36,7 @@ from store.bundle import (
     verify_bundle,
 )
 from store.bundle.format import DATA_NAME, FORMAT_VERSION, LOCAL_ONLY, MANIFEST_NAME
-from tuning.cli import share as cli_share
+from tuning.cli.main import main as cli_main
 from tuning.metrics import summarize
 from tuning.params import PARAMS
 
@@ -943,7 +943,7 @@ def test_cli_export_and_import(
     source: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "cli.bundle.zip"
-    rc = cli_share.main(
+    rc = cli_main(
         [
             "export",
             "--db",
@@ -958,20 +958,19 @@ def test_cli_export_and_import(
     assert rc == 0, capsys.readouterr().err
     assert "2 experiment(s), 7 run(s)" in capsys.readouterr().out
     fresh = tmp_path / "fresh.db"
-    assert cli_share.main(["import", "--db", str(fresh), str(out), "--json"]) == 0
+    assert cli_main(["import", "--db", str(fresh), str(out), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert len(data["runs_added"]) == 7 and data["origin"].startswith("bundle:")
-    assert cli_share.main(["import", "--db", str(fresh), str(out)]) == 0
+    assert cli_main(["import", "--db", str(fresh), str(out)]) == 0
     assert "0 run(s) and 0 experiment(s) added" in capsys.readouterr().out
     broken = tmp_path / "broken.bundle.zip"
     broken.write_bytes(out.read_bytes()[:100])
     before = db_fingerprint(fresh)
-    assert cli_share.main(["import", "--db", str(fresh), str(broken)]) == 2
+    assert cli_main(["import", "--db", str(fresh), str(broken)]) == 2
     assert "refused:" in capsys.readouterr().err
     assert db_fingerprint(fresh) == before
     assert (
-        cli_share.main(["export", "--db", str(source["path"]), "--out", str(tmp_path / "none.zip")])
-        == 2
+        cli_main(["export", "--db", str(source["path"]), "--out", str(tmp_path / "none.zip")]) == 2
     )
 
 
@@ -1065,7 +1064,7 @@ def test_api_key_canary_reaches_no_db_bundle_report_log_or_argv(
             ],
         ):
             step = subprocess.run(
-                [sys.executable, "-m", "tuning.cli.share", *args, "--db", str(db_path)],
+                [sys.executable, "-m", "tuning", *args, "--db", str(db_path)],
                 cwd=REPO,
                 env=env,
                 capture_output=True,

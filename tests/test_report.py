@@ -14,8 +14,8 @@ from core.redact import REDACTED
 from store import open_db, queries, repo
 from store.bundle import export_bundle, import_bundle
 from tests.test_bundle import SECRETS, seed_lab
-from tuning.charts import build as ch
-from tuning.cli import share as cli_share
+from tuning.charts import kinds as ch
+from tuning.cli.main import main as cli_main
 from tuning.output.export import network_references
 from tuning.output.report import (
     CSP,
@@ -55,7 +55,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def full_report(lab: dict[str, Any]) -> str:
     """The whole report with every chart kind (rendered once for the module: a few seconds)."""
-    return build_report(lab["path"], experiment_id=lab["experiment_id"])
+    return build_report(lab["path"], experiment_ids=[lab["experiment_id"]])
 
 
 def test_report_has_every_part_and_every_chart(full_report: str) -> None:
@@ -125,7 +125,7 @@ def test_text_from_the_db_is_escaped(tmp_path: Path) -> None:
         if run["status"] == "failed":
             repo.update_run(db, rid, failure_reason=evil, log_tail=evil)
     db.conn.close()
-    page = build_report(path, experiment_id=info["experiment_id"], kinds=("throughput",))
+    page = build_report(path, experiment_ids=[info["experiment_id"]], kinds=("throughput",))
     assert [t for t, _ in tags(page) if t in ("script", "img")] == []
     assert "&lt;script&gt;" in page
     assert page.count("<svg") == 1
@@ -179,7 +179,7 @@ def test_write_report_and_cli(
     assert not list(out.parent.glob(".*partial"))
     target = tmp_path / "cli.html"
     assert (
-        cli_share.main(
+        cli_main(
             [
                 "report",
                 "--db",
@@ -195,7 +195,7 @@ def test_write_report_and_cli(
     assert target.exists() and "<svg" in target.read_text()
     capsys.readouterr()
     assert (
-        cli_share.main(
+        cli_main(
             [
                 "report",
                 "--db",
@@ -209,12 +209,9 @@ def test_write_report_and_cli(
         == 2
     )
     assert "no experiment 999" in capsys.readouterr().err
+    assert cli_main(["report", "--db", str(lab["path"]), "--out", str(tmp_path / "x.html")]) == 2
     assert (
-        cli_share.main(["report", "--db", str(lab["path"]), "--out", str(tmp_path / "x.html")]) == 2
-    )
-    assert (
-        cli_share.main(["report", "--db", str(lab["path"]), "1", "--out", str(tmp_path / "x.png")])
-        == 2
+        cli_main(["report", "--db", str(lab["path"]), "1", "--out", str(tmp_path / "x.png")]) == 2
     )
     with pytest.raises(ReportError, match="no run 4242"):
         build_report(lab["path"], run_ids=[4242])

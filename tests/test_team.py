@@ -16,7 +16,7 @@ from store import open_db, queries
 from store.bundle import SUFFIX, export_bundle
 from store.team import TeamError, bundle_file_name, import_new, list_team, publish, team_folder_path
 from tests.test_bundle import db_fingerprint, seed_lab, table_rows
-from tuning.cli import share as cli_share
+from tuning.cli.main import main as cli_main
 from tuning.compare.comparison import build_comparison
 
 
@@ -168,7 +168,7 @@ def test_cli_publish_and_team(
     monkeypatch.setenv("TUNING_LAB_AUTHOR", "bob")
     monkeypatch.setenv("TUNING_LAB_HOST_NAME", "box-b")
     assert (
-        cli_share.main(
+        cli_main(
             [
                 "publish",
                 "--db",
@@ -181,15 +181,15 @@ def test_cli_publish_and_team(
     )
     out = capsys.readouterr().out
     assert out.startswith("published ") and "bob-box_b-" in out
-    assert cli_share.main(["team", "--db", str(team["ada"]), "--json"]) == 0
+    assert cli_main(["team", "--db", str(team["ada"]), "--json"]) == 0
     (entry,) = json.loads(capsys.readouterr().out)
     assert entry["state"] == "new" and entry["author"] == "bob" and entry["counts"]["runs"] == 4
-    assert cli_share.main(["team", "--db", str(team["ada"]), "--import-new"]) == 0
+    assert cli_main(["team", "--db", str(team["ada"]), "--import-new"]) == 0
     assert "4 run(s) and 1 experiment(s) added from bob@box-b" in capsys.readouterr().out
-    assert cli_share.main(["team", "--db", str(team["ada"])]) == 0
+    assert cli_main(["team", "--db", str(team["ada"])]) == 0
     assert "imported" in capsys.readouterr().out
     monkeypatch.setenv("TUNING_LAB_TEAM_FOLDER", str(team["folder"] / "missing"))
-    assert cli_share.main(["team", "--db", str(team["ada"])]) == 2
+    assert cli_main(["team", "--db", str(team["ada"])]) == 2
     assert "does not exist" in capsys.readouterr().err
 
 

@@ -17,9 +17,10 @@ import pandas as pd
 import streamlit as st
 
 from core.status import is_active
-from store import open_db, queries
+from store import connect, queries
 from store.bundle import SUFFIX, BundleError, export_bundle, import_bundle
 from store.team import TeamError, bundle_file_name, import_new, list_team, publish
+from tuning.output.report import build_report, report_file_name
 from tuning.settings import load_settings
 
 FLASH_KEY = "share_flash"
@@ -27,6 +28,12 @@ FLASH_KEY = "share_flash"
 
 def _flash(kind: str, text: str) -> None:
     st.session_state[FLASH_KEY] = (kind, text)
+
+
+def _who() -> dict[str, str]:
+    """Who shares, as a bundle records it: the author and host settings (or the system's)."""
+    settings = load_settings()
+    return {"author": settings.resolved_author(), "host": settings.resolved_host()}
 
 
 def _bundle_bytes(
@@ -37,15 +44,7 @@ def _bundle_bytes(
     def make() -> bytes:
         with tempfile.TemporaryDirectory(prefix="share-") as tmp:
             out = Path(tmp) / f"bundle{SUFFIX}"
-            settings = load_settings()
-            export_bundle(
-                db_path,
-                out,
-                author=settings.resolved_author(),
-                host=settings.resolved_host(),
-                run_ids=run_ids,
-                experiment_ids=exp_ids,
-            )
+            export_bundle(db_path, out, **_who(), run_ids=run_ids, experiment_ids=exp_ids)
             return out.read_bytes()
 
     return make
@@ -54,38 +53,17 @@ def _bundle_bytes(
 def _report_bytes(
     db_path: Path, run_ids: Sequence[int], exp_ids: Sequence[int]
 ) -> Callable[[], bytes]:
-    def make() -> bytes:
-        from tuning.output.report import build_report
+    """Deferred like the bundle: the report is built only when its button is clicked."""
 
-        if len(exp_ids) == 1 and not run_ids:
-            return build_report(db_path, experiment_id=exp_ids[0]).encode("utf-8")
-        conn = open_db(db_path, readonly=True)
-        try:
-            ids = list(run_ids)
-            for eid in exp_ids:
-                ids += [
-                    int(r["id"])
-                    for r in queries.list_runs(conn, eid, include_hidden=True)
-                    if int(r["id"]) not in ids
-                ]
-        finally:
-            conn.conn.close()
-        return build_report(db_path, run_ids=ids).encode("utf-8")
+    def make() -> bytes:
+        return build_report(db_path, run_ids=run_ids, experiment_ids=exp_ids).encode("utf-8")
 
     return make
 
 
 def _publish(db_path: Path, folder: str, run_ids: list[int], exp_ids: list[int]) -> None:
     try:
-        settings = load_settings()
-        path = publish(
-            db_path,
-            folder,
-            author=settings.resolved_author(),
-            host=settings.resolved_host(),
-            run_ids=run_ids,
-            experiment_ids=exp_ids,
-        )
+        path = publish(db_path, folder, **_who(), run_ids=run_ids, experiment_ids=exp_ids)
     except (BundleError, TeamError) as exc:
         _flash("error", f"not published: {exc}")
         return
@@ -131,25 +109,24 @@ def _selection(conn: Any) -> tuple[list[int], list[int]]:
         if not is_active(e.get("status"))
     ]
     runs = [r for r in queries.history_rows(conn) if not is_active(r.get("status"))]
-    by_exp = {int(e["id"]): e for e in exps}
-    by_run = {int(r["id"]): r for r in runs}
+    exp_label = {
+        int(e["id"]): f"experiment {e['id']}: {e.get('name')} ({e.get('author') or '?'})"
+        for e in exps
+    }
+    run_label = {
+        int(r["id"]): f"run {r['id']} · {r.get('param')} = {r.get('value')} · "
+        f"{r.get('status')} · {r.get('author') or '?'}"
+        for r in runs
+    }
     c1, c2 = st.columns(2)
     exp_ids = c1.multiselect(
         "Experiments (all their runs)",
-        list(by_exp),
+        list(exp_label),
+        format_func=exp_label.__getitem__,
         key="share_experiments",
-        format_func=lambda i: (
-            f"experiment {i}: {by_exp[i].get('name')} ({by_exp[i].get('author') or '?'})"
-        ),
     )
     run_ids = c2.multiselect(
-        "Runs",
-        list(by_run),
-        key="share_runs",
-        format_func=lambda i: (
-            f"run {i} · {by_run[i].get('param')} = {by_run[i].get('value')} · "
-            f"{by_run[i].get('status')} · {by_run[i].get('author') or '?'}"
-        ),
+        "Runs", list(run_label), format_func=run_label.__getitem__, key="share_runs"
     )
     return [int(i) for i in run_ids], [int(i) for i in exp_ids]
 
@@ -216,11 +193,8 @@ def render_sharing(db_path: Path) -> None:
             st.info("No runs yet: nothing to share.")
             _team_section(path, folder)
             return
-        conn = open_db(path, readonly=True)
-        try:
+        with connect(path, readonly=True) as conn:
             run_ids, exp_ids = _selection(conn)
-        finally:
-            conn.conn.close()
         chosen = bool(run_ids or exp_ids)
         author, host = settings.resolved_author(), settings.resolved_host()
         c1, c2, c3 = st.columns(3)
@@ -235,8 +209,6 @@ def render_sharing(db_path: Path) -> None:
             help="One file with configuration, workload, summaries, request "
             "rows, samples and log excerpts; secrets scrubbed.",
         )
-        from tuning.output.report import report_file_name
-
         c2.download_button(
             "Report (HTML)",
             data=_report_bytes(path, run_ids, exp_ids),

@@ -98,7 +98,7 @@ def check_round_trip(lab: dict[str, Any], tmp_path: Path) -> None:
                 assert again[key] == pytest.approx(run["summary"][key]), key
     db.conn.close()
     page = build_report(
-        fresh, experiment_id=result.experiments_added[0], kinds=("throughput", "memory")
+        fresh, experiment_ids=[result.experiments_added[0]], kinds=("throughput", "memory")
     )
     assert page.count("<svg") >= 1 and "origin" in page
     dump = table_rows(fresh, "runs")

@@ -14,31 +14,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tuning.settings import default_db_path
+from tuning.cli.args import add_db, add_selection, db_path, refused
+
+if TYPE_CHECKING:
+    from tuning.cli.args import Subparsers
 
 COMMANDS = ("export", "import", "report", "publish", "team")
-
-
-def _db(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--db", type=Path, default=None, help=f"the lab's SQLite file (default {default_db_path()})"
-    )
-
-
-def _selection(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_ids", nargs="*", type=int, metavar="RUN_ID", help="runs to include")
-    p.add_argument(
-        "--experiment",
-        type=int,
-        action="append",
-        default=None,
-        metavar="ID",
-        help="every run of this experiment (repeatable; added to RUN_IDs)",
-    )
 
 
 def _team_folder(p: argparse.ArgumentParser) -> None:
@@ -50,10 +34,10 @@ def _team_folder(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_arguments(sub: Subparsers) -> None:
     """Add export, import, report, publish and team to the CLI's subparsers."""
     exp = sub.add_parser("export", help="selected runs or experiments as one bundle file")
-    _selection(exp)
+    add_selection(exp)
     exp.add_argument(
         "--out",
         required=True,
@@ -61,15 +45,14 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
         help="the bundle to write (e.g. ada-runs.bundle.zip)",
     )
     exp.add_argument("--note", default="", help="a line for the manifest")
-    _db(exp)
     imp = sub.add_parser(
         "import", help="merge a bundle into the lab (validated first; importing twice adds nothing)"
     )
     imp.add_argument("bundle", type=Path, metavar="FILE")
     imp.add_argument("--json", action="store_true")
-    _db(imp)
+    add_db(imp)
     rep = sub.add_parser("report", help="one standalone HTML report (opens offline)")
-    _selection(rep)
+    add_selection(rep)
     rep.add_argument("--out", required=True, metavar="FILE.html")
     rep.add_argument(
         "--baseline",
@@ -80,27 +63,17 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
         help="baseline run(s) (default: the runs of the first value)",
     )
     rep.add_argument("--title", default=None)
-    _db(rep)
     pub = sub.add_parser("publish", help="write a bundle into the team folder")
-    _selection(pub)
+    add_selection(pub)
     pub.add_argument("--note", default="")
     _team_folder(pub)
-    _db(pub)
     team = sub.add_parser("team", help="teammates' bundles in the team folder")
     team.add_argument(
         "--import-new", action="store_true", help="import every bundle not imported yet"
     )
     team.add_argument("--json", action="store_true")
     _team_folder(team)
-    _db(team)
-
-
-def _path(args: argparse.Namespace) -> Path:
-    return Path(args.db) if args.db else default_db_path()
-
-
-def _ids(args: argparse.Namespace) -> tuple[list[int], list[int]]:
-    return list(args.run_ids or []), list(args.experiment or [])
+    add_db(team)
 
 
 def _folder(args: argparse.Namespace) -> str:
@@ -111,29 +84,27 @@ def _folder(args: argparse.Namespace) -> str:
     return load_settings().team_folder
 
 
-def _refused(message: str) -> int:
-    print(f"refused: {message}", file=sys.stderr)
-    return 2
+def _bundle_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """What `export` and `publish` put in a bundle: the runs named, who shares them, the note."""
+    from tuning.settings import load_settings
+
+    settings = load_settings()
+    return {
+        "author": settings.resolved_author(),
+        "host": settings.resolved_host(),
+        "run_ids": list(args.run_ids or []),
+        "experiment_ids": list(args.experiment or []),
+        "note": args.note,
+    }
 
 
 def _export(args: argparse.Namespace) -> int:
     from store.bundle import BundleError, export_bundle
-    from tuning.settings import load_settings
 
-    runs, exps = _ids(args)
-    settings = load_settings()
     try:
-        m = export_bundle(
-            _path(args),
-            args.out,
-            author=settings.resolved_author(),
-            host=settings.resolved_host(),
-            run_ids=runs,
-            experiment_ids=exps,
-            note=args.note,
-        )
+        m = export_bundle(db_path(args), args.out, **_bundle_kwargs(args))
     except BundleError as exc:
-        return _refused(str(exc))
+        return refused(str(exc))
     c = m.counts
     print(
         f"wrote {args.out}: {c['experiments']} experiment(s), {c['runs']} run(s), "
@@ -146,9 +117,9 @@ def _import(args: argparse.Namespace) -> int:
     from store.bundle import BundleError, import_bundle
 
     try:
-        result = import_bundle(_path(args), args.bundle)
+        result = import_bundle(db_path(args), args.bundle)
     except BundleError as exc:
-        return _refused(f"{args.bundle}: {exc}")
+        return refused(f"{args.bundle}: {exc}")
     if args.json:
         print(
             json.dumps(
@@ -171,22 +142,19 @@ def _import(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from tuning.output.report import ReportError, write_report
 
-    runs, exps = _ids(args)
-    if len(exps) > 1:
-        return _refused("a report covers one experiment (add other runs as RUN_IDs)")
     if not str(args.out).lower().endswith((".html", ".htm")):
-        return _refused(f"--out must end in .html, got {args.out!r}")
+        return refused(f"--out must end in .html, got {args.out!r}")
     try:
         out = write_report(
-            _path(args),
+            db_path(args),
             args.out,
-            run_ids=runs,
-            experiment_id=exps[0] if exps else None,
-            baseline_ids=args.baseline,
+            run_ids=args.run_ids or (),
+            experiment_ids=args.experiment or (),
+            baseline_ids=args.baseline or (),
             title=args.title,
         )
     except ReportError as exc:
-        return _refused(str(exc))
+        return refused(str(exc))
     print(f"wrote {out}")
     return 0
 
@@ -194,22 +162,11 @@ def _report(args: argparse.Namespace) -> int:
 def _publish(args: argparse.Namespace) -> int:
     from store.bundle import BundleError
     from store.team import TeamError, publish
-    from tuning.settings import load_settings
 
-    runs, exps = _ids(args)
-    settings = load_settings()
     try:
-        path = publish(
-            _path(args),
-            _folder(args),
-            author=settings.resolved_author(),
-            host=settings.resolved_host(),
-            run_ids=runs,
-            experiment_ids=exps,
-            note=args.note,
-        )
+        path = publish(db_path(args), _folder(args), **_bundle_kwargs(args))
     except (BundleError, TeamError) as exc:
-        return _refused(str(exc))
+        return refused(str(exc))
     print(f"published {path}")
     return 0
 
@@ -220,7 +177,7 @@ def _team(args: argparse.Namespace) -> int:
     folder = _folder(args)
     try:
         if args.import_new:
-            summary = import_new(_path(args), folder)
+            summary = import_new(db_path(args), folder)
             for item in summary.imports:
                 if item.result is not None:
                     print(f"imported {item.bundle.name}: {item.result.describe()}")
@@ -229,9 +186,9 @@ def _team(args: argparse.Namespace) -> int:
             if not summary.imports:
                 print("nothing new in the team folder")
             return 1 if summary.refused else 0
-        bundles = list_team(folder, _path(args))
+        bundles = list_team(folder, db_path(args))
     except TeamError as exc:
-        return _refused(str(exc))
+        return refused(str(exc))
     if args.json:
         print(json.dumps([_bundle_dict(b) for b in bundles], indent=2))
         return 0
@@ -275,15 +232,3 @@ def run(args: argparse.Namespace) -> int:
         "team": _team,
     }.get(args.command)
     return handler(args) if handler else 2
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Standalone entry for tests (`python -m tuning` wires add_arguments and run)."""
-    parser = argparse.ArgumentParser(prog="python -m tuning")
-    sub = parser.add_subparsers(dest="command", required=True)
-    add_arguments(sub)
-    return run(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
