@@ -43,6 +43,10 @@ def test_one_changed_byte_of_a_data_file_changes_it(tok: LocalTokenizer, tmp_pat
     assert fingerprint(after_plan) != before
     path.write_bytes(original)
     assert fingerprint(materialize(trace_spec(path), tok)) == before
+    copy = tmp_path / "elsewhere" / "copy.jsonl"  # the same bytes at another path
+    copy.parent.mkdir()
+    copy.write_bytes(original)
+    assert fingerprint(materialize(trace_spec(copy), tok)) == before
 
 
 def test_ignoring_a_swept_field(tok: LocalTokenizer) -> None:

@@ -9,18 +9,21 @@ from pathlib import Path
 
 import pytest
 
-from tuning.traffic.errors import DataError, TrafficError
-from tuning.traffic.materialize import materialize, prefix_assignment
-from tuning.traffic.request import render_messages, render_text
-from tuning.traffic.spec import (
+from tuning.traffic import (
     Arrival,
+    DataError,
     LengthDist,
     Limits,
     MultiTurn,
     SharedPrefixes,
     Source,
+    TrafficError,
     WorkloadSpec,
+    materialize,
+    render_messages,
+    render_text,
 )
+from tuning.traffic.materialize import prefix_assignment
 from tuning.workload import LocalTokenizer
 
 WORKLOADS = Path(__file__).resolve().parents[2] / "workloads"

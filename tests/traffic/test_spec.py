@@ -89,6 +89,7 @@ def test_file_sources_take_lengths_from_the_file() -> None:
     src = Source("sharegpt", "chat.json")
     spec = WorkloadSpec(source=src, input=None, output=None, num_requests=None)
     assert spec.num_requests is None
+    assert WorkloadSpec.from_dict(spec.to_dict()) == spec
     with pytest.raises(TrafficError, match="turns come from the sharegpt file"):
         WorkloadSpec(
             source=src,

@@ -1,6 +1,7 @@
 """Fingerprints: did two runs replay the same workload?
 
-`fingerprint(plan)` hashes the spec (with the data file's sha256) and the materialized request list
+`fingerprint(plan)` hashes the spec (with the data file's sha256 in place of its path, so a copy of
+the file elsewhere or on a teammate's machine matches) and the materialized request list
 (every message, length, prefix id, hash id and scheduled offset), so the same spec and data give the
 same fingerprint and one changed byte of a data file gives another, even where it does not change
 a prompt. `ignore` drops spec fields (dotted paths such as 'arrival.rate') for comparing runs of a
@@ -33,6 +34,7 @@ def spec_digest(
     """sha256 (16 hex) of the spec without the `ignore`d fields, plus the data file's digest."""
     shape = spec.to_dict()
     shape.pop("name", None)  # a label, not traffic
+    shape["source"].pop("path", None)  # where the file lies is not traffic; its bytes are
     for dotted in ignore:
         node: Any = shape
         *parents, leaf = dotted.split(".")
