@@ -8,7 +8,7 @@ from store import queries
 from tuning.compare.present import fmt
 from tuning.engine import engine_info
 from tuning.experiment.supervisor import reap_stale
-from ui.common import db, db_path
+from ui.common import db, db_path, md_code, md_escape
 
 st.set_page_config(page_title="vLLM Tuning Lab", page_icon="🧪", layout="wide")
 st.title("vLLM Tuning Lab")
@@ -23,10 +23,13 @@ active = queries.active_experiments(conn)
 if active:
     for exp in active:
         with st.container(border=True, key=f"active-{exp['id']}"):
-            st.subheader(f"Running now: experiment {exp['id']} — {exp['name']}")
+            st.subheader(f"Running now: experiment {exp['id']} — {md_escape(exp['name'])}")
             total = max(int(exp["runs_total"] or 1), 1)
             done = int(exp["runs_done"] or 0)
-            st.progress(done / total, text=f"values done {done} of {total} · phase: {exp['phase']}")
+            st.progress(
+                done / total,
+                text=f"values done {done} of {total} · phase: {md_escape(exp['phase'])}",
+            )
             st.page_link("pages/3_Live.py", label="Watch it live", icon="📈")
 else:
     st.info("No experiment is running. Start one from **New experiment**.")
@@ -52,17 +55,20 @@ with right:
     st.subheader("Engine")
     info = engine_info()
     st.markdown(
-        f"**{info['engine']}** · vLLM {info['vllm_version']} · backend `{info['backend']}`"
+        f"**{md_escape(info['engine'])}** · vLLM {md_escape(info['vllm_version'])} · backend "
+        f"{md_code(info['backend'])}"
         f" · {'installed' if info['installed'] else 'NOT installed: run `make setup`'}"
     )
-    st.caption(f"model: `{info['model_path']}` served as `{info['served_model_name']}`")
+    st.caption(
+        f"model: {md_code(info['model_path'])} served as {md_code(info['served_model_name'])}"
+    )
     runs = queries.list_runs(conn, limit=5)
     st.subheader("Latest runs")
     if runs:
         for r in runs:
             st.markdown(
-                f"- run {r['id']} · `{r['param']} = {r['value']}` · {r['status']} · "
-                f"{fmt(r.get('output_throughput'))} tok/s"
+                f"- run {r['id']} · {md_escape(r['param'])} = {md_escape(r['value'])} · "
+                f"{md_escape(r['status'])} · {fmt(r.get('output_throughput'))} tok/s"
             )
     else:
         st.caption("none yet")

@@ -7,7 +7,7 @@ import streamlit as st
 
 from core.status import Status
 from store import queries
-from ui.common import db
+from ui.common import db, md_escape
 from ui.health import health_badge, render_run_health
 
 st.set_page_config(page_title="Runs · vLLM Tuning Lab", layout="wide")
@@ -76,7 +76,10 @@ if measured:
     render_run_health(by_id[int(chosen)])
 failed = [r for r in runs if r["status"] == Status.FAILED]
 for r in failed:
-    with st.expander(f"run {r['id']} failed: {r['failure_kind']}", expanded=False):
-        st.markdown(f"**Reason:** {r['failure_reason']}\n\n**Hint:** {r['failure_hint']}")
+    with st.expander(f"run {r['id']} failed: {md_escape(r['failure_kind'])}", expanded=False):
+        st.markdown(
+            f"**Reason:** {md_escape(r['failure_reason'])}\n\n"
+            f"**Hint:** {md_escape(r['failure_hint'])}"
+        )
         if r.get("log_tail"):
             st.code(r["log_tail"][-4000:], language="text")

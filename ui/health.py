@@ -10,6 +10,7 @@ from typing import Any
 import streamlit as st
 
 from tuning.compare.present import fmt
+from ui.common import md_escape as e
 
 
 def _health(run: Mapping[str, Any]) -> dict[str, Any]:
@@ -60,7 +61,7 @@ def render_run_health(run: Mapping[str, Any]) -> None:
     h = _health(run)
     problems = health_problems(run)
     if problems:
-        st.warning("This run's numbers deserve suspicion: " + "; ".join(problems))
+        st.warning("This run's numbers deserve suspicion: " + "; ".join(map(e, problems)))
     elif h:
         st.success("Healthy run: the client kept the target concurrency, token counts agree.")
     left, right = st.columns(2)
@@ -80,38 +81,46 @@ def _load_lines(run: Mapping[str, Any], h: Mapping[str, Any]) -> list[str]:
     steady = h.get("steady_state") or {}
     tokens = h.get("tokens") or {}
     achieved = fmt(h.get("achieved_concurrency"), spec="{:.2f}")
-    cpu = fmt((h.get("client_cpu_util") or 0) * 100, spec="{:.0f}")
+    cpu = fmt(_number(h.get("client_cpu_util")) * 100, spec="{:.0f}")
+    # Every value is escaped: a run's health comes from its row, perhaps an imported bundle's.
     return [
-        f"target concurrency **{h.get('target_concurrency', '—')}**, achieved "
-        f"**{achieved}** (Σ request latency / duration)",
-        f"vLLM `num_requests_running`: mean {fmt(h.get('server_running_mean'))}, max "
-        f"{fmt(h.get('server_running_max'), spec='{:.0f}')} (running + waiting mean "
-        f"{fmt(h.get('server_inflight_mean'))})",
-        f"client CPU {cpu} % of a core, "
-        f"event-loop lag p99 {fmt(h.get('loop_lag_p99_ms'), spec='{:.1f}')} ms",
-        f"output tok/s: whole run {fmt(run.get('output_throughput'), spec='{:,.0f}')}, steady "
-        f"state {fmt(steady.get('output_throughput'), spec='{:,.0f}')} (window "
-        f"{fmt(steady.get('duration'), spec='{:.1f}')} s with "
-        f"≥ {steady.get('need_inflight', '—')} in flight)",
-        f"output tokens: client usage {tokens.get('client_output_tokens', '—')}, server "
-        f"counter delta {fmt(tokens.get('server_output_tokens'), spec='{:,.0f}')}",
+        f"target concurrency **{e(h.get('target_concurrency', '—'))}**, achieved "
+        f"**{e(achieved)}** (Σ request latency / duration)",
+        f"vLLM `num_requests_running`: mean {e(fmt(h.get('server_running_mean')))}, max "
+        f"{e(fmt(h.get('server_running_max'), spec='{:.0f}'))} (running + waiting mean "
+        f"{e(fmt(h.get('server_inflight_mean')))})",
+        f"client CPU {e(cpu)} % of a core, "
+        f"event-loop lag p99 {e(fmt(h.get('loop_lag_p99_ms'), spec='{:.1f}'))} ms",
+        f"output tok/s: whole run {e(fmt(run.get('output_throughput'), spec='{:,.0f}'))}, "
+        f"steady state {e(fmt(steady.get('output_throughput'), spec='{:,.0f}'))} (window "
+        f"{e(fmt(steady.get('duration'), spec='{:.1f}'))} s with "
+        f"≥ {e(steady.get('need_inflight', '—'))} in flight)",
+        f"output tokens: client usage {e(tokens.get('client_output_tokens', '—'))}, server "
+        f"counter delta {e(fmt(tokens.get('server_output_tokens'), spec='{:,.0f}'))}",
     ]
 
 
+def _number(value: Any) -> float:
+    try:
+        return float(value or 0)
+    except (TypeError, ValueError):
+        return 0.0
+
+
 def _memory_lines(run: Mapping[str, Any]) -> list[str]:
-    kv_peak = fmt((run.get("peak_kv_cache_usage_perc") or 0) * 100, spec="{:.1f}")
+    kv_peak = fmt(_number(run.get("peak_kv_cache_usage_perc")) * 100, spec="{:.1f}")
     preemptions = run.get("preemptions")
     return [
-        f"KV cache: **{fmt(run.get('kv_cache_tokens'), spec='{:,.0f}')} tokens**, "
-        f"{fmt(run.get('kv_cache_memory_bytes'), 'bytes')}; max concurrency "
-        f"{fmt(run.get('max_concurrency'), spec='{:,.1f}')}x; "
-        f"block size {run.get('block_size') or '—'}",
-        f"weights: {fmt(run.get('weights_memory_gib'), spec='{:.2f}')} GiB; time to healthy "
-        f"{fmt(run.get('time_to_healthy_s'))} s",
-        f"peak process-tree RSS {fmt(run.get('peak_tree_rss_bytes'), 'bytes')}; "
-        f"peak GPU (tree) {fmt(run.get('peak_gpu_tree_bytes'), 'bytes')}",
-        f"peak KV-cache usage {kv_peak} %; "
-        f"preemptions {preemptions if preemptions is not None else '—'}",
+        f"KV cache: **{e(fmt(run.get('kv_cache_tokens'), spec='{:,.0f}'))} tokens**, "
+        f"{e(fmt(run.get('kv_cache_memory_bytes'), 'bytes'))}; max concurrency "
+        f"{e(fmt(run.get('max_concurrency'), spec='{:,.1f}'))}x; "
+        f"block size {e(run.get('block_size') or '—')}",
+        f"weights: {e(fmt(run.get('weights_memory_gib'), spec='{:.2f}'))} GiB; time to healthy "
+        f"{e(fmt(run.get('time_to_healthy_s')))} s",
+        f"peak process-tree RSS {e(fmt(run.get('peak_tree_rss_bytes'), 'bytes'))}; "
+        f"peak GPU (tree) {e(fmt(run.get('peak_gpu_tree_bytes'), 'bytes'))}",
+        f"peak KV-cache usage {e(kv_peak)} %; "
+        f"preemptions {e(preemptions if preemptions is not None else '—')}",
     ]
 
 
@@ -121,5 +130,5 @@ def warn_unhealthy(runs: Iterable[Mapping[str, Any]]) -> None:
     if flagged:
         st.warning(
             "Some runs deserve suspicion before you trust a verdict:\n"
-            + "\n".join(f"- run {r['id']}: {'; '.join(p)}" for r, p in flagged)
+            + "\n".join(f"- run {r['id']}: {e('; '.join(p))}" for r, p in flagged)
         )
