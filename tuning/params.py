@@ -342,6 +342,25 @@ def parse_values(name: str, text: str | Iterable[Any]) -> list[Any]:
     return [validate_value(name, item) for item in items]
 
 
+def parse_assignments(items: Iterable[str], label: str) -> tuple[dict[str, str], list[str]]:
+    """NAME=VALUE items -> (the values, one message per item without '='); blank items are skipped.
+
+    Every malformed item is reported, so a form can list them all at once; names and values are
+    checked later, by validate_config.
+    """
+    values: dict[str, str] = {}
+    errors: list[str] = []
+    for item in items:
+        if not item.strip():
+            continue
+        if "=" not in item:
+            errors.append(f"{label} {item!r} is not NAME=VALUE")
+            continue
+        key, value = item.split("=", 1)
+        values[key.strip()] = value.strip()
+    return values, errors
+
+
 def format_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"

@@ -12,7 +12,6 @@ import psutil
 import pytest
 
 from tuning.engine import EngineSpec
-from tuning.params import build_launch
 from tuning.procs import group_members
 from tuning.server import ServerProcess, StartFailure, http_get, port_is_free
 
@@ -22,16 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _server(engine: EngineSpec, tmp_path: Path, **overrides: object) -> ServerProcess:
     config = {**engine.baseline, **overrides}
-    launch = build_launch(
-        engine.command,
-        engine.model,
-        engine.served_model_name,
-        config,
-        engine.backend,
-        load_format=engine.load_format,
-        base_env=engine.env,
-    )
-    return ServerProcess(launch, tmp_path / "server.log")
+    return ServerProcess(engine.launch(config), tmp_path / "server.log")
 
 
 def _assert_gone(server: ServerProcess, pids: list[int]) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuning.engine import EngineError, current_spec, engine_info, setup_embedded
-from tuning.params import ParamError, build_launch
+from tuning.params import ParamError, parse_assignments
 from tuning.procs import group_alive, stop_group
 from tuning.server import ServerProcess, StartFailure, http_get, port_is_free
 from tuning.settings import lab_home
@@ -28,14 +28,11 @@ def state_path() -> Path:
 
 
 def parse_sets(items: list[str] | None) -> dict[str, str]:
-    """--set NAME=VALUE items as a config dict (ParamError for one without '=')."""
-    out: dict[str, str] = {}
-    for item in items or []:
-        if "=" not in item:
-            raise ParamError(f"--set expects NAME=VALUE, got {item!r}")
-        key, value = item.split("=", 1)
-        out[key.strip()] = value.strip()
-    return out
+    """--set NAME=VALUE items as a config dict (ParamError naming every item without '=')."""
+    values, errors = parse_assignments(items or [], "--set")
+    if errors:
+        raise ParamError("; ".join(errors))
+    return values
 
 
 def add_arguments(sub: Subparsers) -> None:
@@ -108,15 +105,7 @@ def _start(args: argparse.Namespace) -> int:
     config = dict(spec.baseline)
     try:
         config.update(parse_sets(args.set))
-        launch = build_launch(
-            spec.command,
-            spec.model,
-            spec.served_model_name,
-            config,
-            spec.backend,
-            load_format=spec.load_format,
-            base_env=spec.env,
-        )
+        launch = spec.launch(config)
     except ParamError as exc:
         print(f"refused before starting anything: {exc}")
         return 2

@@ -29,7 +29,7 @@ from tuning import hardware
 from tuning.engine import EngineSpec
 from tuning.experiment.lock import machine_lock
 from tuning.experiment.plan import schedule
-from tuning.params import build_launch, format_value, get_param
+from tuning.params import format_value, get_param
 from tuning.server import ServerProcess, StartFailure
 from tuning.settings import lab_home
 from tuning.telemetry.gpu import GpuSampler, read_gpu_used, wait_gpu_memory_released
@@ -272,15 +272,7 @@ class ExperimentRunner:
         self._phase("stopping", run_id)
         self._stop_server()
         self._phase("starting", run_id)
-        launch = build_launch(
-            engine.command,
-            engine.model,
-            engine.served_model_name,
-            config,
-            engine.backend,
-            load_format=engine.load_format,
-            base_env=engine.env,
-        )
+        launch = engine.launch(config)
         log_path = self.log_dir / f"run-{run_id}.log"
         server = ServerProcess(launch, log_path)
         repo.update_run(
