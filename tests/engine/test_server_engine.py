@@ -68,14 +68,17 @@ def test_block_size_16_is_a_classified_failure(engine: EngineSpec, tmp_path: Pat
 
 def test_cli_server_start_status_stop(engine: EngineSpec, lab_home: Path) -> None:
     env = {**os.environ, "TUNING_LAB_HOME": str(lab_home)}
-    run = lambda *a: subprocess.run(
-        [sys.executable, "-m", "tuning", "server", *a],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=400,
-    )
+
+    def run(*a: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "tuning", "server", *a],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=400,
+        )
+
     bad = run("start", "--set", "max-num-seqs=4;id")
     assert bad.returncode == 2 and "refused before starting anything" in bad.stdout
     started = run("start", "--set", "max-num-seqs=8", "--json")
