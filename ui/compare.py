@@ -21,6 +21,7 @@ from tuning.compare.present import (
     comparability_text,
     failed_text,
     noise_text,
+    not_applied_text,
     table_columns,
     table_rows,
     verdict_rule,
@@ -131,6 +132,9 @@ def render_checks(comparison: Comparison) -> None:
                 hide_index=True,
                 key="cmp_not_comparable",
             )
+        unapplied = not_applied_text(comparison)
+        if unapplied:
+            st.warning(unapplied, icon="⚠️")
         failed = failed_text(comparison)
         if failed:
             st.info(failed)

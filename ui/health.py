@@ -55,8 +55,44 @@ def health_badge(run: Mapping[str, Any]) -> str:
     )
 
 
+def config_mismatches(run: Mapping[str, Any]) -> list[str] | None:
+    """Each asked parameter the engine did not apply, in words; [] all applied; None unchecked."""
+    raw = run.get("config_mismatch")
+    if raw is None and isinstance(run.get("config_mismatch_json"), str):
+        try:
+            raw = json.loads(run["config_mismatch_json"])
+        except ValueError:
+            raw = None
+    if not isinstance(raw, list):
+        return None
+    return [str(m.get("reason") or m.get("param")) for m in raw if isinstance(m, Mapping)]
+
+
+def config_badge(run: Mapping[str, Any]) -> str:
+    """'applied', '⚠ not applied: block-size', or '—' when the run was never checked."""
+    found = config_mismatches(run)
+    if found is None:
+        return "—"
+    if not found:
+        return "applied"
+    return "⚠ not applied: " + ", ".join(dict.fromkeys(r.split(":")[0] for r in found))
+
+
+def render_config_check(run: Mapping[str, Any]) -> None:
+    """What the engine said it runs with, against what the run asked for."""
+    found = config_mismatches(run)
+    if found:
+        st.error(
+            "The engine did not run with what this run asked for, so its numbers measure "
+            "another configuration:\n" + "\n".join(f"- {line}" for line in found)
+        )
+    elif found is not None:
+        st.caption("Configuration checked: the engine reports running with every asked value.")
+
+
 def render_run_health(run: Mapping[str, Any]) -> None:
     """The verdict on one run plus the memory facts the engine gave at start, side by side."""
+    render_config_check(run)
     h = _health(run)
     problems = health_problems(run)
     if problems:
