@@ -8,7 +8,7 @@ import streamlit as st
 from core.status import Status
 from store import queries
 from ui.common import db
-from ui.health import config_badge, config_mismatches, health_badge, render_run_health
+from ui.health import config_badge, health_badge, render_config_mismatches, render_run_health
 
 st.set_page_config(page_title="Runs · vLLM Tuning Lab", layout="wide")
 st.title("Runs")
@@ -67,13 +67,7 @@ st.caption(
     "output tok/s = successful output tokens / (first dispatch → last completion). "
     "Peak KV usage is vLLM's kv_cache_usage_perc (0–1)."
 )
-unapplied = [(r, config_mismatches(r)) for r in runs]
-if any(found for _, found in unapplied):
-    st.warning(
-        "The engine did not apply what these runs asked for (their numbers measure another "
-        "configuration; Compare gives their side no verdict):\n"
-        + "\n".join(f"- run {r['id']}: {line}" for r, found in unapplied for line in found or [])
-    )
+render_config_mismatches(runs, "runs_config_mismatch")
 measured = [r for r in runs if r.get("health")]
 if measured:
     st.subheader("Run health and memory facts")

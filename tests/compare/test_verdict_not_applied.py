@@ -134,3 +134,10 @@ def test_runs_never_checked_are_judged_as_before() -> None:
     for r in runs:
         r.pop("config_mismatch")
     assert verdicts(build_comparison(runs, [1, 3])) <= REAL
+
+
+def test_a_hostile_stored_mismatch_cannot_break_the_comparison() -> None:
+    """config_mismatch comes from the DB, maybe from a teammate's bundle: odd shapes are ignored."""
+    runs = kv_runs(base_mismatch=[{"param": ["x"]}, "text", 3, {"reason": "no param"}, None])
+    runs[1]["config_mismatch"] = {"param": KV}
+    assert verdicts(build_comparison(runs, [1, 3])) <= REAL

@@ -100,20 +100,25 @@ def page(path: str) -> AppTest:
     return at
 
 
-def test_the_runs_page_shows_the_mismatch(pages: None) -> None:
+def test_the_runs_page_shows_the_mismatch(pages: None, ignored_block_size: dict[str, Any]) -> None:
+    runs = ignored_block_size["runs"]
     at = page("pages/2_Runs.py")
     table = next(df.value for df in at.dataframe if "config" in df.value.columns)
     badges = dict(zip(table["value"], table["config"], strict=True))
     assert badges == {"32": "applied", "64": "⚠ not applied: block-size"}
     warned = "\n".join(w.value for w in at.warning)
-    assert "did not apply what these runs asked for" in warned
-    assert "block-size: asked 64, the engine ran with 16" in warned
+    assert "The engine did not run with what these runs asked for" in warned
+    listed = next(df.value for df in at.dataframe if "what the engine said" in df.value.columns)
+    assert sorted(listed["run"]) == sorted(r["id"] for r in runs if r["value"] == "64")
+    assert all("block-size: asked 64, the engine ran with 16" in x for x in listed.iloc[:, 1])
 
 
 def test_the_compare_page_gives_no_verdict(pages: None) -> None:
     at = page("pages/4_Compare.py")
     warned = "\n".join(w.value for w in at.warning)
     assert "Not applied by the engine, so no verdict" in warned
+    why = next(df.value for df in at.dataframe if "why" in df.value.columns)
+    assert set(why["side"]) == {"block-size = 64"} and len(why) == 2  # its two repeats
     table = next(df.value for df in at.dataframe if "metric" in df.value.columns)
     verdicts = table["verdict block-size = 64"].tolist()
     assert verdicts and all(v.startswith("⊘ not applied") for v in verdicts[1:])

@@ -386,7 +386,7 @@ def not_applied(members: Sequence[Run], params: set[str]) -> list[str]:
         f"run {r['id']}: {m.get('reason') or m['param']}"
         for r in members
         for m in _mismatches(r)
-        if isinstance(m, Mapping) and m.get("param") in params
+        if isinstance(m, Mapping) and isinstance(m.get("param"), str) and m["param"] in params
     ]
 
 
