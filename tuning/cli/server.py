@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tuning import effective
 from tuning.engine import EngineError, current_spec, engine_info, setup_embedded
 from tuning.params import ParamError, parse_assignments
 from tuning.procs import group_alive, stop_group
@@ -137,7 +138,9 @@ def _start(args: argparse.Namespace) -> int:
             else f"FAILED [{failure.kind}] {failure.reason}\nhint: {failure.hint}"
         )
         return 1
+    check = effective.check_start(launch, server.log_text(), facts, spec.backend)
     state["facts"] = facts.to_dict()
+    state["effective_config"], state["config_mismatch"] = check.effective, check.mismatches
     state_path().write_text(json.dumps(state, indent=2))
     if args.json:
         print(json.dumps(state, indent=2))
@@ -146,6 +149,8 @@ def _start(args: argparse.Namespace) -> int:
             f"healthy after {facts.time_to_healthy_s:.1f} s at {launch.base_url}: KV cache "
             f"{facts.kv_cache_tokens} tokens, max concurrency {facts.max_concurrency}x"
         )
+        for m in check.mismatches:
+            print(f"NOT APPLIED {m['reason']}")
     return 0
 
 
