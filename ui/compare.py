@@ -26,6 +26,7 @@ from tuning.compare.present import (
     verdict_rule,
 )
 from tuning.output import export
+from ui.common import md_escape
 
 # The knee next to the bars it summarises; time series last.
 PAGE_ORDER = ("throughput", "latency", "knee", "cdf", "memory", "kv")
@@ -116,7 +117,7 @@ def render_checks(comparison: Comparison) -> None:
     with st.container(key="cmp_checks", border=True):
         st.markdown("#### Comparability")
         excluded = comparison.excluded
-        summary = comparability_text(comparison, lambda s: f"**{s}**")
+        summary = comparability_text(comparison, lambda s: f"**{md_escape(s)}**")
         if not excluded:
             st.success(summary)
         else:
@@ -141,8 +142,8 @@ def render_checks(comparison: Comparison) -> None:
             frame = pd.DataFrame(unapplied, columns=["side", "why"])
             st.dataframe(frame, hide_index=True, key="cmp_not_applied", width="stretch")
         failed = failed_text(comparison)
-        if failed:
-            st.info(failed)
+        if failed:  # values and failure kinds from the runs: text, not markdown
+            st.info(md_escape(failed))
         noise = noise_text(comparison)
         if noise:
             st.caption(noise)

@@ -19,6 +19,7 @@ from sqlite_utils import Database
 from core.status import is_active
 from store import connect, queries, repo
 from tuning.experiment.history import SORTS, RunFilter, choices
+from ui.common import md_escape
 from ui.links import compare_link
 
 FLASH_KEY = "hist_flash"
@@ -128,7 +129,7 @@ def _delete(kind: Editable, path: Path, row_id: int) -> None:
         with connect(path) as db:
             kind.delete(db, row_id)
     except repo.ActiveRowError as exc:  # it became active since the page was drawn
-        _flash("error", str(exc))
+        _flash("error", md_escape(exc))
         return
     st.session_state.pop(f"{kind.key}confirm_delete", None)
     _flash("success", f"{kind.noun} {row_id} {kind.goes_with_it} deleted")

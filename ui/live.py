@@ -27,6 +27,7 @@ from tuning.compare.comparison import request_columns
 from tuning.compare.present import fmt
 from tuning.experiment.supervisor import STALE_AFTER_S, cancel_experiment
 from tuning.settings import lab_home
+from ui.common import md_escape as esc
 from ui.links import compare_link
 
 POLL_S = 1.5
@@ -118,12 +119,13 @@ def render_progress(exp: Mapping[str, Any], run: Mapping[str, Any] | None) -> No
                 text=f"requests done in run {run['id']}: {r_done} of {r_total}",
             )
         cols = st.columns(4)
-        cols[0].markdown(f"**status**  \n{exp['status']}")
-        cols[1].markdown(f"**phase**  \n{exp.get('phase') or '—'}")
+        # Text from the row is escaped: the experiment may be a teammate's bundle.
+        cols[0].markdown(f"**status**  \n{esc(exp['status'])}")
+        cols[1].markdown(f"**phase**  \n{esc(exp.get('phase') or '—')}")
         if run is not None:
             cols[2].markdown(
-                f"**current run**  \n{run['id']}: `{run.get('param')} = "
-                f"{run.get('value')}` ({run.get('phase') or run.get('status')})"
+                f"**current run**  \n{run['id']}: {esc(run.get('param'))} = "
+                f"{esc(run.get('value'))} ({esc(run.get('phase') or run.get('status'))})"
             )
         if active:
             age = age_s(exp.get("heartbeat_at"))  # infinite until the first beat
@@ -140,7 +142,7 @@ def render_progress(exp: Mapping[str, Any], run: Mapping[str, Any] | None) -> No
         if exp.get("cancel_requested") and active:
             st.info("Stop requested: the runner stops the server and marks the run cancelled.")
         if exp.get("error"):
-            st.error(str(exp["error"]))
+            st.error(esc(exp["error"]))
 
 
 def render_stop(db_path: Path, exp: Mapping[str, Any]) -> None:
@@ -241,7 +243,7 @@ def panel(db_path: Path, experiment_id: int, was_active: bool) -> None:
         render_progress(exp, run)
         render_stop(db_path, exp)
         if not active:
-            st.success(f"Experiment {exp['id']} is {exp['status']}. Final state below.")
+            st.success(f"Experiment {exp['id']} is {esc(exp['status'])}. Final state below.")
             compare_link("Compare its runs", experiment=exp["id"])
         if run is not None:
             render_run_charts(db, run)

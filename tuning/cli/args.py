@@ -39,7 +39,15 @@ def add_selection(p: argparse.ArgumentParser, runs_help: str = "runs to include"
     add_db(p)
 
 
+def printable(text: object) -> str:
+    """Text from data (a file name in the team folder, a teammate's author or host, a reason that
+    quotes them) as it can be printed to a terminal: control characters (escape sequences that
+    recolour, retitle or rewrite the terminal), line and paragraph separators and bidi overrides
+    become visible escapes like `\\x1b`; printable text is unchanged."""
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in str(text))
+
+
 def refused(message: str) -> int:
     """Say why nothing was done; exit code 2."""
-    print(f"refused: {message}", file=sys.stderr)
+    print(f"refused: {printable(message)}", file=sys.stderr)
     return 2
