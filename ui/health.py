@@ -51,7 +51,7 @@ def health_badge(run: Mapping[str, Any]) -> str:
     if not _health(run):
         return "—"
     return (
-        "⚠ " + "; ".join(p.split(" (")[0].split(":")[0] for p in health_problems(run))
+        "suspect: " + "; ".join(p.split(" (")[0].split(":")[0] for p in health_problems(run))
         if health_problems(run)
         else "ok"
     )
@@ -71,13 +71,13 @@ def config_mismatches(run: Mapping[str, Any]) -> list[str] | None:
 
 
 def config_badge(run: Mapping[str, Any]) -> str:
-    """'applied', '⚠ not applied: block-size', or '—' when the run was never checked."""
+    """'applied', 'not applied: block-size', or '—' when the run was never checked."""
     found = config_mismatches(run)
     if found is None:
         return "—"
     if not found:
         return "applied"
-    return "⚠ not applied: " + ", ".join(dict.fromkeys(r.split(":")[0] for r in found))
+    return "not applied: " + ", ".join(dict.fromkeys(r.split(":")[0] for r in found))
 
 
 NOT_APPLIED = (
@@ -164,20 +164,31 @@ def _number(value: Any) -> float:
         return 0.0
 
 
+NOT_REPORTED = "not reported by the engine"
+
+
+def _fact(value: Any, why: str, unit: str = "", spec: str | None = None, suffix: str = "") -> str:
+    """A memory fact in its unit, or 'not reported by the engine' and why (escaped either way)."""
+    text = fmt(value, unit, spec=spec, none="")
+    return e(text + suffix) if text else f"*{NOT_REPORTED}* ({e(why)})"
+
+
 def _memory_lines(run: Mapping[str, Any]) -> list[str]:
-    kv_peak = fmt(_number(run.get("peak_kv_cache_usage_perc")) * 100, spec="{:.1f}")
-    preemptions = run.get("preemptions")
+    kv = run.get("peak_kv_cache_usage_perc")
+    kv_peak = None if kv is None else _number(kv) * 100
+    log = "its start log had no such line"
     return [
-        f"KV cache: **{e(fmt(run.get('kv_cache_tokens'), spec='{:,.0f}'))} tokens**, "
-        f"{e(fmt(run.get('kv_cache_memory_bytes'), 'bytes'))}; max concurrency "
-        f"{e(fmt(run.get('max_concurrency'), spec='{:,.1f}'))}x; "
-        f"block size {e(run.get('block_size') or '—')}",
-        f"weights: {e(fmt(run.get('weights_memory_gib'), spec='{:.2f}'))} GiB; time to healthy "
-        f"{e(fmt(run.get('time_to_healthy_s')))} s",
-        f"peak process-tree RSS {e(fmt(run.get('peak_tree_rss_bytes'), 'bytes'))}; "
-        f"peak GPU (tree) {e(fmt(run.get('peak_gpu_tree_bytes'), 'bytes'))}",
-        f"peak KV-cache usage {e(kv_peak)} %; "
-        f"preemptions {e(preemptions if preemptions is not None else '—')}",
+        f"KV cache: **{_fact(run.get('kv_cache_tokens'), log, spec='{:,.0f}', suffix=' tokens')}**"
+        f", {_fact(run.get('kv_cache_memory_bytes'), log, 'bytes')}; max concurrency "
+        f"{_fact(run.get('max_concurrency'), log, spec='{:,.1f}', suffix='x')}; block size "
+        f"{_fact(run.get('block_size'), log, 'count')}",
+        f"weights: {_fact(run.get('weights_memory_gib'), log, spec='{:.2f}', suffix=' GiB')}; "
+        f"time to healthy {_fact(run.get('time_to_healthy_s'), 'no /health answer', 's')}",
+        f"peak process-tree RSS "
+        f"{_fact(run.get('peak_tree_rss_bytes'), 'no sample of the server process', 'bytes')}; "
+        f"peak GPU (tree) {_fact(run.get('peak_gpu_tree_bytes'), 'no GPU or NVML here', 'bytes')}",
+        f"peak KV-cache usage {_fact(kv_peak, 'no /metrics sample', spec='{:.1f}', suffix=' %')}; "
+        f"preemptions {_fact(run.get('preemptions'), 'no /metrics counter', 'count')}",
     ]
 
 

@@ -9,7 +9,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import streamlit as st
 
 from core.clock import age_s
@@ -29,8 +28,21 @@ from tuning.experiment.supervisor import STALE_AFTER_S, cancel_experiment
 from tuning.settings import lab_home
 from ui.common import md_escape as esc
 from ui.links import compare_link
+from ui.tables import KV_USAGE, render_run_table
 
 POLL_S = 1.5
+LIVE_KEYS = (
+    "id",
+    "value",
+    "repeat_index",
+    "status",
+    "output_throughput",
+    "mean_ttft_ms",
+    "mean_tpot_ms",
+    KV_USAGE,
+    "peak_tree_rss_bytes",
+    "failure_kind",
+)
 LOG_TAIL_BYTES = 12_000
 
 
@@ -208,24 +220,7 @@ def render_runs_table(db: Any, exp: Mapping[str, Any]) -> None:
     runs = queries.list_runs(db, int(exp["id"]), include_hidden=True)
     if not runs:
         return
-    frame = pd.DataFrame(
-        [
-            {
-                "run": r["id"],
-                "value": r.get("value"),
-                "repeat": r.get("repeat_index"),
-                "status": r.get("status"),
-                "output tok/s": r.get("output_throughput"),
-                "mean TTFT ms": r.get("mean_ttft_ms"),
-                "mean TPOT ms": r.get("mean_tpot_ms"),
-                "peak KV usage": r.get("peak_kv_cache_usage_perc"),
-                "peak RSS": fmt(r.get("peak_tree_rss_bytes"), "bytes"),
-                "failure": r.get("failure_kind"),
-            }
-            for r in runs
-        ]
-    )
-    st.dataframe(frame, hide_index=True, key="live_runs_table")
+    render_run_table(runs, LIVE_KEYS, "live_runs_table")
 
 
 def panel(db_path: Path, experiment_id: int, was_active: bool) -> None:
