@@ -8,9 +8,9 @@ from store import queries
 from tuning.compare.present import fmt
 from tuning.engine import engine_info
 from tuning.experiment.supervisor import reap_stale
-from ui.common import db, db_path, md_code, md_escape
+from ui.common import ICONS, db, db_path, md_code, md_escape
 
-st.set_page_config(page_title="vLLM Tuning Lab", page_icon="🧪", layout="wide")
+st.set_page_config(page_title="vLLM Tuning Lab", page_icon=ICONS["lab"], layout="wide")
 st.title("vLLM Tuning Lab")
 st.caption(
     "Change one vLLM flag at a time, restart, replay the same workload at the same "
@@ -30,7 +30,7 @@ if active:
                 done / total,
                 text=f"values done {done} of {total} · phase: {md_escape(exp['phase'])}",
             )
-            st.page_link("pages/3_Live.py", label="Watch it live", icon="📈")
+            st.page_link("pages/3_Live.py", label="Watch it live", icon=ICONS["live"])
 else:
     st.info("No experiment is running. Start one from **New experiment**.")
 
@@ -40,17 +40,27 @@ with left:
     st.page_link(
         "pages/1_New_experiment.py",
         label="New experiment: pick one parameter and its values",
-        icon="🧪",
-    )
-    st.page_link("pages/2_Runs.py", label="Runs: every run with its key numbers", icon="📋")
-    st.page_link(
-        "pages/3_Live.py", label="Live: memory, KV cache and tokens as they happen", icon="📈"
+        icon=ICONS["new"],
     )
     st.page_link(
-        "pages/4_Compare.py", label="Compare: baseline vs candidates, with verdicts", icon="⚖️"
+        "pages/2_Runs.py", label="Runs: every run with its key numbers", icon=ICONS["runs"]
     )
-    st.page_link("pages/5_History.py", label="History: filter, tag, hide, share", icon="🗂️")
-    st.page_link("pages/6_Settings.py", label="Settings: engine, author, team folder", icon="⚙️")
+    st.page_link(
+        "pages/3_Live.py",
+        label="Live: memory, KV cache and tokens as they happen",
+        icon=ICONS["live"],
+    )
+    st.page_link(
+        "pages/4_Compare.py",
+        label="Compare: baseline vs candidates, with verdicts",
+        icon=ICONS["compare"],
+    )
+    st.page_link(
+        "pages/5_History.py", label="History: filter, tag, hide, share", icon=ICONS["history"]
+    )
+    st.page_link(
+        "pages/6_Settings.py", label="Settings: engine, author, team folder", icon=ICONS["settings"]
+    )
 with right:
     st.subheader("Engine")
     info = engine_info()

@@ -19,9 +19,11 @@ from tuning.params import (
 )
 from tuning.settings import load_settings
 from tuning.workload import Workload
-from ui.common import db, db_path, md_code, md_escape
+from ui.common import ICONS, db, db_path, md_code, md_escape
 
-st.set_page_config(page_title="New experiment · vLLM Tuning Lab", layout="wide")
+st.set_page_config(
+    page_title="New experiment · vLLM Tuning Lab", page_icon=ICONS["new"], layout="wide"
+)
 st.title("New experiment")
 st.caption("Exactly one parameter changes between the runs; everything else stays as the baseline.")
 
@@ -129,4 +131,4 @@ if st.button(
         st.success(
             f"Experiment {exp_id} started in its own process; closing this tab stops nothing."
         )
-        st.page_link("pages/3_Live.py", label="Watch it live", icon="📈")
+        st.page_link("pages/3_Live.py", label="Watch it live", icon=ICONS["live"])

@@ -6,11 +6,11 @@ import streamlit as st
 
 from core.status import Status
 from store import queries
-from ui.common import db, md_escape
+from ui.common import ICONS, db, md_escape
 from ui.health import health_badge, render_config_mismatches, render_run_health
 from ui.tables import RUNS_PAGE_KEYS, render_run_table
 
-st.set_page_config(page_title="Runs · vLLM Tuning Lab", layout="wide")
+st.set_page_config(page_title="Runs · vLLM Tuning Lab", page_icon=ICONS["runs"], layout="wide")
 st.title("Runs")
 conn = db()
 experiments = queries.list_experiments(conn)

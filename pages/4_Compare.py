@@ -11,10 +11,12 @@ import streamlit as st
 from store import queries
 from tuning.compare.selection import SelectionError, gather_runs, select_runs
 from ui import compare as view
-from ui.common import db
+from ui.common import ICONS, db
 from ui.health import warn_unhealthy
 
-st.set_page_config(page_title="Compare · vLLM Tuning Lab", layout="wide")
+st.set_page_config(
+    page_title="Compare · vLLM Tuning Lab", page_icon=ICONS["compare"], layout="wide"
+)
 st.title("Compare")
 st.caption(
     "One parameter changed, everything else equal: each candidate value against the "

@@ -10,6 +10,19 @@ from typing import Any
 from store import open_db
 from tuning.settings import default_db_path
 
+# Streamlit's Material icons (drawn from its bundled font, so they render in any browser, unlike
+# emoji, which need an emoji font): one name per page and for a warning.
+ICONS = {
+    "lab": ":material/science:",
+    "new": ":material/add_circle:",
+    "runs": ":material/table_rows:",
+    "live": ":material/monitoring:",
+    "compare": ":material/compare_arrows:",
+    "history": ":material/history:",
+    "settings": ":material/settings:",
+    "warning": ":material/warning:",
+}
+
 # Characters that are Markdown syntax wherever they stand (code, emphasis, links and images,
 # HTML and autolinks, tables, strikethrough, LaTeX, entities) and the escape character itself.
 _MD_ANYWHERE = re.compile(r"([\\`*_\[\]<>|~$&])")

@@ -26,6 +26,7 @@ from tuning.compare.comparison import request_columns
 from tuning.compare.present import fmt
 from tuning.experiment.supervisor import STALE_AFTER_S, cancel_experiment
 from tuning.settings import lab_home
+from ui.common import ICONS
 from ui.common import md_escape as esc
 from ui.links import compare_link
 from ui.tables import KV_USAGE, render_run_table
@@ -144,7 +145,8 @@ def render_progress(exp: Mapping[str, Any], run: Mapping[str, Any] | None) -> No
             stale = math.isfinite(age) and age > STALE_AFTER_S
             shown = fmt(age, spec="{:.0f}") if math.isfinite(age) else "—"
             cols[3].markdown(
-                f"**runner heartbeat**  \n{shown} s ago" + (" ⚠️ stale" if stale else "")
+                f"**runner heartbeat**  \n{shown} s ago"
+                + (f" {ICONS['warning']} stale" if stale else "")
             )
             if stale:
                 st.warning(
