@@ -78,7 +78,7 @@ with right:
         for r in runs:
             st.markdown(
                 f"- run {r['id']} · {md_escape(r['param'])} = {md_escape(r['value'])} · "
-                f"{md_escape(r['status'])} · {fmt(r.get('output_throughput'))} tok/s"
+                f"{md_escape(r['status'])} · {fmt(r.get('output_throughput'), 'tok/s')}"
             )
     else:
         st.caption("none yet")

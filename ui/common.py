@@ -21,6 +21,7 @@ ICONS = {
     "history": ":material/history:",
     "settings": ":material/settings:",
     "warning": ":material/warning:",
+    "ok": ":material/check_circle:",
 }
 
 # Characters that are Markdown syntax wherever they stand (code, emphasis, links and images,
