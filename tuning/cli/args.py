@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from store import snapshot
 from tuning.settings import default_db_path
 
 if TYPE_CHECKING:
@@ -23,6 +22,10 @@ def add_db(p: argparse.ArgumentParser) -> None:
 
 
 def db_path(args: argparse.Namespace) -> Path:
+    # Imported here: `store` pulls in sqlite-utils and pandas, which building the parser (and
+    # `--help`) must not pay for (tests/tuning/cli/test_main.py checks).
+    from store import snapshot
+
     return snapshot.expanded(Path(args.db)) if args.db else default_db_path()
 
 
