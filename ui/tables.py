@@ -9,7 +9,7 @@ says how Streamlit draws it; `render_run_table` does both.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -187,8 +187,14 @@ def _badge_column(label: str, good: str, cells: Iterable[list[str]], help_text: 
     )
 
 
-def run_frame(runs: Iterable[Mapping[str, Any]], keys: Sequence[str]) -> pd.DataFrame:
-    """One row per run with the columns `keys` (COLUMNS keys, KV_USAGE, HEALTH, CONFIG)."""
+Extra = Callable[[Mapping[str, Any]], dict[str, Any]]
+
+
+def run_frame(
+    runs: Iterable[Mapping[str, Any]], keys: Sequence[str], extra: Extra | None = None
+) -> pd.DataFrame:
+    """One row per run with the columns `keys` (COLUMNS keys, KV_USAGE, HEALTH, CONFIG), then
+    the columns `extra(run)` adds (a page's own, drawn as they are)."""
     rows = []
     for r in runs:
         row: dict[str, Any] = {}
@@ -202,8 +208,8 @@ def run_frame(runs: Iterable[Mapping[str, Any]], keys: Sequence[str]) -> pd.Data
                 row[key] = None if x is None else round(x * 100, PRECISION["%"])
             else:
                 row[key] = shown(BY_KEY[key], r.get(key))
-        rows.append(row)
-    return pd.DataFrame(rows, columns=list(keys))
+        rows.append({**row, **(extra(r) if extra else {})})
+    return pd.DataFrame(rows) if rows else pd.DataFrame(columns=list(keys))
 
 
 def _printf(unit: str) -> str:
@@ -240,7 +246,7 @@ def run_column_config(frame: pd.DataFrame) -> dict[str, Any]:
                 format=f"%.{PRECISION['%']}f %%",
                 help="vLLM's kv_cache_usage_perc, peak over the run. " + NOT_REPORTED,
             )
-        else:
+        elif key in BY_KEY:
             col = BY_KEY[key]
             help_text = col.help + (f" {NOT_REPORTED}" if col.engine_fact else "")
             if col.unit:
@@ -252,9 +258,11 @@ def run_column_config(frame: pd.DataFrame) -> dict[str, Any]:
     return out
 
 
-def render_run_table(runs: Sequence[Mapping[str, Any]], keys: Sequence[str], key: str) -> None:
-    """The table of `runs` with the columns `keys`, formatted by unit."""
-    frame = run_frame(runs, keys)
+def render_run_table(
+    runs: Sequence[Mapping[str, Any]], keys: Sequence[str], key: str, extra: Extra | None = None
+) -> None:
+    """The table of `runs` with the columns `keys`, formatted by unit (and `extra`'s, as is)."""
+    frame = run_frame(runs, keys, extra)
     st.dataframe(
         frame,
         hide_index=True,
