@@ -37,7 +37,8 @@ _SECRET_KEY = re.compile(
     r"credentials?|cookie|bearer|signature|sig)$|^(auth|authorization|bearer)(_|$)|secret|passw|"
     r"private_?key|access_?key"
 )
-# Each branch starts with its literal (so the regex engine jumps to those characters) and then looks one character further back: a key starts where a word starts.
+# Each branch starts with its literal (so the regex engine jumps to those characters) and then
+# looks one character further back: a key starts where a word starts.
 _AT_WORD = r"(?<![A-Za-z0-9].)"
 _SECRET_VALUE = re.compile(
     r"s" + _AT_WORD + r"k-[A-Za-z0-9_-]{8,}"  # OpenAI-style keys
@@ -88,16 +89,56 @@ _NAME_START = r"(?<!" + _NC + r".)"  # after the first letter: that letter begin
 _REST = _NC + r"{0,60}+" + _END
 # One alternative per first letter, each starting with its literal: the engine's fast scan.
 _SECRET_NAME = (
-    r"a(?:" + _WORD + r"(?:pi[-_.]?keys?|pikeys?|uthorization|uth)" + _END
-    + r"|ccess[-_.]?key" + _REST
-    + r"|" + _NAME_START + r"uth(?:orization)?[-_.]" + _REST + r")"
-    + r"|k" + _WORD + r"eys?" + _END
-    + r"|t" + _WORD + r"oken" + _END
-    + r"|s(?:" + _WORD + r"(?:ignature|ig)" + _END + r"|ecret" + _REST + r")"
-    + r"|c" + _WORD + r"(?:redentials?|ookie)" + _END
-    + r"|b(?:" + _WORD + r"earer" + _END + r"|" + _NAME_START + r"earer[-_.]" + _REST + r")"
-    + r"|p(?:" + _WORD + r"asswd" + _END + r"|assw" + _REST + r"|rivate[-_.]?key" + _REST
-    + r"|(?<=[-_.]p)wd" + _END + r")"
+    r"a(?:"
+    + _WORD
+    + r"(?:pi[-_.]?keys?|pikeys?|uthorization|uth)"
+    + _END
+    + r"|ccess[-_.]?key"
+    + _REST
+    + r"|"
+    + _NAME_START
+    + r"uth(?:orization)?[-_.]"
+    + _REST
+    + r")"
+    + r"|k"
+    + _WORD
+    + r"eys?"
+    + _END
+    + r"|t"
+    + _WORD
+    + r"oken"
+    + _END
+    + r"|s(?:"
+    + _WORD
+    + r"(?:ignature|ig)"
+    + _END
+    + r"|ecret"
+    + _REST
+    + r")"
+    + r"|c"
+    + _WORD
+    + r"(?:redentials?|ookie)"
+    + _END
+    + r"|b(?:"
+    + _WORD
+    + r"earer"
+    + _END
+    + r"|"
+    + _NAME_START
+    + r"earer[-_.]"
+    + _REST
+    + r")"
+    + r"|p(?:"
+    + _WORD
+    + r"asswd"
+    + _END
+    + r"|assw"
+    + _REST
+    + r"|rivate[-_.]?key"
+    + _REST
+    + r"|(?<=[-_.]p)wd"
+    + _END
+    + r")"
 )
 # `name=value`, `'name': value`, `"name": value` and `name: value` (a header, not `http://`):
 # the value (group v) is a quoted string, a [list] after a quoted name, or the run such a value
@@ -110,8 +151,17 @@ _PAIRS = re.compile(
 )
 # `--api-key VALUE` in a logged command line.
 _FLAGS = re.compile(
-    r"-(?<![a-z0-9_.\-].)-(?=" + _NC + r"{0,62}?(?:" + _SECRET_NAME + r"))"
-    + _NC + r"{1,64}+[ \t]++(?=[^\s\-])(?!\[redacted\])(?P<v>[^\s\"']+)"
+    r"-(?<![a-z0-9_.\-].)-(?="
+    + _NC
+    + r"{0,62}?(?:"
+    + _SECRET_NAME
+    + r"))"
+    + _NC
+    + r"{1,64}+[ \t]++(?=[^\s\-])(?!\[redacted\])(?P<v>[^\s\"']+)"
+)
+# `-k VALUE` (a short key flag) in a logged command line; not a path, URL or another flag.
+_SHORT_KEY = re.compile(
+    r"-(?<![a-z0-9_.\-].)k[ \t]++(?![-/\[]|[a-z][a-z0-9+.-]*+://)(?P<v>[^\s\"']+)"
 )
 _BEARER = re.compile(r"b" + _WORD + r"earer\s++(?!\[redacted\])(?P<v>[^\s\"',;]+)")
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
@@ -136,6 +186,7 @@ def _scrub_pairs(text: str) -> str:
     """Bearer tokens, then values of secret names, then values of secret flags."""
     text = _redact_groups(text, _BEARER, whole=True)
     text = _redact_groups(text, _PAIRS)
+    text = _redact_groups(text, _SHORT_KEY)
     return _redact_groups(text, _FLAGS)
 
 

@@ -12,6 +12,7 @@ from sqlite_utils import Database
 
 from core.clock import now_iso
 from core.records import RequestRecord, SampleRow
+from core.redact import clean_url
 from core.status import Status, is_active
 from store import queries
 from store.db import StoreError, write_transaction
@@ -33,6 +34,8 @@ def _encode(fields: dict[str, Any]) -> dict[str, Any]:
             value = _dump(value)
         elif isinstance(value, bool):
             value = int(value)
+        elif key == "base_url" and isinstance(value, str):
+            value = clean_url(value)  # never `user:pw@` or `?token=` in the DB
         out[key] = value
     return out
 

@@ -128,9 +128,9 @@ class _Merger:
             ).fetchone()
         for run in prepared.runs:
             exp = run.get("experiment_id")
-            here = local.get(int(exp)) if exp is not None else None
-            if here is None:
+            if exp is None or local.get(int(exp)) is None:
                 continue
+            here = local[int(exp)]
             if self.conn.execute("SELECT 1 FROM runs WHERE uid = ?", [run["uid"]]).fetchone():
                 continue
             self._may_add_to(by_id[int(exp)], int(here[0]), str(here[1] or "local"), run["uid"])

@@ -39,6 +39,21 @@ def add_selection(p: argparse.ArgumentParser, runs_help: str = "runs to include"
     add_db(p)
 
 
+def store_refusal(args: argparse.Namespace, exc: BaseException) -> str | None:
+    """What to say when the lab's DB refused a command (damaged, written by a newer lab, locked
+    for too long), or None for any other error."""
+    import sqlite3
+
+    from store.db import StoreError, damaged_message
+
+    if isinstance(exc, StoreError):
+        return str(exc)
+    if isinstance(exc, sqlite3.DatabaseError):
+        where = db_path(args) if hasattr(args, "db") else default_db_path()
+        return damaged_message(where, exc)
+    return None
+
+
 def refused(message: str) -> int:
     """Say why nothing was done; exit code 2."""
     print(f"refused: {message}", file=sys.stderr)
