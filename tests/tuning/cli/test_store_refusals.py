@@ -1,7 +1,7 @@
 """Issue 11, item 10: the CLI and a lab DB it should not change. A damaged DB gets a plain
 message with how to recover (no traceback); a DB written by a newer lab is refused with nothing
-written; read-only commands (runs, compare, chart, report) leave a DB byte-identical with no
--wal/-shm beside it, the committed H200 example included."""
+written; read-only commands (runs, compare, report; chart shares compare's path) leave a DB
+byte-identical with no -wal/-shm beside it, the committed H200 example included."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ from subprocess import CompletedProcess
 
 import pytest
 
-from store import connect
+from store import connect, snapshot
 from store.db import NewerSchemaError
 from tests.checks import db_fingerprint
 from tests.factories import seed_clean_lab
 
 REPO = Path(__file__).resolve().parents[3]
-EXAMPLE = REPO / "examples" / "h200" / "lab-h200.db"
+EXAMPLE = REPO / "examples" / "h200" / "lab-h200.db.xz"
 Cli = Callable[..., CompletedProcess[str]]
 
 
@@ -101,12 +101,11 @@ def test_read_only_commands_leave_a_copy_of_the_example_byte_identical(
     tmp_path: Path, tuning_cli: Cli
 ) -> None:
     copy = tmp_path / "lab-h200.db"
-    shutil.copy(EXAMPLE, copy)
+    shutil.copy(snapshot.expanded(EXAMPLE), copy)
     sha = _sha(copy)
     for args in (
         ["runs", "--json"],
         ["compare", "--experiment", "1"],
-        ["chart", "--experiment", "1", "--kind", "throughput", "--out", str(tmp_path / "c.html")],
         ["report", "--experiment", "1", "--out", str(tmp_path / "r.html")],
     ):
         out = tuning_cli([*args, "--db", str(copy)], tmp_path / "home", timeout=300)
@@ -119,11 +118,18 @@ def test_the_committed_example_is_kept_in_rollback_mode_and_compare_leaves_it_as
     tmp_path: Path, tuning_cli: Cli
 ) -> None:
     """A WAL-mode file gets -wal/-shm from any reader (SQLite's rule); the example is committed
-    in journal_mode=DELETE, so the README's own command changes nothing."""
-    assert EXAMPLE.read_bytes()[18:20] == b"\x01\x01"  # file format 1: rollback journal
-    sha, before = _sha(EXAMPLE), _companions(EXAMPLE)
+    in journal_mode=DELETE (and xz-compressed, opened as its cached expansion), so the README's
+    own command changes neither the committed file nor the copy the lab reads."""
+    cache = tmp_path / "cache"
+    sha = _sha(EXAMPLE)
     out = tuning_cli(
-        ["compare", "--db", str(EXAMPLE), "--experiment", "1"], tmp_path / "home", timeout=120
+        ["compare", "--db", str(EXAMPLE), "--experiment", "1"],
+        tmp_path / "home",
+        timeout=120,
+        env={"XDG_CACHE_HOME": str(cache)},
     )
     assert out.returncode == 0, out.stderr
-    assert _sha(EXAMPLE) == sha and _companions(EXAMPLE) == before
+    assert _sha(EXAMPLE) == sha
+    (opened,) = cache.rglob("*.db")
+    assert opened.read_bytes()[18:20] == b"\x01\x01"  # file format 1: rollback journal
+    assert _sha(opened) == _sha(snapshot.expanded(EXAMPLE)) and _companions(opened) == []
