@@ -15,8 +15,6 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from store import snapshot
-
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -24,9 +22,16 @@ def lab_home() -> Path:
     return Path(os.environ.get("TUNING_LAB_HOME") or REPO_ROOT / "data")
 
 
+def configured_db_path() -> Path:
+    """TUNING_LAB_DB or the lab home's lab.db, as named (a .db.xz not expanded)."""
+    return Path(os.environ.get("TUNING_LAB_DB") or lab_home() / "lab.db")
+
+
 def default_db_path() -> Path:
     """TUNING_LAB_DB or the lab home's lab.db; a compressed snapshot (.db.xz) opens as its copy."""
-    return snapshot.expanded(Path(os.environ.get("TUNING_LAB_DB") or lab_home() / "lab.db"))
+    from store import snapshot  # here: the store pulls in sqlite-utils (and pandas)
+
+    return snapshot.expanded(configured_db_path())
 
 
 def _os_user() -> str:

@@ -8,8 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from store import snapshot
-from tuning.settings import default_db_path
+from tuning.settings import configured_db_path, default_db_path
 
 if TYPE_CHECKING:
     # What `sub.add_parser` hangs off (argparse has no public name for it).
@@ -18,11 +17,16 @@ if TYPE_CHECKING:
 
 def add_db(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--db", type=Path, default=None, help=f"the lab's SQLite file (default {default_db_path()})"
+        "--db",
+        type=Path,
+        default=None,
+        help=f"the lab's SQLite file (default {configured_db_path()})",
     )
 
 
 def db_path(args: argparse.Namespace) -> Path:
+    from store import snapshot  # here: `--help` starts without sqlite-utils and pandas
+
     return snapshot.expanded(Path(args.db)) if args.db else default_db_path()
 
 
