@@ -1,5 +1,6 @@
 """Each run's own health, shown where runs are listed and compared: a number is only as good as
-the run that produced it (client-bound, slow start, token counts that disagree)."""
+the run that produced it (client-bound, slow start, token counts that disagree, a client latency far
+from the server's own histograms)."""
 
 from __future__ import annotations
 
@@ -42,7 +43,19 @@ def health_problems(run: Mapping[str, Any]) -> list[str]:
             f"tokens disagree: client {tokens.get('client_output_tokens')} vs server "
             f"{fmt(tokens.get('server_output_tokens'), spec='{:,.0f}')}"
         )
+    latency = h.get("server_latency") or {}
+    if latency.get("flagged"):
+        problems.append(f"server disagrees: {'; '.join(latency.get('reasons') or [])}")
     return problems
+
+
+def server_gap_ms(run: Mapping[str, Any], latency: str = "ttft") -> float | None:
+    """Client minus server mean latency (ms) for the Runs table; None when the server gave none."""
+    summary = run.get("summary") or {}
+    value = summary.get(f"client_minus_server_{latency}_ms")
+    if value is None:
+        value = (_health(run).get("server_latency") or {}).get(f"client_minus_server_{latency}_ms")
+    return value if isinstance(value, (int, float)) else None
 
 
 def health_badge(run: Mapping[str, Any]) -> str:
@@ -95,7 +108,26 @@ def _load_lines(run: Mapping[str, Any], h: Mapping[str, Any]) -> list[str]:
         f"≥ {steady.get('need_inflight', '—')} in flight)",
         f"output tokens: client usage {tokens.get('client_output_tokens', '—')}, server "
         f"counter delta {fmt(tokens.get('server_output_tokens'), spec='{:,.0f}')}",
+        *_server_lines(h.get("server_latency") or {}),
     ]
+
+
+def _server_lines(lat: Mapping[str, Any]) -> list[str]:
+    """Client mean beside vLLM's own histogram mean for the same window (client - server =
+    transport, tokenizing and the client's own delay)."""
+    if lat.get("server_mean_ttft_ms") is None:
+        return ["vLLM's latency histograms: not read for this run"]
+    lines = []
+    for key, name in (("ttft", "TTFT"), ("e2el", "E2EL"), ("tpot", "TPOT")):
+        lines.append(
+            f"mean {name}: client {fmt(lat.get(f'client_mean_{key}_ms'))} ms, vLLM's histogram "
+            f"{fmt(lat.get(f'server_mean_{key}_ms'))} ms, client − server "
+            f"**{fmt(lat.get(f'client_minus_server_{key}_ms'), spec='{:+.1f}')} ms**"
+        )
+    lines.append(f"vLLM queue time (mean): {fmt(lat.get('server_mean_queue_ms'))} ms")
+    if lat.get("not_comparable"):
+        lines.append(f"not judged: {lat['not_comparable']}")
+    return lines
 
 
 def _memory_lines(run: Mapping[str, Any]) -> list[str]:

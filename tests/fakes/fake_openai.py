@@ -2,10 +2,11 @@
 
 It streams like vLLM (compact JSON chunks, a usage-only chunk with `"choices":[]`, `data: [DONE]`),
 and can misbehave on purpose: HTTP 500, an error object inside a 200 stream, a hang, a stream that
-ends early, one without usage or without any choices chunk, 401 on a wrong key, 404 on an unknown
-model. A misbehaviour is chosen per request either by arrival order (`FakeConfig.*_on` sets, 0-based,
-warm-ups included) or by a marker inside the prompt, e.g. `[[http500]]`, `[[error_after=3]]`,
-`[[hang]]`, `[[early_end=2]]`, `[[no_usage]]`, `[[no_choices]]`.
+ends early, one that stalls after N tokens, one without usage or without any choices chunk, 401 on a
+wrong key, 404 on an unknown model. A misbehaviour is chosen per request either by arrival order
+(`FakeConfig.*_on` sets, 0-based, warm-ups included) or by a marker inside the prompt, e.g.
+`[[http500]]`, `[[error_after=3]]`, `[[hang]]`, `[[early_end=2]]`, `[[stall_after=1]]`,
+`[[no_usage]]`, `[[no_choices]]`.
 
 Run in-process with `with FakeOpenAIServer(FakeConfig(...)) as srv: srv.base_url`, or standalone:
 `python -m tests.fakes.fake_openai --port 8123 --ttft-ms 20 --itl-ms 5`.
@@ -21,14 +22,18 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
-_MARKER = re.compile(r"\[\[(http500|error_after|hang|early_end|no_usage|no_choices)(?:=(\d+))?\]\]")
+ARRIVAL = web.RequestKey("arrival", float)  # when the request came in (vLLM's arrival_time)
+SCHEDULED = web.RequestKey("scheduled", float)  # when it got an engine slot (fake_vllm)
+_MARKER = re.compile(
+    r"\[\[(http500|error_after|hang|early_end|stall_after|no_usage|no_choices)(?:=(\d+))?\]\]"
+)
 
 
 @dataclass
@@ -54,6 +59,9 @@ class FakeConfig:
     chat_role_chunk: bool = True  # chat: a first chunk with the role and empty content, like vLLM
     echo_auth_in_errors: bool = False  # a careless server: error bodies repeat the Authorization
     keepalive_timeout: float = 75.0  # seconds an idle keep-alive connection is kept open
+    # /metrics counts a request's tokens and latencies this late, as vLLM's stat logger runs after
+    # the output handler has already handed the tokens to the HTTP response.
+    counter_lag_ms: float = 0.0
 
 
 @dataclass
@@ -70,6 +78,8 @@ class FakeStats:
     bodies: list[dict[str, Any]] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
     concurrency_samples: list[int] = field(default_factory=list)
+    # vLLM's latency histograms by name without "vllm:" -> [sum of seconds, count]
+    histograms: dict[str, list[float]] = field(default_factory=dict)
 
 
 def fake_tokens(text: str) -> list[int]:
@@ -218,6 +228,38 @@ class FakeOpenAIServer:
         text = bytes(int(i) & 0xFF for i in data.get("tokens", [])).decode("utf-8", "replace")
         return web.json_response({"prompt": text})
 
+    # --- the server's own accounting (late by `counter_lag_ms`) ---------------------------------
+    def _later(self, apply: Callable[[], None]) -> None:
+        lag = self.config.counter_lag_ms
+        if lag > 0:
+            asyncio.get_running_loop().call_later(lag / 1000.0, apply)
+        else:
+            apply()
+
+    def _count(self, name: str, amount: float) -> None:
+        s = self.stats
+        self._later(lambda: setattr(s, name, getattr(s, name) + amount))
+
+    def _observe(self, name: str, seconds: float) -> None:
+        def apply() -> None:
+            pair = self.stats.histograms.setdefault(name, [0.0, 0.0])
+            pair[0] += seconds
+            pair[1] += 1
+
+        self._later(apply)
+
+    def histogram_lines(self, labels: str) -> list[str]:
+        """`_sum` and `_count` (and the +Inf bucket) of every histogram observed so far."""
+        lines = []
+        for name, (total, count) in sorted(self.stats.histograms.items()):
+            lines += [
+                f"# TYPE vllm:{name} histogram",
+                f'vllm:{name}_bucket{{{labels},le="+Inf"}} {count}',
+                f"vllm:{name}_count{{{labels}}} {count}",
+                f"vllm:{name}_sum{{{labels}}} {total}",
+            ]
+        return lines
+
     async def _metrics(self, request: web.Request) -> web.Response:
         s, m = self.stats, self.config.model
         lines = [
@@ -235,6 +277,7 @@ class FakeOpenAIServer:
             "# TYPE vllm:request_success_total counter",
             f'vllm:request_success_total{{finished_reason="length",model_name="{m}"}} '
             f"{float(s.request_success_total)}",
+            *self.histogram_lines(f'model_name="{m}"'),
         ]
         return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
 
@@ -265,6 +308,7 @@ class FakeOpenAIServer:
 
     async def _generate(self, request: web.Request, chat: bool) -> web.StreamResponse:
         c, s = self.config, self.stats
+        request[ARRIVAL] = time.perf_counter()  # where vLLM's latencies start
         s.paths.append(request.path)
         if not self._authorized(request):
             return self._unauthorized()
@@ -325,7 +369,9 @@ class FakeOpenAIServer:
             return resp
         max_tokens = int(body.get("max_tokens") or 16)
         prompt_tokens = len(fake_tokens(prompt))
-        s.prompt_tokens_total += prompt_tokens
+        self._count("prompt_tokens_total", prompt_tokens)
+        arrival = request.get(ARRIVAL, time.perf_counter())
+        times: list[float] = []  # when each token chunk was written
         rid = f"cmpl-fake-{s.requests}"
         kind = "chat.completion.chunk" if chat else "text_completion"
         head = {"id": rid, "object": kind, "created": int(time.time()), "model": c.model}
@@ -352,7 +398,7 @@ class FakeOpenAIServer:
                     ),
                 )
             for n, size in enumerate(sizes):
-                if mode in ("error_after", "early_end") and n >= arg:
+                if mode in ("error_after", "early_end", "stall_after") and n >= arg:
                     break
                 if n and c.itl_ms:
                     await asyncio.sleep(c.itl_ms / 1000.0)
@@ -369,9 +415,15 @@ class FakeOpenAIServer:
                     choice["text"] = text
                     choice["stop_reason"] = None
                 await self._write(resp, self._event({**head, "choices": [choice]}))
-                s.generation_tokens_total += size
+                self._token(times, arrival, size)
+        if mode == "ok" and times:
+            self._finished(request, arrival, times)
         if mode == "early_end":
             await resp.write_eof()
+            return resp
+        if mode == "stall_after":  # silence on an open connection until the client gives up
+            while request.transport is not None and not request.transport.is_closing():
+                await asyncio.sleep(0.02)
             return resp
         if mode == "error_after":
             if c.error_style == "object":
@@ -412,9 +464,27 @@ class FakeOpenAIServer:
             )
         await self._write(resp, self._event("[DONE]"))
         await resp.write_eof()
-        if mode == "ok":
-            s.request_success_total += 1
         return resp
+
+    def _token(self, times: list[float], arrival: float, size: int) -> None:
+        """One chunk of `size` tokens written now: vLLM's token counter, TTFT or ITL."""
+        t = time.perf_counter()
+        if times:
+            self._observe("inter_token_latency_seconds", t - times[-1])
+        else:
+            self._observe("time_to_first_token_seconds", t - arrival)
+        times.append(t)
+        self._count("generation_tokens_total", size)
+
+    def _finished(self, request: web.Request, arrival: float, times: list[float]) -> None:
+        """A request that generated all its tokens: its success and per-request histograms."""
+        scheduled = request.get(SCHEDULED, arrival)
+        self._observe("e2e_request_latency_seconds", times[-1] - arrival)
+        self._observe("request_queue_time_seconds", scheduled - arrival)
+        if len(times) > 1:
+            tpot = (times[-1] - times[0]) / (len(times) - 1)
+            self._observe("request_time_per_output_token_seconds", tpot)
+        self._count("request_success_total", 1)
 
 
 @contextmanager

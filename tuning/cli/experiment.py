@@ -14,6 +14,7 @@ from tuning.cli.server import parse_sets
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
 
+STALL_HELP = "seconds without data after a stream's first token before it counts as stalled"
 COMMANDS = ("bench", "experiment", "run-experiment", "cancel", "runs")
 
 RUN_KEYS = (
@@ -72,6 +73,7 @@ def add_workload_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--num-warmups", type=int, default=None)
     p.add_argument("--endpoint", choices=["completions", "chat"], default="completions")
     p.add_argument("--request-timeout", type=float, default=600.0)
+    p.add_argument("--stall-timeout", type=float, default=60.0, help=STALL_HELP)
 
 
 def add_arguments(sub: Subparsers) -> None:
