@@ -8,7 +8,13 @@ import streamlit as st
 from core.status import Status
 from store import queries
 from ui.common import db
-from ui.health import health_badge, render_run_health, server_gap_ms
+from ui.health import (
+    config_badge,
+    health_badge,
+    render_config_mismatches,
+    render_run_health,
+    server_gap_ms,
+)
 
 st.set_page_config(page_title="Runs · vLLM Tuning Lab", layout="wide")
 st.title("Runs")
@@ -57,6 +63,7 @@ frame = pd.DataFrame(
             **{label: r.get(key) for key, label in COLUMNS.items()},
             "client − server TTFT ms": server_gap_ms(r),
             "health": health_badge(r),
+            "config": config_badge(r),
         }
         for r in runs
     ]
@@ -69,6 +76,7 @@ st.caption(
     "minus vLLM's own time_to_first_token histogram mean over the same window (transport, "
     "tokenizing and client delay); a run beyond the bound is flagged in its health."
 )
+render_config_mismatches(runs, "runs_config_mismatch")
 measured = [r for r in runs if r.get("health")]
 if measured:
     st.subheader("Run health and memory facts")

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from tests.fakes.fake_openai import ARRIVAL, SCHEDULED, FakeConfig, FakeOpenAIServer
+from tests.fakes.fake_config import ARRIVAL, SCHEDULED, FakeConfig
+from tests.fakes.fake_openai import FakeOpenAIServer
 
 if TYPE_CHECKING:
     from tests.fakes.fake_vllm import Faults
