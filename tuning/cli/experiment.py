@@ -127,6 +127,8 @@ def _experiment(args: argparse.Namespace) -> int:
 
     settings = load_settings()
     path = db_path(args)
+    if args.base_url and not endpoint_ready(args):
+        return 1
     try:
         values = parse_values(args.param, args.values)
         exp_id = plan_experiment(
@@ -170,6 +172,20 @@ def _experiment(args: argparse.Namespace) -> int:
     else:
         print(f"experiment {exp_id}: runs {', '.join(map(str, run_ids))}")
     return 0
+
+
+def endpoint_ready(args: argparse.Namespace) -> bool:
+    """An attached endpoint answers before anything is planned: its model list and a one-token
+    probe (the `openai` package), or a plain message about the key, the URL or the model name."""
+    from tuning.loadgen.endpoint import EndpointError, check_endpoint, probe_endpoint
+
+    try:
+        check_endpoint(args.base_url, args.model)
+        probe_endpoint(args.base_url, args.model, endpoint=args.endpoint)
+    except EndpointError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return False
+    return True
 
 
 def run_as_dict(run: dict[str, Any]) -> dict[str, Any]:
