@@ -124,3 +124,18 @@ def test_bench_against_a_fake_vllm_that_stalls_ends_in_seconds(
     assert result["lab"]["failed_by_kind"] == {"stalled": 8}
     assert "stalled: 8" in done.stdout
     assert took < 30, took  # warm-up wave + measured wave, 2 s each, plus start-up
+
+
+def test_stall_timeout_flag_on_bench_and_experiment() -> None:
+    from tuning.cli.main import build_parser
+    from tuning.workload import workload_from_args
+
+    parser = build_parser()
+    common = ["--model", "m", "--num-requests", "2", "--input-len", "4", "--output-len", "2"]
+    for argv in (
+        ["bench", "--base-url", "http://x", "--concurrency", "1", "--result-json", "r", *common],
+        ["experiment", "--param", "concurrency", "--values", "1,2", *common],
+    ):
+        assert workload_from_args(parser.parse_args(argv)).stall_timeout_s == 60.0
+        got = workload_from_args(parser.parse_args([*argv, "--stall-timeout", "7.5"]))
+        assert got.stall_timeout_s == 7.5 and got.request_timeout_s == 600.0
