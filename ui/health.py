@@ -5,6 +5,7 @@ from the server's own histograms)."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -12,6 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from tuning.compare.present import fmt
+from ui.common import md_escape as e
 
 
 def _health(run: Mapping[str, Any]) -> dict[str, Any]:
@@ -52,18 +54,21 @@ def health_problems(run: Mapping[str, Any]) -> list[str]:
 
 def server_gap_ms(run: Mapping[str, Any], latency: str = "ttft") -> float | None:
     """Client minus server mean latency (ms) for the Runs table; None when the server gave none."""
-    summary = run.get("summary") or {}
-    value = summary.get(f"client_minus_server_{latency}_ms")
+    key = f"client_minus_server_{latency}_ms"
+    summary = run.get("summary")
+    value = summary.get(key) if isinstance(summary, Mapping) else None
     if value is None:
-        value = (_health(run).get("server_latency") or {}).get(f"client_minus_server_{latency}_ms")
-    return value if isinstance(value, (int, float)) else None
+        lat = _health(run).get("server_latency")
+        value = lat.get(key) if isinstance(lat, Mapping) else None
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return float(value) if ok and math.isfinite(value) else None
 
 
 def health_badge(run: Mapping[str, Any]) -> str:
     if not _health(run):
         return "—"
     return (
-        "⚠ " + "; ".join(p.split(" (")[0].split(":")[0] for p in health_problems(run))
+        "suspect: " + "; ".join(p.split(" (")[0].split(":")[0] for p in health_problems(run))
         if health_problems(run)
         else "ok"
     )
@@ -83,13 +88,13 @@ def config_mismatches(run: Mapping[str, Any]) -> list[str] | None:
 
 
 def config_badge(run: Mapping[str, Any]) -> str:
-    """'applied', '⚠ not applied: block-size', or '—' when the run was never checked."""
+    """'applied', 'not applied: block-size', or '—' when the run was never checked."""
     found = config_mismatches(run)
     if found is None:
         return "—"
     if not found:
         return "applied"
-    return "⚠ not applied: " + ", ".join(dict.fromkeys(r.split(":")[0] for r in found))
+    return "not applied: " + ", ".join(dict.fromkeys(r.split(":")[0] for r in found))
 
 
 NOT_APPLIED = (
@@ -130,7 +135,7 @@ def render_run_health(run: Mapping[str, Any]) -> None:
     h = _health(run)
     problems = health_problems(run)
     if problems:
-        st.warning("This run's numbers deserve suspicion: " + "; ".join(problems))
+        st.warning("This run's numbers deserve suspicion: " + "; ".join(map(e, problems)))
     elif h:
         st.success("Healthy run: the client kept the target concurrency, token counts agree.")
     left, right = st.columns(2)
@@ -150,57 +155,77 @@ def _load_lines(run: Mapping[str, Any], h: Mapping[str, Any]) -> list[str]:
     steady = h.get("steady_state") or {}
     tokens = h.get("tokens") or {}
     achieved = fmt(h.get("achieved_concurrency"), spec="{:.2f}")
-    cpu = fmt((h.get("client_cpu_util") or 0) * 100, spec="{:.0f}")
+    cpu = fmt(_number(h.get("client_cpu_util")) * 100, spec="{:.0f}")
+    # Every value is escaped: a run's health comes from its row, perhaps an imported bundle's.
     return [
-        f"target concurrency **{h.get('target_concurrency', '—')}**, achieved "
-        f"**{achieved}** (Σ request latency / duration)",
-        f"vLLM `num_requests_running`: mean {fmt(h.get('server_running_mean'))}, max "
-        f"{fmt(h.get('server_running_max'), spec='{:.0f}')} (running + waiting mean "
-        f"{fmt(h.get('server_inflight_mean'))})",
-        f"client CPU {cpu} % of a core, "
-        f"event-loop lag p99 {fmt(h.get('loop_lag_p99_ms'), spec='{:.1f}')} ms",
-        f"output tok/s: whole run {fmt(run.get('output_throughput'), spec='{:,.0f}')}, steady "
-        f"state {fmt(steady.get('output_throughput'), spec='{:,.0f}')} (window "
-        f"{fmt(steady.get('duration'), spec='{:.1f}')} s with "
-        f"≥ {steady.get('need_inflight', '—')} in flight)",
-        f"output tokens: client usage {tokens.get('client_output_tokens', '—')}, server "
-        f"counter delta {fmt(tokens.get('server_output_tokens'), spec='{:,.0f}')}",
+        f"target concurrency **{e(h.get('target_concurrency', '—'))}**, achieved "
+        f"**{e(achieved)}** (Σ request latency / duration)",
+        f"vLLM `num_requests_running`: mean {e(fmt(h.get('server_running_mean')))}, max "
+        f"{e(fmt(h.get('server_running_max'), spec='{:.0f}'))} (running + waiting mean "
+        f"{e(fmt(h.get('server_inflight_mean')))})",
+        f"client CPU {e(cpu)} % of a core, "
+        f"event-loop lag p99 {e(fmt(h.get('loop_lag_p99_ms'), spec='{:.1f}'))} ms",
+        f"output tok/s: whole run {e(fmt(run.get('output_throughput'), spec='{:,.0f}'))}, "
+        f"steady state {e(fmt(steady.get('output_throughput'), spec='{:,.0f}'))} (window "
+        f"{e(fmt(steady.get('duration'), spec='{:.1f}'))} s with "
+        f"≥ {e(steady.get('need_inflight', '—'))} in flight)",
+        f"output tokens: client usage {e(tokens.get('client_output_tokens', '—'))}, server "
+        f"counter delta {e(fmt(tokens.get('server_output_tokens'), spec='{:,.0f}'))}",
         *_server_lines(h.get("server_latency") or {}),
     ]
 
 
 def _server_lines(lat: Mapping[str, Any]) -> list[str]:
     """Client mean beside vLLM's own histogram mean for the same window (client - server =
-    transport, tokenizing and the client's own delay)."""
+    transport, tokenizing and the client's own delay); escaped like every value here."""
     if lat.get("server_mean_ttft_ms") is None:
         return ["vLLM's latency histograms: not read for this run"]
     lines = []
     for key, name in (("ttft", "TTFT"), ("e2el", "E2EL"), ("tpot", "TPOT")):
+        gap = fmt(lat.get(f"client_minus_server_{key}_ms"), spec="{:+.1f}")
         lines.append(
-            f"mean {name}: client {fmt(lat.get(f'client_mean_{key}_ms'))} ms, vLLM's histogram "
-            f"{fmt(lat.get(f'server_mean_{key}_ms'))} ms, client − server "
-            f"**{fmt(lat.get(f'client_minus_server_{key}_ms'), spec='{:+.1f}')} ms**"
+            f"mean {name}: client {e(fmt(lat.get(f'client_mean_{key}_ms')))} ms, vLLM's "
+            f"histogram {e(fmt(lat.get(f'server_mean_{key}_ms')))} ms, client − server "
+            f"**{e(gap)} ms**"
         )
-    lines.append(f"vLLM queue time (mean): {fmt(lat.get('server_mean_queue_ms'))} ms")
+    lines.append(f"vLLM queue time (mean): {e(fmt(lat.get('server_mean_queue_ms')))} ms")
     if lat.get("not_comparable"):
-        lines.append(f"not judged: {lat['not_comparable']}")
+        lines.append(f"not judged: {e(lat['not_comparable'])}")
     return lines
 
 
+def _number(value: Any) -> float:
+    try:
+        return float(value or 0)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+NOT_REPORTED = "not reported by the engine"
+
+
+def _fact(value: Any, why: str, unit: str = "", spec: str | None = None, suffix: str = "") -> str:
+    """A memory fact in its unit, or 'not reported by the engine' and why (escaped either way)."""
+    text = fmt(value, unit, spec=spec, none="")
+    return e(text + suffix) if text else f"*{NOT_REPORTED}* ({e(why)})"
+
+
 def _memory_lines(run: Mapping[str, Any]) -> list[str]:
-    kv_peak = fmt((run.get("peak_kv_cache_usage_perc") or 0) * 100, spec="{:.1f}")
-    preemptions = run.get("preemptions")
+    kv = run.get("peak_kv_cache_usage_perc")
+    kv_peak = None if kv is None else _number(kv) * 100
+    log = "its start log had no such line"
     return [
-        f"KV cache: **{fmt(run.get('kv_cache_tokens'), spec='{:,.0f}')} tokens**, "
-        f"{fmt(run.get('kv_cache_memory_bytes'), 'bytes')}; max concurrency "
-        f"{fmt(run.get('max_concurrency'), spec='{:,.1f}')}x; "
-        f"block size {run.get('block_size') or '—'}",
-        f"weights: {fmt(run.get('weights_memory_gib'), spec='{:.2f}')} GiB; time to healthy "
-        f"{fmt(run.get('time_to_healthy_s'))} s",
-        f"peak process-tree RSS {fmt(run.get('peak_tree_rss_bytes'), 'bytes')}; "
-        f"peak GPU (tree) {fmt(run.get('peak_gpu_tree_bytes'), 'bytes')}",
-        f"peak KV-cache usage {kv_peak} %; "
-        f"preemptions {preemptions if preemptions is not None else '—'}",
+        f"KV cache: **{_fact(run.get('kv_cache_tokens'), log, spec='{:,.0f}', suffix=' tokens')}**"
+        f", {_fact(run.get('kv_cache_memory_bytes'), log, 'bytes')}; max concurrency "
+        f"{_fact(run.get('max_concurrency'), log, spec='{:,.1f}', suffix='x')}; block size "
+        f"{_fact(run.get('block_size'), log, 'count')}",
+        f"weights: {_fact(run.get('weights_memory_gib'), log, spec='{:.2f}', suffix=' GiB')}; "
+        f"time to healthy {_fact(run.get('time_to_healthy_s'), 'no /health answer', 's')}",
+        f"peak process-tree RSS "
+        f"{_fact(run.get('peak_tree_rss_bytes'), 'no sample of the server process', 'bytes')}; "
+        f"peak GPU (tree) {_fact(run.get('peak_gpu_tree_bytes'), 'no GPU or NVML here', 'bytes')}",
+        f"peak KV-cache usage {_fact(kv_peak, 'no /metrics sample', spec='{:.1f}', suffix=' %')}; "
+        f"preemptions {_fact(run.get('preemptions'), 'no /metrics counter', 'count')}",
     ]
 
 
@@ -210,5 +235,5 @@ def warn_unhealthy(runs: Iterable[Mapping[str, Any]]) -> None:
     if flagged:
         st.warning(
             "Some runs deserve suspicion before you trust a verdict:\n"
-            + "\n".join(f"- run {r['id']}: {'; '.join(p)}" for r, p in flagged)
+            + "\n".join(f"- run {r['id']}: {e('; '.join(p))}" for r, p in flagged)
         )

@@ -39,6 +39,7 @@ class FakeConfig:
     chat_role_chunk: bool = True  # chat: a first chunk with the role and empty content, like vLLM
     echo_auth_in_errors: bool = False  # a careless server: error bodies repeat the Authorization
     keepalive_timeout: float = 75.0  # seconds an idle keep-alive connection is kept open
+    tokenize: bool = True  # False: no /tokenize or /detokenize, like a gateway that is not vLLM
     # /metrics counts a request's tokens and latencies this late, as vLLM's stat logger runs after
     # the output handler has already handed the tokens to the HTTP response.
     counter_lag_ms: float = 0.0

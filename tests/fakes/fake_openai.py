@@ -78,8 +78,9 @@ class FakeOpenAIServer(ServerAccounting):
         app.router.add_get("/v1/models", self._models)
         app.router.add_post("/v1/completions", self._completions)
         app.router.add_post("/v1/chat/completions", self._chat)
-        app.router.add_post("/tokenize", self._tokenize)
-        app.router.add_post("/detokenize", self._detokenize)
+        if self.config.tokenize:
+            app.router.add_post("/tokenize", self._tokenize)
+            app.router.add_post("/detokenize", self._detokenize)
         app.router.add_get("/metrics", self._metrics)
         return app
 

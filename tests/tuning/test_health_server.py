@@ -96,8 +96,10 @@ def test_the_runs_page_shows_the_gap_and_the_flag() -> None:
     run = {"health": {"server_latency": lat}, "summary": server_summary({"server_latency": lat})}
     assert server_gap_ms(run) == pytest.approx(200.0)
     assert any(p.startswith("server disagrees") for p in health_problems(run))
-    assert health_badge(run) == "⚠ server disagrees"
+    assert health_badge(run) == "suspect: server disagrees"
     assert server_gap_ms({"summary": {}}) is None
+    hostile = {"summary": "x", "health": {"server_latency": {"client_minus_server_ttft_ms": "1"}}}
+    assert server_gap_ms(hostile) is None
 
 
 def test_bench_reports_the_servers_own_means(
