@@ -14,6 +14,7 @@ from tuning.cli.server import parse_sets
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
 
+STALL_HELP = "seconds without data after a stream's first token before it counts as stalled"
 COMMANDS = ("bench", "experiment", "run-experiment", "cancel", "runs")
 
 RUN_KEYS = (
@@ -72,6 +73,7 @@ def add_workload_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--num-warmups", type=int, default=None)
     p.add_argument("--endpoint", choices=["completions", "chat"], default="completions")
     p.add_argument("--request-timeout", type=float, default=600.0)
+    p.add_argument("--stall-timeout", type=float, default=60.0, help=STALL_HELP)
 
 
 def add_arguments(sub: Subparsers) -> None:
@@ -132,6 +134,8 @@ def _experiment(args: argparse.Namespace) -> int:
 
     settings = load_settings()
     path = db_path(args)
+    if args.base_url and not endpoint_ready(args):
+        return 1
     try:
         values = parse_values(args.param, args.values)
         exp_id = plan_experiment(
@@ -175,6 +179,20 @@ def _experiment(args: argparse.Namespace) -> int:
     else:
         print(f"experiment {exp_id}: runs {', '.join(map(str, run_ids))}")
     return 0
+
+
+def endpoint_ready(args: argparse.Namespace) -> bool:
+    """An attached endpoint answers before anything is planned: its model list and a one-token
+    probe (the `openai` package), or a plain message about the key, the URL or the model name."""
+    from tuning.loadgen.endpoint import EndpointError, check_endpoint, probe_endpoint
+
+    try:
+        check_endpoint(args.base_url, args.model)
+        probe_endpoint(args.base_url, args.model, endpoint=args.endpoint)
+    except EndpointError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return False
+    return True
 
 
 def run_as_dict(run: dict[str, Any]) -> dict[str, Any]:

@@ -378,7 +378,7 @@ class ExperimentRunner:
     def _measure(
         self, run_id: int, base_url: str, t0: float, wl: Workload, engine: EngineSpec | None
     ) -> int:
-        from tuning.health import run_health, scrape_counters
+        from tuning.health import run_health, server_summary
         from tuning.loadgen.child import run_load_in_subprocess
         from tuning.metrics import summarize
 
@@ -395,7 +395,6 @@ class ExperimentRunner:
         def on_phase(phase: str) -> None:
             if phase == "loading":
                 marks["load_start"] = time.monotonic() - t0
-                marks["before"] = scrape_counters(base_url)
             self._phase(phase, run_id)
 
         def on_progress(done: int, total: int) -> None:
@@ -412,10 +411,11 @@ class ExperimentRunner:
             on_progress=on_progress,
             cancel=self.live.cancel,
             on_phase=on_phase,
+            server_stats=True,  # vLLM's counters, settled, around the measured phase
         )
-        load_end = time.monotonic() - t0
-        after = scrape_counters(base_url)
-        load_start = marks.get("load_start", load_end - result.duration_s)
+        returned = time.monotonic() - t0  # after the child's settled /metrics read, too
+        load_start = marks.get("load_start", returned - result.duration_s)
+        load_end = min(returned, load_start + result.duration_s)
         self._phase("storing", run_id)
         if attached:
             self._finish_telemetry()
@@ -429,7 +429,8 @@ class ExperimentRunner:
         summary.update(
             peaks(rows, gpu_baseline=self.gpu_baseline or None, window=(load_start, load_end))
         )
-        health = run_health(result, wl, samples, load_start, marks.get("before"), after)
+        health = run_health(result, wl, samples, load_start)
+        summary.update(server_summary(health))
         summary.update(
             achieved_concurrency=health["achieved_concurrency"],
             steady_output_throughput=health["steady_output_throughput"],
