@@ -227,13 +227,20 @@ def more_runs(
     if target <= 0:
         return MoreRuns(None, goal, basis)
     z = NormalDist().inv_cdf(power)
-    for k in range(1, cap + 1):
+
+    def enough(k: int) -> bool:
         nb, nc = b.size + k, c.size + k
         vb, vc = sd_b * sd_b / nb, sd_c * sd_c / nc
         se = math.sqrt(vb + vc)
-        if se == 0.0 or (t_quantile(confidence, _welch_df(vb, nb, vc, nc)) + z) * se <= target:
-            return MoreRuns(k, goal, basis)
-    return MoreRuns(None, goal, basis)
+        return se == 0.0 or (t_quantile(confidence, _welch_df(vb, nb, vc, nc)) + z) * se <= target
+
+    if not enough(cap):
+        return MoreRuns(None, goal, basis)
+    lo, hi = 0, cap  # enough(hi) holds; the half-width only shrinks as k grows: bisect
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if enough(mid) else (mid, hi)
+    return MoreRuns(hi, goal, basis)
 
 
 def bootstrap_change(
@@ -245,17 +252,18 @@ def bootstrap_change(
     resamples: int = RESAMPLES,
     seed: int = SEED,
     margin: float = MARGIN,
+    estimate: bool = True,
 ) -> Change:
     """The verdict for one metric from per-run values (one number per run, runs as the unit):
     equivalent when `interval` lies within ±margin x |mean_b|, better or worse (by `better`) when
-    it excludes 0, undecided otherwise (with `more_runs`)."""
+    it excludes 0, undecided otherwise (with `more_runs`, unless `estimate` is False)."""
     b, c = _finite_sorted(base), _finite_sorted(cand)
     mb = float(b.mean()) if b.size else None
     mc = float(c.mean()) if c.size else None
     rel = None if mb is None or mc is None or mb == 0 else (mc - mb) / mb
 
     def undecided(note: str, *ci: float | None) -> Change:
-        more = more_runs(b, c, confidence=confidence, margin=margin)
+        more = more_runs(b, c, confidence=confidence, margin=margin) if estimate else None
         lo, hi, rlo, rhi = ci if ci else (None, None, None, None)
         return Change(
             mb, mc, rel, rlo, rhi, lo, hi, b.size, c.size, "undecided", note, margin, more

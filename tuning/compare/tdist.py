@@ -72,28 +72,42 @@ def _t_pdf(t: float, df: float) -> float:
     return math.exp(ln)
 
 
+def _initial(p: float, df: float) -> float:
+    """A starting point for Newton: exact for 1 and 2 df, Cornish-Fisher's expansion beyond."""
+    if df == 1.0:
+        return math.tan(math.pi * (p - 0.5))
+    if df == 2.0:
+        return (2 * p - 1) * math.sqrt(2.0 / (4 * p * (1 - p)))
+    z = NormalDist().inv_cdf(p)
+    z2 = z * z
+    g1 = (z2 + 1) * z / 4
+    g2 = ((5 * z2 + 16) * z2 + 3) * z / 96
+    g3 = (((3 * z2 + 19) * z2 + 17) * z2 - 15) * z / 384
+    g4 = ((((79 * z2 + 776) * z2 + 1482) * z2 - 1920) * z2 - 945) * z / 92160
+    return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
+
+
 @lru_cache(maxsize=65536)
 def _t_quantile(p: float, df: float) -> float:
-    """The t with P(T <= t) = p (p > 0.5): Newton's method from the normal quantile, with a
-    bracket that bisection falls back on when a Newton step leaves it."""
+    """The t with P(T <= t) = p (p > 0.5): Newton's method from `_initial`, kept inside a
+    bracket that bisection falls back on when a step would leave it."""
     if df > 1e7:
         return NormalDist().inv_cdf(p)
-    lo, hi = 0.0, 1.0
-    while t_cdf(hi, df) < p:
-        lo, hi = hi, hi * 2.0
-        if hi > 1e12:
-            return math.inf
-    t = min(max(NormalDist().inv_cdf(p), lo), hi)
-    for _ in range(100):
+    t = _initial(p, df)
+    if not math.isfinite(t) or t <= 0:
+        t = 1.0
+    lo, hi = 0.0, math.inf
+    for _ in range(200):
         err = t_cdf(t, df) - p
         if err < 0:
             lo = t
         else:
             hi = t
-        step = err / max(_t_pdf(t, df), _TINY)
-        nxt = t - step
+        if abs(err) < 1e-14:
+            return t
+        nxt = t - err / max(_t_pdf(t, df), _TINY)
         if not lo < nxt < hi:
-            nxt = 0.5 * (lo + hi)
+            nxt = 0.5 * (lo + hi) if math.isfinite(hi) else 2.0 * t
         if abs(nxt - t) <= 1e-12 * max(1.0, abs(t)):
             return nxt
         t = nxt
