@@ -126,7 +126,11 @@ def summarize(results: list[ValueStatus], metrics: Mapping[str, str]) -> dict[st
     ends = Counter(
         "equivalent"
         if all(r.verdicts.get(k) == "equivalent" for k in metrics)
-        else ("alarm" if any(r.verdicts.get(k) in ("better", "worse") for k in metrics) else "undecided")
+        else (
+            "alarm"
+            if any(r.verdicts.get(k) in ("better", "worse") for k in metrics)
+            else "undecided"
+        )
         for r in results
     )
     return {
@@ -183,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"{k} {v * 100:.1f} %" for k, v in s["per_metric"].items()
                 )
             print(
-                f"{name[:44]:44} {label:6} {s['alarm'] * 100:11.1f}% {s['alarm_upper'] * 100:8.1f}% "
+                f"{name[:44]:44} {label:6} {s['alarm'] * 100:11.1f}% "
+                f"{s['alarm_upper'] * 100:8.1f}% "
                 f"{s['equivalent'] * 100:9.1f}% {s['undecided'] * 100:8.1f}% {s['runs']:9.2f}"
                 + extra
             )
@@ -194,7 +199,9 @@ def main(argv: list[str] | None = None) -> int:
         ("H200 repeats, +10 % throughput", row_pool_noise(h200), H200_METRICS, 0.10),
     ):
         for label, design in (("lab", lab), ("naive", naive)):
-            res = simulate(design, draw, metrics, {"output_throughput": shift}, args.sims, args.seed)
+            res = simulate(
+                design, draw, metrics, {"output_throughput": shift}, args.sims, args.seed
+            )
             s = summarize(res, metrics)
             better = s["first_verdict"].get("better", 0) / s["n"]
             print(

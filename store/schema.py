@@ -51,6 +51,8 @@ JSON_COLUMNS: tuple[str, ...] = (
     "summary_json",
     "health_json",
     "itl_json",
+    "effective_config_json",
+    "config_mismatch_json",
 )
 
 # Who made a row and where, where it came from (local or a bundle), and the user's own marks:
@@ -186,6 +188,16 @@ def m001_initial(db: Database) -> None:
         foreign_keys=[("run_id", "runs", "id")],
     )
     db.table("samples").create_index(["run_id", "series", "t_s"])
+
+
+@migrations()
+def m002_effective_config(db: Database) -> None:
+    """What the engine said it runs with (effective_config_json) and each asked parameter it did
+    not apply (config_mismatch_json: a list, empty when all applied; NULL when not checked)."""
+    runs = db.table("runs")
+    for column in ("effective_config_json", "config_mismatch_json"):
+        if column not in runs.columns_dict:
+            runs.add_column(column, str)
 
 
 def apply_migrations(db: Database) -> None:

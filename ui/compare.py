@@ -30,6 +30,10 @@ from tuning.output import export
 
 # The knee next to the bars it summarises; time series last.
 PAGE_ORDER = ("throughput", "latency", "knee", "cdf", "memory", "kv")
+NOT_APPLIED = (
+    "Not applied by the engine, so no verdict for the side(s) below: their runs measured "
+    "another configuration than their label says."
+)
 # How each tone of the shared table looks on the page.
 STYLE: dict[Tone, str] = {
     "": "",
@@ -147,6 +151,11 @@ def render_checks(comparison: Comparison) -> None:
                 hide_index=True,
                 key="cmp_not_comparable",
             )
+        unapplied = [(s.label, why) for s in comparison.sides for why in s.not_applied]
+        if unapplied:  # the words come from engine logs, maybe a teammate's: a table, not markdown
+            st.warning(NOT_APPLIED)
+            frame = pd.DataFrame(unapplied, columns=["side", "why"])
+            st.dataframe(frame, hide_index=True, key="cmp_not_applied", width="stretch")
         failed = failed_text(comparison)
         if failed:
             st.info(failed)
@@ -220,7 +229,10 @@ def render_charts(db: Any, comparison: Comparison, scope_id: int | None) -> None
         ["ci", "minmax"],
         key="cmp_error",
         horizontal=True,
-        format_func=lambda x: {"ci": "95 % CI of the mean", "minmax": "min–max of runs"}[x],
+        format_func=lambda x: {
+            "ci": "95 % interval of the mean (the verdicts' rule)",
+            "minmax": "min–max of runs",
+        }[x],
     )
     align_default = default_align(comparison)
     align = o2.radio(

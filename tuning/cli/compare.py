@@ -50,7 +50,8 @@ def add_arguments(sub: Subparsers) -> None:
     cmp = sub.add_parser(
         "compare",
         help="baseline vs candidates with verdicts "
-        "(better / worse / equivalent / undecided, with the repeats that would decide it)",
+        "(better / worse / equivalent / undecided, with the repeats that would decide it; "
+        "not applied when the engine did not apply the value)",
     )
     _common(cmp)
     cmp.add_argument(
@@ -75,7 +76,8 @@ def add_arguments(sub: Subparsers) -> None:
         "--error",
         choices=["ci", "minmax"],
         default="ci",
-        help="error bars: 95 %% CI of the mean (default) or min-max of the runs",
+        help="error bars: the 95 %% interval of the mean the verdicts use (default) or min-max "
+        "of the runs",
     )
 
 
@@ -125,6 +127,7 @@ def format_comparison(comparison: Comparison) -> str:
         failed_text,
         fmt,
         noise_text,
+        not_applied_text,
         pct_text,
         slo_text,
         verdict_detail,
@@ -135,7 +138,8 @@ def format_comparison(comparison: Comparison) -> str:
     lines += [
         f"  run {c.run_id} vs baseline run {c.baseline_id}: {c.reason}" for c in comparison.excluded
     ]
-    lines += [text for text in (failed_text(comparison), slo_text(comparison.slo_ms)) if text]
+    notes = (not_applied_text(comparison), failed_text(comparison), slo_text(comparison.slo_ms))
+    lines += [text for text in notes if text]
     b = comparison.baseline
     lines.append(
         f"Baseline: {b.label} (runs {' '.join(map(str, b.run_ids))}; "
@@ -153,7 +157,10 @@ def format_comparison(comparison: Comparison) -> str:
             ch = comparison.changes.get((side.label, metric.key))
             if ch is None:
                 continue
-            detail = verdict_detail(ch, comparison.confidence)
+            # not applied: the reason is listed above, under "Not applied by the engine"
+            detail = (
+                "" if ch.verdict == "not applied" else verdict_detail(ch, comparison.confidence)
+            )
             lines.append(
                 f"  {metric.label[:30]:30} {fmt(ch.base_mean, metric.unit):>14} "
                 f"{fmt(ch.cand_mean, metric.unit):>14} {pct_text(ch.rel_change):>9}  "

@@ -37,8 +37,9 @@ import numpy as np
 from tuning.compare.catalog import Direction
 from tuning.compare.tdist import t_quantile
 
-VerdictName = Literal["better", "worse", "equivalent", "undecided"]
-VERDICTS: tuple[VerdictName, ...] = ("better", "worse", "equivalent", "undecided")
+# "not applied": the engine did not run with a side's value (tuning.effective), so no verdict.
+VerdictName = Literal["better", "worse", "equivalent", "undecided", "not applied"]
+VERDICTS: tuple[VerdictName, ...] = ("better", "worse", "equivalent", "undecided", "not applied")
 DECIDED: frozenset[str] = frozenset({"better", "worse", "equivalent"})
 Goal = Literal["difference", "equivalence"]
 Values = Sequence[float | None] | np.ndarray  # one number per run

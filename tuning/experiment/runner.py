@@ -25,11 +25,11 @@ from core.clock import now_iso
 from core.records import SampleRow
 from core.status import Status
 from store import connect, open_db, queries, repo
-from tuning import hardware
+from tuning import effective, hardware
 from tuning.engine import EngineSpec
 from tuning.experiment.lock import machine_lock
 from tuning.experiment.plan import schedule
-from tuning.params import build_launch, format_value, get_param
+from tuning.params import format_value, get_param
 from tuning.server import ServerProcess, StartFailure
 from tuning.settings import lab_home
 from tuning.telemetry.gpu import GpuSampler, read_gpu_used, wait_gpu_memory_released
@@ -73,6 +73,7 @@ class ExperimentRunner:
         self.live = _Live()
         self.server: ServerProcess | None = None
         self.server_facts: dict[str, Any] = {}
+        self.server_check: effective.Check | None = None  # asked vs run with, read at start
         self.server_t0 = 0.0
         self._lock = threading.Lock()
         self._stop_heartbeat = threading.Event()
@@ -272,15 +273,7 @@ class ExperimentRunner:
         self._phase("stopping", run_id)
         self._stop_server()
         self._phase("starting", run_id)
-        launch = build_launch(
-            engine.command,
-            engine.model,
-            engine.served_model_name,
-            config,
-            engine.backend,
-            load_format=engine.load_format,
-            base_env=engine.env,
-        )
+        launch = engine.launch(config)
         log_path = self.log_dir / f"run-{run_id}.log"
         server = ServerProcess(launch, log_path)
         repo.update_run(
@@ -288,6 +281,7 @@ class ExperimentRunner:
         )
         self.server_t0 = time.monotonic()
         self.server_facts = {}
+        self.server_check = None
         server.start()
         self.server = server
         # Sampling starts with the process, so the climb through weights and KV allocation is kept.
@@ -306,6 +300,7 @@ class ExperimentRunner:
             self.server = None
             raise
         self.server_facts = facts.to_dict()
+        self.server_check = effective.check_start(launch, server.log_text(), facts, engine.backend)
         if self._telemetry is not None:
             self._telemetry.add(MetricsSampler(launch.base_url, period=0.5))
         self._store_server_facts(run_id, reused=False)
@@ -324,6 +319,7 @@ class ExperimentRunner:
             weights_memory_gib=f.get("weights_memory_gib"),
             startup_json={**f, "reused_server": reused},
             server_pid=self.server.pid if self.server else None,
+            **effective.columns(self.server_check),
         )
         if f.get("vllm_version"):  # what the server says beats what the settings guessed
             repo.update_run(self.db, run_id, vllm_version=f["vllm_version"])
@@ -439,6 +435,8 @@ class ExperimentRunner:
         )
         health["client"] = result.health()
         repo.store_summary(self.db, run_id, summary)
+        if self.server_check is not None:  # a limit the load shows was not applied
+            repo.update_run(self.db, run_id, **effective.columns(self.server_check, health))
         cancelled = self.live.cancel.is_set() or result.cancelled
         self._finish_run(
             run_id,
