@@ -13,7 +13,9 @@ Noise models, from what this project measured:
 - normal run-to-run noise at CV 15 % and 30 % (the embedded engine's 15-30 %,
   /work/shared/reference/engine-cpu-measured.md);
 - the four CPU runs of one configuration quoted there (3,476 / 4,433 / 4,314 / 4,738 tok/s),
-  resampled, and the same with the 1,675 tok/s run taken while other work ran (a heavy tail);
+  resampled with a little jitter (a smoothed bootstrap: resampling 4 numbers alone gives two
+  identical runs a quarter of the time, a spread of 0 no real machine shows), and the same with
+  the 1,675 tok/s run taken while other work ran (a heavy tail);
 - stored real repeats: each H200 run of examples/h200/lab-h200.db as its relative deviation from
   its configuration's mean, output throughput, mean TTFT and mean TPOT together (rows resampled
   whole, so the metrics stay correlated as they were); all three metrics must be decided.
@@ -51,10 +53,21 @@ def normal_noise(cv: float) -> Draw:
     return lambda rng: {"output_throughput": max(-0.99, float(rng.normal(0.0, cv)))}
 
 
+def _bandwidth(pool: list[float]) -> float:
+    """Silverman's rule: the jitter that makes a few measured runs a continuous distribution (two
+    real runs never measure the very same number; resampled ones would, with a spread of 0)."""
+    arr = np.asarray(pool)
+    return float(1.06 * arr.std(ddof=1) * len(arr) ** -0.2)
+
+
 def pool_noise(values: tuple[float, ...]) -> Draw:
+    """A smoothed bootstrap of measured runs: one of them, plus normal jitter (`_bandwidth`)."""
     mean = sum(values) / len(values)
     pool = [v / mean - 1.0 for v in values]
-    return lambda rng: {"output_throughput": pool[int(rng.integers(len(pool)))]}
+    h = _bandwidth(pool)
+    return lambda rng: {
+        "output_throughput": pool[int(rng.integers(len(pool)))] + float(rng.normal(0.0, h))
+    }
 
 
 def h200_pool() -> list[dict[str, float]]:
@@ -74,7 +87,14 @@ def h200_pool() -> list[dict[str, float]]:
 
 
 def row_pool_noise(pool: list[dict[str, float]]) -> Draw:
-    return lambda rng: dict(pool[int(rng.integers(len(pool)))])
+    """Whole stored runs resampled (the metrics keep their correlation), each metric jittered."""
+    h = {k: _bandwidth([row[k] for row in pool]) for k in pool[0]}
+
+    def draw(rng: np.random.Generator) -> dict[str, float]:
+        row = pool[int(rng.integers(len(pool)))]
+        return {k: v + float(rng.normal(0.0, h[k])) for k, v in row.items()}
+
+    return draw
 
 
 def simulate(

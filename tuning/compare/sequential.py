@@ -24,9 +24,10 @@ The stopping rule: looks at a fixed schedule, alpha split across them (Bonferron
 - When the time budget ends between two scheduled looks, one last unscheduled look is taken at
   the runs reached, with all the alpha the skipped looks would have spent (alpha x (L - i) / L
   after i looks): the total stays alpha.
-- Futility: a value whose repeat estimate (stats.more_runs, at the look's confidence) says it
-  cannot be decided within max_repeats stops early, undecided. Stopping early never adds a false
-  alarm; it saves runs.
+- Futility (from the third scheduled look, 5 runs a side): a value stops early, undecided, when
+  every metric still undecided would likely stay so at max_repeats (stats.more_runs at the look's
+  confidence and power 0.5, the observed change taken as the truth). Stopping early never adds a
+  false alarm; it saves runs.
 - A value whose runs produced no measurement twice in a row from the start is stopped as failed;
   attempts (measured or not) count against max_repeats.
 
@@ -59,8 +60,12 @@ Row = Mapping[str, Any]  # one run: metric key -> its value (None or missing: no
 State = Literal["decided", "pending", "futile", "capped", "failed", "budget"]
 # What `--repeats auto` decides on unless told otherwise.
 DEFAULT_METRICS: tuple[str, ...] = ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")
-# Futility needs a spread estimated from this many runs a side at least (2 runs say too little).
-FUTILITY_MIN_RUNS = 3
+# Futility needs a spread and a change estimated from this many runs a side at least: from 2 or 3
+# runs the estimate is too noisy, and stopping a real change there costs most of the power.
+FUTILITY_MIN_RUNS = 5
+# ... and stops a metric only when, were the observed change the truth, it would more likely than
+# not stay undecided at max_repeats (power 0.5: the repeat estimate shown uses 0.8).
+FUTILITY_POWER = 0.5
 
 
 @dataclass(frozen=True)
@@ -219,7 +224,7 @@ def _judge(
     verdicts: dict[str, VerdictName] = {}
     decided_at: dict[str, int] = {}
     more: dict[str, MoreRuns | None] = {}
-    futile = False
+    hopeless: dict[str, bool] = {}  # per undecided metric: futile on its own
     for key, better in metrics.items():
         for n in looks:
             conf = design.final_confidence(n) if n not in design.looks() else last_conf
@@ -246,7 +251,18 @@ def _judge(
         )
         more[key] = est
         if design.futility and n >= FUTILITY_MIN_RUNS:
-            futile |= est.runs is None or n + est.runs > design.max_repeats
+            odds = more_runs(
+                _series(base, key, n),
+                _series(cand, key, n),
+                confidence=last_conf,
+                margin=design.margin,
+                power=FUTILITY_POWER,
+            )
+            hopeless[key] = odds.runs is None or n + odds.runs > design.max_repeats
+        else:
+            hopeless[key] = False
+    # futile when every metric still undecided is: one that can still be decided keeps it going
+    futile = bool(hopeless) and all(hopeless.values())
     return verdicts, decided_at, more, futile
 
 

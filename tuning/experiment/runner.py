@@ -27,6 +27,7 @@ from core.status import Status
 from store import connect, open_db, queries, repo
 from tuning import effective, hardware
 from tuning.engine import EngineSpec
+from tuning.experiment import repeats
 from tuning.experiment.lock import machine_lock
 from tuning.experiment.plan import schedule
 from tuning.params import format_value, get_param
@@ -153,6 +154,7 @@ class ExperimentRunner:
                 self.progress(
                     "run_done", {"done": seq + 1, "total": len(plan), "run_id": run_ids[-1]}
                 )
+            run_ids += repeats.extend(self, workload)  # --repeats auto: more rounds until decided
             if self.live.cancel.is_set():
                 status = Status.CANCELLED
         except Exception as exc:  # the experiment row must say why it stopped
