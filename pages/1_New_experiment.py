@@ -20,6 +20,7 @@ from tuning.params import (
 from tuning.settings import load_settings
 from tuning.workload import Workload
 from ui.common import db, db_path
+from ui.predict import render_prediction
 
 st.set_page_config(page_title="New experiment · vLLM Tuning Lab", layout="wide")
 st.title("New experiment")
@@ -70,6 +71,8 @@ with st.expander("Baseline configuration", expanded=False):
 for err in errors:
     if not err.startswith(param.name + ":"):
         st.error(err)
+if not errors:
+    render_prediction(spec, param, values, baseline)
 
 st.subheader("Workload")
 c1, c2, c3, c4 = st.columns(4)

@@ -9,6 +9,7 @@ from core.status import Status
 from store import queries
 from ui.common import db
 from ui.health import config_badge, health_badge, render_config_mismatches, render_run_health
+from ui.predict import prediction_columns
 
 st.set_page_config(page_title="Runs · vLLM Tuning Lab", layout="wide")
 st.title("Runs")
@@ -57,6 +58,7 @@ frame = pd.DataFrame(
             **{label: r.get(key) for key, label in COLUMNS.items()},
             "health": health_badge(r),
             "config": config_badge(r),
+            **prediction_columns(r),
         }
         for r in runs
     ]
@@ -65,7 +67,8 @@ st.dataframe(frame, hide_index=True, key="runs_table", width="stretch")
 st.caption(
     "TTFT = time to first token; TPOT = (E2EL − TTFT) / (output tokens − 1) per request; "
     "output tok/s = successful output tokens / (first dispatch → last completion). "
-    "Peak KV usage is vLLM's kv_cache_usage_perc (0–1)."
+    "Peak KV usage is vLLM's kv_cache_usage_perc (0–1). KV tokens predicted: tuning.predict from "
+    "the model's config.json before the start; error % against the engine's KV capacity."
 )
 render_config_mismatches(runs, "runs_config_mismatch")
 measured = [r for r in runs if r.get("health")]

@@ -54,6 +54,7 @@ JSON_COLUMNS: tuple[str, ...] = (
     "effective_config_json",
     "config_mismatch_json",
     "repeats_plan_json",
+    "prediction_json",
 )
 
 # Who made a row and where, where it came from (local or a bundle), and the user's own marks:
@@ -215,6 +216,22 @@ def m003_auto_repeats(db: Database) -> None:
     for column, kind in columns.items():
         if column not in experiments.columns_dict:
             experiments.add_column(column, kind)
+
+
+@migrations()
+def m004_kv_prediction(db: Database) -> None:
+    """The KV cache tuning.predict expected for a run, stored beside the engine's own figures
+    (kv_cache_tokens, max_concurrency): predicted_kv_cache_tokens, predicted_max_concurrency and
+    the whole prediction (prediction_json: budget, its source, blocks, problems)."""
+    runs = db.table("runs")
+    columns = {
+        "predicted_kv_cache_tokens": int,
+        "predicted_max_concurrency": float,
+        "prediction_json": str,
+    }
+    for column, kind in columns.items():
+        if column not in runs.columns_dict:
+            runs.add_column(column, kind)
 
 
 def apply_migrations(db: Database) -> None:

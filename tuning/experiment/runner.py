@@ -25,7 +25,7 @@ from core.clock import now_iso
 from core.records import SampleRow
 from core.status import Status
 from store import connect, open_db, queries, repo
-from tuning import effective, hardware
+from tuning import effective, hardware, predict
 from tuning.engine import EngineSpec
 from tuning.experiment import repeats
 from tuning.experiment.lock import machine_lock
@@ -213,6 +213,7 @@ class ExperimentRunner:
             author=exp.get("author"),
             host=exp.get("host"),
             status=Status.RUNNING,
+            **(predict.run_columns(engine, config, hw) if engine else {}),  # expected KV cache
         )
         with self._lock:
             self.live.current_run_id = run_id
