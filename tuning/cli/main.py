@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from tuning.cli import compare, experiment, predict, server, share
+from tuning.cli import compare, experiment, predict, search, server, share
 
-MODULES = (server, experiment, compare, share, predict)
+MODULES = (server, experiment, compare, share, predict, search)
 
 
 def build_parser() -> argparse.ArgumentParser:
