@@ -16,7 +16,7 @@ Noise models, from what this project measured:
   resampled with a little jitter (a smoothed bootstrap: resampling 4 numbers alone gives two
   identical runs a quarter of the time, a spread of 0 no real machine shows), and the same with
   the 1,675 tok/s run taken while other work ran (a heavy tail);
-- stored real repeats: each H200 run of examples/h200/lab-h200.db as its relative deviation from
+- stored real repeats: each H200 run of examples/h200/lab-h200.db.xz as its relative deviation from
   its configuration's mean, output throughput, mean TTFT and mean TPOT together (rows resampled
   whole, so the metrics stay correlated as they were); all three metrics must be decided.
 
@@ -39,10 +39,10 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from store import connect, queries  # noqa: E402
+from store import connect, queries, snapshot  # noqa: E402
 from tuning.compare.sequential import Design, ValueStatus, plan_next  # noqa: E402
 
-H200_DB = REPO / "examples" / "h200" / "lab-h200.db"
+H200_DB = REPO / "examples" / "h200" / "lab-h200.db.xz"
 H200_METRICS = {"output_throughput": "higher", "mean_ttft_ms": "lower", "mean_tpot_ms": "lower"}
 CPU_RUNS = (3476.0, 4433.0, 4314.0, 4738.0)  # engine-cpu-measured.md: one config, four runs
 CPU_OUTLIER = 1675.0  # "a single run gave 1,675 while other work ran on the machine"
@@ -72,7 +72,7 @@ def pool_noise(values: tuple[float, ...]) -> Draw:
 
 def h200_pool() -> list[dict[str, float]]:
     """Each stored H200 run as {metric: run / mean of its configuration - 1}."""
-    with connect(H200_DB, readonly=True) as db:
+    with connect(snapshot.expanded(H200_DB), readonly=True) as db:
         rows = [r for r in queries.list_runs(db) if r.get("status") == "done"]
     groups: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
     for r in rows:

@@ -1,7 +1,7 @@
 """Does `tuning predict` agree with the engine? Starts the embedded CPU engine (tiny-llama) once per
 configuration, reads the KV cache it reports (tokens, blocks, concurrency at max-model-len) and
 prints it beside the prediction with the error in %; a configuration predicted not to start is
-started too, to see the engine refuse it. Then the stored H200 runs (examples/h200/lab-h200.db,
+started too, to see the engine refuse it. Then the stored H200 runs (examples/h200/lab-h200.db.xz,
 gpu-memory-utilization x the device's memory) against the same arithmetic.
 
 Run it alone on the machine (it starts the real engine, one server at a time):
@@ -21,12 +21,12 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from store import connect, queries  # noqa: E402
+from store import connect, queries, snapshot  # noqa: E402
 from tuning.engine import embedded_spec  # noqa: E402
 from tuning.predict import ModelShape, error_pct, predict_config  # noqa: E402
 from tuning.server import ServerProcess, StartFailure  # noqa: E402
 
-H200_DB = REPO / "examples" / "h200" / "lab-h200.db"
+H200_DB = REPO / "examples" / "h200" / "lab-h200.db.xz"
 # The 1B dummy Llama of ../shared/tools/gpu-vllm/make_tiny_model.py (vocab ~1k: tiny embeddings).
 H200_MODEL = {
     "hidden_size": 2048,
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\nH200 runs (stored): gpu-memory-utilization x device memory - weights - runtime")
     h200 = ModelShape.from_config(H200_MODEL)
     h200_worst = 0.0
-    with connect(H200_DB, readonly=True) as db:
+    with connect(snapshot.expanded(H200_DB), readonly=True) as db:
         for run in queries.list_runs(db):
             gpus = (run.get("hardware_info") or {}).get("gpus") or [{}]
             device = gpus[0].get("memory_total_bytes")

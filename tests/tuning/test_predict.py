@@ -11,11 +11,12 @@ from subprocess import CompletedProcess
 
 import pytest
 
-from store import connect, queries
+from store import connect, queries, snapshot
 from tests.fakes.engines import fake_settings_env, fake_spec
 from tuning.predict import ModelShape, error_pct, predict_config, predict_values, run_columns
 
 REPO = Path(__file__).resolve().parents[2]
+H200_DB = REPO / "examples" / "h200" / "lab-h200.db.xz"
 # The embedded engine's tiny-llama (tuning.engine.build_tiny_model): 2 x 2 x 4 x 64 x 2 = 2,048 B.
 TINY = {
     "hidden_size": 256,
@@ -97,7 +98,7 @@ def test_the_engines_env_budget_and_values_that_cannot_start() -> None:
 
 def test_h200_runs_are_predicted_within_five_percent() -> None:
     shape = ModelShape.from_config(H200_MODEL)
-    with connect(REPO / "examples" / "h200" / "lab-h200.db", readonly=True) as db:
+    with connect(snapshot.expanded(H200_DB), readonly=True) as db:
         runs = queries.list_runs(db)
     assert runs
     for run in runs:

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from store import connect
+from store import connect, snapshot
 from tuning.compare import stats
 from tuning.compare.comparison import build_comparison
 from tuning.compare.present import verdict_rule, verdict_text
@@ -20,7 +20,7 @@ from tuning.compare.selection import select_runs
 from tuning.compare.stats import bootstrap_change, interval, mean_interval
 
 REPO = Path(__file__).resolve().parents[3]
-H200 = REPO / "examples" / "h200" / "lab-h200.db"
+H200 = REPO / "examples" / "h200" / "lab-h200.db.xz"  # committed compressed (store.snapshot)
 OLD_WORDS = ("no clear difference", "inconclusive")
 
 
@@ -38,7 +38,7 @@ def _draws(mean: float, cv: float, n: int, seed: int) -> list[float]:
 
 def test_h200_tpot_change_is_worse_or_undecided_with_a_repeat_estimate() -> None:
     before = _digest(H200)
-    with connect(H200, readonly=True) as db:
+    with connect(snapshot.expanded(H200), readonly=True) as db:
         cmp = select_runs(db, experiment_ids=[2]).comparison
     assert _digest(H200) == before  # opened read-only: the committed file does not change
     ch = cmp.changes[("max-num-seqs = 256", "mean_tpot_ms")]
@@ -70,7 +70,7 @@ def test_h200_cli_never_says_the_old_words_and_leaves_the_file_alone() -> None:
 
 
 def test_aa_of_stored_repeats_is_equivalent_or_undecided() -> None:
-    with connect(H200, readonly=True) as db:
+    with connect(snapshot.expanded(H200), readonly=True) as db:
         # runs 5 and 7 are repeats of one configuration: an A/A comparison through the CLI's path
         cmp = select_runs(db, run_ids=[5, 7], baseline_ids=[5]).comparison
         assert cmp.candidates and "A/A" in cmp.candidates[0].label
