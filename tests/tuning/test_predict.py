@@ -96,9 +96,11 @@ def test_the_engines_env_budget_and_values_that_cannot_start() -> None:
     assert unknown.kv_tokens is None and "NUMA" in unknown.budget_source
 
 
-def test_h200_runs_are_predicted_within_five_percent() -> None:
+@pytest.mark.parametrize("example", ["lab-h200.db.xz", "lab-h200-memory-wall.db.xz"])
+def test_h200_runs_are_predicted_within_five_percent(example: str) -> None:
+    """gpu-memory-utilization 0.5/0.9/default and kv-cache-memory-bytes 1G/4G/16G on the H200."""
     shape = ModelShape.from_config(H200_MODEL)
-    with connect(snapshot.expanded(H200_DB), readonly=True) as db:
+    with connect(snapshot.expanded(H200_DB.with_name(example)), readonly=True) as db:
         runs = queries.list_runs(db)
     assert runs
     for run in runs:
