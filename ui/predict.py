@@ -12,6 +12,7 @@ import streamlit as st
 from tuning.engine import EngineSpec
 from tuning.params import Param
 from tuning.predict import ModelShape, error_pct, predict_values
+from ui.common import md_escape
 
 
 def render_prediction(
@@ -25,7 +26,7 @@ def render_prediction(
         config = {**spec.baseline, **baseline}
         rows = predict_values(param.name, values, config, shape, backend=spec.backend, env=spec.env)
     except (OSError, ValueError, KeyError) as exc:
-        st.caption(f"No KV prediction: {exc}")
+        st.caption(md_escape(f"No KV prediction: {exc}"))
         return
     st.subheader("Predicted KV cache")
     frame = pd.DataFrame(
@@ -51,9 +52,9 @@ def render_prediction(
     )
     for r in rows:
         for problem in r.problems:
-            st.error(f"{param.name} = {r.value} cannot start: {problem}")
+            st.error(md_escape(f"{param.name} = {r.value} cannot start: {problem}"))
         for warning in r.warnings:
-            st.warning(f"{param.name} = {r.value}: {warning}")
+            st.warning(md_escape(f"{param.name} = {r.value}: {warning}"))
 
 
 def prediction_columns(run: Mapping[str, Any]) -> dict[str, Any]:
