@@ -8,6 +8,7 @@ from core.status import Status
 from store import queries
 from ui.common import ICONS, db, md_escape
 from ui.health import health_badge, render_config_mismatches, render_run_health, server_gap_ms
+from ui.predict import prediction_columns
 from ui.tables import RUNS_PAGE_KEYS, render_run_table
 
 st.set_page_config(page_title="Runs · vLLM Tuning Lab", page_icon=ICONS["runs"], layout="wide")
@@ -33,7 +34,11 @@ def client_minus_server(run: dict) -> dict:
     return {"TTFT client − server (ms)": None if gap is None else round(gap, 1)}
 
 
-render_run_table(runs, RUNS_PAGE_KEYS, "runs_table", extra=client_minus_server)
+def extra_columns(run: dict) -> dict:
+    return {**client_minus_server(run), **prediction_columns(run)}
+
+
+render_run_table(runs, RUNS_PAGE_KEYS, "runs_table", extra=extra_columns)
 st.caption(
     "TTFT = time to first token; TPOT = (E2EL − TTFT) / (output tokens − 1) per request; "
     "output tok/s = successful output tokens / (first dispatch → last completion). "
@@ -41,6 +46,8 @@ st.caption(
     "TTFT client − server = the client's mean TTFT minus vLLM's own time_to_first_token "
     "histogram mean over the same window (HTTP, tokenizing and the client's own delay); a run "
     "beyond the bound is flagged in its health."
+    "KV tokens predicted: tuning.predict from the model's config.json before the start; "
+    "prediction error %: against the engine's KV capacity."
 )
 render_config_mismatches(runs, "runs_config_mismatch")
 measured = [r for r in runs if r.get("health")]

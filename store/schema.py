@@ -53,6 +53,8 @@ JSON_COLUMNS: tuple[str, ...] = (
     "itl_json",
     "effective_config_json",
     "config_mismatch_json",
+    "repeats_plan_json",
+    "prediction_json",
 )
 
 # Who made a row and where, where it came from (local or a bundle), and the user's own marks:
@@ -198,6 +200,38 @@ def m002_effective_config(db: Database) -> None:
     for column in ("effective_config_json", "config_mismatch_json"):
         if column not in runs.columns_dict:
             runs.add_column(column, str)
+
+
+@migrations()
+def m003_auto_repeats(db: Database) -> None:
+    """Repeat until decided (`experiment --repeats auto`): the flag, its limits (max repeats a
+    value, the time budget in minutes) and the stopping rule's last plan (repeats_plan_json)."""
+    experiments = db.table("experiments")
+    columns = {
+        "repeats_auto": int,
+        "max_repeats": int,
+        "budget_minutes": float,
+        "repeats_plan_json": str,
+    }
+    for column, kind in columns.items():
+        if column not in experiments.columns_dict:
+            experiments.add_column(column, kind)
+
+
+@migrations()
+def m004_kv_prediction(db: Database) -> None:
+    """The KV cache tuning.predict expected for a run, stored beside the engine's own figures
+    (kv_cache_tokens, max_concurrency): predicted_kv_cache_tokens, predicted_max_concurrency and
+    the whole prediction (prediction_json: budget, its source, blocks, problems)."""
+    runs = db.table("runs")
+    columns = {
+        "predicted_kv_cache_tokens": int,
+        "predicted_max_concurrency": float,
+        "prediction_json": str,
+    }
+    for column, kind in columns.items():
+        if column not in runs.columns_dict:
+            runs.add_column(column, kind)
 
 
 def apply_migrations(db: Database) -> None:

@@ -91,7 +91,28 @@ def add_arguments(sub: Subparsers) -> None:
         metavar="NAME=VALUE",
         help="baseline server parameter (repeatable)",
     )
-    exp.add_argument("--repeats", type=int, default=1)
+    exp.add_argument(
+        "--repeats",
+        type=_repeats,
+        default=1,
+        metavar="N|auto",
+        help="runs per value, interleaved; 'auto': repeat the values still undecided against "
+        "the baseline (the first value) until decided (A/A false-alarm rate <= 5 %%)",
+    )
+    exp.add_argument(
+        "--max-repeats",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --repeats auto: at most N runs a value (default 10)",
+    )
+    exp.add_argument(
+        "--budget-minutes",
+        type=float,
+        default=None,
+        metavar="M",
+        help="with --repeats auto: stop adding repeats once the runs took M minutes",
+    )
     exp.add_argument(
         "--base-url", default=None, help="attach to a running server (workload parameters only)"
     )
@@ -121,6 +142,30 @@ def add_arguments(sub: Subparsers) -> None:
     add_db(runs)
 
 
+def _repeats(text: str) -> int | str:
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: a number of runs or 'auto'") from None
+
+
+def _auto(args: argparse.Namespace) -> Any:
+    """The AutoRepeats of --repeats auto (None for a fixed count); ValueError for a limit given
+    without auto or out of range."""
+    from tuning.experiment.repeats import DEFAULT_MAX_REPEATS, AutoRepeats
+
+    if args.repeats != "auto":
+        if args.max_repeats is not None or args.budget_minutes is not None:
+            raise ValueError("--max-repeats and --budget-minutes need --repeats auto")
+        return None
+    return AutoRepeats(
+        max_repeats=DEFAULT_MAX_REPEATS if args.max_repeats is None else args.max_repeats,
+        budget_minutes=args.budget_minutes,
+    )
+
+
 def _experiment(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
@@ -138,6 +183,7 @@ def _experiment(args: argparse.Namespace) -> int:
         return 1
     try:
         values = parse_values(args.param, args.values)
+        auto = _auto(args)
         exp_id = plan_experiment(
             path,
             param=args.param,
@@ -145,23 +191,27 @@ def _experiment(args: argparse.Namespace) -> int:
             workload=workload_from_args(args),
             engine=None if args.base_url else current_spec(settings),
             base_config=parse_sets(args.set),
-            repeats=args.repeats,
+            repeats=1 if auto else args.repeats,
             base_url=args.base_url,
             model=args.model,
             name=args.name,
             author=settings.resolved_author(),
             host=settings.resolved_host(),
+            auto=auto,
         )
     except (ParamError, ValueError) as exc:
         return refused(str(exc))
-    total = len(values) * max(1, args.repeats)
+    total = len(values) * (auto.first_rounds if auto else max(1, args.repeats))
     bar = tqdm(total=total, desc=f"experiment {exp_id}", unit="run", file=sys.stderr)
 
     def progress(event: str, data: dict[str, Any]) -> None:
         if event == "phase":
             bar.set_postfix_str(str(data["phase"]))
         elif event == "run_done":
+            bar.total = max(bar.total or 0, int(data["total"]))
             bar.update(1)
+        elif event == "repeats" and not data["stop"]:
+            tqdm.write(f"repeat until decided: {data['reason']}", file=sys.stderr)
         elif event == "run_failed":
             tqdm.write(
                 f"run {data['run_id']} failed [{data['kind']}]: {data['reason']}", file=sys.stderr
@@ -174,10 +224,16 @@ def _experiment(args: argparse.Namespace) -> int:
         return 3
     finally:
         bar.close()
+    plan = _stored_plan(path, exp_id) if auto else None
     if args.json:
-        print(json.dumps({"experiment_id": exp_id, "run_ids": run_ids}))
+        out: dict[str, Any] = {"experiment_id": exp_id, "run_ids": run_ids}
+        print(json.dumps({**out, "repeats": plan} if auto else out))
     else:
         print(f"experiment {exp_id}: runs {', '.join(map(str, run_ids))}")
+        if auto:
+            from tuning.experiment.repeats import summary_lines
+
+            print("\n".join(summary_lines(plan)))
     return 0
 
 
@@ -193,6 +249,15 @@ def endpoint_ready(args: argparse.Namespace) -> bool:
         print(f"error: {exc}", file=sys.stderr)
         return False
     return True
+
+
+def _stored_plan(path: Any, exp_id: int) -> dict[str, Any] | None:
+    """The stopping rule's last plan for an auto experiment, as the runner stored it."""
+    from store import connect, queries
+
+    with connect(path, readonly=True) as db:
+        plan = queries.get_experiment(db, exp_id).get("repeats_plan")
+    return plan if isinstance(plan, dict) else None
 
 
 def run_as_dict(run: dict[str, Any]) -> dict[str, Any]:

@@ -25,8 +25,9 @@ from core.clock import now_iso
 from core.records import SampleRow
 from core.status import Status
 from store import connect, open_db, queries, repo
-from tuning import effective, hardware
+from tuning import effective, hardware, predict
 from tuning.engine import EngineSpec
+from tuning.experiment import repeats
 from tuning.experiment.lock import machine_lock
 from tuning.experiment.plan import is_imported, refuse_imported, schedule
 from tuning.params import format_value, get_param
@@ -156,6 +157,7 @@ class ExperimentRunner:
                 self.progress(
                     "run_done", {"done": seq + 1, "total": len(plan), "run_id": run_ids[-1]}
                 )
+            run_ids += repeats.extend(self, workload)  # --repeats auto: more rounds until decided
             if self.live.cancel.is_set():
                 status = Status.CANCELLED
         except Exception as exc:  # the experiment row must say why it stopped
@@ -214,6 +216,7 @@ class ExperimentRunner:
             author=exp.get("author"),
             host=exp.get("host"),
             status=Status.RUNNING,
+            **(predict.run_columns(engine, config, hw) if engine else {}),  # expected KV cache
         )
         with self._lock:
             self.live.current_run_id = run_id
