@@ -10,6 +10,7 @@ from store import connect, repo
 from tuning.engine import EngineSpec
 from tuning.params import format_value, get_param, validate_config, validate_value
 from tuning.settings import load_settings
+from tuning.traffic import WorkloadSpec
 from tuning.workload import Workload
 
 
@@ -32,6 +33,7 @@ def plan_experiment(
     name: str | None = None,
     author: str = "",
     host: str = "",
+    workload_spec: WorkloadSpec | None = None,
 ) -> int:
     """Validate everything and write the experiment row; returns its id."""
     p = get_param(param)
@@ -54,6 +56,11 @@ def plan_experiment(
         config.pop(p.name, None)
         for value in clean_values:  # each start as it will be launched (e.g. two KV budgets)
             validate_config({**config, p.name: value}, engine.backend if engine else None)
+    if not p.restarts_server:  # each value as it will be applied (a spec's knob, or the workload)
+        from tuning.experiment.planned import apply_value
+
+        for value in clean_values:
+            apply_value(workload, workload_spec, p.name, value)
     repeats = max(1, repeats)
     with connect(db_path) as db:
         return repo.create_experiment(
@@ -64,6 +71,7 @@ def plan_experiment(
             repeats=repeats,
             config_json=config,
             workload_json=workload.to_dict(),
+            workload_spec_json=workload_spec.to_dict() if workload_spec else None,
             engine_json=engine.to_json() if engine else None,
             base_url=base_url,
             model=model or (engine.served_model_name if engine else None),

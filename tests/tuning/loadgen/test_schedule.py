@@ -184,3 +184,29 @@ def test_answer_text_reads_completions_and_chat_streams() -> None:
     )
     assert answer_text(comp) == "ab"
     assert answer_text(chat) == "x"
+
+
+def test_a_plan_in_the_child_process_with_warmups(tok: LocalTokenizer) -> None:
+    from tuning.loadgen.child import run_load_in_subprocess
+
+    spec = small(
+        num_requests=6,
+        multi_turn=MultiTurn(True, turns=LengthDist("fixed", 2)),
+        arrival=Arrival("open", rate=100.0, max_concurrency=2),
+    )
+    plan = materialize(spec, tok)
+    wl = plan_workload(plan, 2)
+    phases: list[str] = []
+    with fake_server() as srv:
+        res = run_load_in_subprocess(
+            srv.base_url, MODEL, ["warm-0", "warm-1"], wl, plan=plan, on_phase=phases.append
+        )
+        prompts = [b["prompt"] for b in srv.stats.bodies]
+    assert phases == ["warming_up", "loading"] and prompts[:2] == ["warm-0", "warm-1"]
+    assert [(r.conversation, r.turn) for r in res.records] == [
+        (r.conversation, r.turn) for r in plan.requests
+    ]
+    assert all(r.ok and r.dispatch_lag is not None for r in res.records)
+    assert TOKEN * plan.requests[0].output_len in prompts[2 + 1] or any(
+        TOKEN * plan.requests[0].output_len in p for p in prompts[3:]
+    )
