@@ -1,4 +1,4 @@
-"""`python -m tuning workload preview|save|list` and the traffic flags' spec (tuning.cli.workload)."""
+"""`python -m tuning workload preview|save|list` and the spec the traffic flags make."""
 
 from __future__ import annotations
 
