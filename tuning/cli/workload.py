@@ -241,8 +241,9 @@ def render_preview(p: dict[str, Any]) -> str:
         lines.append(f"arrival       closed loop, concurrency {a['concurrency']}")
     else:
         rate = f"target {a['target_rate']:g} req/s, " if a.get("target_rate") else ""
+        how = a.get("pattern") or f"x{a['speed']:g}"
         lines.append(
-            f"arrival       {a['kind']} {a.get('pattern', '')}: {rate}planned {a['rate']:.2f} "
+            f"arrival       {a['kind']} {how}: {rate}planned {a['rate']:.2f} "
             f"req/s over {a['duration_s']:.1f} s, gap CV {a['cv']:.2f}, "
             f"max concurrency {a['max_concurrency'] or 'none'}"
         )
