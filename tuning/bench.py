@@ -217,6 +217,10 @@ def add_traffic(result: dict[str, Any], prep: Any, load: LoadResult) -> None:
     result["lab"]["dispatch_lags"] = [r.dispatch_lag for r in load.records]
 
 
+def _lags(lag: dict[str, Any]) -> str:
+    return f"{1000 * lag['p99_s']:.2f} / {1000 * lag['max_s']:.2f}"
+
+
 def write_json(path: Path, data: dict[str, Any]) -> None:
     """Write atomically: a reader never sees half a result."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -272,6 +276,20 @@ def print_table(result: dict[str, Any], out: TextIO | None = None) -> None:
             f"{client['loop_lag_p99_ms']:.2f} / {client['loop_lag_max_ms']:.2f}",
         ),
     ]
+    traffic = lab.get("traffic")
+    if traffic:
+        lag = traffic["dispatch_lag"]
+        if traffic.get("target_request_rate"):
+            rate = f"{traffic['achieved_request_rate']:.2f} / {traffic['target_request_rate']:g}"
+            rows.append(line("Request rate achieved / target:", rate))
+        if lag.get("planned"):
+            rows.append(line("Dispatch lag p99 / max (ms):", _lags(lag)))
+        for label in ("first_turn", "later_turns"):
+            if traffic.get(f"requests_{label}"):
+                name = f"Mean TTFT, {label.replace('_', ' ')} (ms):"
+                rows.append(line(name, _fmt(traffic[f"mean_ttft_ms_{label}"])))
+        if not traffic["schedule_kept"]:
+            rows.append("WARNING: the client (or the concurrency cap) did not keep the schedule.")
     if result["failed"]:
         kinds = ", ".join(f"{k}: {v}" for k, v in sorted(lab["failed_by_kind"].items()))
         rows.append(line("Failures by kind:", kinds))

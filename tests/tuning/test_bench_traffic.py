@@ -7,6 +7,8 @@ import argparse
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.fakes.fake_openai import fake_server
 from tuning.bench import add_bench_arguments, run_bench_command
 
@@ -20,12 +22,14 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def bench(base_url: str, out: Path, tokenizer: Path, *extra: str) -> dict:  # type: ignore[type-arg]
     args = ["--base-url", base_url, "--model", "fake-model", "--concurrency", "2"]
     args += ["--input-len", "8", "--output-len", "3", "--num-warmups", "1"]
-    args += ["--tokenizer", str(tokenizer), "--result-json", str(out), "--quiet", *extra]
+    args += ["--tokenizer", str(tokenizer), "--result-json", str(out), *extra]
     assert run_bench_command(parse(args)) == 0
     return dict(json.loads(out.read_text()))
 
 
-def test_bench_a_dataset_open_loop(tmp_path: Path, tiny_tokenizer: Path) -> None:
+def test_bench_a_dataset_open_loop(
+    tmp_path: Path, tiny_tokenizer: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     with fake_server(ttft_ms=2) as srv:
         result = bench(
             srv.base_url,
@@ -42,9 +46,13 @@ def test_bench_a_dataset_open_loop(tmp_path: Path, tiny_tokenizer: Path) -> None
     assert lab["workload_spec"]["source"]["kind"] == "jsonl"
     assert lab["traffic"]["target_request_rate"] == 50.0
     assert all(lag is not None for lag in lab["dispatch_lags"])
+    printed = capsys.readouterr().out
+    assert "Request rate achieved / target:" in printed and "Dispatch lag p99" in printed
 
 
-def test_bench_sharegpt_conversations(tmp_path: Path, tiny_tokenizer: Path) -> None:
+def test_bench_sharegpt_conversations(
+    tmp_path: Path, tiny_tokenizer: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     with fake_server() as srv:
         result = bench(
             srv.base_url,
@@ -53,5 +61,6 @@ def test_bench_sharegpt_conversations(tmp_path: Path, tiny_tokenizer: Path) -> N
             *("--num-requests", "12", "--dataset", "chat-500.sharegpt.json", "--multi-turn"),
         )
     turns = result["lab"]["turns"]
+    assert "Mean TTFT, later turns (ms):" in capsys.readouterr().out
     assert result["completed"] == 12 and max(turns) >= 1
     assert result["lab"]["traffic"]["requests_later_turns"] == sum(1 for t in turns if t)
