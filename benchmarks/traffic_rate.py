@@ -1,9 +1,9 @@
 """Open loop against an instant server: does the lab's client keep a target request rate?
 
 Starts the instant stub (benchmarks/stub_server.py, its own process), then for each target rate
-sends a synthetic plan of `seconds * rate` Poisson arrivals (tuning.loadgen.schedule, raw transport) and
-prints the planned rate, the achieved one (first-turn dispatches over their span) and the dispatch
-lag. The issue's bar: achieved within 3% of the target at 10, 100 and 1,000 req/s.
+sends a synthetic plan of `seconds * rate` Poisson arrivals (tuning.loadgen.schedule, raw
+transport) and prints the planned rate, the achieved one (first-turn dispatches over their span)
+and the dispatch lag. The issue's bar: achieved within 3% of the target at 10, 100 and 1,000 req/s.
 
     .venv/bin/python benchmarks/traffic_rate.py [--rates 10,100,1000] [--seconds 3]
 """
