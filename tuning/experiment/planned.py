@@ -157,3 +157,25 @@ def traffic_summary(records: list[RequestRecord], plan: Plan, duration_s: float)
     out["schedule_kept"] = not (lag.get("planned") and lag.get("p99_s", 0.0) > 0.05)
     out["duration_s"] = duration_s
     return out
+
+
+def judge(
+    health: dict[str, Any], records: list[RequestRecord], plan: Plan, duration_s: float
+) -> dict[str, Any]:
+    """The traffic summary, and `health`'s client-bound verdict for planned traffic: an open loop,
+    a trace or conversations with think time never hold C in flight by design, so that reason goes;
+    a schedule the client (or the cap) did not keep is the reason instead."""
+    traffic = traffic_summary(records, plan, duration_s)
+    reasons = list(health.get("client_bound_reasons") or [])
+    paced = plan.spec.arrival.kind != "closed" or plan.spec.multi_turn.think_time_s > 0
+    if paced:
+        reasons = [r for r in reasons if not r.startswith("never held")]
+    if not traffic["schedule_kept"]:
+        lag = traffic["dispatch_lag"]
+        reasons.append(
+            f"the schedule was not kept: dispatch lag p99 {1000 * lag['p99_s']:.0f} ms "
+            "(a busy client, or a max-concurrency cap the load outgrew)"
+        )
+    health["client_bound_reasons"] = reasons
+    health["client_bound"] = bool(reasons)
+    return traffic

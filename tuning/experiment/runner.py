@@ -441,14 +441,14 @@ class ExperimentRunner:
             peaks(rows, gpu_baseline=self.gpu_baseline or None, window=(load_start, load_end))
         )
         health = run_health(result, load_wl, samples, load_start, marks.get("before"), after)
+        if plan is not None:  # judged by its schedule, not by a closed loop's C
+            summary["traffic"] = planned.judge(health, result.records, plan, result.duration_s)
         summary.update(
             achieved_concurrency=health["achieved_concurrency"],
             steady_output_throughput=health["steady_output_throughput"],
             client_bound=int(health["client_bound"]),
             load_window_s=[load_start, load_end],
         )
-        if plan is not None:
-            summary["traffic"] = planned.traffic_summary(result.records, plan, result.duration_s)
         health["client"] = result.health()
         repo.store_summary(self.db, run_id, summary)
         if self.server_check is not None:  # a limit the load shows was not applied

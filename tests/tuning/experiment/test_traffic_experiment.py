@@ -156,3 +156,34 @@ def test_knobs_change_the_spec_and_refuse_what_it_lacks() -> None:
     assert wl2 == wl and spec2 is not None and mirrored(wl2, spec2)["request_rate"] == 7.5
     with pytest.raises(ValueError):
         apply_value(wl, None, "request-rate", 7.5)  # the classic workload has no rate
+
+
+def test_an_open_loop_is_judged_by_its_schedule(rate_sweep: dict[str, Any]) -> None:
+    for run in rate_sweep["runs"]:
+        reasons = run["health"]["client_bound_reasons"]
+        assert not any(r.startswith("never held") for r in reasons), reasons
+
+
+def test_a_schedule_not_kept_is_the_client_bound_reason(tiny_tokenizer: Path) -> None:
+    from core.records import RequestRecord
+    from tuning.experiment.planned import judge
+    from tuning.traffic import materialize
+    from tuning.workload import LocalTokenizer
+
+    spec = WorkloadSpec(num_requests=4, arrival=Arrival("open", rate=10.0, max_concurrency=1))
+    plan = materialize(spec, LocalTokenizer(tiny_tokenizer))
+    recs = [
+        RequestRecord(index=i, start=0.1 * i, ttft=0.01, ok=True, turn=0, dispatch_lag=0.2 * i)
+        for i in range(4)
+    ]
+    health: dict[str, Any] = {"client_bound_reasons": ["never held 1 of 1 requests in flight"]}
+    traffic = judge(health, recs, plan, 1.0)
+    assert not traffic["schedule_kept"] and health["client_bound"]
+    assert [r.split(":")[0] for r in health["client_bound_reasons"]] == [
+        "the schedule was not kept"
+    ]
+    kept = [
+        RequestRecord(index=i, start=0.1 * i, ok=True, turn=0, dispatch_lag=0.001) for i in range(4)
+    ]
+    health = {"client_bound_reasons": ["never held 1 of 1 requests in flight"]}
+    assert judge(health, kept, plan, 1.0)["schedule_kept"] and not health["client_bound"]
