@@ -27,7 +27,7 @@ def test_multi_turn_with_prefix_caching_hits_the_cache(
             *("experiment", "--param", "enable-prefix-caching", "--values", "true"),
             *("--multi-turn", "3", "--think-time", "0.2", "--concurrency", "2"),
             *("--num-requests", "6", "--input-len", "160", "--output-len", "8"),
-            *("--num-warmups", "1", "--db", str(db), "--json"),
+            *("--num-warmups", "1", "--start-timeout", "600", "--db", str(db), "--json"),
         ],
         home,
     )
