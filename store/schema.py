@@ -237,5 +237,18 @@ def apply_migrations(db: Database) -> None:
     migrations.apply(db)
 
 
+def pending_migrations(db: Database) -> list[str]:
+    """Schema steps this lab knows and the DB lacks (a read; nothing is written)."""
+    return [m.name for m in migrations.pending(db)]
+
+
+def unknown_migrations(db: Database) -> list[str]:
+    """Schema steps the DB has and this lab does not know: it was written by a newer lab."""
+    known = {m.name for m in migrations._migrations}
+    if not db.table(Migrations.migrations_table).exists():
+        return []
+    return [m.name for m in migrations.applied(db) if m.name not in known]
+
+
 def schema_version(db: Database) -> int:
     return len(migrations.applied(db))

@@ -108,6 +108,13 @@ def add_arguments(sub: Subparsers) -> None:
         p = sub.add_parser(name, help=help_text)
         p.add_argument("--id", type=int, required=True)
         add_db(p)
+        if name == "run-experiment":
+            p.add_argument(
+                "--use-local-engine",
+                action="store_true",
+                help="for an imported (read-only) experiment: plan the same sweep as a new "
+                "local experiment on this lab's engine and run it (the stored command never runs)",
+            )
     runs = sub.add_parser("runs", help="every run with its summary")
     runs.add_argument("--json", action="store_true")
     runs.add_argument("--experiment", type=int, default=None)
@@ -210,6 +217,39 @@ def _runs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_experiment(args: argparse.Namespace) -> int:
+    """Run a planned experiment; an imported one is refused unless --use-local-engine, which
+    plans its sweep anew on this lab's engine and runs that."""
+    from store import StoreError, connect, queries
+    from tuning.engine import current_spec
+    from tuning.experiment.plan import ImportedExperimentError, is_imported, plan_rerun
+    from tuning.experiment.runner import run_experiment
+    from tuning.settings import load_settings
+
+    path, exp_id = db_path(args), args.id
+    if args.use_local_engine:
+        try:
+            with connect(path, readonly=True) as db:
+                imported = is_imported(queries.get_experiment(db, exp_id))
+            if imported:
+                settings = load_settings()
+                exp_id = plan_rerun(
+                    path,
+                    exp_id,
+                    current_spec(settings),
+                    author=settings.resolved_author(),
+                    host=settings.resolved_host(),
+                )
+                print(f"experiment {args.id} is imported: running it as experiment {exp_id}")
+        except (StoreError, ValueError) as exc:
+            return refused(str(exc))
+    try:
+        run_experiment(path, exp_id)
+    except ImportedExperimentError as exc:
+        return refused(str(exc))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     """Dispatch one of COMMANDS (args.command)."""
     if args.command == "bench":
@@ -221,10 +261,7 @@ def run(args: argparse.Namespace) -> int:
     if args.command == "runs":
         return _runs(args)
     if args.command == "run-experiment":
-        from tuning.experiment.runner import run_experiment
-
-        run_experiment(db_path(args), args.id)
-        return 0
+        return _run_experiment(args)
     from tuning.experiment.supervisor import cancel_experiment
 
     cancel_experiment(db_path(args), args.id)

@@ -79,3 +79,46 @@ def plan_experiment(
             author=author,
             host=host,
         )
+
+
+class ImportedExperimentError(ValueError):
+    """An experiment that came in a bundle: read-only, and its engine command is never run."""
+
+
+def is_imported(exp: dict[str, Any]) -> bool:
+    return str(exp.get("origin") or "local").startswith("bundle:")
+
+
+def refuse_imported(exp: dict[str, Any]) -> None:
+    """ImportedExperimentError for an experiment that came in a bundle (its stored engine command
+    is a teammate's, or a forger's: `/bin/sh -c ...`)."""
+    if is_imported(exp):
+        raise ImportedExperimentError(
+            f"experiment {exp['id']} was imported ({exp['origin']}): it is read-only and its "
+            "engine command is never run here. To measure the same sweep on this machine, "
+            f"run `python -m tuning run-experiment --id {exp['id']} --use-local-engine` "
+            "(a new local experiment with this lab's engine)"
+        )
+
+
+def plan_rerun(db_path: str | Path, experiment_id: int, engine: EngineSpec, **who: str) -> int:
+    """A new local experiment with the same parameter, values, baseline, workload and repeats as
+    `experiment_id`, run by `engine` (this lab's own, never the stored command); returns its id."""
+    from store import queries
+    from tuning.experiment.planned import spec_of
+
+    with connect(db_path, readonly=True) as db:
+        exp = queries.get_experiment(db, experiment_id)
+    return plan_experiment(
+        db_path,
+        param=str(exp["param"]),
+        values=list(exp["values"] or []),
+        workload=Workload.from_dict(exp["workload"] or {}),
+        engine=engine,
+        base_config=dict(exp["config"] or {}),  # the teammate's baseline, on this lab's engine
+        repeats=int(exp["repeats"] or 1),
+        name=f"{exp['name'] or exp['param']} (rerun of {exp['uid'][:8]} on the local engine)",
+        author=who.get("author", ""),
+        host=who.get("host", ""),
+        workload_spec=spec_of(exp.get("workload_spec")),  # the same traffic, when it had a spec
+    )

@@ -29,7 +29,7 @@ from tuning import effective, hardware
 from tuning.engine import EngineSpec
 from tuning.experiment import planned
 from tuning.experiment.lock import machine_lock
-from tuning.experiment.plan import schedule
+from tuning.experiment.plan import is_imported, refuse_imported, schedule
 from tuning.params import format_value, get_param
 from tuning.server import ServerProcess, StartFailure
 from tuning.settings import lab_home
@@ -70,6 +70,9 @@ class ExperimentRunner:
         self.db = open_db(self.db_path)  # the runner thread's connection, closed by close()
         self.experiment_id = experiment_id
         self.exp = queries.get_experiment(self.db, experiment_id)
+        if is_imported(self.exp):  # an imported experiment's engine command never runs here
+            self.db.conn.close()
+            refuse_imported(self.exp)
         self.progress = progress or (lambda event, data: None)
         self.start_timeout = start_timeout
         self.live = _Live()
