@@ -38,6 +38,11 @@ class RequestRecord:
     http_status: int | None = None
     error: str | None = None
     error_kind: str | None = None
+    # Planned traffic (tuning.traffic): which conversation and turn (0-based) this request was,
+    # and how late it went out against its planned send time (None where nothing was planned).
+    conversation: int | None = None
+    turn: int | None = None
+    dispatch_lag: float | None = None
 
     @property
     def e2el(self) -> float | None:

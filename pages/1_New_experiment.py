@@ -21,6 +21,7 @@ from tuning.settings import load_settings
 from tuning.workload import Workload
 from ui.common import ICONS, db, db_path, md_code, md_escape
 from ui.predict import render_prediction
+from ui.workload import traffic_section
 
 st.set_page_config(
     page_title="New experiment · vLLM Tuning Lab", page_icon=ICONS["new"], layout="wide"
@@ -87,6 +88,19 @@ prefix_len = c5.number_input("Shared prefix tokens", 0, 100000, 0, key="new_pref
 endpoint = c6.selectbox("Endpoint", ["completions", "chat"], key="new_endpoint")
 seed = c7.number_input("Seed", 0, 2**31 - 1, 0, key="new_seed")
 repeats = c8.number_input("Repeats per value (interleaved A B A B)", 1, 20, 1, key="new_repeats")
+with st.expander("Real traffic: data file, request rate, conversations", expanded=False):
+    classic = dict(
+        num_requests=int(num_requests),
+        concurrency=int(concurrency),
+        input_len=int(input_len),
+        output_len=int(output_len),
+        shared_prefix_len=int(prefix_len),
+        seed=int(seed),
+    )
+    traffic, traffic_errors = traffic_section(db_path(), classic, param.name)
+    errors += traffic_errors
+    for err in traffic_errors:
+        st.error(err)
 base_url = ""
 if not param.restarts_server:
     base_url = st.text_input(
@@ -126,6 +140,7 @@ if st.button(
             model=model or None,
             author=settings.resolved_author(),
             host=settings.resolved_host(),
+            workload_spec=traffic,
         )
     except (ParamError, ValueError) as exc:
         st.error(f"refused: {md_escape(exc)}")

@@ -105,7 +105,8 @@ def get_requests(db: Database, run_id: int) -> list[RequestRecord]:
     out = []
     for r in db.execute(
         "select idx, start_s, ttft_s, end_s, itl_json, prompt_tokens, "
-        "output_tokens, ok, http_status, error, error_kind from requests "
+        "output_tokens, ok, http_status, error, error_kind, conversation, turn, "
+        "dispatch_lag_s from requests "
         "where run_id = ? order by idx",
         [run_id],
     ):
@@ -122,9 +123,22 @@ def get_requests(db: Database, run_id: int) -> list[RequestRecord]:
                 http_status=r[8],
                 error=r[9],
                 error_kind=r[10],
+                conversation=r[11],
+                turn=r[12],
+                dispatch_lag=r[13],
             )
         )
     return out
+
+
+def get_workload(db: Database, name: str) -> dict[str, Any] | None:
+    """The named workload (its spec parsed under `spec`), or None."""
+    rows = list(db.query("select * from workloads where name = ?", [name]))
+    return decode(rows[0]) if rows else None
+
+
+def list_workloads(db: Database) -> list[dict[str, Any]]:
+    return [decode(r) or {} for r in db.query("select * from workloads order by name")]
 
 
 def get_samples(

@@ -146,6 +146,9 @@ def insert_requests(db: Database, run_id: int, records: Iterable[RequestRecord])
             "http_status": r.http_status,
             "error": r.error,
             "error_kind": r.error_kind,
+            "conversation": r.conversation,
+            "turn": r.turn,
+            "dispatch_lag_s": r.dispatch_lag,
         }
         for r in records
     )
@@ -185,6 +188,26 @@ def relabel_processes(db: Database, run_id: int, names_by_pid: dict[int, str]) -
             )
             changed += cur.rowcount
     return changed
+
+
+def save_workload(
+    db: Database, name: str, spec: dict[str, Any], spec_fingerprint: str, **fields: Any
+) -> int:
+    """Create or replace the named workload (a spec to reuse across experiments); returns its id."""
+    if not name.strip():
+        raise StoreError("a named workload needs a name")
+    now = now_iso()
+    row = {"name": name, "spec_json": spec, "spec_fingerprint": spec_fingerprint, **fields}
+    with db.atomic():
+        found = list(db.execute("select id from workloads where name = ?", [name]))
+        if found:
+            db.table("workloads").update(found[0][0], _encode({**row, "updated_at": now}))
+            return int(found[0][0])
+        table = db.table("workloads")
+        table.insert(_encode({**row, "created_at": now, "updated_at": now}))
+        if table.last_pk is None:
+            raise StoreError("no id for the new workloads row")
+        return int(table.last_pk)
 
 
 def _chunks(

@@ -55,6 +55,8 @@ JSON_COLUMNS: tuple[str, ...] = (
     "config_mismatch_json",
     "repeats_plan_json",
     "prediction_json",
+    "workload_spec_json",
+    "spec_json",
 )
 
 # Who made a row and where, where it came from (local or a bundle), and the user's own marks:
@@ -232,6 +234,37 @@ def m004_kv_prediction(db: Database) -> None:
     for column, kind in columns.items():
         if column not in runs.columns_dict:
             runs.add_column(column, kind)
+
+
+@migrations()
+def m005_traffic_workloads(db: Database) -> None:
+    """Real traffic (tuning.traffic): the workload spec an experiment and each run replayed
+    (workload_spec_json, NULL for the classic fixed-length workload), per request its conversation,
+    turn and dispatch lag (actual - planned send, seconds), and named workloads to reuse."""
+    for name in ("experiments", "runs"):
+        table = db.table(name)
+        if "workload_spec_json" not in table.columns_dict:
+            table.add_column("workload_spec_json", str)
+    requests = db.table("requests")
+    for column, kind in (("conversation", int), ("turn", int), ("dispatch_lag_s", float)):
+        if column not in requests.columns_dict:
+            requests.add_column(column, kind)
+    if "workloads" not in db.table_names():
+        db.table("workloads").create(
+            {
+                "id": int,
+                "name": str,
+                "spec_json": str,
+                "spec_fingerprint": str,
+                "created_at": str,
+                "updated_at": str,
+                "author": str,
+                "host": str,
+            },
+            pk="id",
+            not_null={"name", "spec_json"},
+        )
+        db.table("workloads").create_index(["name"], unique=True)
 
 
 def apply_migrations(db: Database) -> None:

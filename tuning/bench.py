@@ -123,6 +123,9 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--result-json", required=True, type=Path, help="where to write results")
     parser.add_argument("--quiet", action="store_true", help="no table, no progress")
+    from tuning.cli.workload import add_traffic_arguments
+
+    add_traffic_arguments(parser)  # --workload, --dataset, --request-rate, --multi-turn, ...
 
 
 def parse_goodput(items: Sequence[str] | None) -> dict[str, float]:
@@ -239,6 +242,25 @@ def build_result(
     return result
 
 
+def add_traffic(result: dict[str, Any], prep: Any, load: LoadResult) -> None:
+    """A planned run's keys: vLLM's request_rate / burstiness, and the lab's traffic numbers."""
+    from tuning.experiment.planned import traffic_summary
+
+    arrival = prep.plan.spec.arrival
+    if arrival.kind == "open":
+        result["request_rate"] = arrival.rate
+        result["burstiness"] = arrival.burstiness
+    result["lab"]["workload_spec"] = prep.plan.spec.to_dict()
+    result["lab"]["workload_fingerprint"] = prep.fingerprint
+    result["lab"]["traffic"] = traffic_summary(load.records, prep.plan, load.duration_s)
+    result["lab"]["turns"] = [r.turn for r in load.records]
+    result["lab"]["dispatch_lags"] = [r.dispatch_lag for r in load.records]
+
+
+def _lags(lag: dict[str, Any]) -> str:
+    return f"{1000 * lag['p99_s']:.2f} / {1000 * lag['max_s']:.2f}"
+
+
 def write_json(path: Path, data: dict[str, Any]) -> None:
     """Write atomically: a reader never sees half a result."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -300,6 +322,20 @@ def print_table(result: dict[str, Any], out: TextIO | None = None) -> None:
         ),
     ]
     rows += _server_rows(lab.get("server") or {}, line)
+    traffic = lab.get("traffic")
+    if traffic:
+        lag = traffic["dispatch_lag"]
+        if traffic.get("target_request_rate"):
+            rate = f"{traffic['achieved_request_rate']:.2f} / {traffic['target_request_rate']:g}"
+            rows.append(line("Request rate achieved / target:", rate))
+        if lag.get("planned"):
+            rows.append(line("Dispatch lag p99 / max (ms):", _lags(lag)))
+        for label in ("first_turn", "later_turns"):
+            if traffic.get(f"requests_{label}"):
+                name = f"Mean TTFT, {label.replace('_', ' ')} (ms):"
+                rows.append(line(name, _fmt(traffic[f"mean_ttft_ms_{label}"])))
+        if not traffic["schedule_kept"]:
+            rows.append("WARNING: the client (or the concurrency cap) did not keep the schedule.")
     if result["failed"]:
         kinds = ", ".join(f"{k}: {v}" for k, v in sorted(lab["failed_by_kind"].items()))
         rows.append(line("Failures by kind:", kinds))
@@ -347,19 +383,28 @@ def run_bench_command(args: argparse.Namespace) -> int:
     """
     err = sys.stderr
     key = api_key_from_env()
+    from tuning.cli.workload import spec_from_args
+    from tuning.experiment.planned import Prepared, prepare
+
     try:
         workload = workload_from_args(args)
         slo = parse_goodput(args.goodput)
+        spec = spec_from_args(args)
     except (WorkloadError, ValueError) as exc:
         print(f"error: {exc}", file=err)
         return 2
+    prep: Prepared | None = None
     try:
         check_endpoint(args.base_url, args.model, key)
         tokenizer, tokenizer_id = choose_tokenizer(args.tokenizer, args.model, args.base_url, key)
         if tokenizer_id == FALLBACK_TOKENIZER_ID:
             print(f"note: {FALLBACK_NOTE}", file=err)
-        prompts = build_prompts(workload, tokenizer)
-    except (EndpointError, WorkloadError) as exc:
+        if spec is None:
+            prompts = build_prompts(workload, tokenizer)
+        else:  # real traffic: a plan, sent by tuning.loadgen.schedule
+            prep = prepare(workload, spec, tokenizer)
+            prompts = [*prep.warmup_prompts, *(r.prompt for r in prep.plan.requests)]
+    except (EndpointError, ValueError) as exc:
         print(f"error: {exc}", file=err)
         return 1
     cancel = threading.Event()
@@ -380,17 +425,33 @@ def run_bench_command(args: argparse.Namespace) -> int:
     if in_main:
         signal.signal(signal.SIGINT, on_sigint)
     try:
-        load = run_load_sync(
-            args.base_url,
-            args.model,
-            prompts,
-            workload,
-            api_key=key,
-            on_progress=progress if show else None,
-            cancel=cancel,
-            transport=args.transport,
-            server_stats=True,
-        )
+        if prep is None:
+            load = run_load_sync(
+                args.base_url,
+                args.model,
+                prompts,
+                workload,
+                api_key=key,
+                on_progress=progress if show else None,
+                cancel=cancel,
+                transport=args.transport,
+                server_stats=True,
+            )
+        else:
+            from tuning.loadgen.schedule import run_plan_sync
+
+            load = run_plan_sync(
+                args.base_url,
+                args.model,
+                prep.plan,
+                prep.warmup_prompts,
+                prep.workload,
+                api_key=key,
+                on_progress=progress if show else None,
+                cancel=cancel,
+                transport=args.transport,
+                server_stats=True,
+            )
     except LoadError as exc:
         print(f"error: {exc}", file=err)
         return 1
@@ -401,13 +462,15 @@ def run_bench_command(args: argparse.Namespace) -> int:
             print("", file=err)
     result = build_result(
         load,
-        workload,
+        workload if prep is None else prep.workload,
         model=args.model,
         base_url=args.base_url,
         tokenizer_id=tokenizer_id,
         prompts=prompts,
         slo_ms=slo or None,
     )
+    if prep is not None:
+        add_traffic(result, prep, load)
     result["lab"]["transport"] = resolve_transport(args.transport, args.base_url)
     write_json(args.result_json, result)
     if not args.quiet:

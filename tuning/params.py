@@ -223,6 +223,23 @@ PARAMS: dict[str, Param] = {
             unit="tokens",
             help="Tokens of a prefix shared by all prompts (no restart needed).",
         ),
+        Param(
+            name="request-rate",
+            type="float",
+            kind="workload",
+            minimum=0.001,
+            maximum=1e6,
+            unit="req/s",
+            help="Open loop: requests per second (Poisson/gamma arrivals; no restart needed).",
+        ),
+        Param(
+            name="burstiness",
+            type="float",
+            kind="workload",
+            minimum=0.001,
+            maximum=1000.0,
+            help="Open loop: gamma shape of the gaps, 1 = Poisson, < 1 burstier (no restart).",
+        ),
     ]
 }
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from tuning.cli.args import add_db, db_path, refused
 from tuning.cli.server import parse_sets
+from tuning.cli.workload import add_traffic_arguments, spec_from_args
 
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
@@ -121,6 +122,7 @@ def add_arguments(sub: Subparsers) -> None:
     exp.add_argument("--start-timeout", type=float, default=300.0)
     exp.add_argument("--json", action="store_true", help="print the run ids as JSON")
     add_workload_arguments(exp)
+    add_traffic_arguments(exp)
     add_db(exp)
     for name, help_text in (
         ("run-experiment", "(runner process) run a planned experiment"),
@@ -198,6 +200,7 @@ def _experiment(args: argparse.Namespace) -> int:
             author=settings.resolved_author(),
             host=settings.resolved_host(),
             auto=auto,
+            workload_spec=spec_from_args(args, path),
         )
     except (ParamError, ValueError) as exc:
         return refused(str(exc))

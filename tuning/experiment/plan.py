@@ -11,6 +11,7 @@ from tuning.engine import EngineSpec
 from tuning.experiment.repeats import AutoRepeats
 from tuning.params import format_value, get_param, validate_config, validate_value
 from tuning.settings import load_settings
+from tuning.traffic import WorkloadSpec
 from tuning.workload import Workload
 
 
@@ -34,6 +35,7 @@ def plan_experiment(
     author: str = "",
     host: str = "",
     auto: AutoRepeats | None = None,
+    workload_spec: WorkloadSpec | None = None,
 ) -> int:
     """Validate everything and write the experiment row; returns its id. With `auto` (repeat
     until decided) it starts with `auto.first_rounds` rounds and the runner adds more."""
@@ -57,6 +59,11 @@ def plan_experiment(
         config.pop(p.name, None)
         for value in clean_values:  # each start as it will be launched (e.g. two KV budgets)
             validate_config({**config, p.name: value}, engine.backend if engine else None)
+    if not p.restarts_server:  # each value as it will be applied (a spec's knob, or the workload)
+        from tuning.experiment.planned import apply_value
+
+        for value in clean_values:
+            apply_value(workload, workload_spec, p.name, value)
     repeats = auto.first_rounds if auto else max(1, repeats)
     with connect(db_path) as db:
         return repo.create_experiment(
@@ -67,6 +74,7 @@ def plan_experiment(
             repeats=repeats,
             config_json=config,
             workload_json=workload.to_dict(),
+            workload_spec_json=workload_spec.to_dict() if workload_spec else None,
             engine_json=engine.to_json() if engine else None,
             base_url=base_url,
             model=model or (engine.served_model_name if engine else None),
@@ -103,6 +111,7 @@ def plan_rerun(
     """A new local experiment with the same parameter, values, baseline, workload and repeats as
     `experiment_id`, run by `engine` (this lab's own, never the stored command); returns its id."""
     from store import queries
+    from tuning.experiment.planned import spec_of
 
     with connect(db_path, readonly=True) as db:
         exp = queries.get_experiment(db, experiment_id)
@@ -117,4 +126,5 @@ def plan_rerun(
         name=f"{exp['name'] or exp['param']} (rerun of {exp['uid'][:8]} on the local engine)",
         author=author,
         host=host,
+        workload_spec=spec_of(exp.get("workload_spec")),  # the same traffic, when it had a spec
     )

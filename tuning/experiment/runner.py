@@ -27,7 +27,7 @@ from core.status import Status
 from store import connect, open_db, queries, repo
 from tuning import effective, hardware, predict
 from tuning.engine import EngineSpec
-from tuning.experiment import repeats
+from tuning.experiment import planned, repeats
 from tuning.experiment.lock import machine_lock
 from tuning.experiment.plan import is_imported, refuse_imported, schedule
 from tuning.params import format_value, get_param
@@ -38,6 +38,7 @@ from tuning.telemetry.peaks import peaks
 from tuning.telemetry.proctree import ProcessTreeSampler
 from tuning.telemetry.prom import MetricsSampler
 from tuning.telemetry.recorder import Sampler, Telemetry
+from tuning.traffic import WorkloadSpec
 from tuning.workload import LocalTokenizer, ServerTokenizer, Workload, build_prompts
 
 HEARTBEAT_S = 2.0
@@ -189,11 +190,11 @@ class ExperimentRunner:
         param = get_param(exp["param"])
         engine = self._engine()
         config = dict(exp["config"] or {})
-        wl = workload
+        wl, spec = workload, planned.spec_of(exp.get("workload_spec"))
         if param.restarts_server:
             config[param.name] = value
         else:
-            wl = workload.with_value(param.name, value)
+            wl, spec = planned.apply_value(workload, spec, param.name, value)
         hw = hardware.describe()
         run_id = repo.create_run(
             self.db,
@@ -203,8 +204,7 @@ class ExperimentRunner:
             param=param.name,
             value=format_value(value),
             config_json=config,
-            workload_json=wl.to_dict(),
-            workload_fingerprint=wl.fingerprint(),
+            **planned.run_fields(wl, spec),
             engine=engine.name if engine else "attached",
             vllm_version=engine.vllm_version if engine else None,
             model=exp.get("model"),
@@ -236,7 +236,7 @@ class ExperimentRunner:
             self._finish_run(run_id, Status.CANCELLED)
             return run_id
         try:
-            return self._measure(run_id, base_url, t0, wl, engine)
+            return self._measure(run_id, base_url, t0, wl, engine, spec)
         except Exception as exc:  # a lab bug or a lost server: this value failed, the rest go on
             self._fail_run(
                 run_id,
@@ -379,7 +379,13 @@ class ExperimentRunner:
 
     # -- measuring ------------------------------------------------------------------------------
     def _measure(
-        self, run_id: int, base_url: str, t0: float, wl: Workload, engine: EngineSpec | None
+        self,
+        run_id: int,
+        base_url: str,
+        t0: float,
+        wl: Workload,
+        engine: EngineSpec | None,
+        spec: WorkloadSpec | None = None,
     ) -> int:
         from tuning.health import run_health, server_summary
         from tuning.loadgen.child import run_load_in_subprocess
@@ -391,7 +397,13 @@ class ExperimentRunner:
         elif self._telemetry is not None:
             self._telemetry_run = run_id  # a reused server's samples belong to this run now
         model = str(self.exp.get("model") or (engine.served_model_name if engine else ""))
-        prompts = build_prompts(wl, _tokenizer_for(engine, base_url, model))
+        tokenizer, plan = _tokenizer_for(engine, base_url, model), None
+        if spec is None:
+            prompts, load_wl = build_prompts(wl, tokenizer), wl
+        else:  # real traffic: the plan, its own warm-ups, and its fingerprint
+            prep = planned.prepare(wl, spec, tokenizer)
+            prompts, load_wl, plan = prep.warmup_prompts, prep.workload, prep.plan
+            repo.update_run(self.db, run_id, workload_fingerprint=prep.fingerprint)
         self._phase("warming_up", run_id)
         marks: dict[str, Any] = {}
 
@@ -409,7 +421,8 @@ class ExperimentRunner:
             base_url,
             model,
             prompts,
-            wl,
+            load_wl,
+            plan=plan,
             api_key=os.environ.get("OPENAI_API_KEY"),
             on_progress=on_progress,
             cancel=self.live.cancel,
@@ -432,8 +445,10 @@ class ExperimentRunner:
         summary.update(
             peaks(rows, gpu_baseline=self.gpu_baseline or None, window=(load_start, load_end))
         )
-        health = run_health(result, wl, samples, load_start)
+        health = run_health(result, load_wl, samples, load_start)
         summary.update(server_summary(health))
+        if plan is not None:  # judged by its schedule, not by a closed loop's C
+            summary["traffic"] = planned.judge(health, result.records, plan, result.duration_s)
         summary.update(
             achieved_concurrency=health["achieved_concurrency"],
             steady_output_throughput=health["steady_output_throughput"],

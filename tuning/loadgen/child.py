@@ -17,7 +17,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Sequence
-from typing import IO, Unpack
+from typing import IO, TYPE_CHECKING, Unpack
 
 from tuning.loadgen.client import (
     DEFAULT_TRANSPORT,
@@ -31,6 +31,9 @@ from tuning.loadgen.endpoint import scrub_key
 from tuning.settings import REPO_ROOT
 from tuning.workload import Workload
 
+if TYPE_CHECKING:
+    from tuning.traffic import Plan
+
 _FRAME = struct.Struct("<cQ")
 _PROGRESS = struct.Struct("<qq")
 
@@ -42,11 +45,20 @@ def run_load_in_subprocess(
     workload: Workload,
     *,
     python: str | None = None,
+    plan: Plan | None = None,
     **options: Unpack[LoadOptions],
 ) -> LoadResult:
     """`run_load_sync` in a child Python process (`python`, default this interpreter); the
-    callbacks run here, in the caller. Cancelling sends SIGTERM (a graceful stop)."""
-    check_prompts(prompts, workload)
+    callbacks run here, in the caller. Cancelling sends SIGTERM (a graceful stop).
+
+    With `plan`, the child runs `schedule.run_plan_sync` instead: `prompts` are the warm-ups only
+    and `workload` is `schedule.plan_workload(plan, ...)`."""
+    if plan is None:
+        check_prompts(prompts, workload)
+    else:
+        from tuning.loadgen.schedule import check_plan
+
+        check_plan(plan, prompts, workload)
     api_key = options.get("api_key")
     cancel = options.get("cancel")
     job = {
@@ -57,6 +69,7 @@ def run_load_in_subprocess(
         "api_key": api_key,
         "transport": options.get("transport", DEFAULT_TRANSPORT),
         "server_stats": options.get("server_stats", False),
+        "plan": plan,
     }
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(
@@ -147,19 +160,26 @@ def _child_main() -> int:
     def send(kind: bytes, payload: bytes) -> None:
         out.write(_FRAME.pack(kind, len(payload)) + payload)
 
+    options: LoadOptions = {
+        "api_key": job["api_key"],
+        "on_progress": lambda d, t: send(b"P", _PROGRESS.pack(d, t)),
+        "cancel": cancel,
+        "on_phase": lambda ph: send(b"S", ph.encode()),
+        "transport": job.get("transport", DEFAULT_TRANSPORT),
+        "server_stats": job.get("server_stats", False),
+    }
+    workload = Workload.from_dict(job["workload"])
     try:
-        result = run_load_sync(
-            job["base_url"],
-            job["model"],
-            job["prompts"],
-            Workload.from_dict(job["workload"]),
-            api_key=job["api_key"],
-            on_progress=lambda d, t: send(b"P", _PROGRESS.pack(d, t)),
-            cancel=cancel,
-            on_phase=lambda ph: send(b"S", ph.encode()),
-            transport=job.get("transport", DEFAULT_TRANSPORT),
-            server_stats=job.get("server_stats", False),
-        )
+        if job.get("plan") is not None:
+            from tuning.loadgen.schedule import run_plan_sync
+
+            result = run_plan_sync(
+                job["base_url"], job["model"], job["plan"], job["prompts"], workload, **options
+            )
+        else:
+            result = run_load_sync(
+                job["base_url"], job["model"], job["prompts"], workload, **options
+            )
     except Exception as exc:
         send(b"E", scrub_key(f"{type(exc).__name__}: {exc}", job.get("api_key")).encode())
         return 1

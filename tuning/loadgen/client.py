@@ -146,16 +146,23 @@ class _Client:
     def _body(self, prompt: str) -> bytes:
         return self._body_head + json.dumps(prompt).encode() + self._body_tail
 
-    async def _request(self, rec: RequestRecord, prompt: str, slot: http1.Slot) -> None:
+    def _reader(self, rec: RequestRecord, st: float) -> SSEReader:
+        """The SSE reader of one request (a subclass may keep more of the stream)."""
+        return SSEReader(rec, st)
+
+    async def _request(
+        self, rec: RequestRecord, prompt: str | bytes, slot: http1.Slot
+    ) -> SSEReader:
         """Send one streaming request and fill `rec`; never raises except on cancellation.
 
-        `slot` is the worker's own state: the raw transport keeps its keep-alive connection there.
+        `prompt` is a prompt text, or a whole request body already encoded. `slot` is the worker's
+        own state: the raw transport keeps its keep-alive connection there.
         """
-        body = self._body(prompt)
+        body = prompt if isinstance(prompt, bytes) else self._body(prompt)
         st = time.perf_counter()
         rec.start = st - self.t0
         self.inflight += 1
-        sse = SSEReader(rec, st)
+        sse = self._reader(rec, st)
         try:
             async with asyncio.timeout(self.timeout) as deadline:
                 self._streams[sse] = deadline
@@ -182,6 +189,7 @@ class _Client:
             self._streams.pop(sse, None)
             self.inflight -= 1
             sse.close(self.t0, self.api_key)
+        return sse
 
     async def _send_aiohttp(self, sse: SSEReader, body: bytes) -> None:
         assert self.session is not None
