@@ -188,9 +188,28 @@ def m001_initial(db: Database) -> None:
     db.table("samples").create_index(["run_id", "series", "t_s"])
 
 
+@migrations()
+def m002_process_start_times(db: Database) -> None:
+    """Each stored pid with its process's start time (seconds since the epoch), so a pid the
+    kernel has given to someone else is never taken for the lab's runner or server."""
+    db.table("experiments").add_column("runner_start_time_s", float)
+    db.table("runs").add_column("server_start_time_s", float)
+
+
 def apply_migrations(db: Database) -> None:
     migrations.apply(db)
 
 
 def schema_version(db: Database) -> int:
     return len(migrations.applied(db))
+
+
+def code_migrations() -> list[str]:
+    """The names of the migrations this code knows, in order."""
+    return [m.name for m in migrations._migrations]
+
+
+def unknown_migrations(db: Database) -> list[str]:
+    """Applied migrations this code does not know: the DB was written by a newer lab."""
+    known = set(code_migrations())
+    return [m.name for m in migrations.applied(db) if m.name not in known]

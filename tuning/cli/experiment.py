@@ -6,15 +6,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from core.status import Status
 from tuning.cli.args import add_db, db_path, refused
 from tuning.cli.server import parse_sets
 
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
 
-COMMANDS = ("bench", "experiment", "run-experiment", "cancel", "runs")
+COMMANDS = ("bench", "experiment", "run-experiment", "cancel", "runs", "reap")
+# Exit codes of `experiment` and `run-experiment` by the experiment's final status.
+EXIT_FAILED, EXIT_BUSY, EXIT_INTERRUPTED = 1, 3, 130
 
 RUN_KEYS = (
     [
@@ -81,8 +85,15 @@ def add_arguments(sub: Subparsers) -> None:
         sub.add_parser("bench", help="load only, against any running OpenAI-compatible server")
     )
     exp = sub.add_parser("experiment", help="run a one-parameter experiment in the foreground")
-    exp.add_argument("--param", required=True)
-    exp.add_argument("--values", required=True, help="comma-separated, e.g. 2,16")
+    exp.add_argument("--param", default=None, help="the one parameter to vary (required)")
+    exp.add_argument("--values", default=None, help="comma-separated, e.g. 2,16 (required)")
+    exp.add_argument(
+        "--resume",
+        type=int,
+        default=None,
+        metavar="ID",
+        help="run what experiment ID has left (its finished runs are kept); no --param/--values",
+    )
     exp.add_argument(
         "--set",
         action="append",
@@ -106,67 +117,154 @@ def add_arguments(sub: Subparsers) -> None:
         p = sub.add_parser(name, help=help_text)
         p.add_argument("--id", type=int, required=True)
         add_db(p)
+    reap = sub.add_parser(
+        "reap", help="mark experiments whose runner died failed and stop what they left"
+    )
+    reap.add_argument("--json", action="store_true")
+    add_db(reap)
     runs = sub.add_parser("runs", help="every run with its summary")
     runs.add_argument("--json", action="store_true")
     runs.add_argument("--experiment", type=int, default=None)
     add_db(runs)
 
 
-def _experiment(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
+def _plan(args: argparse.Namespace, path: Path) -> int:
+    """The new experiment's id (ValueError/ParamError say why not)."""
     from tuning.engine import current_spec
-    from tuning.experiment.lock import RunnerBusy
     from tuning.experiment.plan import plan_experiment
-    from tuning.experiment.runner import run_experiment
-    from tuning.params import ParamError, parse_values
+    from tuning.params import parse_values
     from tuning.settings import load_settings
     from tuning.workload import workload_from_args
 
+    if not args.param or not args.values:
+        raise ValueError("--param and --values are required (or --resume ID)")
     settings = load_settings()
+    return plan_experiment(
+        path,
+        param=args.param,
+        values=parse_values(args.param, args.values),
+        workload=workload_from_args(args),
+        engine=None if args.base_url else current_spec(settings),
+        base_config=parse_sets(args.set),
+        repeats=args.repeats,
+        base_url=args.base_url,
+        model=args.model,
+        name=args.name,
+        author=settings.resolved_author(),
+        host=settings.resolved_host(),
+    )
+
+
+def _experiment(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from store import StoreError
+    from tuning.experiment.supervisor import ResumeRefused, prepare_resume, reap
+    from tuning.params import ParamError
+
     path = db_path(args)
+    _say_reaped(reap(path))
     try:
-        values = parse_values(args.param, args.values)
-        exp_id = plan_experiment(
-            path,
-            param=args.param,
-            values=values,
-            workload=workload_from_args(args),
-            engine=None if args.base_url else current_spec(settings),
-            base_config=parse_sets(args.set),
-            repeats=args.repeats,
-            base_url=args.base_url,
-            model=args.model,
-            name=args.name,
-            author=settings.resolved_author(),
-            host=settings.resolved_host(),
-        )
-    except (ParamError, ValueError) as exc:
+        if args.resume is not None:
+            if args.param or args.values:
+                raise ValueError("--resume takes the experiment as it was planned: no --param")
+            exp_id = args.resume
+            if not prepare_resume(path, exp_id):
+                print(f"experiment {exp_id}: nothing to resume, every run has finished")
+                return 0
+        else:
+            exp_id = _plan(args, path)
+    except (ParamError, ValueError, ResumeRefused, StoreError) as exc:
         return refused(str(exc))
-    total = len(values) * max(1, args.repeats)
-    bar = tqdm(total=total, desc=f"experiment {exp_id}", unit="run", file=sys.stderr)
+    bar = tqdm(desc=f"experiment {exp_id}", unit="run", file=sys.stderr)
 
     def progress(event: str, data: dict[str, Any]) -> None:
         if event == "phase":
             bar.set_postfix_str(str(data["phase"]))
         elif event == "run_done":
-            bar.update(1)
+            bar.total = data["total"]
+            bar.n = data["done"]
+            bar.refresh()
         elif event == "run_failed":
             tqdm.write(
                 f"run {data['run_id']} failed [{data['kind']}]: {data['reason']}", file=sys.stderr
             )
 
+    with bar:
+        code, run_ids = _run_stored(path, exp_id, progress, args.start_timeout)
+    status, error = _final(path, exp_id)
+    if args.json:
+        out = {"experiment_id": exp_id, "run_ids": run_ids, "status": status, "error": error}
+        print(json.dumps(out))
+    else:
+        print(f"experiment {exp_id}: {status}; runs {', '.join(map(str, run_ids)) or 'none'}")
+    return code
+
+
+def _run_stored(
+    path: Path, exp_id: int, progress: Any = None, start_timeout: float = 300.0
+) -> tuple[int, list[int]]:
+    """Run experiment `exp_id` here; (exit code, run ids). The code says how it ended: 0 done,
+    1 failed or cancelled, 3 refused (machine busy), 130 interrupted (resume it later)."""
+    from tuning.experiment.lock import RunnerBusy
+    from tuning.experiment.runner import run_experiment
+    from tuning.experiment.supervisor import settle
+
     try:
-        run_ids = run_experiment(path, exp_id, progress, start_timeout=args.start_timeout)
+        run_ids = run_experiment(path, exp_id, progress, start_timeout=start_timeout)
     except RunnerBusy as exc:
         print(f"refused: {exc}", file=sys.stderr)
-        return 3
-    finally:
-        bar.close()
+        return EXIT_BUSY, []
+    except KeyboardInterrupt:
+        settle(path, exp_id, Status.CANCELLED, "interrupted before it started")
+        print(
+            f"experiment {exp_id} interrupted: what ran is stored, the rest is not; "
+            f"`python -m tuning experiment --resume {exp_id}` runs what is left",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED, []
+    status, error = _final(path, exp_id)
+    if status == Status.DONE:
+        return 0, run_ids
+    print(f"experiment {exp_id} {status}: {error or 'no reason stored'}", file=sys.stderr)
+    return EXIT_FAILED, run_ids
+
+
+def _final(path: Path, exp_id: int) -> tuple[str, str | None]:
+    from store import connect, queries
+
+    with connect(path, readonly=True) as db:
+        exp = queries.get_experiment(db, exp_id)
+    return str(exp["status"]), exp.get("error")
+
+
+def _say_reaped(reaped: list[Any]) -> None:
+    for item in reaped:
+        stopped = f"; stopped server pid(s) {item.servers_stopped}" if item.servers_stopped else ""
+        left = (
+            f"; left pid(s) {item.servers_left} alone (not provably the lab's)"
+            if item.servers_left
+            else ""
+        )
+        print(
+            f"reaped experiment {item.experiment_id}: runner pid {item.runner_pid} is gone; "
+            f"run(s) {item.runs} marked failed [runner_died]{stopped}{left}",
+            file=sys.stderr,
+        )
+
+
+def _reap(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from tuning.experiment.supervisor import reap
+
+    reaped = reap(db_path(args))
     if args.json:
-        print(json.dumps({"experiment_id": exp_id, "run_ids": run_ids}))
+        print(json.dumps([asdict(r) for r in reaped]))
+    elif not reaped:
+        print("nothing to reap: every active experiment has a live runner")
     else:
-        print(f"experiment {exp_id}: runs {', '.join(map(str, run_ids))}")
+        _say_reaped(reaped)
     return 0
 
 
@@ -217,11 +315,13 @@ def run(args: argparse.Namespace) -> int:
         return _experiment(args)
     if args.command == "runs":
         return _runs(args)
+    if args.command == "reap":
+        return _reap(args)
     if args.command == "run-experiment":
-        from tuning.experiment.runner import run_experiment
+        from tuning.experiment.supervisor import reap
 
-        run_experiment(db_path(args), args.id)
-        return 0
+        _say_reaped(reap(db_path(args)))
+        return _run_stored(db_path(args), args.id)[0]
     from tuning.experiment.supervisor import cancel_experiment
 
     cancel_experiment(db_path(args), args.id)

@@ -35,6 +35,8 @@ def plan_experiment(
 ) -> int:
     """Validate everything and write the experiment row; returns its id."""
     p = get_param(param)
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be a whole number of at least 1, got {repeats!r}")
     clean_values = [validate_value(p.name, v) for v in values]
     if base_url is None and engine is None:
         raise ValueError("an experiment needs an engine to start or a base URL to attach to")
@@ -52,7 +54,6 @@ def plan_experiment(
     config = validate_config(config, engine.backend if engine else None)
     if p.restarts_server:
         config.pop(p.name, None)
-    repeats = max(1, repeats)
     with connect(db_path) as db:
         return repo.create_experiment(
             db,
