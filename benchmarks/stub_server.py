@@ -110,7 +110,8 @@ STREAM_HEAD = (
 
 def _plain(status: str, body: bytes, ctype: str = "application/json") -> bytes:
     return (
-        f"HTTP/1.1 {status}\r\ncontent-type: {ctype}\r\ncontent-length: {len(body)}\r\n\r\n".encode()
+        f"HTTP/1.1 {status}\r\ncontent-type: {ctype}\r\n"
+        f"content-length: {len(body)}\r\n\r\n".encode()
         + body
     )
 

@@ -9,7 +9,14 @@ from tuning.engine import current_spec
 from tuning.experiment.lock import runner_busy
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.supervisor import spawn_runner
-from tuning.params import PARAMS, ParamError, format_value, parse_values, validate_config
+from tuning.params import (
+    PARAMS,
+    ParamError,
+    format_value,
+    parse_assignments,
+    parse_values,
+    validate_config,
+)
 from tuning.settings import load_settings
 from tuning.workload import Workload
 from ui.common import db, db_path
@@ -52,15 +59,8 @@ with st.expander("Baseline configuration", expanded=False):
         key="new_baseline",
         height=120,
     )
-    baseline: dict[str, str] = {}
-    for line in baseline_text.splitlines():
-        if not line.strip():
-            continue
-        if "=" not in line:
-            errors.append(f"baseline line {line!r} is not NAME=VALUE")
-            continue
-        key, value = line.split("=", 1)
-        baseline[key.strip()] = value.strip()
+    baseline, bad_lines = parse_assignments(baseline_text.splitlines(), "baseline line")
+    errors += bad_lines
     try:
         validate_config(baseline, spec.backend)
     except ParamError as exc:

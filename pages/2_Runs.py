@@ -8,7 +8,7 @@ import streamlit as st
 from core.status import Status
 from store import queries
 from ui.common import db
-from ui.health import health_badge, render_run_health
+from ui.health import config_badge, health_badge, render_config_mismatches, render_run_health
 
 st.set_page_config(page_title="Runs · vLLM Tuning Lab", layout="wide")
 st.title("Runs")
@@ -53,7 +53,11 @@ COLUMNS = {
 }
 frame = pd.DataFrame(
     [
-        {**{label: r.get(key) for key, label in COLUMNS.items()}, "health": health_badge(r)}
+        {
+            **{label: r.get(key) for key, label in COLUMNS.items()},
+            "health": health_badge(r),
+            "config": config_badge(r),
+        }
         for r in runs
     ]
 )
@@ -63,6 +67,7 @@ st.caption(
     "output tok/s = successful output tokens / (first dispatch → last completion). "
     "Peak KV usage is vLLM's kv_cache_usage_perc (0–1)."
 )
+render_config_mismatches(runs, "runs_config_mismatch")
 measured = [r for r in runs if r.get("health")]
 if measured:
     st.subheader("Run health and memory facts")

@@ -179,6 +179,8 @@ RUN_COLUMNS: tuple[str, ...] = (
     "max_concurrency",
     "summary_json",
     "health_json",
+    "effective_config_json",
+    "config_mismatch_json",
     "author",
     "host",
     "notes",
@@ -193,7 +195,8 @@ def load_runs(db: Database, run_ids: Iterable[int]) -> list[dict[str, Any]]:
     ids = [int(i) for i in run_ids]
     if not ids:
         return []
-    cols = ", ".join(RUN_COLUMNS)
+    have = db.table("runs").columns_dict  # a DB opened read-only may predate a migration
+    cols = ", ".join(c for c in RUN_COLUMNS if c in have)
     marks = ",".join("?" * len(ids))
     found = {
         r["id"]: decode(r) or {}

@@ -51,6 +51,8 @@ JSON_COLUMNS: tuple[str, ...] = (
     "summary_json",
     "health_json",
     "itl_json",
+    "effective_config_json",
+    "config_mismatch_json",
 )
 
 # Who made a row and where, where it came from (local or a bundle), and the user's own marks:
@@ -189,11 +191,22 @@ def m001_initial(db: Database) -> None:
 
 
 @migrations()
-def m002_process_start_times(db: Database) -> None:
+def m002_effective_config(db: Database) -> None:
+    """What the engine said it runs with (effective_config_json) and each asked parameter it did
+    not apply (config_mismatch_json: a list, empty when all applied; NULL when not checked)."""
+    runs = db.table("runs")
+    for column in ("effective_config_json", "config_mismatch_json"):
+        if column not in runs.columns_dict:
+            runs.add_column(column, str)
+
+
+@migrations()
+def m003_process_start_times(db: Database) -> None:
     """Each stored pid with its process's start time (seconds since the epoch), so a pid the
     kernel has given to someone else is never taken for the lab's runner or server."""
-    db.table("experiments").add_column("runner_start_time_s", float)
-    db.table("runs").add_column("server_start_time_s", float)
+    for table, column in (("experiments", "runner_start_time_s"), ("runs", "server_start_time_s")):
+        if column not in db.table(table).columns_dict:
+            db.table(table).add_column(column, float)
 
 
 def apply_migrations(db: Database) -> None:

@@ -12,10 +12,12 @@ import os
 import shlex
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
+from tuning.params import Launch, build_launch
 from tuning.settings import REPO_ROOT, Settings, load_settings
 from tuning.workload import CORPUS
 
@@ -68,6 +70,19 @@ class EngineSpec:
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
+
+    def launch(self, config: Mapping[str, Any], *, port: int | None = None) -> Launch:
+        """One start of this engine with `config` (validated for its backend): argv and env."""
+        return build_launch(
+            self.command,
+            self.model,
+            self.served_model_name,
+            config,
+            self.backend,
+            port=port,
+            load_format=self.load_format,
+            base_env=self.env,
+        )
 
 
 def venv_python() -> Path:

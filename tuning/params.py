@@ -24,6 +24,10 @@ _SAFE_TEXT = re.compile(r"^[A-Za-z0-9_.]+$")
 _BYTES = re.compile(r"^(\d+(?:\.\d+)?)([kKmMgGtT]?)$")
 _DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 _BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+# The CPU backend's KV budget in GiB (environment). vLLM's CPU platform copies it over
+# cache_config.kv_cache_memory_bytes, so it silently beats both flags below.
+CPU_KV_ENV = "VLLM_CPU_KVCACHE_SPACE"
+KV_BUDGET_FLAGS = ("kv-cache-memory-bytes", "gpu-memory-utilization")
 
 
 class ParamError(ValueError):
@@ -329,7 +333,41 @@ def validate_config(config: Mapping[str, Any], backend: str | None = None) -> di
         if backend is not None and backend not in param.backends:
             raise ParamError(f"{param.name} is not honoured by the {backend} backend")
         out[param.name] = validate_value(param.name, raw)
+    _refuse_ignored_budget(out)
     return out
+
+
+def _refuse_ignored_budget(config: Mapping[str, Any]) -> None:
+    """Two KV budgets in one configuration: the engine would apply one and ignore the other."""
+    flags = [name for name in KV_BUDGET_FLAGS if name in config]
+    if CPU_KV_ENV in config and flags:
+        raise ParamError(
+            f"{flags[0]} and {CPU_KV_ENV} both set the KV-cache budget; on the CPU backend the "
+            f"environment variable wins and {flags[0]} would be ignored: set only one"
+        )
+    if len(flags) == 2:
+        raise ParamError(
+            "kv-cache-memory-bytes and gpu-memory-utilization both set the KV-cache budget; "
+            "vLLM ignores gpu-memory-utilization when kv-cache-memory-bytes is given: set only one"
+        )
+
+
+def engine_env(
+    config: Mapping[str, Any], base_env: Mapping[str, str] | None
+) -> tuple[dict[str, str], tuple[str, ...]]:
+    """(environment to set, names to unset) for a start of `config` over the engine's `base_env`.
+
+    An explicit KV flag (kv-cache-memory-bytes, or gpu-memory-utilization, which sizes the KV
+    cache from memory on CPU too) drops the baseline's `VLLM_CPU_KVCACHE_SPACE`, from the engine's
+    env and from the lab's own environment the server inherits: otherwise vLLM's CPU platform
+    overrides the flag with it and the changed value is never applied.
+    """
+    merged = dict(base_env or {})
+    unset: tuple[str, ...] = ()
+    if CPU_KV_ENV not in config and any(name in config for name in KV_BUDGET_FLAGS):
+        merged.pop(CPU_KV_ENV, None)
+        unset = (CPU_KV_ENV,)
+    return merged, unset
 
 
 def parse_values(name: str, text: str | Iterable[Any]) -> list[Any]:
@@ -340,6 +378,25 @@ def parse_values(name: str, text: str | Iterable[Any]) -> list[Any]:
     if not items:
         raise ParamError(f"{name}: give at least one value")
     return [validate_value(name, item) for item in items]
+
+
+def parse_assignments(items: Iterable[str], label: str) -> tuple[dict[str, str], list[str]]:
+    """NAME=VALUE items -> (the values, one message per item without '='); blank items are skipped.
+
+    Every malformed item is reported, so a form can list them all at once; names and values are
+    checked later, by validate_config.
+    """
+    values: dict[str, str] = {}
+    errors: list[str] = []
+    for item in items:
+        if not item.strip():
+            continue
+        if "=" not in item:
+            errors.append(f"{label} {item!r} is not NAME=VALUE")
+            continue
+        key, value = item.split("=", 1)
+        values[key.strip()] = value.strip()
+    return values, errors
 
 
 def format_value(value: Any) -> str:
@@ -383,6 +440,7 @@ class Launch:
     host: str
     port: int
     config: dict[str, Any] = field(default_factory=dict)
+    unset_env: tuple[str, ...] = ()  # removed from the inherited environment too
 
     @property
     def base_url(self) -> str:
@@ -418,6 +476,8 @@ def build_launch(
         argv += ["--load-format", load_format]
     argv += flags
     assert "--disable-log-stats" not in argv
-    merged = dict(base_env or {})
+    merged, unset = engine_env(clean, base_env)
     merged.update(env)
-    return Launch(argv=argv, env=merged, host=FORCED_HOST, port=chosen, config=clean)
+    return Launch(
+        argv=argv, env=merged, host=FORCED_HOST, port=chosen, config=clean, unset_env=unset
+    )

@@ -302,6 +302,8 @@ class ServerProcess:
             )
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, **self.launch.env, "PYTHONUNBUFFERED": "1"}
+        for name in self.launch.unset_env:  # e.g. a KV budget that would override a flag
+            env.pop(name, None)
         env.pop("OPENAI_API_KEY", None)  # a secret for remote endpoints never reaches the engine
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(

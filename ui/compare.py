@@ -29,6 +29,10 @@ from tuning.output import export
 
 # The knee next to the bars it summarises; time series last.
 PAGE_ORDER = ("throughput", "latency", "knee", "cdf", "memory", "kv")
+NOT_APPLIED = (
+    "Not applied by the engine, so no verdict for the side(s) below: their runs measured "
+    "another configuration than their label says."
+)
 # How each tone of the shared table looks on the page.
 STYLE: dict[Tone, str] = {
     "": "",
@@ -131,6 +135,11 @@ def render_checks(comparison: Comparison) -> None:
                 hide_index=True,
                 key="cmp_not_comparable",
             )
+        unapplied = [(s.label, why) for s in comparison.sides for why in s.not_applied]
+        if unapplied:  # the words come from engine logs, maybe a teammate's: a table, not markdown
+            st.warning(NOT_APPLIED)
+            frame = pd.DataFrame(unapplied, columns=["side", "why"])
+            st.dataframe(frame, hide_index=True, key="cmp_not_applied", width="stretch")
         failed = failed_text(comparison)
         if failed:
             st.info(failed)

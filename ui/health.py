@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import pandas as pd
 import streamlit as st
 
 from tuning.compare.present import fmt
@@ -55,8 +56,64 @@ def health_badge(run: Mapping[str, Any]) -> str:
     )
 
 
+def config_mismatches(run: Mapping[str, Any]) -> list[str] | None:
+    """Each asked parameter the engine did not apply, in words; [] all applied; None unchecked."""
+    raw = run.get("config_mismatch")
+    if raw is None and isinstance(run.get("config_mismatch_json"), str):
+        try:
+            raw = json.loads(run["config_mismatch_json"])
+        except ValueError:
+            raw = None
+    if not isinstance(raw, list):
+        return None
+    return [str(m.get("reason") or m.get("param")) for m in raw if isinstance(m, Mapping)]
+
+
+def config_badge(run: Mapping[str, Any]) -> str:
+    """'applied', '⚠ not applied: block-size', or '—' when the run was never checked."""
+    found = config_mismatches(run)
+    if found is None:
+        return "—"
+    if not found:
+        return "applied"
+    return "⚠ not applied: " + ", ".join(dict.fromkeys(r.split(":")[0] for r in found))
+
+
+NOT_APPLIED = (
+    "The engine did not run with what {who} asked for: {its} numbers measure another "
+    "configuration, and Compare gives {its} side no verdict."
+)
+
+
+def mismatch_frame(runs: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per parameter a run asked for and the engine did not apply (plain text cells:
+    the values come from the engine's log and may come from a teammate's bundle)."""
+    return pd.DataFrame(
+        [
+            {"run": r.get("id"), "what the engine said": line}
+            for r in runs
+            for line in config_mismatches(r) or []
+        ],
+        columns=["run", "what the engine said"],
+    )
+
+
+def render_config_mismatches(runs: Iterable[Mapping[str, Any]], key: str) -> None:
+    """A warning and the list, or nothing when every checked run got what it asked for."""
+    frame = mismatch_frame(runs)
+    if len(frame):
+        many = frame["run"].nunique() > 1
+        st.warning(
+            NOT_APPLIED.format(
+                who="these runs" if many else "this run", its="their" if many else "its"
+            )
+        )
+        st.dataframe(frame, hide_index=True, key=key, width="stretch")
+
+
 def render_run_health(run: Mapping[str, Any]) -> None:
     """The verdict on one run plus the memory facts the engine gave at start, side by side."""
+    render_config_mismatches([run], "runs_health_config")
     h = _health(run)
     problems = health_problems(run)
     if problems:

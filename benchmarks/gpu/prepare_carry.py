@@ -39,9 +39,10 @@ LAB_WHEELS = [
     "sqlite-fts4==1.0.3",
     "click-default-group==1.2.4",
     "click==8.5.1",
-    # `python -m tuning` builds its parser with the compare/chart commands, which import
-    # tuning.charts.build -> altair; the image has pandas, jinja2, attrs, packaging but no
-    # altair/jsonschema. narwhals pinned to the version the lab is tested with.
+    # `python -m tuning compare` (run_on_h200.py's collect step) imports tuning.output.export
+    # -> altair; the image has pandas, jinja2, attrs, packaging but no altair/jsonschema.
+    # (`experiment`, `bench`, `server` and `runs` start without altair.) narwhals pinned to the
+    # version the lab is tested with.
     "altair==6.3.0",
     "jsonschema==4.26.0",
     "referencing==0.37.0",
@@ -230,7 +231,7 @@ def main() -> int:
     )
 
     say("5. split the slim wheel into pieces < 64 MiB")
-    parts = split(slim_whl, [CARRY1, CARRY2])
+    split(slim_whl, [CARRY1, CARRY2])
     (CARRY2 / "WHEEL_NAME").write_text(slim_whl.name + "\n")
 
     tree = working_tree_bytes()

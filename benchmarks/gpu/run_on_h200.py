@@ -36,7 +36,6 @@ import json
 import os
 import shutil
 import sqlite3
-import statistics
 import subprocess
 import sys
 import tarfile
@@ -45,6 +44,10 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from benchmarks import common  # noqa: E402
+
 ACC = Path(os.environ.get("H200_ACC") or Path.home() / "acc")
 SITE = ACC / "site"
 MODEL_DIR = ACC / "gpu-model"
@@ -60,32 +63,12 @@ BENCH_CONCURRENCY = (64, 256)
 BENCH_PAIRS = int(os.environ.get("H200_BENCH_PAIRS", "2"))
 T0 = time.monotonic()
 GIB = 1 << 30
-# vLLM's `vllm bench serve`, without the console script: its own parser and main.
-VLLM_LAUNCHER = (
-    "import sys\n"
-    "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
-    "from vllm.benchmarks.serve import add_cli_args, main\n"
-    "p = FlexibleArgumentParser()\n"
-    "add_cli_args(p)\n"
-    "main(p.parse_args(sys.argv[1:]))\n"
-)
+# Steps (a) and (b): the parameter, its values and the concurrency; two repeats of each value.
 EXPERIMENTS = {
-    "a": dict(
-        param="gpu-memory-utilization",
-        values="0.5,0.9",
-        repeats=2,
-        concurrency=64,
-        name="H200 (a) gpu-memory-utilization 0.5 vs 0.9, C=64",
-    ),
-    "b": dict(
-        param="max-num-seqs",
-        values="32,256",
-        repeats=2,
-        concurrency=256,
-        name="H200 (b) max-num-seqs 32 vs 256, C=256",
-    ),
+    "a": ("gpu-memory-utilization", "0.5,0.9", 64),
+    "b": ("max-num-seqs", "32,256", 256),
 }
-BENCH_KEYS = ("output_throughput", "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms")
+EXPERIMENT_REPEATS = 2
 
 
 def log(msg: str) -> None:
@@ -94,28 +77,18 @@ def log(msg: str) -> None:
 
 def lab_env() -> dict[str, str]:
     """The lab's settings for a user's own vLLM (tuning/settings.py) + the recipe's environment."""
-    env = dict(os.environ)
-    env.update(
-        {
-            "TUNING_LAB_ENGINE": "custom",
-            "TUNING_LAB_ENGINE_COMMAND": f"{sys.executable} -m vllm.entrypoints.openai.api_server "
-            "--attention-backend FLASH_ATTN",
-            "TUNING_LAB_ENGINE_MODEL": str(MODEL_DIR),
-            "TUNING_LAB_ENGINE_BACKEND": "gpu",
-            "TUNING_LAB_ENGINE_LOAD_FORMAT": "dummy",
-            "TUNING_LAB_SERVED_MODEL_NAME": SERVED,
-            "TUNING_LAB_HOME": str(LAB_HOME),
-            "PYTHONPATH": str(SITE),
-            "VLLM_NO_USAGE_STATS": "1",
-            "DO_NOT_TRACK": "1",
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-            "VLLM_USE_FLASHINFER_SAMPLER": "0",
-            "PYTHONUNBUFFERED": "1",
-        }
+    return common.client_env(
+        TUNING_LAB_ENGINE="custom",
+        TUNING_LAB_ENGINE_COMMAND=f"{sys.executable} -m vllm.entrypoints.openai.api_server "
+        "--attention-backend FLASH_ATTN",
+        TUNING_LAB_ENGINE_MODEL=str(MODEL_DIR),
+        TUNING_LAB_ENGINE_BACKEND="gpu",
+        TUNING_LAB_ENGINE_LOAD_FORMAT="dummy",
+        TUNING_LAB_SERVED_MODEL_NAME=SERVED,
+        TUNING_LAB_HOME=str(LAB_HOME),
+        PYTHONPATH=str(SITE),
+        VLLM_USE_FLASHINFER_SAMPLER="0",
     )
-    env.pop("OPENAI_API_KEY", None)
-    return env
 
 
 def call(
@@ -249,20 +222,21 @@ def start(args: argparse.Namespace) -> int:
 
 
 def experiment(key: str) -> dict[str, Any]:
-    spec = EXPERIMENTS[key]
+    param, values, concurrency = EXPERIMENTS[key]
+    name = f"H200 ({key}) {param} {values.replace(',', ' vs ')}, C={concurrency}"
     argv = [
         sys.executable,
         "-m",
         "tuning",
         "experiment",
         "--param",
-        spec["param"],
+        param,
         "--values",
-        spec["values"],
+        values,
         "--repeats",
-        str(spec["repeats"]),
+        str(EXPERIMENT_REPEATS),
         "--concurrency",
-        str(spec["concurrency"]),
+        str(concurrency),
         "--num-requests",
         str(NUM_REQUESTS),
         "--input-len",
@@ -274,7 +248,7 @@ def experiment(key: str) -> dict[str, Any]:
         "--start-timeout",
         "420",
         "--name",
-        spec["name"],
+        name,
         "--db",
         str(DB),
         "--json",
@@ -292,130 +266,43 @@ def experiment(key: str) -> dict[str, Any]:
 def bench_pair_runs(base_url: str) -> list[dict[str, Any]]:
     BENCH_DIR.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
-    for c in BENCH_CONCURRENCY:
-        for i in range(BENCH_PAIRS):
-            for tool in ("lab", "vllm"):  # A B A B
-                out = BENCH_DIR / f"{tool}-c{c}-{i}.json"
-                out.unlink(missing_ok=True)
-                if tool == "lab":
-                    argv = [
-                        sys.executable,
-                        "-m",
-                        "tuning",
-                        "bench",
-                        "--base-url",
-                        base_url,
-                        "--model",
-                        SERVED,
-                        "--concurrency",
-                        str(c),
-                        "--num-requests",
-                        str(NUM_REQUESTS),
-                        "--input-len",
-                        str(INPUT_LEN),
-                        "--output-len",
-                        str(OUTPUT_LEN),
-                        "--num-warmups",
-                        str(c),
-                        "--tokenizer",
-                        str(MODEL_DIR),
-                        "--result-json",
-                        str(out),
-                        "--quiet",
-                    ]
-                else:
-                    argv = [
-                        sys.executable,
-                        "-c",
-                        VLLM_LAUNCHER,
-                        "--backend",
-                        "openai",
-                        "--base-url",
-                        base_url,
-                        "--endpoint",
-                        "/v1/completions",
-                        "--model",
-                        SERVED,
-                        "--tokenizer",
-                        str(MODEL_DIR),
-                        "--dataset-name",
-                        "random",
-                        "--random-input-len",
-                        str(INPUT_LEN),
-                        "--random-output-len",
-                        str(OUTPUT_LEN),
-                        "--ignore-eos",
-                        "--max-concurrency",
-                        str(c),
-                        "--num-prompts",
-                        str(NUM_REQUESTS),
-                        "--num-warmups",
-                        str(c),
-                        "--ready-check-timeout-sec",
-                        "0",
-                        "--disable-tqdm",
-                        "--temperature",
-                        "0",
-                        "--percentile-metrics",
-                        "ttft,tpot,itl,e2el",
-                        "--save-result",
-                        "--result-dir",
-                        str(out.parent),
-                        "--result-filename",
-                        out.name,
-                    ]
-                t = time.monotonic()
-                done = call(argv, timeout=300, capture=True)
-                wall = time.monotonic() - t
-                if done.returncode != 0 or not out.exists():
-                    log(
-                        f"{tool} C={c} #{i} FAILED rc={done.returncode}\n"
-                        f"{(done.stdout or '')[-1500:]}\n{(done.stderr or '')[-2500:]}"
-                    )
-                    rows.append({"tool": tool, "concurrency": c, "pair": i, "error": True})
-                    continue
-                result = json.loads(out.read_text())
-                row = {k: float(result[k]) for k in BENCH_KEYS}
-                row.update(
-                    tool=tool,
-                    concurrency=c,
-                    pair=i,
-                    completed=result.get("completed"),
-                    failed=result.get("failed", 0),
-                    wall_s=round(wall, 1),
-                    total_output_tokens=result.get("total_output_tokens"),
-                    duration=result.get("duration"),
-                )
-                if tool == "lab":
-                    row["client_bound"] = (result.get("lab") or {}).get("client_bound")
-                rows.append(row)
-                log(
-                    f"{tool:5} C={c:<4} #{i} {row['output_throughput']:9.0f} tok/s  TTFT "
-                    f"{row['mean_ttft_ms']:7.1f} ms  p99 {row['p99_ttft_ms']:7.1f}  TPOT "
-                    f"{row['mean_tpot_ms']:6.2f} ms  failed {row['failed']}  ({wall:.0f} s wall)"
-                )
-                time.sleep(1)
+    for c, i, tool in common.interleaved(
+        BENCH_CONCURRENCY, BENCH_PAIRS, ("lab", "vllm"), alternate=False
+    ):
+        out = BENCH_DIR / f"{tool}-c{c}-{i}.json"
+        out.unlink(missing_ok=True)
+        load = common.Load(base_url, SERVED, MODEL_DIR, c, NUM_REQUESTS, INPUT_LEN, OUTPUT_LEN)
+        argv = (common.lab_argv if tool == "lab" else common.vllm_argv)(sys.executable, load, out)
+        t = time.monotonic()
+        done = call(argv, timeout=300, capture=True)
+        wall = time.monotonic() - t
+        if done.returncode != 0 or not out.exists():
+            log(
+                f"{tool} C={c} #{i} FAILED rc={done.returncode}\n"
+                f"{(done.stdout or '')[-1500:]}\n{(done.stderr or '')[-2500:]}"
+            )
+            rows.append({"tool": tool, "concurrency": c, "pair": i, "error": True})
+            continue
+        result = json.loads(out.read_text())
+        row = common.result_row(result, common.AGREEMENT_KEYS)
+        row.update(
+            tool=tool,
+            concurrency=c,
+            pair=i,
+            wall_s=round(wall, 1),
+            total_output_tokens=result.get("total_output_tokens"),
+            duration=result.get("duration"),
+        )
+        if tool == "lab":
+            row["client_bound"] = (result.get("lab") or {}).get("client_bound")
+        rows.append(row)
+        log(
+            f"{tool:5} C={c:<4} #{i} {row['output_throughput']:9.0f} tok/s  TTFT "
+            f"{row['mean_ttft_ms']:7.1f} ms  p99 {row['p99_ttft_ms']:7.1f}  TPOT "
+            f"{row['mean_tpot_ms']:6.2f} ms  failed {row['failed']}  ({wall:.0f} s wall)"
+        )
+        time.sleep(1)
     return rows
-
-
-def bench_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    summary: dict[str, Any] = {}
-    for c in sorted({r["concurrency"] for r in rows}):
-        med: dict[str, dict[str, float]] = {}
-        for tool in ("lab", "vllm"):
-            mine = [
-                r
-                for r in rows
-                if r["tool"] == tool and r["concurrency"] == c and not r.get("error")
-            ]
-            if mine:
-                med[tool] = {k: statistics.median(r[k] for r in mine) for k in BENCH_KEYS}
-        if len(med) == 2:
-            summary[str(c)] = {
-                "median": med,
-                "ratio": {k: med["lab"][k] / med["vllm"][k] for k in BENCH_KEYS},
-            }
-    return summary
 
 
 def bench() -> dict[str, Any]:
@@ -465,7 +352,7 @@ def bench() -> dict[str, Any]:
         },
         "order": "A B A B (lab, vLLM) per concurrency",
         "runs": rows,
-        "summary": bench_summary(rows),
+        "summary": common.ratio_summary(rows, common.AGREEMENT_KEYS),
     }
     (ACC / "bench-agreement.json").write_text(json.dumps(result, indent=2))
     for c, s in result["summary"].items():
@@ -686,7 +573,8 @@ def summary_text(db_path: Path, bench_json: Path | None = None) -> str:
         for r in con.execute("SELECT * FROM runs WHERE experiment_id=? ORDER BY seq", (e["id"],)):
             lines.append(
                 f"  {r['id']:>3} {r['value']:>6} {r['repeat_index']:>3} {r['status']:7} "
-                f"{_fmt(r['kv_cache_tokens'], '{:,}'):>10} {_fmt(r['time_to_healthy_s'], '{:.0f} s'):>7} "
+                f"{_fmt(r['kv_cache_tokens'], '{:,}'):>10} "
+                f"{_fmt(r['time_to_healthy_s'], '{:.0f} s'):>7} "
                 f"{_gib(r['peak_gpu_tree_bytes']):>5} GiB {_gib(r['peak_gpu_used_bytes']):>4} GiB "
                 f"{_fmt(r['output_throughput']):>7} {_fmt(r['mean_ttft_ms'], '{:.1f}'):>8} "
                 f"{_fmt(r['mean_tpot_ms'], '{:.2f}'):>7} {_fmt(r['failed'], '{}'):>4} "

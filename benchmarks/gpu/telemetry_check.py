@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import itertools
 import os
 import signal
 import subprocess
@@ -377,7 +378,7 @@ def self_test(args: argparse.Namespace) -> int:
     # at that level (plus at most the context), and there is at least one of them.
     holds = [(t, v) for t, k, v in events if k in ("hold", "exit")]
     plateaus = []
-    for (t0, level), (t1, _) in zip(holds, holds[1:]):
+    for (t0, level), (t1, _) in itertools.pairwise(holds):
         inside = [v for t, v in tree.items() if t0 + 0.3 <= t < t1 - 0.1]
         ok = bool(inside) and all(level <= v <= level + CTX_SLACK for v in inside)
         plateaus.append((level, ok, inside))

@@ -4,27 +4,16 @@ every chart draws (inline SVG with size and marks), and the page asks for nothin
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.test_bundle import seed_lab
+from tests.factories import seed_lab
 from tuning.charts import kinds as ch
 from tuning.output.report import write_report
 
 pytestmark = pytest.mark.browser
-CHROMIUM = Path("/usr/bin/chromium")
-LAUNCH_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 @pytest.fixture(scope="module")
@@ -34,24 +23,6 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_report(
         home / "lab.db", home / "report.html", experiment_ids=[info["experiment_id"]]
     )
-
-
-@contextmanager
-def _browser() -> Iterator[Any]:
-    """Debian's chromium (Playwright's own download fails on these machines), one per test, like
-    the other browser tests, so no Playwright instance outlives its test."""
-    if not CHROMIUM.exists():
-        if os.environ.get("TUNING_LAB_REQUIRE_ENGINE"):
-            pytest.fail("chromium is missing: run `make browser`")
-        pytest.skip("Debian chromium not installed (make browser)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS, headless=True)
-        try:
-            yield browser
-        finally:
-            browser.close()
 
 
 def _offline_page(browser: Any) -> tuple[Any, Any, dict[str, list[str]]]:
@@ -79,46 +50,44 @@ def _offline_page(browser: Any) -> tuple[Any, Any, dict[str, list[str]]]:
     return context, page, seen
 
 
-def test_the_network_gate_catches_a_page_that_fetches(tmp_path: Path) -> None:
+def test_the_network_gate_catches_a_page_that_fetches(browser: Any, tmp_path: Path) -> None:
     """Control: the same harness sees a remote image, so a clean result below means something."""
     page_file = tmp_path / "fetches.html"
     page_file.write_text(
         '<!DOCTYPE html><html><body><img src="http://127.0.0.1:9/x.png"></body></html>'
     )
-    with _browser() as browser:
-        context, page, seen = _offline_page(browser)
-        page.goto(page_file.as_uri(), wait_until="load")
-        assert [u for u in seen["requested"] if not u.startswith("file://")]
-        context.close()
+    context, page, seen = _offline_page(browser)
+    page.goto(page_file.as_uri(), wait_until="load")
+    assert [u for u in seen["requested"] if not u.startswith("file://")]
+    context.close()
 
 
-def test_report_renders_its_charts_with_no_network(report: Path) -> None:
-    with _browser() as browser:
-        context, page, seen = _offline_page(browser)
-        page.goto(report.as_uri(), wait_until="load")
-        figures = page.locator("figure.chart")
-        assert figures.count() == len(ch.CHART_KINDS)
-        svgs = page.locator("figure.chart svg")
-        assert svgs.count() == len(ch.CHART_KINDS)
-        for i in range(svgs.count()):
-            svgs.nth(i).scroll_into_view_if_needed()
-            box = svgs.nth(i).bounding_box()
-            assert box is not None and box["width"] > 150 and box["height"] > 150, (i, box)
-        marks = page.evaluate(
-            "() => Array.from(document.querySelectorAll('figure.chart svg')).map(s => "
-            "({kind: s.closest('figure').dataset.kind, marks: s.querySelectorAll("
-            "'path, rect, line').length, text: s.querySelectorAll('text').length}))"
-        )
-        for chart in marks:
-            assert chart["marks"] > 5 and chart["text"] > 3, chart
-        assert page.locator("#metrics").is_visible()
-        assert page.locator("#config-diff").is_visible()
-        assert "worse" in page.locator("#verdicts").inner_text()
-        shots = os.environ.get("TUNING_LAB_SCREENSHOTS")
-        if shots:
-            Path(shots).mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(Path(shots) / "report-offline.png"), full_page=True)
-        assert [u for u in seen["requested"] if not u.startswith("file://")] == []
-        assert seen["blocked"] == []
-        assert seen["problems"] == []
-        context.close()
+def test_report_renders_its_charts_with_no_network(browser: Any, report: Path) -> None:
+    context, page, seen = _offline_page(browser)
+    page.goto(report.as_uri(), wait_until="load")
+    figures = page.locator("figure.chart")
+    assert figures.count() == len(ch.CHART_KINDS)
+    svgs = page.locator("figure.chart svg")
+    assert svgs.count() == len(ch.CHART_KINDS)
+    for i in range(svgs.count()):
+        svgs.nth(i).scroll_into_view_if_needed()
+        box = svgs.nth(i).bounding_box()
+        assert box is not None and box["width"] > 150 and box["height"] > 150, (i, box)
+    marks = page.evaluate(
+        "() => Array.from(document.querySelectorAll('figure.chart svg')).map(s => "
+        "({kind: s.closest('figure').dataset.kind, marks: s.querySelectorAll("
+        "'path, rect, line').length, text: s.querySelectorAll('text').length}))"
+    )
+    for chart in marks:
+        assert chart["marks"] > 5 and chart["text"] > 3, chart
+    assert page.locator("#metrics").is_visible()
+    assert page.locator("#config-diff").is_visible()
+    assert "worse" in page.locator("#verdicts").inner_text()
+    shots = os.environ.get("TUNING_LAB_SCREENSHOTS")
+    if shots:
+        Path(shots).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(shots) / "report-offline.png"), full_page=True)
+    assert [u for u in seen["requested"] if not u.startswith("file://")] == []
+    assert seen["blocked"] == []
+    assert seen["problems"] == []
+    context.close()

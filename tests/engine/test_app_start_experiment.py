@@ -1,14 +1,15 @@
-"""Start an experiment from the page (AppTest), let the runner process do it, see the runs listed."""
+"""Start an experiment from the page (AppTest), let the runner process do it, see the runs
+listed."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
-from streamlit.testing.v1 import AppTest
 
 from store import open_db, queries
+from tests.apptest import open_page
+from tests.checks import wait_for
 
 pytestmark = pytest.mark.engine
 REPO = Path(__file__).resolve().parents[2]
@@ -20,10 +21,7 @@ def test_start_from_page_and_see_runs(
     db_path = lab_home / "lab.db"
     monkeypatch.setenv("TUNING_LAB_DB", str(db_path))
     monkeypatch.chdir(REPO)
-    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=60).run()
-    assert not at.exception
-    at.switch_page("pages/1_New_experiment.py").run()
-    assert not at.exception
+    at = open_page("pages/1_New_experiment.py")
     at.selectbox(key="new_param").select("concurrency").run()
     at.text_input(key="new_values").input("1,4").run()
     at.number_input(key="new_requests").set_value(8).run()
@@ -35,10 +33,11 @@ def test_start_from_page_and_see_runs(
     assert any("started" in s.value for s in at.success), [s.value for s in at.success]
     db = open_db(db_path)
     exp = queries.list_experiments(db)[0]
-    deadline = time.monotonic() + 600
-    while queries.get_experiment(db, exp["id"])["status"] in ("queued", "running"):
-        assert time.monotonic() < deadline, "experiment did not finish in time"
-        time.sleep(2)
+    assert wait_for(
+        lambda: queries.get_experiment(db, exp["id"])["status"] not in ("queued", "running"),
+        timeout=600,
+        poll=2,
+    ), "experiment did not finish in time"
     final = queries.get_experiment(db, exp["id"])
     assert final["status"] == "done", final
     runs = queries.list_runs(db, exp["id"])

@@ -11,19 +11,40 @@ from typing import Any
 
 import pytest
 
-from core.redact import scrub_row
 from store import open_db, queries
 from store.bundle import BundleError, export_bundle, import_bundle, read_manifest
-from store.bundle.format import LOCAL_ONLY
-from tests.test_bundle import by_uid, children, db_fingerprint, table_rows, unpacked
+from tests.checks import (
+    EXP_LOCAL,
+    RUN_LOCAL,
+    assert_imported,
+    by_uid,
+    children,
+    db_fingerprint,
+    table_rows,
+    unpacked,
+)
 from tuning.metrics import summarize
 from tuning.output.report import build_report
 from tuning.settings import load_settings
 
 pytestmark = pytest.mark.engine
 
-RUN_LOCAL = {"id", "experiment_id", "origin", "hidden", *LOCAL_ONLY["runs"]}
-EXP_LOCAL = {"id", "origin", "hidden", *LOCAL_ONLY["experiments"]}
+# The numbers that must arrive exactly as measured.
+HEADLINE = (
+    "summary_json",
+    "output_throughput",
+    "mean_ttft_ms",
+    "p99_ttft_ms",
+    "mean_tpot_ms",
+    "peak_tree_rss_bytes",
+    "kv_cache_tokens",
+    "config_json",
+    "workload_fingerprint",
+    "hardware",
+    "vllm_version",
+    "author",
+    "host",
+)
 
 
 def check_round_trip(lab: dict[str, Any], tmp_path: Path) -> None:
@@ -58,26 +79,9 @@ def check_round_trip(lab: dict[str, Any], tmp_path: Path) -> None:
     assert len(result.runs_added) == len(run_ids) and len(result.experiments_added) == 1
     dst_runs = by_uid(fresh, "runs")
     assert set(dst_runs) == set(src_runs)
-    for uid, orig in src_runs.items():
-        got, expected = dst_runs[uid], scrub_row(orig)
-        for col in set(orig) - RUN_LOCAL:
-            assert got[col] == expected[col], (uid, col)
-        for col in (
-            "summary_json",
-            "output_throughput",
-            "mean_ttft_ms",
-            "p99_ttft_ms",
-            "mean_tpot_ms",
-            "peak_tree_rss_bytes",
-            "kv_cache_tokens",
-            "config_json",
-            "workload_fingerprint",
-            "hardware",
-            "vllm_version",
-            "author",
-            "host",
-        ):
-            assert got[col] == orig[col], (uid, col)
+    assert_imported(src_runs, dst_runs, RUN_LOCAL, HEADLINE)
+    for uid in src_runs:
+        got = dst_runs[uid]
         assert got["origin"] == result.manifest.origin and got["log_path"] is None
     src_children = {t: children(src, t) for t in ("requests", "samples")}
     for table in ("requests", "samples"):
@@ -86,9 +90,7 @@ def check_round_trip(lab: dict[str, Any], tmp_path: Path) -> None:
         assert theirs == mine, table
     (src_exp,) = [e for e in table_rows(src, "experiments") if e["id"] == exp_id]
     (dst_exp,) = table_rows(fresh, "experiments")
-    expected_exp = scrub_row(src_exp)
-    for col in set(src_exp) - EXP_LOCAL:
-        assert dst_exp[col] == expected_exp[col], col
+    assert_imported({src_exp["uid"]: src_exp}, {src_exp["uid"]: dst_exp}, EXP_LOCAL)
     db = open_db(fresh)
     for rid in result.runs_added:
         run = queries.get_run(db, rid)

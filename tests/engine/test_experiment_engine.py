@@ -1,14 +1,16 @@
-"""The core loop on the real engine: restart per value, load, sample, store; failures are results."""
+"""The core loop on the real engine: restart per value, load, sample, store; failures count."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from subprocess import CompletedProcess
 from typing import Any
 
 import pytest
 
 from store import open_db, queries
-from tests.engine.conftest import run_cli
+from tuning.cli.experiment import RUN_KEYS
 
 pytestmark = pytest.mark.engine
 
@@ -47,43 +49,23 @@ def test_max_num_seqs_2_vs_16_end_to_end(real_lab: dict[str, Any]) -> None:
     assert max(s["value"] for s in running) <= 2
 
 
-def test_runs_json_has_the_summary_keys(real_lab: dict[str, Any]) -> None:
-    out = run_cli(["runs", "--db", str(real_lab["db"]), "--json"], real_lab["home"])
+def test_runs_json_has_the_summary_keys(
+    real_lab: dict[str, Any], tuning_cli: Callable[..., CompletedProcess[str]]
+) -> None:
+    out = tuning_cli(["runs", "--db", str(real_lab["db"]), "--json"], real_lab["home"])
     assert out.returncode == 0, out.stderr
     rows = {r["id"]: r for r in json.loads(out.stdout)}
     row = rows[real_lab["run_ids"][1]]
-    for key in (
-        "completed",
-        "failed",
-        "duration",
-        "total_input_tokens",
-        "total_output_tokens",
-        "request_throughput",
-        "output_throughput",
-        "total_token_throughput",
-        "mean_ttft_ms",
-        "median_ttft_ms",
-        "p90_ttft_ms",
-        "p99_ttft_ms",
-        "mean_tpot_ms",
-        "p99_itl_ms",
-        "mean_e2el_ms",
-        "peak_tree_rss_bytes",
-        "peak_kv_cache_usage_perc",
-        "kv_capacity_tokens",
-        "preemptions",
-        "status",
-        "failure_kind",
-    ):
+    for key in (*RUN_KEYS, "kv_capacity_tokens", "status", "failure_kind"):
         assert key in row, key
     assert row["total_output_tokens"] == 64 * 64
 
 
 def test_a_value_that_cannot_start_is_stored_and_the_next_still_runs(
-    real_lab: dict[str, Any],
+    real_lab: dict[str, Any], tuning_cli: Callable[..., CompletedProcess[str]]
 ) -> None:
     db_path = real_lab["db"]
-    out = run_cli(
+    out = tuning_cli(
         [
             "experiment",
             "--param",

@@ -3,15 +3,13 @@ max-num-seqs 2 vs 16 experiment, plus whatever later engine tests added to it)."
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
-from streamlit.testing.v1 import AppTest
+
+from tests.apptest import open_page, page_text, with_query
 
 pytestmark = pytest.mark.engine
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -21,87 +19,58 @@ def real_env(real_lab: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> dict[
     return real_lab
 
 
-def _page(page: str | None, setup: Callable[[AppTest], None] | None = None) -> AppTest:
-    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=60).run()
-    assert not at.exception, at.exception
-    if page:
-        if setup:
-            setup(at)
-        at.switch_page(page).run()
-        assert not at.exception, at.exception
-    return at
-
-
-def _text(at: AppTest) -> str:
-    parts: list[Any] = []
-    for kind in (
-        "markdown",
-        "caption",
-        "success",
-        "info",
-        "warning",
-        "error",
-        "code",
-        "title",
-        "subheader",
-    ):
-        parts += [getattr(e, "value", "") for e in getattr(at, kind)]
-    parts += [df.value.to_csv() for df in at.dataframe]
-    return "\n".join(map(str, parts))
-
-
 def test_home(real_env: dict[str, Any]) -> None:
-    text = _text(_page(None))
+    text = page_text(open_page(None))
     assert "Latest runs" in text and "max-num-seqs = 16" in text.replace("`", "")
 
 
 def test_new_experiment_page(real_env: dict[str, Any]) -> None:
-    at = _page("pages/1_New_experiment.py")
+    at = open_page("pages/1_New_experiment.py")
     at.text_input(key="new_values").input("2,abc").run()
     assert any("not a valid int" in e.value for e in at.error)
     assert at.button(key="new_start").disabled
 
 
 def test_runs_page(real_env: dict[str, Any]) -> None:
-    at = _page("pages/2_Runs.py")
+    at = open_page("pages/2_Runs.py")
     table = at.dataframe[0].value
     assert set(real_env["run_ids"]) <= set(table["run"])
     assert (table.set_index("run").loc[real_env["run_ids"], "status"] == "done").all()
     badges = set(table.set_index("run").loc[real_env["run_ids"], "health"])
     assert badges and "—" not in badges  # every measured run carries a health verdict
-    text = _text(at)
+    text = page_text(at)
     assert "Load health" in text and "KV cache:" in text and "achieved" in text
 
 
 def test_live_page_shows_the_final_state(real_env: dict[str, Any]) -> None:
-    at = _page(
+    at = open_page(
         "pages/3_Live.py",
-        lambda a: a.query_params.__setitem__("experiment", str(real_env["experiment_id"])),
+        with_query("experiment", real_env["experiment_id"]),
     )
-    text = _text(at)
+    text = page_text(at)
     assert "is done" in text
     assert at.get("vega_lite_chart") or at.get("arrow_vega_lite_chart")
 
 
 def test_compare_page(real_env: dict[str, Any]) -> None:
-    at = _page(
+    at = open_page(
         "pages/4_Compare.py",
-        lambda a: a.query_params.__setitem__("experiment", str(real_env["experiment_id"])),
+        with_query("experiment", real_env["experiment_id"]),
     )
-    text = _text(at)
+    text = page_text(at)
     assert "max-num-seqs" in text
     assert "inconclusive" in text  # one run per side never gives better or worse
     assert "output throughput" in text
 
 
 def test_history_page(real_env: dict[str, Any]) -> None:
-    at = _page("pages/5_History.py")
-    text = _text(at)
+    at = open_page("pages/5_History.py")
+    text = page_text(at)
     for run_id in real_env["run_ids"]:
         assert str(run_id) in text
 
 
 def test_settings_page(real_env: dict[str, Any]) -> None:
-    at = _page("pages/6_Settings.py")
+    at = open_page("pages/6_Settings.py")
     assert at.radio(key="set_engine").value == "embedded"
     assert "vllm_version" in "\n".join(str(j.value) for j in at.json)

@@ -12,7 +12,6 @@ import psutil
 import pytest
 
 from tuning.engine import EngineSpec
-from tuning.params import build_launch
 from tuning.procs import group_members
 from tuning.server import ServerProcess, StartFailure, http_get, port_is_free
 
@@ -22,16 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _server(engine: EngineSpec, tmp_path: Path, **overrides: object) -> ServerProcess:
     config = {**engine.baseline, **overrides}
-    launch = build_launch(
-        engine.command,
-        engine.model,
-        engine.served_model_name,
-        config,
-        engine.backend,
-        load_format=engine.load_format,
-        base_env=engine.env,
-    )
-    return ServerProcess(launch, tmp_path / "server.log")
+    return ServerProcess(engine.launch(config), tmp_path / "server.log")
 
 
 def _assert_gone(server: ServerProcess, pids: list[int]) -> None:
@@ -78,14 +68,17 @@ def test_block_size_16_is_a_classified_failure(engine: EngineSpec, tmp_path: Pat
 
 def test_cli_server_start_status_stop(engine: EngineSpec, lab_home: Path) -> None:
     env = {**os.environ, "TUNING_LAB_HOME": str(lab_home)}
-    run = lambda *a: subprocess.run(
-        [sys.executable, "-m", "tuning", "server", *a],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=400,
-    )
+
+    def run(*a: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "tuning", "server", *a],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=400,
+        )
+
     bad = run("start", "--set", "max-num-seqs=4;id")
     assert bad.returncode == 2 and "refused before starting anything" in bad.stdout
     started = run("start", "--set", "max-num-seqs=8", "--json")

@@ -25,7 +25,7 @@ import psutil
 
 from tests.fakes.fake_vllm import FAULTS_ENV
 from tuning.engine import EngineSpec
-from tuning.params import Launch, build_launch
+from tuning.params import Launch
 
 FAKE_VLLM = Path(__file__).resolve().with_name("fake_vllm.py")
 FAKE_MODEL = "fake-org/fake-model"
@@ -55,17 +55,7 @@ def fake_launch(
     config: Mapping[str, Any] | None = None, faults: str = "", port: int | None = None
 ) -> Launch:
     """A Launch built exactly as the runner builds one (validated config, free port, env)."""
-    spec = fake_spec(faults)
-    return build_launch(
-        spec.command,
-        spec.model,
-        spec.served_model_name,
-        dict(config or {}),
-        spec.backend,
-        port=port,
-        load_format=spec.load_format,
-        base_env=spec.env,
-    )
+    return fake_spec(faults).launch(dict(config or {}), port=port)
 
 
 def fake_settings_env(home: Path, faults: str = "") -> dict[str, str]:

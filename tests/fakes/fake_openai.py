@@ -3,9 +3,9 @@
 It streams like vLLM (compact JSON chunks, a usage-only chunk with `"choices":[]`, `data: [DONE]`),
 and can misbehave on purpose: HTTP 500, an error object inside a 200 stream, a hang, a stream that
 ends early, one without usage or without any choices chunk, 401 on a wrong key, 404 on an unknown
-model. A misbehaviour is chosen per request either by arrival order (`FakeConfig.*_on` sets, 0-based,
-warm-ups included) or by a marker inside the prompt, e.g. `[[http500]]`, `[[error_after=3]]`,
-`[[hang]]`, `[[early_end=2]]`, `[[no_usage]]`, `[[no_choices]]`.
+model. A misbehaviour is chosen per request either by arrival order (`FakeConfig.*_on` sets,
+0-based, warm-ups included) or by a marker inside the prompt, e.g. `[[http500]]`,
+`[[error_after=3]]`, `[[hang]]`, `[[early_end=2]]`, `[[no_usage]]`, `[[no_choices]]`.
 
 Run in-process with `with FakeOpenAIServer(FakeConfig(...)) as srv: srv.base_url`, or standalone:
 `python -m tests.fakes.fake_openai --port 8123 --ttft-ms 20 --itl-ms 5`.

@@ -21,7 +21,7 @@ import pytest
 from store import connect, queries
 from tests.fakes.engines import fake_launch, fake_settings_env, foreign_listener
 from tests.fakes.fake_vllm import DEFAULTS, GIB
-from tuning.server import ServerProcess, StartFailure, classify_failure, http_get, port_is_free
+from tuning.server import ServerProcess, StartFailure, http_get, port_is_free
 
 REPO = Path(__file__).resolve().parents[2]
 Events = list[Any]

@@ -8,6 +8,7 @@ of 20 runs stays a few hundred kilobytes in the browser and in an exported HTML 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -21,6 +22,9 @@ from tuning.compare.comparison import Comparison
 MAX_POINTS = 2000
 GIB = float(2**30)
 CI_NOTE = "95 % CI of the mean"
+LABEL_CHARS = 80
+# C0 and C1 controls, zero-width and bidi format characters, line and paragraph separators.
+_NOT_SHOWN = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
 
 
 def tooltip(field: str, fmt: str | None = None) -> alt.Tooltip:
@@ -29,17 +33,33 @@ def tooltip(field: str, fmt: str | None = None) -> alt.Tooltip:
     return alt.Tooltip(field, format=fmt) if fmt else alt.Tooltip(field)
 
 
+def chart_text(value: Any, limit: int = LABEL_CHARS) -> str:
+    """Text from data (a run value, a parameter name) as a chart shows it: one line, at most
+    `limit` characters, with control, format and line-separator characters as spaces. Vega
+    quotes sort lists into expressions, where a U+2028 is a syntax error, so one such value
+    kept every chart of its comparison from drawing."""
+    text = str(value)
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return _NOT_SHOWN.sub(" ", text)
+
+
 def short_labels(comparison: Comparison) -> dict[str, str]:
     """Side label -> what an axis shows: the value alone ('16', '2 (baseline)') when those are
-    unique, else the full 'param = value' labels."""
+    unique, else the full 'param = value' labels; each as `chart_text`, kept unique."""
     out = {}
     for side in comparison.sides:
         short = side.value if side.value is not None and side.param == comparison.param else None
         if short is not None and side is comparison.baseline:
             short = f"{short} (baseline)"
-        out[side.label] = short or side.label
+        out[side.label] = chart_text(short or side.label)
     if len(set(out.values())) != len(out):
-        return {s.label: s.label for s in comparison.sides}
+        out = {s.label: chart_text(s.label) for s in comparison.sides}
+    if len(set(out.values())) != len(out):  # different only past the limit or in hidden chars
+        out = {
+            s.label: f"{i + 1}: {text}"
+            for i, (s, text) in enumerate(zip(comparison.sides, out.values(), strict=True))
+        }
     return out
 
 

@@ -11,6 +11,7 @@ import pandas as pd
 
 from tuning.charts.common import (
     CI_NOTE,
+    chart_text,
     number,
     run_points,
     short_labels,
@@ -42,7 +43,12 @@ def bar_chart(
     frame = side_frame(comparison, [key], error)
     order = side_order(comparison)
     y_title = f"{metric.label} ({metric.unit})"
-    x = alt.X("side:N", sort=order, title=comparison.param or "side", axis=alt.Axis(labelAngle=0))
+    x = alt.X(
+        "side:N",
+        sort=order,
+        title=chart_text(comparison.param or "side"),
+        axis=alt.Axis(labelAngle=0),
+    )
     bars = (
         alt.Chart(frame)
         .mark_bar(opacity=0.8)
@@ -84,7 +90,7 @@ def latency_chart(
     base = alt.Chart().encode(
         x=alt.X("stat:N", sort=list(STATS.values()), title=None, axis=alt.Axis(labelAngle=0)),
         xOffset=alt.XOffset("side:N", sort=order),
-        color=alt.Color("side:N", sort=order, title=comparison.param or "side"),
+        color=alt.Color("side:N", sort=order, title=chart_text(comparison.param or "side")),
     )
     bars = base.mark_bar().encode(
         y=alt.Y("mean:Q", title="ms"),
@@ -126,7 +132,7 @@ def knee_chart(
         frame["x"] = frame["side"].map(lambda s: number(values.get(s)))
         frame = frame.dropna(subset=["x"])
         metric = METRIC_BY_KEY[key]
-        x = alt.X("x:Q", title=comparison.param or "value", scale=alt.Scale(zero=False))
+        x = alt.X("x:Q", title=chart_text(comparison.param or "value"), scale=alt.Scale(zero=False))
         y_title = f"{metric.label} ({metric.unit})"
         line = (
             alt.Chart(frame)
@@ -146,7 +152,7 @@ def knee_chart(
         charts.append(alt.Chart(pd.DataFrame({"x": []})).mark_point())
     return alt.hconcat(*charts).properties(
         title=alt.TitleParams(
-            f"Where it bends: metric vs {comparison.param or 'value'}",
+            f"Where it bends: metric vs {chart_text(comparison.param or 'value')}",
             subtitle=f"mean over runs; whiskers: {CI_NOTE}",
         )
     )

@@ -50,7 +50,7 @@ def add_arguments(sub: Subparsers) -> None:
     cmp = sub.add_parser(
         "compare",
         help="baseline vs candidates with verdicts "
-        "(better / worse / no clear difference / inconclusive)",
+        "(better / worse / no clear difference / inconclusive / not applied)",
     )
     _common(cmp)
     cmp.add_argument("--json", action="store_true", help="the comparison as JSON")
@@ -105,6 +105,7 @@ def format_comparison(comparison: Comparison) -> str:
         failed_text,
         fmt,
         noise_text,
+        not_applied_text,
         pct_text,
         slo_text,
         verdict_rule,
@@ -114,7 +115,8 @@ def format_comparison(comparison: Comparison) -> str:
     lines += [
         f"  run {c.run_id} vs baseline run {c.baseline_id}: {c.reason}" for c in comparison.excluded
     ]
-    lines += [text for text in (failed_text(comparison), slo_text(comparison.slo_ms)) if text]
+    notes = (not_applied_text(comparison), failed_text(comparison), slo_text(comparison.slo_ms))
+    lines += [text for text in notes if text]
     b = comparison.baseline
     lines.append(
         f"Baseline: {b.label} (runs {' '.join(map(str, b.run_ids))}; "

@@ -11,8 +11,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tuning import effective
 from tuning.engine import EngineError, current_spec, engine_info, setup_embedded
-from tuning.params import ParamError, build_launch
+from tuning.params import ParamError, parse_assignments
 from tuning.procs import group_alive, stop_group
 from tuning.server import ServerProcess, StartFailure, http_get, port_is_free
 from tuning.settings import lab_home
@@ -28,14 +29,11 @@ def state_path() -> Path:
 
 
 def parse_sets(items: list[str] | None) -> dict[str, str]:
-    """--set NAME=VALUE items as a config dict (ParamError for one without '=')."""
-    out: dict[str, str] = {}
-    for item in items or []:
-        if "=" not in item:
-            raise ParamError(f"--set expects NAME=VALUE, got {item!r}")
-        key, value = item.split("=", 1)
-        out[key.strip()] = value.strip()
-    return out
+    """--set NAME=VALUE items as a config dict (ParamError naming every item without '=')."""
+    values, errors = parse_assignments(items or [], "--set")
+    if errors:
+        raise ParamError("; ".join(errors))
+    return values
 
 
 def add_arguments(sub: Subparsers) -> None:
@@ -108,15 +106,7 @@ def _start(args: argparse.Namespace) -> int:
     config = dict(spec.baseline)
     try:
         config.update(parse_sets(args.set))
-        launch = build_launch(
-            spec.command,
-            spec.model,
-            spec.served_model_name,
-            config,
-            spec.backend,
-            load_format=spec.load_format,
-            base_env=spec.env,
-        )
+        launch = spec.launch(config)
     except ParamError as exc:
         print(f"refused before starting anything: {exc}")
         return 2
@@ -148,7 +138,9 @@ def _start(args: argparse.Namespace) -> int:
             else f"FAILED [{failure.kind}] {failure.reason}\nhint: {failure.hint}"
         )
         return 1
+    check = effective.check_start(launch, server.log_text(), facts, spec.backend)
     state["facts"] = facts.to_dict()
+    state["effective_config"], state["config_mismatch"] = check.effective, check.mismatches
     state_path().write_text(json.dumps(state, indent=2))
     if args.json:
         print(json.dumps(state, indent=2))
@@ -157,6 +149,8 @@ def _start(args: argparse.Namespace) -> int:
             f"healthy after {facts.time_to_healthy_s:.1f} s at {launch.base_url}: KV cache "
             f"{facts.kv_cache_tokens} tokens, max concurrency {facts.max_concurrency}x"
         )
+        for m in check.mismatches:
+            print(f"NOT APPLIED {m['reason']}")
     return 0
 
 

@@ -9,6 +9,7 @@ recomputed from the stored request rows.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -55,6 +56,8 @@ class Side:
     failed: list[dict[str, Any]]  # runs that did not (kind, reason)
     values: dict[str, list[float]]  # metric -> one value per measured run
     per_run: dict[str, dict[int, float | None]] = field(default_factory=dict)
+    # Runs whose engine did not apply this side's value (tuning.effective): no verdict then.
+    not_applied: list[str] = field(default_factory=list)
 
     def mean_ci(self, key: str, confidence: float = CONFIDENCE) -> tuple[float, float] | None:
         """Bootstrap percentile CI of this side's mean (runs as the unit); None under 2 runs."""
@@ -128,6 +131,7 @@ class Comparison:
             "ci_low_pct": pct(ch.rel_low) if ch else None,
             "ci_high_pct": pct(ch.rel_high) if ch else None,
             "verdict": ch.verdict if ch else None,
+            "not_applied": "; ".join(side.not_applied) or None,
             "confidence": self.confidence,
             "run_ids": " ".join(map(str, side.run_ids)),
         }
@@ -144,8 +148,15 @@ class Comparison:
                 "min_effect": MIN_EFFECT,
                 "min_runs": MIN_RUNS,
             },
-            "baseline": {"label": self.baseline.label, "run_ids": self.baseline.run_ids},
-            "candidates": [{"label": s.label, "run_ids": s.run_ids} for s in self.candidates],
+            "baseline": {
+                "label": self.baseline.label,
+                "run_ids": self.baseline.run_ids,
+                "not_applied": self.baseline.not_applied,
+            },
+            "candidates": [
+                {"label": s.label, "run_ids": s.run_ids, "not_applied": s.not_applied}
+                for s in self.candidates
+            ],
             "not_comparable": [
                 {"run_id": c.run_id, "baseline_id": c.baseline_id, "reasons": c.reasons}
                 for c in self.excluded
@@ -320,15 +331,20 @@ def build_comparison(
     baseline = _make_side(
         _side_label(base_param, base_value), base_param, base_value, baseline_members, slo, requests
     )
+    changed = {k for key in groups for k, _ in key} | ({base_param} if base_param else set())
+    baseline.not_applied = not_applied(baseline_members, changed)
     candidates: list[Side] = []
     for key, members in groups.items():
         name, value = group_info[key]
         label = _side_label(name, value) if name else f"{baseline.label} (A/A repeat)"
-        candidates.append(_make_side(label, name, value, members, slo, requests))
+        side = _make_side(label, name, value, members, slo, requests)
+        side.not_applied = not_applied(members, {k for k, _ in key})
+        candidates.append(side)
     candidates.sort(key=lambda s: _sort_key(s.value))
     shown = [x for x in METRICS if any(s.values.get(x.key) for s in [baseline, *candidates])]
     changes = {
-        (side.label, metric.key): bootstrap_change(
+        (side.label, metric.key): _unapplied(baseline, side, metric)
+        or bootstrap_change(
             baseline.values[metric.key],
             side.values[metric.key],
             metric.better,
@@ -350,6 +366,49 @@ def build_comparison(
         confidence=confidence,
         param=param,
         load_windows=_load_windows(runs),
+    )
+
+
+def _mismatches(run: Run) -> list[Any]:
+    """A run's stored config mismatches (parsed or as stored); [] when none or not checked."""
+    raw = run.get("config_mismatch")
+    if raw is None and isinstance(run.get("config_mismatch_json"), str):
+        try:
+            raw = json.loads(run["config_mismatch_json"])
+        except ValueError:
+            raw = None
+    return raw if isinstance(raw, list) else []
+
+
+def not_applied(members: Sequence[Run], params: set[str]) -> list[str]:
+    """Why a side's value was not what its engine ran with: each run's mismatch on `params`."""
+    return [
+        f"run {r['id']}: {m.get('reason') or m['param']}"
+        for r in members
+        for m in _mismatches(r)
+        if isinstance(m, Mapping) and isinstance(m.get("param"), str) and m["param"] in params
+    ]
+
+
+def _unapplied(baseline: Side, side: Side, metric: Metric) -> Change | None:
+    """No verdict when either side's value did not reach its engine: the runs measured something
+    else than the comparison claims."""
+    reasons = [*baseline.not_applied, *side.not_applied]
+    if not reasons:
+        return None
+    b, c = baseline.stats(metric.key), side.stats(metric.key)
+    return Change(
+        base_mean=b["mean"],
+        cand_mean=c["mean"],
+        rel_change=None,
+        rel_low=None,
+        rel_high=None,
+        diff_low=None,
+        diff_high=None,
+        n_base=int(b["n"] or 0),
+        n_cand=int(c["n"] or 0),
+        verdict="not applied",
+        note="not applied by the engine: " + "; ".join(reasons),
     )
 
 

@@ -31,6 +31,7 @@ VERDICT_LABEL: dict[VerdictName, str] = {
     "worse": "▼ worse",
     "no clear difference": "≈ no clear difference",
     "inconclusive": "? inconclusive",
+    "not applied": "⊘ not applied",
 }
 CLEAR: frozenset[str] = frozenset({"better", "worse"})
 # Metrics whose run-to-run spread the noise note reports.
@@ -133,6 +134,16 @@ def failed_text(comparison: Comparison) -> str | None:
     return "Runs without a measurement (kept as results): " + "; ".join(
         f"run {f['run_id']} ({label}): {f['status']}" + (f" [{f['kind']}]" if f.get("kind") else "")
         for label, f in failed
+    )
+
+
+def not_applied_text(comparison: Comparison) -> str | None:
+    """The sides whose value the engine did not run with, and why: they get no verdict."""
+    sides = [s for s in comparison.sides if s.not_applied]
+    if not sides:
+        return None
+    return "Not applied by the engine, so no verdict for the side(s) concerned: " + "; ".join(
+        f"{s.label}: {' / '.join(s.not_applied)}" for s in sides
     )
 
 

@@ -30,7 +30,8 @@ import numpy as np
 
 from tuning.compare.catalog import Direction
 
-VerdictName = Literal["better", "worse", "no clear difference", "inconclusive"]
+# "not applied": the engine did not run with a side's value (tuning.effective), so no verdict.
+VerdictName = Literal["better", "worse", "no clear difference", "inconclusive", "not applied"]
 
 CONFIDENCE = 0.95
 RESAMPLES = 2000

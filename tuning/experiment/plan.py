@@ -54,6 +54,8 @@ def plan_experiment(
     config = validate_config(config, engine.backend if engine else None)
     if p.restarts_server:
         config.pop(p.name, None)
+        for value in clean_values:  # each start as it will be launched (e.g. two KV budgets)
+            validate_config({**config, p.name: value}, engine.backend if engine else None)
     with connect(db_path) as db:
         return repo.create_experiment(
             db,

@@ -28,7 +28,7 @@ from core.clock import now_iso
 from core.records import SampleRow
 from core.status import Status
 from store import queries, repo
-from tuning import hardware
+from tuning import effective, hardware
 from tuning.engine import EngineSpec
 from tuning.experiment import exits, outcome
 from tuning.experiment.bookkeeping import Bookkeeping, Progress
@@ -36,7 +36,7 @@ from tuning.experiment.lock import RunnerBusy, machine_lock
 from tuning.experiment.plan import schedule
 from tuning.experiment.sampling import RunSamples
 from tuning.experiment.watch import EngineWatch, Heartbeat, serving
-from tuning.params import build_launch, format_value, get_param
+from tuning.params import format_value, get_param
 from tuning.server import ServerProcess, StartFailure
 from tuning.settings import lab_home
 from tuning.telemetry.gpu import GpuSampler, read_gpu_used, wait_gpu_memory_released
@@ -62,6 +62,7 @@ class ExperimentRunner(Bookkeeping):
         self.start_timeout = start_timeout
         self.server: ServerProcess | None = None
         self.server_facts: dict[str, Any] = {}
+        self.server_check: effective.Check | None = None  # asked vs run with, read at start
         self.server_t0 = 0.0
         self.samples = RunSamples(self.db_path, self._relabel)
         self.log_dir = lab_home() / "logs" / f"experiment-{experiment_id}"
@@ -217,15 +218,7 @@ class ExperimentRunner(Bookkeeping):
         self._phase("stopping", run_id)
         self._stop_server()
         self._phase("starting", run_id)
-        launch = build_launch(
-            engine.command,
-            engine.model,
-            engine.served_model_name,
-            config,
-            engine.backend,
-            load_format=engine.load_format,
-            base_env=engine.env,
-        )
+        launch = engine.launch(config)
         log_path = self.log_dir / f"run-{run_id}.log"
         server = ServerProcess(launch, log_path)
         repo.update_run(
@@ -233,6 +226,7 @@ class ExperimentRunner(Bookkeeping):
         )
         self.server_t0 = time.monotonic()
         self.server_facts = {}
+        self.server_check = None
         self.server = server  # before start(): whatever happens next, _stop_server stops it
         try:
             server.start()
@@ -257,6 +251,7 @@ class ExperimentRunner(Bookkeeping):
             self.server = None
             raise
         self.server_facts = facts.to_dict()
+        self.server_check = effective.check_start(launch, server.log_text(), facts, engine.backend)
         self.samples.add(MetricsSampler(launch.base_url, period=0.5))
         self._store_server_facts(run_id, reused=False)
         return launch.base_url, self.server_t0
@@ -274,6 +269,7 @@ class ExperimentRunner(Bookkeeping):
             weights_memory_gib=f.get("weights_memory_gib"),
             startup_json={**f, "reused_server": reused},
             server_pid=self.server.pid if self.server else None,
+            **effective.columns(self.server_check),
         )
         if f.get("vllm_version"):  # what the server says beats what the settings guessed
             repo.update_run(self.db, run_id, vllm_version=f["vllm_version"])
@@ -306,6 +302,7 @@ class ExperimentRunner(Bookkeeping):
     ) -> int:
         from tuning.health import run_health, scrape_counters
         from tuning.loadgen.child import run_load_in_subprocess
+        from tuning.loadgen.client import LoadError
         from tuning.metrics import summarize
 
         attached = engine is None
@@ -334,16 +331,21 @@ class ExperimentRunner(Bookkeeping):
             if not attached and self.server is not None:  # our engine: watch it for death
                 stop_load = threading.Event()
                 watch = stack.enter_context(EngineWatch(self.server, self.live.cancel, stop_load))
-            result = run_load_in_subprocess(
-                base_url,
-                model,
-                prompts,
-                wl,
-                api_key=os.environ.get("OPENAI_API_KEY"),
-                on_progress=on_progress,
-                cancel=stop_load,
-                on_phase=on_phase,
-            )
+            try:
+                result = run_load_in_subprocess(
+                    base_url,
+                    model,
+                    prompts,
+                    wl,
+                    api_key=os.environ.get("OPENAI_API_KEY"),
+                    on_progress=on_progress,
+                    cancel=stop_load,
+                    on_phase=on_phase,
+                )
+            except LoadError:  # stopped before it could answer (the engine died, or Stop)
+                if not stop_load.is_set():
+                    raise
+                return self._load_stopped(run_id, watch.died if watch is not None else None)
         died = watch.died if watch is not None else None
         load_end = time.monotonic() - t0
         after = scrape_counters(base_url)
@@ -370,6 +372,8 @@ class ExperimentRunner(Bookkeeping):
         )
         health["client"] = result.health()
         repo.store_summary(self.db, run_id, summary)
+        if self.server_check is not None:  # a limit the load shows was not applied
+            repo.update_run(self.db, run_id, **effective.columns(self.server_check, health))
         cancelled = self.live.cancel.is_set() or (result.cancelled and died is None)
         log_tail = self.server.log_tail(200) if self.server else None
         verdict = ("engine_died", outcome.engine_words(died, log_tail)) if died else None
@@ -389,6 +393,18 @@ class ExperimentRunner(Bookkeeping):
                 log_tail=log_tail,
             )
         self.progress("measured", {"run_id": run_id, "summary": summary})
+        return run_id
+
+    def _load_stopped(self, run_id: int, died: str | None) -> int:
+        """The load generator was stopped before it sent a result: nothing was measured."""
+        if died is None:
+            self._finish_run(run_id, Status.CANCELLED)
+            return run_id
+        log_tail = self.server.log_tail(200) if self.server else None
+        reason = outcome.engine_words(died, log_tail)
+        hint = outcome.HINTS["engine_died"]
+        self._fail_run(run_id, "engine_died", reason, hint, log_tail=log_tail)
+        self.progress("run_failed", {"run_id": run_id, "kind": "engine_died", "reason": reason})
         return run_id
 
 

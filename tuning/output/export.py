@@ -13,13 +13,22 @@ import io
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import altair as alt
+from altair.utils.html import spec_to_html
 
 from tuning.compare.comparison import Comparison
 
+# What may not appear raw in JSON inside <script>: each becomes its \u escape.
+_SCRIPT_ESCAPES = {
+    ord("<"): "\\u003c",
+    ord(">"): "\\u003e",
+    ord("&"): "\\u0026",
+    0x2028: "\\u2028",
+    0x2029: "\\u2029",
+}
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 _SAFE_KIND = re.compile(r"[^a-z0-9_-]+")
 _NETWORK = re.compile(
@@ -44,11 +53,43 @@ def chart_svg(chart: alt.TopLevelMixin) -> bytes:
     return buf.getvalue().encode("utf-8")
 
 
+def script_json(value: Any) -> str:
+    """JSON to put inside an HTML <script> element: `<`, `>`, `&`, U+2028 and U+2029 as \\u
+    escapes, so no value can close the element (`</script>`), open a comment that swallows
+    the page's end (`<!--<script>`), or end a JavaScript line. Still JSON, and the same value.
+    Every HTML export embeds its data through this (one place)."""
+    return json.dumps(value, cls=_ScriptJSONEncoder)
+
+
+class _ScriptJSONEncoder(json.JSONEncoder):
+    """`json.dumps(..., cls=_ScriptJSONEncoder)`: what `script_json` writes (for code, such as
+    Altair's page template, that takes `json_kwds`)."""
+
+    def encode(self, o: Any) -> str:
+        return super().encode(o).translate(_SCRIPT_ESCAPES)
+
+    def iterencode(self, o: Any, _one_shot: bool = False) -> Iterator[str]:
+        for chunk in super().iterencode(o, _one_shot):
+            yield chunk.translate(_SCRIPT_ESCAPES)
+
+
 def chart_html(chart: alt.TopLevelMixin) -> bytes:
-    """A standalone page with the JS bundle inlined (inline=True): opens with no network."""
-    buf = io.StringIO()
-    chart.save(buf, format="html", inline=True, embed_options={"actions": False})
-    html = buf.getvalue()
+    """A standalone page with the JS bundle inlined (the "inline" template): opens with no
+    network. The spec (run values, labels, titles: text from data, maybe an imported bundle) is
+    embedded as `script_json`, and the page is refused unless it embeds exactly that."""
+    spec = chart.to_dict()
+    html = spec_to_html(
+        spec,
+        mode="vega-lite",
+        vega_version=alt.VEGA_VERSION,
+        vegaembed_version=alt.VEGAEMBED_VERSION,
+        vegalite_version=alt.VEGALITE_VERSION,
+        embed_options={"actions": False},
+        json_kwds={"cls": _ScriptJSONEncoder},
+        template="inline",
+    )
+    if script_json(spec) not in html:
+        raise RuntimeError("exported HTML does not embed the chart's spec escaped")
     refs = network_references(html)
     if refs:  # never hand out a page that would try to fetch something
         raise RuntimeError(f"exported HTML references the network: {refs[:3]}")

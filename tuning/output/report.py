@@ -33,6 +33,7 @@ from tuning.compare.present import (
     comparability_text,
     failed_text,
     noise_text,
+    not_applied_text,
     pct_text,
     slo_text,
     table_columns,
@@ -183,6 +184,7 @@ def _checks_section(comparison: Comparison) -> str:
             f"<th>why not comparable</th></tr>{rows}</table>"
         )
     notes = [
+        (not_applied_text(comparison), ' class="warn"'),
         (failed_text(comparison), ""),
         (noise_text(comparison), ' class="muted"'),
         (slo_text(comparison.slo_ms), ""),
@@ -212,10 +214,11 @@ def _verdicts_section(comparison: Comparison) -> str:
                 )
         rest = ", ".join(f"{n} {_e(v)}" for v, n in sorted(counts.items()) if v not in CLEAR)
         parts.append(f"<h3>{_e(side.label)} vs {_e(comparison.baseline.label)}</h3>")
+        none = "No verdict: not applied by the engine." if counts.get("not applied") else ""
         parts.append(
             f"<ul>{''.join(items)}</ul>"
             if items
-            else "<p>No metric is clearly better or worse.</p>"
+            else f"<p>{none or 'No metric is clearly better or worse.'}</p>"
         )
         if rest:
             parts.append(f'<p class="muted">Other metrics: {rest}.</p>')

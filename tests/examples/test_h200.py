@@ -1,0 +1,65 @@
+"""The H200 runs committed under examples/h200 load in the compare page and the CLI, and their
+samples show what the GPU did: EngineCore holds the memory, one step at KV-cache allocation."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from subprocess import CompletedProcess
+
+import pytest
+
+from store import open_db, queries
+from tests.apptest import open_page, page_text, with_query
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "h200" / "lab-h200.db"
+GIB = 2**30
+
+
+@pytest.fixture
+def h200_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    copy = tmp_path / "lab-h200.db"
+    shutil.copy(EXAMPLE, copy)  # the app opens DBs writable (migrations, WAL): never the original
+    monkeypatch.setenv("TUNING_LAB_HOME", str(tmp_path))
+    monkeypatch.setenv("TUNING_LAB_DB", str(copy))
+    return copy
+
+
+def test_runs_are_complete_and_on_an_h200(h200_db: Path) -> None:
+    db = open_db(h200_db)
+    runs = queries.list_runs(db)
+    assert len(runs) == 8
+    for run in runs:
+        assert run["status"] == "done" and run["failed"] == 0 and run["completed"] == 512
+        assert "H200" in run["hardware"] and run["vllm_version"] == "0.25.0"
+
+
+def test_engine_core_holds_the_memory_with_a_step_at_kv_allocation(h200_db: Path) -> None:
+    db = open_db(h200_db)
+    for run in queries.list_runs(db):
+        procs = queries.get_samples(db, run["id"], ["gpu_proc_bytes"])
+        labels = {s["label"] for s in procs}
+        assert labels and all(label.startswith("EngineCore:") for label in labels)
+        assert run["startup"]["engine_pids"]["EngineCore"] == int(labels.pop().split(":")[1])
+        tree = [s for s in queries.get_samples(db, run["id"], ["gpu_tree_bytes"])]
+        peak = max(s["value"] for s in tree)
+        assert peak > 60 * GIB
+        # The step: from weights only (< 5 GiB) to near the peak within 5 s.
+        before = [s["t_s"] for s in tree if s["value"] < 5 * GIB]
+        after = [s["t_s"] for s in tree if s["value"] > 0.9 * peak]
+        assert before and after and 0 < min(after) - max(t for t in before if t < min(after)) < 5
+
+
+def test_compare_page_and_cli_load_them(
+    h200_db: Path, tuning_cli: Callable[..., CompletedProcess[str]]
+) -> None:
+    at = open_page("pages/4_Compare.py", with_query("experiment", 1))
+    assert not at.exception, at.exception
+    assert "gpu-memory-utilization" in page_text(at)
+    out = tuning_cli(
+        ["compare", "--db", str(h200_db), "--experiment", "2"], h200_db.parent, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert "max-num-seqs" in out.stdout and "mean TTFT" in out.stdout

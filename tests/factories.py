@@ -1,0 +1,493 @@
+"""Synthetic labs for the tests: one set of builders, written through store.repo the way the
+runner writes, so every test seeds its DB the same way and says only what differs (options, not
+copies of a seeder)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from core.clock import now_iso
+from core.records import RequestRecord, SampleRow
+from store import connect, repo
+from tuning.experiment.plan import plan_experiment
+from tuning.metrics import summarize
+from tuning.workload import Workload
+
+WORKLOAD: dict[str, Any] = {
+    "num_requests": 24,
+    "concurrency": 8,
+    "input_len": 64,
+    "output_len": 16,
+    "shared_prefix_len": 0,
+    "endpoint": "completions",
+    "seed": 0,
+    "num_warmups": None,
+    "request_timeout_s": 600.0,
+}
+BASE_CONFIG: dict[str, Any] = {"block-size": 16, "enforce-eager": True}
+FAILED_VALUE = 64  # the value whose server start fails (out of KV memory) in a seeded lab
+# Secrets planted in one run the way a careless setup could leak them; none may leave the lab.
+SECRET_ENV = "hf_canaryEnvToken1234567890"
+SECRET_ARGV = "sk-canary-argv-0123456789"
+SECRET_LOG = "sk-canary-log-9876543210"
+SECRET_URL = "canaryUrlPassw0rd"
+SECRETS = (SECRET_ENV, SECRET_ARGV, SECRET_LOG, SECRET_URL)
+# What every seeded run shares: where it ran, and how a start that failed failed.
+ENGINE_FIELDS = {
+    "workload_fingerprint": "fp-seeded",
+    "engine": "embedded-cpu",
+    "vllm_version": "0.32.0",
+    "model": "tiny",
+    "backend": "cpu",
+}
+OOM = {
+    "status": "failed",
+    "phase": "failed",
+    "failure_kind": "oom",
+    "failure_reason": "not enough KV cache memory",
+    "failure_hint": "lower max-num-seqs or raise the KV space",
+}
+ENGINE_PYTHON = "/home/ada/.engine/venv/bin/python"
+ENGINE_MODEL = "/home/ada/.engine/tiny-llama"
+API_SERVER = "vllm.entrypoints.openai.api_server"
+
+
+def workload(**overrides: Any) -> dict[str, Any]:
+    """The stored workload dict (as `Workload.to_dict` writes it) with some fields changed."""
+    return {**WORKLOAD, **overrides}
+
+
+def load_workload(n: int = 12, c: int = 4, out: int = 6, warm: int = 0, **kw: Any) -> Workload:
+    """A small Workload for the load generator: n requests at concurrency c, 4-token prompts."""
+    return Workload(
+        num_requests=n, concurrency=c, input_len=4, output_len=out, num_warmups=warm, **kw
+    )
+
+
+def prompts_for(w: Workload, special: dict[int, str] | None = None) -> list[str]:
+    """Warm-ups are 'warm-i', measured prompts 'req-i'; `special` puts the fake's markers in
+    measured ones."""
+    out = [f"warm-{i}" for i in range(w.warmups)] + [f"req-{i}" for i in range(w.num_requests)]
+    for i, text in (special or {}).items():
+        out[w.warmups + i] = text
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Requests and samples of one measured run
+# --------------------------------------------------------------------------------------------
+
+
+def _default_ttft(value: int) -> float:
+    return 0.05 + value / 1000
+
+
+def _default_tpot(value: int) -> float:
+    return 0.004 * (1 + value / 32)
+
+
+@dataclass(frozen=True)
+class Load:
+    """What each measured run of a seeded lab looks like: request timings per parameter value and
+    the telemetry around them (a warm-up, the load, a drain)."""
+
+    ttft_s: Callable[[int], float] = _default_ttft
+    tpot_s: Callable[[int], float] = _default_tpot
+    ttft_jitter: float = 0.05
+    failed_requests: tuple[int, ...] = (5,)
+    duration_s: float = 12.0
+    period_s: float = 0.25
+    warmup_s: float = 3.0
+    queue: bool = True  # num_requests_running/waiting samples
+    processes: bool = True  # a per-process RSS row (EngineCore) next to the tree's
+
+
+LOAD = Load()
+
+
+def record(
+    index: int,
+    start: float,
+    ttft: float | None,
+    itl: Sequence[float],
+    out: int | None,
+    prompt: int | None,
+    *,
+    ok: bool = True,
+    kind: str | None = None,
+    error: str = "x",
+    http_status: int | None = None,
+) -> RequestRecord:
+    """One request as the client records it; it ends after its first token and every gap."""
+    return RequestRecord(
+        index=index,
+        start=start,
+        ttft=ttft,
+        end=None if ttft is None else start + ttft + sum(itl),
+        itl=list(itl),
+        prompt_tokens=prompt,
+        output_tokens=out,
+        ok=ok,
+        http_status=http_status,
+        error_kind=None if ok else kind,
+        error=None if ok else error,
+    )
+
+
+def records(
+    rng: np.random.Generator,
+    wl: dict[str, Any],
+    ttft_s: float,
+    tpot_s: float,
+    *,
+    ttft_jitter: float = 0.05,
+    failed: Sequence[int] = (),
+) -> list[RequestRecord]:
+    """One record per request of the workload, started 40 ms apart; the indices in `failed` end
+    with an HTTP 500 (no timings, no tokens)."""
+    out = []
+    n_itl = wl["output_len"] - 1
+    for i in range(wl["num_requests"]):
+        ttft = ttft_s * (1 + rng.normal(0, ttft_jitter))
+        itl = [float(x) for x in np.abs(rng.normal(tpot_s, tpot_s * 0.1, n_itl))]
+        ok = i not in failed
+        out.append(
+            record(
+                i,
+                i * 0.04,
+                ttft if ok else None,
+                itl if ok else [],
+                wl["output_len"] if ok else None,
+                wl["input_len"],
+                ok=ok,
+                kind="http",
+                error="HTTP 500: engine overloaded",
+                http_status=200 if ok else 500,
+            )
+        )
+    return out
+
+
+def samples(load: Load, kv_peak: float, rss: float) -> list[SampleRow]:
+    """Telemetry of one run: memory climbing over the warm-up, KV use and the queue during the
+    load, generated tokens counting up; `load.period_s` apart."""
+    rows = []
+    end = load.duration_s - 1
+    for k in range(round(load.duration_s / load.period_s)):
+        t = k * load.period_s
+        busy = 1.0 if load.warmup_s <= t <= end else 0.0
+        rows.append(SampleRow(t, "tree_rss_bytes", rss * min(1.0, t / load.warmup_s), ""))
+        if load.processes:
+            rows.append(SampleRow(t, "tree_rss_bytes", rss * 0.1, "EngineCore:4242"))
+        rows += [
+            SampleRow(t, "kv_cache_usage_perc", kv_peak * busy),
+            SampleRow(t, "generation_tokens_total", max(0.0, t - load.warmup_s) * 250),
+        ]
+        if load.queue:
+            rows += [
+                SampleRow(t, "num_requests_running", 8 * busy),
+                SampleRow(t, "num_requests_waiting", 1 * busy),
+            ]
+    return rows
+
+
+# --------------------------------------------------------------------------------------------
+# Experiments and runs, written through store.repo
+# --------------------------------------------------------------------------------------------
+
+
+def engine_json(*, secrets: bool = False) -> dict[str, Any]:
+    env = {"VLLM_CPU_KVCACHE_SPACE": "1"}
+    if secrets:
+        env["HF_TOKEN"] = SECRET_ENV
+    return {
+        "name": "embedded-cpu",
+        "command": [ENGINE_PYTHON, "-m", API_SERVER],
+        "model": ENGINE_MODEL,
+        "served_model_name": "tiny",
+        "backend": "cpu",
+        "env": env,
+        "vllm_version": "0.32.0",
+    }
+
+
+def add_experiment(
+    db: Any,
+    *,
+    values: Sequence[Any],
+    param: str = "max-num-seqs",
+    repeats: int = 1,
+    status: str = "done",
+    name: str | None = None,
+    **fields: Any,
+) -> int:
+    """An experiment row; its counters follow its status unless `fields` say otherwise."""
+    total = len(values) * repeats
+    row: dict[str, Any] = {
+        "name": name or f"{param} = {', '.join(map(str, values))}",
+        "param": param,
+        "values_json": list(values),
+        "repeats": repeats,
+        "config_json": BASE_CONFIG,
+        "workload_json": WORKLOAD,
+        "model": "tiny",
+        "status": status,
+        "phase": status,
+        "runs_total": total,
+        "runs_done": total if status == "done" else 0,
+        "author": "ada",
+        **fields,
+    }
+    return repo.create_experiment(db, **row)
+
+
+def _argv(config: dict[str, Any], secret: bool) -> list[str]:
+    argv = [ENGINE_PYTHON, "-m", API_SERVER, "--model", ENGINE_MODEL]
+    argv += ["--host", "127.0.0.1", "--port", "40123"]
+    for key, value in config.items():
+        argv += [f"--{key}"] if value is True else [f"--{key}", str(value)]
+    return argv + (["--api-key", SECRET_ARGV] if secret else [])
+
+
+def add_run(
+    db: Any,
+    experiment_id: int,
+    *,
+    seq: int,
+    value: int,
+    rng: np.random.Generator,
+    repeat: int = 0,
+    param: str = "max-num-seqs",
+    status: str = "done",
+    wl: dict[str, Any] = WORKLOAD,
+    load: Load = LOAD,
+    hardware: str = "cpu-test",
+    author: str = "ada",
+    host: str = "box-a",
+    secrets: bool = False,
+    log_path: str | None = None,
+) -> int:
+    """One run as the runner leaves it. `done`: requests, samples and a stored summary; `failed`: a
+    start failure (out of KV memory) with its log tail; `running`: requests and samples so far.
+    `secrets` plants the canaries (argv, env; a failed run's log tail and base URL)."""
+    config = {**BASE_CONFIG, param: value}
+    env = {"VLLM_CPU_KVCACHE_SPACE": "1", **({"HF_TOKEN": SECRET_ENV} if secrets else {})}
+    rid = repo.create_run(
+        db,
+        experiment_id=experiment_id,
+        seq=seq,
+        repeat_index=repeat,
+        param=param,
+        value=str(value),
+        config_json=config,
+        workload_json=wl,
+        **ENGINE_FIELDS,
+        hardware=hardware,
+        hardware_json={"summary": hardware, "cpus": 2},
+        argv_json=_argv(config, secrets),
+        env_json=env,
+        log_path=log_path or f"/home/{author}/lab/logs/experiment-{experiment_id}/run-{seq}.log",
+        server_pid=5000 + seq,
+        started_at=now_iso(),
+        author=author,
+        host=host,
+        status="running",
+        phase="running",
+    )
+    if status == "failed":
+        _fail_start(db, rid, secrets)
+        return rid
+    recs = records(
+        rng,
+        wl,
+        load.ttft_s(value),
+        load.tpot_s(value),
+        ttft_jitter=load.ttft_jitter,
+        failed=load.failed_requests,
+    )
+    repo.insert_requests(db, rid, recs)
+    repo.insert_samples(db, rid, samples(load, 0.2 + value / 100, 1.2 * 2**30))
+    if status == "done":
+        _finish(db, rid, recs, value, load)
+    return rid
+
+
+def _fail_start(db: Any, rid: int, secrets: bool) -> None:
+    tail = "INFO starting\nERROR: KV cache needs 3 GiB, 1 GiB available\n"
+    if secrets:
+        tail += f"DEBUG request headers: Authorization: Bearer {SECRET_LOG}\n"
+    repo.update_run(
+        db,
+        rid,
+        **OOM,
+        log_tail=tail,
+        finished_at=now_iso(),
+        base_url=f"http://ada:{SECRET_URL}@127.0.0.1:8000/v1" if secrets else None,
+    )
+
+
+def _finish(db: Any, rid: int, recs: list[RequestRecord], value: int, load: Load) -> None:
+    summary = summarize(recs, 2.0 + value / 100)
+    summary.update(
+        peak_tree_rss_bytes=int(1.2 * 2**30),
+        peak_kv_cache_usage_perc=0.2 + value / 100,
+        preemptions=0,
+        load_window_s=[load.warmup_s, load.duration_s - 1],
+    )
+    repo.store_summary(db, rid, summary)
+    repo.update_run(
+        db,
+        rid,
+        status="done",
+        phase="done",
+        time_to_healthy_s=9.5,
+        kv_cache_tokens=8192,
+        block_size=16,
+        max_concurrency=4.0,
+        startup_json={"kv_cache_tokens": 8192, "reused_server": False},
+        health_json={"verdict": "ok", "client": {"lag_ms": 1.0}},
+        log_tail="INFO Application startup complete.\n",
+        finished_at=now_iso(),
+    )
+
+
+def seed_lab(
+    path: Path,
+    *,
+    author: str = "ada",
+    host: str = "box-a",
+    hardware: str = "cpu-test",
+    param: str = "max-num-seqs",
+    values: tuple[int, ...] = (2, 16),
+    repeats: int = 2,
+    with_failed: bool = True,
+    with_secrets: bool = True,
+    seed: int = 7,
+    name: str | None = None,
+    wl: dict[str, Any] = WORKLOAD,
+    load: Load = LOAD,
+) -> dict[str, Any]:
+    """One finished experiment over `param`: values x repeats measured runs (repeats interleaved)
+    with request rows and samples, plus (optionally) a value whose start failed with a log tail,
+    and (optionally) secrets planted where a careless setup leaks them. Returns the ids."""
+    all_values = list(values) + ([FAILED_VALUE] if with_failed else [])
+    rng = np.random.default_rng(seed)
+    with connect(path) as db:
+        exp = add_experiment(
+            db,
+            values=all_values,
+            param=param,
+            repeats=repeats,
+            name=name,
+            workload_json=wl,
+            engine_json=engine_json(secrets=with_secrets),
+            runner_pid=4321,
+            author=author,
+            host=host,
+            started_at=now_iso(),
+            finished_at=now_iso(),
+            notes="baseline sweep; see run 1",
+            tags="cpu,sweep",
+        )
+        run_ids = []
+        for seq, (rep, value) in enumerate((r, v) for r in range(repeats) for v in all_values):
+            failed = with_failed and value == FAILED_VALUE
+            run_ids.append(
+                add_run(
+                    db,
+                    exp,
+                    seq=seq,
+                    value=value,
+                    rng=rng,
+                    repeat=rep,
+                    param=param,
+                    status="failed" if failed else "done",
+                    wl=wl,
+                    load=load,
+                    hardware=hardware,
+                    author=author,
+                    host=host,
+                    secrets=with_secrets and (seq == 0 or failed),
+                )
+            )
+    return {"experiment_id": exp, "run_ids": run_ids}
+
+
+def seed_clean_lab(
+    path: Path, author: str = "ada", host: str = "box-a", **options: Any
+) -> dict[str, Any]:
+    """A clean sweep (no failed start, no planted secrets), e.g. a teammate's lab."""
+    return seed_lab(
+        path, author=author, host=host, with_failed=False, with_secrets=False, **options
+    )
+
+
+def plan_attached(
+    db_path: Path,
+    param: str = "concurrency",
+    values: Sequence[int] = (1,),
+    wl: Workload | None = None,
+) -> int:
+    """An experiment planned against a server the lab did not start (nothing listens there)."""
+    return plan_experiment(
+        db_path,
+        param=param,
+        values=list(values),
+        workload=wl or Workload(num_requests=4, concurrency=1, input_len=4, output_len=4),
+        engine=None,
+        base_url="http://127.0.0.1:9/v1",
+        model="m",
+    )
+
+
+def run_row(
+    rid: int,
+    value: Any = 16,
+    *,
+    ttft: float = 100.0,
+    tput: float = 1000.0,
+    param: str = "max-num-seqs",
+    status: str = "done",
+    **over: Any,
+) -> dict[str, Any]:
+    """A run as `store.queries.load_runs` returns it, without a DB: for the comparison rules."""
+    config = {"max-num-seqs": 16, "block-size": 32}
+    wl = dict(WORKLOAD)
+    if param in ("concurrency", "input-len", "output-len", "shared-prefix-len"):
+        wl[param.replace("-", "_")] = value
+    else:
+        config[param] = value
+    row = {
+        "id": rid,
+        "experiment_id": 1,
+        "seq": rid,
+        "repeat_index": 0,
+        "param": param,
+        "value": str(value),
+        "status": status,
+        "config": config,
+        "workload": wl,
+        "workload_fingerprint": "fp",
+        "model": "tiny",
+        "engine": "embedded",
+        "vllm_version": "0.32.0",
+        "hardware": "cpu",
+        "completed": 64,
+        "failed": 0,
+        "duration": 10.0,
+        "mean_ttft_ms": ttft,
+        "median_ttft_ms": ttft * 0.9,
+        "p99_ttft_ms": ttft * 2,
+        "output_throughput": tput,
+        "mean_tpot_ms": 5.0,
+        "peak_tree_rss_bytes": 2 * 2**30,
+        "kv_cache_tokens": 8192,
+        "preemptions": 0,
+    }
+    row.update(over)
+    return row

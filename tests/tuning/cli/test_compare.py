@@ -1,0 +1,69 @@
+"""`compare` and `chart` from the command line: text and JSON, SLOs, the baseline flag, and the
+chart file written in the format its name asks for."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tuning.cli.main import main as cli_main
+from tuning.output import export
+
+
+def test_cli_compare_text_and_json(
+    charts_lab: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    ids = [str(r["id"]) for r in charts_lab["runs"]]
+
+    def compare(*args: str) -> int:
+        return cli_main(["compare", "--db", str(charts_lab["path"]), *args])
+
+    assert compare(*ids) == 0
+    out = capsys.readouterr().out
+    assert "Baseline: block-size = 16" in out and "worse" in out and "mean TTFT" in out
+    assert compare("--json", "--slo", "ttft:105", "--experiment", str(charts_lab["exp"])) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["slo_ms"] == {"ttft": 105.0}
+    assert any(r["metric"] == "request_goodput" for r in data["rows"])
+    # the baseline flag flips the roles
+    eight = [r["id"] for r in charts_lab["runs"] if r["value"] == "8"][0]
+    assert compare("--baseline", str(eight), "--json", *ids) == 0
+    data = json.loads(capsys.readouterr().out)
+    rows = {(r["side"], r["metric"]): r for r in data["rows"]}
+    assert rows[("block-size = 16", "mean_ttft_ms")]["verdict"] == "better"
+    # run ids right after --slo values still count as runs
+    assert compare("--json", "--slo", "ttft:105", "tpot:50", *ids) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["slo_ms"] == {"ttft": 105.0, "tpot": 50.0} and len(data["candidates"]) == 1
+    assert compare("999") == 2
+    assert compare("--slo", "itl:4", *ids) == 2
+
+
+def test_cli_chart(charts_lab: dict[str, Any], tmp_path: Path) -> None:
+    ids = [str(r["id"]) for r in charts_lab["runs"]]
+
+    def chart(kind: str, out: Path, *selection: str) -> int:
+        return cli_main(
+            [
+                "chart",
+                "--db",
+                str(charts_lab["path"]),
+                "--kind",
+                kind,
+                "--out",
+                str(out),
+                *selection,
+            ]
+        )
+
+    out = tmp_path / "kv.svg"
+    assert chart("kv", out, *ids) == 0
+    ET.fromstring(out.read_bytes())
+    html = tmp_path / "lat.html"
+    assert chart("latency", html, "--experiment", str(charts_lab["exp"])) == 0
+    assert not export.network_references(html.read_text())
+    assert chart("cdf", tmp_path / "x.pdf", *ids) == 2

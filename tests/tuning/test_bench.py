@@ -1,0 +1,160 @@
+"""`bench` end to end against the fake server: vLLM's result keys, the lab block, exit codes,
+no key."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.fake_openai import fake_server
+from tuning.bench import add_bench_arguments, choose_tokenizer, parse_goodput, run_bench_command
+from tuning.engine import model_dir
+from tuning.workload import LocalTokenizer, ServerTokenizer
+
+KEY = "sk-bench-secret-42"
+VLLM_KEYS = [
+    "duration",
+    "completed",
+    "failed",
+    "total_input_tokens",
+    "total_output_tokens",
+    "request_throughput",
+    "output_throughput",
+    "total_token_throughput",
+    *[
+        f"{s}_{m}_ms"
+        for m in ("ttft", "tpot", "itl", "e2el")
+        for s in ("mean", "median", "std", "p90", "p99")
+    ],
+    "input_lens",
+    "output_lens",
+    "ttfts",
+    "itls",
+    "latencies",
+    "errors",
+    "max_concurrency",
+    "num_prompts",
+    "request_goodput",
+]
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_bench_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def argv(base_url: str, out: Path, *extra: str, model: str = "fake-model") -> list[str]:
+    return [
+        "--base-url",
+        base_url,
+        "--model",
+        model,
+        "--concurrency",
+        "3",
+        "--num-requests",
+        "9",
+        "--input-len",
+        "12",
+        "--output-len",
+        "5",
+        "--result-json",
+        str(out),
+        *extra,
+    ]
+
+
+def test_there_is_no_api_key_flag(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit):
+        parse(argv("http://x", tmp_path / "r.json", "--api-key", "k"))
+    with pytest.raises(SystemExit):
+        parse(["--base-url", "http://x"])
+
+
+def test_goodput_parsing() -> None:
+    assert parse_goodput(["ttft:200", "tpot:5.5"]) == {"ttft": 200.0, "tpot": 5.5}
+    assert parse_goodput(None) == {}
+    for bad in (["itl:3"], ["ttft"], ["ttft:x"], ["e2el:0"]):
+        with pytest.raises(ValueError):
+            parse_goodput(bad)
+
+
+def test_bench_end_to_end_with_server_tokenizer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    out = tmp_path / "res" / "r.json"
+    with fake_server(api_key=KEY, ttft_ms=5) as srv:
+        code = run_bench_command(parse(argv(srv.base_url + "/v1", out, "--goodput", "ttft:1000")))
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    text = out.read_text()
+    result = json.loads(text)
+    for key in VLLM_KEYS:
+        assert key in result, key
+    assert result["completed"] == 9 and result["failed"] == 0
+    assert result["total_output_tokens"] == 45
+    # the fake tokenizes one token per byte, so exact prompts mean exactly 12 usage tokens
+    assert result["input_lens"] == [12] * 9 and result["tokenizer_id"] == "server:/tokenize"
+    assert result["request_goodput"] == pytest.approx(9 / result["duration"])
+    lab = result["lab"]
+    assert lab["workload"]["concurrency"] == 3 and len(lab["workload_fingerprint"]) == 16
+    assert lab["client"]["concurrency"] == 3 and lab["achieved_concurrency"] > 0
+    assert lab["failed_by_kind"] == {} and lab["goodput"]["good"] == 9
+    assert "Serving Benchmark Result" in printed.out and "Mean TTFT (ms)" in printed.out
+    assert KEY not in text + printed.out + printed.err
+
+
+def test_bench_with_local_tokenizer_and_failures(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], tiny_tokenizer: Path
+) -> None:
+    out = tmp_path / "r.json"
+    with fake_server(fail_http_on={4, 5}, no_choices_on={6}) as srv:
+        code = run_bench_command(
+            parse(
+                argv(
+                    srv.base_url,
+                    out,
+                    "--tokenizer",
+                    str(tiny_tokenizer),
+                    "--num-warmups",
+                    "1",
+                    "--endpoint",
+                    "chat",
+                    "--transport",
+                    "raw",
+                )
+            )
+        )
+    printed = capsys.readouterr()
+    assert code == 0
+    result = json.loads(out.read_text())
+    assert (result["completed"], result["failed"]) == (6, 3)
+    assert result["lab"]["failed_by_kind"] == {"http": 2, "early_end": 1}
+    assert result["backend"] == "openai-chat" and "Failures by kind" in printed.out
+    assert result["lab"]["transport"] == "raw"
+
+
+def test_bench_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "r.json"
+    assert run_bench_command(parse(argv("http://127.0.0.1:9", out, "--concurrency", "0"))) == 2
+    with fake_server() as srv:
+        assert run_bench_command(parse(argv(srv.base_url, out, model="nope"))) == 1
+        assert "check the model name" in capsys.readouterr().err
+    with fake_server(no_usage=True) as srv:
+        assert run_bench_command(parse(argv(srv.base_url, out, "--quiet"))) == 1
+    assert "no request succeeded" in capsys.readouterr().err
+    result = json.loads(out.read_text())
+    assert result["failed"] == 9 and result["mean_ttft_ms"] is None
+
+
+def test_choose_tokenizer(tmp_path: Path) -> None:
+    tok, ident = choose_tokenizer(None, "fake-model", "http://127.0.0.1:1", None)
+    assert isinstance(tok, ServerTokenizer) and ident == "server:/tokenize"
+    tiny = model_dir() / "tokenizer.json"
+    if tiny.exists():
+        tok, ident = choose_tokenizer(None, str(tiny.parent), "http://127.0.0.1:1", None)
+        assert isinstance(tok, LocalTokenizer) and ident.endswith("tokenizer.json")
