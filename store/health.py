@@ -34,6 +34,25 @@ class DbHealth:
         return {**asdict(self), "newer": self.newer}
 
 
+def _wal_header(target: Path) -> bool:
+    """The file's header says WAL (bytes 18-19 are 2), whatever an immutable open reports."""
+    try:
+        with target.open("rb") as f:
+            header = f.read(20)
+    except OSError:
+        return False
+    return header.startswith(b"SQLite format 3\x00") and header[18:19] == b"\x02"
+
+
+def _readonly_uri(target: Path) -> str:
+    """`mode=ro`; for a WAL file nobody has open (no `-wal` beside it) also `immutable=1`, since
+    a WAL reader would otherwise create `-wal` and `-shm` files beside a file it only looks at."""
+    uri = f"file:{target}?mode=ro"
+    if _wal_header(target) and not Path(f"{target}-wal").exists():
+        uri += "&immutable=1"
+    return uri
+
+
 def inspect_db(path: str | Path, timeout_s: float = 5.0) -> DbHealth:
     """Open `path` read-only (SQLite's `mode=ro`: no WAL switch, no migration, no write)."""
     target = Path(path)
@@ -41,13 +60,14 @@ def inspect_db(path: str | Path, timeout_s: float = 5.0) -> DbHealth:
     if not health.exists:
         return health
     try:
-        conn = sqlite3.connect(f"file:{target}?mode=ro", uri=True, timeout=timeout_s)
+        conn = sqlite3.connect(_readonly_uri(target), uri=True, timeout=timeout_s)
     except sqlite3.Error as exc:
         health.error = f"{type(exc).__name__}: {exc}"
         return health
     try:
         health.quick_check = [str(r[0]) for r in conn.execute("PRAGMA quick_check").fetchall()]
-        health.journal_mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0])
+        mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0])
+        health.journal_mode = "wal" if _wal_header(target) else mode
         db = Database(conn)
         health.schema_version = schema_version(db)
         health.unknown_migrations = unknown_migrations(db)
