@@ -39,6 +39,17 @@ def add_selection(p: argparse.ArgumentParser, runs_help: str = "runs to include"
     add_db(p)
 
 
+def at_least_one(text: str) -> int:
+    """An argparse type: a whole number >= 1 (`--repeats -5` is an error, never silently 1)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def refused(message: str) -> int:
     """Say why nothing was done; exit code 2."""
     print(f"refused: {message}", file=sys.stderr)

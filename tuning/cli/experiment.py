@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.status import Status
-from tuning.cli.args import add_db, db_path, refused
+from tuning.cli.args import add_db, at_least_one, db_path, refused
 from tuning.cli.server import parse_sets
 
 if TYPE_CHECKING:
@@ -100,7 +100,7 @@ def add_arguments(sub: Subparsers) -> None:
         metavar="NAME=VALUE",
         help="baseline server parameter (repeatable)",
     )
-    exp.add_argument("--repeats", type=int, default=1)
+    exp.add_argument("--repeats", type=at_least_one, default=1, help="runs per value (>= 1)")
     exp.add_argument(
         "--base-url", default=None, help="attach to a running server (workload parameters only)"
     )
