@@ -204,15 +204,9 @@ def check_db(path: Path) -> list[Finding]:
         pending = h.code_schema_version - (h.schema_version or 0)
         note = f"; {pending} migration(s) run on next write" if pending else ""
         found.append(Finding("schema", True, f"version {h.schema_version}{note}"))
-    if (h.journal_mode or "").lower() != "wal":
-        found.append(
-            Finding(
-                "wal",
-                False,
-                f"journal mode is {h.journal_mode}: pages reading block the runner's writes",
-                "open it once with the lab (any command that writes switches it to WAL)",
-            )
-        )
+    if (h.journal_mode or "").lower() != "wal":  # a snapshot, or a DB never written by the lab
+        note = f"journal mode {h.journal_mode} (the lab switches it to WAL when it writes)"
+        found.append(Finding("wal", True, note))
     else:
         found.append(Finding("wal", True, "journal mode wal"))
     return found

@@ -7,7 +7,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
-from tuning.cli.args import add_db
+from tuning.cli.args import add_db, db_path
 
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     from tuning.doctor import APP_PORT, diagnose
 
     findings = diagnose(
-        db_path=args.db, port=args.port or APP_PORT, import_check=not args.no_import
+        db_path=db_path(args), port=args.port or APP_PORT, import_check=not args.no_import
     )
     problems = [f for f in findings if not f.ok]
     if args.json:
