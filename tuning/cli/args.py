@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from store import snapshot
 from tuning.settings import default_db_path
 
 if TYPE_CHECKING:
@@ -23,6 +22,8 @@ def add_db(p: argparse.ArgumentParser) -> None:
 
 
 def db_path(args: argparse.Namespace) -> Path:
+    from store import snapshot  # lazily: `store` imports sqlite_utils, which imports pandas
+
     return snapshot.expanded(Path(args.db)) if args.db else default_db_path()
 
 
