@@ -8,9 +8,17 @@ bound, and the lab process's own open file descriptors, threads and RSS. It prin
 cycle and a summary; it exits 1 when anything leaked (RSS growth is reported, not judged: Python's
 allocator keeps freed arenas).
 
-Run it alone on the machine (it starts the real engine):
+The engine is the lab's current one (settings / TUNING_LAB_ENGINE*, default the embedded CPU
+engine). Run it alone on the machine (it starts the real engine):
 
     flock /tmp/engine.lock .venv/bin/python benchmarks/soak.py --restarts 50
+
+Against the fake vLLM (lab-side leaks only, no engine, seconds a restart):
+
+    export TUNING_LAB_ENGINE=custom TUNING_LAB_ENGINE_MODEL=fake-org/fake-model \
+        TUNING_LAB_SERVED_MODEL_NAME=fake \
+        TUNING_LAB_ENGINE_COMMAND="$PWD/.venv/bin/python tests/fakes/fake_vllm.py"
+    .venv/bin/python benchmarks/soak.py --restarts 50
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tuning.engine import embedded_spec  # noqa: E402
+from tuning.engine import current_spec  # noqa: E402
 from tuning.server import ServerProcess, port_is_free  # noqa: E402
 
 MARKER = "TUNING_LAB_SOAK"
@@ -63,17 +71,31 @@ def lab_state() -> dict[str, int]:
 
 
 def complete(base_url: str, model: str) -> int:
-    """One short completion; its output token count from the server's usage."""
-    body = json.dumps({"model": model, "prompt": "hello", "max_tokens": 4}).encode()
+    """One short streamed completion; its output token count from the server's usage."""
+    body = {
+        "model": model,
+        "prompt": "hello",
+        "max_tokens": 4,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     req = urllib.request.Request(
-        base_url + "/v1/completions", body, {"Content-Type": "application/json"}
+        base_url + "/v1/completions",
+        json.dumps(body).encode(),
+        {"Content-Type": "application/json"},
     )
+    tokens = 0
     with urllib.request.urlopen(req, timeout=120) as resp:  # noqa: S310 (loopback only)
-        return int(json.load(resp)["usage"]["completion_tokens"])
+        for raw in resp:
+            line = raw.decode().strip()
+            if line.startswith("data: {"):
+                usage = json.loads(line[6:]).get("usage") or {}
+                tokens = int(usage.get("completion_tokens") or tokens)
+    return tokens
 
 
 def cycle(i: int, logs: Path, token: str) -> dict[str, Any]:
-    spec = embedded_spec()
+    spec = current_spec()
     launch = spec.launch({"max-num-seqs": 4})
     server = ServerProcess(launch, logs / f"restart-{i}.log")
     t0 = time.monotonic()
@@ -124,7 +146,7 @@ def main() -> int:
     end = lab_state()
     first = rows[0]
     leaked = [r for r in rows if r["left"] or not r["port_free"]]
-    spec = embedded_spec()
+    spec = current_spec()
     print(f"\n{args.restarts} restarts of {spec.name} (vllm {spec.vllm_version})")
     print(f"processes left after a stop: {sum(len(r['left']) for r in rows)}")
     print(f"ports still bound after a stop: {sum(not r['port_free'] for r in rows)}")
