@@ -25,8 +25,8 @@ def lab_home() -> Path:
 def default_db_path() -> Path:
     """TUNING_LAB_DB or the lab home's lab.db; a compressed snapshot (.db.xz) opens as its copy."""
     path = Path(os.environ.get("TUNING_LAB_DB") or lab_home() / "lab.db")
-    if path.suffix not in (".xz", ".gz"):
-        return path  # `store` (sqlite_utils imports pandas) only when there is something to expand
+    if path.suffix not in (".xz", ".gz"):  # store (sqlite-utils, pandas) only when needed: the
+        return path  # CLI's parser calls this for its --db help (tests/tuning/cli/test_main.py)
     from store import snapshot
 
     return snapshot.expanded(path)
