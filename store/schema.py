@@ -267,6 +267,15 @@ def m005_traffic_workloads(db: Database) -> None:
         db.table("workloads").create_index(["name"], unique=True)
 
 
+@migrations()
+def m006_process_start_times(db: Database) -> None:
+    """Each stored pid with its process's start time (seconds since the epoch), so a pid the
+    kernel has given to someone else is never taken for the lab's runner or server."""
+    for table, column in (("experiments", "runner_start_time_s"), ("runs", "server_start_time_s")):
+        if column not in db.table(table).columns_dict:
+            db.table(table).add_column(column, float)
+
+
 def apply_migrations(db: Database) -> None:
     migrations.apply(db)
 
@@ -286,3 +295,8 @@ def unknown_migrations(db: Database) -> list[str]:
 
 def schema_version(db: Database) -> int:
     return len(migrations.applied(db))
+
+
+def code_migrations() -> list[str]:
+    """The names of the migrations this code knows, in order."""
+    return [m.name for m in migrations._migrations]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import socket
 import subprocess
 import time
@@ -23,9 +24,12 @@ import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
 from tuning.params import Launch
-from tuning.procs import stop_group
+from tuning.procs import process_start_time, stop_group
 
 LOG_TAIL_LINES = 60
+# Once the API server (the group leader) has exited on SIGTERM, what is left of its group gets this
+# long before SIGKILL: a straggler that ignores SIGTERM must not cost the whole grace per stop.
+STRAGGLER_GRACE_S = 2.0
 
 HINTS: dict[str, str] = {
     "invalid_argument": "vLLM's argument parser refused a flag or value: check the parameter "
@@ -48,13 +52,21 @@ HINTS: dict[str, str] = {
 class StartFailure(RuntimeError):
     """A start that did not become healthy; a result to store, not a crash of the lab."""
 
-    def __init__(self, kind: str, reason: str, log_tail: str, returncode: int | None):
+    def __init__(
+        self,
+        kind: str,
+        reason: str,
+        log_tail: str,
+        returncode: int | None,
+        vllm_version: str | None = None,
+    ):
         super().__init__(f"{kind}: {reason}")
         self.kind = kind
         self.reason = reason
         self.hint = HINTS.get(kind, HINTS["crashed"])
         self.log_tail = log_tail
         self.returncode = returncode
+        self.vllm_version = vllm_version  # what the log said before it failed, if it did
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -63,6 +75,10 @@ class StartFailure(RuntimeError):
             "hint": self.hint,
             "returncode": self.returncode,
         }
+
+
+class StopFailure(RuntimeError):
+    """A server that did not go away: a process outlived SIGKILL or the port stayed ours."""
 
 
 @dataclass
@@ -206,6 +222,32 @@ def port_is_free(host: str, port: int) -> bool:
     return True
 
 
+def port_holders(port: int) -> dict[int, float]:
+    """The pids listening on `port` that this user can see, with their start times."""
+    try:
+        conns = psutil.net_connections(kind="tcp")
+    except psutil.Error:
+        return {}
+    out: dict[int, float] = {}
+    for conn in conns:
+        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port:
+            started = process_start_time(conn.pid) if conn.pid else None
+            if conn.pid and started is not None:
+                out[conn.pid] = started
+    return out
+
+
+def describe_holders(port: int) -> str:
+    """`pid 123 (python3)` for each visible listener on `port`, for a message."""
+    names = []
+    for pid in port_holders(port):
+        try:
+            names.append(f"pid {pid} ({psutil.Process(pid).name()})")
+        except psutil.Error:
+            names.append(f"pid {pid}")
+    return ", ".join(names) or "a process this user cannot see"
+
+
 def http_get(url: str, timeout: float = 2.0) -> tuple[int, str]:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 (loopback only)
@@ -231,6 +273,7 @@ class ServerProcess:
         self.pgid: int | None = None
         self.started_at: float | None = None
         self.facts = StartupFacts()
+        self.start_time: float | None = None  # the leader's start time, its identity with the pid
         self._stopped = False
 
     def __enter__(self) -> Self:
@@ -246,6 +289,17 @@ class ServerProcess:
         return self.proc.pid if self.proc else None
 
     def start(self) -> None:
+        """Launch; StartFailure("port_in_use") without starting anything when the port is taken
+        (the process holding it is never signalled)."""
+        host, port = self.launch.host, self.launch.port
+        if not port_is_free(host, port):
+            raise StartFailure(
+                "port_in_use",
+                f"port {port} on {host} is already in use by {describe_holders(port)}; "
+                "nothing was started",
+                "",
+                None,
+            )
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, **self.launch.env, "PYTHONUNBUFFERED": "1"}
         for name in self.launch.unset_env:  # e.g. a KV budget that would override a flag
@@ -262,6 +316,7 @@ class ServerProcess:
             )
         self.pgid = self.proc.pid
         self.started_at = time.monotonic()
+        self.start_time = process_start_time(self.proc.pid)
         self._stopped = False
 
     def log_text(self) -> str:
@@ -283,10 +338,11 @@ class ServerProcess:
         while True:
             code = self.proc.poll()
             if code is not None:
-                self.stop()
                 text = self.log_text()
                 kind, reason = classify_failure(text, code)
-                raise StartFailure(kind, reason, self.log_tail(), code)
+                self.stop(port_was_ours=kind != "port_in_use")
+                version = parse_startup_log(text).vllm_version
+                raise StartFailure(kind, reason, self.log_tail(), code, version)
             try:
                 status, _ = http_get(url + "/health", timeout=2.0)
             except (OSError, urllib.error.URLError):
@@ -300,6 +356,7 @@ class ServerProcess:
                     f"/health did not answer 200 within {timeout:.0f} s",
                     self.log_tail(),
                     None,
+                    parse_startup_log(self.log_text()).vllm_version,
                 )
             if on_poll:
                 on_poll(time.monotonic() - self.started_at)
@@ -317,10 +374,12 @@ class ServerProcess:
         """Our own child, so `poll()` both answers and reaps it (no zombie is left behind)."""
         return self.proc is not None and self.proc.poll() is None
 
-    def stop(self, grace: float = 15.0, timeout: float = 60.0) -> None:
-        """SIGTERM the group, SIGKILL after `grace`; return once it is gone and the port is free.
+    def stop(self, grace: float = 15.0, timeout: float = 60.0, port_was_ours: bool = True) -> None:
+        """SIGTERM the group; once the leader has exited (or after `grace`), SIGKILL whatever is
+        left after STRAGGLER_GRACE_S; return once it is gone and the port is free.
 
-        A second call is a no-op: the group id may belong to someone else by then.
+        A second call is a no-op: the group id may belong to someone else by then. StopFailure
+        when a process outlives SIGKILL or the port stays held by one of ours.
         """
         if self.proc is None or self.pgid is None or self._stopped:
             return
@@ -328,20 +387,44 @@ class ServerProcess:
             tree = psutil.Process(self.proc.pid).children(recursive=True)
         except psutil.Error:
             tree = []
-        stop_group(self.pgid, grace=grace, timeout=timeout)
-        for child in tree:
-            try:
-                child.kill()
-                child.wait(timeout=10)
-            except psutil.Error:
-                pass
         try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
+            os.killpg(self.pgid, signal.SIGTERM)
+        except ProcessLookupError:
             pass
-        self._stopped = True
+        deadline = time.monotonic() + grace
+        while self.proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        try:
+            stop_group(self.pgid, grace=min(grace, STRAGGLER_GRACE_S), timeout=timeout)
+        except RuntimeError as exc:
+            raise StopFailure(str(exc)) from exc
+        finally:
+            for child in tree:
+                try:
+                    child.kill()
+                    child.wait(timeout=10)
+                except psutil.Error:
+                    pass
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+            self._stopped = True
+        if port_was_ours:
+            self._wait_port_released(timeout)
+
+    def _wait_port_released(self, timeout: float) -> None:
+        """Wait until the port is free; a listener that was there before our server started is
+        someone else's (never signalled, never waited for)."""
         deadline = time.monotonic() + timeout
+        born = self.start_time or 0.0
         while not port_is_free(self.launch.host, self.launch.port):
+            holders = port_holders(self.launch.port)
+            if holders and all(started < born - 1.0 for started in holders.values()):
+                return
             if time.monotonic() > deadline:
-                raise RuntimeError(f"port {self.launch.port} still busy after stop")
+                raise StopFailure(
+                    f"port {self.launch.port} still busy {timeout:.0f} s after stop "
+                    f"(held by {describe_holders(self.launch.port)})"
+                )
             time.sleep(0.2)

@@ -41,8 +41,13 @@ DATA_NAME = "bundle.sqlite"
 TABLES = ("experiments", "runs", "requests", "samples")
 # Columns that only mean something on the machine that wrote them: emptied in every bundle.
 LOCAL_ONLY: dict[str, dict[str, Any]] = {
-    "experiments": {"runner_pid": None, "current_run_id": None, "cancel_requested": 0},
-    "runs": {"log_path": None, "server_pid": None},
+    "experiments": {
+        "runner_pid": None,
+        "runner_start_time_s": None,
+        "current_run_id": None,
+        "cancel_requested": 0,
+    },
+    "runs": {"log_path": None, "server_pid": None, "server_start_time_s": None},
 }
 REQUIRED_COLUMNS = {
     "experiments": ("id", "uid"),

@@ -86,6 +86,10 @@ class FakeNvml:
         self._check()
         return SimpleNamespace(index=index)
 
+    def nvmlDeviceGetName(self, handle: Any) -> bytes:  # noqa: N802 (old pynvml gives bytes)
+        self._check()
+        return f"Fake H200 #{handle.index}".encode()
+
     def nvmlDeviceGetMemoryInfo(self, handle: Any) -> Any:  # noqa: N802
         self._check()
         self.memory_calls += 1

@@ -21,7 +21,7 @@ import pytest
 from store import connect, queries
 from tests.fakes.engines import fake_launch, fake_settings_env, foreign_listener
 from tests.fakes.fake_vllm import DEFAULTS, GIB
-from tuning.server import ServerProcess, StartFailure, classify_failure, http_get, port_is_free
+from tuning.server import ServerProcess, StartFailure, http_get, port_is_free
 
 REPO = Path(__file__).resolve().parents[2]
 Events = list[Any]
@@ -236,16 +236,24 @@ def test_a_grandchild_that_left_the_group_is_still_stopped(lab: Lab) -> None:
     assert not alive(holder)
 
 
-def test_a_foreign_process_on_the_port_is_never_signalled(lab: Lab) -> None:
+def test_a_foreign_process_on_the_port_is_never_signalled(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with foreign_listener() as foreign:
         server = ServerProcess(fake_launch(port=foreign.port), lab.tmp / "busy.log")
-        server.start()
-        assert server.proc is not None and server.proc.wait(10) == 1
-        assert classify_failure(server.log_text(), 1)[0] == "port_in_use"
-        try:
-            server.stop(grace=0.5, timeout=0.5)
-        except RuntimeError:  # "port still busy after stop": the port is someone else's
-            pass
+        with pytest.raises(StartFailure) as refused:  # checked before anything is started
+            server.start()
+        assert refused.value.kind == "port_in_use" and server.proc is None
+        # The race (the port taken between the check and the bind): the fake exits, the failure
+        # is port_in_use at once, and stop() does not wait for a port that was never ours.
+        monkeypatch.setattr("tuning.server.port_is_free", lambda host, port: True)
+        raced = ServerProcess(fake_launch(port=foreign.port), lab.tmp / "raced.log")
+        raced.start()
+        t0 = time.monotonic()
+        with pytest.raises(StartFailure) as failed:
+            raced.wait_healthy(timeout=20)
+        assert failed.value.kind == "port_in_use" and time.monotonic() - t0 < 10
+        monkeypatch.undo()
         assert foreign.untouched()
 
 

@@ -44,6 +44,17 @@ def add_selection(p: argparse.ArgumentParser, runs_help: str = "runs to include"
     add_db(p)
 
 
+def at_least_one(text: str) -> int:
+    """An argparse type: a whole number >= 1 (`--repeats -5` is an error, never silently 1)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def printable(text: object) -> str:
     """Text from data (a file name in the team folder, a teammate's author or host, a reason that
     quotes them) as it can be printed to a terminal: control characters (escape sequences that

@@ -6,9 +6,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tuning.cli.args import add_db, db_path, refused
+from core.status import Status
+from tuning.cli.args import add_db, at_least_one, db_path, refused
 from tuning.cli.server import parse_sets
 from tuning.cli.workload import add_traffic_arguments, spec_from_args
 
@@ -16,7 +18,9 @@ if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
 
 STALL_HELP = "seconds without data after a stream's first token before it counts as stalled"
-COMMANDS = ("bench", "experiment", "run-experiment", "cancel", "runs")
+COMMANDS = ("bench", "experiment", "run-experiment", "cancel", "runs", "reap")
+# Exit codes of `experiment` and `run-experiment` by the experiment's final status.
+EXIT_FAILED, EXIT_BUSY, EXIT_INTERRUPTED = 1, 3, 130
 
 RUN_KEYS = (
     [
@@ -84,8 +88,15 @@ def add_arguments(sub: Subparsers) -> None:
         sub.add_parser("bench", help="load only, against any running OpenAI-compatible server")
     )
     exp = sub.add_parser("experiment", help="run a one-parameter experiment in the foreground")
-    exp.add_argument("--param", required=True)
-    exp.add_argument("--values", required=True, help="comma-separated, e.g. 2,16")
+    exp.add_argument("--param", default=None, help="the one parameter to vary (required)")
+    exp.add_argument("--values", default=None, help="comma-separated, e.g. 2,16 (required)")
+    exp.add_argument(
+        "--resume",
+        type=int,
+        default=None,
+        metavar="ID",
+        help="run what experiment ID has left (its finished runs are kept); no --param/--values",
+    )
     exp.add_argument(
         "--set",
         action="append",
@@ -138,6 +149,11 @@ def add_arguments(sub: Subparsers) -> None:
                 help="for an imported (read-only) experiment: plan the same sweep as a new "
                 "local experiment on this lab's engine and run it (the stored command never runs)",
             )
+    reap = sub.add_parser(
+        "reap", help="mark experiments whose runner died failed and stop what they left"
+    )
+    reap.add_argument("--json", action="store_true")
+    add_db(reap)
     runs = sub.add_parser("runs", help="every run with its summary")
     runs.add_argument("--json", action="store_true")
     runs.add_argument("--experiment", type=int, default=None)
@@ -148,9 +164,9 @@ def _repeats(text: str) -> int | str:
     if text.strip().lower() == "auto":
         return "auto"
     try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: a number of runs or 'auto'") from None
+        return at_least_one(text)
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"{exc} (or 'auto')") from None
 
 
 def _auto(args: argparse.Namespace) -> Any:
@@ -168,51 +184,68 @@ def _auto(args: argparse.Namespace) -> Any:
     )
 
 
-def _experiment(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
+def _plan(args: argparse.Namespace, path: Path) -> int:
+    """The new experiment's id (ValueError/ParamError say why not)."""
     from tuning.engine import current_spec
-    from tuning.experiment.lock import RunnerBusy
     from tuning.experiment.plan import plan_experiment
-    from tuning.experiment.runner import run_experiment
-    from tuning.params import ParamError, parse_values
+    from tuning.params import parse_values
     from tuning.settings import load_settings
     from tuning.workload import workload_from_args
 
+    if not args.param or not args.values:
+        raise ValueError("--param and --values are required (or --resume ID)")
     settings = load_settings()
+    auto = _auto(args)
+    return plan_experiment(
+        path,
+        param=args.param,
+        values=parse_values(args.param, args.values),
+        workload=workload_from_args(args),
+        engine=None if args.base_url else current_spec(settings),
+        base_config=parse_sets(args.set),
+        repeats=1 if auto else args.repeats,
+        base_url=args.base_url,
+        model=args.model,
+        name=args.name,
+        author=settings.resolved_author(),
+        host=settings.resolved_host(),
+        auto=auto,
+        workload_spec=spec_from_args(args, path),
+    )
+
+
+def _experiment(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from store import StoreError
+    from tuning.experiment.supervisor import ResumeRefused, prepare_resume, reap
+    from tuning.params import ParamError
+
     path = db_path(args)
     if args.base_url and not endpoint_ready(args):
         return 1
+    _say_reaped(reap(path))
     try:
-        values = parse_values(args.param, args.values)
-        auto = _auto(args)
-        exp_id = plan_experiment(
-            path,
-            param=args.param,
-            values=values,
-            workload=workload_from_args(args),
-            engine=None if args.base_url else current_spec(settings),
-            base_config=parse_sets(args.set),
-            repeats=1 if auto else args.repeats,
-            base_url=args.base_url,
-            model=args.model,
-            name=args.name,
-            author=settings.resolved_author(),
-            host=settings.resolved_host(),
-            auto=auto,
-            workload_spec=spec_from_args(args, path),
-        )
-    except (ParamError, ValueError) as exc:
+        if args.resume is not None:
+            if args.param or args.values:
+                raise ValueError("--resume takes the experiment as it was planned: no --param")
+            exp_id = args.resume
+            if not prepare_resume(path, exp_id):
+                print(f"experiment {exp_id}: nothing to resume, every run has finished")
+                return 0
+        else:
+            exp_id = _plan(args, path)
+    except (ParamError, ValueError, ResumeRefused, StoreError) as exc:
         return refused(str(exc))
-    total = len(values) * (auto.first_rounds if auto else max(1, args.repeats))
-    bar = tqdm(total=total, desc=f"experiment {exp_id}", unit="run", file=sys.stderr)
+    bar = tqdm(desc=f"experiment {exp_id}", unit="run", file=sys.stderr)
 
     def progress(event: str, data: dict[str, Any]) -> None:
         if event == "phase":
             bar.set_postfix_str(str(data["phase"]))
         elif event == "run_done":
             bar.total = max(bar.total or 0, int(data["total"]))
-            bar.update(1)
+            bar.n = int(data.get("done", bar.n + 1))
+            bar.refresh()
         elif event == "repeats" and not data["stop"]:
             tqdm.write(f"repeat until decided: {data['reason']}", file=sys.stderr)
         elif event == "run_failed":
@@ -220,23 +253,86 @@ def _experiment(args: argparse.Namespace) -> int:
                 f"run {data['run_id']} failed [{data['kind']}]: {data['reason']}", file=sys.stderr
             )
 
-    try:
-        run_ids = run_experiment(path, exp_id, progress, start_timeout=args.start_timeout)
-    except RunnerBusy as exc:
-        print(f"refused: {exc}", file=sys.stderr)
-        return 3
-    finally:
-        bar.close()
-    plan = _stored_plan(path, exp_id) if auto else None
+    with bar:
+        code, run_ids = _run_stored(path, exp_id, progress, args.start_timeout)
+    status, error = _final(path, exp_id)
+    plan = _stored_plan(path, exp_id)
     if args.json:
-        out: dict[str, Any] = {"experiment_id": exp_id, "run_ids": run_ids}
-        print(json.dumps({**out, "repeats": plan} if auto else out))
+        out = {"experiment_id": exp_id, "run_ids": run_ids, "status": status, "error": error}
+        print(json.dumps({**out, "repeats": plan} if plan else out))
     else:
-        print(f"experiment {exp_id}: runs {', '.join(map(str, run_ids))}")
-        if auto:
+        print(f"experiment {exp_id}: {status}; runs {', '.join(map(str, run_ids)) or 'none'}")
+        if plan:
             from tuning.experiment.repeats import summary_lines
 
             print("\n".join(summary_lines(plan)))
+    return code
+
+
+def _run_stored(
+    path: Path, exp_id: int, progress: Any = None, start_timeout: float = 300.0
+) -> tuple[int, list[int]]:
+    """Run experiment `exp_id` here; (exit code, run ids). The code says how it ended: 0 done,
+    1 failed or cancelled, 3 refused (machine busy), 130 interrupted (resume it later)."""
+    from tuning.experiment.lock import RunnerBusy
+    from tuning.experiment.runner import run_experiment
+    from tuning.experiment.supervisor import settle
+
+    try:
+        run_ids = run_experiment(path, exp_id, progress, start_timeout=start_timeout)
+    except RunnerBusy as exc:
+        print(f"refused: {exc}", file=sys.stderr)
+        return EXIT_BUSY, []
+    except KeyboardInterrupt:
+        settle(path, exp_id, Status.CANCELLED, "interrupted before it started")
+        print(
+            f"experiment {exp_id} interrupted: what ran is stored, the rest is not; "
+            f"`python -m tuning experiment --resume {exp_id}` runs what is left",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED, []
+    status, error = _final(path, exp_id)
+    if status == Status.DONE:
+        return 0, run_ids
+    print(f"experiment {exp_id} {status}: {error or 'no reason stored'}", file=sys.stderr)
+    return EXIT_FAILED, run_ids
+
+
+def _final(path: Path, exp_id: int) -> tuple[str, str | None]:
+    from store import connect, queries
+
+    with connect(path, readonly=True) as db:
+        exp = queries.get_experiment(db, exp_id)
+    return str(exp["status"]), exp.get("error")
+
+
+def _say_reaped(reaped: list[Any]) -> None:
+    for item in reaped:
+        stopped = f"; stopped server pid(s) {item.servers_stopped}" if item.servers_stopped else ""
+        left = (
+            f"; left pid(s) {item.servers_left} alone (not provably the lab's)"
+            if item.servers_left
+            else ""
+        )
+        print(
+            f"reaped experiment {item.experiment_id}: runner pid {item.runner_pid} is gone; "
+            f"run(s) {item.runs} marked failed [runner_died]{stopped}{left}",
+            file=sys.stderr,
+        )
+
+
+def _reap(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from tuning.experiment.supervisor import reap
+
+    reaped = reap(db_path(args))
+    if args.json:
+        print(json.dumps([asdict(r) for r in reaped]))
+    elif not reaped:
+        print("nothing to reap: every active experiment has a live runner")
+    else:
+        _say_reaped(reaped)
     return 0
 
 
@@ -306,10 +402,11 @@ def _run_experiment(args: argparse.Namespace) -> int:
     from store import StoreError, connect, queries
     from tuning.engine import current_spec
     from tuning.experiment.plan import ImportedExperimentError, is_imported, plan_rerun
-    from tuning.experiment.runner import run_experiment
+    from tuning.experiment.supervisor import reap
     from tuning.settings import load_settings
 
     path, exp_id = db_path(args), args.id
+    _say_reaped(reap(path))
     if args.use_local_engine:
         try:
             with connect(path, readonly=True) as db:
@@ -327,10 +424,9 @@ def _run_experiment(args: argparse.Namespace) -> int:
         except (StoreError, ValueError) as exc:
             return refused(str(exc))
     try:
-        run_experiment(path, exp_id)
+        return _run_stored(path, exp_id)[0]
     except ImportedExperimentError as exc:
         return refused(str(exc))
-    return 0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -343,6 +439,8 @@ def run(args: argparse.Namespace) -> int:
         return _experiment(args)
     if args.command == "runs":
         return _runs(args)
+    if args.command == "reap":
+        return _reap(args)
     if args.command == "run-experiment":
         return _run_experiment(args)
     from tuning.experiment.supervisor import cancel_experiment

