@@ -21,7 +21,7 @@ from tests.fakes.engines import fake_settings_env
 
 REPO = Path(__file__).resolve().parents[2]
 WORKLOAD = ["--num-requests", "6", "--concurrency", "3", "--input-len", "8", "--output-len", "4"]
-WORKLOAD += ["--num-warmups", "1", "--start-timeout", "30"]
+WORKLOAD += ["--num-warmups", "1", "--start-timeout", "240"]
 
 
 def tuning(home: Path, faults: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -32,7 +32,7 @@ def tuning(home: Path, faults: str, *args: str) -> subprocess.CompletedProcess[s
         env=env,
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=600,
     )
 
 

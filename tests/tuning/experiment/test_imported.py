@@ -68,7 +68,8 @@ def test_use_local_engine_plans_a_new_local_experiment(
 ) -> None:
     started: list[int] = []
     monkeypatch.setattr(
-        "tuning.experiment.runner.run_experiment", lambda db, exp_id: started.append(exp_id)
+        "tuning.experiment.runner.run_experiment",
+        lambda db, exp_id, *a, **kw: started.append(exp_id) or [],
     )
     lab, old = imported["lab"], imported["exp"]
     assert main(["run-experiment", "--db", str(lab), "--id", str(old), "--use-local-engine"]) == 0

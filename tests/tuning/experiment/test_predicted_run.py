@@ -33,7 +33,7 @@ def test_a_run_stores_its_prediction_beside_the_engines_figures(
     args = ["experiment", "--param", "kv-cache-memory-bytes", "--values", "1G"]
     args += ["--set", "max-model-len=2048", "--num-requests", "2", "--concurrency", "1"]
     args += ["--input-len", "4", "--output-len", "2", "--num-warmups", "0"]
-    args += ["--start-timeout", "60", "--json"]
+    args += ["--start-timeout", "240", "--json"]
     done = tuning_cli(args, home, env=env, timeout=240)
     assert done.returncode == 0, done.stdout + done.stderr
     with connect(home / "lab.db", readonly=True) as db:

@@ -71,13 +71,13 @@ def started_pids(record: Path) -> dict[str, int]:
     [
         ("crash_at_start", "engine_init", "fake_vllm fault crash_at_start"),
         ("oom_at_start", "out_of_memory", "CUDA out of memory"),
-        ("slow_start=60", "timeout", "/health did not answer 200 within 10 s"),
+        ("slow_start=120", "timeout", "/health did not answer 200 within 30 s"),
     ],
 )
 def test_a_start_fault_fails_its_run_with_its_kind(
     no_leftovers: Path, record: Path, fault: str, kind: str, words: str
 ) -> None:
-    _, runs = run_faulty(no_leftovers, f"{fault}@max-num-seqs=4", start_timeout=10)
+    _, runs = run_faulty(no_leftovers, f"{fault}@max-num-seqs=4", start_timeout=30)
     bad = runs["4"]
     assert (bad["status"], bad["failure_kind"]) == ("failed", kind) and words in bad[
         "failure_reason"

@@ -22,7 +22,7 @@ from tuning.workload import Workload
 
 REPO = Path(__file__).resolve().parents[3]
 SMALL = ["--num-requests", "8", "--input-len", "16", "--output-len", "4", "--num-warmups", "1"]
-SMALL += ["--start-timeout", "60", "--json"]
+SMALL += ["--start-timeout", "240", "--json"]
 
 
 def tuning(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
