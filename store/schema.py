@@ -53,6 +53,9 @@ JSON_COLUMNS: tuple[str, ...] = (
     "itl_json",
     "effective_config_json",
     "config_mismatch_json",
+    "fleet_json",
+    "placement_json",
+    "gpu_uuids_json",
 )
 
 # Who made a row and where, where it came from (local or a bundle), and the user's own marks:
@@ -198,6 +201,28 @@ def m002_effective_config(db: Database) -> None:
     for column in ("effective_config_json", "config_mismatch_json"):
         if column not in runs.columns_dict:
             runs.add_column(column, str)
+
+
+@migrations()
+def m003_fleet_placement(db: Database) -> None:
+    """Where a run ran when an experiment used the fleet (Ray): node, host, GPUs, CPU, slot, which
+    attempt; NULL for a local run. `experiments.fleet_json` holds the fleet options it asked for."""
+    runs = db.table("runs")
+    columns: dict[str, type] = {
+        "node_id": str,
+        "node_host": str,
+        "gpu_uuids_json": str,
+        "gpu_model": str,
+        "cpu_model": str,
+        "slot": str,
+        "attempt": int,
+        "placement_json": str,
+    }
+    for column, kind in columns.items():
+        if column not in runs.columns_dict:
+            runs.add_column(column, kind)
+    if "fleet_json" not in db.table("experiments").columns_dict:
+        db.table("experiments").add_column("fleet_json", str)
 
 
 def apply_migrations(db: Database) -> None:

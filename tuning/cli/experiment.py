@@ -9,6 +9,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from tuning.cli.args import add_db, db_path, refused
+from tuning.cli.fleet import add_fleet_arguments, attach_fleet, fleet_options
 from tuning.cli.server import parse_sets
 
 if TYPE_CHECKING:
@@ -98,6 +99,7 @@ def add_arguments(sub: Subparsers) -> None:
     exp.add_argument("--start-timeout", type=float, default=300.0)
     exp.add_argument("--json", action="store_true", help="print the run ids as JSON")
     add_workload_arguments(exp)
+    add_fleet_arguments(exp)
     add_db(exp)
     for name, help_text in (
         ("run-experiment", "(runner process) run a planned experiment"),
@@ -119,6 +121,7 @@ def _experiment(args: argparse.Namespace) -> int:
     from tuning.experiment.lock import RunnerBusy
     from tuning.experiment.plan import plan_experiment
     from tuning.experiment.runner import run_experiment
+    from tuning.fleet import FleetError
     from tuning.params import ParamError, parse_values
     from tuning.settings import load_settings
     from tuning.workload import workload_from_args
@@ -126,6 +129,7 @@ def _experiment(args: argparse.Namespace) -> int:
     settings = load_settings()
     path = db_path(args)
     try:
+        fleet = fleet_options(args)
         values = parse_values(args.param, args.values)
         exp_id = plan_experiment(
             path,
@@ -141,8 +145,9 @@ def _experiment(args: argparse.Namespace) -> int:
             author=settings.resolved_author(),
             host=settings.resolved_host(),
         )
-    except (ParamError, ValueError) as exc:
+    except (ParamError, ValueError, FleetError) as exc:
         return refused(str(exc))
+    attach_fleet(path, exp_id, fleet)
     total = len(values) * max(1, args.repeats)
     bar = tqdm(total=total, desc=f"experiment {exp_id}", unit="run", file=sys.stderr)
 
@@ -161,6 +166,8 @@ def _experiment(args: argparse.Namespace) -> int:
     except RunnerBusy as exc:
         print(f"refused: {exc}", file=sys.stderr)
         return 3
+    except FleetError as exc:
+        return refused(f"experiment {exp_id}: {exc}")
     finally:
         bar.close()
     if args.json:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from tuning.cli import compare, experiment, server, share
+from tuning.cli import compare, experiment, fleet, server, share
 
-MODULES = (server, experiment, compare, share)
+MODULES = (server, experiment, compare, share, fleet)
 
 
 def build_parser() -> argparse.ArgumentParser:

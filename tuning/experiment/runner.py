@@ -145,6 +145,10 @@ class ExperimentRunner:
         try:
             workload = Workload.from_dict(exp["workload"])
             plan = schedule(list(exp["values"]), int(exp["repeats"] or 1))
+            if exp.get("fleet"):  # the runs go to the fleet's workers instead (tuning.fleet)
+                from tuning.fleet.executor import run_on_fleet
+
+                run_ids, plan = run_on_fleet(self, plan, workload), []
             for seq, (value, repeat) in enumerate(plan):
                 if self.live.cancel.is_set():
                     break

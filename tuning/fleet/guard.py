@@ -1,0 +1,89 @@
+"""A watchdog beside each fleet worker: when the worker dies (killed, its node's Ray stopped, its
+driver gone) the servers it started die too.
+
+Ray's own cancel and kill stop the worker process only; a vLLM server started in its own session
+(as the lab starts every server) would live on, holding its GPU and port. The guard runs in a
+session of its own, remembers every process below the worker (and their process groups) while
+the worker lives, and once the worker is gone stops those groups by group with escalation, then
+any remembered process left, each checked by start time so a reused pid is never signalled.
+
+    python -m tuning.fleet.guard WORKER_PID
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import psutil
+
+from tuning.procs import pid_alive, same_process, stop_group
+
+POLL_S = 0.2
+
+
+def _snapshot(worker: psutil.Process, seen: dict[int, tuple[float, int]]) -> None:
+    """Add every live descendant of `worker` to `seen` as pid -> (start time, process group)."""
+    try:
+        children = worker.children(recursive=True)
+    except psutil.Error:
+        return
+    me = os.getpid()
+    for child in children:
+        if child.pid == me:
+            continue
+        try:
+            seen.setdefault(child.pid, (child.create_time(), os.getpgid(child.pid)))
+        except (psutil.Error, OSError):
+            continue
+
+
+def reap(seen: dict[int, tuple[float, int]], grace: float = 5.0) -> None:
+    """Stop what `seen` remembers: whole groups led by a remembered process, then the rest."""
+    groups = {
+        pgid for pid, (started, pgid) in seen.items() if pid == pgid and same_process(pid, started)
+    }
+    for pgid in groups:
+        try:
+            stop_group(pgid, grace=grace, timeout=30.0)
+        except RuntimeError:
+            pass
+    for pid, (started, _) in seen.items():
+        if same_process(pid, started):
+            try:
+                psutil.Process(pid).kill()
+            except psutil.Error:
+                pass
+
+
+def watch(worker_pid: int) -> None:
+    """Until `worker_pid` dies, remember its descendants; then stop them."""
+    try:
+        worker = psutil.Process(worker_pid)
+    except psutil.Error:
+        return
+    started = worker.create_time()
+    seen: dict[int, tuple[float, int]] = {}
+    while pid_alive(worker_pid) and same_process(worker_pid, started):
+        _snapshot(worker, seen)
+        # Forget processes that ended normally (a server stopped by the worker itself).
+        seen = {pid: v for pid, v in seen.items() if same_process(pid, v[0])}
+        time.sleep(POLL_S)
+    reap(seen)
+
+
+def start_guard(worker_pid: int | None = None) -> subprocess.Popen[bytes]:
+    """Start the guard for `worker_pid` (this process by default) in its own session."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "tuning.fleet.guard", str(worker_pid or os.getpid())],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+if __name__ == "__main__":
+    watch(int(sys.argv[1]))
