@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 
@@ -76,8 +77,10 @@ def watch(worker_pid: int) -> None:
 
 def start_guard(worker_pid: int | None = None) -> subprocess.Popen[bytes]:
     """Start the guard for `worker_pid` (this process by default) in its own session."""
+    root = Path(__file__).resolve().parents[2]  # the lab, wherever Ray started this worker
     return subprocess.Popen(
         [sys.executable, "-m", "tuning.fleet.guard", str(worker_pid or os.getpid())],
+        cwd=root,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
