@@ -20,9 +20,9 @@ _WORKER = """
 import subprocess, sys, time
 from tuning.fleet.guard import start_guard
 guard = start_guard()
-child = subprocess.Popen([sys.executable, "-c",
-    "import subprocess,sys,time; subprocess.Popen([sys.executable,'-c','import time; time.sleep(300)']); time.sleep(300)"],
-    start_new_session=True)
+grandchild = "import time; time.sleep(300)"
+server = f"import subprocess,sys,time; subprocess.Popen([sys.executable,'-c',{grandchild!r}]); "
+child = subprocess.Popen([sys.executable, "-c", server + "time.sleep(300)"], start_new_session=True)
 print(child.pid, guard.pid, flush=True)
 time.sleep(300)
 """
