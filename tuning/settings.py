@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from store import snapshot
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -23,7 +25,8 @@ def lab_home() -> Path:
 
 
 def default_db_path() -> Path:
-    return Path(os.environ.get("TUNING_LAB_DB") or lab_home() / "lab.db")
+    """TUNING_LAB_DB or the lab home's lab.db; a compressed snapshot (.db.xz) opens as its copy."""
+    return snapshot.expanded(Path(os.environ.get("TUNING_LAB_DB") or lab_home() / "lab.db"))
 
 
 def _os_user() -> str:

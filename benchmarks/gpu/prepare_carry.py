@@ -1,12 +1,13 @@
 """Prepare everything the H200 test machine needs to run the lab's CLI against real vLLM 0.25.
 
 The machine has PyTorch 2.11 (cu130) and no network; each `run` call carries at most 64 MiB (working
-tree included). This script follows /work/shared/tools/gpu-vllm/README.md exactly, from this machine
-(needs PyPI), and is idempotent (every download and build is skipped when its output exists):
+tree included). This script follows ../shared/tools/gpu-vllm/README.md (beside the repo root), from
+this machine (needs PyPI), and is idempotent (each download and build is skipped when its output
+exists):
 
   .gpu-build/dl/        vllm-0.25.0 cp312 manylinux wheel (~250 MB, never carried)
   .gpu-build/slim/      the slim wheel made by make_slim_wheel.py (~101 MB)
-  .carry1/              call 1: vllm.whl.part-aa (52 MiB) + gpu-model/ (the 1B dummy Llama folder)
+  .carry1/              call 1: vllm.whl.part-aa (about half) + gpu-model/ (the 1B dummy Llama)
   .carry2/              call 2: vllm.whl.part-ab + wheels/ (the recipe's 21 small wheels and what
                         the lab's CLI needs beyond the machine's image: sqlite-utils, sqlite-fts4,
                         click-default-group)
@@ -14,7 +15,7 @@ tree included). This script follows /work/shared/tools/gpu-vllm/README.md exactl
 All four folders are ignored through .git/info/exclude (added here). The plan printed at the end
 says which folder goes with which call and checks each call stays under 64 MiB.
 
-    .venv/bin/python benchmarks/gpu/prepare_carry.py [--recipe /work/shared/tools/gpu-vllm]
+    .venv/bin/python benchmarks/gpu/prepare_carry.py [--recipe ../shared/tools/gpu-vllm]
 """
 
 from __future__ import annotations
@@ -54,8 +55,25 @@ LAB_WHEELS = [
     # "python3:<pid>" instead of "EngineCore:<pid>" (the 2026-12-02 run was without it).
     "setproctitle==1.3.7",
 ]
-PIECE = 54525952  # 52 MiB, the recipe's split size
 CALL_LIMIT = 64 * 1024 * 1024
+# What the last build weighed (2026-12-02: call 1 carried 52.1 MiB, call 2 57 MiB): the slim wheel,
+# the 1B dummy model folder (config + tokenizer) and call 2's small wheels. The test of the plan
+# (tests/examples/test_gpu_carry.py) uses them with the working tree as it is now.
+LAST_BUILD_BYTES = {"slim_wheel": 101_000_000, "gpu_model": 105_000, "wheels": 13_300_000}
+
+
+def first_piece_bytes(slim: int, call1_other: int, call2_other: int) -> int:
+    """Where to cut the slim wheel so both calls carry the same: part-aa travels with the model,
+    part-ab with the wheels (the recipe's fixed 52 MiB cut left call 2 over the limit)."""
+    return max(1, min(slim - 1, (slim + call2_other - call1_other) // 2))
+
+
+def plan_bytes(tree: int, slim: int, model: int, wheels: int) -> list[int]:
+    """Bytes each of the two calls sends: its carry plus the working tree (it travels with both)."""
+    aa = first_piece_bytes(slim, model, wheels)
+    return [aa + model + tree, slim - aa + wheels + tree]
+
+
 PLATFORM = [
     "--only-binary=:all:",
     "--python-version",
@@ -127,17 +145,16 @@ def ensure_excluded() -> None:
         say(f"added to {exclude}: {' '.join(missing)}")
 
 
-def split(src: Path, dests: list[Path]) -> list[Path]:
-    """Cut src into PIECE-byte parts named like `split`: <name>.part-aa, -ab, ..."""
-    size = src.stat().st_size
-    count = -(-size // PIECE)
-    if count > len(dests):
-        raise SystemExit(f"{src.name} needs {count} pieces, only {len(dests)} calls planned")
+def split(src: Path, dests: list[Path], first: int) -> list[Path]:
+    """Cut src in two at `first` bytes, named like `split`: <name>.part-aa, -ab."""
     parts = []
     with open(src, "rb") as fh:
-        for i in range(count):
-            part = dests[i] / f"vllm.whl.part-a{'abcdefghij'[i]}"
-            data = fh.read(PIECE)
+        for i, size in enumerate((first, -1)):
+            part = dests[i] / f"vllm.whl.part-a{'ab'[i]}"
+            for stale in dests[i].glob("vllm.whl.part-a*"):
+                if stale != part:
+                    stale.unlink()
+            data = fh.read(size)
             if not (
                 part.exists() and part.stat().st_size == len(data) and part.read_bytes() == data
             ):
@@ -172,7 +189,7 @@ def working_tree_bytes() -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--recipe", type=Path, default=Path("/work/shared/tools/gpu-vllm"))
+    ap.add_argument("--recipe", type=Path, default=REPO.parent / "shared" / "tools" / "gpu-vllm")
     ap.add_argument("--json", action="store_true", help="print the plan as JSON too")
     args = ap.parse_args()
     recipe = args.recipe
@@ -230,8 +247,11 @@ def main() -> int:
         )
     )
 
-    say("5. split the slim wheel into pieces < 64 MiB")
-    split(slim_whl, [CARRY1, CARRY2])
+    say("5. split the slim wheel in two so both calls carry the same")
+    first = first_piece_bytes(
+        slim_whl.stat().st_size, tree_bytes(model), tree_bytes(wheels) + len(slim_whl.name) + 1
+    )
+    split(slim_whl, [CARRY1, CARRY2], first)
     (CARRY2 / "WHEEL_NAME").write_text(slim_whl.name + "\n")
 
     tree = working_tree_bytes()

@@ -19,6 +19,8 @@ The pipeline (`pipeline`, started by stage2/start in its own session so it runs 
 H200_STEPS picks the steps, default a,b,c):
   (a) experiment gpu-memory-utilization 0.5,0.9, repeats 2, concurrency 64
   (b) experiment max-num-seqs 32,256, repeats 2, concurrency 256
+  (d) experiment kv-cache-memory-bytes 1G,4G,16G at concurrency 256, 512 in / 256 out, 2,048
+      requests, repeats H200_REPEATS (2, or auto): the memory wall decided
   (c) one server (`server start`), then `tuning bench` and vLLM's serving benchmark interleaved
       A B A B at concurrency 64 and 256; medians and ratios lab / vLLM
 Every wait/stage2 call ends with `collect`: at most 8 flat files into $OUT (a gzipped DB snapshot
@@ -67,8 +69,12 @@ GIB = 1 << 30
 EXPERIMENTS = {
     "a": ("gpu-memory-utilization", "0.5,0.9", 64),
     "b": ("max-num-seqs", "32,256", 256),
+    # (d) the memory wall of issue 13: the KV budget decides preemptions and TTFT at C=256.
+    "d": ("kv-cache-memory-bytes", "1G,4G,16G", 256),
 }
-EXPERIMENT_REPEATS = 2
+EXPERIMENT_REPEATS = os.environ.get("H200_REPEATS", "2")  # "auto": repeat until decided
+# Steps with their own workload (input, output, requests): (d) keeps >= 30 s of load per run.
+STEP_WORKLOAD = {"d": (512, 256, int(os.environ.get("H200_D_REQUESTS", "2048")))}
 
 
 def log(msg: str) -> None:
@@ -223,6 +229,7 @@ def start(args: argparse.Namespace) -> int:
 
 def experiment(key: str) -> dict[str, Any]:
     param, values, concurrency = EXPERIMENTS[key]
+    input_len, output_len, requests = STEP_WORKLOAD.get(key, (INPUT_LEN, OUTPUT_LEN, NUM_REQUESTS))
     name = f"H200 ({key}) {param} {values.replace(',', ' vs ')}, C={concurrency}"
     argv = [
         sys.executable,
@@ -234,15 +241,15 @@ def experiment(key: str) -> dict[str, Any]:
         "--values",
         values,
         "--repeats",
-        str(EXPERIMENT_REPEATS),
+        EXPERIMENT_REPEATS,
         "--concurrency",
         str(concurrency),
         "--num-requests",
-        str(NUM_REQUESTS),
+        str(requests),
         "--input-len",
-        str(INPUT_LEN),
+        str(input_len),
         "--output-len",
-        str(OUTPUT_LEN),
+        str(output_len),
         "--set",
         "max-model-len=2048",
         "--start-timeout",
@@ -643,6 +650,10 @@ def main() -> int:
     s.add_argument("--bench", type=Path, default=None)
     args = ap.parse_args()
     if args.cmd == "summary":
+        if args.db.suffix in (".xz", ".gz"):  # the committed example: expanded, never written
+            from store import snapshot
+
+            args.db = snapshot.expanded(args.db)
         sys.stdout.write(summary_text(args.db, args.bench))
         return 0
     return {

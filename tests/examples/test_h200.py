@@ -10,18 +10,18 @@ from subprocess import CompletedProcess
 
 import pytest
 
-from store import open_db, queries
+from store import open_db, queries, snapshot
 from tests.apptest import open_page, page_text, with_query
 
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLE = REPO / "examples" / "h200" / "lab-h200.db"
+EXAMPLE = REPO / "examples" / "h200" / "lab-h200.db.xz"
 GIB = 2**30
 
 
 @pytest.fixture
 def h200_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     copy = tmp_path / "lab-h200.db"
-    shutil.copy(EXAMPLE, copy)  # the app opens DBs writable (migrations, WAL): never the original
+    shutil.copy(snapshot.expanded(EXAMPLE), copy)  # the app opens DBs writable: never the original
     monkeypatch.setenv("TUNING_LAB_HOME", str(tmp_path))
     monkeypatch.setenv("TUNING_LAB_DB", str(copy))
     return copy

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from store import snapshot
 from tuning.settings import default_db_path
 
 if TYPE_CHECKING:
@@ -22,7 +23,7 @@ def add_db(p: argparse.ArgumentParser) -> None:
 
 
 def db_path(args: argparse.Namespace) -> Path:
-    return Path(args.db) if args.db else default_db_path()
+    return snapshot.expanded(Path(args.db)) if args.db else default_db_path()
 
 
 def add_selection(p: argparse.ArgumentParser, runs_help: str = "runs to include") -> None:

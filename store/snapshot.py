@@ -1,0 +1,48 @@
+"""Compressed lab DBs (`lab.db.xz`, `lab.db.gz`): committed examples and archived labs stay small
+(what travels to a GPU box with every call is capped), and looking at one never changes it.
+
+A compressed path is expanded once into a cache folder keyed by the file's hash; the lab then opens
+that copy. The compressed file itself is never written.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import lzma
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import IO, Any
+
+OPENERS: dict[str, Any] = {".xz": lzma.open, ".gz": gzip.open}
+
+
+def is_compressed(path: Path) -> bool:
+    return path.suffix in OPENERS
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "tuning-lab" / "snapshots"
+
+
+def expanded(path: Path) -> Path:
+    """The SQLite file to open for `path`: itself, or the cached expansion of a compressed DB."""
+    if not is_compressed(path):
+        return path
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    target = cache_dir() / f"{path.with_suffix('').stem}-{digest}.db"
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".part")
+    try:
+        src: IO[bytes]
+        with OPENERS[path.suffix](path, "rb") as src, os.fdopen(fd, "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+        os.replace(tmp, target)  # atomic: a concurrent reader sees all of it or none
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    return target

@@ -1,0 +1,74 @@
+"""What travels to the H200 stays under the device's 64 MiB a call, and the committed example DB
+opens as it is without ever being written."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from subprocess import CompletedProcess
+from types import ModuleType
+
+from store import open_db, queries, snapshot
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "h200" / "lab-h200.db.xz"
+
+
+def _prepare_carry() -> ModuleType:
+    path = REPO / "benchmarks" / "gpu" / "prepare_carry.py"
+    spec = importlib.util.spec_from_file_location("prepare_carry", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _tracked_bytes() -> int:
+    out = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=REPO, check=True, capture_output=True
+    ).stdout
+    return sum((REPO / p.decode()).stat().st_size for p in filter(None, out.split(b"\0")))
+
+
+def test_both_calls_of_the_carry_plan_fit_with_the_tree_as_it_is() -> None:
+    carry = _prepare_carry()
+    build = carry.LAST_BUILD_BYTES
+    calls = carry.plan_bytes(
+        _tracked_bytes(), build["slim_wheel"], build["gpu_model"], build["wheels"]
+    )
+    assert len(calls) == 2
+    # 1 MiB of headroom each: a tree that grows towards the limit fails here, not on the device.
+    assert all(c < carry.CALL_LIMIT - 2**20 for c in calls), [round(c / 2**20, 1) for c in calls]
+    # The cut balances the calls (the recipe's fixed 52 MiB cut left call 2 at 67.3 MiB).
+    assert abs(calls[0] - calls[1]) <= 1
+
+
+def test_the_recipe_is_found_beside_the_repo_not_by_an_absolute_path() -> None:
+    text = (REPO / "benchmarks" / "gpu" / "prepare_carry.py").read_text()
+    assert "/work/" not in text
+    assert 'REPO.parent / "shared" / "tools" / "gpu-vllm"' in text
+
+
+def test_the_compressed_example_opens_and_is_never_written(
+    tuning_cli: Callable[..., CompletedProcess[str]], tmp_path: Path
+) -> None:
+    before = hashlib.sha256(EXAMPLE.read_bytes()).hexdigest()
+    out = tuning_cli(
+        ["compare", "--db", str(EXAMPLE), "--experiment", "1"],
+        tmp_path,
+        env={"XDG_CACHE_HOME": str(tmp_path / "cache")},
+    )
+    assert out.returncode == 0, out.stderr
+    assert "gpu-memory-utilization" in out.stdout
+    assert hashlib.sha256(EXAMPLE.read_bytes()).hexdigest() == before
+    assert sorted(p.name for p in EXAMPLE.parent.glob("lab-h200*")) == ["lab-h200.db.xz"]
+    copy = next((tmp_path / "cache").rglob("*.db"))
+    assert len(queries.list_runs(open_db(copy))) == 8
+
+
+def test_a_plain_path_is_opened_as_given(tmp_path: Path) -> None:
+    plain = tmp_path / "lab.db"
+    assert snapshot.expanded(plain) == plain
