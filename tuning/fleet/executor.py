@@ -147,15 +147,19 @@ class FleetDriver:
         self.runner.progress("dispatched", {"run_id": run_id, "slot": slot.name})
 
     # -- results --------------------------------------------------------------------------------
-    def _finish(self, flight: Flight, pending: list[Job]) -> None:
+    def _finish(self, flight: Flight, pending: list[Job]) -> str | None:
+        """Store what a finished worker returned; the failure kind when it returned nothing."""
         from ray.exceptions import RayError, RayTaskError
 
         db = self.runner.db
+        kind = None
         try:
             rows = self.ray.get(flight.ref)
         except RayTaskError as exc:  # the worker's own code raised: a lab bug, not a lost worker
+            kind = "worker_error"
             self._fail(flight, "worker_error", str(exc)[-2000:], traceback.format_exc()[-4000:])
         except RayError as exc:
+            kind = "worker_lost"
             self._fail(flight, "worker_lost", f"{type(exc).__name__}: {exc}"[:2000], "")
             if flight.job.attempt == 1 and not self.runner.live.cancel.is_set():
                 retry = Job(flight.job.seq, flight.job.value, flight.job.repeat, 2)
@@ -182,6 +186,7 @@ class FleetDriver:
         self.runner.progress(
             "run_done", {"done": self.done, "total": self.total, "run_id": flight.run_id}
         )
+        return kind
 
     def _fail(self, flight: Flight, kind: str, reason: str, log_tail: str) -> None:
         hint = LOST_HINT if kind == "worker_lost" else "The fleet worker raised; see log tail."
@@ -266,9 +271,7 @@ class FleetDriver:
                 break
             ready, _ = self.ray.wait(list(self.flights), num_returns=1, timeout=POLL_S)
             for ref in ready:
-                lost_before = self.flights[ref].job.attempt
-                self._finish(self.flights[ref], pending)
-                if pending and pending[0].attempt > lost_before:
+                if self._finish(self.flights[ref], pending) == "worker_lost":
                     slots = self.fleet.slots() or slots  # a lost node's slots are gone
             self._poll_phases()
         return self.run_ids

@@ -104,6 +104,10 @@ class RunWorker:
             runner = ExperimentRunner(db_path, exp_id, self._progress, job["start_timeout"])
             with runner:
                 runner.log_dir = Path(job["log_dir"])
+                if len(runner.gpu_baseline) > len(placement["gpu_uuids"]):
+                    # NVML sees every GPU of the node, other runs' too: waiting for all of them
+                    # to return to this baseline would tie this run's stop to theirs.
+                    runner.gpu_baseline = {}
                 runner.live.cancel = self._cancel
                 with self._lock:
                     self._runner = runner

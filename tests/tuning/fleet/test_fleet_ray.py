@@ -117,3 +117,39 @@ def test_runs_spread_over_both_nodes_and_a_lost_worker_is_retried(
         time.sleep(0.2)
     assert not _servers(name), "a server outlived its run"
     assert not psutil.pid_exists(killed["server"]) or not _servers(name)
+
+
+def test_cancel_stops_every_server_on_the_fleet(cluster: list[LocalNode], fresh_db: Path) -> None:
+    name = f"fleet-{uuid.uuid4().hex[:8]}"
+    exp_id = _plan(fresh_db, name, cluster[0].address, "start_delay=4")
+
+    def cancel_when_both_start() -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and len(_servers(name)) < 2:
+            time.sleep(0.2)
+        with connect(fresh_db) as db:
+            repo.request_cancel(db, exp_id)
+
+    canceller = threading.Thread(target=cancel_when_both_start, daemon=True)
+    canceller.start()
+    run_ids = run_experiment(fresh_db, exp_id, start_timeout=120)
+    canceller.join(5)
+    with connect(fresh_db) as db:
+        runs = [queries.get_run(db, i) for i in run_ids]
+        exp = queries.get_experiment(db, exp_id)
+    assert exp["status"] == "cancelled"
+    assert len(runs) == 2 and all(r["status"] == "cancelled" for r in runs), runs
+    deadline = time.monotonic() + 30
+    while _servers(name) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _servers(name), "a server outlived the cancel"
+
+
+def test_fleet_status_lists_both_nodes_and_their_slots(
+    cluster: list[LocalNode], tuning_cli: Any, lab_home: Path
+) -> None:
+    out = tuning_cli(["fleet", "status", "--json", "--ray-address", cluster[0].address], lab_home)
+    assert out.returncode == 0, out.stderr[-2000:]
+    status = json.loads(out.stdout)
+    assert len(status["nodes"]) == 2 and status["slots_total"] == 2
+    assert all(n["alive"] and n["slots"] == 1 for n in status["nodes"])
