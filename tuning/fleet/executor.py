@@ -82,6 +82,7 @@ class FleetDriver:
         config = runner.exp.get("config") or {}
         self.gpus = fleet.gpus_per_run(int(config.get("tensor-parallel-size") or 1))
         self.flights: dict[Any, Flight] = {}
+        self.actors: dict[Slot, Any] = {}
         self.run_ids: list[int] = []
         self.done = 0
         self.total = 0
@@ -119,11 +120,12 @@ class FleetDriver:
             attempt=job.attempt,
         )
 
-    def _dispatch(self, job: Job, slot: Slot) -> None:
+    def _new_actor(self, slot: Slot) -> Any:
+        """The worker of `slot`: pinned to its node, the slot resource and K GPUs; it runs the
+        slot's runs one after another (a new one replaces it when it is lost)."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        run_id = self._create_run(job, slot)
-        actor = self.remote_worker.options(
+        return self.remote_worker.options(
             max_concurrency=MAX_CONCURRENCY,
             num_cpus=0,
             num_gpus=self.gpus,
@@ -131,6 +133,11 @@ class FleetDriver:
             scheduling_strategy=NodeAffinitySchedulingStrategy(slot.node_id, soft=False),
             max_restarts=0,
         ).remote()
+
+    def _dispatch(self, job: Job, slot: Slot) -> None:
+        run_id = self._create_run(job, slot)
+        actor = self.actors.get(slot) or self._new_actor(slot)
+        self.actors[slot] = actor
         payload = {
             "experiment": experiment_for_worker(self.runner.exp),
             "seq": job.seq,
@@ -180,7 +187,9 @@ class FleetDriver:
                         "reason": rows["run"].get("failure_reason"),
                     },
                 )
-        self._release(flight)
+        self.flights.pop(flight.ref, None)
+        if kind is not None:  # a lost or broken worker is not reused
+            self._release(flight.slot)
         self.done += 1
         repo.update_experiment(db, self.runner.experiment_id, runs_done=self.done)
         self.runner.progress(
@@ -205,13 +214,16 @@ class FleetDriver:
             "run_failed", {"run_id": flight.run_id, "kind": kind, "reason": reason}
         )
 
-    def _release(self, flight: Flight) -> None:
-        self.flights.pop(flight.ref, None)
+    def _release(self, slot: Slot) -> None:
+        """Stop the slot's worker (its guard first, when it still answers) and forget it."""
+        actor = self.actors.pop(slot, None)
+        if actor is None:
+            return
         try:
-            self.ray.get(flight.actor.close.remote(), timeout=10)
+            self.ray.get(actor.close.remote(), timeout=10)
         except Exception:
             pass
-        self.ray.kill(flight.actor)
+        self.ray.kill(actor)
 
     # -- the loop -------------------------------------------------------------------------------
     def _poll_phases(self) -> None:
@@ -237,6 +249,13 @@ class FleetDriver:
             self.runner.live.requests_done, self.runner.live.requests_total = done_total
 
     def run(self, plan: list[tuple[Any, int]]) -> list[int]:
+        try:
+            return self._run(plan)
+        finally:
+            for slot in list(self.actors):
+                self._release(slot)
+
+    def _run(self, plan: list[tuple[Any, int]]) -> list[int]:
         pending = jobs_for(plan)
         self.total = len(pending)
         history = History()
@@ -256,7 +275,8 @@ class FleetDriver:
             if cancel_at is not None and time.monotonic() - cancel_at > CANCEL_GRACE_S:
                 for flight in list(self.flights.values()):
                     self._fail(flight, "cancelled", "did not stop within the grace", "")
-                    self._release(flight)
+                    self.flights.pop(flight.ref, None)
+                    self._release(flight.slot)
                 break
             busy = {f.slot for f in self.flights.values()}
             nodes = {s.node_id for s in slots}

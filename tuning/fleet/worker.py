@@ -49,7 +49,8 @@ def worker_engine(engine: dict[str, Any] | None, gpus_per_run: int) -> dict[str,
 
 
 class RunWorker:
-    """A Ray actor (made remote by the driver): `run(job)` once, `cancel()`, `status()`."""
+    """A Ray actor (made remote by the driver), one per slot: `run(job)` for each run of the slot
+    in turn, `cancel()` and `status()` meanwhile, `close()` at the end."""
 
     def __init__(self) -> None:
         from tuning.fleet.guard import start_guard
@@ -89,6 +90,7 @@ class RunWorker:
         from tuning.experiment.runner import ExperimentRunner
         from tuning.workload import Workload
 
+        self._cancel.clear()  # this worker runs its slot's runs one after another
         node_id = ray.get_runtime_context().get_node_id()
         placement = describe_placement(node_id, str(job["slot"]))
         exp = dict(job["experiment"])
