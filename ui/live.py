@@ -219,11 +219,24 @@ def render_runs_table(db: Any, exp: Mapping[str, Any]) -> None:
                 "peak KV usage": r.get("peak_kv_cache_usage_perc"),
                 "peak RSS": fmt(r.get("peak_tree_rss_bytes"), "bytes"),
                 "failure": r.get("failure_kind"),
+                **_placement(exp, r),
             }
             for r in runs
         ]
     )
     st.dataframe(frame, hide_index=True, key="live_runs_table")
+
+
+def _placement(exp: Mapping[str, Any], run: Mapping[str, Any]) -> dict[str, Any]:
+    """On the fleet several runs are in flight at once: each one's phase, slot and node."""
+    if not exp.get("fleet"):
+        return {}
+    return {
+        "phase": run.get("phase"),
+        "slot": run.get("slot"),
+        "node": run.get("node_host"),
+        "attempt": run.get("attempt"),
+    }
 
 
 def panel(db_path: Path, experiment_id: int, was_active: bool) -> None:
