@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tuning.fleet import SLOT_RESOURCE, FleetError, import_ray, require_ray
+from tuning.fleet.guard import start_guard
 from tuning.fleet.schedule import Slot
 from tuning.procs import stop_group
 
@@ -64,15 +65,20 @@ def worker_env() -> dict[str, str]:
 
 @dataclass
 class LocalNode:
-    """One `ray start` this process ran: its process group, its temp dir, its address."""
+    """One `ray start` this process ran: its process group, its temp dir, its address, and the
+    guard that stops the group if this process dies first."""
 
     pgid: int
     temp_dir: Path
     address: str
+    guard: subprocess.Popen[bytes] | None = None
 
     def stop(self) -> None:
         stop_group(self.pgid, grace=10.0, timeout=60.0)
         shutil.rmtree(self.temp_dir, ignore_errors=True)
+        if self.guard is not None and self.guard.poll() is None:
+            self.guard.terminate()
+            self.guard.wait(timeout=10)
 
 
 def free_port() -> int:
@@ -116,7 +122,7 @@ def start_node(
         start_new_session=True,
     )
     out, _ = proc.communicate(timeout=180)
-    node = LocalNode(proc.pid, temp_dir, address)
+    node = LocalNode(proc.pid, temp_dir, address, start_guard(os.getpid(), [proc.pid]))
     if proc.returncode != 0:
         node.stop()
         tail = out.decode(errors="replace")[-2000:]

@@ -7,7 +7,10 @@ session of its own, remembers every process below the worker (and their process 
 the worker lives, and once the worker is gone stops those groups by group with escalation, then
 any remembered process left, each checked by start time so a reused pid is never signalled.
 
-    python -m tuning.fleet.guard WORKER_PID
+    python -m tuning.fleet.guard WORKER_PID [PGID ...]
+
+With PGIDs it also stops those groups when the worker dies: a driver's local Ray cluster (its
+`ray start` processes are not below the driver) goes when the driver is killed.
 """
 
 from __future__ import annotations
@@ -44,7 +47,9 @@ def _snapshot(worker: psutil.Process, seen: dict[int, tuple[float, int]]) -> Non
 def reap(seen: dict[int, tuple[float, int]], grace: float = 5.0) -> None:
     """Stop what `seen` remembers: whole groups led by a remembered process, then the rest."""
     groups = {
-        pgid for pid, (started, pgid) in seen.items() if pid == pgid and same_process(pid, started)
+        pgid
+        for pid, (started, pgid) in seen.items()
+        if (pid == pgid and same_process(pid, started)) or pid == -pgid
     }
     for pgid in groups:
         try:
@@ -52,34 +57,43 @@ def reap(seen: dict[int, tuple[float, int]], grace: float = 5.0) -> None:
         except RuntimeError:
             pass
     for pid, (started, _) in seen.items():
-        if same_process(pid, started):
+        if pid > 0 and same_process(pid, started):
             try:
                 psutil.Process(pid).kill()
             except psutil.Error:
                 pass
 
 
-def watch(worker_pid: int) -> None:
-    """Until `worker_pid` dies, remember its descendants; then stop them."""
+def watch(worker_pid: int, groups: list[int] | None = None) -> None:
+    """Until `worker_pid` dies, remember its descendants; then stop them, and `groups` (process
+    groups it owns that are not below it, e.g. the local Ray cluster of a driver)."""
     try:
         worker = psutil.Process(worker_pid)
     except psutil.Error:
         return
     started = worker.create_time()
     seen: dict[int, tuple[float, int]] = {}
+    for pgid in groups or []:
+        try:
+            seen[pgid] = (psutil.Process(pgid).create_time(), pgid)
+        except psutil.Error:  # the group's leader has exited (ray start does): stop it by group
+            seen[-pgid] = (0.0, pgid)
     while pid_alive(worker_pid) and same_process(worker_pid, started):
         _snapshot(worker, seen)
         # Forget processes that ended normally (a server stopped by the worker itself).
-        seen = {pid: v for pid, v in seen.items() if same_process(pid, v[0])}
+        seen = {p: v for p, v in seen.items() if p < 0 or same_process(p, v[0])}
         time.sleep(POLL_S)
     reap(seen)
 
 
-def start_guard(worker_pid: int | None = None) -> subprocess.Popen[bytes]:
+def start_guard(
+    worker_pid: int | None = None, groups: list[int] | None = None
+) -> subprocess.Popen[bytes]:
     """Start the guard for `worker_pid` (this process by default) in its own session."""
     root = Path(__file__).resolve().parents[2]  # the lab, wherever Ray started this worker
+    argv = [sys.executable, "-m", "tuning.fleet.guard", str(worker_pid or os.getpid())]
     return subprocess.Popen(
-        [sys.executable, "-m", "tuning.fleet.guard", str(worker_pid or os.getpid())],
+        argv + [str(g) for g in groups or []],
         cwd=root,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -89,4 +103,4 @@ def start_guard(worker_pid: int | None = None) -> subprocess.Popen[bytes]:
 
 
 if __name__ == "__main__":
-    watch(int(sys.argv[1]))
+    watch(int(sys.argv[1]), [int(g) for g in sys.argv[2:]])

@@ -51,3 +51,35 @@ def test_a_killed_worker_leaves_no_server_behind() -> None:
     worker.wait(10)
     assert _wait(lambda: not pid_alive(server_pid) and not pid_alive(grandchild))
     assert _wait(lambda: not pid_alive(guard_pid))  # the guard ends once it has reaped
+
+
+# A "driver" that starts a cluster-like group the way `ray start` does (the starter exits, its
+# daemon lives on in the group, not below the driver), guarded, then sleeps until killed.
+_DRIVER = """
+import subprocess, sys, time
+from tuning.fleet.guard import start_guard
+sleeper = "import time; time.sleep(300)"
+daemon = f"import os, subprocess, sys; subprocess.Popen([sys.executable, '-c', {sleeper!r}]); "
+daemon += "os._exit(0)"
+starter = subprocess.Popen([sys.executable, "-c", daemon], start_new_session=True)
+starter.wait()
+guard = start_guard(None, [starter.pid])
+print(starter.pid, guard.pid, flush=True)
+time.sleep(300)
+"""
+
+
+def test_a_killed_driver_takes_its_local_cluster_group_with_it() -> None:
+    from tuning.procs import group_alive
+
+    driver = subprocess.Popen(
+        [sys.executable, "-c", _DRIVER], stdout=subprocess.PIPE, text=True, cwd=os.getcwd()
+    )
+    assert driver.stdout is not None
+    pgid, guard_pid = map(int, driver.stdout.readline().split())
+    assert _wait(lambda: group_alive(pgid))
+    time.sleep(0.5)
+    driver.send_signal(signal.SIGKILL)
+    driver.wait(10)
+    assert _wait(lambda: not group_alive(pgid)), "the cluster's group outlived its driver"
+    assert _wait(lambda: not pid_alive(guard_pid))
