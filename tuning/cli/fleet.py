@@ -69,10 +69,10 @@ def add_arguments(sub: Subparsers) -> None:
 def fleet_status(address: str) -> dict[str, Any]:
     """Nodes of the cluster at `address`: slots, GPUs, and the lab's workers on each."""
     from tuning.fleet import SLOT_RESOURCE, import_ray
-    from tuning.fleet.cluster import _init, slots_of
+    from tuning.fleet.cluster import connect_ray, slots_of
 
     ray = import_ray()
-    _init(address)
+    connect_ray(address)
     try:
         nodes = ray.nodes()
         available = ray.available_resources()

@@ -174,7 +174,7 @@ class Fleet:
                 self.local.stop()
 
 
-def _init(address: str) -> None:
+def connect_ray(address: str) -> None:
     ray = import_ray()  # token auth on: a driver that connects sends the token only when told
     path = str(REPO_ROOT)
     ray.init(
@@ -199,7 +199,7 @@ def open_fleet(options: FleetOptions) -> Iterator[Fleet]:
     else:
         raise FleetError(f"unknown fleet mode {options.mode!r}: local or ray")
     try:
-        _init(address)
+        connect_ray(address)
     except Exception as exc:
         if local is not None:
             local.stop()
