@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -24,13 +25,19 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.fakes.engines import fake_settings_env  # noqa: E402
+from tests.fakes.engines import fake_command, fake_settings_env  # noqa: E402
 from tuning.fleet.cluster import start_node  # noqa: E402
 
 
 def experiment(home: Path, values: int, delay: float, fleet: list[str]) -> tuple[float, dict]:
     """One experiment through the CLI; (wall seconds, its JSON answer)."""
-    env = {**os.environ, **fake_settings_env(home, faults=f"start_delay={delay}")}
+    # The fault rides in the engine's command (stored with the experiment), so it reaches servers
+    # on any node; the lab's environment reaches only servers this machine's Ray started.
+    env = {
+        **os.environ,
+        **fake_settings_env(home),
+        "TUNING_LAB_ENGINE_COMMAND": shlex.join(fake_command(f"start_delay={delay}")),
+    }
     argv = [sys.executable, "-m", "tuning", "experiment", "--param", "max-num-seqs"]
     argv += ["--values", ",".join(str(2 * (i + 1)) for i in range(values))]
     argv += ["--num-requests", "8", "--concurrency", "2", "--input-len", "16"]
@@ -40,7 +47,20 @@ def experiment(home: Path, values: int, delay: float, fleet: list[str]) -> tuple
     wall = time.monotonic() - t0
     if done.returncode != 0:
         raise SystemExit(f"experiment failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    return wall, json.loads(done.stdout.strip().splitlines()[-1])
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    runs = subprocess.run(
+        [sys.executable, "-m", "tuning", "runs", "--json", "--db", str(home / "lab.db")],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    rows = json.loads(runs.stdout)
+    healthy = [r["time_to_healthy_s"] or 0 for r in rows]
+    if any(r["status"] != "done" for r in rows) or min(healthy) < delay:
+        raise SystemExit(f"not every run measured with the start delay: {rows}")
+    return wall, answer
 
 
 def main() -> int:
