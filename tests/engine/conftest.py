@@ -36,6 +36,8 @@ def real_lab(
             "64",
             "--output-len",
             "64",
+            "--start-timeout",
+            "600",  # a loaded 2-core machine can take minutes to fail a start
             "--db",
             str(db),
             "--json",

@@ -80,6 +80,8 @@ def test_a_value_that_cannot_start_is_stored_and_the_next_still_runs(
             "32",
             "--output-len",
             "16",
+            "--start-timeout",
+            "600",  # a loaded 2-core machine can take minutes to fail a start
             "--db",
             str(db_path),
             "--json",
