@@ -8,9 +8,9 @@ from store import queries
 from tuning.compare.present import fmt
 from tuning.engine import engine_info
 from tuning.experiment.supervisor import reap_stale
-from ui.common import db, db_path
+from ui.common import ICONS, db, db_path, md_code, md_escape
 
-st.set_page_config(page_title="vLLM Tuning Lab", page_icon="🧪", layout="wide")
+st.set_page_config(page_title="vLLM Tuning Lab", page_icon=ICONS["lab"], layout="wide")
 st.title("vLLM Tuning Lab")
 st.caption(
     "Change one vLLM flag at a time, restart, replay the same workload at the same "
@@ -23,11 +23,14 @@ active = queries.active_experiments(conn)
 if active:
     for exp in active:
         with st.container(border=True, key=f"active-{exp['id']}"):
-            st.subheader(f"Running now: experiment {exp['id']} — {exp['name']}")
+            st.subheader(f"Running now: experiment {exp['id']} — {md_escape(exp['name'])}")
             total = max(int(exp["runs_total"] or 1), 1)
             done = int(exp["runs_done"] or 0)
-            st.progress(done / total, text=f"values done {done} of {total} · phase: {exp['phase']}")
-            st.page_link("pages/3_Live.py", label="Watch it live", icon="📈")
+            st.progress(
+                done / total,
+                text=f"values done {done} of {total} · phase: {md_escape(exp['phase'])}",
+            )
+            st.page_link("pages/3_Live.py", label="Watch it live", icon=ICONS["live"])
 else:
     st.info("No experiment is running. Start one from **New experiment**.")
 
@@ -37,32 +40,45 @@ with left:
     st.page_link(
         "pages/1_New_experiment.py",
         label="New experiment: pick one parameter and its values",
-        icon="🧪",
-    )
-    st.page_link("pages/2_Runs.py", label="Runs: every run with its key numbers", icon="📋")
-    st.page_link(
-        "pages/3_Live.py", label="Live: memory, KV cache and tokens as they happen", icon="📈"
+        icon=ICONS["new"],
     )
     st.page_link(
-        "pages/4_Compare.py", label="Compare: baseline vs candidates, with verdicts", icon="⚖️"
+        "pages/2_Runs.py", label="Runs: every run with its key numbers", icon=ICONS["runs"]
     )
-    st.page_link("pages/5_History.py", label="History: filter, tag, hide, share", icon="🗂️")
-    st.page_link("pages/6_Settings.py", label="Settings: engine, author, team folder", icon="⚙️")
+    st.page_link(
+        "pages/3_Live.py",
+        label="Live: memory, KV cache and tokens as they happen",
+        icon=ICONS["live"],
+    )
+    st.page_link(
+        "pages/4_Compare.py",
+        label="Compare: baseline vs candidates, with verdicts",
+        icon=ICONS["compare"],
+    )
+    st.page_link(
+        "pages/5_History.py", label="History: filter, tag, hide, share", icon=ICONS["history"]
+    )
+    st.page_link(
+        "pages/6_Settings.py", label="Settings: engine, author, team folder", icon=ICONS["settings"]
+    )
 with right:
     st.subheader("Engine")
     info = engine_info()
     st.markdown(
-        f"**{info['engine']}** · vLLM {info['vllm_version']} · backend `{info['backend']}`"
+        f"**{md_escape(info['engine'])}** · vLLM {md_escape(info['vllm_version'])} · backend "
+        f"{md_code(info['backend'])}"
         f" · {'installed' if info['installed'] else 'NOT installed: run `make setup`'}"
     )
-    st.caption(f"model: `{info['model_path']}` served as `{info['served_model_name']}`")
+    st.caption(
+        f"model: {md_code(info['model_path'])} served as {md_code(info['served_model_name'])}"
+    )
     runs = queries.list_runs(conn, limit=5)
     st.subheader("Latest runs")
     if runs:
         for r in runs:
             st.markdown(
-                f"- run {r['id']} · `{r['param']} = {r['value']}` · {r['status']} · "
-                f"{fmt(r.get('output_throughput'))} tok/s"
+                f"- run {r['id']} · {md_escape(r['param'])} = {md_escape(r['value'])} · "
+                f"{md_escape(r['status'])} · {fmt(r.get('output_throughput'), 'tok/s')}"
             )
     else:
         st.caption("none yet")

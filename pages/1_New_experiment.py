@@ -19,9 +19,11 @@ from tuning.params import (
 )
 from tuning.settings import load_settings
 from tuning.workload import Workload
-from ui.common import db, db_path
+from ui.common import ICONS, db, db_path, md_code, md_escape
 
-st.set_page_config(page_title="New experiment · vLLM Tuning Lab", layout="wide")
+st.set_page_config(
+    page_title="New experiment · vLLM Tuning Lab", page_icon=ICONS["new"], layout="wide"
+)
 st.title("New experiment")
 st.caption("Exactly one parameter changes between the runs; everything else stays as the baseline.")
 
@@ -45,11 +47,11 @@ errors: list[str] = []
 values_text = st.text_input("Values (comma-separated)", value="2,16", key="new_values")
 try:
     values = parse_values(param.name, values_text)
-    st.caption("will run: " + " · ".join(f"`{format_value(v)}`" for v in values))
+    st.caption("will run: " + " · ".join(md_code(format_value(v)) for v in values))
 except ParamError as exc:
     values = []
     errors.append(str(exc))
-    st.error(str(exc))
+    st.error(md_escape(exc))
 
 with st.expander("Baseline configuration", expanded=False):
     default_lines = "\n".join(f"{k}={format_value(v)}" for k, v in spec.baseline.items())
@@ -69,7 +71,7 @@ with st.expander("Baseline configuration", expanded=False):
         st.caption(f"{param.name} in the baseline is replaced by each value.")
 for err in errors:
     if not err.startswith(param.name + ":"):
-        st.error(err)
+        st.error(md_escape(err))
 
 st.subheader("Workload")
 c1, c2, c3, c4 = st.columns(4)
@@ -123,10 +125,10 @@ if st.button(
             host=settings.resolved_host(),
         )
     except (ParamError, ValueError) as exc:
-        st.error(f"refused: {exc}")
+        st.error(f"refused: {md_escape(exc)}")
     else:
         spawn_runner(db_path(), exp_id)
         st.success(
             f"Experiment {exp_id} started in its own process; closing this tab stops nothing."
         )
-        st.page_link("pages/3_Live.py", label="Watch it live", icon="📈")
+        st.page_link("pages/3_Live.py", label="Watch it live", icon=ICONS["live"])

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from core.status import Status
 from store import queries
-from ui.common import db
-from ui.health import config_badge, health_badge, render_config_mismatches, render_run_health
+from ui.common import ICONS, db, md_escape
+from ui.health import health_badge, render_config_mismatches, render_run_health
+from ui.tables import RUNS_PAGE_KEYS, render_run_table
 
-st.set_page_config(page_title="Runs · vLLM Tuning Lab", layout="wide")
+st.set_page_config(page_title="Runs · vLLM Tuning Lab", page_icon=ICONS["runs"], layout="wide")
 st.title("Runs")
 conn = db()
 experiments = queries.list_experiments(conn)
@@ -26,46 +26,11 @@ runs = queries.list_runs(conn, chosen)
 if not runs:
     st.info("No runs yet. Start an experiment from **New experiment**.")
     st.stop()
-COLUMNS = {
-    "id": "run",
-    "experiment_id": "exp",
-    "param": "parameter",
-    "value": "value",
-    "repeat_index": "repeat",
-    "status": "status",
-    "output_throughput": "output tok/s",
-    "request_throughput": "req/s",
-    "mean_ttft_ms": "mean TTFT ms",
-    "p99_ttft_ms": "p99 TTFT ms",
-    "mean_tpot_ms": "mean TPOT ms",
-    "mean_itl_ms": "mean ITL ms",
-    "mean_e2el_ms": "mean E2EL ms",
-    "completed": "completed",
-    "failed": "failed",
-    "kv_cache_tokens": "KV capacity (tokens)",
-    "peak_kv_cache_usage_perc": "peak KV usage",
-    "peak_tree_rss_bytes": "peak RSS (bytes)",
-    "peak_gpu_tree_bytes": "peak GPU (bytes)",
-    "preemptions": "preemptions",
-    "time_to_healthy_s": "time to healthy s",
-    "failure_kind": "failure",
-    "author": "author",
-}
-frame = pd.DataFrame(
-    [
-        {
-            **{label: r.get(key) for key, label in COLUMNS.items()},
-            "health": health_badge(r),
-            "config": config_badge(r),
-        }
-        for r in runs
-    ]
-)
-st.dataframe(frame, hide_index=True, key="runs_table", width="stretch")
+render_run_table(runs, RUNS_PAGE_KEYS, "runs_table")
 st.caption(
     "TTFT = time to first token; TPOT = (E2EL − TTFT) / (output tokens − 1) per request; "
     "output tok/s = successful output tokens / (first dispatch → last completion). "
-    "Peak KV usage is vLLM's kv_cache_usage_perc (0–1)."
+    "Hover a column's name for its formula; — = not reported (by the engine, for its facts)."
 )
 render_config_mismatches(runs, "runs_config_mismatch")
 measured = [r for r in runs if r.get("health")]
@@ -81,7 +46,10 @@ if measured:
     render_run_health(by_id[int(chosen)])
 failed = [r for r in runs if r["status"] == Status.FAILED]
 for r in failed:
-    with st.expander(f"run {r['id']} failed: {r['failure_kind']}", expanded=False):
-        st.markdown(f"**Reason:** {r['failure_reason']}\n\n**Hint:** {r['failure_hint']}")
+    with st.expander(f"run {r['id']} failed: {md_escape(r['failure_kind'])}", expanded=False):
+        st.markdown(
+            f"**Reason:** {md_escape(r['failure_reason'])}\n\n"
+            f"**Hint:** {md_escape(r['failure_hint'])}"
+        )
         if r.get("log_tail"):
             st.code(r["log_tail"][-4000:], language="text")

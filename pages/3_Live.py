@@ -11,9 +11,9 @@ import streamlit as st
 from core.status import is_active
 from store import queries
 from ui import live
-from ui.common import db, db_path
+from ui.common import ICONS, db, db_path
 
-st.set_page_config(page_title="Live · vLLM Tuning Lab", layout="wide")
+st.set_page_config(page_title="Live · vLLM Tuning Lab", page_icon=ICONS["live"], layout="wide")
 st.title("Live")
 st.caption(
     "Progress, phase, memory, KV-cache usage, output tokens/s and the server log of the "

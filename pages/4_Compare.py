@@ -11,10 +11,13 @@ import streamlit as st
 from store import queries
 from tuning.compare.selection import SelectionError, gather_runs, select_runs
 from ui import compare as view
-from ui.common import db
+from ui.common import ICONS, db
 from ui.health import warn_unhealthy
+from ui.summary import render_summary
 
-st.set_page_config(page_title="Compare · vLLM Tuning Lab", layout="wide")
+st.set_page_config(
+    page_title="Compare · vLLM Tuning Lab", page_icon=ICONS["compare"], layout="wide"
+)
 st.title("Compare")
 st.caption(
     "One parameter changed, everything else equal: each candidate value against the "
@@ -71,6 +74,7 @@ selection = select_runs(
 )
 comparison = selection.comparison
 view.render_checks(comparison)
+render_summary(comparison)
 warn_unhealthy(selection.runs)
 if not comparison.candidates:
     st.info("No candidate side yet: pick runs of another value as candidates.")

@@ -5,10 +5,12 @@ from __future__ import annotations
 import streamlit as st
 
 from ui import history
-from ui.common import db, db_path
+from ui.common import ICONS, db, db_path
 from ui.share import render_sharing
 
-st.set_page_config(page_title="History · vLLM Tuning Lab", layout="wide")
+st.set_page_config(
+    page_title="History · vLLM Tuning Lab", page_icon=ICONS["history"], layout="wide"
+)
 st.title("History")
 st.caption("Every run and experiment in this lab's database: filter, sort, annotate, hide, delete.")
 history.show_flash()

@@ -6,10 +6,15 @@ import streamlit as st
 
 from tuning.engine import EngineError, engine_info
 from tuning.settings import load_settings, save_settings, settings_path
+from ui.common import ICONS, md_code, md_escape
 
-st.set_page_config(page_title="Settings · vLLM Tuning Lab", layout="wide")
+st.set_page_config(
+    page_title="Settings · vLLM Tuning Lab", page_icon=ICONS["settings"], layout="wide"
+)
 st.title("Settings")
-st.caption(f"Saved in `{settings_path()}`; environment variables TUNING_LAB_<NAME> override them.")
+st.caption(
+    f"Saved in {md_code(settings_path())}; environment variables `TUNING_LAB_<NAME>` override them."
+)
 s = load_settings()
 engine = st.radio(
     "Engine",
@@ -53,4 +58,4 @@ if st.button("Save settings", type="primary", key="set_save"):
 try:
     st.json(engine_info(load_settings()))
 except EngineError as exc:
-    st.error(str(exc))
+    st.error(md_escape(exc))

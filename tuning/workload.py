@@ -30,12 +30,19 @@ PROMPT_RECIPE = "exact-random-ids/v1"
 # tokens never contain them, so a prompt can never spell a special token by accident.
 _SPECIAL_CHARS = frozenset("<>[]|")
 _MAX_FIT_ROUNDS = 64
+# What a server without the route answers (not found, method not allowed, not implemented, or a
+# gateway's "bad request" for a path it does not know).
+_NO_ROUTE = frozenset({400, 404, 405, 422, 501})
 # The shipped text: the embedded model's tokenizer is trained on it, prompts sample its ids.
 CORPUS = Path(__file__).with_name("assets") / "corpus.txt"
 
 
 class WorkloadError(ValueError):
     """A workload the lab refuses, or prompts that cannot be built; the message says which rule."""
+
+
+class TokenizeUnavailable(WorkloadError):
+    """The server answers, but not /tokenize (an OpenAI-compatible gateway, not vLLM)."""
 
 
 @dataclass(frozen=True)
@@ -170,19 +177,38 @@ def _safe_piece(piece: str) -> bool:
     return bool(piece) and "\ufffd" not in piece and not (_SPECIAL_CHARS & set(piece))
 
 
+def corpus_tokenizer() -> Any:
+    """The lab's own byte-level BPE (a `tokenizers.Tokenizer`), trained from the shipped corpus:
+    deterministic, offline, the embedded engine's tokenizer and bench's fallback."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=1024,
+        special_tokens=["<unk>", "<s>", "</s>", "<pad>"],
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tok.train_from_iterator(CORPUS.read_text().splitlines(), trainer=trainer)
+    return tok
+
+
 class LocalTokenizer:
     """A `tokenizer.json` read with the `tokenizers` library: fast, no server round trips."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, tokenizer: Any = None) -> None:
         from tokenizers import Tokenizer
 
         p = Path(path)
-        if p.is_dir():
-            p = p / "tokenizer.json"
-        if not p.is_file():
-            raise WorkloadError(f"no tokenizer.json at {p}")
+        if tokenizer is None:
+            if p.is_dir():
+                p = p / "tokenizer.json"
+            if not p.is_file():
+                raise WorkloadError(f"no tokenizer.json at {p}")
         self.path = p
-        self._tok = Tokenizer.from_file(str(p))
+        self._tok = tokenizer or Tokenizer.from_file(str(p))
         self._special = frozenset(self._tok.get_added_tokens_decoder())
         self._pool: list[int] | None = None
 
@@ -272,6 +298,8 @@ class ServerTokenizer:
                 if attempt:
                     raise WorkloadError(f"POST {path} failed: {exc}") from None
                 continue
+            if resp.status in _NO_ROUTE:
+                raise TokenizeUnavailable(f"POST {path} answered HTTP {resp.status}")
             if resp.status != 200:
                 raise WorkloadError(
                     f"POST {path} answered HTTP {resp.status}; the server must "
@@ -280,7 +308,7 @@ class ServerTokenizer:
             try:
                 return dict(json.loads(data))
             except ValueError:
-                raise WorkloadError(f"POST {path} did not answer JSON") from None
+                raise TokenizeUnavailable(f"POST {path} did not answer JSON") from None
         raise AssertionError("unreachable")
 
     def encode(self, text: str) -> list[int]:

@@ -1,12 +1,38 @@
-"""Things every page needs: where the DB is and a fresh connection per rerun."""
+"""Things every page needs: where the DB is, a fresh connection per rerun, and text from data made
+safe for Streamlit's Markdown."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 from store import open_db
 from tuning.settings import default_db_path
+
+# Streamlit's Material icons (drawn from its bundled font, so they render in any browser, unlike
+# emoji, which need an emoji font): one name per page and for a warning.
+ICONS = {
+    "lab": ":material/science:",
+    "new": ":material/add_circle:",
+    "runs": ":material/table_rows:",
+    "live": ":material/monitoring:",
+    "compare": ":material/compare_arrows:",
+    "history": ":material/history:",
+    "settings": ":material/settings:",
+    "warning": ":material/warning:",
+    "ok": ":material/check_circle:",
+}
+
+# Characters that are Markdown syntax wherever they stand (code, emphasis, links and images,
+# HTML and autolinks, tables, strikethrough, LaTeX, entities) and the escape character itself.
+_MD_ANYWHERE = re.compile(r"([\\`*_\[\]<>|~$&])")
+# Syntax only at the start of a block: headings, quotes, list items, ordered lists.
+_MD_LINE_START = re.compile(r"^(\s*)(?:([#>+=-])|(\d+)([.)]))")
+# GFM turns a bare URL or www. name into a link: break the scheme or the www.
+_MD_AUTOLINK = re.compile(r"(?i)\b(https?|ftp|mailto)(:)|\b(www)(\.)")
+# Line breaks would end a list item or open a new block; controls and bidi overrides hide text.
+_MD_BLANK = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
 
 
 def db_path() -> Path:
@@ -16,3 +42,27 @@ def db_path() -> Path:
 def db() -> Any:
     """A new connection per rerun: each rerun runs in its own thread (sqlite check_same_thread)."""
     return open_db(db_path())
+
+
+def md_escape(value: Any) -> str:
+    """Text from data (a run value, a name, notes, a failure reason, a bundle's author) as it
+    reads, inside anything Streamlit renders as Markdown: st.markdown, captions, headings,
+    alerts, expander, widget and page-link labels, help and progress text. Syntax characters
+    are backslash-escaped and line breaks become spaces, so `![x](http://host/x.png)` shows
+    those characters rather than fetching an image. Plain text (`max-num-seqs = 16, 1,234.5`)
+    comes out unchanged."""
+    text = _MD_BLANK.sub(" ", str(value))
+    text = _MD_ANYWHERE.sub(r"\\\1", text)
+    text = _MD_AUTOLINK.sub(lambda m: f"{m[1]}\\:" if m[1] else f"{m[3]}\\.", text)
+    return _MD_LINE_START.sub(
+        lambda m: f"{m[1]}\\{m[2]}" if m[2] else f"{m[1]}{m[3]}\\{m[4]}", text
+    )
+
+
+def md_code(value: Any) -> str:
+    """Text from data as an inline code span (paths, commands): fenced by more backticks than
+    it holds, one line, so nothing in it can end the span."""
+    text = _MD_BLANK.sub(" ", str(value))
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    return f"{fence} {text} {fence}"

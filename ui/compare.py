@@ -26,6 +26,7 @@ from tuning.compare.present import (
     verdict_rule,
 )
 from tuning.output import export
+from ui.common import ICONS, md_escape
 
 # The knee next to the bars it summarises; time series last.
 PAGE_ORDER = ("throughput", "latency", "knee", "cdf", "memory", "kv")
@@ -94,7 +95,14 @@ def pick_sides(
 
 
 def slo_inputs() -> dict[str, float]:
-    """Goodput SLOs in ms; 0 = not set. Goodput is recomputed from the stored request rows."""
+    """Goodput SLOs in ms; 0 = not set. Goodput is recomputed from the stored request rows.
+    Folded away unless one is set."""
+    keys = [f"cmp_slo_{n}" for n in ("ttft", "tpot", "e2el")]
+    with st.expander("Goodput SLOs", expanded=any(st.session_state.get(k) for k in keys)):
+        return _slo_fields()
+
+
+def _slo_fields() -> dict[str, float]:
     st.markdown(
         "**Goodput SLOs** (0 = off): a request is *good* when it succeeded and every set "
         "limit holds; goodput = good requests / duration (vLLM's definition, TPOT 0 for "
@@ -113,14 +121,13 @@ def slo_inputs() -> dict[str, float]:
 
 def render_checks(comparison: Comparison) -> None:
     """Comparability first: a comparison of runs that differ in two ways says nothing."""
-    with st.container(key="cmp_checks", border=True):
-        st.markdown("#### Comparability")
+    with st.container(key="cmp_checks"):
         excluded = comparison.excluded
-        summary = comparability_text(comparison, lambda s: f"**{s}**")
-        if not excluded:
-            st.success(summary)
+        summary = comparability_text(comparison, lambda s: f"**{md_escape(s)}**")
+        if not excluded:  # all is well: one line
+            st.caption(f"{ICONS['ok']} **Comparability:** {summary}")
         else:
-            st.warning(summary)
+            st.warning(f"**Comparability:** {summary}")
             st.dataframe(
                 pd.DataFrame(
                     [
@@ -141,11 +148,13 @@ def render_checks(comparison: Comparison) -> None:
             frame = pd.DataFrame(unapplied, columns=["side", "why"])
             st.dataframe(frame, hide_index=True, key="cmp_not_applied", width="stretch")
         failed = failed_text(comparison)
-        if failed:
-            st.info(failed)
         noise = noise_text(comparison)
-        if noise:
-            st.caption(noise)
+        if failed or noise:
+            with st.expander("Failed runs and the baseline's noise floor", expanded=False):
+                if failed:  # values and failure kinds from the runs: text, not markdown
+                    st.info(md_escape(failed))
+                if noise:
+                    st.caption(noise)
 
 
 def table_frames(comparison: Comparison) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -163,17 +172,28 @@ def render_table(comparison: Comparison, scope_id: int | None) -> None:
     styler = text.style.apply(lambda _frame: css, axis=None)
     with st.container(key="cmp_table"):
         st.markdown("#### Side by side")
-        st.caption(
-            "Values are the mean over each side's runs; Δ is the candidate's change of the "
-            "mean vs the baseline (green = in the better direction, red = worse; bold when "
-            "the verdict is clear). " + verdict_rule(lambda s: f"*{s}*", comparison.confidence)
-        )
-        st.dataframe(styler, hide_index=True, key="cmp_table_df")
+        st.dataframe(styler, hide_index=True, key="cmp_table_df", column_config=_table_widths(text))
+        with st.expander("How to read this table and its verdicts", expanded=False):
+            st.caption(
+                "Values are the mean over each side's runs; Δ is the candidate's change of the "
+                "mean vs the baseline (green = in the better direction, red = worse; bold when "
+                "the verdict is clear). " + verdict_rule(lambda s: f"*{s}*", comparison.confidence)
+            )
         tables = (("csv", export.comparison_csv), ("json", export.comparison_json))
         for col, (fmt, make) in zip(st.columns([1, 1, 4]), tables, strict=False):
             _download(
                 col, f"Table as {fmt.upper()}", partial(make, comparison), "table", fmt, scope_id
             )
+
+
+def _table_widths(text: pd.DataFrame) -> dict[str, Any]:
+    """Verdict columns wide enough for the verdict and its interval (the summary above has them
+    in full, wrapped); the metric column pinned while the sides scroll."""
+    out: dict[str, Any] = {"metric": st.column_config.Column(pinned=True)}
+    for column in text.columns:
+        if column.startswith("verdict "):
+            out[column] = st.column_config.Column(width="large")
+    return out
 
 
 def _download(

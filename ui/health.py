@@ -11,6 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from tuning.compare.present import fmt
+from ui.common import md_escape as e
 
 
 def _health(run: Mapping[str, Any]) -> dict[str, Any]:
@@ -50,7 +51,7 @@ def health_badge(run: Mapping[str, Any]) -> str:
     if not _health(run):
         return "—"
     return (
-        "⚠ " + "; ".join(p.split(" (")[0].split(":")[0] for p in health_problems(run))
+        "suspect: " + "; ".join(p.split(" (")[0].split(":")[0] for p in health_problems(run))
         if health_problems(run)
         else "ok"
     )
@@ -70,13 +71,13 @@ def config_mismatches(run: Mapping[str, Any]) -> list[str] | None:
 
 
 def config_badge(run: Mapping[str, Any]) -> str:
-    """'applied', '⚠ not applied: block-size', or '—' when the run was never checked."""
+    """'applied', 'not applied: block-size', or '—' when the run was never checked."""
     found = config_mismatches(run)
     if found is None:
         return "—"
     if not found:
         return "applied"
-    return "⚠ not applied: " + ", ".join(dict.fromkeys(r.split(":")[0] for r in found))
+    return "not applied: " + ", ".join(dict.fromkeys(r.split(":")[0] for r in found))
 
 
 NOT_APPLIED = (
@@ -117,7 +118,7 @@ def render_run_health(run: Mapping[str, Any]) -> None:
     h = _health(run)
     problems = health_problems(run)
     if problems:
-        st.warning("This run's numbers deserve suspicion: " + "; ".join(problems))
+        st.warning("This run's numbers deserve suspicion: " + "; ".join(map(e, problems)))
     elif h:
         st.success("Healthy run: the client kept the target concurrency, token counts agree.")
     left, right = st.columns(2)
@@ -137,38 +138,57 @@ def _load_lines(run: Mapping[str, Any], h: Mapping[str, Any]) -> list[str]:
     steady = h.get("steady_state") or {}
     tokens = h.get("tokens") or {}
     achieved = fmt(h.get("achieved_concurrency"), spec="{:.2f}")
-    cpu = fmt((h.get("client_cpu_util") or 0) * 100, spec="{:.0f}")
+    cpu = fmt(_number(h.get("client_cpu_util")) * 100, spec="{:.0f}")
+    # Every value is escaped: a run's health comes from its row, perhaps an imported bundle's.
     return [
-        f"target concurrency **{h.get('target_concurrency', '—')}**, achieved "
-        f"**{achieved}** (Σ request latency / duration)",
-        f"vLLM `num_requests_running`: mean {fmt(h.get('server_running_mean'))}, max "
-        f"{fmt(h.get('server_running_max'), spec='{:.0f}')} (running + waiting mean "
-        f"{fmt(h.get('server_inflight_mean'))})",
-        f"client CPU {cpu} % of a core, "
-        f"event-loop lag p99 {fmt(h.get('loop_lag_p99_ms'), spec='{:.1f}')} ms",
-        f"output tok/s: whole run {fmt(run.get('output_throughput'), spec='{:,.0f}')}, steady "
-        f"state {fmt(steady.get('output_throughput'), spec='{:,.0f}')} (window "
-        f"{fmt(steady.get('duration'), spec='{:.1f}')} s with "
-        f"≥ {steady.get('need_inflight', '—')} in flight)",
-        f"output tokens: client usage {tokens.get('client_output_tokens', '—')}, server "
-        f"counter delta {fmt(tokens.get('server_output_tokens'), spec='{:,.0f}')}",
+        f"target concurrency **{e(h.get('target_concurrency', '—'))}**, achieved "
+        f"**{e(achieved)}** (Σ request latency / duration)",
+        f"vLLM `num_requests_running`: mean {e(fmt(h.get('server_running_mean')))}, max "
+        f"{e(fmt(h.get('server_running_max'), spec='{:.0f}'))} (running + waiting mean "
+        f"{e(fmt(h.get('server_inflight_mean')))})",
+        f"client CPU {e(cpu)} % of a core, "
+        f"event-loop lag p99 {e(fmt(h.get('loop_lag_p99_ms'), spec='{:.1f}'))} ms",
+        f"output tok/s: whole run {e(fmt(run.get('output_throughput'), spec='{:,.0f}'))}, "
+        f"steady state {e(fmt(steady.get('output_throughput'), spec='{:,.0f}'))} (window "
+        f"{e(fmt(steady.get('duration'), spec='{:.1f}'))} s with "
+        f"≥ {e(steady.get('need_inflight', '—'))} in flight)",
+        f"output tokens: client usage {e(tokens.get('client_output_tokens', '—'))}, server "
+        f"counter delta {e(fmt(tokens.get('server_output_tokens'), spec='{:,.0f}'))}",
     ]
 
 
+def _number(value: Any) -> float:
+    try:
+        return float(value or 0)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+NOT_REPORTED = "not reported by the engine"
+
+
+def _fact(value: Any, why: str, unit: str = "", spec: str | None = None, suffix: str = "") -> str:
+    """A memory fact in its unit, or 'not reported by the engine' and why (escaped either way)."""
+    text = fmt(value, unit, spec=spec, none="")
+    return e(text + suffix) if text else f"*{NOT_REPORTED}* ({e(why)})"
+
+
 def _memory_lines(run: Mapping[str, Any]) -> list[str]:
-    kv_peak = fmt((run.get("peak_kv_cache_usage_perc") or 0) * 100, spec="{:.1f}")
-    preemptions = run.get("preemptions")
+    kv = run.get("peak_kv_cache_usage_perc")
+    kv_peak = None if kv is None else _number(kv) * 100
+    log = "its start log had no such line"
     return [
-        f"KV cache: **{fmt(run.get('kv_cache_tokens'), spec='{:,.0f}')} tokens**, "
-        f"{fmt(run.get('kv_cache_memory_bytes'), 'bytes')}; max concurrency "
-        f"{fmt(run.get('max_concurrency'), spec='{:,.1f}')}x; "
-        f"block size {run.get('block_size') or '—'}",
-        f"weights: {fmt(run.get('weights_memory_gib'), spec='{:.2f}')} GiB; time to healthy "
-        f"{fmt(run.get('time_to_healthy_s'))} s",
-        f"peak process-tree RSS {fmt(run.get('peak_tree_rss_bytes'), 'bytes')}; "
-        f"peak GPU (tree) {fmt(run.get('peak_gpu_tree_bytes'), 'bytes')}",
-        f"peak KV-cache usage {kv_peak} %; "
-        f"preemptions {preemptions if preemptions is not None else '—'}",
+        f"KV cache: **{_fact(run.get('kv_cache_tokens'), log, spec='{:,.0f}', suffix=' tokens')}**"
+        f", {_fact(run.get('kv_cache_memory_bytes'), log, 'bytes')}; max concurrency "
+        f"{_fact(run.get('max_concurrency'), log, spec='{:,.1f}', suffix='x')}; block size "
+        f"{_fact(run.get('block_size'), log, 'count')}",
+        f"weights: {_fact(run.get('weights_memory_gib'), log, spec='{:.2f}', suffix=' GiB')}; "
+        f"time to healthy {_fact(run.get('time_to_healthy_s'), 'no /health answer', 's')}",
+        f"peak process-tree RSS "
+        f"{_fact(run.get('peak_tree_rss_bytes'), 'no sample of the server process', 'bytes')}; "
+        f"peak GPU (tree) {_fact(run.get('peak_gpu_tree_bytes'), 'no GPU or NVML here', 'bytes')}",
+        f"peak KV-cache usage {_fact(kv_peak, 'no /metrics sample', spec='{:.1f}', suffix=' %')}; "
+        f"preemptions {_fact(run.get('preemptions'), 'no /metrics counter', 'count')}",
     ]
 
 
@@ -178,5 +198,5 @@ def warn_unhealthy(runs: Iterable[Mapping[str, Any]]) -> None:
     if flagged:
         st.warning(
             "Some runs deserve suspicion before you trust a verdict:\n"
-            + "\n".join(f"- run {r['id']}: {'; '.join(p)}" for r, p in flagged)
+            + "\n".join(f"- run {r['id']}: {e('; '.join(p))}" for r, p in flagged)
         )

@@ -19,10 +19,12 @@ from sqlite_utils import Database
 from core.status import is_active
 from store import connect, queries, repo
 from tuning.experiment.history import SORTS, RunFilter, choices
+from ui.common import md_escape
 from ui.links import compare_link
+from ui.tables import KV_USAGE, render_run_table
 
 FLASH_KEY = "hist_flash"
-RUN_COLUMNS = [
+RUN_COLUMNS = (
     "id",
     "experiment_id",
     "param",
@@ -33,7 +35,7 @@ RUN_COLUMNS = [
     "mean_ttft_ms",
     "mean_tpot_ms",
     "peak_tree_rss_bytes",
-    "peak_kv_cache_usage_perc",
+    KV_USAGE,
     "failure_kind",
     "author",
     "tags",
@@ -41,18 +43,7 @@ RUN_COLUMNS = [
     "hidden",
     "hardware",
     "finished_at",
-]
-RUN_LABELS: dict[str, Any] = {
-    "id": "run",
-    "experiment_id": "exp",
-    "repeat_index": "repeat",
-    "output_throughput": st.column_config.NumberColumn("output tok/s", format="%.1f"),
-    "mean_ttft_ms": st.column_config.NumberColumn("mean TTFT ms", format="%.1f"),
-    "mean_tpot_ms": st.column_config.NumberColumn("mean TPOT ms", format="%.2f"),
-    "peak_tree_rss_bytes": st.column_config.NumberColumn("peak RSS", format="bytes"),
-    "peak_kv_cache_usage_perc": st.column_config.NumberColumn("peak KV usage", format="percent"),
-    "failure_kind": "failure",
-}
+)
 EXPERIMENT_COLUMNS = [
     "id",
     "name",
@@ -128,7 +119,7 @@ def _delete(kind: Editable, path: Path, row_id: int) -> None:
         with connect(path) as db:
             kind.delete(db, row_id)
     except repo.ActiveRowError as exc:  # it became active since the page was drawn
-        _flash("error", str(exc))
+        _flash("error", md_escape(exc))
         return
     st.session_state.pop(f"{kind.key}confirm_delete", None)
     _flash("success", f"{kind.noun} {row_id} {kind.goes_with_it} deleted")
@@ -184,13 +175,7 @@ def runs_tab(db: Database, path: Path) -> None:
         st.info("No runs yet.")
         return
     shown = run_filter(rows).apply(rows)
-    st.dataframe(
-        pd.DataFrame(shown, columns=list(rows[0])),
-        hide_index=True,
-        key="hist_runs_table",
-        column_order=RUN_COLUMNS,
-        column_config=RUN_LABELS,
-    )
+    render_run_table(shown, RUN_COLUMNS, "hist_runs_table")
     st.caption(
         f"{len(shown)} of {len(rows)} runs. TTFT = time to first token; TPOT = "
         "(E2EL − TTFT) / (output tokens − 1); output tok/s = successful output tokens / "

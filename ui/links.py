@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ui.common import ICONS
+
 COMPARE_PAGE = "pages/4_Compare.py"
 
 
@@ -15,4 +17,4 @@ def compare_link(label: str, **query: object) -> None:
         key: ",".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
         for key, value in query.items()
     }
-    st.page_link(COMPARE_PAGE, label=label, icon="⚖️", query_params=params)
+    st.page_link(COMPARE_PAGE, label=label, icon=ICONS["compare"], query_params=params)

@@ -9,7 +9,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import streamlit as st
 
 from core.clock import age_s
@@ -27,9 +26,24 @@ from tuning.compare.comparison import request_columns
 from tuning.compare.present import fmt
 from tuning.experiment.supervisor import STALE_AFTER_S, cancel_experiment
 from tuning.settings import lab_home
+from ui.common import ICONS
+from ui.common import md_escape as esc
 from ui.links import compare_link
+from ui.tables import KV_USAGE, render_run_table
 
 POLL_S = 1.5
+LIVE_KEYS = (
+    "id",
+    "value",
+    "repeat_index",
+    "status",
+    "output_throughput",
+    "mean_ttft_ms",
+    "mean_tpot_ms",
+    KV_USAGE,
+    "peak_tree_rss_bytes",
+    "failure_kind",
+)
 LOG_TAIL_BYTES = 12_000
 
 
@@ -118,19 +132,21 @@ def render_progress(exp: Mapping[str, Any], run: Mapping[str, Any] | None) -> No
                 text=f"requests done in run {run['id']}: {r_done} of {r_total}",
             )
         cols = st.columns(4)
-        cols[0].markdown(f"**status**  \n{exp['status']}")
-        cols[1].markdown(f"**phase**  \n{exp.get('phase') or '—'}")
+        # Text from the row is escaped: the experiment may be a teammate's bundle.
+        cols[0].markdown(f"**status**  \n{esc(exp['status'])}")
+        cols[1].markdown(f"**phase**  \n{esc(exp.get('phase') or '—')}")
         if run is not None:
             cols[2].markdown(
-                f"**current run**  \n{run['id']}: `{run.get('param')} = "
-                f"{run.get('value')}` ({run.get('phase') or run.get('status')})"
+                f"**current run**  \n{run['id']}: {esc(run.get('param'))} = "
+                f"{esc(run.get('value'))} ({esc(run.get('phase') or run.get('status'))})"
             )
         if active:
             age = age_s(exp.get("heartbeat_at"))  # infinite until the first beat
             stale = math.isfinite(age) and age > STALE_AFTER_S
             shown = fmt(age, spec="{:.0f}") if math.isfinite(age) else "—"
             cols[3].markdown(
-                f"**runner heartbeat**  \n{shown} s ago" + (" ⚠️ stale" if stale else "")
+                f"**runner heartbeat**  \n{shown} s ago"
+                + (f" {ICONS['warning']} stale" if stale else "")
             )
             if stale:
                 st.warning(
@@ -140,7 +156,7 @@ def render_progress(exp: Mapping[str, Any], run: Mapping[str, Any] | None) -> No
         if exp.get("cancel_requested") and active:
             st.info("Stop requested: the runner stops the server and marks the run cancelled.")
         if exp.get("error"):
-            st.error(str(exp["error"]))
+            st.error(esc(exp["error"]))
 
 
 def render_stop(db_path: Path, exp: Mapping[str, Any]) -> None:
@@ -206,25 +222,12 @@ def render_runs_table(db: Any, exp: Mapping[str, Any]) -> None:
     runs = queries.list_runs(db, int(exp["id"]), include_hidden=True)
     if not runs:
         return
-    frame = pd.DataFrame(
-        [
-            {
-                "run": r["id"],
-                "value": r.get("value"),
-                "repeat": r.get("repeat_index"),
-                "status": r.get("status"),
-                "output tok/s": r.get("output_throughput"),
-                "mean TTFT ms": r.get("mean_ttft_ms"),
-                "mean TPOT ms": r.get("mean_tpot_ms"),
-                "peak KV usage": r.get("peak_kv_cache_usage_perc"),
-                "peak RSS": fmt(r.get("peak_tree_rss_bytes"), "bytes"),
-                "failure": r.get("failure_kind"),
-                **_placement(exp, r),
-            }
-            for r in runs
-        ]
+    render_run_table(
+        runs,
+        LIVE_KEYS,
+        "live_runs_table",
+        extra=(lambda r: _placement(exp, r)) if exp.get("fleet") else None,
     )
-    st.dataframe(frame, hide_index=True, key="live_runs_table")
 
 
 def _placement(exp: Mapping[str, Any], run: Mapping[str, Any]) -> dict[str, Any]:
@@ -254,7 +257,7 @@ def panel(db_path: Path, experiment_id: int, was_active: bool) -> None:
         render_progress(exp, run)
         render_stop(db_path, exp)
         if not active:
-            st.success(f"Experiment {exp['id']} is {exp['status']}. Final state below.")
+            st.success(f"Experiment {exp['id']} is {esc(exp['status'])}. Final state below.")
             compare_link("Compare its runs", experiment=exp["id"])
         if run is not None:
             render_run_charts(db, run)

@@ -22,6 +22,8 @@ from store.bundle import SUFFIX, BundleError, export_bundle, import_bundle
 from store.team import TeamError, bundle_file_name, import_new, list_team, publish
 from tuning.output.report import build_report, report_file_name
 from tuning.settings import load_settings
+from ui.common import md_code
+from ui.common import md_escape as esc
 
 FLASH_KEY = "share_flash"
 
@@ -65,19 +67,22 @@ def _publish(db_path: Path, folder: str, run_ids: list[int], exp_ids: list[int])
     try:
         path = publish(db_path, folder, **_who(), run_ids=run_ids, experiment_ids=exp_ids)
     except (BundleError, TeamError) as exc:
-        _flash("error", f"not published: {exc}")
+        _flash("error", f"not published: {esc(exc)}")
         return
-    _flash("success", f"published {path.name} to the team folder")
+    _flash("success", f"published {esc(path.name)} to the team folder")
 
 
 def _import_new(db_path: Path, folder: str) -> None:
     try:
         summary = import_new(db_path, folder)
     except TeamError as exc:
-        _flash("error", str(exc))
+        _flash("error", esc(exc))
         return
-    lines = [f"{i.bundle.name}: {i.result.describe()}" for i in summary.imports if i.result]
-    lines += [f"{i.bundle.name} refused: {i.error}" for i in summary.refused]
+    # File names and reasons come from the team folder, i.e. from teammates: text, not markdown.
+    lines = [
+        f"{esc(i.bundle.name)}: {esc(i.result.describe())}" for i in summary.imports if i.result
+    ]
+    lines += [f"{esc(i.bundle.name)} refused: {esc(i.error)}" for i in summary.refused]
     if not summary.imports:
         _flash("info", "nothing new in the team folder")
     else:
@@ -97,9 +102,9 @@ def _import_file(db_path: Path) -> None:
         try:
             result = import_bundle(db_path, path)
         except BundleError as exc:
-            _flash("error", f"{upload.name} refused: {exc}")
+            _flash("error", f"{esc(upload.name)} refused: {esc(exc)}")
             return
-    _flash("success", f"{upload.name}: {result.describe()}")
+    _flash("success", f"{esc(upload.name)}: {esc(result.describe())}")
 
 
 def _selection(conn: Any) -> tuple[list[int], list[int]]:
@@ -142,10 +147,10 @@ def _team_section(db_path: Path, folder: str) -> None:
     try:
         bundles = list_team(folder, db_path)
     except TeamError as exc:
-        st.warning(str(exc))
+        st.warning(esc(exc))
         return
     st.caption(
-        f"`{folder}` · {len(bundles)} bundle(s). Imported runs keep their author and "
+        f"{md_code(folder)} · {len(bundles)} bundle(s). Imported runs keep their author and "
         "host; Compare flags runs from different hardware as not comparable."
     )
     if bundles:

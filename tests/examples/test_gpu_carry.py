@@ -64,7 +64,7 @@ def test_the_compressed_example_opens_and_is_never_written(
     assert out.returncode == 0, out.stderr
     assert "gpu-memory-utilization" in out.stdout
     assert hashlib.sha256(EXAMPLE.read_bytes()).hexdigest() == before
-    assert sorted(p.name for p in EXAMPLE.parent.glob("lab-h200*")) == ["lab-h200.db.xz"]
+    assert sorted(p.name for p in EXAMPLE.parent.glob("lab-h200.db*")) == ["lab-h200.db.xz"]
     copy = next((tmp_path / "cache").rglob("*.db"))
     assert len(queries.list_runs(open_db(copy))) == 8
 

@@ -54,6 +54,7 @@ class FakeConfig:
     chat_role_chunk: bool = True  # chat: a first chunk with the role and empty content, like vLLM
     echo_auth_in_errors: bool = False  # a careless server: error bodies repeat the Authorization
     keepalive_timeout: float = 75.0  # seconds an idle keep-alive connection is kept open
+    tokenize: bool = True  # False: no /tokenize or /detokenize, like a gateway that is not vLLM
 
 
 @dataclass
@@ -103,8 +104,9 @@ class FakeOpenAIServer:
         app.router.add_get("/v1/models", self._models)
         app.router.add_post("/v1/completions", self._completions)
         app.router.add_post("/v1/chat/completions", self._chat)
-        app.router.add_post("/tokenize", self._tokenize)
-        app.router.add_post("/detokenize", self._detokenize)
+        if self.config.tokenize:
+            app.router.add_post("/tokenize", self._tokenize)
+            app.router.add_post("/detokenize", self._detokenize)
         app.router.add_get("/metrics", self._metrics)
         return app
 

@@ -152,7 +152,8 @@ def test_bench_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_choose_tokenizer(tmp_path: Path) -> None:
-    tok, ident = choose_tokenizer(None, "fake-model", "http://127.0.0.1:1", None)
+    with fake_server() as srv:
+        tok, ident = choose_tokenizer(None, "fake-model", srv.base_url, None)
     assert isinstance(tok, ServerTokenizer) and ident == "server:/tokenize"
     tiny = model_dir() / "tokenizer.json"
     if tiny.exists():

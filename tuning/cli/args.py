@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from store import snapshot
 from tuning.settings import default_db_path
 
 if TYPE_CHECKING:
@@ -23,6 +22,10 @@ def add_db(p: argparse.ArgumentParser) -> None:
 
 
 def db_path(args: argparse.Namespace) -> Path:
+    # Imported here: `store` pulls in sqlite-utils and pandas, which building the parser (and
+    # `--help`) must not pay for (tests/tuning/cli/test_main.py checks).
+    from store import snapshot
+
     return snapshot.expanded(Path(args.db)) if args.db else default_db_path()
 
 
@@ -40,7 +43,15 @@ def add_selection(p: argparse.ArgumentParser, runs_help: str = "runs to include"
     add_db(p)
 
 
+def printable(text: object) -> str:
+    """Text from data (a file name in the team folder, a teammate's author or host, a reason that
+    quotes them) as it can be printed to a terminal: control characters (escape sequences that
+    recolour, retitle or rewrite the terminal), line and paragraph separators and bidi overrides
+    become visible escapes like `\\x1b`; printable text is unchanged."""
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in str(text))
+
+
 def refused(message: str) -> int:
     """Say why nothing was done; exit code 2."""
-    print(f"refused: {message}", file=sys.stderr)
+    print(f"refused: {printable(message)}", file=sys.stderr)
     return 2

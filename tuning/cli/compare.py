@@ -4,7 +4,8 @@ tuning.output.export).
 
     compare --db lab.db [--json] [--baseline RUN_ID] [--slo ttft:500 --slo tpot:50] RUN_ID ...
     compare --db lab.db --experiment 3
-    chart   --db lab.db --kind throughput|latency|cdf|memory|kv|knee --out FILE.png|.svg|.html
+    chart   --db lab.db [--kind throughput|latency|cdf|memory|kv|knee] --out FILE.png|.svg|.html
+            (without --kind: the throughput comparison, the usual first look)
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
     from tuning.compare.comparison import Comparison
 
 COMMANDS = ("compare", "chart")
+# What `chart` draws when no --kind is given: output throughput per value, the usual first look.
+DEFAULT_KIND = "throughput"
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -56,7 +59,12 @@ def add_arguments(sub: Subparsers) -> None:
     cmp.add_argument("--json", action="store_true", help="the comparison as JSON")
     chart = sub.add_parser("chart", help="export one comparison chart as PNG, SVG or HTML")
     _common(chart)
-    chart.add_argument("--kind", choices=CHART_KINDS, required=True)
+    chart.add_argument(
+        "--kind",
+        choices=CHART_KINDS,
+        default=None,
+        help=f"which chart (default: {DEFAULT_KIND}, the throughput comparison)",
+    )
     chart.add_argument(
         "--out",
         required=True,
@@ -164,15 +172,22 @@ def _chart(args: argparse.Namespace) -> int:
     from tuning.output.export import chart_format, write_chart
 
     out = str(args.out)
+    kind = args.kind or DEFAULT_KIND
+    if args.kind is None:
+        print(
+            f"no --kind given: drawing the {kind} comparison (choose with --kind "
+            f"{'|'.join(CHART_KINDS)})",
+            file=sys.stderr,
+        )
     try:
         chart_format(out)
     except ValueError as exc:
         return refused(str(exc))
 
     def draw(db: Any, comparison: Comparison) -> int:
-        chart = build_chart(db, comparison, args.kind, error=args.error)
+        chart = build_chart(db, comparison, kind, error=args.error)
         if chart is None:
-            print(f"no data for a {args.kind} chart of these runs", file=sys.stderr)
+            print(f"no data for a {kind} chart of these runs", file=sys.stderr)
             return 1
         print(f"wrote {out} ({write_chart(chart, out)})")
         return 0

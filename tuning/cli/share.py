@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tuning.cli.args import add_db, add_selection, db_path, refused
+from tuning.cli.args import add_db, add_selection, db_path, printable, refused
 
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
@@ -135,7 +135,7 @@ def _import(args: argparse.Namespace) -> int:
             )
         )
     else:
-        print(result.describe())
+        print(printable(result.describe()))
     return 0
 
 
@@ -167,7 +167,7 @@ def _publish(args: argparse.Namespace) -> int:
         path = publish(db_path(args), _folder(args), **_bundle_kwargs(args))
     except (BundleError, TeamError) as exc:
         return refused(str(exc))
-    print(f"published {path}")
+    print(f"published {printable(path)}")
     return 0
 
 
@@ -180,9 +180,9 @@ def _team(args: argparse.Namespace) -> int:
             summary = import_new(db_path(args), folder)
             for item in summary.imports:
                 if item.result is not None:
-                    print(f"imported {item.bundle.name}: {item.result.describe()}")
+                    print(printable(f"imported {item.bundle.name}: {item.result.describe()}"))
                 else:
-                    print(f"refused {item.bundle.name}: {item.error}", file=sys.stderr)
+                    print(printable(f"refused {item.bundle.name}: {item.error}"), file=sys.stderr)
             if not summary.imports:
                 print("nothing new in the team folder")
             return 1 if summary.refused else 0
@@ -193,16 +193,18 @@ def _team(args: argparse.Namespace) -> int:
         print(json.dumps([_bundle_dict(b) for b in bundles], indent=2))
         return 0
     if not bundles:
-        print(f"no bundles in {folder}")
+        print(f"no bundles in {printable(folder)}")
         return 0
     print(f"{'state':16} {'author@host':28} {'created (UTC)':26} {'exps':>4} {'runs':>5}  file")
+    # Names, authors, hosts and errors come from teammates' files: no terminal escapes.
     for b in bundles:
         m = b.manifest
-        who = f"{m.author}@{m.host}" if m else "?"
+        who = printable(f"{m.author}@{m.host}" if m else "?")
+        created = printable(m.created_at if m else "")
         print(
-            f"{b.state:16} {who[:28]:28} {(m.created_at if m else '')[:26]:26} "
+            f"{b.state:16} {who[:28]:28} {created[:26]:26} "
             f"{m.counts['experiments'] if m else 0:>4} {m.counts['runs'] if m else 0:>5}  "
-            f"{b.name}" + (f"  ({b.error})" if b.error else "")
+            + printable(f"{b.name}" + (f"  ({b.error})" if b.error else ""))
         )
     return 0
 

@@ -241,7 +241,7 @@ def test_cancel_stops_dispatch_and_in_flight_requests(transport: str) -> None:
             srv.base_url, MODEL, prompts_for(w), w, cancel=cancel, on_phase=arm, transport=transport
         )
         elapsed = time.monotonic() - t
-    assert res.cancelled and elapsed < 5
+    assert res.cancelled and elapsed < 15  # uncancelled, the workload takes >= 25 s
     assert 4 <= len(res.records) < 100
     stopped = [r for r in res.records if not r.ok]
     assert stopped and all(

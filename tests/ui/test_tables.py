@@ -1,0 +1,25 @@
+"""ui.tables without a page: values in the cell's unit, rounded to its precision; a page's extra
+columns kept as they are; an empty table keeps its columns."""
+
+from __future__ import annotations
+
+from ui.tables import BY_KEY, HEALTH, KV_USAGE, run_column_config, run_frame, shown
+
+
+def test_values_are_sent_in_their_unit_and_precision() -> None:
+    assert shown(BY_KEY["output_throughput"], 19352.0796) == 19352
+    assert shown(BY_KEY["mean_ttft_ms"], 1049.3834) == 1049.4
+    assert shown(BY_KEY["peak_tree_rss_bytes"], 3 * 2**30 + 12345) == 3.0
+    assert shown(BY_KEY["kv_cache_tokens"], None) is None
+    assert shown(BY_KEY["mean_ttft_ms"], "n/a") is None and shown(BY_KEY["value"], "16") == "16"
+
+
+def test_frame_badges_progress_and_extra_columns() -> None:
+    runs = [{"id": 1, "peak_kv_cache_usage_perc": 0.4567, "output_throughput": 182.4}]
+    frame = run_frame(runs, ("id", HEALTH, KV_USAGE, "output_throughput"), lambda r: {"x": 7})
+    assert list(frame.columns) == ["id", HEALTH, KV_USAGE, "output_throughput", "x"]
+    assert frame.loc[0, HEALTH] == ["not checked"] and frame.loc[0, KV_USAGE] == 45.7
+    config = run_column_config(frame)
+    assert "x" not in config and config["output_throughput"]["label"] == "output"
+    empty = run_frame([], ("id", "param"))
+    assert list(empty.columns) == ["id", "param"] and len(empty) == 0
