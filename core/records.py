@@ -10,8 +10,17 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-# Why a request failed; None when it succeeded.
-FAILURE_KINDS = ("http", "exception", "timeout", "early_end", "stream_error", "no_usage")
+# Why a request failed; None when it succeeded. "timeout": no complete response within the request
+# timeout; "stalled": no data for the stall timeout after the first token.
+FAILURE_KINDS = (
+    "http",
+    "exception",
+    "timeout",
+    "stalled",
+    "early_end",
+    "stream_error",
+    "no_usage",
+)
 
 
 @dataclass(slots=True)

@@ -20,6 +20,7 @@ from tuning.params import (
 from tuning.settings import load_settings
 from tuning.workload import Workload
 from ui.common import ICONS, db, db_path, md_code, md_escape
+from ui.predict import render_prediction
 
 st.set_page_config(
     page_title="New experiment · vLLM Tuning Lab", page_icon=ICONS["new"], layout="wide"
@@ -72,6 +73,8 @@ with st.expander("Baseline configuration", expanded=False):
 for err in errors:
     if not err.startswith(param.name + ":"):
         st.error(md_escape(err))
+if not errors:
+    render_prediction(spec, param, values, baseline)
 
 st.subheader("Workload")
 c1, c2, c3, c4 = st.columns(4)

@@ -7,7 +7,8 @@ import streamlit as st
 from core.status import Status
 from store import queries
 from ui.common import ICONS, db, md_escape
-from ui.health import health_badge, render_config_mismatches, render_run_health
+from ui.health import health_badge, render_config_mismatches, render_run_health, server_gap_ms
+from ui.predict import prediction_columns
 from ui.tables import RUNS_PAGE_KEYS, render_run_table
 
 st.set_page_config(page_title="Runs · vLLM Tuning Lab", page_icon=ICONS["runs"], layout="wide")
@@ -26,11 +27,27 @@ runs = queries.list_runs(conn, chosen)
 if not runs:
     st.info("No runs yet. Start an experiment from **New experiment**.")
     st.stop()
-render_run_table(runs, RUNS_PAGE_KEYS, "runs_table")
+
+
+def client_minus_server(run: dict) -> dict:
+    gap = server_gap_ms(run)
+    return {"TTFT client − server (ms)": None if gap is None else round(gap, 1)}
+
+
+def extra_columns(run: dict) -> dict:
+    return {**client_minus_server(run), **prediction_columns(run)}
+
+
+render_run_table(runs, RUNS_PAGE_KEYS, "runs_table", extra=extra_columns)
 st.caption(
     "TTFT = time to first token; TPOT = (E2EL − TTFT) / (output tokens − 1) per request; "
     "output tok/s = successful output tokens / (first dispatch → last completion). "
-    "Hover a column's name for its formula; — = not reported (by the engine, for its facts)."
+    "Hover a column's name for its formula; — = not reported (by the engine, for its facts). "
+    "TTFT client − server = the client's mean TTFT minus vLLM's own time_to_first_token "
+    "histogram mean over the same window (HTTP, tokenizing and the client's own delay); a run "
+    "beyond the bound is flagged in its health."
+    "KV tokens predicted: tuning.predict from the model's config.json before the start; "
+    "prediction error %: against the engine's KV capacity."
 )
 render_config_mismatches(runs, "runs_config_mismatch")
 measured = [r for r in runs if r.get("health")]

@@ -62,6 +62,7 @@ except SelectionError as exc:  # a link naming deleted runs, or an experiment wi
 scope_key = "runs" if scope is None else f"exp{scope}"
 baseline_ids, candidate_ids = view.pick_sides(runs, scope_key, preset_base)
 slo = view.slo_inputs()
+margin = view.margin_input()
 if not baseline_ids:
     st.warning("Pick at least one baseline run.")
     st.stop()
@@ -71,6 +72,7 @@ selection = select_runs(
     run_ids=[int(r["id"]) for r in runs if int(r["id"]) in picked],
     baseline_ids=baseline_ids,
     slo=slo,
+    margin=margin,
 )
 comparison = selection.comparison
 view.render_checks(comparison)

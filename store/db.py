@@ -1,22 +1,197 @@
-"""Opening the lab's SQLite file: WAL so the runner writes while pages read, a busy timeout so
-they wait for each other instead of failing, and migrations applied on every writable open."""
+"""Opening the lab's SQLite file and writing to it.
+
+WAL so the runner writes while pages read, a busy timeout so they wait for each other instead of
+failing, and migrations applied on every writable open. Every write goes through
+`write_transaction`: `BEGIN IMMEDIATE` takes the write lock before anything is read, so SQLite's
+busy timeout applies (a deferred transaction that reads first and then writes gets SQLITE_BUSY at
+once when another connection committed in between, and no timeout helps), retried with backoff
+until `WRITE_WAIT_S`.
+
+Read-only opens use SQLite's `mode=ro` and never change the file: the lab's example DB is kept in
+rollback-journal mode so that looking at it leaves nothing beside it (a WAL-mode file gets its
+`-wal`/`-shm` companions from any reader, which is SQLite's own rule); a WAL file whose folder we
+cannot write and that no writer has open (no `-wal` beside it) is opened `immutable=1`.
+A DB written by a newer lab (schema steps this lab does not know) is refused before anything is
+written, and a damaged file is refused with what to do about it.
+"""
 
 from __future__ import annotations
 
+import os
+import random
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
 from sqlite_utils import Database
 
-from store.schema import apply_migrations
+from store.schema import apply_migrations, pending_migrations, unknown_migrations
 
 BUSY_TIMEOUT_MS = 10_000
+# How long a writer keeps trying to get the write lock before it gives up (each try waits up to
+# the busy timeout, then backs off).
+WRITE_WAIT_S = 120.0
+_SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
 
 
 class StoreError(RuntimeError):
     """The DB cannot be opened or a row the caller named does not exist."""
+
+
+class NewerSchemaError(StoreError):
+    """The DB was written by a newer lab: refused, nothing written."""
+
+
+class DamagedDatabaseError(StoreError):
+    """The file is not a SQLite database, or SQLite finds it malformed."""
+
+
+def damaged_message(path: str | Path, exc: BaseException) -> str:
+    """What to say about a DB SQLite cannot read, and how to recover."""
+    p = Path(path)
+    return (
+        f"the lab database {p} cannot be read ({exc}). It is damaged or not a lab database. "
+        f"Nothing was changed. To recover: move it aside (mv {p} {p}.damaged) and the lab "
+        f"starts a fresh one; to save what is readable, run "
+        f"`sqlite3 {p}.damaged .recover | sqlite3 {p}`"
+    )
+
+
+def is_busy(exc: BaseException) -> bool:
+    """SQLITE_BUSY or SQLITE_LOCKED (`database is locked`), whatever the extended code."""
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED)
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def _backoff(attempt: int) -> float:
+    return min(1.0, 0.02 * (2**attempt)) * (0.5 + random.random())
+
+
+def _begin_immediate(conn: sqlite3.Connection) -> None:
+    deadline = time.monotonic() + WRITE_WAIT_S
+    attempt = 0
+    while True:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc) or time.monotonic() > deadline:
+                if is_busy(exc):
+                    raise StoreError(
+                        f"the lab database stayed locked by another writer for "
+                        f"{WRITE_WAIT_S:.0f} s: {exc}"
+                    ) from exc
+                raise
+        time.sleep(_backoff(attempt))
+        attempt += 1
+
+
+def _commit(conn: sqlite3.Connection) -> None:
+    """COMMIT, retried while readers hold a rollback-journal DB (in WAL it never waits)."""
+    deadline = time.monotonic() + WRITE_WAIT_S
+    attempt = 0
+    while True:
+        try:
+            conn.execute("COMMIT")
+            return
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(_backoff(attempt))
+        attempt += 1
+
+
+@contextmanager
+def write_transaction(db: Database) -> Iterator[Database]:
+    """`with write_transaction(db):` the one way the lab writes: BEGIN IMMEDIATE (retried with
+    backoff while another writer holds the lock), COMMIT on success, ROLLBACK on any exception.
+
+    sqlite-utils' own helpers (insert, update, atomic) nest inside as savepoints. Inside an open
+    transaction of this connection it is a savepoint too. Do slow work (scrubbing, validating)
+    before entering: the lock is held for the whole block.
+    """
+    conn = db.conn
+    if conn.in_transaction:
+        with db.atomic():
+            yield db
+        return
+    _begin_immediate(conn)
+    try:
+        yield db
+    except BaseException:
+        _rollback(conn)
+        raise
+    try:
+        _commit(conn)
+    except BaseException:
+        _rollback(conn)
+        raise
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        conn.rollback()
+
+
+def sqlite_uri(path: Path, **params: str) -> str:
+    """A `file:` URI for sqlite3 (read-only and immutable opens need one)."""
+    query = "&".join(f"{k}={v}" for k, v in params.items())
+    return f"file:{quote(str(path.resolve()))}" + (f"?{query}" if query else "")
+
+
+def _is_wal(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            header = fh.read(20)
+    except OSError:
+        return False
+    return len(header) == 20 and header[18] == 2
+
+
+def readonly_uri(path: Path) -> str:
+    """`mode=ro`; `immutable=1` only for a WAL file no writer has open whose folder we cannot
+    write (SQLite could not create the -shm it needs, and nothing can change under us)."""
+    if _is_wal(path) and not Path(f"{path}-wal").exists() and not os.access(path.parent, os.W_OK):
+        return sqlite_uri(path, mode="ro", immutable="1")
+    return sqlite_uri(path, mode="ro")
+
+
+def _connect(uri_or_path: str, uri: bool) -> sqlite3.Connection:
+    conn = sqlite3.connect(
+        uri_or_path, uri=uri, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
+    )
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    return conn
+
+
+def _probe(conn: sqlite3.Connection, target: Path) -> None:
+    """Read the schema once: a file that is not SQLite, or a damaged one, fails here."""
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError as exc:
+        if is_busy(exc):
+            raise
+        conn.close()
+        raise DamagedDatabaseError(damaged_message(target, exc)) from None
+
+
+def _refuse_newer(db: Database, target: Path) -> None:
+    newer = unknown_migrations(db)
+    if newer:
+        db.conn.close()
+        raise NewerSchemaError(
+            f"{target} was written by a newer version of the lab (schema step(s) "
+            f"{', '.join(newer)} unknown here): update the lab (git pull) to open it; "
+            "nothing was written"
+        )
 
 
 def open_db(path: str | Path, *, readonly: bool = False) -> Database:
@@ -25,22 +200,29 @@ def open_db(path: str | Path, *, readonly: bool = False) -> Database:
     if readonly:
         if not target.exists():
             raise StoreError(f"no lab database at {target}")
-        conn = sqlite3.connect(
-            f"file:{target}?mode=ro",
-            uri=True,
-            check_same_thread=False,
-            timeout=BUSY_TIMEOUT_MS / 1000,
-        )
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn = _connect(readonly_uri(target), uri=True)
+        _probe(conn, target)
         return Database(conn)
     target.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(str(target), check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
-    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn = _connect(str(target), uri=False)
+    _probe(conn, target)
     db = Database(conn)
-    if db.journal_mode != "wal":
-        db.enable_wal()
-    db.execute("PRAGMA foreign_keys = ON")
-    apply_migrations(db)
+    try:
+        _refuse_newer(db, target)
+        if db.journal_mode != "wal":
+            db.enable_wal()
+        db.execute("PRAGMA foreign_keys = ON")
+        # WAL's recommended level: never corrupts; a power cut may lose the last commits, and a
+        # commit costs no fsync (the runner's heartbeat and the pages' notes commit often).
+        db.execute("PRAGMA synchronous = NORMAL")
+        if pending_migrations(db):
+            with write_transaction(db):  # one opener migrates; the others wait, then see it done
+                apply_migrations(db)
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        if is_busy(exc):
+            raise
+        raise DamagedDatabaseError(damaged_message(target, exc)) from None
     return db
 
 

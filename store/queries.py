@@ -17,6 +17,7 @@ from sqlite_utils import Database
 from core.records import RequestRecord
 from core.status import ACTIVE
 from store.db import StoreError
+from store.json_shapes import fits
 from store.schema import JSON_COLUMNS, SUMMARY_COLUMNS
 
 
@@ -25,7 +26,9 @@ def _marks(items: Iterable[Any]) -> str:
 
 
 def decode(row: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """A row with its *_json columns parsed, under the name without the suffix."""
+    """A row with its *_json columns parsed, under the name without the suffix; a value that is
+    not JSON, or not of its column's shape (store.json_shapes), reads as None, so one bad row
+    never breaks a listing."""
     if row is None:
         return None
     out = dict(row)
@@ -35,9 +38,10 @@ def decode(row: Mapping[str, Any] | None) -> dict[str, Any] | None:
             # `hardware` is already the comparable summary string; its details go to hardware_info.
             name = key[:-5] if key[:-5] not in row else key[:-5] + "_info"
             try:
-                out[name] = json.loads(raw) if raw else None
-            except ValueError:
-                out[name] = None
+                value = json.loads(raw) if isinstance(raw, str) and raw else None
+            except (ValueError, RecursionError):
+                value = None
+            out[name] = value if fits(key, value) else None
     return out
 
 

@@ -12,9 +12,10 @@ from sqlite_utils import Database
 
 from core.clock import now_iso
 from core.records import RequestRecord, SampleRow
+from core.redact import clean_url
 from core.status import Status, is_active
 from store import queries
-from store.db import StoreError
+from store.db import StoreError, write_transaction
 from store.schema import JSON_COLUMNS, SUMMARY_COLUMNS
 
 
@@ -33,6 +34,8 @@ def _encode(fields: dict[str, Any]) -> dict[str, Any]:
             value = _dump(value)
         elif isinstance(value, bool):
             value = int(value)
+        elif key == "base_url" and isinstance(value, str):
+            value = clean_url(value)  # never `user:pw@` or `?token=` in the DB
         out[key] = value
     return out
 
@@ -44,7 +47,9 @@ def _insert(db: Database, table_name: str, fields: dict[str, Any]) -> int:
     """One new experiment or run with a fresh uid unless given; returns its id."""
     fields.setdefault("uid", new_uid())
     table = db.table(table_name)
-    table.insert(_encode(fields))
+    row = _encode(fields)
+    with write_transaction(db):
+        table.insert(row)
     if table.last_pk is None:
         raise StoreError(f"no id for the new {table_name} row")
     return int(table.last_pk)
@@ -58,12 +63,14 @@ def create_experiment(db: Database, **fields: Any) -> int:
 
 
 def update_experiment(db: Database, experiment_id: int, **fields: Any) -> None:
-    db.table("experiments").update(experiment_id, _encode(fields))
+    row = _encode(fields)
+    with write_transaction(db):
+        db.table("experiments").update(experiment_id, row)
 
 
 def request_cancel(db: Database, experiment_id: int) -> None:
-    db.execute("update experiments set cancel_requested = 1 where id = ?", [experiment_id])
-    db.conn.commit()
+    with write_transaction(db):
+        db.execute("update experiments set cancel_requested = 1 where id = ?", [experiment_id])
 
 
 # --- runs ------------------------------------------------------------------------------------
@@ -75,7 +82,9 @@ def create_run(db: Database, **fields: Any) -> int:
 
 
 def update_run(db: Database, run_id: int, **fields: Any) -> None:
-    db.table("runs").update(run_id, _encode(fields))
+    row = _encode(fields)
+    with write_transaction(db):
+        db.table("runs").update(run_id, row)
 
 
 def store_summary(db: Database, run_id: int, summary: dict[str, Any]) -> None:
@@ -105,14 +114,14 @@ def delete_experiment(db: Database, experiment_id: int) -> None:
     status = queries.get_experiment(db, experiment_id)["status"]
     if is_active(status):
         raise ActiveRowError(f"experiment {experiment_id} is {status}: stop it first")
-    ids = [int(r["id"]) for r in queries.list_runs(db, experiment_id, include_hidden=True)]
-    with db.atomic():
+    with write_transaction(db):
+        ids = queries.experiment_run_ids(db, experiment_id)
         _delete_runs(db, ids)
         db.execute("delete from experiments where id = ?", [experiment_id])
 
 
 def _delete_runs(db: Database, run_ids: list[int]) -> None:
-    with db.atomic():
+    with write_transaction(db):
         for run_id in run_ids:
             db.execute("delete from samples where run_id = ?", [run_id])
             db.execute("delete from requests where run_id = ?", [run_id])
@@ -141,7 +150,7 @@ def insert_requests(db: Database, run_id: int, records: Iterable[RequestRecord])
         for r in records
     )
     count = 0
-    with db.atomic():
+    with write_transaction(db):
         for chunk in _chunks(rows, 2000):
             db.table("requests").insert_all(chunk, batch_size=2000)
             count += len(chunk)
@@ -154,7 +163,8 @@ def insert_samples(db: Database, run_id: int, rows: Iterable[SampleRow]) -> int:
         for s in rows
     ]
     if batch:
-        db.table("samples").insert_all(batch, batch_size=5000)
+        with write_transaction(db):
+            db.table("samples").insert_all(batch, batch_size=5000)
     return len(batch)
 
 
@@ -166,7 +176,7 @@ def relabel_processes(db: Database, run_id: int, names_by_pid: dict[int, str]) -
     under one name and the chart shows EngineCore holding the memory.
     """
     changed = 0
-    with db.atomic():
+    with write_transaction(db):
         for pid, name in names_by_pid.items():
             label = f"{name}:{int(pid)}"
             cur = db.execute(

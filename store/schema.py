@@ -53,6 +53,8 @@ JSON_COLUMNS: tuple[str, ...] = (
     "itl_json",
     "effective_config_json",
     "config_mismatch_json",
+    "repeats_plan_json",
+    "prediction_json",
     "fleet_json",
     "placement_json",
     "gpu_uuids_json",
@@ -204,7 +206,39 @@ def m002_effective_config(db: Database) -> None:
 
 
 @migrations()
-def m003_fleet_placement(db: Database) -> None:
+def m003_auto_repeats(db: Database) -> None:
+    """Repeat until decided (`experiment --repeats auto`): the flag, its limits (max repeats a
+    value, the time budget in minutes) and the stopping rule's last plan (repeats_plan_json)."""
+    experiments = db.table("experiments")
+    columns = {
+        "repeats_auto": int,
+        "max_repeats": int,
+        "budget_minutes": float,
+        "repeats_plan_json": str,
+    }
+    for column, kind in columns.items():
+        if column not in experiments.columns_dict:
+            experiments.add_column(column, kind)
+
+
+@migrations()
+def m004_kv_prediction(db: Database) -> None:
+    """The KV cache tuning.predict expected for a run, stored beside the engine's own figures
+    (kv_cache_tokens, max_concurrency): predicted_kv_cache_tokens, predicted_max_concurrency and
+    the whole prediction (prediction_json: budget, its source, blocks, problems)."""
+    runs = db.table("runs")
+    columns = {
+        "predicted_kv_cache_tokens": int,
+        "predicted_max_concurrency": float,
+        "prediction_json": str,
+    }
+    for column, kind in columns.items():
+        if column not in runs.columns_dict:
+            runs.add_column(column, kind)
+
+
+@migrations()
+def m005_fleet_placement(db: Database) -> None:
     """Where a run ran when an experiment used the fleet (Ray): node, host, GPUs, CPU, slot, which
     attempt; NULL for a local run. `experiments.fleet_json` holds the fleet options it asked for."""
     runs = db.table("runs")
@@ -227,6 +261,19 @@ def m003_fleet_placement(db: Database) -> None:
 
 def apply_migrations(db: Database) -> None:
     migrations.apply(db)
+
+
+def pending_migrations(db: Database) -> list[str]:
+    """Schema steps this lab knows and the DB lacks (a read; nothing is written)."""
+    return [m.name for m in migrations.pending(db)]
+
+
+def unknown_migrations(db: Database) -> list[str]:
+    """Schema steps the DB has and this lab does not know: it was written by a newer lab."""
+    known = {m.name for m in migrations._migrations}
+    if not db.table(Migrations.migrations_table).exists():
+        return []
+    return [m.name for m in migrations.applied(db) if m.name not in known]
 
 
 def schema_version(db: Database) -> int:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from core.redact import display_url
-from tuning.health import client_limits
+from tuning.health import client_limits, reconcile_tokens, server_latency
 from tuning.loadgen.client import (
     DEFAULT_TRANSPORT,
     TRANSPORTS,
@@ -100,6 +100,13 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=600.0,
         help="seconds before a request counts as a timeout",
+    )
+    parser.add_argument(
+        "--stall-timeout",
+        type=float,
+        default=60.0,
+        help="seconds without data after a stream's first token before it counts as stalled "
+        "(a request that has not started streaming waits for --request-timeout)",
     )
     parser.add_argument(
         "--goodput",
@@ -216,6 +223,14 @@ def build_result(
         "warmup_check": warmup_check(cols, workload.concurrency),
         "client_bound": bool(client_limits(load)),
         "client": load.health(),
+        # vLLM's own counters and histograms over the measured window (settled /metrics reads)
+        "server": {
+            "tokens": reconcile_tokens(
+                summary["total_output_tokens"], load.server_before, load.server_after
+            ),
+            "latency": server_latency(cols, load.server_before, load.server_after),
+            "reads": load.server_reads,
+        },
         # True when the prompts were built with the lab's fallback tokenizer (no /tokenize):
         # `input_len` then counts that tokenizer's tokens; input_lens are the server's counts.
         "input_lens_approximate": tokenizer_id == FALLBACK_TOKENIZER_ID,
@@ -284,6 +299,7 @@ def print_table(result: dict[str, Any], out: TextIO | None = None) -> None:
             f"{client['loop_lag_p99_ms']:.2f} / {client['loop_lag_max_ms']:.2f}",
         ),
     ]
+    rows += _server_rows(lab.get("server") or {}, line)
     if result["failed"]:
         kinds = ", ".join(f"{k}: {v}" for k, v in sorted(lab["failed_by_kind"].items()))
         rows.append(line("Failures by kind:", kinds))
@@ -299,6 +315,28 @@ def print_table(result: dict[str, Any], out: TextIO | None = None) -> None:
         )
     rows.append("=" * 50)
     print("\n".join(rows), file=out or sys.stdout)
+
+
+def _server_rows(server: dict[str, Any], line: Any) -> list[str]:
+    """The client's mean TTFT / E2EL beside vLLM's own histogram means for the same window."""
+    lat = server.get("latency") or {}
+    if lat.get("server_mean_ttft_ms") is None:
+        return []
+    rows = ["{s:{c}^{n}}".format(s="Server (vLLM /metrics)", n=50, c="-")]
+    for key in ("ttft", "e2el"):
+        name = key.upper()
+        rows.append(line(f"Server mean {name} (ms):", _fmt(lat.get(f"server_mean_{key}_ms"))))
+        rows.append(
+            line(
+                f"Client - server mean {name} (ms):", _fmt(lat.get(f"client_minus_server_{key}_ms"))
+            )
+        )
+    rows.append(line("Server mean queue time (ms):", _fmt(lat.get("server_mean_queue_ms"))))
+    tokens = server.get("tokens") or {}
+    rows.append(line("Server output tokens (counter):", _fmt(tokens.get("server_output_tokens"))))
+    if lat.get("flagged"):
+        rows.append("WARNING: " + "; ".join(lat.get("reasons") or []))
+    return rows
 
 
 def run_bench_command(args: argparse.Namespace) -> int:
@@ -351,6 +389,7 @@ def run_bench_command(args: argparse.Namespace) -> int:
             on_progress=progress if show else None,
             cancel=cancel,
             transport=args.transport,
+            server_stats=True,
         )
     except LoadError as exc:
         print(f"error: {exc}", file=err)

@@ -1,20 +1,36 @@
 """A verdict on each run's own health: did the client keep C requests in flight, did the server see
-them, do the token counts agree? A run that fails these is flagged, not silently compared."""
+them, do the token counts agree, does the client's latency match the server's own histograms? A run
+that fails these is flagged, not silently compared.
+
+Client minus server (issue 11): vLLM's histograms time a request from its arrival in the engine's
+front end (after the HTTP request is parsed and tokenized) to its first token / its end, so the
+client's mean is the server's plus transport, tokenization, detokenization and the client's own
+delay. A run is flagged when that gap in mean TTFT or mean E2EL exceeds max(SERVER_GAP_MS,
+SERVER_GAP_SHARE x the server's mean), or is negative by more than SERVER_NEGATIVE_MS (the two
+sides did not time the same requests). Only judged when the server finished exactly the requests
+the client completed in the window (otherwise the means describe different requests).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from tuning.loadgen.client import LoadResult
-from tuning.metrics import achieved_concurrency, columns, steady_state, warmup_check
-from tuning.server import http_get
-from tuning.telemetry.prom import parse_vllm_metrics
+from tuning.metrics import Columns, achieved_concurrency, columns, steady_state, warmup_check
+from tuning.telemetry.server_stats import MetricsReader, read_settled, window_means
 from tuning.workload import Workload, WorkloadError, server_root
 
 CLIENT_CPU_LIMIT = 0.9  # a core this busy can delay reads and dispatches
 LOOP_LAG_P99_LIMIT_MS = 20.0  # an event loop this late delays every chunk it times
 TOKEN_TOLERANCE = 0.01
+SERVER_GAP_MS = 50.0  # client - server mean TTFT / E2EL above this (and the share) is flagged
+SERVER_GAP_SHARE = 0.25  # ... as a share of the server's own mean
+SERVER_NEGATIVE_MS = 5.0  # client below server by more than this: not the same requests
+SERVER_LATENCIES = ("ttft", "e2el", "itl", "tpot")  # compared; queue time is the server's alone
+FLAGGED_LATENCIES = ("ttft", "e2el")
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -70,13 +86,69 @@ def reconcile_tokens(
     }
 
 
-def scrape_counters(base_url: str) -> dict[str, float] | None:
-    """One /metrics read (vLLM's counters) at a phase edge; None when the server has none."""
+def scrape_counters(base_url: str, settle: bool = True) -> dict[str, float] | None:
+    """vLLM's counters and latency histograms from /metrics, re-read until they stop moving
+    (`server_stats.read_settled`, at most 5 s) unless `settle` is False; None when the server has
+    none. The load generator makes these reads itself around its measured phase
+    (`server_stats=True`); this is for a caller that needs one outside it."""
     try:
-        status, text = http_get(server_root(base_url) + "/metrics", timeout=5.0)
-    except (OSError, WorkloadError):
+        reader = MetricsReader(server_root(base_url))
+    except WorkloadError:
         return None
-    return parse_vllm_metrics(text) if status == 200 else None
+    return read_settled(reader).values if settle else reader()
+
+
+def _client_means(cols: Columns) -> dict[str, float | None]:
+    """The client's mean TTFT, E2EL, ITL and TPOT (ms) over its successful requests (metrics.py's
+    definitions)."""
+    ok = cols.ok
+    out_tokens = cols.output_tokens[ok]
+    long = out_tokens > 1
+    tpot = (cols.e2el[ok][long] - cols.ttft[ok][long]) / (out_tokens[long] - 1)
+    values = {"ttft": cols.ttft[ok], "e2el": cols.e2el[ok], "itl": cols.itl, "tpot": tpot}
+    return {k: float(np.mean(v)) * 1000.0 if v.size else None for k, v in values.items()}
+
+
+def server_latency(
+    cols: Columns,
+    server_before: Mapping[str, float] | None,
+    server_after: Mapping[str, float] | None,
+) -> dict[str, Any]:
+    """The server's own mean latencies over the window beside the client's, their difference, and
+    whether the difference is beyond the bound (see the module docstring)."""
+    out: dict[str, Any] = window_means(server_before, server_after)
+    client = _client_means(cols)
+    completed = int(cols.ok.sum())
+    finished = out["server_e2el_count"]
+    comparable = None if finished is None else finished == completed == out["server_ttft_count"]
+    reasons: list[str] = []
+    for lat in SERVER_LATENCIES:
+        mine, theirs = client[lat], out[f"server_mean_{lat}_ms"]
+        out[f"client_mean_{lat}_ms"] = mine
+        gap = None if mine is None or theirs is None else mine - theirs
+        out[f"client_minus_server_{lat}_ms"] = gap
+        if comparable and gap is not None and theirs is not None and lat in FLAGGED_LATENCIES:
+            bound = max(SERVER_GAP_MS, SERVER_GAP_SHARE * theirs)
+            if gap > bound or gap < -SERVER_NEGATIVE_MS:
+                reasons.append(
+                    f"client - server mean {lat.upper()} {gap:+.0f} ms "
+                    f"(server {theirs:.0f} ms; bound {bound:.0f} ms)"
+                )
+    if comparable is False:
+        out["not_comparable"] = (
+            f"the server finished {finished} requests in the window, the client completed "
+            f"{completed}: the means are of different requests"
+        )
+    out.update(comparable=comparable, flagged=bool(reasons), reasons=reasons)
+    return out
+
+
+def server_summary(health: Mapping[str, Any]) -> dict[str, float | None]:
+    """The summary keys of a run's server-side means and client - server differences."""
+    lat = health.get("server_latency") or {}
+    keys = [f"server_mean_{k}_ms" for k in (*SERVER_LATENCIES, "queue")]
+    keys += [f"client_minus_server_{k}_ms" for k in SERVER_LATENCIES]
+    return {k: lat.get(k) for k in keys}
 
 
 def client_limits(load: LoadResult) -> list[str]:
@@ -102,7 +174,10 @@ def run_health(
 
     `load_offset_s` maps the load generator's clock (0 = first measured dispatch) onto the samples'
     clock (0 = server start), so the steady-state window can be matched with the server's queue.
+    The server's counters default to the load generator's own settled reads (`server_stats=True`).
     """
+    if counters_before is None and counters_after is None:
+        counters_before, counters_after = load.server_before, load.server_after
     cols = columns(load.records)
     c = workload.concurrency
     achieved = achieved_concurrency(cols, load.duration_s)
@@ -141,7 +216,11 @@ def run_health(
         "steady_output_throughput": steady["output_throughput"],
         "warmup_check": warm,
         "slow_start": warm["slow_start"],
-        "tokens": reconcile_tokens(client_tokens, counters_before, counters_after),
+        "tokens": {
+            **reconcile_tokens(client_tokens, counters_before, counters_after),
+            "reads": load.server_reads,  # how the /metrics reads settled (reads, waited_s)
+        },
+        "server_latency": server_latency(cols, counters_before, counters_after),
         "warmup_failed": load.warmup_failed,
         "cancelled": load.cancelled,
     }

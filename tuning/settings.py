@@ -22,9 +22,14 @@ def lab_home() -> Path:
     return Path(os.environ.get("TUNING_LAB_HOME") or REPO_ROOT / "data")
 
 
+def configured_db_path() -> Path:
+    """TUNING_LAB_DB or the lab home's lab.db, as named (a .db.xz not expanded)."""
+    return Path(os.environ.get("TUNING_LAB_DB") or lab_home() / "lab.db")
+
+
 def default_db_path() -> Path:
     """TUNING_LAB_DB or the lab home's lab.db; a compressed snapshot (.db.xz) opens as its copy."""
-    path = Path(os.environ.get("TUNING_LAB_DB") or lab_home() / "lab.db")
+    path = configured_db_path()
     if path.suffix not in (".xz", ".gz"):  # store (sqlite-utils, pandas) only when needed: the
         return path  # CLI's parser calls this for its --db help (tests/tuning/cli/test_main.py)
     from store import snapshot

@@ -30,6 +30,8 @@ PROMPT_RECIPE = "exact-random-ids/v1"
 # tokens never contain them, so a prompt can never spell a special token by accident.
 _SPECIAL_CHARS = frozenset("<>[]|")
 _MAX_FIT_ROUNDS = 64
+# Workload fields that are the client's patience, not the load the server sees (not fingerprinted).
+_CLIENT_FIELDS = ("request_timeout_s", "stall_timeout_s")
 # What a server without the route answers (not found, method not allowed, not implemented, or a
 # gateway's "bad request" for a path it does not know).
 _NO_ROUTE = frozenset({400, 404, 405, 422, 501})
@@ -53,7 +55,9 @@ class Workload:
     connection of the pool and warm the server at the batch size it will see before anything is
     measured; None is kept as is, so changing the concurrency moves the warm-ups with it.
     `output_len` is sent as `max_tokens` with `ignore_eos`, so every request generates
-    exactly that many tokens.
+    exactly that many tokens. `request_timeout_s` bounds a whole request; `stall_timeout_s` bounds
+    the silence of a stream after its first token (a request failed `stalled`). Both are the
+    client's patience, not the load: the fingerprint leaves them out.
     """
 
     num_requests: int
@@ -65,6 +69,7 @@ class Workload:
     seed: int = 0
     num_warmups: int | None = None
     request_timeout_s: float = 600.0
+    stall_timeout_s: float = 60.0
 
     def __post_init__(self) -> None:
         for name in ("num_requests", "concurrency", "input_len", "output_len"):
@@ -80,15 +85,16 @@ class Workload:
             raise WorkloadError(f"endpoint {self.endpoint!r} is not one of {', '.join(ENDPOINTS)}")
         if self.num_warmups is not None:
             _check_int("num_warmups", self.num_warmups, minimum=0)
-        timeout = self.request_timeout_s
-        if (
-            isinstance(timeout, bool)
-            or not isinstance(timeout, (int, float))
-            or not math.isfinite(timeout)
-            or timeout <= 0
-        ):
-            raise WorkloadError(f"request_timeout_s must be a positive number, got {timeout!r}")
-        object.__setattr__(self, "request_timeout_s", float(timeout))
+        for name in _CLIENT_FIELDS:
+            timeout = getattr(self, name)
+            if (
+                isinstance(timeout, bool)
+                or not isinstance(timeout, (int, float))
+                or not math.isfinite(timeout)
+                or timeout <= 0
+            ):
+                raise WorkloadError(f"{name} must be a positive number, got {timeout!r}")
+            object.__setattr__(self, name, float(timeout))
 
     @property
     def warmups(self) -> int:
@@ -109,10 +115,10 @@ class Workload:
     def shape(self) -> dict[str, Any]:
         """The fields that change what the server sees, plus the prompt recipe version.
 
-        `request_timeout_s` is left out: it only decides when the client gives up on a request.
-        `num_warmups` is in: a cold and a warm server are different loads.
+        `request_timeout_s` and `stall_timeout_s` are left out: they only decide when the client
+        gives up on a request. `num_warmups` is in: a cold and a warm server are different loads.
         """
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "request_timeout_s"}
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _CLIENT_FIELDS}
         out["num_warmups"] = self.warmups
         out["prompt_recipe"] = PROMPT_RECIPE
         return out
@@ -151,6 +157,7 @@ def workload_from_args(args: argparse.Namespace) -> Workload:
         seed=args.seed,
         num_warmups=args.num_warmups,
         request_timeout_s=args.request_timeout,
+        stall_timeout_s=args.stall_timeout,
     )
 
 

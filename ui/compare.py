@@ -25,6 +25,7 @@ from tuning.compare.present import (
     table_rows,
     verdict_rule,
 )
+from tuning.compare.stats import MARGIN
 from tuning.output import export
 from ui.common import ICONS, md_escape
 
@@ -119,6 +120,21 @@ def _slo_fields() -> dict[str, float]:
     return out
 
 
+def margin_input() -> float:
+    """The equivalence margin E as a fraction (the field is in %, default stats.MARGIN)."""
+    pct = st.number_input(
+        "Equivalence margin ± %",
+        min_value=0.1,
+        max_value=50.0,
+        value=MARGIN * 100,
+        step=0.5,
+        key="cmp_margin",
+        help="A change whose 95 % CI lies within ± this share of the baseline's mean is "
+        "'equivalent'; one whose CI excludes 0 is better or worse; anything else is undecided.",
+    )
+    return float(pct) / 100.0
+
+
 def render_checks(comparison: Comparison) -> None:
     """Comparability first: a comparison of runs that differ in two ways says nothing."""
     with st.container(key="cmp_checks"):
@@ -177,7 +193,8 @@ def render_table(comparison: Comparison, scope_id: int | None) -> None:
             st.caption(
                 "Values are the mean over each side's runs; Δ is the candidate's change of the "
                 "mean vs the baseline (green = in the better direction, red = worse; bold when "
-                "the verdict is clear). " + verdict_rule(lambda s: f"*{s}*", comparison.confidence)
+                "the verdict is clear). "
+                + verdict_rule(lambda s: f"*{s}*", comparison.confidence, comparison.margin)
             )
         tables = (("csv", export.comparison_csv), ("json", export.comparison_json))
         for col, (fmt, make) in zip(st.columns([1, 1, 4]), tables, strict=False):
@@ -232,7 +249,10 @@ def render_charts(db: Any, comparison: Comparison, scope_id: int | None) -> None
         ["ci", "minmax"],
         key="cmp_error",
         horizontal=True,
-        format_func=lambda x: {"ci": "95 % CI of the mean", "minmax": "min–max of runs"}[x],
+        format_func=lambda x: {
+            "ci": "95 % interval of the mean (the verdicts' rule)",
+            "minmax": "min–max of runs",
+        }[x],
     )
     align_default = default_align(comparison)
     align = o2.radio(

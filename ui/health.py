@@ -1,9 +1,11 @@
 """Each run's own health, shown where runs are listed and compared: a number is only as good as
-the run that produced it (client-bound, slow start, token counts that disagree)."""
+the run that produced it (client-bound, slow start, token counts that disagree, a client latency far
+from the server's own histograms)."""
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -44,7 +46,22 @@ def health_problems(run: Mapping[str, Any]) -> list[str]:
             f"tokens disagree: client {tokens.get('client_output_tokens')} vs server "
             f"{fmt(tokens.get('server_output_tokens'), spec='{:,.0f}')}"
         )
+    latency = h.get("server_latency") or {}
+    if latency.get("flagged"):
+        problems.append(f"server disagrees: {'; '.join(latency.get('reasons') or [])}")
     return problems
+
+
+def server_gap_ms(run: Mapping[str, Any], latency: str = "ttft") -> float | None:
+    """Client minus server mean latency (ms) for the Runs table; None when the server gave none."""
+    key = f"client_minus_server_{latency}_ms"
+    summary = run.get("summary")
+    value = summary.get(key) if isinstance(summary, Mapping) else None
+    if value is None:
+        lat = _health(run).get("server_latency")
+        value = lat.get(key) if isinstance(lat, Mapping) else None
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return float(value) if ok and math.isfinite(value) else None
 
 
 def health_badge(run: Mapping[str, Any]) -> str:
@@ -154,7 +171,27 @@ def _load_lines(run: Mapping[str, Any], h: Mapping[str, Any]) -> list[str]:
         f"≥ {e(steady.get('need_inflight', '—'))} in flight)",
         f"output tokens: client usage {e(tokens.get('client_output_tokens', '—'))}, server "
         f"counter delta {e(fmt(tokens.get('server_output_tokens'), spec='{:,.0f}'))}",
+        *_server_lines(h.get("server_latency") or {}),
     ]
+
+
+def _server_lines(lat: Mapping[str, Any]) -> list[str]:
+    """Client mean beside vLLM's own histogram mean for the same window (client - server =
+    transport, tokenizing and the client's own delay); escaped like every value here."""
+    if lat.get("server_mean_ttft_ms") is None:
+        return ["vLLM's latency histograms: not read for this run"]
+    lines = []
+    for key, name in (("ttft", "TTFT"), ("e2el", "E2EL"), ("tpot", "TPOT")):
+        gap = fmt(lat.get(f"client_minus_server_{key}_ms"), spec="{:+.1f}")
+        lines.append(
+            f"mean {name}: client {e(fmt(lat.get(f'client_mean_{key}_ms')))} ms, vLLM's "
+            f"histogram {e(fmt(lat.get(f'server_mean_{key}_ms')))} ms, client − server "
+            f"**{e(gap)} ms**"
+        )
+    lines.append(f"vLLM queue time (mean): {e(fmt(lat.get('server_mean_queue_ms')))} ms")
+    if lat.get("not_comparable"):
+        lines.append(f"not judged: {e(lat['not_comparable'])}")
+    return lines
 
 
 def _number(value: Any) -> float:

@@ -12,7 +12,6 @@ import hashlib
 import json
 import os
 import sqlite3
-import tempfile
 import uuid
 import zipfile
 from collections.abc import Iterable, Sequence
@@ -35,9 +34,10 @@ from store.bundle.format import (
     Manifest,
     parse_manifest,
     reference_schema,
-    sqlite_uri,
     table_columns,
 )
+from store.bundle.scratch import scratch_dir
+from store.db import readonly_uri, sqlite_uri
 
 
 def export_bundle(
@@ -70,8 +70,8 @@ def export_bundle(
         raise BundleError(f"bad bundle uid {uid!r}")
     out.parent.mkdir(parents=True, exist_ok=True)
     secrets = env_secrets()
-    with tempfile.TemporaryDirectory(prefix="bundle-export-") as tmp:
-        data = Path(tmp) / DATA_NAME
+    with scratch_dir("export") as tmp:
+        data = tmp / DATA_NAME
         counts, (exp_rows, run_rows) = _write_data(src, data, runs, exps, secrets)
         manifest = {
             "format": FORMAT,
@@ -123,7 +123,7 @@ def _write_data(
         for _table, sql, unique in schema.indexes.values():
             if unique:
                 conn.execute(sql)
-        conn.execute("ATTACH DATABASE ? AS src", [sqlite_uri(src, mode="ro")])
+        conn.execute("ATTACH DATABASE ? AS src", [readonly_uri(src)])
         conn.execute("CREATE TEMP TABLE sel_runs (id INTEGER PRIMARY KEY)")
         conn.execute("CREATE TEMP TABLE sel_exps (id INTEGER PRIMARY KEY)")
         conn.execute("BEGIN")  # one read transaction over src: a consistent snapshot

@@ -27,9 +27,7 @@ import json
 import re
 import sqlite3
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from sqlite_utils import Database
 
@@ -72,6 +70,7 @@ class Limits:
     max_bundle_bytes: int = 1 << 30  # the zip file as stored
     max_data_bytes: int = 4 << 30  # bundle.sqlite once decompressed
     max_manifest_bytes: int = 8 << 20
+    max_cell_bytes: int = 1 << 20  # one text cell (a note, a log tail, a JSON value)
     max_experiments: int = 10_000
     max_runs: int = 100_000
     max_requests: int = 50_000_000
@@ -176,12 +175,6 @@ def reference_schema() -> Schema:
         return Schema(columns, create_sql, indexes, schema_version(db))
     finally:
         conn.close()
-
-
-def sqlite_uri(path: Path, **params: str) -> str:
-    """A `file:` URI for sqlite3 (read-only and immutable opens need one)."""
-    query = "&".join(f"{k}={v}" for k, v in params.items())
-    return f"file:{quote(str(path.resolve()))}" + (f"?{query}" if query else "")
 
 
 def table_columns(conn: sqlite3.Connection, table: str, schema: str = "main") -> list[str]:

@@ -1,21 +1,38 @@
 """Importing a bundle: validate it, then merge its rows into a lab by uid in one transaction.
 
-A refused bundle leaves the target byte-for-byte as it was (the target is opened only once the
+A refused bundle leaves the target byte-for-byte as it was (the target is written only once the
 bundle has passed every check), and importing a bundle twice adds nothing the second time.
+
+Everything slow happens before the write lock is taken: the bundle is validated (store.bundle.
+validate, JSON shapes included), its experiments and runs are read and scrubbed, and the distinct
+error texts and sample labels of its children are scrubbed once. Inside `write_transaction` the
+merge only looks up uids and inserts.
+
+Ownership: a bundle never changes an experiment it does not own. Rows whose uid is already here
+are left as they are (never updated). A bundle that would add runs to an experiment this lab
+made itself is refused; runs may be added to an experiment that came from an earlier bundle only
+when the bundle describes it the same way (parameter, values, configuration, workload), as when a
+teammate shares more runs of one experiment later. The local experiment's runs and numbers never
+change.
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from sqlite_utils import Database
 
 from core.redact import env_secrets, scrub_row, scrub_text
 from store.bundle.format import (
     DEFAULT_LIMITS,
     LOCAL_ONLY,
     TABLES,
+    BundleError,
     ImportResult,
     Limits,
     Manifest,
@@ -23,9 +40,12 @@ from store.bundle.format import (
     table_columns,
 )
 from store.bundle.validate import open_bundle
-from store.db import connect
+from store.db import connect, write_transaction
 
 _BATCH = 5000
+# What makes two experiment rows the same experiment (a bundle may add runs to an imported one).
+_DEFINITION = ("param", "values_json", "config_json", "workload_json")
+_CHILD_TEXT = {"requests": "error", "samples": "label"}
 
 
 def import_bundle(
@@ -37,88 +57,161 @@ def import_bundle(
     them; rows whose uid is already here are left alone. Imported rows carry `origin`.
     """
     with open_bundle(bundle_path, limits) as (manifest, src), connect(db_path) as db:
-        return _merge(db.conn, src, manifest)
+        merger = _Merger(db, src, manifest)
+        prepared = merger.prepare()  # reads and scrubs: no lock held
+        merger.check_ownership(prepared)  # refused here, the target is not even locked
+        with write_transaction(db):
+            return merger.merge(prepared)
 
 
-def _merge(conn: sqlite3.Connection, src: sqlite3.Connection, manifest: Manifest) -> ImportResult:
-    result = ImportResult(manifest=manifest)
-    merger = _Merger(conn, src, manifest.origin)
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        exp_map: dict[int, int] = {}
-        for rec in merger.rows("experiments"):
-            local = conn.execute(
-                "SELECT id FROM experiments WHERE uid = ?", [rec["uid"]]
-            ).fetchone()
-            if local:
-                exp_map[int(rec["id"])] = int(local[0])
-                result.experiments_known += 1
-                continue
-            exp_map[int(rec["id"])] = new_id = merger.add("experiments", rec)
-            result.experiments_added.append(new_id)
-        run_map: dict[int, int] = {}
-        for rec in merger.rows("runs"):
-            if conn.execute("SELECT 1 FROM runs WHERE uid = ?", [rec["uid"]]).fetchone():
-                result.runs_known += 1
-                continue
-            exp = rec.get("experiment_id")
-            rec["experiment_id"] = exp_map.get(int(exp)) if exp is not None else None
-            run_map[int(rec["id"])] = new_id = merger.add("runs", rec)
-            result.runs_added.append(new_id)
-        if run_map:
-            result.requests_added = merger.copy_children("requests", run_map, "error")
-            result.samples_added = merger.copy_children("samples", run_map, "label")
-        conn.commit()
-    except BaseException:
-        conn.rollback()
-        raise
-    return result
+@dataclass
+class _Prepared:
+    experiments: list[dict[str, Any]]
+    runs: list[dict[str, Any]]
+    child_text: dict[str, dict[str, str]] = field(default_factory=dict)  # table -> old -> clean
 
 
 class _Merger:
     """Copies rows from a validated bundle into the target: only the columns both sides know
     (a target with more columns leaves them empty), scrubbed again on the way in."""
 
-    def __init__(self, conn: sqlite3.Connection, src: sqlite3.Connection, origin: str) -> None:
-        self.conn = conn
+    def __init__(self, db: Database, src: sqlite3.Connection, manifest: Manifest) -> None:
+        self.conn = db.conn
         self.src = src
-        self.origin = origin
+        self.manifest = manifest
+        self.origin = manifest.origin
         self.secrets: Sequence[str] = env_secrets()
         ref = reference_schema()
         self.cols: dict[str, list[str]] = {}
         for table in TABLES:
-            here = set(table_columns(conn, table))
+            here = set(table_columns(self.conn, table))
             self.cols[table] = [
                 c for c in table_columns(src, table) if c in here and c in ref.columns[table]
             ]
 
-    def rows(self, table: str) -> list[dict[str, Any]]:
+    # -- before the lock ------------------------------------------------------------------------
+    def prepare(self) -> _Prepared:
+        out = _Prepared(self._rows("experiments"), self._rows("runs"))
+        for table, col in _CHILD_TEXT.items():
+            if col not in self.cols[table]:
+                continue
+            out.child_text[table] = {
+                value: clean
+                for (value,) in self.src.execute(
+                    f'SELECT DISTINCT "{col}" FROM "{table}" WHERE typeof("{col}") = \'text\''
+                )
+                if (clean := scrub_text(value, self.secrets)) != value
+            }
+        return out
+
+    def _rows(self, table: str) -> list[dict[str, Any]]:
         cols = self.cols[table]
         names = ", ".join(f'"{c}"' for c in cols)
-        return [
-            dict(zip(cols, row, strict=True))
-            for row in self.src.execute(f'SELECT {names} FROM "{table}" ORDER BY id')
-        ]
+        rows = []
+        for values in self.src.execute(f'SELECT {names} FROM "{table}" ORDER BY id'):
+            rec = dict(zip(cols, values, strict=True))
+            row = scrub_row({k: v for k, v in rec.items() if k != "id"}, self.secrets)
+            row.update(LOCAL_ONLY[table])
+            row.update(origin=self.origin, hidden=0)
+            row["id"] = rec["id"]
+            rows.append(row)
+        return rows
 
-    def add(self, table: str, rec: Mapping[str, Any]) -> int:
+    def check_ownership(self, prepared: _Prepared) -> None:
+        """BundleError when a new run of the bundle would go into an experiment already here
+        that the bundle may not add to (run again under the lock by `merge`)."""
+        by_id = {int(e["id"]): e for e in prepared.experiments}
+        local: dict[int, Any] = {}
+        for exp_id, rec in by_id.items():
+            local[exp_id] = self.conn.execute(
+                "SELECT id, origin FROM experiments WHERE uid = ?", [rec["uid"]]
+            ).fetchone()
+        for run in prepared.runs:
+            exp = run.get("experiment_id")
+            if exp is None or local.get(int(exp)) is None:
+                continue
+            here = local[int(exp)]
+            if self.conn.execute("SELECT 1 FROM runs WHERE uid = ?", [run["uid"]]).fetchone():
+                continue
+            self._may_add_to(by_id[int(exp)], int(here[0]), str(here[1] or "local"), run["uid"])
+
+    # -- under the lock -------------------------------------------------------------------------
+    def merge(self, prepared: _Prepared) -> ImportResult:
+        result = ImportResult(manifest=self.manifest)
+        exp_map: dict[int, int] = {}
+        known_exps: dict[int, tuple[int, str]] = {}  # bundle id -> (local id, origin)
+        for rec in prepared.experiments:
+            local = self.conn.execute(
+                "SELECT id, origin FROM experiments WHERE uid = ?", [rec["uid"]]
+            ).fetchone()
+            if local:
+                exp_map[int(rec["id"])] = int(local[0])
+                known_exps[int(rec["id"])] = (int(local[0]), str(local[1] or "local"))
+                result.experiments_known += 1
+                continue
+            exp_map[int(rec["id"])] = new_id = self._add("experiments", rec)
+            result.experiments_added.append(new_id)
+        run_map: dict[int, int] = {}
+        by_id = {int(e["id"]): e for e in prepared.experiments}
+        for rec in prepared.runs:
+            if self.conn.execute("SELECT 1 FROM runs WHERE uid = ?", [rec["uid"]]).fetchone():
+                result.runs_known += 1
+                continue
+            exp = rec.get("experiment_id")
+            if exp is not None and int(exp) in known_exps:
+                self._may_add_to(by_id[int(exp)], *known_exps[int(exp)], run_uid=rec["uid"])
+            rec = {**rec, "experiment_id": exp_map.get(int(exp)) if exp is not None else None}
+            run_map[int(rec["id"])] = new_id = self._add("runs", rec)
+            result.runs_added.append(new_id)
+        if run_map:
+            result.requests_added = self._copy_children("requests", run_map, prepared)
+            result.samples_added = self._copy_children("samples", run_map, prepared)
+        return result
+
+    def _may_add_to(
+        self, bundled: Mapping[str, Any], local_id: int, origin: str, run_uid: str
+    ) -> None:
+        """A new run for an experiment already here: only into an imported experiment the
+        bundle describes the same way; never into one made in this lab."""
+        name = bundled.get("name") or bundled["uid"]
+        if not origin.startswith("bundle:"):
+            raise BundleError(
+                f"the bundle adds run {run_uid} to experiment {local_id} ({name!r}), which was "
+                "made in this lab: refused (a bundle never changes an experiment it does not "
+                "own; nothing was imported)",
+                "ownership",
+            )
+        cols = ", ".join(f'"{c}"' for c in _DEFINITION)
+        here = self.conn.execute(
+            f"SELECT {cols} FROM experiments WHERE id = ?", [local_id]
+        ).fetchone()
+        for col, mine in zip(_DEFINITION, here, strict=True):
+            if _same(col, mine, bundled.get(col)):
+                continue
+            raise BundleError(
+                f"the bundle adds run {run_uid} to experiment {local_id} ({name!r}) but "
+                f"describes it differently ({col}): refused (nothing was imported)",
+                "ownership",
+            )
+
+    def _add(self, table: str, rec: Mapping[str, Any]) -> int:
         """Insert one experiment or run under a new local id; returns that id."""
-        row = scrub_row({k: v for k, v in rec.items() if k != "id"}, self.secrets)
-        row.update(LOCAL_ONLY[table])
-        row.update(origin=self.origin, hidden=0)
-        cols = list(row)
+        cols = [c for c in rec if c != "id"]
         names = ", ".join(f'"{c}"' for c in cols)
         cur = self.conn.execute(
             f'INSERT INTO "{table}" ({names}) VALUES ({", ".join("?" * len(cols))})',
-            [row[c] for c in cols],
+            [rec[c] for c in cols],
         )
         return int(cur.lastrowid or 0)
 
-    def copy_children(self, table: str, run_map: Mapping[int, int], text_col: str) -> int:
-        """Request rows or samples of the added runs, with run_id remapped and `text_col`
-        scrubbed; returns how many were copied."""
+    def _copy_children(self, table: str, run_map: Mapping[int, int], prepared: _Prepared) -> int:
+        """Request rows or samples of the added runs, with run_id remapped and their text
+        column replaced by its scrubbed form; returns how many were copied."""
         cols = self.cols[table]
         pos = cols.index("run_id")
+        text_col = _CHILD_TEXT[table]
         tpos = cols.index(text_col) if text_col in cols else -1
+        clean = prepared.child_text.get(table, {})
         names = ", ".join(f'"{c}"' for c in cols)
         sql = f'INSERT INTO "{table}" ({names}) VALUES ({", ".join("?" * len(cols))})'
         count = 0
@@ -129,8 +222,8 @@ class _Merger:
                 continue
             values = list(row)
             values[pos] = new_run
-            if tpos >= 0 and isinstance(values[tpos], str):
-                values[tpos] = scrub_text(values[tpos], self.secrets)
+            if tpos >= 0 and clean and values[tpos] in clean:
+                values[tpos] = clean[values[tpos]]
             batch.append(values)
             if len(batch) >= _BATCH:
                 self.conn.executemany(sql, batch)
@@ -140,3 +233,15 @@ class _Merger:
             self.conn.executemany(sql, batch)
             count += len(batch)
         return count
+
+
+def _same(column: str, a: Any, b: Any) -> bool:
+    """Two stored cells equal, JSON columns compared as parsed values."""
+    if a == b:
+        return True
+    if column.endswith("_json") and isinstance(a, str) and isinstance(b, str):
+        try:
+            return bool(json.loads(a) == json.loads(b))
+        except ValueError:
+            return False
+    return False

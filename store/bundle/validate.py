@@ -9,11 +9,10 @@ types, JSON, uids, references, row limits) before any lab database is touched.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
-import shutil
 import sqlite3
 import stat
-import tempfile
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -33,9 +32,11 @@ from store.bundle.format import (
     Manifest,
     manifest_from_bytes,
     reference_schema,
-    sqlite_uri,
     table_columns,
 )
+from store.bundle.scratch import scratch_dir
+from store.db import sqlite_uri
+from store.json_shapes import SHAPES, problem
 from store.schema import JSON_COLUMNS
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -52,21 +53,22 @@ Members = dict[str, zipfile.ZipInfo]
 def open_bundle(
     path: str | Path, limits: Limits = DEFAULT_LIMITS
 ) -> Iterator[tuple[Manifest, sqlite3.Connection]]:
-    """A fully validated bundle: its manifest and a read-only connection to a private copy."""
+    """A fully validated bundle: its manifest and a read-only connection to a private copy
+    (in a scratch folder that goes away on exit, on error and on SIGTERM)."""
     zf, members = _open_zip(Path(path), limits)
-    tmp = Path(tempfile.mkdtemp(prefix="bundle-import-"))
     conn: sqlite3.Connection | None = None
-    try:
-        with zf:
-            manifest = _load_manifest(zf, members, limits)
-            data = tmp / DATA_NAME
-            _extract_data(zf, members[DATA_NAME], manifest, data, limits)
-        conn = _check_sqlite(data, manifest, limits)
-        yield manifest, conn
-    finally:
-        if conn is not None:
-            conn.close()
-        shutil.rmtree(tmp, ignore_errors=True)
+    with scratch_dir("import") as tmp:
+        try:
+            with zf:
+                manifest = _load_manifest(zf, members, limits)
+                data = tmp / DATA_NAME
+                _extract_data(zf, members[DATA_NAME], manifest, data, limits)
+            conn = _check_sqlite(data, manifest, limits)
+            yield manifest, conn
+        finally:
+            zf.close()
+            if conn is not None:
+                conn.close()
 
 
 def verify_bundle(path: str | Path, limits: Limits = DEFAULT_LIMITS) -> Manifest:
@@ -174,7 +176,8 @@ def _load_manifest(zf: zipfile.ZipFile, members: Members, limits: Limits) -> Man
 def _extract_data(
     zf: zipfile.ZipFile, info: zipfile.ZipInfo, manifest: Manifest, dest: Path, limits: Limits
 ) -> None:
-    """Stream bundle.sqlite out with a byte cap (a declared size can lie) and check its sha256."""
+    """Stream bundle.sqlite out, never past the size the manifest declares (a zip header can lie,
+    and a member that inflates beyond it is a bomb or a forgery), and check its sha256."""
     limit = limits.max_data_bytes
     if info.file_size > limit or manifest.data_bytes > limit:
         raise BundleError(
@@ -182,14 +185,25 @@ def _extract_data(
             f"the limit is {limit:,}",
             "too_large",
         )
+    declared = manifest.data_bytes
+    if info.file_size != declared:
+        raise BundleError(
+            f"{DATA_NAME} is {info.file_size:,} bytes in the archive but the manifest says "
+            f"{declared:,}: the bundle was changed or damaged",
+            "checksum",
+        )
     digest = hashlib.sha256()
     written = 0
     try:
         with zf.open(info) as src, open(dest, "wb") as out:
-            while chunk := src.read(CHUNK_BYTES):
+            while chunk := src.read(min(CHUNK_BYTES, declared - written + 1)):
                 written += len(chunk)
-                if written > limit:
-                    raise BundleError(f"{DATA_NAME} is over {limit:,} bytes", "too_large")
+                if written > declared:
+                    raise BundleError(
+                        f"{DATA_NAME} inflates past the {declared:,} bytes the manifest "
+                        "declares: refused (a zip bomb or a changed bundle)",
+                        "too_large",
+                    )
                 digest.update(chunk)
                 out.write(chunk)
     except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
@@ -302,9 +316,11 @@ def _check_rows(conn: sqlite3.Connection, manifest: Manifest, limits: Limits) ->
                 "manifest",
             )
         _check_types(conn, table)
+        _check_cells(conn, table, limits.max_cell_bytes)
     for table in ("experiments", "runs"):
         _check_uids(conn, table)
     _check_references(conn)
+    check_shapes(conn)
     exps = {r[0] for r in conn.execute("SELECT uid FROM experiments")}
     runs = {r[0] for r in conn.execute("SELECT uid FROM runs")}
     if exps != set(manifest.experiment_uids) or runs != set(manifest.run_uids):
@@ -329,6 +345,61 @@ def _check_types(conn: sqlite3.Connection, table: str) -> None:
     for (col, what), bad in zip(labels, sums, strict=True):
         if bad:
             raise BundleError(f"{table}.{col} holds {bad} {what}", "types")
+
+
+def _check_cells(conn: sqlite3.Connection, table: str, limit: int) -> None:
+    """No text cell over `limit` bytes (a 10 MB note is not a measurement): refused, naming it."""
+    declared = reference_schema().columns[table]
+    cols = [c for c in table_columns(conn, table) if declared[c] == "TEXT"]
+    if not cols:
+        return
+    probes = ", ".join(f'max(coalesce(length(CAST("{c}" AS BLOB)), 0))' for c in cols)
+    sizes = conn.execute(f'SELECT {probes} FROM "{table}"').fetchone()
+    for col, size in zip(cols, sizes, strict=True):
+        if size and size > limit:
+            key = "uid" if table in ("experiments", "runs") else "run_id"
+            row = conn.execute(
+                f'SELECT "{key}" FROM "{table}" WHERE length(CAST("{col}" AS BLOB)) > ? LIMIT 1',
+                [limit],
+            ).fetchone()
+            raise BundleError(
+                f"{table}.{col} of {key} {row[0] if row else '?'} is {size:,} bytes; the limit "
+                f"for one cell is {limit:,}: refused",
+                "too_large",
+            )
+
+
+def check_shapes(conn: sqlite3.Connection) -> None:
+    """Every JSON column of experiments and runs of its shape (store.json_shapes), and every
+    request's itl_json a list of numbers: BundleError naming the column and the row."""
+    for table in ("experiments", "runs"):
+        cols = [c for c in table_columns(conn, table) if c in SHAPES]
+        if not cols:
+            continue
+        names = ", ".join(f'"{c}"' for c in cols)
+        for uid, *cells in conn.execute(f'SELECT uid, {names} FROM "{table}" ORDER BY id'):
+            for col, raw in zip(cols, cells, strict=True):
+                if raw is None:
+                    continue
+                try:
+                    why = problem(col, json.loads(raw))
+                except (ValueError, RecursionError):
+                    why = "is not valid JSON"
+                if why:
+                    raise BundleError(
+                        f"{table}.{col} of {table[:-1]} {uid} {why}: refused", "types"
+                    )
+    bad = conn.execute(
+        "SELECT run_id, idx FROM requests WHERE itl_json IS NOT NULL AND ("
+        "json_type(itl_json) != 'array' OR EXISTS (SELECT 1 FROM json_each(itl_json) "
+        "WHERE type NOT IN ('integer', 'real'))) LIMIT 1"
+    ).fetchone()
+    if bad:
+        raise BundleError(
+            f"requests.itl_json of request {bad[1]} of run id {bad[0]} is not a list of "
+            "numbers: refused",
+            "types",
+        )
 
 
 def _check_uids(conn: sqlite3.Connection, table: str) -> None:

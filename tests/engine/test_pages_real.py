@@ -59,7 +59,7 @@ def test_compare_page(real_env: dict[str, Any]) -> None:
     )
     text = page_text(at)
     assert "max-num-seqs" in text
-    assert "inconclusive" in text  # one run per side never gives better or worse
+    assert "undecided" in text  # one run per side never gives better or worse
     assert "output throughput" in text
 
 

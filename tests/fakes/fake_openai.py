@@ -2,10 +2,11 @@
 
 It streams like vLLM (compact JSON chunks, a usage-only chunk with `"choices":[]`, `data: [DONE]`),
 and can misbehave on purpose: HTTP 500, an error object inside a 200 stream, a hang, a stream that
-ends early, one without usage or without any choices chunk, 401 on a wrong key, 404 on an unknown
-model. A misbehaviour is chosen per request either by arrival order (`FakeConfig.*_on` sets,
-0-based, warm-ups included) or by a marker inside the prompt, e.g. `[[http500]]`,
-`[[error_after=3]]`, `[[hang]]`, `[[early_end=2]]`, `[[no_usage]]`, `[[no_choices]]`.
+ends early, one that stalls after N tokens, one without usage or without any choices chunk, 401 on a
+wrong key, 404 on an unknown model. A misbehaviour is chosen per request either by arrival order
+(`FakeConfig.*_on` sets, 0-based, warm-ups included) or by a marker inside the prompt, e.g.
+`[[http500]]`, `[[error_after=3]]`, `[[hang]]`, `[[early_end=2]]`, `[[stall_after=1]]`,
+`[[no_usage]]`, `[[no_choices]]`.
 
 Run in-process with `with FakeOpenAIServer(FakeConfig(...)) as srv: srv.base_url`, or standalone:
 `python -m tests.fakes.fake_openai --port 8123 --ttft-ms 20 --itl-ms 5`.
@@ -23,62 +24,35 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
-_MARKER = re.compile(r"\[\[(http500|error_after|hang|early_end|no_usage|no_choices)(?:=(\d+))?\]\]")
+from tests.fakes.fake_config import (
+    ARRIVAL,
+    SCHEDULED,
+    FakeConfig,
+    FakeStats,
+    ServerAccounting,
+    fake_tokens,
+)
+
+__all__ = [
+    "ARRIVAL",
+    "SCHEDULED",
+    "FakeConfig",
+    "FakeOpenAIServer",
+    "FakeStats",
+    "fake_server",
+    "fake_tokens",
+]
+
+_MARKER = re.compile(
+    r"\[\[(http500|error_after|hang|early_end|stall_after|no_usage|no_choices)(?:=(\d+))?\]\]"
+)
 
 
-@dataclass
-class FakeConfig:
-    """How the fake behaves. Times in milliseconds; `*_on` are 0-based arrival ordinals."""
-
-    model: str = "fake-model"
-    api_key: str | None = None
-    ttft_ms: float = 0.0
-    itl_ms: float = 0.0
-    tokens_per_chunk: int = 1
-    token_text: str = " tok"
-    fail_http_on: set[int] = field(default_factory=set)
-    error_after: dict[int, int] = field(default_factory=dict)  # ordinal -> chunks before the error
-    hang_on: set[int] = field(default_factory=set)
-    early_end_on: dict[int, int] = field(default_factory=dict)  # ordinal -> chunks before the end
-    no_usage: bool = False
-    no_choices_on: set[int] = field(default_factory=set)
-    error_style: str = "error"  # "error": {"error": {...}}; "object": {"object": "error", ...}
-    spaced_json: bool = False  # `"choices": [` with spaces, like json.dumps defaults
-    crlf: bool = False  # events separated by \r\n\r\n
-    split_writes: bool = False  # write every event in small pieces (tests reassembly)
-    chat_role_chunk: bool = True  # chat: a first chunk with the role and empty content, like vLLM
-    echo_auth_in_errors: bool = False  # a careless server: error bodies repeat the Authorization
-    keepalive_timeout: float = 75.0  # seconds an idle keep-alive connection is kept open
-    tokenize: bool = True  # False: no /tokenize or /detokenize, like a gateway that is not vLLM
-
-
-@dataclass
-class FakeStats:
-    """What the fake saw and served; the tests compare the client's records against it."""
-
-    requests: int = 0
-    current: int = 0
-    max_concurrent: int = 0
-    generation_tokens_total: int = 0
-    prompt_tokens_total: int = 0
-    request_success_total: int = 0
-    authorization: list[str | None] = field(default_factory=list)
-    bodies: list[dict[str, Any]] = field(default_factory=list)
-    paths: list[str] = field(default_factory=list)
-    concurrency_samples: list[int] = field(default_factory=list)
-
-
-def fake_tokens(text: str) -> list[int]:
-    """The fake's tokenizer: one token per UTF-8 byte."""
-    return list(text.encode("utf-8"))
-
-
-class FakeOpenAIServer:
+class FakeOpenAIServer(ServerAccounting):
     """The fake, served from a background thread with its own event loop, on 127.0.0.1."""
 
     def __init__(self, config: FakeConfig | None = None, port: int = 0) -> None:
@@ -237,6 +211,7 @@ class FakeOpenAIServer:
             "# TYPE vllm:request_success_total counter",
             f'vllm:request_success_total{{finished_reason="length",model_name="{m}"}} '
             f"{float(s.request_success_total)}",
+            *self.histogram_lines(f'model_name="{m}"'),
         ]
         return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
 
@@ -267,6 +242,7 @@ class FakeOpenAIServer:
 
     async def _generate(self, request: web.Request, chat: bool) -> web.StreamResponse:
         c, s = self.config, self.stats
+        request[ARRIVAL] = time.perf_counter()  # where vLLM's latencies start
         s.paths.append(request.path)
         if not self._authorized(request):
             return self._unauthorized()
@@ -327,7 +303,9 @@ class FakeOpenAIServer:
             return resp
         max_tokens = int(body.get("max_tokens") or 16)
         prompt_tokens = len(fake_tokens(prompt))
-        s.prompt_tokens_total += prompt_tokens
+        self._count("prompt_tokens_total", prompt_tokens)
+        arrival = request.get(ARRIVAL, time.perf_counter())
+        times: list[float] = []  # when each token chunk was written
         rid = f"cmpl-fake-{s.requests}"
         kind = "chat.completion.chunk" if chat else "text_completion"
         head = {"id": rid, "object": kind, "created": int(time.time()), "model": c.model}
@@ -354,7 +332,7 @@ class FakeOpenAIServer:
                     ),
                 )
             for n, size in enumerate(sizes):
-                if mode in ("error_after", "early_end") and n >= arg:
+                if mode in ("error_after", "early_end", "stall_after") and n >= arg:
                     break
                 if n and c.itl_ms:
                     await asyncio.sleep(c.itl_ms / 1000.0)
@@ -371,9 +349,15 @@ class FakeOpenAIServer:
                     choice["text"] = text
                     choice["stop_reason"] = None
                 await self._write(resp, self._event({**head, "choices": [choice]}))
-                s.generation_tokens_total += size
+                self._token(times, arrival, size)
+        if mode == "ok" and times:
+            self._finished(request, arrival, times)
         if mode == "early_end":
             await resp.write_eof()
+            return resp
+        if mode == "stall_after":  # silence on an open connection until the client gives up
+            while request.transport is not None and not request.transport.is_closing():
+                await asyncio.sleep(0.02)
             return resp
         if mode == "error_after":
             if c.error_style == "object":
@@ -414,8 +398,6 @@ class FakeOpenAIServer:
             )
         await self._write(resp, self._event("[DONE]"))
         await resp.write_eof()
-        if mode == "ok":
-            s.request_success_total += 1
         return resp
 
 

@@ -71,6 +71,7 @@ class Faults:
     ignore_flag: list[str] = field(default_factory=list)  # parsed, echoed, not applied
     ttft_ms: float = 0.0
     itl_ms: float = 0.0
+    counter_lag: float = 0.0  # seconds /metrics counts tokens and latencies after sending them
 
 
 # Each fault's value type; a bool fault takes no value.
@@ -88,6 +89,7 @@ FAULT_TYPES: dict[str, type] = {
     "ignore_flag": str,
     "ttft_ms": float,
     "itl_ms": float,
+    "counter_lag": float,
 }
 
 
@@ -378,7 +380,12 @@ def serve(argv: list[str]) -> int:
     log(role, "INFO", "entry.py:140", f"Starting vLLM server on http://{host}:{port}")
     print(f"INFO:     Started server process [{os.getpid()}]", flush=True)
     print("INFO:     Waiting for application startup.", flush=True)
-    config = FakeConfig(model=served, ttft_ms=faults.ttft_ms, itl_ms=faults.itl_ms)
+    config = FakeConfig(
+        model=served,
+        ttft_ms=faults.ttft_ms,
+        itl_ms=faults.itl_ms,
+        counter_lag_ms=faults.counter_lag * 1000.0,
+    )
     server = FakeVllmServer(config, sock, faults, state).start()
     print("INFO:     Application startup complete.", flush=True)
     engine.send_signal(signal.SIGUSR1)

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from tests.fakes.fake_openai import FakeConfig, FakeOpenAIServer
+from tests.fakes.fake_config import ARRIVAL, SCHEDULED, FakeConfig
+from tests.fakes.fake_openai import FakeOpenAIServer
 
 if TYPE_CHECKING:
     from tests.fakes.fake_vllm import Faults
@@ -106,6 +107,7 @@ class FakeVllmServer(FakeOpenAIServer):
         }
         text = ",".join(f'{k}="{v}"' for k, v in cache.items())
         lines += ["# TYPE vllm:cache_config_info gauge", f"vllm:cache_config_info{{{text}}} 1.0"]
+        lines += self.histogram_lines(labels)
         return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
 
     def _mode(self, ordinal: int, prompt: str) -> tuple[str, int]:
@@ -139,6 +141,7 @@ class FakeVllmServer(FakeOpenAIServer):
     ) -> web.StreamResponse:
         assert self._slots is not None
         async with self._slots:  # max-num-seqs: the rest wait, as in vLLM's scheduler
+            request[SCHEDULED] = time.perf_counter()
             self.running += 1
             self.max_running = max(self.max_running, self.running)
             try:
@@ -163,6 +166,8 @@ class FakeVllmServer(FakeOpenAIServer):
             "model": c.model,
         }
         head["object"] = "chat.completion.chunk" if chat else "text_completion"
+        arrival = request.get(ARRIVAL, time.perf_counter())
+        times: list[float] = []
         for n in range(tokens):
             await asyncio.sleep(c.itl_ms / 1000.0 if n else 0.0)
             choice = (
@@ -173,7 +178,7 @@ class FakeVllmServer(FakeOpenAIServer):
             await self._write(
                 resp, self._event({**head, "choices": [{**choice, "finish_reason": None}]})
             )
-            self.stats.generation_tokens_total += 1
+            self._token(times, arrival, 1)
         while request.transport is not None and not request.transport.is_closing():
             await asyncio.sleep(0.05)
         return resp

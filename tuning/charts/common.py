@@ -21,10 +21,20 @@ from tuning.compare.comparison import Comparison
 
 MAX_POINTS = 2000
 GIB = float(2**30)
-CI_NOTE = "95 % CI of the mean"
+# What the whiskers are, said exactly: stats.interval of one side's mean, the verdicts' rule.
+CI_NOTE = (
+    "95 % interval of each side's mean over its runs, the wider of a bootstrap and Student's t "
+    "(the rule the verdicts use); none with one run"
+)
+MINMAX_NOTE = "min–max of the runs"
 LABEL_CHARS = 80
 # C0 and C1 controls, zero-width and bidi format characters, line and paragraph separators.
 _NOT_SHOWN = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+
+
+def whisker_note(error: str) -> str:
+    """What a chart's whiskers are, for its subtitle: error='ci' or 'minmax'."""
+    return CI_NOTE if error == "ci" else MINMAX_NOTE
 
 
 def tooltip(field: str, fmt: str | None = None) -> alt.Tooltip:
@@ -91,8 +101,9 @@ def downsample(
 
 
 def side_frame(comparison: Comparison, keys: Iterable[str], error: str = "ci") -> pd.DataFrame:
-    """One row per (side, metric): mean and the error bar ends (bootstrap CI of the mean, or the
-    runs' min-max with error='minmax'); one run gives no bar."""
+    """One row per (side, metric): mean and the error bar ends: the interval of the mean by the
+    verdicts' rule (stats.interval, see CI_NOTE), or the runs' min-max with error='minmax'; one
+    run gives no bar."""
     rows = []
     short = short_labels(comparison)
     for side in comparison.sides:
@@ -102,7 +113,7 @@ def side_frame(comparison: Comparison, keys: Iterable[str], error: str = "ci") -
                 continue
             lo, hi = st["min"], st["max"]
             if error == "ci":
-                ci = side.mean_ci(key, comparison.confidence)
+                ci = side.mean_interval(key, comparison.confidence)
                 lo, hi = ci if ci else (st["mean"], st["mean"])
             metric = METRIC_BY_KEY[key]
             rows.append(

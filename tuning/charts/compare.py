@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 
 from tuning.charts.common import (
-    CI_NOTE,
     chart_text,
     number,
     run_points,
@@ -18,6 +17,7 @@ from tuning.charts.common import (
     side_frame,
     side_order,
     tooltip,
+    whisker_note,
 )
 from tuning.compare.catalog import LATENCIES, METRIC_BY_KEY, STATS
 from tuning.compare.comparison import Comparison
@@ -64,12 +64,12 @@ def bar_chart(
         .mark_circle(size=30, color="black", opacity=0.6)
         .encode(x=x, y=alt.Y("value:Q"), tooltip=[tooltip("run:N"), tooltip("value:Q", ",.2f")])
     )
-    what = CI_NOTE if error == "ci" else "min–max of the runs"
     return alt.layer(bars, _error_bars(frame, x, y_title), points).properties(
         width=max(160, 70 * len(order)),
         height=260,
         title=alt.TitleParams(
-            title or metric.label, subtitle=f"bars: mean; whiskers: {what}; dots: runs"
+            title or metric.label,
+            subtitle=["bars: mean; dots: runs", f"whiskers: {whisker_note(error)}"],
         ),
     )
 
@@ -108,8 +108,10 @@ def latency_chart(
         .properties(
             title=alt.TitleParams(
                 "Latency per value (ms)",
-                subtitle="TTFT, TPOT = (E2EL − TTFT)/(output tokens − 1), ITL, "
-                f"E2EL; whiskers: {CI_NOTE} over runs",
+                subtitle=[
+                    "TTFT, TPOT = (E2EL − TTFT)/(output tokens − 1), ITL, E2EL",
+                    f"whiskers: {whisker_note(error)}",
+                ],
             )
         )
     )
@@ -153,7 +155,7 @@ def knee_chart(
     return alt.hconcat(*charts).properties(
         title=alt.TitleParams(
             f"Where it bends: metric vs {chart_text(comparison.param or 'value')}",
-            subtitle=f"mean over runs; whiskers: {CI_NOTE}",
+            subtitle=["mean over runs", f"whiskers: {whisker_note(error)}"],
         )
     )
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tuning.settings import default_db_path
+from tuning.settings import configured_db_path, default_db_path
 
 if TYPE_CHECKING:
     # What `sub.add_parser` hangs off (argparse has no public name for it).
@@ -17,14 +17,15 @@ if TYPE_CHECKING:
 
 def add_db(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--db", type=Path, default=None, help=f"the lab's SQLite file (default {default_db_path()})"
+        "--db",
+        type=Path,
+        default=None,
+        help=f"the lab's SQLite file (default {configured_db_path()})",
     )
 
 
 def db_path(args: argparse.Namespace) -> Path:
-    # Imported here: `store` pulls in sqlite-utils and pandas, which building the parser (and
-    # `--help`) must not pay for (tests/tuning/cli/test_main.py checks).
-    from store import snapshot
+    from store import snapshot  # here: `--help` starts without sqlite-utils and pandas
 
     return snapshot.expanded(Path(args.db)) if args.db else default_db_path()
 
@@ -49,6 +50,21 @@ def printable(text: object) -> str:
     recolour, retitle or rewrite the terminal), line and paragraph separators and bidi overrides
     become visible escapes like `\\x1b`; printable text is unchanged."""
     return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in str(text))
+
+
+def store_refusal(args: argparse.Namespace, exc: BaseException) -> str | None:
+    """What to say when the lab's DB refused a command (damaged, written by a newer lab, locked
+    for too long), or None for any other error."""
+    import sqlite3
+
+    from store.db import StoreError, damaged_message
+
+    if isinstance(exc, StoreError):
+        return str(exc)
+    if isinstance(exc, sqlite3.DatabaseError):
+        where = db_path(args) if hasattr(args, "db") else default_db_path()
+        return damaged_message(where, exc)
+    return None
 
 
 def refused(message: str) -> int:

@@ -53,9 +53,18 @@ def add_arguments(sub: Subparsers) -> None:
     cmp = sub.add_parser(
         "compare",
         help="baseline vs candidates with verdicts "
-        "(better / worse / no clear difference / inconclusive / not applied)",
+        "(better / worse / equivalent / undecided, with the repeats that would decide it; "
+        "not applied when the engine did not apply the value)",
     )
     _common(cmp)
+    cmp.add_argument(
+        "--margin",
+        type=_margin_pct,
+        default=None,
+        metavar="PCT",
+        help="equivalence margin E in %% of the baseline's mean (default 2): a change whose "
+        "95 %% CI lies within ±E %% is 'equivalent'",
+    )
     cmp.add_argument("--json", action="store_true", help="the comparison as JSON")
     chart = sub.add_parser("chart", help="export one comparison chart as PNG, SVG or HTML")
     _common(chart)
@@ -75,8 +84,20 @@ def add_arguments(sub: Subparsers) -> None:
         "--error",
         choices=["ci", "minmax"],
         default="ci",
-        help="error bars: 95 %% CI of the mean (default) or min-max of the runs",
+        help="error bars: the 95 %% interval of the mean the verdicts use (default) or min-max "
+        "of the runs",
     )
+
+
+def _margin_pct(text: str) -> float:
+    """'2' or '2%' -> 0.02; a margin is a positive finite percentage under 100."""
+    try:
+        pct = float(text.strip().rstrip("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage") from None
+    if not 0 < pct < 100:
+        raise argparse.ArgumentTypeError(f"{text!r}: the margin must be over 0 and under 100 %")
+    return pct / 100.0
 
 
 def _with_comparison(args: argparse.Namespace, use: Callable[[Any, Comparison], int]) -> int:
@@ -84,6 +105,7 @@ def _with_comparison(args: argparse.Namespace, use: Callable[[Any, Comparison], 
     from store import StoreError, connect
     from tuning.compare.comparison import parse_slo
     from tuning.compare.selection import select_runs
+    from tuning.compare.stats import MARGIN
 
     # `--slo ttft:500 12 13` hands the run ids to --slo (nargs="+"): take them back.
     slo_items = [x for x in (args.slo or []) if not x.strip().isdigit()]
@@ -99,6 +121,7 @@ def _with_comparison(args: argparse.Namespace, use: Callable[[Any, Comparison], 
                 baseline_ids=[] if args.baseline is None else [args.baseline],
                 with_repeats=True,
                 slo=slo,
+                margin=getattr(args, "margin", None) or MARGIN,
             )
         except (StoreError, ValueError) as exc:  # no lab there, unknown runs, a bad SLO
             return refused(str(exc))
@@ -108,7 +131,6 @@ def _with_comparison(args: argparse.Namespace, use: Callable[[Any, Comparison], 
 def format_comparison(comparison: Comparison) -> str:
     """The comparison as a plain-text report: checks first, then one table per candidate."""
     from tuning.compare.present import (
-        ci_text,
         comparability_text,
         failed_text,
         fmt,
@@ -116,6 +138,7 @@ def format_comparison(comparison: Comparison) -> str:
         not_applied_text,
         pct_text,
         slo_text,
+        verdict_detail,
         verdict_rule,
     )
 
@@ -135,22 +158,26 @@ def format_comparison(comparison: Comparison) -> str:
             "",
             f"Candidate: {side.label} (runs {' '.join(map(str, side.run_ids))}; "
             f"{len(side.measured_ids)} measured)",
-            f"  {'metric':30} {'baseline':>14} {'candidate':>14} {'change':>9}  verdict (CI)",
+            f"  {'metric':30} {'baseline':>14} {'candidate':>14} {'change':>9}  "
+            "verdict (CI; what would decide it)",
         ]
         for metric in comparison.metrics:
             ch = comparison.changes.get((side.label, metric.key))
             if ch is None:
                 continue
-            ci = ci_text(ch, comparison.confidence)
+            # not applied: the reason is listed above, under "Not applied by the engine"
+            detail = (
+                "" if ch.verdict == "not applied" else verdict_detail(ch, comparison.confidence)
+            )
             lines.append(
                 f"  {metric.label[:30]:30} {fmt(ch.base_mean, metric.unit):>14} "
                 f"{fmt(ch.cand_mean, metric.unit):>14} {pct_text(ch.rel_change):>9}  "
-                f"{ch.verdict}{f' ({ci})' if ci else ''}"
+                f"{ch.verdict}{f' ({detail})' if detail else ''}"
             )
     if not comparison.candidates:
         lines.append("No candidate side: name runs of another value.")
     lines += ["", text] if (text := noise_text(comparison)) else []
-    lines += ["", verdict_rule(confidence=comparison.confidence)]
+    lines += ["", verdict_rule(confidence=comparison.confidence, margin=comparison.margin)]
     return "\n".join(lines)
 
 

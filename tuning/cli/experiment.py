@@ -15,6 +15,7 @@ from tuning.cli.server import parse_sets
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
 
+STALL_HELP = "seconds without data after a stream's first token before it counts as stalled"
 COMMANDS = ("bench", "experiment", "run-experiment", "cancel", "runs")
 
 RUN_KEYS = (
@@ -73,6 +74,7 @@ def add_workload_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--num-warmups", type=int, default=None)
     p.add_argument("--endpoint", choices=["completions", "chat"], default="completions")
     p.add_argument("--request-timeout", type=float, default=600.0)
+    p.add_argument("--stall-timeout", type=float, default=60.0, help=STALL_HELP)
 
 
 def add_arguments(sub: Subparsers) -> None:
@@ -90,7 +92,28 @@ def add_arguments(sub: Subparsers) -> None:
         metavar="NAME=VALUE",
         help="baseline server parameter (repeatable)",
     )
-    exp.add_argument("--repeats", type=int, default=1)
+    exp.add_argument(
+        "--repeats",
+        type=_repeats,
+        default=1,
+        metavar="N|auto",
+        help="runs per value, interleaved; 'auto': repeat the values still undecided against "
+        "the baseline (the first value) until decided (A/A false-alarm rate <= 5 %%)",
+    )
+    exp.add_argument(
+        "--max-repeats",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --repeats auto: at most N runs a value (default 10)",
+    )
+    exp.add_argument(
+        "--budget-minutes",
+        type=float,
+        default=None,
+        metavar="M",
+        help="with --repeats auto: stop adding repeats once the runs took M minutes",
+    )
     exp.add_argument(
         "--base-url", default=None, help="attach to a running server (workload parameters only)"
     )
@@ -108,10 +131,41 @@ def add_arguments(sub: Subparsers) -> None:
         p = sub.add_parser(name, help=help_text)
         p.add_argument("--id", type=int, required=True)
         add_db(p)
+        if name == "run-experiment":
+            p.add_argument(
+                "--use-local-engine",
+                action="store_true",
+                help="for an imported (read-only) experiment: plan the same sweep as a new "
+                "local experiment on this lab's engine and run it (the stored command never runs)",
+            )
     runs = sub.add_parser("runs", help="every run with its summary")
     runs.add_argument("--json", action="store_true")
     runs.add_argument("--experiment", type=int, default=None)
     add_db(runs)
+
+
+def _repeats(text: str) -> int | str:
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: a number of runs or 'auto'") from None
+
+
+def _auto(args: argparse.Namespace) -> Any:
+    """The AutoRepeats of --repeats auto (None for a fixed count); ValueError for a limit given
+    without auto or out of range."""
+    from tuning.experiment.repeats import DEFAULT_MAX_REPEATS, AutoRepeats
+
+    if args.repeats != "auto":
+        if args.max_repeats is not None or args.budget_minutes is not None:
+            raise ValueError("--max-repeats and --budget-minutes need --repeats auto")
+        return None
+    return AutoRepeats(
+        max_repeats=DEFAULT_MAX_REPEATS if args.max_repeats is None else args.max_repeats,
+        budget_minutes=args.budget_minutes,
+    )
 
 
 def _experiment(args: argparse.Namespace) -> int:
@@ -128,9 +182,12 @@ def _experiment(args: argparse.Namespace) -> int:
 
     settings = load_settings()
     path = db_path(args)
+    if args.base_url and not endpoint_ready(args):
+        return 1
     try:
         fleet = fleet_options(args)
         values = parse_values(args.param, args.values)
+        auto = _auto(args)
         exp_id = plan_experiment(
             path,
             param=args.param,
@@ -138,24 +195,28 @@ def _experiment(args: argparse.Namespace) -> int:
             workload=workload_from_args(args),
             engine=None if args.base_url else current_spec(settings),
             base_config=parse_sets(args.set),
-            repeats=args.repeats,
+            repeats=1 if auto else args.repeats,
             base_url=args.base_url,
             model=args.model,
             name=args.name,
             author=settings.resolved_author(),
             host=settings.resolved_host(),
+            auto=auto,
         )
     except (ParamError, ValueError, FleetError) as exc:
         return refused(str(exc))
     attach_fleet(path, exp_id, fleet)
-    total = len(values) * max(1, args.repeats)
+    total = len(values) * (auto.first_rounds if auto else max(1, args.repeats))
     bar = tqdm(total=total, desc=f"experiment {exp_id}", unit="run", file=sys.stderr)
 
     def progress(event: str, data: dict[str, Any]) -> None:
         if event == "phase":
             bar.set_postfix_str(str(data["phase"]))
         elif event == "run_done":
+            bar.total = max(bar.total or 0, int(data["total"]))
             bar.update(1)
+        elif event == "repeats" and not data["stop"]:
+            tqdm.write(f"repeat until decided: {data['reason']}", file=sys.stderr)
         elif event == "run_failed":
             tqdm.write(
                 f"run {data['run_id']} failed [{data['kind']}]: {data['reason']}", file=sys.stderr
@@ -170,11 +231,40 @@ def _experiment(args: argparse.Namespace) -> int:
         return refused(f"experiment {exp_id}: {exc}")
     finally:
         bar.close()
+    plan = _stored_plan(path, exp_id) if auto else None
     if args.json:
-        print(json.dumps({"experiment_id": exp_id, "run_ids": run_ids}))
+        out: dict[str, Any] = {"experiment_id": exp_id, "run_ids": run_ids}
+        print(json.dumps({**out, "repeats": plan} if auto else out))
     else:
         print(f"experiment {exp_id}: runs {', '.join(map(str, run_ids))}")
+        if auto:
+            from tuning.experiment.repeats import summary_lines
+
+            print("\n".join(summary_lines(plan)))
     return 0
+
+
+def endpoint_ready(args: argparse.Namespace) -> bool:
+    """An attached endpoint answers before anything is planned: its model list and a one-token
+    probe (the `openai` package), or a plain message about the key, the URL or the model name."""
+    from tuning.loadgen.endpoint import EndpointError, check_endpoint, probe_endpoint
+
+    try:
+        check_endpoint(args.base_url, args.model)
+        probe_endpoint(args.base_url, args.model, endpoint=args.endpoint)
+    except EndpointError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return False
+    return True
+
+
+def _stored_plan(path: Any, exp_id: int) -> dict[str, Any] | None:
+    """The stopping rule's last plan for an auto experiment, as the runner stored it."""
+    from store import connect, queries
+
+    with connect(path, readonly=True) as db:
+        plan = queries.get_experiment(db, exp_id).get("repeats_plan")
+    return plan if isinstance(plan, dict) else None
 
 
 def run_as_dict(run: dict[str, Any]) -> dict[str, Any]:
@@ -214,6 +304,39 @@ def _runs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_experiment(args: argparse.Namespace) -> int:
+    """Run a planned experiment; an imported one is refused unless --use-local-engine, which
+    plans its sweep anew on this lab's engine and runs that."""
+    from store import StoreError, connect, queries
+    from tuning.engine import current_spec
+    from tuning.experiment.plan import ImportedExperimentError, is_imported, plan_rerun
+    from tuning.experiment.runner import run_experiment
+    from tuning.settings import load_settings
+
+    path, exp_id = db_path(args), args.id
+    if args.use_local_engine:
+        try:
+            with connect(path, readonly=True) as db:
+                imported = is_imported(queries.get_experiment(db, exp_id))
+            if imported:
+                settings = load_settings()
+                exp_id = plan_rerun(
+                    path,
+                    exp_id,
+                    current_spec(settings),
+                    author=settings.resolved_author(),
+                    host=settings.resolved_host(),
+                )
+                print(f"experiment {args.id} is imported: running it as experiment {exp_id}")
+        except (StoreError, ValueError) as exc:
+            return refused(str(exc))
+    try:
+        run_experiment(path, exp_id)
+    except ImportedExperimentError as exc:
+        return refused(str(exc))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     """Dispatch one of COMMANDS (args.command)."""
     if args.command == "bench":
@@ -225,10 +348,7 @@ def run(args: argparse.Namespace) -> int:
     if args.command == "runs":
         return _runs(args)
     if args.command == "run-experiment":
-        from tuning.experiment.runner import run_experiment
-
-        run_experiment(db_path(args), args.id)
-        return 0
+        return _run_experiment(args)
     from tuning.experiment.supervisor import cancel_experiment
 
     cancel_experiment(db_path(args), args.id)

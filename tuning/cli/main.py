@@ -10,9 +10,10 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from tuning.cli import compare, experiment, fleet, server, share
+from tuning.cli import compare, experiment, fleet, predict, search, server, share
+from tuning.cli.args import refused
 
-MODULES = (server, experiment, compare, share, fleet)
+MODULES = (server, experiment, compare, share, predict, search, fleet)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,4 +30,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """`python -m tuning ...` (tuning/__main__.py); the exit code of the command."""
     args = build_parser().parse_args(argv)
     module = next(m for m in MODULES if args.command in m.COMMANDS)
-    return module.run(args)
+    try:
+        return module.run(args)
+    except Exception as exc:  # a damaged or newer lab DB: a plain message, never a traceback
+        from tuning.cli.args import store_refusal
+
+        message = store_refusal(args, exc)
+        if message is None:
+            raise
+        return refused(message)

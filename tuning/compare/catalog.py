@@ -15,7 +15,7 @@ WORKLOAD_PARAMS: dict[str, str] = {
     name: name.replace("-", "_") for name, p in PARAMS.items() if p.kind == "workload"
 }
 # Workload fields that are not a tunable parameter and not part of what makes a workload different.
-WORKLOAD_IGNORED = frozenset({"request_timeout_s"})
+WORKLOAD_IGNORED = frozenset({"request_timeout_s", "stall_timeout_s"})
 
 
 @dataclass(frozen=True)

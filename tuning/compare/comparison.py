@@ -31,13 +31,13 @@ from tuning.compare.comparability import (
 )
 from tuning.compare.stats import (
     CONFIDENCE,
-    MIN_EFFECT,
+    MARGIN,
     MIN_RUNS,
     RESAMPLES,
     SEED,
     Change,
     bootstrap_change,
-    mean_ci,
+    mean_interval,
 )
 
 RequestLoader = Callable[[int], m.Columns]
@@ -59,9 +59,10 @@ class Side:
     # Runs whose engine did not apply this side's value (tuning.effective): no verdict then.
     not_applied: list[str] = field(default_factory=list)
 
-    def mean_ci(self, key: str, confidence: float = CONFIDENCE) -> tuple[float, float] | None:
-        """Bootstrap percentile CI of this side's mean (runs as the unit); None under 2 runs."""
-        return mean_ci(self.values.get(key) or [], confidence)
+    def mean_interval(self, key: str, confidence: float = CONFIDENCE) -> tuple[float, float] | None:
+        """The interval of this side's mean (runs as the unit), by the rule the verdicts use
+        (stats.interval); None under 2 runs."""
+        return mean_interval(self.values.get(key) or [], confidence)
 
     def stats(self, key: str) -> dict[str, float | None]:
         vals = self.values.get(key) or []
@@ -87,6 +88,7 @@ class Comparison:
     confidence: float
     param: str | None
     load_windows: dict[int, tuple[float, float]] = field(default_factory=dict)
+    margin: float = MARGIN  # the equivalence margin E (a fraction of the baseline's mean)
 
     @property
     def excluded(self) -> list[PairCheck]:
@@ -131,6 +133,9 @@ class Comparison:
             "ci_low_pct": pct(ch.rel_low) if ch else None,
             "ci_high_pct": pct(ch.rel_high) if ch else None,
             "verdict": ch.verdict if ch else None,
+            "more_runs_per_side": ch.more.to_json()["runs"] if ch and ch.more else None,
+            "more_runs_goal": ch.more.goal if ch and ch.more else None,
+            "equivalence_margin_pct": self.margin * 100,
             "not_applied": "; ".join(side.not_applied) or None,
             "confidence": self.confidence,
             "run_ids": " ".join(map(str, side.run_ids)),
@@ -141,12 +146,18 @@ class Comparison:
             "parameter": self.param,
             "confidence": self.confidence,
             "slo_ms": self.slo_ms,
-            "bootstrap": {
+            "verdict_rule": {
                 "unit": "run",
-                "resamples": RESAMPLES,
                 "statistic": "mean",
-                "min_effect": MIN_EFFECT,
+                "interval": "the wider of the percentile bootstrap over runs and Welch's t",
+                "resamples": RESAMPLES,
+                "equivalence_margin": self.margin,
                 "min_runs": MIN_RUNS,
+                "verdicts": {
+                    "better/worse": "the interval of the change excludes 0",
+                    "equivalent": "the interval lies within ±margin of the baseline's mean",
+                    "undecided": "neither; more_runs_per_side estimates the runs that decide it",
+                },
             },
             "baseline": {
                 "label": self.baseline.label,
@@ -288,7 +299,7 @@ def build_comparison(
     confidence: float = CONFIDENCE,
     resamples: int = RESAMPLES,
     seed: int = SEED,
-    min_effect: float = MIN_EFFECT,
+    margin: float = MARGIN,
 ) -> Comparison:
     """Check, group into sides, and judge every metric of every candidate side.
 
@@ -351,7 +362,7 @@ def build_comparison(
             confidence=confidence,
             resamples=resamples,
             seed=seed,
-            min_effect=min_effect,
+            margin=margin,
         )
         for side in candidates
         for metric in shown
@@ -366,6 +377,7 @@ def build_comparison(
         confidence=confidence,
         param=param,
         load_windows=_load_windows(runs),
+        margin=margin,
     )
 
 

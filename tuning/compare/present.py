@@ -17,8 +17,9 @@ from tuning.compare.catalog import Metric
 from tuning.compare.comparison import Comparison
 from tuning.compare.stats import (
     CONFIDENCE,
-    MIN_EFFECT,
+    MARGIN,
     MIN_RUNS,
+    POWER,
     RESAMPLES,
     Change,
     VerdictName,
@@ -29,10 +30,11 @@ NONE = "—"
 VERDICT_LABEL: dict[VerdictName, str] = {
     "better": "▲ better",
     "worse": "▼ worse",
-    "no clear difference": "≈ no clear difference",
-    "inconclusive": "? inconclusive",
+    "equivalent": "= equivalent",
+    "undecided": "? undecided",
     "not applied": "⊘ not applied",
 }
+# The verdicts that say a change is real, in a direction.
 CLEAR: frozenset[str] = frozenset({"better", "worse"})
 # Metrics whose run-to-run spread the noise note reports.
 NOISE_METRICS = ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")
@@ -73,6 +75,11 @@ def pct_text(fraction: float | None) -> str:
     return NONE if fraction is None else f"{fraction * 100:+.1f} %"
 
 
+def margin_text(margin: float) -> str:
+    """The equivalence margin as shown: '±2 %'."""
+    return f"±{margin * 100:g} %"
+
+
 def ci_text(change: Change | None, confidence: float = CONFIDENCE) -> str:
     """'95 % CI +8.1 … +12.3 %', or '' when there is no interval."""
     if change is None or change.rel_low is None or change.rel_high is None:
@@ -82,17 +89,31 @@ def ci_text(change: Change | None, confidence: float = CONFIDENCE) -> str:
     )
 
 
+def verdict_detail(change: Change, confidence: float = CONFIDENCE) -> str:
+    """What stands behind a verdict: its interval, the margin for an equivalence, the reason
+    and the repeat estimate for an undecided one."""
+    parts = [ci_text(change, confidence)]
+    if change.verdict == "equivalent":
+        parts.append(f"within {margin_text(change.margin)}")
+    parts.append(change.note)
+    if change.more is not None:
+        parts.append(change.more.text)
+    return "; ".join(p for p in parts if p)
+
+
 def verdict_text(change: Change | None, confidence: float = CONFIDENCE) -> str:
-    """'▼ worse (95 % CI +8.1 … +12.3 %)', or the label with the reason there is no interval."""
+    """'▼ worse (95 % CI +8.1 … +12.3 %)', '? undecided (95 % CI …; ≈ 2 more runs a side
+    would likely decide it)', '= equivalent (95 % CI -0.4 … +0.9 %; within ±2 %)'."""
     if change is None:
         return ""
-    detail = ci_text(change, confidence) or change.note
+    detail = verdict_detail(change, confidence)
     return VERDICT_LABEL[change.verdict] + (f" ({detail})" if detail else "")
 
 
 def tone(metric: Metric, change: Change | None) -> Tone:
-    """Green for the better direction, red for the worse; faint unless the verdict is clear."""
-    if change is None or not change.rel_change:
+    """Green for the better direction, red for the worse; faint unless the verdict is clear;
+    muted for an equivalence."""
+    if change is None or not change.rel_change or change.verdict == "equivalent":
         return "muted"
     good = (change.rel_change > 0) == (metric.better == "higher")
     if change.verdict in CLEAR:
@@ -100,13 +121,17 @@ def tone(metric: Metric, change: Change | None) -> Tone:
     return "faint-better" if good else "faint-worse"
 
 
-def verdict_rule(mark: Mark = _plain, confidence: float = CONFIDENCE) -> str:
+def verdict_rule(
+    mark: Mark = _plain, confidence: float = CONFIDENCE, margin: float = MARGIN
+) -> str:
     """The rule in one sentence, from the constants it uses; `mark` emphasises verdict names."""
     return (
-        f"Verdict: {confidence * 100:.0f} % CI of the change of the mean, the wider of a "
-        f"bootstrap over runs ({RESAMPLES} resamples) and Welch's t-interval; fewer than "
-        f"{MIN_RUNS} measured runs on a side is {mark('inconclusive')}; a change under "
-        f"{MIN_EFFECT * 100:g} % or a CI that includes 0 is {mark('no clear difference')}."
+        f"Verdict: {confidence * 100:.0f} % CI of the change of the mean over runs, the wider of "
+        f"a bootstrap ({RESAMPLES} resamples) and Welch's t-interval. A CI within "
+        f"{margin_text(margin)} of the baseline is {mark('equivalent')}; a CI that excludes 0 is "
+        f"{mark('better')} or {mark('worse')}; anything else, and fewer than {MIN_RUNS} measured "
+        f"runs on a side, is {mark('undecided')}, with the further runs a side that would "
+        f"likely decide it (from the observed spread, {int(POWER * 100)} % power)."
     )
 
 

@@ -15,6 +15,7 @@ from tuning.compare.comparison import (
     repeats_of,
     request_loader,
 )
+from tuning.compare.stats import MARGIN
 
 
 class SelectionError(ValueError):
@@ -63,14 +64,17 @@ def select_runs(
     baseline_ids: Sequence[int] = (),
     with_repeats: bool = False,
     slo: Mapping[str, float] | None = None,
+    margin: float = MARGIN,
 ) -> Selection:
     """The named runs compared. The baseline side is `baseline_ids` (added to the selection when
     not named otherwise; with their repeats among the runs if `with_repeats`), by default the runs
-    of the first value."""
+    of the first value. `margin` is the equivalence margin E (a fraction; stats.MARGIN)."""
     base = _unique(baseline_ids)
     runs, experiments = gather_runs(db, run_ids=run_ids, experiment_ids=experiment_ids, first=base)
     if with_repeats:
         base = _unique(i for b in base for i in repeats_of(runs, b))
     base = base or default_baseline(runs)
-    comparison = build_comparison(runs, base, slo_ms=slo, requests=request_loader(db))
+    comparison = build_comparison(
+        runs, base, slo_ms=slo, requests=request_loader(db), margin=margin
+    )
     return Selection(runs, experiments, comparison)

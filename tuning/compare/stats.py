@@ -3,14 +3,20 @@
 Each run's summary number (its mean TTFT, its output throughput, ...) is one observation, because
 repeats (separate server starts) are the independent units; the requests of one run share a
 server, a warm-up and a moment of machine noise, so resampling requests would overstate the
-confidence. The rule:
+confidence.
 
-- either side has fewer than ``MIN_RUNS`` measured runs -> "inconclusive";
-- the bootstrap CI of the difference of means excludes 0, so does Welch's t-interval (the
-  bootstrap alone is far too confident with 2-4 runs a side), and the change is at least
-  ``MIN_EFFECT``, measured symmetrically as |log(mean_c / mean_b)| -> "better" or "worse" by the
-  metric's direction;
-- otherwise -> "no clear difference".
+One interval serves everything (`interval`): of mean_c - mean_b for a verdict, of one side's mean
+for a chart's whiskers. It is the wider of the percentile bootstrap over runs and Student's t
+(Welch's for two sides): the bootstrap alone is far too confident with 2-4 runs a side (two runs
+give only three possible resampled means, so its "CI" is their min-max). Three verdicts, never
+confused:
+
+- **equivalent**: the interval of the change lies within ±E % of the baseline's mean (the
+  equivalence margin, `MARGIN` by default): whatever the change is, it is smaller than E;
+- **better** / **worse** (by the metric's direction): the interval excludes 0;
+- **undecided**: neither, including any side with fewer than ``MIN_RUNS`` measured runs (one run
+  has no spread, so never better or worse). An undecided verdict carries `MoreRuns`: how many
+  further runs a side would likely decide it, from the observed spread (`more_runs`).
 
 Each side's resamples come from a generator seeded by the side's own (sorted) values, so the
 result does not depend on which side is the baseline: swapping them negates every draw and flips
@@ -29,32 +35,61 @@ from typing import Literal
 import numpy as np
 
 from tuning.compare.catalog import Direction
+from tuning.compare.tdist import t_quantile
 
 # "not applied": the engine did not run with a side's value (tuning.effective), so no verdict.
-VerdictName = Literal["better", "worse", "no clear difference", "inconclusive", "not applied"]
+VerdictName = Literal["better", "worse", "equivalent", "undecided", "not applied"]
+VERDICTS: tuple[VerdictName, ...] = ("better", "worse", "equivalent", "undecided", "not applied")
+DECIDED: frozenset[str] = frozenset({"better", "worse", "equivalent"})
+Goal = Literal["difference", "equivalence"]
+Values = Sequence[float | None] | np.ndarray  # one number per run
 
 CONFIDENCE = 0.95
 RESAMPLES = 2000
 SEED = 20240601
-MIN_EFFECT = 0.02
+MARGIN = 0.02  # the equivalence margin E, as a fraction of the baseline's mean
 MIN_RUNS = 2
+MAX_MORE_RUNS = 50  # beyond this many further runs a side, an estimate reads "many"
+POWER = 0.8  # the repeat estimate aims at this chance of deciding, not a coin flip
+
+
+@dataclass(frozen=True)
+class MoreRuns:
+    """How many further runs a side would likely turn an undecided verdict into a decided one."""
+
+    runs: int | None  # None: more than MAX_MORE_RUNS ("many")
+    goal: Goal  # which verdict the estimate aims at: a difference, or equivalence
+    basis: str  # what the estimate rests on, in words
+
+    @property
+    def text(self) -> str:
+        if self.runs is None:
+            return f"many more runs a side (over {MAX_MORE_RUNS}) would be needed"
+        return (
+            f"≈ {self.runs} more run{'s' if self.runs != 1 else ''} a side would likely decide it"
+        )
+
+    def to_json(self) -> dict[str, object]:
+        return {"runs": self.runs if self.runs is not None else "many", "goal": self.goal}
 
 
 @dataclass(frozen=True)
 class Change:
-    """Candidate vs baseline for one metric: point change and bootstrap CI of the change."""
+    """Candidate vs baseline for one metric: point change, its interval and the verdict."""
 
     base_mean: float | None
     cand_mean: float | None
     rel_change: float | None  # (mean_c - mean_b) / mean_b
-    rel_low: float | None  # CI of the relative change (None if mean_b can be 0)
+    rel_low: float | None  # the interval of the change relative to mean_b (None if mean_b <= 0)
     rel_high: float | None
-    diff_low: float | None  # CI of mean_c - mean_b
+    diff_low: float | None  # the interval of mean_c - mean_b
     diff_high: float | None
     n_base: int
     n_cand: int
     verdict: VerdictName
     note: str = ""
+    margin: float = MARGIN
+    more: MoreRuns | None = None  # only for an undecided verdict
 
 
 def normal_quantile(confidence: float) -> float:
@@ -62,7 +97,7 @@ def normal_quantile(confidence: float) -> float:
     return NormalDist().inv_cdf(0.5 + confidence / 2.0)
 
 
-def _finite_sorted(values: Sequence[float | None]) -> np.ndarray:
+def _finite_sorted(values: Values) -> np.ndarray:
     return np.sort(np.asarray([v for v in values if v is not None and math.isfinite(v)], float))
 
 
@@ -83,108 +118,173 @@ def _percentiles(draws: np.ndarray, confidence: float) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def mean_ci(
-    values: Sequence[float],
+def _welch_df(vb: float, nb: int, vc: float, nc: int) -> float:
+    """Welch-Satterthwaite degrees of freedom of var_b/n_b + var_c/n_c (var/n given)."""
+    denom = (vb * vb / (nb - 1) if nb > 1 else 0.0) + (vc * vc / (nc - 1) if nc > 1 else 0.0)
+    return (vb + vc) ** 2 / denom if denom > 0 else float(max(1, nb + nc - 2))
+
+
+def t_interval(
+    base: np.ndarray, cand: np.ndarray, confidence: float = CONFIDENCE
+) -> tuple[float, float]:
+    """Welch's t-interval of mean_c - mean_b; with `base` empty, Student's t-interval of mean_c.
+    Each side that counts needs 2 runs or more."""
+    nc = cand.size
+    vc = float(cand.var(ddof=1)) / nc
+    if base.size:
+        nb = base.size
+        vb = float(base.var(ddof=1)) / nb
+        centre = float(cand.mean() - base.mean())
+        df = _welch_df(vb, nb, vc, nc)
+    else:
+        vb, centre, df = 0.0, float(cand.mean()), float(nc - 1)
+    se = math.sqrt(vb + vc)
+    if se == 0.0:
+        return centre, centre
+    t = t_quantile(confidence, df)
+    return centre - t * se, centre + t * se
+
+
+def interval(
+    base: Values,
+    cand: Values,
     confidence: float = CONFIDENCE,
     resamples: int = RESAMPLES,
     seed: int = SEED,
 ) -> tuple[float, float] | None:
-    """Bootstrap percentile CI of the mean of per-run values; None under 2 runs."""
-    vals = _finite_sorted(values)
-    if vals.size < 2:
+    """THE interval of the lab: of mean(cand) - mean(base), or of mean(cand) alone when `base` is
+    empty; the wider of the percentile bootstrap over runs and Student's/Welch's t. None when a
+    side that counts has fewer than MIN_RUNS finite values. Verdicts and whiskers both use it."""
+    b, c = _finite_sorted(base), _finite_sorted(cand)
+    if c.size < MIN_RUNS or (len(base) and b.size < MIN_RUNS):
         return None
-    return _percentiles(_resampled_means(vals, resamples, seed), confidence)
+    draws = _resampled_means(c, resamples, seed)
+    if b.size:
+        draws = draws - _resampled_means(b, resamples, seed)
+    lo, hi = _percentiles(draws, confidence)
+    t_lo, t_hi = t_interval(b, c, confidence)
+    return min(lo, t_lo), max(hi, t_hi)
 
 
-def _effect_size(mb: float, mc: float) -> float:
-    """|log(mean_c / mean_b)|: the same size for a change and its reverse."""
-    if mb == mc:
-        return 0.0
-    if mb <= 0 or mc <= 0:
-        return math.inf
-    return abs(math.log(mc / mb))
+def mean_interval(
+    values: Values,
+    confidence: float = CONFIDENCE,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> tuple[float, float] | None:
+    """The interval of one side's mean (chart whiskers): `interval` with no baseline."""
+    return interval((), values, confidence, resamples, seed)
+
+
+def _spreads(b: np.ndarray, c: np.ndarray) -> tuple[float, float, str] | None:
+    """Each side's standard deviation across runs; a side with one run borrows the other's CV."""
+    sd_b = float(b.std(ddof=1)) if b.size >= 2 else None
+    sd_c = float(c.std(ddof=1)) if c.size >= 2 else None
+    if sd_b is None and sd_c is None:
+        return None
+    if sd_b is None or sd_c is None:
+        known, other = (b, c) if sd_b is not None else (c, b)
+        sd = float(known.std(ddof=1))
+        mean = abs(float(known.mean()))
+        borrowed = sd * abs(float(other.mean())) / mean if mean > 0 else sd
+        cv = f"CV {sd / mean * 100:.1f} %" if mean > 0 else f"SD {sd:.3g}"
+        basis = f"the spread of the side with runs ({cv}), borrowed by the one-run side"
+        return (sd, borrowed, basis) if sd_b is not None else (borrowed, sd, basis)
+    assert sd_b is not None and sd_c is not None
+    return sd_b, sd_c, "the observed spread of both sides"
+
+
+def more_runs(
+    base: Values,
+    cand: Values,
+    *,
+    confidence: float = CONFIDENCE,
+    margin: float = MARGIN,
+    power: float = POWER,
+    cap: int = MAX_MORE_RUNS,
+) -> MoreRuns:
+    """Further runs a side that would likely decide an undecided comparison (a power estimate).
+
+    The observed means and spreads are taken as the truth. When the observed change lies outside
+    ±margin, the goal is an interval that excludes 0: the smallest k with
+    (t(conf, df_k) + z(power)) * se_k <= |change|, where se_k and df_k are Welch's with k more runs
+    a side at the observed spreads. When it lies inside, the goal is equivalence:
+    (t + z) * se_k <= margin * |mean_b| - |change|. More than `cap` runs reads as "many"; with one
+    run a side there is no spread yet, and the answer is 1 (the run that measures it).
+    """
+    b, c = _finite_sorted(base), _finite_sorted(cand)
+    if not b.size or not c.size:
+        short = max(MIN_RUNS - b.size, MIN_RUNS - c.size, 1)
+        return MoreRuns(short, "difference", "no measured run on one side")
+    mb, mc = float(b.mean()), float(c.mean())
+    change = abs(mc - mb)
+    band = margin * abs(mb)
+    goal: Goal = "difference" if change > band else "equivalence"
+    spreads = _spreads(b, c)
+    if spreads is None:
+        return MoreRuns(1, goal, "one run a side: the spread is not known yet")
+    sd_b, sd_c, basis = spreads
+    target = change if goal == "difference" else band - change
+    if target <= 0:
+        return MoreRuns(None, goal, basis)
+    z = NormalDist().inv_cdf(power)
+
+    def enough(k: int) -> bool:
+        nb, nc = b.size + k, c.size + k
+        vb, vc = sd_b * sd_b / nb, sd_c * sd_c / nc
+        se = math.sqrt(vb + vc)
+        return se == 0.0 or (t_quantile(confidence, _welch_df(vb, nb, vc, nc)) + z) * se <= target
+
+    if not enough(cap):
+        return MoreRuns(None, goal, basis)
+    lo, hi = 0, cap  # enough(hi) holds; the half-width only shrinks as k grows: bisect
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if enough(mid) else (mid, hi)
+    return MoreRuns(hi, goal, basis)
 
 
 def bootstrap_change(
-    base: Sequence[float],
-    cand: Sequence[float],
+    base: Values,
+    cand: Values,
     better: Direction = "lower",
     *,
     confidence: float = CONFIDENCE,
     resamples: int = RESAMPLES,
     seed: int = SEED,
-    min_effect: float = MIN_EFFECT,
-    min_runs: int = MIN_RUNS,
+    margin: float = MARGIN,
+    estimate: bool = True,
 ) -> Change:
-    """The verdict for one metric from per-run values (one number per run, runs as the unit).
-
-    Each side is resampled with replacement `resamples` times (independently); the interval of
-    mean_c - mean_b is the wider of the percentile bootstrap's and Welch's, it decides the sign,
-    and the relative change must reach `min_effect` so a statistically clear but negligible shift
-    is not sold as better or worse.
-    """
+    """The verdict for one metric from per-run values (one number per run, runs as the unit):
+    equivalent when `interval` lies within ±margin x |mean_b|, better or worse (by `better`) when
+    it excludes 0, undecided otherwise (with `more_runs`, unless `estimate` is False)."""
     b, c = _finite_sorted(base), _finite_sorted(cand)
     mb = float(b.mean()) if b.size else None
     mc = float(c.mean()) if c.size else None
     rel = None if mb is None or mc is None or mb == 0 else (mc - mb) / mb
-    if mb is None or mc is None or b.size < min_runs or c.size < min_runs:
-        note = (
-            "no measured run on one side"
-            if not b.size or not c.size
-            else f"{min(b.size, c.size)} run on one side: repeat the values to get a verdict"
+
+    def undecided(note: str, *ci: float | None) -> Change:
+        more = more_runs(b, c, confidence=confidence, margin=margin) if estimate else None
+        lo, hi, rlo, rhi = ci if ci else (None, None, None, None)
+        return Change(
+            mb, mc, rel, rlo, rhi, lo, hi, b.size, c.size, "undecided", note, margin, more
         )
-        return Change(mb, mc, rel, None, None, None, None, b.size, c.size, "inconclusive", note)
-    bm = _resampled_means(b, resamples, seed)
-    diffs = _resampled_means(c, resamples, seed) - bm
-    d_lo, d_hi = _percentiles(diffs, confidence)
-    w_lo, w_hi = welch_interval(b, c, confidence)
-    d_lo, d_hi = min(d_lo, w_lo), max(d_hi, w_hi)
-    r_lo = r_hi = None
-    if np.all(bm != 0):
-        r_lo, r_hi = _percentiles(diffs / bm, confidence)
-        if mb != 0:
-            r_lo, r_hi = min(r_lo, w_lo / mb), max(r_hi, w_hi / mb)
-    verdict: VerdictName = "no clear difference"
-    if (d_lo > 0 or d_hi < 0) and _effect_size(mb, mc) >= math.log1p(min_effect):
-        verdict = "better" if (d_lo > 0) == (better == "higher") else "worse"
-    return Change(mb, mc, rel, r_lo, r_hi, d_lo, d_hi, b.size, c.size, verdict)
 
-
-# Two-sided 95 % Student t quantiles by degrees of freedom (1..30); beyond that, the normal's.
-# fmt: off
-_T975 = (
-    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
-)
-# fmt: on
-
-
-def _t_quantile(df: float, confidence: float) -> float:
-    if abs(confidence - 0.95) > 1e-9:
-        # rough small-sample widening of the normal's for other levels
-        return normal_quantile(confidence) * (1.0 + 1.0 / max(df, 1.0))
-    k = int(max(1.0, math.floor(df)))
-    return _T975[k - 1] if k <= len(_T975) else normal_quantile(confidence)
-
-
-def welch_interval(
-    base: np.ndarray, cand: np.ndarray, confidence: float = CONFIDENCE
-) -> tuple[float, float]:
-    """Welch's t-interval of mean_c - mean_b. With 2-4 runs a side the percentile bootstrap is far
-    too narrow (two runs give only three possible resampled means), so a verdict also needs this
-    interval, which widens honestly with few runs, to exclude 0."""
-    nb, nc = base.size, cand.size
-    diff = float(cand.mean() - base.mean())
-    vb = float(base.var(ddof=1)) / nb if nb > 1 else 0.0
-    vc = float(cand.var(ddof=1)) / nc if nc > 1 else 0.0
-    se = math.sqrt(vb + vc)
-    if se == 0.0:
-        return diff, diff
-    denom = (vb * vb / (nb - 1) if nb > 1 else 0.0) + (vc * vc / (nc - 1) if nc > 1 else 0.0)
-    df = (vb + vc) ** 2 / denom if denom > 0 else float(nb + nc - 2)
-    t = _t_quantile(df, confidence)
-    return diff - t * se, diff + t * se
+    if mb is None or mc is None:
+        return undecided("no measured run on one side")
+    ci = interval(b, c, confidence, resamples, seed)
+    if ci is None:
+        return undecided(f"{min(b.size, c.size)} run on one side: no interval yet")
+    lo, hi = ci
+    r_lo, r_hi = (lo / mb, hi / mb) if mb > 0 else (None, None)
+    band = margin * abs(mb)
+    if -band <= lo and hi <= band:
+        note = "a real change, smaller than the margin" if lo > 0 or hi < 0 else ""
+        return Change(mb, mc, rel, r_lo, r_hi, lo, hi, b.size, c.size, "equivalent", note, margin)
+    if lo > 0 or hi < 0:
+        verdict: VerdictName = "better" if (lo > 0) == (better == "higher") else "worse"
+        return Change(mb, mc, rel, r_lo, r_hi, lo, hi, b.size, c.size, verdict, "", margin)
+    return undecided("", lo, hi, r_lo, r_hi)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from typing import Any
 
 from store import connect, repo
 from tuning.engine import EngineSpec
+from tuning.experiment.repeats import AutoRepeats
 from tuning.params import format_value, get_param, validate_config, validate_value
 from tuning.settings import load_settings
 from tuning.workload import Workload
@@ -32,8 +33,10 @@ def plan_experiment(
     name: str | None = None,
     author: str = "",
     host: str = "",
+    auto: AutoRepeats | None = None,
 ) -> int:
-    """Validate everything and write the experiment row; returns its id."""
+    """Validate everything and write the experiment row; returns its id. With `auto` (repeat
+    until decided) it starts with `auto.first_rounds` rounds and the runner adds more."""
     p = get_param(param)
     clean_values = [validate_value(p.name, v) for v in values]
     if base_url is None and engine is None:
@@ -54,7 +57,7 @@ def plan_experiment(
         config.pop(p.name, None)
         for value in clean_values:  # each start as it will be launched (e.g. two KV budgets)
             validate_config({**config, p.name: value}, engine.backend if engine else None)
-    repeats = max(1, repeats)
+    repeats = auto.first_rounds if auto else max(1, repeats)
     with connect(db_path) as db:
         return repo.create_experiment(
             db,
@@ -70,4 +73,48 @@ def plan_experiment(
             runs_total=len(clean_values) * repeats,
             author=author,
             host=host,
+            **(auto.columns() if auto else {}),
         )
+
+
+class ImportedExperimentError(ValueError):
+    """An experiment that came in a bundle: read-only, and its engine command is never run."""
+
+
+def is_imported(exp: dict[str, Any]) -> bool:
+    return str(exp.get("origin") or "local").startswith("bundle:")
+
+
+def refuse_imported(exp: dict[str, Any]) -> None:
+    """ImportedExperimentError for an experiment that came in a bundle (its stored engine command
+    is a teammate's, or a forger's: `/bin/sh -c ...`)."""
+    if is_imported(exp):
+        raise ImportedExperimentError(
+            f"experiment {exp['id']} was imported ({exp['origin']}): it is read-only and its "
+            "engine command is never run here. To measure the same sweep on this machine, "
+            f"run `python -m tuning run-experiment --id {exp['id']} --use-local-engine` "
+            "(a new local experiment with this lab's engine)"
+        )
+
+
+def plan_rerun(
+    db_path: str | Path, experiment_id: int, engine: EngineSpec, *, author: str = "", host: str = ""
+) -> int:
+    """A new local experiment with the same parameter, values, baseline, workload and repeats as
+    `experiment_id`, run by `engine` (this lab's own, never the stored command); returns its id."""
+    from store import queries
+
+    with connect(db_path, readonly=True) as db:
+        exp = queries.get_experiment(db, experiment_id)
+    return plan_experiment(
+        db_path,
+        param=str(exp["param"]),
+        values=list(exp["values"] or []),
+        workload=Workload.from_dict(exp["workload"] or {}),
+        engine=engine,
+        base_config=dict(exp["config"] or {}),  # the teammate's baseline, on this lab's engine
+        repeats=int(exp["repeats"] or 1),
+        name=f"{exp['name'] or exp['param']} (rerun of {exp['uid'][:8]} on the local engine)",
+        author=author,
+        host=host,
+    )

@@ -25,10 +25,11 @@ from core.clock import now_iso
 from core.records import SampleRow
 from core.status import Status
 from store import connect, open_db, queries, repo
-from tuning import effective, hardware
+from tuning import effective, hardware, predict
 from tuning.engine import EngineSpec
+from tuning.experiment import repeats
 from tuning.experiment.lock import machine_lock
-from tuning.experiment.plan import schedule
+from tuning.experiment.plan import is_imported, refuse_imported, schedule
 from tuning.params import format_value, get_param
 from tuning.server import ServerProcess, StartFailure
 from tuning.settings import lab_home
@@ -68,6 +69,9 @@ class ExperimentRunner:
         self.db = open_db(self.db_path)  # the runner thread's connection, closed by close()
         self.experiment_id = experiment_id
         self.exp = queries.get_experiment(self.db, experiment_id)
+        if is_imported(self.exp):  # an imported experiment's engine command never runs here
+            self.db.conn.close()
+            refuse_imported(self.exp)
         self.progress = progress or (lambda event, data: None)
         self.start_timeout = start_timeout
         self.live = _Live()
@@ -157,6 +161,7 @@ class ExperimentRunner:
                 self.progress(
                     "run_done", {"done": seq + 1, "total": len(plan), "run_id": run_ids[-1]}
                 )
+            run_ids += repeats.extend(self, workload)  # --repeats auto: more rounds until decided
             if self.live.cancel.is_set():
                 status = Status.CANCELLED
         except Exception as exc:  # the experiment row must say why it stopped
@@ -215,6 +220,7 @@ class ExperimentRunner:
             author=exp.get("author"),
             host=exp.get("host"),
             status=Status.RUNNING,
+            **(predict.run_columns(engine, config, hw) if engine else {}),  # expected KV cache
         )
         with self._lock:
             self.live.current_run_id = run_id
@@ -379,7 +385,7 @@ class ExperimentRunner:
     def _measure(
         self, run_id: int, base_url: str, t0: float, wl: Workload, engine: EngineSpec | None
     ) -> int:
-        from tuning.health import run_health, scrape_counters
+        from tuning.health import run_health, server_summary
         from tuning.loadgen.child import run_load_in_subprocess
         from tuning.metrics import summarize
 
@@ -396,7 +402,6 @@ class ExperimentRunner:
         def on_phase(phase: str) -> None:
             if phase == "loading":
                 marks["load_start"] = time.monotonic() - t0
-                marks["before"] = scrape_counters(base_url)
             self._phase(phase, run_id)
 
         def on_progress(done: int, total: int) -> None:
@@ -413,10 +418,11 @@ class ExperimentRunner:
             on_progress=on_progress,
             cancel=self.live.cancel,
             on_phase=on_phase,
+            server_stats=True,  # vLLM's counters, settled, around the measured phase
         )
-        load_end = time.monotonic() - t0
-        after = scrape_counters(base_url)
-        load_start = marks.get("load_start", load_end - result.duration_s)
+        returned = time.monotonic() - t0  # after the child's settled /metrics read, too
+        load_start = marks.get("load_start", returned - result.duration_s)
+        load_end = min(returned, load_start + result.duration_s)
         self._phase("storing", run_id)
         if attached:
             self._finish_telemetry()
@@ -430,7 +436,8 @@ class ExperimentRunner:
         summary.update(
             peaks(rows, gpu_baseline=self.gpu_baseline or None, window=(load_start, load_end))
         )
-        health = run_health(result, wl, samples, load_start, marks.get("before"), after)
+        health = run_health(result, wl, samples, load_start)
+        summary.update(server_summary(health))
         summary.update(
             achieved_concurrency=health["achieved_concurrency"],
             steady_output_throughput=health["steady_output_throughput"],

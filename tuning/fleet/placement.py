@@ -67,7 +67,7 @@ def describe_placement(node_id: str, slot: str) -> dict[str, Any]:
 
 
 def placement_columns(placement: dict[str, Any], attempt: int) -> dict[str, Any]:
-    """The run columns of m003_fleet_placement from a placement."""
+    """The run columns of m005_fleet_placement from a placement."""
     return {
         "node_id": placement.get("node_id"),
         "node_host": placement.get("node_host"),

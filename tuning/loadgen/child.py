@@ -56,6 +56,7 @@ def run_load_in_subprocess(
         "workload": workload.to_dict(),
         "api_key": api_key,
         "transport": options.get("transport", DEFAULT_TRANSPORT),
+        "server_stats": options.get("server_stats", False),
     }
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(
@@ -157,6 +158,7 @@ def _child_main() -> int:
             cancel=cancel,
             on_phase=lambda ph: send(b"S", ph.encode()),
             transport=job.get("transport", DEFAULT_TRANSPORT),
+            server_stats=job.get("server_stats", False),
         )
     except Exception as exc:
         send(b"E", scrub_key(f"{type(exc).__name__}: {exc}", job.get("api_key")).encode())

@@ -12,6 +12,10 @@ Why it is built this way:
   client).
 - uvloop when present; the GC heap frozen and automatic GC off while measuring (process-wide: a
   young-generation collection runs from the monitor task only when garbage piles up).
+- A stream silent for `stall_timeout_s` after its first token fails `stalled` (before the first
+  token a request may be queued, and only the request timeout ends it). No per-chunk work: the
+  monitor sweeps the in-flight streams every 0.5 s, reading the last-chunk time the SSE reader
+  keeps, and fires a stalled request's own timeout early.
 - Failures are counted, never dropped: every dispatched measured request yields a record, `ok=False`
   with an `error_kind` from `core.records.FAILURE_KINDS` when it failed.
 - The API key comes from OPENAI_API_KEY (or an explicit argument); it is sent as a Bearer header and
@@ -27,19 +31,22 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any, TypedDict, Unpack
+from dataclasses import dataclass, field
+from typing import Any, Unpack
 
 import aiohttp
 
 from core.records import RequestRecord
 from tuning.loadgen import http1
 from tuning.loadgen.endpoint import api_key_from_env
+from tuning.loadgen.result import LoadError as LoadError
+from tuning.loadgen.result import LoadOptions as LoadOptions
+from tuning.loadgen.result import LoadResult as LoadResult
+from tuning.loadgen.result import PhaseCallback, Progress
 from tuning.loadgen.sse import SSEReader
+from tuning.telemetry.server_stats import MetricsReader, Settled, read_settled, tokens_counted
 from tuning.workload import Workload, server_root
 
-Progress = Callable[[int, int], None]
-PhaseCallback = Callable[[str], None]  # called with "warming_up", then "loading"
 TRANSPORTS: tuple[str, ...] = ("auto", "aiohttp", "raw")
 # aiohttp: the reference design (one ClientSession, a pool of C keep-alive sockets). raw: the lab's
 # own HTTP/1.1 reader, about 1.1-1.5x less client CPU per token (benchmarks/client_capacity.py).
@@ -51,6 +58,7 @@ MONITOR_TICK_S = 0.010  # the loop-lag probe's sleep
 TIMELINE_EVERY = 10  # ticks between in-flight samples (about 100 ms)
 PROGRESS_EVERY = 25  # ticks between progress callbacks (about 250 ms)
 GC_YOUNG_LIMIT = 200_000  # young objects before the monitor runs a gen-0/1 collection
+STALL_SWEEP_EVERY = 50  # ticks between sweeps for stalled streams (about 500 ms)
 
 
 def resolve_transport(transport: str, base_url: str) -> str:
@@ -60,64 +68,6 @@ def resolve_transport(transport: str, base_url: str) -> str:
         return transport
     parts = urllib.parse.urlsplit(base_url if "://" in base_url else "http://" + base_url)
     return "raw" if parts.scheme == "http" and parts.hostname in _LOOPBACK else "aiohttp"
-
-
-class LoadError(RuntimeError):
-    """The load generator itself failed (not a request: those are records)."""
-
-
-class LoadOptions(TypedDict, total=False):
-    """The optional keywords of `run_load`, `run_load_sync` and `run_load_in_subprocess`."""
-
-    api_key: str | None  # default: OPENAI_API_KEY
-    on_progress: Progress | None  # (done, total) about every 250 ms and at the end
-    cancel: threading.Event | None  # set: stop dispatching, cancel what is in flight
-    on_phase: PhaseCallback | None
-    transport: str  # one of TRANSPORTS; default DEFAULT_TRANSPORT
-
-
-@dataclass(repr=False)
-class LoadResult:
-    """What one run of the load generator produced: the measured records and the client's health.
-
-    Times in `records` and `inflight` are seconds since `t0_perf_counter` (the first measured
-    dispatch). `client_cpu_util` is CPU seconds of the whole process per wall second (1.0 = one
-    core busy); `loop_cpu_s` is the event-loop thread's own CPU, which stays honest when telemetry
-    threads share the process.
-    """
-
-    records: list[RequestRecord]
-    duration_s: float
-    started_at_unix: float
-    t0_perf_counter: float
-    concurrency: int
-    client_cpu_s: float
-    client_cpu_util: float
-    loop_cpu_s: float
-    loop_lag_mean_ms: float
-    loop_lag_p99_ms: float
-    loop_lag_max_ms: float
-    inflight: list[tuple[float, int]] = field(default_factory=list)
-    warmup_failed: int = 0
-    warmup_errors: list[str] = field(default_factory=list)
-    gc_collections: int = 0
-    cancelled: bool = False
-
-    def __repr__(self) -> str:
-        # Short on purpose: asyncio.Runner formats the main task's result in a ValueError message
-        # on its way out (signal.getsignal), and a full repr of a million records takes seconds.
-        ok = sum(1 for r in self.records if r.ok)
-        return (
-            f"LoadResult({len(self.records)} records, {ok} ok, {self.duration_s:.3f} s, "
-            f"C={self.concurrency}, cancelled={self.cancelled})"
-        )
-
-    def health(self) -> dict[str, Any]:
-        """Everything but the records: the client-side facts stored next to the run."""
-        out = asdict(self)
-        out.pop("records")
-        out["inflight"] = [list(p) for p in self.inflight]
-        return out
 
 
 @dataclass
@@ -150,11 +100,13 @@ class _Client:
         cancel: threading.Event | None,
         on_phase: PhaseCallback | None = None,
         transport: str = DEFAULT_TRANSPORT,
+        server_stats: bool = False,
     ) -> None:
         if transport not in TRANSPORTS:
             raise LoadError(f"transport {transport!r} is not one of {', '.join(TRANSPORTS)}")
         root = server_root(base_url)
         self.transport = resolve_transport(transport, root)
+        self._metrics = MetricsReader(root) if server_stats else None
         self._slots: list[http1.Slot] = []
         self.workload = workload
         self.url = root + (
@@ -165,7 +117,11 @@ class _Client:
         self.on_phase = on_phase
         self.cancel = cancel
         self.timeout = workload.request_timeout_s
+        self.stall_timeout = workload.stall_timeout_s
+        # In-flight streams and their request timeouts, for the monitor's stall sweep.
+        self._streams: dict[SSEReader, asyncio.Timeout] = {}
         self.stop = False
+        self._measured: list[RequestRecord] = []
         self.inflight = 0
         self.t0 = 0.0
         head = {
@@ -201,7 +157,8 @@ class _Client:
         self.inflight += 1
         sse = SSEReader(rec, st)
         try:
-            async with asyncio.timeout(self.timeout):
+            async with asyncio.timeout(self.timeout) as deadline:
+                self._streams[sse] = deadline
                 if self.transport == "raw":
                     request = self._raw_head + str(len(body)).encode() + b"\r\n\r\n" + body
                     await http1.send(slot, self._raw_target, request, sse)
@@ -210,16 +167,19 @@ class _Client:
             if sse.fail is None:
                 sse.finish()
         except TimeoutError:
-            sse.fail = ("timeout", f"no complete response within {self.timeout:g} s")
+            if not _stalled(sse):  # a stall fires the same timeout early (_sweep_stalls)
+                sse.fail = ("timeout", f"no complete response within {self.timeout:g} s")
             http1.drop(slot)
         except asyncio.CancelledError:
             sse.fail = ("exception", "cancelled: the run was stopped")
             http1.drop(slot)
             raise
         except Exception as exc:  # every other failure is a result, not a crash
-            sse.fail = ("exception", f"{type(exc).__name__}: {exc}")
+            if not _stalled(sse):
+                sse.fail = ("exception", f"{type(exc).__name__}: {exc}")
             http1.drop(slot)
         finally:
+            self._streams.pop(sse, None)
             self.inflight -= 1
             sse.close(self.t0, self.api_key)
 
@@ -289,7 +249,8 @@ class _Client:
                 self.t0 = time.perf_counter()
                 await self._supervised(warm, _Watch(progress=False))
             warm_failed = [r for r in warm.records if r is not None and not r.ok]
-            return await self._measure(measured, warm_failed)
+            before = await self._server_read()  # after the warm-ups are counted, none in flight
+            return await self._measure(measured, warm_failed, before)
         finally:
             for slot in self._slots:
                 http1.drop(slot)
@@ -298,7 +259,24 @@ class _Client:
     def _cancelled(self) -> bool:
         return self.cancel is not None and self.cancel.is_set()
 
-    async def _measure(self, phase: _Phase, warm_failed: list[RequestRecord]) -> LoadResult:
+    async def _server_read(self, before: Settled | None = None) -> Settled | None:
+        """vLLM's counters once settled (server_stats.read_settled), in a thread: before the
+        measured phase, or after it (given `before`: until the tokens the client received are all
+        counted). None when not asked for or after a cancel."""
+        if self._metrics is None or self._cancelled() or self.stop:
+            return None
+        target = None
+        if before is not None:
+            if before.values is None:
+                return None
+            ok = [r for r in self._measured if r.ok]
+            tokens = sum(r.output_tokens or 0 for r in ok)
+            target = tokens_counted(before.values, tokens, len(ok))
+        return await asyncio.to_thread(read_settled, self._metrics, target)
+
+    async def _measure(
+        self, phase: _Phase, warm_failed: list[RequestRecord], before: Settled | None
+    ) -> LoadResult:
         total = len(phase.prompts)
         watch = _Watch(progress=True)
         gc_was_enabled = gc.isenabled()
@@ -324,7 +302,8 @@ class _Client:
         duration = end - t0
         watch.timeline.append((duration, self.inflight))
         self._progress(phase.done, total)
-        records = [r for r in phase.records if r is not None]
+        records = self._measured = [r for r in phase.records if r is not None]
+        after = await self._server_read(before) if before is not None else None
         lag_ms = sorted(x * 1000.0 for x in watch.lags) or [0.0]
         return LoadResult(
             records=records,
@@ -343,6 +322,13 @@ class _Client:
             warmup_errors=[f"{r.error_kind}: {r.error}" for r in warm_failed[:5]],
             gc_collections=watch.gc_collections,
             cancelled=cancelled or self.stop,
+            server_before=before.values if before is not None else None,
+            server_after=after.values if after is not None else None,
+            server_reads={
+                name: read.facts()
+                for name, read in (("before", before), ("after", after))
+                if read is not None
+            },
         )
 
     async def _supervised(self, phase: _Phase, watch: _Watch) -> bool:
@@ -382,9 +368,25 @@ class _Client:
                 if gc.get_count()[0] > GC_YOUNG_LIMIT:
                     gc.collect(1)
                     watch.gc_collections += 1
+            if tick % STALL_SWEEP_EVERY == 0 and self._streams:
+                self._sweep_stalls(now)
             if watch.progress and tick % PROGRESS_EVERY == 0 and phase.done != last_done:
                 last_done = phase.done
                 self._progress(phase.done, total)
+
+    def _sweep_stalls(self, now: float) -> None:
+        """Fail every stream silent for the stall timeout since its last chunk (after the first):
+        mark it `stalled` and fire its request timeout now, which ends the request the way a
+        timeout does (the raw socket is dropped, aiohttp's response released)."""
+        limit = self.stall_timeout
+        loop_now = asyncio.get_running_loop().time()
+        for sse, deadline in list(self._streams.items()):
+            if not sse.first and sse.fail is None and now - sse.last > limit:
+                sse.fail = ("stalled", f"no data for {limit:g} s after the first token")
+                try:
+                    deadline.reschedule(loop_now)
+                except RuntimeError:  # already leaving its timeout block
+                    pass
 
     def _phase(self, name: str) -> None:
         if self.on_phase is None:
@@ -401,6 +403,10 @@ class _Client:
             self.on_progress(done, total)
         except Exception:  # a broken progress bar must not end a measurement
             self.on_progress = None
+
+
+def _stalled(sse: SSEReader) -> bool:
+    return sse.fail is not None and sse.fail[0] == "stalled"
 
 
 def _ensure_open_files(need: int) -> None:
@@ -452,6 +458,7 @@ async def run_load(
         options.get("cancel"),
         options.get("on_phase"),
         options.get("transport", DEFAULT_TRANSPORT),
+        options.get("server_stats", False),
     )
     return await client.run(prompts)
 

@@ -222,7 +222,7 @@ def _verdicts_section(comparison: Comparison) -> str:
         )
         if rest:
             parts.append(f'<p class="muted">Other metrics: {rest}.</p>')
-    rule = verdict_rule(lambda s: f"<i>{s}</i>", comparison.confidence)
+    rule = verdict_rule(lambda s: f"<i>{s}</i>", comparison.confidence, comparison.margin)
     parts.append(f'<p class="muted">{rule}</p></section>')
     return "".join(parts)
 

@@ -129,7 +129,7 @@ def test_secrets_never_go_in_but_the_configuration_does(
     assert env == {"HF_TOKEN": REDACTED, "VLLM_CPU_KVCACHE_SPACE": "1"}
     failed = next(r for r in runs if r["status"] == "failed")
     assert "KV cache needs 3 GiB" in failed["log_tail"] and REDACTED in failed["log_tail"]
-    assert failed["base_url"] == f"http://{REDACTED}@127.0.0.1:8000/v1"
+    assert failed["base_url"] == "http://127.0.0.1:8000/v1"  # stored without its user:pw@
     exp = table_rows(fresh, "experiments")[0]
     assert json.loads(exp["engine_json"])["env"]["HF_TOKEN"] == REDACTED
     assert json.loads(exp["engine_json"])["env"]["VLLM_CPU_KVCACHE_SPACE"] == "1"

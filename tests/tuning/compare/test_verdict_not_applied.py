@@ -1,5 +1,5 @@
 """Issue 11 item 1 on Compare: a side whose value the engine did not apply gets no verdict (never
-better / worse / no clear difference), with the reason, in the table, the exports, the CLI text
+better / worse / equivalent / undecided), with the reason, in the table, the exports, the CLI text
 and the HTML report's words."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from tuning.compare.comparison import build_comparison
 from tuning.compare.present import table_rows, verdict_text
 
 KV = "kv-cache-memory-bytes"
-REAL = {"no clear difference", "better", "worse", "inconclusive"}
+REAL = {"equivalent", "better", "worse", "undecided"}
 WORKLOAD = {"num_requests": 64, "concurrency": 16, "input_len": 64, "output_len": 64}
 
 

@@ -79,7 +79,7 @@ def test_comparison_csv_and_json(charts_lab: dict[str, Any]) -> None:
     text = export.comparison_csv(cmp).decode()
     assert "'=danger" in text and "\n=danger" not in text
     data = json.loads(export.comparison_json(cmp))
-    assert data["bootstrap"]["unit"] == "run"
+    assert data["verdict_rule"]["unit"] == "run"
     verdicts = {(r["side"], r["metric"]): r["verdict"] for r in data["rows"]}
     assert verdicts[("block-size = 8", "mean_ttft_ms")] == "worse"
 

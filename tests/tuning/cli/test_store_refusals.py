@@ -1,0 +1,135 @@
+"""Issue 11, item 10: the CLI and a lab DB it should not change. A damaged DB gets a plain
+message with how to recover (no traceback); a DB written by a newer lab is refused with nothing
+written; read-only commands (runs, compare, report; chart shares compare's path) leave a DB
+byte-identical with no -wal/-shm beside it, the committed H200 example included."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from subprocess import CompletedProcess
+
+import pytest
+
+from store import connect, snapshot
+from store.db import NewerSchemaError
+from tests.checks import db_fingerprint
+from tests.factories import seed_clean_lab
+
+REPO = Path(__file__).resolve().parents[3]
+EXAMPLE = REPO / "examples" / "h200" / "lab-h200.db.xz"
+Cli = Callable[..., CompletedProcess[str]]
+
+
+def _damaged(tmp_path: Path, kind: str) -> Path:
+    path = tmp_path / f"{kind}.db"
+    if kind == "not-sqlite":
+        path.write_bytes(b"this is a spreadsheet, not a lab\n" * 200)
+        return path
+    seed_clean_lab(path, values=(2,), repeats=1)
+    data = bytearray(path.read_bytes())
+    page = 4096
+    for p in range(2, len(data) // page):  # every page but the first: the schema survives
+        data[p * page : p * page + 64] = b"\xa5" * 64
+    path.write_bytes(bytes(data))
+    return path
+
+
+@pytest.mark.parametrize("kind", ["not-sqlite", "garbled-pages"])
+@pytest.mark.parametrize(
+    "command", [["runs"], ["compare", "--experiment", "1"], ["experiment", "--param", "x"]]
+)
+def test_a_damaged_db_gets_a_plain_message_with_the_way_out(
+    kind: str, command: list[str], tmp_path: Path, tuning_cli: Cli
+) -> None:
+    path = _damaged(tmp_path, kind)
+    before = _sha(path)  # a WAL-mode file may get empty -wal/-shm from a reader: SQLite's rule
+    args = [*command, "--db", str(path)]
+    if command[0] == "experiment":
+        args += ["--values", "1", "--base-url", "http://127.0.0.1:9/v1"]
+        args[2] = "concurrency"
+    out = tuning_cli(args, tmp_path / "home", timeout=120)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "Traceback" not in out.stderr, out.stderr
+    assert "cannot be read" in out.stderr and ".recover" in out.stderr
+    assert _sha(path) == before
+
+
+def _from_a_newer_lab(tmp_path: Path) -> Path:
+    path = tmp_path / "newer.db"
+    seed_clean_lab(path, values=(2,), repeats=1)
+    conn = sqlite3.connect(path)
+    conn.execute(
+        "INSERT INTO _sqlite_migrations (migration_set, name, applied_at) "
+        "VALUES ('vllm-tuning-lab', 'm999_from_the_future', '2030-01-01')"
+    )
+    conn.commit()
+    conn.close()
+    return path
+
+
+def test_a_db_from_a_newer_lab_is_refused_and_nothing_is_written(
+    tmp_path: Path, tuning_cli: Cli
+) -> None:
+    path = _from_a_newer_lab(tmp_path)
+    before = db_fingerprint(path)
+    with pytest.raises(NewerSchemaError, match="m999_from_the_future"), connect(path):
+        pass
+    out = tuning_cli(
+        ["experiment", "--param", "concurrency", "--values", "1", "--db", str(path)]
+        + ["--base-url", "http://127.0.0.1:9/v1"],
+        tmp_path / "home",
+        timeout=120,
+    )
+    assert out.returncode == 2 and "newer version of the lab" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
+    assert db_fingerprint(path) == before
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _companions(path: Path) -> list[str]:
+    return sorted(p.name for p in path.parent.glob(path.name + "-*"))
+
+
+def test_read_only_commands_leave_a_copy_of_the_example_byte_identical(
+    tmp_path: Path, tuning_cli: Cli
+) -> None:
+    copy = tmp_path / "lab-h200.db"
+    shutil.copy(snapshot.expanded(EXAMPLE), copy)
+    sha = _sha(copy)
+    for args in (
+        ["runs", "--json"],
+        ["compare", "--experiment", "1"],
+        ["report", "--experiment", "1", "--out", str(tmp_path / "r.html")],
+    ):
+        out = tuning_cli([*args, "--db", str(copy)], tmp_path / "home", timeout=300)
+        assert out.returncode == 0, out.stderr
+        assert _sha(copy) == sha, args
+        assert _companions(copy) == [], args
+
+
+def test_the_committed_example_is_kept_in_rollback_mode_and_compare_leaves_it_as_it_was(
+    tmp_path: Path, tuning_cli: Cli
+) -> None:
+    """A WAL-mode file gets -wal/-shm from any reader (SQLite's rule); the example is committed
+    in journal_mode=DELETE (and xz-compressed, opened as its cached expansion), so the README's
+    own command changes neither the committed file nor the copy the lab reads."""
+    cache = tmp_path / "cache"
+    sha = _sha(EXAMPLE)
+    out = tuning_cli(
+        ["compare", "--db", str(EXAMPLE), "--experiment", "1"],
+        tmp_path / "home",
+        timeout=120,
+        env={"XDG_CACHE_HOME": str(cache)},
+    )
+    assert out.returncode == 0, out.stderr
+    assert _sha(EXAMPLE) == sha
+    (opened,) = cache.rglob("*.db")
+    assert opened.read_bytes()[18:20] == b"\x01\x01"  # file format 1: rollback journal
+    assert _sha(opened) == _sha(snapshot.expanded(EXAMPLE)) and _companions(opened) == []

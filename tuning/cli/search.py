@@ -1,0 +1,111 @@
+"""`python -m tuning search --param NAME --range LO:HI --objective METRIC [--slo ttft:200 tpot:50]
+[--budget-runs N] [workload flags] --db DB [--json]`: the lab chooses the values (a coarse pass,
+then bisection around the best and on the start limit), one ordinary run each; run it again with
+the same arguments to resume a stopped search."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+from tuning.cli.args import add_db, db_path, refused
+
+if TYPE_CHECKING:
+    from tuning.cli.args import Subparsers
+
+COMMANDS = ("search",)
+
+
+def add_arguments(sub: Subparsers) -> None:
+    from tuning.cli.experiment import add_workload_arguments
+
+    p = sub.add_parser("search", help="search one parameter over a range for the best value")
+    p.add_argument("--param", required=True)
+    p.add_argument("--range", required=True, metavar="LO:HI")
+    p.add_argument(
+        "--objective",
+        default="output_throughput",
+        help="a compare metric key (output_throughput, mean_ttft_ms, p99_ttft_ms, ...) or goodput",
+    )
+    p.add_argument("--slo", nargs="+", default=None, metavar="METRIC:MS", help="e.g. ttft:200")
+    p.add_argument("--budget-runs", type=int, default=8, metavar="N")
+    p.add_argument("--coarse", type=int, default=4, metavar="K", help="points of the first pass")
+    p.add_argument("--set", action="append", metavar="NAME=VALUE", help="baseline parameter")
+    p.add_argument("--base-url", default=None, help="attach (workload parameters only)")
+    p.add_argument("--model", default=None)
+    p.add_argument("--start-timeout", type=float, default=300.0)
+    p.add_argument("--json", action="store_true")
+    add_workload_arguments(p)
+    add_db(p)
+
+
+def parse_range(param: str, text: str) -> Any:
+    """'1:32' -> Space(1, 32, integer) for an int parameter; floats otherwise."""
+    from tuning.params import get_param
+    from tuning.search.strategy import Space
+
+    lo_text, sep, hi_text = text.partition(":")
+    if not sep:
+        raise ValueError(f"--range {text!r}: expected LO:HI")
+    integer = get_param(param).type == "int"
+    try:
+        lo, hi = (int(lo_text), int(hi_text)) if integer else (float(lo_text), float(hi_text))
+    except ValueError:
+        raise ValueError(f"--range {text!r}: LO and HI must be numbers") from None
+    return Space(float(lo), float(hi), integer)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tuning.cli.server import parse_sets
+    from tuning.compare.comparison import parse_slo
+    from tuning.engine import current_spec
+    from tuning.experiment.lock import RunnerBusy
+    from tuning.params import ParamError
+    from tuning.search.driver import SearchSpec, run_search
+    from tuning.workload import workload_from_args
+
+    try:
+        spec = SearchSpec(
+            param=args.param,
+            space=parse_range(args.param, args.range),
+            objective=args.objective,
+            workload=workload_from_args(args),
+            engine=None if args.base_url else current_spec(),
+            base_config=parse_sets(args.set),
+            slo_ms=parse_slo(args.slo),
+            budget_runs=args.budget_runs,
+            coarse=args.coarse,
+            base_url=args.base_url,
+            model=args.model,
+        )
+        spec.validate()
+    except (ParamError, ValueError) as exc:
+        return refused(str(exc))
+
+    def progress(event: str, data: dict[str, Any]) -> None:
+        print(
+            f"step {data['step']}: {args.param} = {data['value']} ({data['why']})", file=sys.stderr
+        )
+
+    try:
+        result = run_search(db_path(args), spec, progress, start_timeout=args.start_timeout)
+    except RunnerBusy as exc:
+        print(f"refused: {exc}", file=sys.stderr)
+        return 3
+    except (ParamError, ValueError) as exc:
+        return refused(str(exc))
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    for e in result["log"]:
+        print(
+            f"step {e['step']}: {args.param} = {e['value']:g} run {e['run_id']} {e['status']} "
+            f"{result['objective']} = {e[result['objective']]} ({e['why']})"
+        )
+    print(
+        f"chosen: {args.param} = {result['chosen']} ({result['objective']} "
+        f"{result['chosen_value']}); {result['stopped']}"
+    )
+    return 0

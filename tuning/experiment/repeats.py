@@ -1,0 +1,189 @@
+"""Repeat until decided: `experiment --repeats auto [--max-repeats N] [--budget-minutes M]`.
+
+The experiment starts like any other with `Design.min_repeats` interleaved rounds (the runner's
+ordinary schedule). Then `extend` asks the stopping rule (tuning.compare.sequential.plan_next)
+what the stored runs leave undecided against the baseline (the first value) and runs the rounds it
+asks for, interleaved (baseline, then each undecided value), until every value is decided, cannot
+be decided within max_repeats, or the time budget is spent. Everything it needs is in the store
+(the runs so far and the experiment's settings), so a resumed experiment picks up where it was;
+each step's plan is stored in `experiments.repeats_plan_json` and reported through `progress`.
+
+The time budget counts the wall time of the experiment's runs (restarts included), not the clock,
+so time spent stopped does not count. The first rounds always run: a verdict needs two runs a side.
+A value the engine did not apply (runs.config_mismatch_json) is never repeated: more runs of a
+configuration that was not run cannot decide anything about it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from sqlite_utils import Database
+
+from core.status import Status
+from store import queries, repo
+from tuning.compare.sequential import Design, Plan, plan_next
+from tuning.params import format_value
+from tuning.workload import Workload
+
+DEFAULT_MAX_REPEATS = 10
+# Runs in one of these states count as tried; a cancelled or unfinished one does not.
+_TRIED = frozenset({Status.DONE, Status.FAILED})
+
+
+@dataclass(frozen=True)
+class AutoRepeats:
+    """The settings of `--repeats auto`, as stored on the experiment row."""
+
+    max_repeats: int = DEFAULT_MAX_REPEATS
+    budget_minutes: float | None = None
+
+    def __post_init__(self) -> None:
+        self.design()  # refuses a max_repeats under the minimum
+        if self.budget_minutes is not None and not self.budget_minutes > 0:
+            raise ValueError("--budget-minutes must be more than 0")
+
+    def design(self) -> Design:
+        return Design(max_repeats=self.max_repeats)
+
+    @property
+    def first_rounds(self) -> int:
+        """The interleaved rounds every auto experiment starts with."""
+        return self.design().min_repeats
+
+    def columns(self) -> dict[str, Any]:
+        """The experiment row's columns for these settings."""
+        return {
+            "repeats_auto": 1,
+            "max_repeats": self.max_repeats,
+            "budget_minutes": self.budget_minutes,
+        }
+
+    @classmethod
+    def of(cls, exp: Mapping[str, Any]) -> AutoRepeats | None:
+        """The settings of a stored experiment; None unless it repeats until decided."""
+        if not exp.get("repeats_auto"):
+            return None
+        budget = exp.get("budget_minutes")
+        return cls(
+            max_repeats=int(exp.get("max_repeats") or DEFAULT_MAX_REPEATS),
+            budget_minutes=float(budget) if budget else None,
+        )
+
+
+def _seconds(run: Mapping[str, Any]) -> float | None:
+    start, end = run.get("started_at"), run.get("finished_at")
+    if not start or not end:
+        return None
+    try:
+        elapsed = datetime.fromisoformat(end) - datetime.fromisoformat(start)
+    except ValueError:
+        return None
+    return max(0.0, elapsed.total_seconds())
+
+
+def _not_applied(run: Mapping[str, Any]) -> bool:
+    mismatch = run.get("config_mismatch")
+    return isinstance(mismatch, list) and bool(mismatch)
+
+
+def plan_for(
+    values: Sequence[Any], runs: Sequence[Mapping[str, Any]], settings: AutoRepeats
+) -> Plan:
+    """The next step for an experiment of `values` (the first is the baseline) given its stored
+    runs in run order: a pure function of what is stored."""
+    labels = [format_value(v) for v in values]
+    tried = [r for r in runs if r.get("status") in _TRIED]
+    by_label: dict[str, list[Mapping[str, Any]]] = {label: [] for label in labels}
+    for run in tried:
+        if run.get("value") in by_label:
+            by_label[str(run["value"])].append(run)
+    base_label, *others = labels
+    unapplied = {label for label in labels if any(_not_applied(r) for r in by_label[label])}
+    if base_label in unapplied:
+        return Plan(0, (), True, "the engine did not apply the baseline's value", None, None, False)
+    candidates = {label: by_label[label] for label in others if label not in unapplied}
+    timed = [s for s in map(_seconds, tried) if s is not None]
+    per_run = sum(timed) / len(timed) if timed else None
+    budget_left = None
+    if settings.budget_minutes is not None:
+        budget_left = settings.budget_minutes * 60.0 - sum(timed)
+    plan = plan_next(
+        by_label[base_label],
+        candidates,
+        design=settings.design(),
+        seconds_per_run=per_run,
+        budget_left_s=budget_left if per_run is not None else None,
+    )
+    if unapplied and plan.stop and not candidates:
+        return Plan(0, (), True, "the engine did not apply the values", None, None, False)
+    return plan
+
+
+class _Runner(Protocol):
+    """What `extend` uses of tuning.experiment.runner.ExperimentRunner."""
+
+    db: Database
+    experiment_id: int
+    exp: dict[str, Any]
+    live: Any  # .cancel: a threading.Event set when the user asks to stop
+
+    def progress(self, event: str, data: dict[str, Any]) -> None: ...
+    def _run_value(self, seq: int, value: Any, repeat: int, workload: Workload) -> int: ...
+
+
+def extend(runner: _Runner, workload: Workload) -> list[int]:
+    """Add interleaved rounds until the stopping rule says stop; returns the new runs' ids."""
+    settings = AutoRepeats.of(runner.exp)
+    if settings is None:
+        return []
+    values = list(runner.exp["values"])
+    by_label = {format_value(v): v for v in values}
+    new_ids: list[int] = []
+    while not runner.live.cancel.is_set():
+        runs = queries.list_runs(runner.db, runner.experiment_id, include_hidden=True)
+        plan = plan_for(values, runs, settings)
+        repo.update_experiment(
+            runner.db,
+            runner.experiment_id,
+            repeats_plan_json=plan.to_json(),
+            runs_total=len(runs) + plan.runs,
+        )
+        runner.progress("repeats", plan.to_json())
+        if plan.stop:
+            break
+        seq = max((int(r.get("seq") or 0) for r in runs), default=-1) + 1
+        counts = {label: sum(r.get("value") == label for r in runs) for label in by_label}
+        order = [format_value(values[0]), *plan.pending]
+        for _ in range(plan.rounds):
+            for label in order:
+                if runner.live.cancel.is_set():
+                    return new_ids
+                new_ids.append(runner._run_value(seq, by_label[label], counts[label], workload))
+                counts[label] += 1
+                seq += 1
+                done = len(runs) + len(new_ids)
+                repo.update_experiment(runner.db, runner.experiment_id, runs_done=done)
+                runner.progress(
+                    "run_done",
+                    {"done": done, "total": len(runs) + plan.runs, "run_id": new_ids[-1]},
+                )
+    return new_ids
+
+
+def summary_lines(plan: Mapping[str, Any] | None) -> list[str]:
+    """The stored plan in words, one line per value: how each comparison ended."""
+    if not plan:
+        return []
+    lines = [f"repeat until decided: {plan.get('reason', '')}"]
+    for label, value in (plan.get("values") or {}).items():
+        verdicts = ", ".join(f"{k} {v}" for k, v in (value.get("verdicts") or {}).items())
+        why = f"; {value['why']}" if value.get("why") else ""
+        lines.append(
+            f"  {label}: {value.get('state')} after {value.get('runs')} runs "
+            f"({verdicts or 'no verdict yet'}){why}"
+        )
+    return lines

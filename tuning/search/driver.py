@@ -1,0 +1,177 @@
+"""Search one parameter over a range with the lab's runner: each step is an ordinary one-value
+experiment in the store (its notes say why the value was chosen), so the search can be read on
+Runs and Compare like any other, and a stopped or crashed search resumes where it was: the steps
+are found again by the search's key (parameter, range, objective, SLOs, workload, baseline).
+
+A value's score: the objective of its run (tuning.compare's metric values; goodput recomputed from
+the stored requests for the SLOs), None when it failed or broke an SLO (p99 of each SLO metric
+above its limit). One run per value: the chosen value has no interval yet (repeat it with
+`experiment --repeats auto` against its neighbours to decide).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core.status import Status
+from store import connect, queries
+from tuning.compare.catalog import METRIC_BY_KEY
+from tuning.compare.comparison import request_loader, run_metric_values
+from tuning.engine import EngineSpec
+from tuning.experiment.plan import plan_experiment
+from tuning.experiment.runner import run_experiment
+from tuning.params import format_value, get_param
+from tuning.search.strategy import Observation, Space, Step, best, next_step
+from tuning.workload import Workload
+
+OBJECTIVES = {"goodput": "request_goodput"}  # names the CLI accepts besides the metric keys
+NAME_PREFIX = "search "
+
+
+@dataclass
+class SearchSpec:
+    param: str
+    space: Space
+    objective: str  # a metric key (tuning.compare.catalog), or "goodput"
+    workload: Workload
+    engine: EngineSpec | None
+    base_config: dict[str, Any] = field(default_factory=dict)
+    slo_ms: dict[str, float] = field(default_factory=dict)
+    budget_runs: int = 8
+    coarse: int = 4
+    base_url: str | None = None
+    model: str | None = None
+
+    @property
+    def metric(self) -> str:
+        return OBJECTIVES.get(self.objective, self.objective)
+
+    def validate(self) -> None:
+        if self.metric not in METRIC_BY_KEY:
+            known = ", ".join(sorted([*METRIC_BY_KEY, *OBJECTIVES]))
+            raise ValueError(f"objective {self.objective!r}: one of {known}")
+        if self.metric == "request_goodput" and not self.slo_ms:
+            raise ValueError("objective goodput needs --slo (e.g. ttft:200 tpot:50)")
+        if self.budget_runs < 2:
+            raise ValueError("--budget-runs must be at least 2")
+        get_param(self.param)
+
+    def key(self) -> str:
+        """What makes two searches the same search (and a later call a resume)."""
+        facts = {
+            "param": self.param,
+            "range": [self.space.lo, self.space.hi],
+            "objective": self.metric,
+            "slo": self.slo_ms,
+            "workload": self.workload.to_dict(),
+            "config": self.base_config,
+            "engine": self.engine.to_json() if self.engine else self.base_url,
+        }
+        return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def _meets_slo(run: Mapping[str, Any], slo_ms: Mapping[str, float]) -> bool:
+    for name, limit in slo_ms.items():
+        p99 = run.get(f"p99_{name}_ms")
+        if p99 is None or float(p99) > limit:
+            return False
+    return True
+
+
+def observations(db_path: Path, spec: SearchSpec) -> tuple[list[Observation], list[dict[str, Any]]]:
+    """The steps of this search found in the store, in order: observations and the log."""
+    prefix = f"{NAME_PREFIX}{spec.key()}:"
+    sign = 1.0 if METRIC_BY_KEY[spec.metric].better == "higher" else -1.0
+    obs: list[Observation] = []
+    log: list[dict[str, Any]] = []
+    if not db_path.exists():
+        return obs, log
+    with connect(db_path, readonly=True) as db:
+        loader = request_loader(db)
+        mine = [
+            e for e in queries.list_experiments(db, True) if (e["name"] or "").startswith(prefix)
+        ]
+        for exp in sorted(mine, key=lambda e: int(e["id"])):
+            runs = [r for r in queries.list_runs(db, exp["id"], True) if r["status"] != "cancelled"]
+            if not runs:
+                continue
+            run = runs[-1]
+            value = float(exp["values"][0])
+            # a failed start (bad value, OOM, KV too small) vs a load that failed after it
+            started = run["status"] == Status.DONE or run.get("failure_kind") == "measurement_error"
+            metric = run_metric_values(run, spec.slo_ms, loader).get(spec.metric)
+            ok = run["status"] == Status.DONE and metric is not None
+            slo_ok = ok and _meets_slo(run, spec.slo_ms)
+            score = sign * float(metric) if ok and slo_ok and metric is not None else None
+            obs.append(Observation(value, score, started))
+            log.append(
+                {
+                    "step": len(log) + 1,
+                    "value": value,
+                    "why": exp.get("notes") or "",
+                    "run_id": run["id"],
+                    "status": run["status"],
+                    "failure_kind": run.get("failure_kind"),
+                    spec.metric: metric,
+                    "meets_slo": slo_ok if spec.slo_ms else None,
+                }
+            )
+    return obs, log
+
+
+def run_search(
+    db_path: Path,
+    spec: SearchSpec,
+    progress: Callable[[str, dict[str, Any]], None] | None = None,
+    start_timeout: float = 300.0,
+) -> dict[str, Any]:
+    """Run (or resume) the search to its end; the result as JSON-ready data."""
+    spec.validate()
+    say = progress or (lambda event, data: None)
+    p = get_param(spec.param)
+    while True:
+        obs, log = observations(db_path, spec)
+        step: Step = next_step(spec.space, obs, budget_runs=spec.budget_runs, coarse=spec.coarse)
+        if step.value is None:
+            break
+        value: Any = int(step.value) if spec.space.integer else step.value
+        say("step", {"step": len(obs) + 1, "value": value, "why": step.why})
+        exp_id = plan_experiment(
+            db_path,
+            param=p.name,
+            values=[value],
+            workload=spec.workload,
+            engine=spec.engine,
+            base_config=spec.base_config,
+            base_url=spec.base_url,
+            model=spec.model,
+            name=f"{NAME_PREFIX}{spec.key()}: {p.name} = {format_value(value)}",
+        )
+        with connect(db_path) as db:
+            db.table("experiments").update(exp_id, {"notes": step.why})
+        run_experiment(db_path, exp_id, start_timeout=start_timeout)
+    top = best(obs)
+    chosen: Any = None
+    if top is not None:
+        chosen = int(top.value) if spec.space.integer else top.value
+    return {
+        "param": p.name,
+        "range": [spec.space.lo, spec.space.hi],
+        "objective": spec.metric,
+        "better": METRIC_BY_KEY[spec.metric].better,
+        "slo_ms": spec.slo_ms,
+        "search_key": spec.key(),
+        "chosen": chosen,
+        "chosen_value": next((e[spec.metric] for e in log if e["value"] == top.value), None)
+        if top
+        else None,
+        "interval": None,  # one run per value: decide with --repeats auto around the choice
+        "runs": [e["run_id"] for e in log],
+        "stopped": step.why,
+        "log": log,
+    }

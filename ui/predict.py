@@ -1,0 +1,67 @@
+"""The KV cache each value would get, shown on New experiment before anything starts
+(tuning.predict), and predicted vs the engine's figures for the Runs table."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from tuning.engine import EngineSpec
+from tuning.params import Param
+from tuning.predict import ModelShape, error_pct, predict_values
+from ui.common import md_escape
+
+
+def render_prediction(
+    spec: EngineSpec, param: Param, values: Sequence[Any], baseline: Mapping[str, Any]
+) -> None:
+    """A table of the predicted KV cache per value; an error per value that cannot start."""
+    if not param.restarts_server or not values:
+        return
+    try:
+        shape = ModelShape.load(spec.model)
+        config = {**spec.baseline, **baseline}
+        rows = predict_values(param.name, values, config, shape, backend=spec.backend, env=spec.env)
+    except (OSError, ValueError, KeyError) as exc:
+        st.caption(md_escape(f"No KV prediction: {exc}"))
+        return
+    st.subheader("Predicted KV cache")
+    frame = pd.DataFrame(
+        [
+            {
+                param.name: r.value,
+                "bytes/token": r.bytes_per_token,
+                "block size": r.block_size,
+                "KV budget (MiB)": None if r.budget_bytes is None else r.budget_bytes / 2**20,
+                "KV blocks": r.kv_blocks,
+                "KV tokens": r.kv_tokens,
+                "max concurrency": r.max_concurrency,
+                "starts": "yes" if r.can_start else "no",
+            }
+            for r in rows
+        ]
+    )
+    st.dataframe(frame, hide_index=True, key="new_prediction", width="stretch")
+    mml = rows[0].max_model_len if rows else None
+    st.caption(
+        f"From the model's config.json. KV budget: {rows[0].budget_source}. Max concurrency = "
+        f"KV blocks / blocks of one max-model-len ({mml}) request."
+    )
+    for r in rows:
+        for problem in r.problems:
+            st.error(md_escape(f"{param.name} = {r.value} cannot start: {problem}"))
+        for warning in r.warnings:
+            st.warning(md_escape(f"{param.name} = {r.value}: {warning}"))
+
+
+def prediction_columns(run: Mapping[str, Any]) -> dict[str, Any]:
+    """Predicted KV tokens beside the engine's, with the error in %, for the Runs table."""
+    predicted = run.get("predicted_kv_cache_tokens")
+    err = error_pct(predicted, run.get("kv_cache_tokens"))
+    return {
+        "KV tokens predicted": predicted,
+        "prediction error %": None if err is None else round(err, 2),
+    }
