@@ -5,13 +5,20 @@ VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8501
 
-.PHONY: setup engine browser run lint test test-fast screenshots bench-agreement bench-client bench-compare
+# Ray for the fleet (optional at run time; the fleet tests need it, so `make test` installs it).
+.PHONY: setup engine browser fleet run lint test test-fast screenshots bench-agreement bench-client bench-compare
 
 setup: $(VENV)/.deps engine
 
 $(VENV)/.deps: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --progress-bar on -r requirements-dev.txt
+	touch $@
+
+fleet: $(VENV)/.fleet
+
+$(VENV)/.fleet: $(VENV)/.deps requirements-fleet.txt
+	$(BIN)/pip install --progress-bar on -r requirements-fleet.txt
 	touch $@
 
 engine: $(VENV)/.deps
@@ -31,12 +38,12 @@ lint: $(VENV)/.deps
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: setup browser lint
+test: setup browser fleet lint
 	TUNING_LAB_REQUIRE_ENGINE=1 $(BIN)/pytest
 
-# The fast tier: no engine, no browser; seconds.
+# The fast tier: no engine, no browser, no Ray cluster; seconds.
 test-fast: $(VENV)/.deps
-	$(BIN)/pytest -m "not engine and not browser"
+	$(BIN)/pytest -m "not engine and not browser and not fleet"
 
 screenshots: setup browser
 	TUNING_LAB_SCREENSHOTS=docs/screenshots $(BIN)/pytest tests/e2e -m browser

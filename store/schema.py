@@ -57,6 +57,9 @@ JSON_COLUMNS: tuple[str, ...] = (
     "prediction_json",
     "workload_spec_json",
     "spec_json",
+    "fleet_json",
+    "placement_json",
+    "gpu_uuids_json",
 )
 
 # Who made a row and where, where it came from (local or a bundle), and the user's own marks:
@@ -274,6 +277,28 @@ def m006_process_start_times(db: Database) -> None:
     for table, column in (("experiments", "runner_start_time_s"), ("runs", "server_start_time_s")):
         if column not in db.table(table).columns_dict:
             db.table(table).add_column(column, float)
+
+
+@migrations()
+def m007_fleet_placement(db: Database) -> None:
+    """Where a run ran when an experiment used the fleet (Ray): node, host, GPUs, CPU, slot, which
+    attempt; NULL for a local run. `experiments.fleet_json` holds the fleet options it asked for."""
+    runs = db.table("runs")
+    columns: dict[str, type] = {
+        "node_id": str,
+        "node_host": str,
+        "gpu_uuids_json": str,
+        "gpu_model": str,
+        "cpu_model": str,
+        "slot": str,
+        "attempt": int,
+        "placement_json": str,
+    }
+    for column, kind in columns.items():
+        if column not in runs.columns_dict:
+            runs.add_column(column, kind)
+    if "fleet_json" not in db.table("experiments").columns_dict:
+        db.table("experiments").add_column("fleet_json", str)
 
 
 def apply_migrations(db: Database) -> None:

@@ -222,7 +222,24 @@ def render_runs_table(db: Any, exp: Mapping[str, Any]) -> None:
     runs = queries.list_runs(db, int(exp["id"]), include_hidden=True)
     if not runs:
         return
-    render_run_table(runs, LIVE_KEYS, "live_runs_table")
+    render_run_table(
+        runs,
+        LIVE_KEYS,
+        "live_runs_table",
+        extra=(lambda r: _placement(exp, r)) if exp.get("fleet") else None,
+    )
+
+
+def _placement(exp: Mapping[str, Any], run: Mapping[str, Any]) -> dict[str, Any]:
+    """On the fleet several runs are in flight at once: each one's phase, slot and node."""
+    if not exp.get("fleet"):
+        return {}
+    return {
+        "phase": run.get("phase"),
+        "slot": run.get("slot"),
+        "node": run.get("node_host"),
+        "attempt": run.get("attempt"),
+    }
 
 
 def panel(db_path: Path, experiment_id: int, was_active: bool) -> None:

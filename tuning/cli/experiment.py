@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.status import Status
 from tuning.cli.args import add_db, at_least_one, db_path, refused
+from tuning.cli.fleet import add_fleet_arguments, attach_fleet, fleet_options
 from tuning.cli.server import parse_sets
 from tuning.cli.workload import add_traffic_arguments, spec_from_args
 
@@ -134,6 +135,7 @@ def add_arguments(sub: Subparsers) -> None:
     exp.add_argument("--json", action="store_true", help="print the run ids as JSON")
     add_workload_arguments(exp)
     add_traffic_arguments(exp)
+    add_fleet_arguments(exp)
     add_db(exp)
     for name, help_text in (
         ("run-experiment", "(runner process) run a planned experiment"),
@@ -219,6 +221,7 @@ def _experiment(args: argparse.Namespace) -> int:
 
     from store import StoreError
     from tuning.experiment.supervisor import ResumeRefused, prepare_resume, reap
+    from tuning.fleet import FleetError
     from tuning.params import ParamError
 
     path = db_path(args)
@@ -234,8 +237,10 @@ def _experiment(args: argparse.Namespace) -> int:
                 print(f"experiment {exp_id}: nothing to resume, every run has finished")
                 return 0
         else:
+            fleet = fleet_options(args)
             exp_id = _plan(args, path)
-    except (ParamError, ValueError, ResumeRefused, StoreError) as exc:
+            attach_fleet(path, exp_id, fleet)
+    except (ParamError, ValueError, ResumeRefused, StoreError, FleetError) as exc:
         return refused(str(exc))
     bar = tqdm(desc=f"experiment {exp_id}", unit="run", file=sys.stderr)
 
@@ -277,12 +282,16 @@ def _run_stored(
     from tuning.experiment.lock import RunnerBusy
     from tuning.experiment.runner import run_experiment
     from tuning.experiment.supervisor import settle
+    from tuning.fleet import FleetError
 
     try:
         run_ids = run_experiment(path, exp_id, progress, start_timeout=start_timeout)
     except RunnerBusy as exc:
         print(f"refused: {exc}", file=sys.stderr)
         return EXIT_BUSY, []
+    except FleetError as exc:
+        print(f"refused: experiment {exp_id}: {exc}", file=sys.stderr)
+        return EXIT_FAILED, []
     except KeyboardInterrupt:
         settle(path, exp_id, Status.CANCELLED, "interrupted before it started")
         print(

@@ -10,10 +10,20 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from tuning.cli import compare, doctor, experiment, predict, search, server, share, workload
+from tuning.cli import (
+    compare,
+    doctor,
+    experiment,
+    fleet,
+    predict,
+    search,
+    server,
+    share,
+    workload,
+)
 from tuning.cli.args import refused
 
-MODULES = (server, experiment, compare, share, predict, search, workload, doctor)
+MODULES = (server, experiment, compare, share, predict, search, workload, doctor, fleet)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -18,6 +18,7 @@ _SAME_FACTS = (
     ("engine", "engine"),
     ("vllm_version", "vLLM version"),
     ("hardware", "hardware"),
+    ("gpu_model", "GPU model"),  # fleet runs: the GPUs the run had, not just its node's summary
 )
 
 
@@ -30,6 +31,7 @@ class PairCheck:
     comparable: bool
     reasons: list[str] = field(default_factory=list)
     changed: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # comparable, but say it
 
     @property
     def reason(self) -> str:
@@ -153,4 +155,20 @@ def check_pair(base: Mapping[str, Any], cand: Mapping[str, Any]) -> PairCheck:
         comparable=not reasons,
         reasons=reasons,
         changed=params,
+        warnings=placement_warnings(base, cand),
     )
+
+
+def placement_warnings(base: Mapping[str, Any], cand: Mapping[str, Any]) -> list[str]:
+    """Fleet runs on different nodes: comparable (same GPU model), but not the same machine."""
+    a, b = base.get("node_id"), cand.get("node_id")
+    if not a or not b or a == b:
+        return []
+    where_a = base.get("node_host") or str(a)[:12]
+    where_b = cand.get("node_host") or str(b)[:12]
+    if where_a == where_b:
+        where_a, where_b = str(a)[:12], str(b)[:12]
+    return [
+        f"run {cand['id']} ran on node {where_b}, baseline run {base['id']} on node {where_a}: "
+        "different machines add their own noise"
+    ]

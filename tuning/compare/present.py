@@ -147,8 +147,16 @@ def comparability_text(comparison: Comparison, mark: Mark = _plain) -> str:
     what = f" — parameter {mark(comparison.param)}" if comparison.param else ""
     return (
         f"All {n} runs are comparable: same workload fingerprint, model, engine and vLLM "
-        f"version, hardware; exactly one parameter differs{what}."
+        f"version, hardware; exactly one parameter differs{what}." + _node_note(comparison)
     )
+
+
+def _node_note(comparison: Comparison) -> str:
+    """' Note: values ran on N different nodes (...)' for fleet runs spread over machines."""
+    warnings = [w for c in comparison.checks for w in c.warnings]
+    if not warnings:
+        return ""
+    return f" Warning: values ran on different nodes ({len(warnings)} run(s)): {warnings[0]}."
 
 
 def failed_text(comparison: Comparison) -> str | None:

@@ -87,7 +87,12 @@ class ExperimentRunner(Bookkeeping):
         try:
             workload = Workload.from_dict(exp["workload"])
             plan = schedule(list(exp["values"]), int(exp["repeats"] or 1))
-            for seq in outcome.remaining(plan, self._runs()):
+            todo = outcome.remaining(plan, self._runs())
+            if exp.get("fleet"):  # the runs go to the fleet's workers instead (tuning.fleet)
+                from tuning.fleet.executor import run_on_fleet
+
+                run_ids, todo = run_on_fleet(self, plan, workload), []
+            for seq in todo:
                 if self.live.cancel.is_set():
                     break
                 value, repeat = plan[seq]

@@ -1,0 +1,155 @@
+"""The fleet end to end on a real Ray cluster on this machine: a head and a second node (`ray
+start`, each declaring one slot), an experiment against the fake vLLM through them. Runs land on
+both nodes with their placement stored; a worker killed mid-run gives a `worker_lost` run and one
+retry on the other node; no server, worker or Ray process is left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from store import connect, queries, repo
+from tests.fakes.engines import fake_spec
+from tuning.experiment.plan import plan_experiment
+from tuning.experiment.runner import run_experiment
+from tuning.fleet.cluster import FleetOptions, LocalNode, start_node
+from tuning.procs import group_alive
+from tuning.workload import Workload
+
+pytest.importorskip("ray")
+pytestmark = [pytest.mark.fleet, pytest.mark.timeout(600)]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[list[LocalNode]]:
+    head = start_node(1, num_cpus=1)
+    nodes = [head]
+    try:
+        nodes.append(start_node(1, head_address=head.address, num_cpus=1))
+        yield nodes
+    finally:
+        for node in reversed(nodes):
+            node.stop()
+    assert not any(group_alive(node.pgid) for node in nodes)  # every Ray process is gone
+
+
+def _servers(name: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        if name in (proc.info["cmdline"] or []):
+            found.append(proc)
+    return found
+
+
+def _plan(db: Path, name: str, address: str, faults: str) -> int:
+    exp_id = plan_experiment(
+        db,
+        param="max-num-seqs",
+        values=[2, 4],
+        workload=Workload(num_requests=4, concurrency=2, input_len=16, output_len=4, num_warmups=0),
+        engine=fake_spec(faults, served_name=name),
+        repeats=2,
+        author="ada",
+        host="box-a",
+    )
+    with connect(db) as conn:
+        fleet = FleetOptions(mode="ray", address=address).to_dict()
+        repo.update_experiment(conn, exp_id, fleet_json=fleet)
+    return exp_id
+
+
+def test_runs_spread_over_both_nodes_and_a_lost_worker_is_retried(
+    cluster: list[LocalNode], fresh_db: Path
+) -> None:
+    name = f"fleet-{uuid.uuid4().hex[:8]}"
+    exp_id = _plan(fresh_db, name, cluster[0].address, "start_delay=3")
+    killed: dict[str, Any] = {}
+
+    def kill_one_worker() -> None:  # the first server's worker, while the server starts
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not killed:
+            for server in _servers(name):
+                worker = server.parent()
+                if worker is not None and "RunWorker" in " ".join(worker.cmdline()):
+                    time.sleep(1.0)
+                    killed.update(worker=worker.pid, server=server.pid)
+                    os.kill(worker.pid, signal.SIGKILL)
+                    return
+            time.sleep(0.2)
+
+    killer = threading.Thread(target=kill_one_worker, daemon=True)
+    killer.start()
+    run_ids = run_experiment(fresh_db, exp_id, start_timeout=120)
+    killer.join(5)
+    assert killed, "no worker was seen running a server"
+    with connect(fresh_db) as db:
+        runs = [queries.get_run(db, i) for i in run_ids]
+        exp = queries.get_experiment(db, exp_id)
+    assert exp["status"] == "done"
+    lost = [r for r in runs if r["failure_kind"] == "worker_lost"]
+    assert len(lost) == 1, [(r["id"], r["status"], r["failure_kind"]) for r in runs]
+    retry = [r for r in runs if r["attempt"] == 2]
+    assert len(retry) == 1 and retry[0]["status"] == "done"
+    assert (retry[0]["seq"], retry[0]["value"]) == (lost[0]["seq"], lost[0]["value"])
+    assert retry[0]["node_id"] != lost[0]["node_id"]  # elsewhere
+    done = [r for r in runs if r["status"] == "done"]
+    assert len(done) == 4 and all(r["completed"] == 4 for r in done)
+    assert len({r["node_id"] for r in done}) == 2  # both nodes ran runs
+    for r in done:
+        placement = r["placement"]
+        assert placement["node_id"] == r["node_id"] and r["slot"] and r["cpu_model"]
+        assert r["node_host"] and isinstance(r["gpu_uuids"], list)
+        assert placement["vllm_port"] and r["kv_cache_tokens"]
+    ports = [json.dumps(r["argv"]) for r in done]
+    assert len(set(ports)) == len(ports)  # each run its own port
+    deadline = time.monotonic() + 30
+    while _servers(name) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _servers(name), "a server outlived its run"
+    assert not psutil.pid_exists(killed["server"]) or not _servers(name)
+
+
+def test_cancel_stops_every_server_on_the_fleet(cluster: list[LocalNode], fresh_db: Path) -> None:
+    name = f"fleet-{uuid.uuid4().hex[:8]}"
+    exp_id = _plan(fresh_db, name, cluster[0].address, "start_delay=4")
+
+    def cancel_when_both_start() -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and len(_servers(name)) < 2:
+            time.sleep(0.2)
+        with connect(fresh_db) as db:
+            repo.request_cancel(db, exp_id)
+
+    canceller = threading.Thread(target=cancel_when_both_start, daemon=True)
+    canceller.start()
+    run_ids = run_experiment(fresh_db, exp_id, start_timeout=120)
+    canceller.join(5)
+    with connect(fresh_db) as db:
+        runs = [queries.get_run(db, i) for i in run_ids]
+        exp = queries.get_experiment(db, exp_id)
+    assert exp["status"] == "cancelled"
+    assert len(runs) == 2 and all(r["status"] == "cancelled" for r in runs), runs
+    deadline = time.monotonic() + 30
+    while _servers(name) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _servers(name), "a server outlived the cancel"
+
+
+def test_fleet_status_lists_both_nodes_and_their_slots(
+    cluster: list[LocalNode], tuning_cli: Any, lab_home: Path
+) -> None:
+    out = tuning_cli(["fleet", "status", "--json", "--ray-address", cluster[0].address], lab_home)
+    assert out.returncode == 0, out.stderr[-2000:]
+    status = json.loads(out.stdout)
+    assert len(status["nodes"]) == 2 and status["slots_total"] == 2
+    assert all(n["alive"] and n["slots"] == 1 for n in status["nodes"])

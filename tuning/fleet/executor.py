@@ -1,0 +1,306 @@
+"""The driver's loop on the fleet: the runner calls `run_on_fleet` instead of its per-value loop.
+
+Each job of the plan goes to a free slot (tuning.fleet.schedule.pick) as one Ray actor
+(tuning.fleet.worker.RunWorker) pinned to the slot's node, with the slot resource and K GPUs. The
+driver creates the run row when it dispatches (the Live page sees it at once), polls each worker's
+phase, and, when a worker returns, writes its rows and placement: it stays the only writer of the
+lab's database. A worker or node lost mid-run is a result: the run is stored as failed with kind
+`worker_lost` and retried once, on another node when there is one. Cancel asks every worker to
+stop (each stops its server by group); what does not answer in time is killed, and its guard
+stops its servers.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from core.clock import now_iso
+from core.status import Status
+from store import repo
+from store.transfer import store_run_rows
+from tuning.fleet import SLOT_RESOURCE, FleetError, import_ray
+from tuning.fleet.cluster import Fleet, FleetOptions, open_fleet
+from tuning.fleet.placement import placement_columns
+from tuning.fleet.schedule import History, Job, Slot, jobs_for, pick
+from tuning.fleet.worker import MAX_CONCURRENCY
+from tuning.params import format_value, get_param
+from tuning.workload import Workload
+
+if TYPE_CHECKING:
+    from tuning.experiment.runner import ExperimentRunner
+
+POLL_S = 1.0
+CANCEL_GRACE_S = 60.0
+LOST_HINT = (
+    "The worker running this run (or its node) died mid-run: killed, out of memory, or its node "
+    "left the cluster. The run was retried once on another slot; its servers were stopped by "
+    "the worker's guard."
+)
+
+# Experiment columns a worker needs to run a value like the local runner does.
+_EXPERIMENT_FIELDS = ("name", "param", "repeats", "base_url", "model", "author", "host")
+
+
+@dataclass
+class Flight:
+    job: Job
+    slot: Slot
+    actor: Any
+    ref: Any
+    run_id: int
+    status_ref: Any = None
+
+
+def experiment_for_worker(exp: dict[str, Any]) -> dict[str, Any]:
+    """The experiment row as the worker re-creates it in its scratch database."""
+    out = {k: exp.get(k) for k in _EXPERIMENT_FIELDS}
+    out.update(
+        values_json=exp.get("values"),
+        config_json=exp.get("config"),
+        workload_json=exp.get("workload"),
+        engine_json=exp.get("engine"),
+        runs_total=1,
+    )
+    return out
+
+
+class FleetDriver:
+    """Runs the plan of `runner`'s experiment over `fleet`'s slots; returns the run ids."""
+
+    def __init__(self, runner: ExperimentRunner, fleet: Fleet, workload: Workload):
+        from tuning.fleet.worker import RunWorker
+
+        ray = import_ray()
+        self.ray: Any = ray
+        self.runner = runner
+        self.fleet = fleet
+        self.workload = workload
+        self.remote_worker: Any = ray.remote(RunWorker)
+        config = runner.exp.get("config") or {}
+        self.gpus = fleet.gpus_per_run(int(config.get("tensor-parallel-size") or 1))
+        self.flights: dict[Any, Flight] = {}
+        self.actors: dict[Slot, Any] = {}
+        self.run_ids: list[int] = []
+        self.done = 0
+        self.total = 0
+
+    # -- dispatch -------------------------------------------------------------------------------
+    def _create_run(self, job: Job, slot: Slot) -> int:
+        exp = self.runner.exp
+        param = get_param(exp["param"])
+        config, wl = dict(exp.get("config") or {}), self.workload
+        if param.restarts_server:
+            config[param.name] = job.value
+        else:
+            wl = wl.with_value(param.name, job.value)
+        engine = exp.get("engine") or {}
+        return repo.create_run(
+            self.runner.db,
+            experiment_id=self.runner.experiment_id,
+            seq=job.seq,
+            repeat_index=job.repeat,
+            param=param.name,
+            value=format_value(job.value),
+            config_json=config,
+            workload_json=wl.to_dict(),
+            workload_fingerprint=wl.fingerprint(),
+            engine=engine.get("name", "attached"),
+            model=exp.get("model"),
+            started_at=now_iso(),
+            author=exp.get("author"),
+            host=exp.get("host"),
+            status=Status.RUNNING,
+            phase="dispatched",
+            node_id=slot.node_id,
+            node_host=slot.host,
+            slot=slot.name,
+            attempt=job.attempt,
+        )
+
+    def _new_actor(self, slot: Slot) -> Any:
+        """The worker of `slot`: pinned to its node, the slot resource and K GPUs; it runs the
+        slot's runs one after another (a new one replaces it when it is lost)."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        return self.remote_worker.options(
+            max_concurrency=MAX_CONCURRENCY,
+            num_cpus=0,
+            num_gpus=self.gpus,
+            resources={SLOT_RESOURCE: 1},
+            scheduling_strategy=NodeAffinitySchedulingStrategy(slot.node_id, soft=False),
+            max_restarts=0,
+        ).remote()
+
+    def _dispatch(self, job: Job, slot: Slot) -> None:
+        run_id = self._create_run(job, slot)
+        actor = self.actors.get(slot) or self._new_actor(slot)
+        self.actors[slot] = actor
+        payload = {
+            "experiment": experiment_for_worker(self.runner.exp),
+            "seq": job.seq,
+            "value": job.value,
+            "repeat": job.repeat,
+            "slot": slot.name,
+            "gpus_per_run": self.gpus,
+            "log_dir": str(self.runner.log_dir),
+            "start_timeout": self.runner.start_timeout,
+        }
+        ref = actor.run.remote(payload)
+        self.flights[ref] = Flight(job, slot, actor, ref, run_id)
+        self.run_ids.append(run_id)
+        self.runner.progress("dispatched", {"run_id": run_id, "slot": slot.name})
+
+    # -- results --------------------------------------------------------------------------------
+    def _finish(self, flight: Flight, pending: list[Job]) -> str | None:
+        """Store what a finished worker returned; the failure kind when it returned nothing."""
+        from ray.exceptions import RayError, RayTaskError
+
+        db = self.runner.db
+        kind = None
+        try:
+            rows = self.ray.get(flight.ref)
+        except RayTaskError as exc:  # the worker's own code raised: a lab bug, not a lost worker
+            kind = "worker_error"
+            self._fail(flight, "worker_error", str(exc)[-2000:], traceback.format_exc()[-4000:])
+        except RayError as exc:
+            kind = "worker_lost"
+            self._fail(flight, "worker_lost", f"{type(exc).__name__}: {exc}"[:2000], "")
+            if flight.job.attempt == 1 and not self.runner.live.cancel.is_set():
+                retry = Job(flight.job.seq, flight.job.value, flight.job.repeat, 2)
+                retry.avoid_node = flight.slot.node_id
+                pending.insert(0, retry)
+                self.total += 1
+                repo.update_experiment(db, self.runner.experiment_id, runs_total=self.total)
+        else:
+            store_run_rows(db, flight.run_id, rows)
+            placement = rows.get("placement") or {}
+            repo.update_run(db, flight.run_id, **placement_columns(placement, flight.job.attempt))
+            if rows["run"].get("status") == Status.FAILED:
+                self.runner.progress(
+                    "run_failed",
+                    {
+                        "run_id": flight.run_id,
+                        "kind": rows["run"].get("failure_kind"),
+                        "reason": rows["run"].get("failure_reason"),
+                    },
+                )
+        self.flights.pop(flight.ref, None)
+        if kind is not None:  # a lost or broken worker is not reused
+            self._release(flight.slot)
+        self.done += 1
+        repo.update_experiment(db, self.runner.experiment_id, runs_done=self.done)
+        self.runner.progress(
+            "run_done", {"done": self.done, "total": self.total, "run_id": flight.run_id}
+        )
+        return kind
+
+    def _fail(self, flight: Flight, kind: str, reason: str, log_tail: str) -> None:
+        hint = LOST_HINT if kind == "worker_lost" else "The fleet worker raised; see log tail."
+        repo.update_run(
+            self.runner.db,
+            flight.run_id,
+            status=Status.FAILED,
+            phase=Status.FAILED,
+            finished_at=now_iso(),
+            failure_kind=kind,
+            failure_reason=reason,
+            failure_hint=hint,
+            log_tail=log_tail or None,
+        )
+        self.runner.progress(
+            "run_failed", {"run_id": flight.run_id, "kind": kind, "reason": reason}
+        )
+
+    def _release(self, slot: Slot) -> None:
+        """Stop the slot's worker (its guard first, when it still answers) and forget it."""
+        actor = self.actors.pop(slot, None)
+        if actor is None:
+            return
+        try:
+            self.ray.get(actor.close.remote(), timeout=10)
+        except Exception:
+            pass
+        self.ray.kill(actor)
+
+    # -- the loop -------------------------------------------------------------------------------
+    def _poll_phases(self) -> None:
+        """Each worker's phase onto its run row (the Live page's view of runs in flight)."""
+        done_total = [0, 0]
+        for flight in list(self.flights.values()):
+            if flight.status_ref is not None:
+                ready, _ = self.ray.wait([flight.status_ref], timeout=0)
+                if ready:
+                    try:
+                        state = self.ray.get(flight.status_ref)
+                    except Exception:
+                        state = None
+                    if state:
+                        repo.update_run(self.runner.db, flight.run_id, phase=state["phase"])
+                        done_total[0] += int(state.get("requests_done") or 0)
+                        done_total[1] += int(state.get("requests_total") or 0)
+                    flight.status_ref = None
+            if flight.status_ref is None:
+                flight.status_ref = flight.actor.status.remote()
+        with self.runner._lock:
+            self.runner.live.phase = f"fleet: {len(self.flights)} in flight"
+            self.runner.live.requests_done, self.runner.live.requests_total = done_total
+
+    def run(self, plan: list[tuple[Any, int]]) -> list[int]:
+        try:
+            return self._run(plan)
+        finally:
+            for slot in list(self.actors):
+                self._release(slot)
+
+    def _run(self, plan: list[tuple[Any, int]]) -> list[int]:
+        pending = jobs_for(plan)
+        self.total = len(pending)
+        history = History()
+        slots = self.fleet.slots()
+        if not slots:
+            raise FleetError(
+                f"no slot on the fleet: no alive node declares the `{SLOT_RESOURCE}` resource"
+            )
+        cancel_at: float | None = None
+        while pending or self.flights:
+            cancel = self.runner.live.cancel.is_set()
+            if cancel and cancel_at is None:
+                cancel_at = time.monotonic()
+                pending.clear()
+                for flight in self.flights.values():
+                    flight.actor.cancel.remote()
+            if cancel_at is not None and time.monotonic() - cancel_at > CANCEL_GRACE_S:
+                for flight in list(self.flights.values()):
+                    self._fail(flight, "cancelled", "did not stop within the grace", "")
+                    self.flights.pop(flight.ref, None)
+                    self._release(flight.slot)
+                break
+            busy = {f.slot for f in self.flights.values()}
+            nodes = {s.node_id for s in slots}
+            for slot in slots:
+                if slot not in busy and pending:
+                    job = pick(pending, slot, history, nodes)
+                    if job is not None:
+                        self._dispatch(job, slot)
+            if not self.flights:
+                if pending:  # nothing can run them (every slot's node is gone)
+                    raise FleetError("jobs left but no slot can take them")
+                break
+            ready, _ = self.ray.wait(list(self.flights), num_returns=1, timeout=POLL_S)
+            for ref in ready:
+                if self._finish(self.flights[ref], pending) == "worker_lost":
+                    slots = self.fleet.slots() or slots  # a lost node's slots are gone
+            self._poll_phases()
+        return self.run_ids
+
+
+def run_on_fleet(
+    runner: ExperimentRunner, plan: list[tuple[Any, int]], workload: Workload
+) -> list[int]:
+    """The runner's hook: open the fleet its experiment asked for, run the plan, close it."""
+    options = FleetOptions.from_dict(runner.exp.get("fleet") or {})
+    with open_fleet(options) as fleet:
+        return FleetDriver(runner, fleet, workload).run(plan)
