@@ -166,9 +166,10 @@ def _repeats(text: str) -> int | str:
     if text.strip().lower() == "auto":
         return "auto"
     try:
-        return at_least_one(text)
-    except argparse.ArgumentTypeError as exc:
-        raise argparse.ArgumentTypeError(f"{exc} (or 'auto')") from None
+        int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: a number of runs or 'auto'") from None
+    return at_least_one(text)
 
 
 def _auto(args: argparse.Namespace) -> Any:
@@ -225,6 +226,10 @@ def _experiment(args: argparse.Namespace) -> int:
     from tuning.params import ParamError
 
     path = db_path(args)
+    try:
+        _auto(args)  # flags that need no server are refused before the endpoint is asked
+    except ValueError as exc:
+        return refused(str(exc))
     if args.base_url and not endpoint_ready(args):
         return 1
     _say_reaped(reap(path))
