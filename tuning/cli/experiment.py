@@ -134,8 +134,13 @@ def _experiment(args: argparse.Namespace) -> int:
 
     settings = load_settings()
     path = db_path(args)
-    if args.base_url and not endpoint_ready(args):
-        return 1
+    if args.base_url:
+        from store import connect
+
+        with connect(path):  # a damaged or newer DB is refused before the endpoint is asked
+            pass
+        if not endpoint_ready(args):
+            return 1
     try:
         values = parse_values(args.param, args.values)
         exp_id = plan_experiment(
