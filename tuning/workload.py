@@ -32,6 +32,7 @@ _SPECIAL_CHARS = frozenset("<>[]|")
 _MAX_FIT_ROUNDS = 64
 # Workload fields that are the client's patience, not the load the server sees (not fingerprinted).
 _CLIENT_FIELDS = ("request_timeout_s", "stall_timeout_s")
+DEFAULT_STALL_TIMEOUT_S = 60.0
 # What a server without the route answers (not found, method not allowed, not implemented, or a
 # gateway's "bad request" for a path it does not know).
 _NO_ROUTE = frozenset({400, 404, 405, 422, 501})
@@ -69,7 +70,7 @@ class Workload:
     seed: int = 0
     num_warmups: int | None = None
     request_timeout_s: float = 600.0
-    stall_timeout_s: float = 60.0
+    stall_timeout_s: float = 60.0  # DEFAULT_STALL_TIMEOUT_S
 
     def __post_init__(self) -> None:
         for name in ("num_requests", "concurrency", "input_len", "output_len"):
@@ -134,7 +135,12 @@ class Workload:
         return hashlib.sha256(blob).hexdigest()[:16]
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The fields; `stall_timeout_s` only when not the default, so a workload stored before
+        the field existed reads back and writes out the same."""
+        out = asdict(self)
+        if out["stall_timeout_s"] == DEFAULT_STALL_TIMEOUT_S:
+            del out["stall_timeout_s"]
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Workload:

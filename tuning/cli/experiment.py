@@ -220,16 +220,19 @@ def _plan(args: argparse.Namespace, path: Path) -> int:
 def _experiment(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from store import StoreError
+    from store import StoreError, connect
     from tuning.experiment.supervisor import ResumeRefused, prepare_resume, reap
     from tuning.fleet import FleetError
     from tuning.params import ParamError
 
     path = db_path(args)
-    try:
-        _auto(args)  # flags that need no server are refused before the endpoint is asked
-    except ValueError as exc:
+    try:  # flags that need no server or DB are refused first, with nothing written
+        _auto(args)
+        fleet = None if args.resume is not None else fleet_options(args)
+    except (ValueError, FleetError) as exc:
         return refused(str(exc))
+    with connect(path):  # a damaged or newer DB is refused before the endpoint is asked
+        pass
     if args.base_url and not endpoint_ready(args):
         return 1
     _say_reaped(reap(path))
@@ -242,7 +245,6 @@ def _experiment(args: argparse.Namespace) -> int:
                 print(f"experiment {exp_id}: nothing to resume, every run has finished")
                 return 0
         else:
-            fleet = fleet_options(args)
             exp_id = _plan(args, path)
             attach_fleet(path, exp_id, fleet)
     except (ParamError, ValueError, ResumeRefused, StoreError, FleetError) as exc:
