@@ -67,9 +67,9 @@ def test_use_local_engine_plans_a_new_local_experiment(
     imported: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     started: list[int] = []
-    monkeypatch.setattr(
-        "tuning.experiment.runner.run_experiment",
-        lambda db, exp_id, *a, **kw: started.append(exp_id) or [],
+    monkeypatch.setattr(  # the run itself is not this test's business: record what would run
+        "tuning.cli.experiment._run_stored",
+        lambda path, exp_id, *a, **kw: (started.append(exp_id), (0, []))[1],
     )
     lab, old = imported["lab"], imported["exp"]
     assert main(["run-experiment", "--db", str(lab), "--id", str(old), "--use-local-engine"]) == 0
