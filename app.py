@@ -6,8 +6,10 @@ import streamlit as st
 
 from store import queries
 from tuning.compare.present import fmt
-from tuning.engine import engine_info
-from tuning.experiment.supervisor import reap_stale
+from tuning.engine import current_spec, engine_info
+from tuning.experiment.demo import plan_demo
+from tuning.experiment.supervisor import reap_stale, spawn_runner
+from tuning.settings import load_settings
 from ui.common import ICONS, db, db_path, md_code, md_escape
 
 st.set_page_config(page_title="vLLM Tuning Lab", page_icon=ICONS["lab"], layout="wide")
@@ -16,6 +18,19 @@ st.caption(
     "Change one vLLM flag at a time, restart, replay the same workload at the same "
     "concurrency, and compare memory, latency and throughput against the baseline."
 )
+
+
+def start_demo() -> None:
+    """Plan the demo experiment (tuning.experiment.demo) and start its runner process."""
+    settings = load_settings()
+    exp_id = plan_demo(
+        db_path(),
+        current_spec(settings),
+        author=settings.resolved_author(),
+        host=settings.resolved_host(),
+    )
+    spawn_runner(db_path(), exp_id)
+
 
 reap_stale(db_path())
 conn = db()
@@ -32,7 +47,15 @@ if active:
             )
             st.page_link("pages/3_Live.py", label="Watch it live", icon=ICONS["live"])
 else:
-    st.info("No experiment is running. Start one from **New experiment**.")
+    st.info(
+        "No experiment is running. New here? The demo runs a real experiment on the embedded "
+        "CPU engine (max-num-seqs 2 vs 16, a short workload, repeated until the verdict is "
+        "decided: a few minutes), shows it live, then on Compare. Or start your own from "
+        "**New experiment**."
+    )
+    if st.button("Run the 2-minute demo", icon=":material/play_arrow:", key="demo"):
+        start_demo()
+        st.switch_page("pages/3_Live.py")
 
 left, right = st.columns(2)
 with left:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from tuning.cli import (
     compare,
+    demo,
     doctor,
     experiment,
     fleet,
@@ -23,7 +24,7 @@ from tuning.cli import (
 )
 from tuning.cli.args import refused
 
-MODULES = (server, experiment, compare, share, predict, search, workload, doctor, fleet)
+MODULES = (server, experiment, compare, share, predict, search, workload, doctor, fleet, demo)
 
 
 def build_parser() -> argparse.ArgumentParser:

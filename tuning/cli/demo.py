@@ -1,0 +1,54 @@
+"""`python -m tuning demo`: the home page's "Run the 2-minute demo" from a shell: max-num-seqs 2 vs
+16 on the embedded engine, repeated until decided, then the comparison with its verdicts."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+from tuning.cli.args import add_db, db_path, refused
+
+if TYPE_CHECKING:
+    from tuning.cli.args import Subparsers
+
+COMMANDS = ("demo",)
+
+
+def add_arguments(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "demo",
+        help="the 2-minute demo: max-num-seqs 2 vs 16 on the embedded engine, until decided",
+    )
+    add_db(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tuning.cli.experiment import _run_stored
+    from tuning.cli.main import main
+    from tuning.engine import EngineError, current_spec
+    from tuning.experiment.demo import plan_demo
+    from tuning.settings import load_settings
+
+    settings = load_settings()
+    path = db_path(args)
+    try:
+        spec = current_spec(settings)
+        exp_id = plan_demo(
+            path, spec, author=settings.resolved_author(), host=settings.resolved_host()
+        )
+    except (EngineError, ValueError) as exc:
+        return refused(str(exc))
+    print(f"demo: experiment {exp_id}, max-num-seqs 2 vs 16, repeated until decided", flush=True)
+
+    def progress(event: str, data: dict[str, object]) -> None:
+        if event == "run_done":
+            print(f"  run {data['run_id']} done ({data['done']} of {data['total']})", flush=True)
+        elif event == "repeats" and not data["stop"]:
+            print(f"  repeat until decided: {data['reason']}", flush=True)
+
+    code, _ = _run_stored(path, exp_id, progress)
+    if code != 0:
+        return code
+    sys.stdout.flush()
+    return main(["compare", "--db", str(path), "--experiment", str(exp_id)])
