@@ -25,6 +25,7 @@ mismatch.
 from __future__ import annotations
 
 import ast
+import json
 import math
 import re
 from collections.abc import Mapping
@@ -378,3 +379,15 @@ def mismatch_reasons(mismatches: Any) -> list[str]:
     if not isinstance(mismatches, list):
         return []
     return [str(m.get("reason") or m.get("param")) for m in mismatches if isinstance(m, dict)]
+
+
+def stored_mismatches(run: Mapping[str, Any]) -> list[Any] | None:
+    """A run's stored config mismatches (parsed, or from `config_mismatch_json`); None when the
+    run was never checked or what is stored is not a list (an odd bundle)."""
+    raw = run.get("config_mismatch")
+    if raw is None and isinstance(run.get("config_mismatch_json"), str):
+        try:
+            raw = json.loads(run["config_mismatch_json"])
+        except ValueError:
+            raw = None
+    return raw if isinstance(raw, list) else None

@@ -20,7 +20,8 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def _gpus() -> list[dict[str, Any]]:
+def nvml_gpus() -> list[dict[str, Any]]:
+    """Every GPU NVML sees: [{index, uuid, name, memory_total_bytes}]; [] without a driver."""
     try:
         import pynvml  # lazily: most of our machines have no driver
     except ImportError:
@@ -33,13 +34,12 @@ def _gpus() -> list[dict[str, Any]]:
         out = []
         for i in range(pynvml.nvmlDeviceGetCount()):
             handle = pynvml.nvmlDeviceGetHandleByIndex(i)
-            name = pynvml.nvmlDeviceGetName(handle)
-            total = pynvml.nvmlDeviceGetMemoryInfo(handle).total
             out.append(
                 {
                     "index": i,
-                    "name": name if isinstance(name, str) else name.decode(),
-                    "memory_total_bytes": int(total),
+                    "uuid": _text(pynvml.nvmlDeviceGetUUID(handle)),
+                    "name": _text(pynvml.nvmlDeviceGetName(handle)),
+                    "memory_total_bytes": int(pynvml.nvmlDeviceGetMemoryInfo(handle).total),
                 }
             )
         return out
@@ -50,6 +50,16 @@ def _gpus() -> list[dict[str, Any]]:
             pynvml.nvmlShutdown()
         except Exception:
             pass
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _gpus() -> list[dict[str, Any]]:
+    """The GPUs as the stored hardware description has always held them (no UUIDs: a run's
+    hardware says which model, not which card)."""
+    return [{k: g[k] for k in ("index", "name", "memory_total_bytes")} for g in nvml_gpus()]
 
 
 @lru_cache(maxsize=1)

@@ -13,6 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from tuning.compare.present import fmt
+from tuning.effective import stored_mismatches
 from ui.common import md_escape as e
 
 
@@ -76,13 +77,8 @@ def health_badge(run: Mapping[str, Any]) -> str:
 
 def config_mismatches(run: Mapping[str, Any]) -> list[str] | None:
     """Each asked parameter the engine did not apply, in words; [] all applied; None unchecked."""
-    raw = run.get("config_mismatch")
-    if raw is None and isinstance(run.get("config_mismatch_json"), str):
-        try:
-            raw = json.loads(run["config_mismatch_json"])
-        except ValueError:
-            raw = None
-    if not isinstance(raw, list):
+    raw = stored_mismatches(run)
+    if raw is None:
         return None
     return [str(m.get("reason") or m.get("param")) for m in raw if isinstance(m, Mapping)]
 

@@ -90,6 +90,10 @@ class FakeNvml:
         self._check()
         return f"Fake H200 #{handle.index}".encode()
 
+    def nvmlDeviceGetUUID(self, handle: Any) -> str:  # noqa: N802
+        self._check()
+        return f"GPU-fake-{handle.index:04d}"
+
     def nvmlDeviceGetMemoryInfo(self, handle: Any) -> Any:  # noqa: N802
         self._check()
         self.memory_calls += 1

@@ -9,7 +9,6 @@ recomputed from the stored request rows.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ from tuning.compare.stats import (
     bootstrap_change,
     mean_interval,
 )
+from tuning.effective import stored_mismatches
 
 RequestLoader = Callable[[int], m.Columns]
 Run = Mapping[str, Any]
@@ -382,14 +382,8 @@ def build_comparison(
 
 
 def _mismatches(run: Run) -> list[Any]:
-    """A run's stored config mismatches (parsed or as stored); [] when none or not checked."""
-    raw = run.get("config_mismatch")
-    if raw is None and isinstance(run.get("config_mismatch_json"), str):
-        try:
-            raw = json.loads(run["config_mismatch_json"])
-        except ValueError:
-            raw = None
-    return raw if isinstance(raw, list) else []
+    """A run's stored config mismatches; [] when none or not checked."""
+    return stored_mismatches(run) or []
 
 
 def not_applied(members: Sequence[Run], params: set[str]) -> list[str]:

@@ -17,37 +17,13 @@ from tuning import hardware
 def visible_gpus() -> list[dict[str, Any]]:
     """[{index, uuid, name}] of the GPUs in CUDA_VISIBLE_DEVICES (all when unset); [] without
     NVML."""
-    try:
-        import pynvml
-    except ImportError:
-        return []
-    try:
-        pynvml.nvmlInit()
-    except Exception:
-        return []
-    try:
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        count = pynvml.nvmlDeviceGetCount()
-        wanted = [v.strip() for v in visible.split(",") if v.strip()] if visible else None
-        out = []
-        for i in range(count):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
-            uuid = _text(pynvml.nvmlDeviceGetUUID(handle))
-            if wanted is not None and str(i) not in wanted and uuid not in wanted:
-                continue
-            out.append({"index": i, "uuid": uuid, "name": _text(pynvml.nvmlDeviceGetName(handle))})
-        return out
-    except Exception:
-        return []
-    finally:
-        try:
-            pynvml.nvmlShutdown()
-        except Exception:
-            pass
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    wanted = [v.strip() for v in visible.split(",") if v.strip()] if visible else None
+    return [
+        {"index": g["index"], "uuid": g["uuid"], "name": g["name"]}
+        for g in hardware.nvml_gpus()
+        if wanted is None or str(g["index"]) in wanted or g["uuid"] in wanted
+    ]
 
 
 def describe_placement(node_id: str, slot: str) -> dict[str, Any]:
