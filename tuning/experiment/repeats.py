@@ -158,6 +158,7 @@ def extend(runner: _Runner, workload: Workload) -> list[int]:
         seq = max((int(r.get("seq") or 0) for r in runs), default=-1) + 1
         counts = {label: sum(r.get("value") == label for r in runs) for label in by_label}
         order = [format_value(values[0]), *plan.pending]
+        added = 0  # this round's runs (`runs` above already holds the earlier rounds')
         for _ in range(plan.rounds):
             for label in order:
                 if runner.live.cancel.is_set():
@@ -165,7 +166,8 @@ def extend(runner: _Runner, workload: Workload) -> list[int]:
                 new_ids.append(runner._run_value(seq, by_label[label], counts[label], workload))
                 counts[label] += 1
                 seq += 1
-                done = len(runs) + len(new_ids)
+                added += 1
+                done = len(runs) + added
                 repo.update_experiment(runner.db, runner.experiment_id, runs_done=done)
                 runner.progress(
                     "run_done",

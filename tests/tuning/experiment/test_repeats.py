@@ -93,11 +93,17 @@ def _auto_experiment(db_path: Path, base_url: str, auto: AutoRepeats) -> int:
 def test_auto_repeats_add_interleaved_rounds_until_the_rule_stops(lab_home: Path) -> None:
     db_path = lab_home / "lab.db"
     events: list[dict[str, Any]] = []
+    done: list[tuple[int, int]] = []
+
+    def progress(event: str, data: dict[str, Any]) -> None:
+        if event == "repeats":
+            events.append(data)
+        elif event == "run_done":
+            done.append((int(data["done"]), int(data["total"])))
+
     with FakeOpenAIServer(FakeConfig(model="m", ttft_ms=5.0, itl_ms=5.0)) as srv:
         exp_id = _auto_experiment(db_path, srv.base_url, AutoRepeats(max_repeats=3))
-        ids = run_experiment(
-            db_path, exp_id, lambda e, d: events.append(d) if e == "repeats" else None
-        )
+        ids = run_experiment(db_path, exp_id, progress)
     db = open_db(db_path)
     exp = queries.get_experiment(db, exp_id)
     runs = queries.list_runs(db, exp_id)
@@ -118,6 +124,9 @@ def test_auto_repeats_add_interleaved_rounds_until_the_rule_stops(lab_home: Path
     three = plan["values"]["3"]
     assert three["state"] == "decided" or three["more"]
     assert exp["runs_total"] == len(runs)
+    # progress counts every run once: 1, 2, ... len(runs), never past its total
+    assert [d for d, _ in done] == list(range(1, len(runs) + 1))
+    assert all(d <= t for d, t in done)
     assert any("3: " in line for line in summary_lines(plan))
 
 
