@@ -34,9 +34,9 @@ def test_new_experiment_page(real_env: dict[str, Any]) -> None:
 def test_runs_page(real_env: dict[str, Any]) -> None:
     at = open_page("pages/2_Runs.py")
     table = at.dataframe[0].value
-    assert set(real_env["run_ids"]) <= set(table["run"])
-    assert (table.set_index("run").loc[real_env["run_ids"], "status"] == "done").all()
-    badges = set(table.set_index("run").loc[real_env["run_ids"], "health"])
+    assert set(real_env["run_ids"]) <= set(table["id"])
+    assert (table.set_index("id").loc[real_env["run_ids"], "status"] == "done").all()
+    badges = set(table.set_index("id").loc[real_env["run_ids"], "health"])
     assert badges and "—" not in badges  # every measured run carries a health verdict
     text = page_text(at)
     assert "Load health" in text and "KV cache:" in text and "achieved" in text
