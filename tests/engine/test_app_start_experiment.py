@@ -47,7 +47,7 @@ def test_start_from_page_and_see_runs(
     at.switch_page("pages/2_Runs.py").run()
     assert not at.exception
     table = at.dataframe[0].value
-    assert list(table["id"]) == [r["id"] for r in reversed(runs)] or sorted(
-        table["id"]
-    ) == sorted(r["id"] for r in runs)
+    assert list(table["id"]) == [r["id"] for r in reversed(runs)] or sorted(table["id"]) == sorted(
+        r["id"] for r in runs
+    )
     assert set(table["status"]) == {"done"}
