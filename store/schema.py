@@ -59,6 +59,7 @@ JSON_COLUMNS: tuple[str, ...] = (
     "spec_json",
     "fleet_json",
     "placement_json",
+    "result_json",
     "gpu_uuids_json",
 )
 
@@ -299,6 +300,36 @@ def m007_fleet_placement(db: Database) -> None:
             runs.add_column(column, kind)
     if "fleet_json" not in db.table("experiments").columns_dict:
         db.table("experiments").add_column("fleet_json", str)
+
+
+@migrations()
+def m008_searches(db: Database) -> None:
+    """One row per `search` (tuning.search.record): what it searches (spec_json: parameter,
+    range, objective, SLOs, budget, workload, baseline), the process running it (pid and start
+    time, its log), its status and, once ended, its result (result_json). Its steps are ordinary
+    experiments named after its `key`."""
+    if "searches" not in db.table_names():
+        db.table("searches").create(
+            {
+                "id": int,
+                "key": str,
+                "param": str,
+                "spec_json": str,
+                "status": str,
+                "runner_pid": int,
+                "runner_start_time_s": float,
+                "log_path": str,
+                "created_at": str,
+                "started_at": str,
+                "finished_at": str,
+                "result_json": str,
+                "error": str,
+                "author": str,
+                "host": str,
+            },
+            pk="id",
+            not_null={"key", "spec_json", "status"},
+        )
 
 
 def apply_migrations(db: Database) -> None:

@@ -37,6 +37,7 @@ def add_arguments(sub: Subparsers) -> None:
     p.add_argument("--model", default=None)
     p.add_argument("--start-timeout", type=float, default=300.0)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--record", type=int, default=None, help=argparse.SUPPRESS)  # the UI's row
     add_workload_arguments(p)
     add_db(p)
 
@@ -64,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
     from tuning.experiment.lock import RunnerBusy
     from tuning.params import ParamError
     from tuning.search.driver import SearchSpec, run_search
+    from tuning.search.record import recorded
     from tuning.workload import workload_from_args
 
     try:
@@ -90,7 +92,9 @@ def run(args: argparse.Namespace) -> int:
         )
 
     try:
-        result = run_search(db_path(args), spec, progress, start_timeout=args.start_timeout)
+        with recorded(db_path(args), spec, args.record) as keep:
+            result = run_search(db_path(args), spec, progress, start_timeout=args.start_timeout)
+            keep(result)
     except RunnerBusy as exc:
         print(f"refused: {exc}", file=sys.stderr)
         return 3
