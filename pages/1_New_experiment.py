@@ -17,10 +17,12 @@ from tuning.params import (
     parse_values,
     validate_config,
 )
+from tuning.search.background import search_running
 from tuning.settings import load_settings
 from tuning.workload import Workload
 from ui.common import ICONS, db, db_path, md_code, md_escape
 from ui.predict import render_prediction
+from ui.search import render_search_mode
 from ui.workload import traffic_section
 
 st.set_page_config(
@@ -31,6 +33,19 @@ st.caption("Exactly one parameter changes between the runs; everything else stay
 
 settings = load_settings()
 spec = current_spec(settings)
+mode = st.radio(
+    "Mode",
+    ["values", "search"],
+    key="new_mode",
+    horizontal=True,
+    format_func=lambda m: {
+        "values": "Run the values I choose",
+        "search": "Search one parameter (the lab picks the values)",
+    }[m],
+)
+if mode == "search":
+    render_search_mode(db_path(), spec, settings)
+    st.stop()
 names = [n for n, p in PARAMS.items() if spec.backend in p.backends]
 param_name = st.selectbox(
     "Parameter to vary",
@@ -112,9 +127,11 @@ if not param.restarts_server:
     )
 model = st.text_input("Model name on that server", "", key="new_model") if base_url else None
 
-busy = bool(queries.active_experiments(db())) or runner_busy()
+busy = bool(queries.active_experiments(db())) or runner_busy() or search_running(db_path())
 if busy:
-    st.warning("An experiment is running; one at a time per machine. Watch it on **Live**.")
+    st.warning(
+        "An experiment or a search is running; one at a time per machine. Watch it on **Live**."
+    )
 if st.button(
     "Start experiment", type="primary", disabled=busy or bool(errors) or not values, key="new_start"
 ):

@@ -234,7 +234,7 @@ def _download(
     )
 
 
-def _export_buttons(chart: Any, kind: str, scope_id: int | None) -> None:
+def export_buttons(chart: Any, kind: str, scope_id: int | None) -> None:
     for col, fmt in zip(st.columns([1, 1, 1, 5]), ("png", "svg", "html"), strict=False):
         note = "standalone, opens offline" if fmt == "html" else None
         _download(col, fmt.upper(), partial(export.render, chart, fmt), kind, fmt, scope_id, note)
@@ -285,7 +285,7 @@ def render_charts(db: Any, comparison: Comparison, scope_id: int | None) -> None
                     "usage in the table, not the memory curve's height under load."
                 )
             st.altair_chart(chart, key=f"chart_{kind}")
-            _export_buttons(chart, kind, scope_id)
+            export_buttons(chart, kind, scope_id)
 
 
 def render_definitions() -> None:
