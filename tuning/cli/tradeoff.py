@@ -91,9 +91,9 @@ def _write_pareto(db: Any, fingerprint: str | None, view: str, out: str) -> int:
 
 def draw(args: argparse.Namespace, db: Any, comparison: Comparison, kind: str, out: str) -> int:
     """Draw a trade-off kind for the selected runs and write it to `out`."""
-    if kind == "pareto":
-        from store import queries
+    from store import queries
 
+    if kind == "pareto":
         first = queries.load_runs(db, comparison.baseline.run_ids[:1])
         fingerprint = args.fingerprint or (first[0].get("workload_fingerprint") if first else None)
         return _write_pareto(db, fingerprint, args.view, out)

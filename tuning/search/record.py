@@ -20,6 +20,7 @@ from core.clock import now_iso
 from core.status import Status, is_active
 from store import connect, queries, repo
 from tuning.compare.catalog import METRIC_BY_KEY
+from tuning.compare.comparison import request_loader, run_metric_values
 from tuning.compare.stats import mean_interval
 from tuning.engine import EngineSpec
 from tuning.experiment import exits
@@ -158,19 +159,30 @@ class Progress:
 
 
 def progress(db_path: Path, row: Mapping[str, Any]) -> Progress:
-    """A search's progress read from the store: its row and its steps' runs."""
+    """A search's progress read from the store: its row and its steps' runs. The chosen value's
+    runs are every finished run of that value among the steps (repeats too), and its interval
+    is the verdicts' interval of their mean objective (none under two runs)."""
     spec = spec_from_json(row["spec"], None)
-    obs, log = observations(db_path, spec, str(row["key"]))
+    key = str(row["key"])
+    obs, log = observations(db_path, spec, key)
     out = Progress(dict(row), spec, log)
     top = best(obs)
     if top is None:
         return out
-    metric = spec.metric
-    values = [float(e[metric]) for e in log if e["value"] == top.value and e[metric] is not None]
     out.chosen = top.value
-    out.chosen_runs = [int(e["run_id"]) for e in log if e["value"] == top.value]
+    values: list[float] = []
+    with connect(db_path, readonly=True) as db:
+        loader = request_loader(db)
+        for exp_id in queries.search_experiment_ids(db, step_prefix(key)):
+            for run in queries.list_runs(db, exp_id, include_hidden=True):
+                if run["status"] != Status.DONE or float(run["value"]) != top.value:
+                    continue
+                metric = run_metric_values(run, spec.slo_ms, loader).get(spec.metric)
+                if metric is not None:
+                    out.chosen_runs.append(int(run["id"]))
+                    values.append(float(metric))
     out.chosen_mean = sum(values) / len(values) if values else None
-    out.interval = mean_interval(values) if len(values) > 1 else None
+    out.interval = mean_interval(values)
     return out
 
 
