@@ -9,6 +9,7 @@ from tuning.compare.present import fmt
 from tuning.engine import current_spec, engine_info
 from tuning.experiment.demo import plan_demo
 from tuning.experiment.supervisor import reap_stale, spawn_runner
+from tuning.search.background import search_running
 from tuning.settings import load_settings
 from ui.common import ICONS, db, db_path, md_code, md_escape
 
@@ -46,6 +47,9 @@ if active:
                 text=f"values done {done} of {total} · phase: {md_escape(exp['phase'])}",
             )
             st.page_link("pages/3_Live.py", label="Watch it live", icon=ICONS["live"])
+elif search_running(db_path()):  # between a search's steps no experiment is active
+    st.info("A search is running (one at a time per machine): its progress is on New experiment.")
+    st.page_link("pages/1_New_experiment.py", label="See the search", icon=ICONS["new"])
 else:
     st.info(
         "No experiment is running. New here? The demo runs a real experiment on the embedded "

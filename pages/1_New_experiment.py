@@ -33,16 +33,11 @@ st.caption("Exactly one parameter changes between the runs; everything else stay
 
 settings = load_settings()
 spec = current_spec(settings)
-mode = st.radio(
-    "Mode",
-    ["values", "search"],
-    key="new_mode",
-    horizontal=True,
-    format_func=lambda m: {
-        "values": "Run the values I choose",
-        "search": "Search one parameter (the lab picks the values)",
-    }[m],
-)
+modes = {
+    "values": "Run the values I choose",
+    "search": "Search one parameter (the lab picks the values)",
+}
+mode = st.radio("Mode", list(modes), key="new_mode", horizontal=True, format_func=modes.get)
 if mode == "search":
     render_search_mode(db_path(), spec, settings)
     st.stop()

@@ -302,6 +302,26 @@ def m007_fleet_placement(db: Database) -> None:
         db.table("experiments").add_column("fleet_json", str)
 
 
+# A search's row (m008_searches): what, the process running it, how it ended.
+SEARCH_COLUMNS: dict[str, type] = {
+    "id": int,
+    "key": str,
+    "param": str,
+    "spec_json": str,
+    "status": str,
+    "runner_pid": int,
+    "runner_start_time_s": float,
+    "log_path": str,
+    "created_at": str,
+    "started_at": str,
+    "finished_at": str,
+    "result_json": str,
+    "error": str,
+    "author": str,
+    "host": str,
+}
+
+
 @migrations()
 def m008_searches(db: Database) -> None:
     """One row per `search` (tuning.search.record): what it searches (spec_json: parameter,
@@ -310,25 +330,7 @@ def m008_searches(db: Database) -> None:
     experiments named after its `key`."""
     if "searches" not in db.table_names():
         db.table("searches").create(
-            {
-                "id": int,
-                "key": str,
-                "param": str,
-                "spec_json": str,
-                "status": str,
-                "runner_pid": int,
-                "runner_start_time_s": float,
-                "log_path": str,
-                "created_at": str,
-                "started_at": str,
-                "finished_at": str,
-                "result_json": str,
-                "error": str,
-                "author": str,
-                "host": str,
-            },
-            pk="id",
-            not_null={"key", "spec_json", "status"},
+            SEARCH_COLUMNS, pk="id", not_null={"key", "spec_json", "status"}
         )
 
 

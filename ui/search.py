@@ -8,6 +8,7 @@ steps' runs. Widget keys start with `srch_`.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -97,14 +98,9 @@ def search_form(spec: EngineSpec) -> SearchSpec | None:
         text = st.text_area("NAME=VALUE, one per line", lines, key="srch_baseline", height=100)
     baseline, errors = parse_assignments(text.splitlines(), "baseline line")
     try:
-        search = SearchSpec(
-            param=name,
-            space=Space(float(lo), float(hi), param.type == "int"),
-            objective=objective,
-            workload=workload,
-            engine=spec,
-            base_config=baseline,
-            slo_ms=slo,
+        space = Space(float(lo), float(hi), param.type == "int")
+        search = replace(
+            SearchSpec(name, space, objective, workload, spec, baseline, slo),
             budget_runs=int(budget),
             coarse=int(coarse),
         )

@@ -8,18 +8,17 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
 from store import connect, queries, repo
 from tuning.experiment.lock import runner_busy
-from tuning.experiment.supervisor import cancel_experiment, reap
+from tuning.experiment.supervisor import cancel_experiment, reap, spawn_detached
 from tuning.params import format_value
 from tuning.procs import process_start_time
 from tuning.search.driver import SearchSpec
 from tuning.search.record import reap_searches, search_alive, spec_json, step_prefix
-from tuning.settings import REPO_ROOT, lab_home
+from tuning.settings import lab_home
 
 
 class SearchBusy(RuntimeError):
@@ -99,15 +98,7 @@ def spawn_search(
         repo.update_search(db, sid, log_path=str(log_path))
     argv = [sys.executable, "-m", "tuning", "search", *cli_args(spec)]
     argv += ["--db", str(db_path), "--json", "--record", str(sid)]
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(
-            argv,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-            cwd=str(REPO_ROOT),
-        )
+    proc = spawn_detached(argv, log_path)
     with connect(db_path) as db:
         row = queries.get_search(db, sid)
         if row["status"] == "queued":  # the child has not taken it yet
