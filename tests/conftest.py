@@ -4,6 +4,7 @@ its tokenizer when they are built."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -17,7 +18,15 @@ import pytest
 from core.clock import now_iso
 from store import connect, open_db, queries, repo
 from store.team import publish
-from tests.factories import Load, add_experiment, add_run, seed_clean_lab, seed_lab, workload
+from tests.factories import (
+    TINY_MODEL,
+    Load,
+    add_experiment,
+    add_run,
+    seed_clean_lab,
+    seed_lab,
+    workload,
+)
 from tuning.compare.comparison import build_comparison, default_baseline
 from tuning.engine import EngineSpec, embedded_spec, model_dir, venv_python
 
@@ -197,6 +206,15 @@ def built_engine() -> EngineSpec:
 def engine(built_engine: EngineSpec, lab_home: Path) -> EngineSpec:
     """The embedded engine, for a test with its own lab home."""
     return built_engine
+
+
+@pytest.fixture
+def tiny_model(tmp_path: Path) -> Path:
+    """A model folder with only the tiny-llama's config.json: enough for tuning.predict."""
+    folder = tmp_path / "tiny-llama"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(TINY_MODEL))
+    return folder
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,7 @@ import numpy as np
 from core.clock import now_iso
 from core.records import RequestRecord, SampleRow
 from store import connect, repo
+from tuning.engine import TINY_MODEL_SHAPE
 from tuning.experiment.plan import plan_experiment
 from tuning.metrics import summarize
 from tuning.workload import Workload
@@ -55,6 +56,9 @@ OOM = {
 ENGINE_PYTHON = "/home/ada/.engine/venv/bin/python"
 ENGINE_MODEL = "/home/ada/.engine/tiny-llama"
 API_SERVER = "vllm.entrypoints.openai.api_server"
+# The embedded engine's tiny-llama config (tuning.engine.build_tiny_model): 2 x 2 x 4 x 64 x 2 B =
+# 2,048 B of KV cache a token.
+TINY_MODEL: dict[str, Any] = {**TINY_MODEL_SHAPE, "torch_dtype": "bfloat16", "vocab_size": 860}
 
 
 def workload(**overrides: Any) -> dict[str, Any]:
