@@ -27,6 +27,7 @@ from tests.factories import (
     seed_lab,
     workload,
 )
+from tests.fakes.hostile import seed_breakout_lab
 from tuning.compare.comparison import build_comparison, default_baseline
 from tuning.engine import EngineSpec, embedded_spec, model_dir, venv_python
 
@@ -206,6 +207,13 @@ def built_engine() -> EngineSpec:
 def engine(built_engine: EngineSpec, lab_home: Path) -> EngineSpec:
     """The embedded engine, for a test with its own lab home."""
     return built_engine
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A lab whose every value and text closes an inline <script> (tests.fakes.hostile), with the
+    comparison of its experiment: for the export tests, once a module."""
+    return seed_breakout_lab(tmp_path_factory.mktemp("hostile-export"))
 
 
 @pytest.fixture

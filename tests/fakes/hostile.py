@@ -17,7 +17,9 @@ from typing import Any
 
 from core.clock import now_iso
 from core.records import RequestRecord
-from store import open_db, repo
+from store import connect, open_db, queries, repo
+from tuning.cli.main import main as cli_main
+from tuning.compare.comparison import build_comparison, default_baseline
 from tuning.metrics import summarize
 
 # Closes the inline <script> of an HTML export and runs its own; the HTML comment opener and the
@@ -184,3 +186,20 @@ def seed_hostile_lab(
         out["active_experiment_id"] = live
     db.conn.close()
     return out
+
+
+def seed_breakout_lab(home: Path) -> dict[str, Any]:
+    """The hostile lab with SCRIPT_BREAKOUT as every value and text, at home/lab.db; its ids, its
+    `home`, `path` and the comparison of its experiment (`cmp`)."""
+    path = home / "lab.db"
+    info = seed_hostile_lab(path, value=SCRIPT_BREAKOUT, text=SCRIPT_BREAKOUT)
+    with connect(path, readonly=True) as db:
+        runs = queries.load_runs(db, queries.experiment_run_ids(db, info["experiment_id"]))
+    info.update(home=home, path=path, cmp=build_comparison(runs, default_baseline(runs)))
+    return info
+
+
+def chart_html_cli(lab: dict[str, Any], out: Path) -> int:
+    """`tuning chart --kind throughput --out OUT` over the lab's experiment; its exit code."""
+    argv = ["chart", "--db", str(lab["path"]), "--experiment", str(lab["experiment_id"])]
+    return cli_main([*argv, "--kind", "throughput", "--out", str(out)])
