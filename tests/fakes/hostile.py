@@ -94,30 +94,40 @@ def seed_hostile_lab(
         tags=text,
         error=text,
     )
+
+    def run(seq: int, repeat: int, val: str, **fields: Any) -> int:
+        """A run of the experiment; every run carries `text` as its author and origin."""
+        return repo.create_run(
+            db,
+            experiment_id=exp,
+            seq=seq,
+            repeat_index=repeat,
+            param=param,
+            value=val,
+            config_json={"block-size": 16, param: val},
+            workload_json=WORKLOAD,
+            workload_fingerprint="fp-hostile",
+            engine="embedded",
+            model="tiny",
+            hardware="cpu-test",
+            author=text,
+            origin=text,
+            **fields,
+        )
+
     run_ids: list[int] = []
     seq = 0
     for rep in range(2):
         for val, ttft in (("2", 0.05), (value, 0.06)):
-            rid = repo.create_run(
-                db,
-                experiment_id=exp,
-                seq=seq,
-                repeat_index=rep,
-                param=param,
-                value=val,
-                config_json={"block-size": 16, param: val},
-                workload_json=WORKLOAD,
-                workload_fingerprint="fp-hostile",
-                engine="embedded",
+            rid = run(
+                seq,
+                rep,
+                val,
                 vllm_version="0.32.0",
-                model="tiny",
                 backend="cpu",
-                hardware="cpu-test",
                 status="done",
                 phase="done",
-                author=text,
                 host=text,
-                origin=text,
                 notes=text,
                 tags=text,
                 started_at=now_iso(),
@@ -142,27 +152,16 @@ def seed_hostile_lab(
                 },
             )
             run_ids.append(rid)
-    failed = repo.create_run(
-        db,
-        experiment_id=exp,
-        seq=seq,
-        repeat_index=0,
-        param=param,
-        value=value,
-        config_json={"block-size": 16, param: value},
-        workload_json=WORKLOAD,
-        workload_fingerprint="fp-hostile",
-        engine="embedded",
-        model="tiny",
-        hardware="cpu-test",
+    failed = run(
+        seq,
+        0,
+        value,
         status="failed",
         phase="failed",
         failure_kind=text,
         failure_reason=text,
         failure_hint=text,
         log_tail=text,
-        author=text,
-        origin=text,
     )
     out: dict[str, Any] = {"experiment_id": exp, "run_ids": run_ids, "failed_run": failed}
     if with_active:
