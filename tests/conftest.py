@@ -27,6 +27,7 @@ from tests.factories import (
     seed_lab,
     workload,
 )
+from tests.fakes.engines import fake_settings_env
 from tests.fakes.hostile import seed_breakout_lab
 from tuning.compare.comparison import build_comparison, default_baseline
 from tuning.engine import EngineSpec, embedded_spec, model_dir, venv_python
@@ -68,6 +69,19 @@ def _run_cli(
 def tuning_cli() -> Callable[..., subprocess.CompletedProcess[str]]:
     """`python -m tuning ARGS` in a subprocess, from the repo, with a lab home (and extra env)."""
     return _run_cli
+
+
+@pytest.fixture(scope="session")
+def fake_cli() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """`fake_cli(home, *ARGS, faults="", timeout=600)`: `python -m tuning ARGS` in a subprocess
+    whose engine is the fake vLLM (with those faults) and whose lab is `home`."""
+
+    def run(
+        home: Path, *args: str, faults: str = "", timeout: float = 600
+    ) -> subprocess.CompletedProcess[str]:
+        return _run_cli(list(args), home, timeout=timeout, env=fake_settings_env(home, faults))
+
+    return run
 
 
 # --------------------------------------------------------------------------------------------
