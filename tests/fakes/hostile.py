@@ -95,8 +95,8 @@ def seed_hostile_lab(
         error=text,
     )
 
-    def run(seq: int, repeat: int, val: str, **fields: Any) -> int:
-        """A run of the experiment; every run carries `text` as its author and origin."""
+    def run(seq: int, repeat: int, val: str, status: str, *texts: str, **fields: Any) -> int:
+        """A run of the experiment: `text` as its author, origin and each field named in `texts`."""
         return repo.create_run(
             db,
             experiment_id=exp,
@@ -110,8 +110,9 @@ def seed_hostile_lab(
             engine="embedded",
             model="tiny",
             hardware="cpu-test",
-            author=text,
-            origin=text,
+            status=status,
+            phase=status,
+            **dict.fromkeys(("author", "origin", *texts), text),
             **fields,
         )
 
@@ -119,20 +120,9 @@ def seed_hostile_lab(
     seq = 0
     for rep in range(2):
         for val, ttft in (("2", 0.05), (value, 0.06)):
-            rid = run(
-                seq,
-                rep,
-                val,
-                vllm_version="0.32.0",
-                backend="cpu",
-                status="done",
-                phase="done",
-                host=text,
-                notes=text,
-                tags=text,
-                started_at=now_iso(),
-                finished_at=now_iso(),
-            )
+            now = {"started_at": now_iso(), "finished_at": now_iso()}
+            engine = {"vllm_version": "0.32.0", "backend": "cpu"}
+            rid = run(seq, rep, val, "done", "host", "notes", "tags", **engine, **now)
             seq += 1
             recs = _records(ttft)
             repo.insert_requests(db, rid, recs)
@@ -152,17 +142,8 @@ def seed_hostile_lab(
                 },
             )
             run_ids.append(rid)
-    failed = run(
-        seq,
-        0,
-        value,
-        status="failed",
-        phase="failed",
-        failure_kind=text,
-        failure_reason=text,
-        failure_hint=text,
-        log_tail=text,
-    )
+    texts = ("failure_kind", "failure_reason", "failure_hint", "log_tail")
+    failed = run(seq, 0, value, "failed", *texts)
     out: dict[str, Any] = {"experiment_id": exp, "run_ids": run_ids, "failed_run": failed}
     if with_active:
         live = repo.create_experiment(
