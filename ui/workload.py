@@ -81,6 +81,9 @@ def traffic_section(
         spec = spec_from_args(args, db_path)
     except (TrafficError, ValueError) as exc:
         return None, [f"workload: {exc}"]
+    if spec is None:  # synthetic, closed loop, single requests: the fixed lengths above
+        st.caption("With no rate and no turns this is the fixed-lengths workload above.")
+        return None, []
     if st.button("Preview workload", key="wl_preview"):
         _preview(spec)
     return spec, []
