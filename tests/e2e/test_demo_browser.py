@@ -12,25 +12,13 @@ from typing import Any
 
 import pytest
 
-from tests.pages.test_icons import EMOJI
+from tests.e2e.pages import check_every_page, no_exception
 from tools.browser import wait_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.engine]
 # A generous bound: on the shared 2-core machine an engine start took 1-3.5 minutes and the demo
 # makes 4 to 10 of them (README, "First: the demo").
 DEMO_BOUND_MS = 60 * 60_000
-PAGES = ["", "New_experiment", "Runs", "Live", "Compare?experiment=1", "History", "Settings"]
-# A dataframe cell's text is drawn on a canvas in the theme's font at 14 px.
-MEASURE = """(texts) => {
-    const ctx = document.createElement("canvas").getContext("2d");
-    ctx.font = "14px 'Source Sans', 'Source Sans Pro', sans-serif";
-    return texts.map((t) => ctx.measureText(t).width);
-}"""
-
-
-def no_exception(page: Any) -> None:
-    # The app's own exceptions (the server log tail on Live may quote vLLM's).
-    assert page.locator("[data-testid='stException']").count() == 0, page.url
 
 
 @pytest.mark.timeout(DEMO_BOUND_MS // 1000 + 600)
@@ -63,41 +51,5 @@ def test_the_demo_from_home_reaches_a_decided_compare(
     assert re.search(r"\b(better|worse) \(95 % CI [-+]", line), line
     no_exception(page)
 
-    for path in PAGES:
-        page.goto(f"{app_url}/{path}")
-        wait_idle(page)
-        page.wait_for_timeout(500)  # a fragment's first draw
-        no_exception(page)
-        shown = page.locator("[data-testid='stMain']").inner_text()
-        assert not EMOJI.search(shown), (path, EMOJI.findall(shown)[:5])
-        if path.startswith("Compare"):
-            assert_verdicts_fit(page, app_home / "lab.db", 1)
+    assert check_every_page(page, app_url, app_home / "lab.db", 1) >= 3
     assert errors == [], errors[:3]
-
-
-def assert_verdicts_fit(page: Any, db_path: Path, experiment_id: int) -> None:
-    """Every verdict cell of the side-by-side table, drawn in the page's font, fits the width the
-    page gave its column (Streamlit cuts what does not)."""
-    from store import connect
-    from tuning.compare.comparison import default_baseline
-    from tuning.compare.selection import gather_runs, select_runs
-    from ui.compare import CELL_PADDING_PX, table_frames, table_widths
-
-    with connect(db_path, readonly=True) as db:
-        runs, _ = gather_runs(db, experiment_ids=[experiment_id])
-        comparison = select_runs(
-            db, run_ids=[int(r["id"]) for r in runs], baseline_ids=default_baseline(runs)
-        ).comparison
-    text, _ = table_frames(comparison)
-    widths = table_widths(text)
-    checked = 0
-    for column in text.columns:
-        if not column.startswith("verdict "):
-            continue
-        room = widths[column]["width"] - 2 * CELL_PADDING_PX
-        cells = [str(t) for t in text[column] if t]
-        drawn = page.evaluate(MEASURE, cells)
-        too_wide = [(t, w) for t, w in zip(cells, drawn, strict=True) if w > room]
-        assert too_wide == [], (room, too_wide)
-        checked += len(cells)
-    assert checked >= 3

@@ -24,6 +24,10 @@ WORKLOAD = Workload(num_requests=48, concurrency=16, input_len=32, output_len=32
 # decided at 3 (6 runs); never more than 10 runs.
 MAX_REPEATS = 5
 NAME = "Demo: max-num-seqs 2 vs 16 (repeated until decided)"
+# Measured on the shared 2-core machine (README, "First: the demo"), not a promise: the home
+# page's button and `python -m tuning demo --help` say it.
+MEASURED = "about 12 minutes here"
+BUTTON = f"Run the demo ({MEASURED})"
 
 
 def plan_demo(db_path: str | Path, engine: EngineSpec, *, author: str = "", host: str = "") -> int:
