@@ -30,7 +30,7 @@ def _choices(db_path: Path) -> list[str]:
     files = sorted(p.name for p in (REPO_ROOT / "workloads").iterdir() if p.suffix in DATA_SUFFIXES)
     saved: list[str] = []
     if db_path.exists():
-        with connect(db_path, readonly=True) as db:
+        with connect(db_path) as db:  # not read-only: an older lab is migrated first
             saved = [SAVED + str(r["name"]) for r in queries.list_workloads(db)]
     return [CLASSIC, SYNTHETIC, *files, *saved]
 
