@@ -45,9 +45,9 @@ test: setup browser fleet lint
 test-fast: $(VENV)/.deps
 	$(BIN)/pytest -m "not engine and not browser and not fleet"
 
-# The README's screenshots of every page (tools/screenshots.py): chromium on a copy of the demo's
-# lab DB (examples/demo/lab-demo.db.xz); SHOTS_DB=path/lab.db[.xz] for another lab.
-SHOTS_DB ?= examples/demo/lab-demo.db.xz
+# The README's screenshots of every page (tools/screenshots.py): chromium on a copy of a lab DB of
+# real runs (the H200 snapshot); SHOTS_DB=data/lab.db (after the demo) or any lab.db[.xz].
+SHOTS_DB ?= examples/h200/lab-h200.db.xz
 screenshots: setup browser
 	$(BIN)/python tools/screenshots.py --db $(SHOTS_DB) --out docs/screenshots
 

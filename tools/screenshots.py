@@ -3,10 +3,11 @@ Playwright) from a lab database of real runs.
 
     .venv/bin/python tools/screenshots.py [--db LAB.db|LAB.db.xz] [--out docs/screenshots]
 
-The default database is examples/demo/lab-demo.db.xz: the demo (`python -m tuning demo`) as run on
-the embedded engine of a 2-core machine. The app is served on a copy of it in a temporary lab home,
-so the database given is never written. Pages: home, New experiment (with the workload preview),
-Live, Runs, Compare and History, each written as a palette PNG of a few hundred KB at most.
+The default database is examples/h200/lab-h200.db.xz: real runs of vLLM on an H200 (README, "On a
+real GPU"); `--db` takes any lab's, e.g. data/lab.db after the demo. The app is served on a copy
+of it in a temporary lab home, so the database given is never written. Pages: home, New
+experiment (with the workload preview), Live, Runs, Compare and History, each written as a
+palette PNG of a few hundred KB at most.
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tools.browser import REPO, chromium, serve_app, wait_idle  # noqa: E402
 
-DEFAULT_DB = REPO / "examples" / "demo" / "lab-demo.db.xz"
+DEFAULT_DB = REPO / "examples" / "h200" / "lab-h200.db.xz"
 DEFAULT_OUT = REPO / "docs" / "screenshots"
-VIEWPORT = {"width": 1280, "height": 900}
-MAX_HEIGHT = 2400  # px of a full page kept; a longer page is cut at the bottom
+MAX_HEIGHT = 2400  # px of a page kept; a longer page is cut at the bottom
+VIEWPORT = {"width": 1280, "height": MAX_HEIGHT}
 MAX_BYTES = 400_000
 
 
@@ -66,24 +67,30 @@ def save_small(png: bytes, path: Path) -> int:
 
 
 def whole_page(page: Any) -> bytes:
-    """The page from its top, as tall as its content (up to MAX_HEIGHT): Streamlit scrolls its
-    main block, not the document, so a full-page screenshot alone shows one screen."""
-    main = "[data-testid='stMain']"
-    height = page.evaluate(f'document.querySelector("{main}").scrollHeight')
-    page.set_viewport_size({"width": VIEWPORT["width"], "height": min(height, MAX_HEIGHT)})
-    page.wait_for_timeout(1500)  # the layout settles at the new size
-    page.evaluate(f'document.querySelector("{main}").scrollTo(0, 0)')
-    png = page.screenshot()
-    page.set_viewport_size(VIEWPORT)
-    return bytes(png)
+    """The page from its top down to the end of its content (at most MAX_HEIGHT): the window is
+    MAX_HEIGHT tall from the start, since Streamlit scrolls its main block, not the document, and
+    redraws its widgets after a resize."""
+    try:  # Streamlit draws a skeleton where an element is still loading
+        page.locator("[data-testid='stSkeleton']").first.wait_for(state="detached", timeout=60_000)
+    except Exception:  # noqa: BLE001 (a picture with a placeholder beats none)
+        pass
+    page.wait_for_timeout(1000)
+    bottom = page.evaluate(
+        "(() => { const b = document.querySelector(\"[data-testid='stMainBlockContainer']\");"
+        " return b.getBoundingClientRect().top + b.scrollHeight; })()"
+    )
+    height = min(int(bottom) + 48, MAX_HEIGHT)
+    return bytes(
+        page.screenshot(clip={"x": 0, "y": 0, "width": VIEWPORT["width"], "height": height})
+    )
 
 
 def preview_workload(page: Any) -> None:
     """New experiment: the traffic section opened, synthetic traffic at 4 requests/s, then the
     preview button."""
-    page.get_by_text("Real traffic: data file, request rate, conversations").click()
-    wait_idle(page)
-    page.locator(".st-key-wl_source [data-baseweb='select']").click()
+    page.locator("summary", has_text="Real traffic").click()
+    page.locator(".st-key-wl_source").wait_for(state="visible", timeout=30_000)
+    page.locator(".st-key-wl_source [role='combobox']").click()
     page.get_by_role("option").filter(has_text="synthetic").first.click()
     wait_idle(page)
     rate = page.get_by_label("Request rate (req/s, 0 = closed loop)")
@@ -119,7 +126,7 @@ def take(db: Path, out: Path) -> list[tuple[Path, int]]:
             for name, path, before in shots(exp_id):
                 page.goto(f"{url}/{path}")
                 wait_idle(page)
-                page.wait_for_timeout(1500)  # charts and fragments draw after the script ends
+                page.wait_for_timeout(3000)  # charts and fragments draw after the script ends
                 if before is not None:
                     before(page)
                     page.wait_for_timeout(1000)

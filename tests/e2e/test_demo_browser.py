@@ -16,7 +16,7 @@ from tests.e2e.pages import check_every_page, no_exception
 from tools.browser import wait_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.engine]
-# A generous bound: on the shared 2-core machine an engine start took 1-3.5 minutes and the demo
+# A generous bound: on the shared 2-core machine an engine start took 1 to 5 minutes and the demo
 # makes 4 to 10 of them (README, "First: the demo").
 DEMO_BOUND_MS = 60 * 60_000
 
