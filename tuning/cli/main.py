@@ -16,6 +16,7 @@ from tuning.cli import (
     doctor,
     experiment,
     fleet,
+    plan,
     predict,
     search,
     server,
@@ -24,7 +25,7 @@ from tuning.cli import (
 )
 from tuning.cli.args import refused
 
-MODULES = (server, experiment, compare, share, predict, search, workload, doctor, fleet, demo)
+MODULES = (server, experiment, compare, share, predict, search, plan, workload, doctor, fleet, demo)
 
 
 def build_parser() -> argparse.ArgumentParser:
