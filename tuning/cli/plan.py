@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tuning.cli.args import add_db, at_least_one, db_path, refused
+from tuning.cli.args import at_least_one, db_path, refused
 
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
@@ -21,7 +21,7 @@ COMMANDS = ("plan",)
 
 
 def add_arguments(sub: Subparsers) -> None:
-    from tuning.cli.experiment import add_workload_arguments
+    from tuning.cli.search import add_search_arguments
 
     p = sub.add_parser("plan", help="search several parameters in order; recommend a config")
     p.add_argument("--params", required=True, help="comma-separated, searched in this order")
@@ -33,28 +33,14 @@ def add_arguments(sub: Subparsers) -> None:
         help="the range of one parameter of --params (one each)",
     )
     p.add_argument(
-        "--objective",
-        default="output_throughput",
-        help="a compare metric key (output_throughput, mean_ttft_ms, p99_ttft_ms, ...) or goodput",
-    )
-    p.add_argument("--slo", nargs="+", default=None, metavar="METRIC:MS", help="e.g. ttft:200")
-    p.add_argument("--budget-runs", type=int, default=8, metavar="N", help="runs per search")
-    p.add_argument("--coarse", type=int, default=4, metavar="K", help="points of a first pass")
-    p.add_argument(
         "--confirm-repeats",
         type=at_least_one,
         default=3,
         metavar="R",
         help="runs a side of start vs recommended, interleaved (at least 2)",
     )
-    p.add_argument("--set", action="append", metavar="NAME=VALUE", help="starting configuration")
     p.add_argument("--report", type=Path, default=None, metavar="FILE", help="offline HTML")
-    p.add_argument("--base-url", default=None, help="attach (workload parameters only)")
-    p.add_argument("--model", default=None)
-    p.add_argument("--start-timeout", type=float, default=300.0)
-    p.add_argument("--json", action="store_true")
-    add_workload_arguments(p)
-    add_db(p)
+    add_search_arguments(p)
 
 
 def parse_ranges(items: list[str]) -> dict[str, Any]:
@@ -72,30 +58,18 @@ def parse_ranges(items: list[str]) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tuning.cli.server import parse_sets
-    from tuning.compare.comparison import parse_slo
-    from tuning.engine import current_spec
-    from tuning.experiment.lock import RunnerBusy
+    from tuning.cli.search import drive, search_options
     from tuning.output.plan_report import write_plan_report
     from tuning.params import ParamError, get_param
     from tuning.search.plan import PlanSpec, run_plan, summary_lines
-    from tuning.workload import workload_from_args
 
     try:
         params = [get_param(p.strip()).name for p in args.params.split(",") if p.strip()]
         spec = PlanSpec(
             params=params,
             spaces=parse_ranges(args.param_range),
-            objective=args.objective,
-            workload=workload_from_args(args),
-            engine=None if args.base_url else current_spec(),
-            base_config=parse_sets(args.set),
-            slo_ms=parse_slo(args.slo),
-            budget_runs=args.budget_runs,
-            coarse=args.coarse,
             confirm_repeats=args.confirm_repeats,
-            base_url=args.base_url,
-            model=args.model,
+            **search_options(args),
         )
         spec.validate()
     except (ParamError, ValueError) as exc:
@@ -110,13 +84,11 @@ def run(args: argparse.Namespace) -> int:
             text = f"  step {data['step']}: {data['value']} ({data['why']})"
         print(text, file=sys.stderr)
 
-    try:
-        result = run_plan(db_path(args), spec, progress, start_timeout=args.start_timeout)
-    except RunnerBusy as exc:
-        print(f"refused: {exc}", file=sys.stderr)
-        return 3
-    except (ParamError, ValueError) as exc:
-        return refused(str(exc))
+    code, result = drive(
+        lambda: run_plan(db_path(args), spec, progress, start_timeout=args.start_timeout)
+    )
+    if code:
+        return code
     if args.report:
         result["report"] = str(write_plan_report(result, args.report))
     if args.json:
