@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from store import queries
 from tuning.compare.comparability import run_config, run_workload
 from tuning.effective import stored_mismatches
 from tuning.params import format_value, get_param
@@ -26,6 +27,8 @@ KV_LOW = 0.5  # peak KV usage under this while requests waited: memory was not t
 PREFIX_SHARE = 0.5  # a hit rate under this share of the prefix's share of the prompt is low
 DEFAULT_GPU_UTIL = 0.9  # vLLM's default --gpu-memory-utilization
 DEFAULT_BATCHED_TOKENS = 2048  # a common default prefill budget, when the run set none
+WAITING_SHARE = 0.2  # waiting with a roomy KV cache this share of the load: a cap, not ramp-up
+SAMPLE_SERIES = ("num_requests_waiting", "kv_cache_usage_perc")  # what findings read of samples
 
 
 @dataclass(frozen=True)
@@ -104,10 +107,9 @@ def _int_of(config: Mapping[str, Any], key: str) -> int | None:
 
 
 def _seqs_now(run: Mapping[str, Any]) -> int | None:
-    """The run's max-num-seqs: asked for, else the most requests the server ran at once."""
-    asked = _int_of(run_config(run), "max-num-seqs")
-    running = _num(run, "max_num_requests_running")
-    return asked or (int(running) if running else None)
+    """The run's max-num-seqs: asked for, else the load's concurrency (no more can run)."""
+    conc = run_workload(run).get("concurrency")
+    return _int_of(run_config(run), "max-num-seqs") or (conc if isinstance(conc, int) else None)
 
 
 def _more_kv_memory(run: Mapping[str, Any]) -> NextExperiment:
@@ -149,18 +151,53 @@ def _kv_pressure(run: Mapping[str, Any]) -> Finding | None:
     )
 
 
-def _capped(run: Mapping[str, Any]) -> Finding | None:
+def waiting_share(
+    samples: Sequence[Mapping[str, Any]], window: Sequence[float] | None
+) -> tuple[float, int] | None:
+    """Of the load window's sample instants, the share where requests waited while the KV cache
+    was under KV_LOW used, and how many instants; None without such samples."""
+    at: dict[float, dict[str, float]] = {}
+    for s in samples:
+        t = float(s["t_s"])
+        if window and len(window) == 2 and not (window[0] <= t <= window[1]):
+            continue
+        at.setdefault(t, {})[str(s["series"])] = float(s["value"])
+    points = [p for p in at.values() if "num_requests_waiting" in p]
+    if not points:
+        return None
+    hit = [
+        p
+        for p in points
+        if p["num_requests_waiting"] > 0 and p.get("kv_cache_usage_perc", 1.0) < KV_LOW
+    ]
+    return len(hit) / len(points), len(points)
+
+
+def _capped(run: Mapping[str, Any], samples: Sequence[Mapping[str, Any]] | None) -> Finding | None:
     waiting = _num(run, "max_num_requests_waiting")
     kv = _num(run, "peak_kv_cache_usage_perc")
-    if not waiting or waiting <= 0 or kv is None or kv >= KV_LOW:
+    share = waiting_share(samples or [], _summary(run).get("load_window_s"))
+    if share is not None:  # the samples say how long: a moment at ramp-up is no cap
+        if share[0] < WAITING_SHARE:
+            return None
+        seen = f"requests waited with the KV cache under {KV_LOW * 100:.0f} % used for "
+        seen += f"{share[0] * 100:.0f} % of the load ({share[1]} samples)"
+    elif not waiting or waiting <= 0 or kv is None or kv >= KV_LOW:
         return None
+    else:
+        seen = f"up to {waiting:.0f} requests waiting, peak KV usage {kv * 100:.0f} %"
     config = run_config(run)
+    running = _num(run, "max_num_requests_running")
+    conc = run_workload(run).get("concurrency")
     nxt = []
-    seqs = _seqs_now(run)
-    if seqs:
+    cap = _int_of(config, "max-num-seqs") or (int(running) if running else None)
+    if cap and isinstance(conc, int) and cap < conc and (running is None or running >= cap):
         nxt.append(
             NextExperiment(
-                "max-num-seqs", [seqs, seqs * 2], "a higher cap on sequences: the KV cache has room"
+                "max-num-seqs",
+                [cap, min(cap * 2, conc)],
+                f"a higher cap on sequences: at most {cap} ran of {conc} sent; the KV cache "
+                "has room",
             )
         )
     tokens = _int_of(config, "max-num-batched-tokens") or DEFAULT_BATCHED_TOKENS
@@ -171,13 +208,11 @@ def _capped(run: Mapping[str, Any]) -> Finding | None:
             "a larger prefill budget per step: waiting prompts get scheduled sooner",
         )
     )
-    running = _num(run, "max_num_requests_running")
-    ran = f", at most {running:.0f} running" if running is not None else ""
+    ran = f"; at most {running:.0f} running" if running is not None else ""
     return Finding(
         "scheduler_cap",
         "Requests waited while the KV cache had room: a scheduler cap, not memory",
-        f"up to {waiting:.0f} requests waiting{ran}, peak KV usage {kv * 100:.0f} % "
-        f"(under {KV_LOW * 100:.0f} %)",
+        seen + ran,
         nxt,
     )
 
@@ -253,13 +288,25 @@ def _not_applied(run: Mapping[str, Any]) -> Finding | None:
     )
 
 
-RULES = (_not_applied, _kv_pressure, _capped, _low_prefix_hits, _client_bound)
-
-
-def findings(run: Mapping[str, Any]) -> list[Finding]:
+def findings(
+    run: Mapping[str, Any], samples: Sequence[Mapping[str, Any]] | None = None
+) -> list[Finding]:
     """What one stored run's signals say, most fundamental first (a configuration the engine did
-    not apply makes the rest moot)."""
-    return [f for rule in RULES if (f := rule(run)) is not None]
+    not apply makes the rest moot). `samples` (its SAMPLE_SERIES rows) tell a lasting queue from a
+    moment at ramp-up; without them the run's peaks decide."""
+    rules = (
+        _not_applied(run),
+        _kv_pressure(run),
+        _capped(run, samples),
+        _low_prefix_hits(run),
+        _client_bound(run),
+    )
+    return [f for f in rules if f is not None]
+
+
+def stored_findings(db: Any, run: Mapping[str, Any]) -> list[Finding]:
+    """`findings` of a stored run with its queue and KV samples read from the lab's DB."""
+    return findings(run, queries.get_samples(db, int(run["id"]), SAMPLE_SERIES))
 
 
 def plan_next(

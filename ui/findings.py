@@ -12,7 +12,7 @@ from store import queries
 from tuning.engine import current_spec
 from tuning.experiment.lock import runner_busy
 from tuning.experiment.supervisor import spawn_runner
-from tuning.findings import NextExperiment, findings, plan_next
+from tuning.findings import NextExperiment, plan_next, stored_findings
 from tuning.params import format_value
 from tuning.settings import load_settings
 from ui.common import ICONS, db, db_path, md_code, md_escape
@@ -37,7 +37,7 @@ def queue_next(run: Mapping[str, Any], nxt: NextExperiment) -> int:
 
 def render_findings(run: Mapping[str, Any], key: str) -> None:
     """Each finding with its evidence and a button per next experiment (disabled while one runs)."""
-    found = findings(run)
+    found = stored_findings(db(), run)
     st.markdown(f"**Findings for run {int(run['id'])}**")
     if not found:
         st.caption("No finding: its stored signals look healthy.")

@@ -25,11 +25,11 @@ def add_arguments(sub: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from store import connect, queries
-    from tuning.findings import describe, findings
+    from tuning.findings import describe, stored_findings
 
     with connect(db_path(args), readonly=True) as db:
         row = queries.get_run(db, args.run)
-    found = findings(row)
+        found = stored_findings(db, row)
     if args.json:
         data = {"run_id": args.run, "findings": [f.to_dict(row) for f in found]}
         print(json.dumps(data, indent=2))
