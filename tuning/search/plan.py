@@ -29,7 +29,7 @@ from core.status import Status
 from store import connect, queries
 from tuning.compare.catalog import METRIC_BY_KEY, WORKLOAD_PARAMS
 from tuning.compare.comparison import not_applied, request_loader, run_metric_values
-from tuning.compare.present import verdict_text
+from tuning.compare.present import VERDICT_LABEL, verdict_text
 from tuning.compare.stats import bootstrap_change
 from tuning.engine import EngineSpec
 from tuning.experiment.plan import plan_experiment
@@ -219,7 +219,7 @@ def _gain(
                 "ci_low_pct": as_pct(change.rel_low),
                 "ci_high_pct": as_pct(change.rel_high),
                 "verdict": "not applied" if reasons else change.verdict,
-                "verdict_text": verdict_text(change),
+                "verdict_text": VERDICT_LABEL["not applied"] if reasons else verdict_text(change),
                 "more_runs_per_side": change.more.to_json()["runs"] if change.more else None,
                 "runs_a_side": [change.n_base, change.n_cand],
                 "not_applied": reasons,
