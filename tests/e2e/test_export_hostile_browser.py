@@ -88,7 +88,7 @@ def _chart_drawn(page: Any) -> dict[str, int]:
     return drawn
 
 
-def test_chart_html_exports_run_no_script_from_data(hostile: dict[str, Any], browser: Any) -> None:
+def test_chart_html_exports_run_no_script_from_data(browser: Any, hostile: dict[str, Any]) -> None:
     home: Path = hostile["home"]
     cli_out = home / "chart-cli.html"
     code = chart_html_cli(hostile, cli_out)
@@ -106,7 +106,7 @@ def test_chart_html_exports_run_no_script_from_data(hostile: dict[str, Any], bro
 
 
 def test_the_hook_sees_the_payload_run_in_an_unescaped_page(
-    hostile: dict[str, Any], browser: Any
+    browser: Any, hostile: dict[str, Any]
 ) -> None:
     """Control: the same chart saved by Altair's own template (how `chart --out x.html` wrote it
     before) runs the payload in chromium, so the test above would have caught it."""
@@ -121,7 +121,7 @@ def test_the_hook_sees_the_payload_run_in_an_unescaped_page(
     page.context.close()
 
 
-def test_report_runs_no_script_from_data(hostile: dict[str, Any], browser: Any) -> None:
+def test_report_runs_no_script_from_data(browser: Any, hostile: dict[str, Any]) -> None:
     out = write_report(
         hostile["path"],
         hostile["home"] / "report.html",
