@@ -44,18 +44,6 @@ def add_selection(p: argparse.ArgumentParser, runs_help: str = "runs to include"
     add_db(p)
 
 
-def add_param_and_baseline(p: argparse.ArgumentParser) -> None:
-    """--param NAME (the one parameter a command varies) and --set NAME=VALUE (repeatable): the
-    baseline server parameters it varies from."""
-    p.add_argument("--param", required=True)
-    p.add_argument(
-        "--set",
-        action="append",
-        metavar="NAME=VALUE",
-        help="baseline server parameter (repeatable)",
-    )
-
-
 def at_least_one(text: str) -> int:
     """An argparse type: a whole number >= 1 (`--repeats -5` is an error, never silently 1)."""
     try:

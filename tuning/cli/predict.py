@@ -8,7 +8,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
-from tuning.cli.args import add_param_and_baseline, refused
+from tuning.cli.args import refused
 
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
@@ -19,8 +19,9 @@ COMMANDS = ("predict",)
 
 def add_arguments(sub: Subparsers) -> None:
     p = sub.add_parser("predict", help="the KV cache each value would get, before any restart")
-    add_param_and_baseline(p)
+    p.add_argument("--param", required=True)
     p.add_argument("--values", required=True, help="comma-separated, e.g. 2M,1G")
+    p.add_argument("--set", action="append", metavar="NAME=VALUE", help="baseline server parameter")
     p.add_argument(
         "--model-config",
         default=None,

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from tuning.cli.args import add_db, add_param_and_baseline, db_path, refused
+from tuning.cli.args import add_db, db_path, refused
 
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
@@ -21,7 +21,7 @@ COMMANDS = ("search",)
 
 def add_arguments(sub: Subparsers) -> None:
     p = sub.add_parser("search", help="search one parameter over a range for the best value")
-    add_param_and_baseline(p)
+    p.add_argument("--param", required=True)
     p.add_argument("--range", required=True, metavar="LO:HI")
     add_search_arguments(p)
 
@@ -38,6 +38,7 @@ def add_search_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--slo", nargs="+", default=None, metavar="METRIC:MS", help="e.g. ttft:200")
     p.add_argument("--budget-runs", type=int, default=8, metavar="N", help="runs of a search")
     p.add_argument("--coarse", type=int, default=4, metavar="K", help="points of the first pass")
+    p.add_argument("--set", action="append", metavar="NAME=VALUE", help="baseline parameter")
     p.add_argument("--base-url", default=None, help="attach (workload parameters only)")
     p.add_argument("--model", default=None)
     p.add_argument("--start-timeout", type=float, default=300.0)
