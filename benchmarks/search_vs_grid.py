@@ -103,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--num-requests", type=int, default=64)
     ap.add_argument("--length", type=int, default=64, help="input and output tokens a request")
     args = ap.parse_args(argv)
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # each step as it ends
     if args.db is None:
         args.db = Path(tempfile.mkdtemp(prefix="search-vs-grid-")) / "lab.db"
     grid_values = [int(v) for v in args.grid.split(",")]
