@@ -371,18 +371,20 @@ class ServerProcess:
         return self.facts
 
     def _port_is_ours(self) -> bool:
-        """Whether the listener that answered is in our process group: on a shared machine
-        another server can take the port between our check and our engine's bind (a slow start
-        binds late), and its /health and /metrics must not pass for ours. True when the holders
-        cannot be seen (no permission)."""
+        """Whether the listener that answered is ours (in our process group, or a descendant of
+        our server that left it): on a shared machine another server can take the port between
+        our check and our engine's bind (a slow start binds late), and its /health and /metrics
+        must not pass for ours. True when the holders cannot be seen (no permission)."""
         holders = port_holders(self.launch.port)
-        if not holders:
+        if not holders or self.proc is None:
             return True
         for pid in holders:
             try:
                 if os.getpgid(pid) == self.pgid:
                     return True
-            except OSError:
+                if any(p.pid == self.proc.pid for p in psutil.Process(pid).parents()):
+                    return True
+            except (OSError, psutil.Error):
                 continue
         return False
 
