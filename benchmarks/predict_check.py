@@ -29,12 +29,14 @@ from tuning.server import ServerProcess, StartFailure  # noqa: E402
 H200_DB = REPO / "examples" / "h200" / "lab-h200.db.xz"
 # The 1B dummy Llama of ../shared/tools/gpu-vllm/make_tiny_model.py (vocab ~1k: tiny embeddings).
 H200_MODEL = json.loads((H200_DB.parent / "model-config.json").read_text())
+# 2 MiB holds 8 blocks of 128 tokens (2,048 bytes a token), one of them the engine's null block:
+# max-model-len 512 starts, 1,024 does not (it needs 8 usable blocks).
 CONFIGS: list[dict[str, Any]] = [
-    {"kv-cache-memory-bytes": "2M", "max-model-len": 1024},
+    {"kv-cache-memory-bytes": "2M", "max-model-len": 512},
     {"kv-cache-memory-bytes": "1G", "max-model-len": 2048},
-    {"kv-cache-memory-bytes": "2M", "max-model-len": 1024, "block-size": 32},
+    {"kv-cache-memory-bytes": "2M", "max-model-len": 512, "block-size": 32},
     {"kv-cache-memory-bytes": "1G", "max-model-len": 2048, "block-size": 64},
-    {"kv-cache-memory-bytes": "2M", "max-model-len": 2048},  # predicted not to start
+    {"kv-cache-memory-bytes": "2M", "max-model-len": 1024},  # predicted not to start
 ]
 
 
@@ -44,10 +46,10 @@ def engine_facts(config: dict[str, Any], log_dir: Path) -> dict[str, Any]:
     server = ServerProcess(launch, log_dir / f"start-{len(list(log_dir.iterdir()))}.log")
     server.start()
     try:
-        facts = server.wait_healthy(240.0).to_dict()
+        facts = server.wait_healthy(600.0).to_dict()  # a loaded 2-core machine is slow
         return {"started": True, **facts}
     except StartFailure as failure:
-        return {"started": False, "kind": failure.kind, "reason": failure.reason[:160]}
+        return {"started": False, "kind": failure.kind, "reason": failure.reason[:400]}
     finally:
         server.stop()
 
@@ -78,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="the first two configurations only")
     ap.add_argument("--json", type=Path, default=None, help="also write the rows here")
     ap.add_argument("--h200-only", action="store_true", help="the stored H200 runs only")
+    ap.add_argument("--log-dir", type=Path, default=None, help="keep the engine's logs here")
     args = ap.parse_args(argv)
     spec = embedded_spec()
     shape = ModelShape.load(spec.model)
@@ -85,12 +88,14 @@ def main(argv: list[str] | None = None) -> int:
     worst = 0.0
     print(f"{'configuration':58} {'predicted':>22} {'engine':>22} {'error':>8}")
     with tempfile.TemporaryDirectory() as tmp:
+        logs = args.log_dir or Path(tmp)
+        logs.mkdir(parents=True, exist_ok=True)
         configs = [] if args.h200_only else CONFIGS[:2] if args.quick else CONFIGS
         for config in configs:
             full = {**spec.baseline, **config}
             env = {k: v for k, v in spec.env.items() if k != "VLLM_CPU_KVCACHE_SPACE"}
             pred = predict_config(full, shape, backend="cpu", env=env)
-            got = engine_facts(config, Path(tmp))
+            got = engine_facts(config, logs)
             err = error_pct(pred.kv_tokens, got.get("kv_cache_tokens"))
             said = (
                 f"{got['kv_cache_tokens']:,} tok {got.get('max_concurrency')}x"
@@ -108,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
             text = json.dumps(config, separators=(",", ":"))
             shown = f"{err:+.2f} %" if err is not None else ("ok" if agree else "WRONG")
             print(f"{text:58} {mine:>22} {said:>22} {shown:>8}")
+            if not got["started"]:
+                print(f"{'':58}   engine: {got['reason']}")
             rows.append({"config": config, "predicted": pred.to_json(), "engine": got})
             if not agree:
                 worst = max(worst, 100.0)

@@ -8,10 +8,15 @@ vLLM's arithmetic (0.30-0.33, full attention):
   GiB when no KV flag is given (the lab drops it when one is: tuning.params.engine_env); on a GPU
   `gpu-memory-utilization` x device memory - weights - a runtime allowance (activations, CUDA
   context; `RUNTIME_GIB`), which only a device's size makes known;
-- blocks = budget // (bytes per token x block size), capped by `num-gpu-blocks-override`; KV tokens
-  = blocks x block size; concurrency at max-model-len = blocks / ceil(max-model-len / block size),
-  the "Maximum concurrency for N tokens per request" of the engine's log.
-A value that cannot start is flagged with the reason: fewer KV tokens than max-model-len (vLLM
+- blocks = budget // (bytes per token x block size), capped by `num-gpu-blocks-override`;
+  concurrency at max-model-len = blocks / ceil(max-model-len / block size), the "Maximum
+  concurrency for N tokens per request" of the engine's log; KV tokens = that concurrency x
+  max-model-len, as the engine logs them (`get_kv_cache_capacity`): blocks x block size when
+  max-model-len is a multiple of the block size (without a max-model-len: blocks x block size);
+- the start check (`check_enough_kv_cache_memory`) plans against one block less: the block pool
+  holds one null block back, so one request of max-model-len must fit in blocks - 1
+  (`max_model_len_limit` = (blocks - 1) x block size, the largest that starts).
+A value that cannot start is flagged with the reason: max-model-len beyond that limit (vLLM
 refuses: "To serve at least one request with the model's max seq len ..."), a block size the CPU
 backend refuses (not a multiple of 32), max-model-len beyond the model's, fp8 KV on the CPU backend
 (host dependent: a warning).
@@ -117,6 +122,7 @@ class Prediction:
     kv_blocks: int | None = None
     kv_tokens: int | None = None
     max_concurrency: float | None = None
+    max_model_len_limit: int | None = None  # the largest max-model-len the engine starts with
     can_start: bool = True
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -196,14 +202,19 @@ def predict_config(
         if override is not None:
             blocks = min(blocks, int(override))
         pred.kv_blocks, pred.kv_tokens = blocks, blocks * block
+        usable = max(0, blocks - 1)  # one block is the block pool's null block
+        pred.max_model_len_limit = usable * block
         if max_len:
             per_request = math.ceil(max_len / block)
-            pred.max_concurrency = round(blocks / per_request, 2)
-            if blocks < per_request:
+            concurrency = blocks / per_request
+            pred.max_concurrency = round(concurrency, 2)
+            pred.kv_tokens = int(concurrency * max_len)
+            if usable < per_request:
                 pred.problems.append(
-                    f"{pred.kv_tokens:,} KV tokens hold less than one request of max-model-len "
-                    f"{max_len:,}: the engine refuses to start (needs {per_request * block:,} "
-                    f"tokens, {per_request * block * pred.bytes_per_token:,} bytes)"
+                    f"{usable * block:,} usable KV tokens ({usable} of {blocks} blocks: one is "
+                    f"the engine's null block) hold less than one request of max-model-len "
+                    f"{max_len:,}: the engine refuses to start (needs {per_request} blocks of "
+                    f"{block}; the largest max-model-len that starts is {usable * block:,})"
                 )
     pred.can_start = not pred.problems
     return pred

@@ -347,10 +347,10 @@ class ServerProcess:
                 status, _ = http_get(url + "/health", timeout=2.0)
             except (OSError, urllib.error.URLError):
                 status = 0
-            if status == 200:
+            if status == 200 and self._port_is_ours():
                 break
             if time.monotonic() > deadline:
-                self.stop()
+                self.stop(port_was_ours=self._port_is_ours())  # never wait for another's port
                 raise StartFailure(
                     "timeout",
                     f"/health did not answer 200 within {timeout:.0f} s",
@@ -369,6 +369,24 @@ class ServerProcess:
         except (OSError, urllib.error.URLError, ValueError):
             pass
         return self.facts
+
+    def _port_is_ours(self) -> bool:
+        """Whether the listener that answered is ours (in our process group, or a descendant of
+        our server that left it): on a shared machine another server can take the port between
+        our check and our engine's bind (a slow start binds late), and its /health and /metrics
+        must not pass for ours. True when the holders cannot be seen (no permission)."""
+        holders = port_holders(self.launch.port)
+        if not holders or self.proc is None:
+            return True
+        for pid in holders:
+            try:
+                if os.getpgid(pid) == self.pgid:
+                    return True
+                if any(p.pid == self.proc.pid for p in psutil.Process(pid).parents()):
+                    return True
+            except (OSError, psutil.Error):
+                continue
+        return False
 
     def alive(self) -> bool:
         """Our own child, so `poll()` both answers and reaps it (no zombie is left behind)."""

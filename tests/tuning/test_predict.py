@@ -14,7 +14,14 @@ import pytest
 from store import connect, queries, snapshot
 from tests.factories import TINY_MODEL
 from tests.fakes.engines import fake_settings_env, fake_spec
-from tuning.predict import ModelShape, error_pct, predict_config, predict_values, run_columns
+from tuning.predict import (
+    ModelShape,
+    Prediction,
+    error_pct,
+    predict_config,
+    predict_values,
+    run_columns,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 H200_DB = REPO / "examples" / "h200" / "lab-h200.db.xz"
@@ -51,6 +58,27 @@ def test_an_explicit_budget_gives_blocks_tokens_and_concurrency() -> None:
         backend="cpu",
     )
     assert (small.kv_blocks, small.kv_tokens, small.max_concurrency) == (32, 1024, 1.0)
+    # ...but the engine keeps one block back (the null block): 31 usable blocks, 992 tokens
+    assert not small.can_start and small.max_model_len_limit == 992
+    assert "null block" in small.problems[0] and "less than one request" in small.problems[0]
+
+
+def test_the_start_limit_and_the_logged_tokens_follow_the_engine() -> None:
+    """vLLM's check plans against blocks - 1 (the null block); its logged KV tokens are the
+    concurrency at max-model-len x max-model-len (get_kv_cache_capacity)."""
+    shape = ModelShape.from_config(TINY_MODEL)
+
+    def at(mml: int, **extra: object) -> Prediction:
+        config = {**EAGER, "kv-cache-memory-bytes": "2M", "max-model-len": mml, **extra}
+        return predict_config(config, shape, backend="cpu")
+
+    assert at(512).kv_tokens == 1024 and at(512).max_concurrency == 2.0  # 8 blocks of 128
+    assert at(896).can_start and not at(897).can_start  # 7 of 8 blocks usable
+    assert at(896).max_model_len_limit == 896
+    assert at(1024).kv_tokens == 1024 and not at(1024).can_start
+    assert at(992, **{"block-size": 32}).can_start and not at(993, **{"block-size": 32}).can_start
+    # a max-model-len that is not a multiple of the block size: 8 blocks / 4 per request x 500
+    assert at(500).kv_tokens == 1000 and at(500).kv_blocks == 8
 
 
 def test_the_engines_env_budget_and_values_that_cannot_start() -> None:

@@ -12,6 +12,7 @@ from tuning.procs import group_members
 from tuning.server import (
     HINTS,
     ServerProcess,
+    StartFailure,
     classify_failure,
     parse_cache_config,
     parse_startup_log,
@@ -117,3 +118,34 @@ def test_server_process_as_a_context_stops_its_whole_group(tmp_path: Path) -> No
     assert group_members(server.pgid) == []
     assert port_is_free(FORCED_HOST, port)
     server.stop()  # a second stop is a no-op, never a signal to a group id reused since
+
+
+def test_a_server_that_took_our_port_is_not_taken_for_ours(tmp_path: Path) -> None:
+    """On a shared machine another server can bind the port while our engine is still importing:
+    its 200 from /health must not pass for our start (nor its /metrics for our KV cache)."""
+    import subprocess
+
+    port = free_port()
+    slow = Launch(  # our "engine": alive, never binds
+        argv=[sys.executable, "-c", "import time; time.sleep(60)"],
+        env={},
+        host=FORCED_HOST,
+        port=port,
+    )
+    server = ServerProcess(slow, tmp_path / "ours.log")
+    server.start()
+    other = subprocess.Popen(
+        [sys.executable, "-c", _TINY_SERVER, FORCED_HOST, str(port)], start_new_session=True
+    )
+    try:
+        assert wait_for(lambda: not port_is_free(FORCED_HOST, port))
+        try:
+            server.wait_healthy(timeout=3)
+        except StartFailure as failure:
+            assert failure.kind == "timeout"
+        else:
+            raise AssertionError("another process's /health passed for our server")
+    finally:
+        server.stop(port_was_ours=False)
+        other.kill()
+        other.wait()

@@ -133,6 +133,11 @@ def run(args: argparse.Namespace) -> int:
             f"step {e['step']}: {args.param} = {e['value']:g} run {e['run_id']} {e['status']} "
             f"{result['objective']} = {e[result['objective']]} ({e['why']})"
         )
+    if limit := result["start_limit"]:
+        print(
+            f"start limit: {args.param} = {limit['starts']} starts, {limit['fails']} does not "
+            f"(the largest value that starts is in [{limit['starts']}, {limit['fails']}))"
+        )
     print(
         f"chosen: {args.param} = {result['chosen']} ({result['objective']} "
         f"{result['chosen_value']}); {result['stopped']}"

@@ -26,7 +26,7 @@ from tuning.engine import EngineSpec
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.runner import run_experiment
 from tuning.params import format_value, get_param
-from tuning.search.strategy import Observation, Space, Step, best, next_step
+from tuning.search.strategy import Observation, Space, Step, best, next_step, start_limit
 from tuning.workload import Workload
 
 OBJECTIVES = {"goodput": "request_goodput"}  # names the CLI accepts besides the metric keys
@@ -159,9 +159,10 @@ def run_search(
             db.table("experiments").update(exp_id, {"notes": step.why})
         run_experiment(db_path, exp_id, start_timeout=start_timeout)
     top = best(obs)
+    limit = start_limit(obs)
     chosen: Any = None
     if top is not None:
-        chosen = int(top.value) if spec.space.integer else top.value
+        chosen = _typed(top.value, spec.space)
     return {
         "param": p.name,
         "range": [spec.space.lo, spec.space.hi],
@@ -175,6 +176,14 @@ def run_search(
         else None,
         "interval": None,  # one run per value: decide with --repeats auto around the choice
         "runs": [e["run_id"] for e in log],
+        # the largest value that started below the smallest that did not (None: all started)
+        "start_limit": None
+        if limit is None
+        else {"starts": _typed(limit[0], spec.space), "fails": _typed(limit[1], spec.space)},
         "stopped": step.why,
         "log": log,
     }
+
+
+def _typed(value: float | None, space: Space) -> Any:
+    return int(value) if value is not None and space.integer else value

@@ -3,8 +3,11 @@ measured so far, so a stopped search resumes from the store alone.
 
 1. Coarse pass: `coarse` points spread over [lo, hi] (both ends included; geometric for an integer
    range spanning 16x or more, e.g. max-num-seqs 1..256; integers stay integers, no value twice).
-2. Start limit: when some values failed to start and the best value that started is the largest
-   one below the smallest failure, bisect between the two: the largest value that starts.
+2. Start limit: when some values failed to start, bisect between the largest value that started
+   below the smallest failure and that failure, until they are adjacent: the largest value that
+   starts (`start_limit`). This comes before refinement whichever value scores best: a parameter
+   whose large values fail to start (max-model-len, gpu-memory-utilization, a KV budget) often
+   scores alike on either side of a few restarts' noise, and the boundary is what the user asked.
 3. Refinement: bisect between the best value and its better neighbour, then the other neighbour,
    until the best value's neighbours are adjacent (integers) or `tolerance` apart (floats).
 4. Stop when the budget of runs is spent.
@@ -86,6 +89,17 @@ def best(observations: Sequence[Observation]) -> Observation | None:
     return max(scored, key=lambda o: (o.score, -o.value))
 
 
+def start_limit(observations: Sequence[Observation]) -> tuple[float | None, float] | None:
+    """(the largest value that started below the smallest failure to start, that failure); None
+    when every value started. The first is None when nothing below the failure started."""
+    failed = [o.value for o in observations if not o.started]
+    if not failed:
+        return None
+    lowest = min(failed)
+    below = [o.value for o in observations if o.started and o.value < lowest]
+    return (max(below) if below else None), lowest
+
+
 def next_step(
     space: Space, observations: Sequence[Observation], *, budget_runs: int, coarse: int = 4
 ) -> Step:
@@ -101,14 +115,13 @@ def next_step(
     if top is None:
         return Step(None, "no value gave a usable result")
     values = sorted(seen)
-    failed = [o.value for o in observations if not o.started]
-    started = [o.value for o in observations if o.started]
-    if failed and top.value == max((v for v in started if v < min(failed)), default=None):
-        mid = space.between(top.value, min(failed))
+    limit = start_limit(observations)
+    if limit is not None and limit[0] is not None:
+        mid = space.between(limit[0], limit[1])
         if mid is not None and mid not in seen:
             return Step(
                 mid,
-                f"start limit: {_num(top.value)} starts and {_num(min(failed))} does not; "
+                f"start limit: {_num(limit[0])} starts and {_num(limit[1])} does not; "
                 "bisect for the largest value that starts",
             )
     i = values.index(top.value)

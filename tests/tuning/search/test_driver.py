@@ -29,6 +29,7 @@ def test_search_runs_steps_and_resumes(
         assert [e["value"] for e in done["log"]] == [1.0, 4.0]
         assert done["log"][0]["why"].startswith("coarse pass") and "budget" in done["stopped"]
         assert done["chosen"] in (1, 4) and done["interval"] is None
+        assert done["start_limit"] is None  # every value started
         # the same search with a larger budget resumes: the two runs are not run again
         again = tuning_cli([*args, "--budget-runs", "3"], lab_home)
     assert again.returncode == 0, again.stderr

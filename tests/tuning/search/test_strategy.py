@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from tuning.search.strategy import Observation, Space, best, next_step
+from tuning.search.strategy import Observation, Space, best, next_step, start_limit
 
 
 def drive(
@@ -65,3 +65,18 @@ def test_nothing_usable_and_budget_stop() -> None:
     assert best(obs) is None and why == "no value gave a usable result" and len(obs) == 4
     obs, why = drive(space, lambda v: v, budget=2)
     assert len(obs) == 2 and "budget" in why
+
+
+def test_the_start_limit_is_bisected_even_when_a_smaller_value_scores_best() -> None:
+    """max-model-len against a small KV budget: throughput is flat (noise decides which value
+    scores best), yet the search still bisects to the largest value that starts."""
+    space = Space(256, 4096, True)
+    limit = 1025  # the engine refuses max-model-len above its 1,024 KV tokens
+    noise = {256.0: 5.0}  # the smallest value happens to score best
+
+    obs, _ = drive(space, lambda v: noise.get(v, 1.0), budget=20, starts_below=limit)
+    assert start_limit(obs) == (1024.0, 1025.0)
+    top = best(obs)
+    assert top is not None and top.value == 256.0  # the choice is still the best score
+    assert start_limit([Observation(8.0, 1.0)]) is None
+    assert start_limit([Observation(8.0, None, started=False)]) == (None, 8.0)
