@@ -140,6 +140,7 @@ class FleetDriver:
         self.actors[slot] = actor
         payload = {
             "experiment": experiment_for_worker(self.runner.exp),
+            "run_id": run_id,
             "seq": job.seq,
             "value": job.value,
             "repeat": job.repeat,
