@@ -22,7 +22,7 @@ from core.status import Status
 from store import repo
 from store.transfer import store_run_rows
 from tuning.fleet import SLOT_RESOURCE, FleetError, import_ray
-from tuning.fleet.cluster import Fleet, FleetOptions, open_fleet
+from tuning.fleet.cluster import Fleet, FleetOptions, open_fleet, runtime_env
 from tuning.fleet.placement import placement_columns
 from tuning.fleet.schedule import History, Job, Slot, jobs_for, pick
 from tuning.fleet.worker import MAX_CONCURRENCY
@@ -132,6 +132,7 @@ class FleetDriver:
             resources={SLOT_RESOURCE: 1},
             scheduling_strategy=NodeAffinitySchedulingStrategy(slot.node_id, soft=False),
             max_restarts=0,
+            runtime_env=runtime_env(slot),
         ).remote()
 
     def _dispatch(self, job: Job, slot: Slot) -> None:

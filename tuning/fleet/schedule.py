@@ -18,11 +18,13 @@ from tuning.params import format_value
 
 @dataclass(frozen=True)
 class Slot:
-    """One place a run can go: `index` of `count` slots of node `node_id`."""
+    """One place a run can go: `index` of `count` slots of node `node_id`; `lab_path` when the
+    node's Ray already has this lab on its path (a node the lab started)."""
 
     node_id: str
     index: int
     host: str = ""
+    lab_path: bool = False
 
     @property
     def name(self) -> str:
