@@ -91,7 +91,7 @@ class ExperimentRunner(Bookkeeping):
             if exp.get("fleet"):  # the runs go to the fleet's workers instead (tuning.fleet)
                 from tuning.fleet.executor import run_on_fleet
 
-                run_ids, todo = run_on_fleet(self, plan, workload), []
+                run_ids, todo = run_on_fleet(self, plan, workload, todo), []
             for seq in todo:
                 if self.live.cancel.is_set():
                     break
