@@ -7,8 +7,9 @@ import streamlit as st
 from store import queries
 from tuning.compare.present import fmt
 from tuning.engine import current_spec, engine_info
-from tuning.experiment.demo import plan_demo
+from tuning.experiment import demo
 from tuning.experiment.supervisor import reap_stale, spawn_runner
+from tuning.search.background import search_running
 from tuning.settings import load_settings
 from ui.common import ICONS, db, db_path, md_code, md_escape
 
@@ -23,7 +24,7 @@ st.caption(
 def start_demo() -> None:
     """Plan the demo experiment (tuning.experiment.demo) and start its runner process."""
     settings = load_settings()
-    exp_id = plan_demo(
+    exp_id = demo.plan_demo(
         db_path(),
         current_spec(settings),
         author=settings.resolved_author(),
@@ -46,44 +47,32 @@ if active:
                 text=f"values done {done} of {total} · phase: {md_escape(exp['phase'])}",
             )
             st.page_link("pages/3_Live.py", label="Watch it live", icon=ICONS["live"])
+elif search_running(db_path()):  # between a search's steps no experiment is active
+    st.info("A search is running (one at a time per machine): its progress is on New experiment.")
+    st.page_link("pages/1_New_experiment.py", label="See the search", icon=ICONS["new"])
 else:
     st.info(
         "No experiment is running. New here? The demo runs a real experiment on the embedded "
         "CPU engine (max-num-seqs 2 vs 16, a short workload, repeated until the verdict is "
-        "decided: a few minutes), shows it live, then on Compare. Or start your own from "
-        "**New experiment**."
+        "decided; nearly all of its time is engine restarts), shows it live, then on Compare. "
+        "Or start your own from **New experiment**."
     )
-    if st.button("Run the 2-minute demo", icon=":material/play_arrow:", key="demo"):
+    if st.button(demo.BUTTON, icon=":material/play_arrow:", key="demo"):
         start_demo()
         st.switch_page("pages/3_Live.py")
 
 left, right = st.columns(2)
 with left:
     st.subheader("Where to start")
-    st.page_link(
-        "pages/1_New_experiment.py",
-        label="New experiment: pick one parameter and its values",
-        icon=ICONS["new"],
-    )
-    st.page_link(
-        "pages/2_Runs.py", label="Runs: every run with its key numbers", icon=ICONS["runs"]
-    )
-    st.page_link(
-        "pages/3_Live.py",
-        label="Live: memory, KV cache and tokens as they happen",
-        icon=ICONS["live"],
-    )
-    st.page_link(
-        "pages/4_Compare.py",
-        label="Compare: baseline vs candidates, with verdicts",
-        icon=ICONS["compare"],
-    )
-    st.page_link(
-        "pages/5_History.py", label="History: filter, tag, hide, share", icon=ICONS["history"]
-    )
-    st.page_link(
-        "pages/6_Settings.py", label="Settings: engine, author, team folder", icon=ICONS["settings"]
-    )
+    for page, label, icon in (
+        ("pages/1_New_experiment.py", "New experiment: pick one parameter and its values", "new"),
+        ("pages/2_Runs.py", "Runs: every run with its key numbers", "runs"),
+        ("pages/3_Live.py", "Live: memory, KV cache and tokens as they happen", "live"),
+        ("pages/4_Compare.py", "Compare: baseline vs candidates, with verdicts", "compare"),
+        ("pages/5_History.py", "History: filter, tag, hide, share", "history"),
+        ("pages/6_Settings.py", "Settings: engine, author, team folder", "settings"),
+    ):
+        st.page_link(page, label=label, icon=ICONS[icon])
 with right:
     st.subheader("Engine")
     info = engine_info()

@@ -10,11 +10,8 @@ the engine no throughput), mean and p99 TTFT and mean TPOT (lab / vLLM; <= 1.05 
 
 from __future__ import annotations
 
-import argparse
 import json
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -22,9 +19,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks import common  # noqa: E402
-from tuning.engine import embedded_spec, model_dir  # noqa: E402
-from tuning.server import ServerProcess  # noqa: E402
+from benchmarks import ab_engine, common  # noqa: E402
+from tuning.engine import embedded_spec  # noqa: E402
 
 
 def run_one(tool: str, load: common.Load, tmp: Path, i: int) -> dict[str, Any]:
@@ -34,53 +30,28 @@ def run_one(tool: str, load: common.Load, tmp: Path, i: int) -> dict[str, Any]:
         cmd = common.lab_argv(sys.executable, load, out)
     else:
         cmd = common.vllm_argv(str(embedded_spec().command[0]), load, out)
-    done = subprocess.run(
-        cmd, cwd=REPO, env=common.client_env(), capture_output=True, text=True, timeout=1800
-    )
-    if done.returncode != 0 or not out.exists():
-        raise RuntimeError(f"{tool} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
     return {
-        **common.result_row(json.loads(out.read_text())),
+        **common.result_row(ab_engine.run_client(cmd, tool, out)),
         "tool": tool,
         "concurrency": load.concurrency,
     }
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=4)
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[32, 128])
-    parser.add_argument("--num-requests", type=int, default=256)
-    parser.add_argument("--input-len", type=int, default=64)
-    parser.add_argument("--output-len", type=int, default=128)
-    parser.add_argument("--json", type=Path, default=None, help="also write every run here")
-    args = parser.parse_args()
-
-    spec = embedded_spec()
-    launch = spec.launch({**spec.baseline, "max-num-seqs": max(256, max(args.concurrency))})
-    tmp = Path(tempfile.mkdtemp(prefix="agreement-"))
-    print(f"starting the embedded engine ({' '.join(launch.argv[3:])})", flush=True)
+    args = ab_engine.ab_args(
+        __doc__, pairs=4, concurrency=[32, 128], num_requests=256, output_len=128
+    )
     rows: list[dict[str, Any]] = []
-    with ServerProcess(launch, tmp / "server.log") as server:
-        facts = server.wait_healthy(600)
+    with ab_engine.embedded_server(args.concurrency, "agreement-") as server:
         print(
-            f"healthy after {facts.time_to_healthy_s:.0f} s; {args.pairs} pairs per "
+            f"healthy after {server.facts.time_to_healthy_s:.0f} s; {args.pairs} pairs per "
             f"concurrency, {args.num_requests} requests, {args.input_len} in / "
             f"{args.output_len} out, ignore_eos",
             flush=True,
         )
         print(f"{'tool':5} {'C':>4} {'tok/s':>9} {'TTFT ms':>9} {'p99 TTFT':>9} {'TPOT ms':>8}")
         for c, i, tool in common.interleaved(args.concurrency, args.pairs, ("lab", "vllm")):
-            load = common.Load(
-                base_url=launch.base_url,
-                model="tiny",
-                tokenizer=model_dir(),
-                concurrency=c,
-                num_requests=args.num_requests,
-                input_len=args.input_len,
-                output_len=args.output_len,
-            )
-            row = run_one(tool, load, tmp, i)
+            row = run_one(tool, server.load(args, c, args.num_requests), server.tmp, i)
             rows.append(row)
             print(
                 f"{tool:5} {c:>4} {row['output_throughput']:>9.0f} "

@@ -18,10 +18,12 @@ from tuning.params import (
     parse_values,
     validate_config,
 )
+from tuning.search.background import search_running
 from tuning.settings import load_settings
 from tuning.workload import Workload
 from ui.common import ICONS, db, db_path, md_code, md_escape
 from ui.predict import render_prediction
+from ui.search import render_search_mode
 from ui.workload import traffic_section
 
 st.set_page_config(
@@ -32,6 +34,14 @@ st.caption("Exactly one parameter changes between the runs; everything else stay
 
 settings = load_settings()
 spec = current_spec(settings)
+modes = {
+    "values": "Run the values I choose",
+    "search": "Search one parameter (the lab picks the values)",
+}
+mode = st.radio("Mode", list(modes), key="new_mode", horizontal=True, format_func=modes.get)
+if mode == "search":
+    render_search_mode(db_path(), spec, settings)
+    st.stop()
 names = [n for n, p in PARAMS.items() if spec.backend in p.backends]
 param_name = st.selectbox(
     "Parameter to vary",
@@ -126,9 +136,11 @@ on_fleet = st.checkbox(
     help="Runs in parallel through Ray, as set in Settings → Fleet (not when attaching).",
 )
 st.caption(f"fleet: {md_escape(fleet_error)}" if fleet_error else describe_options(fleet_options))
-busy = bool(queries.active_experiments(db())) or runner_busy()
+busy = bool(queries.active_experiments(db())) or runner_busy() or search_running(db_path())
 if busy:
-    st.warning("An experiment is running; one at a time per machine. Watch it on **Live**.")
+    st.warning(
+        "An experiment or a search is running; one at a time per machine. Watch it on **Live**."
+    )
 if st.button(
     "Start experiment", type="primary", disabled=busy or bool(errors) or not values, key="new_start"
 ):

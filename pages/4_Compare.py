@@ -11,9 +11,10 @@ import streamlit as st
 from store import queries
 from tuning.compare.selection import SelectionError, gather_runs, select_runs
 from ui import compare as view
-from ui.common import ICONS, db
+from ui.common import ICONS, db, db_path
 from ui.health import warn_unhealthy
 from ui.summary import render_summary
+from ui.tradeoff import render_tradeoffs
 
 st.set_page_config(
     page_title="Compare · vLLM Tuning Lab", page_icon=ICONS["compare"], layout="wide"
@@ -82,4 +83,5 @@ if not comparison.candidates:
     st.info("No candidate side yet: pick runs of another value as candidates.")
 view.render_table(comparison, scope)
 view.render_charts(conn, comparison, scope)
+render_tradeoffs(conn, db_path(), comparison, scope)
 view.render_definitions()

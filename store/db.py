@@ -158,8 +158,13 @@ def _is_wal(path: Path) -> bool:
 
 def readonly_uri(path: Path) -> str:
     """`mode=ro`; `immutable=1` only for a WAL file no writer has open whose folder we cannot
-    write (SQLite could not create the -shm it needs, and nothing can change under us)."""
-    if _is_wal(path) and not Path(f"{path}-wal").exists() and not os.access(path.parent, os.W_OK):
+    write (SQLite could not create the -shm it needs, and nothing can change under us).
+
+    The header is read (`_is_wal`) only when the rest already holds: opening and closing the file
+    from Python drops every POSIX lock this process holds on it, the locks of its read-write
+    SQLite connections included, so a read-only open beside a page's connection while a runner
+    wrote read torn pages ("database disk image is malformed")."""
+    if not os.access(path.parent, os.W_OK) and not Path(f"{path}-wal").exists() and _is_wal(path):
         return sqlite_uri(path, mode="ro", immutable="1")
     return sqlite_uri(path, mode="ro")
 

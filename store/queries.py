@@ -76,6 +76,67 @@ def cancel_requested(db: Database, experiment_id: int) -> bool:
     return bool(row and row[0])
 
 
+def get_search(db: Database, search_id: int) -> dict[str, Any]:
+    tables = db.table_names()
+    rows = (
+        list(db.query("select * from searches where id = ?", [search_id]))
+        if "searches" in tables
+        else []
+    )
+    if not rows:
+        raise StoreError(f"no search {search_id}")
+    return decode(rows[0]) or {}
+
+
+def list_searches(db: Database, active_only: bool = False) -> list[dict[str, Any]]:
+    """Searches, newest first (only the queued or running ones with active_only); none in a lab
+    that predates them."""
+    if "searches" not in db.table_names():
+        return []
+    where, params = "", []
+    if active_only:
+        where, params = f"where status in ({_marks(ACTIVE)})", sorted(ACTIVE)
+    return [
+        decode(r) or {}
+        for r in db.query(f"select * from searches {where} order by id desc", params)
+    ]
+
+
+def search_experiment_ids(db: Database, name_prefix: str) -> list[int]:
+    """The experiments whose name starts with the prefix (a search's steps), oldest first."""
+    return [
+        int(r[0])
+        for r in db.execute(
+            "select id from experiments where substr(name, 1, ?) = ? order by id",
+            [len(name_prefix), name_prefix],
+        )
+    ]
+
+
+def workload_fingerprints(db: Database) -> list[tuple[str, int]]:
+    """Each workload fingerprint of finished, shown runs and how many runs replayed it."""
+    return [
+        (str(r[0]), int(r[1]))
+        for r in db.execute(
+            "select workload_fingerprint, count(*) from runs where status = 'done' "
+            "and coalesce(hidden, 0) = 0 and workload_fingerprint is not null "
+            "group by workload_fingerprint order by count(*) desc, max(id) desc"
+        )
+    ]
+
+
+def workload_run_ids(db: Database, fingerprint: str) -> list[int]:
+    """The finished, shown runs that replayed this workload, oldest first."""
+    return [
+        int(r[0])
+        for r in db.execute(
+            "select id from runs where workload_fingerprint = ? and status = 'done' "
+            "and coalesce(hidden, 0) = 0 order by id",
+            [fingerprint],
+        )
+    ]
+
+
 def get_run(db: Database, run_id: int) -> dict[str, Any]:
     rows = list(db.query("select * from runs where id = ?", [run_id]))
     if not rows:

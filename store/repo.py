@@ -190,6 +190,23 @@ def relabel_processes(db: Database, run_id: int, names_by_pid: dict[int, str]) -
     return changed
 
 
+def create_search(db: Database, **fields: Any) -> int:
+    """A search's row (tuning.search.record); returns its id."""
+    fields.setdefault("created_at", now_iso())
+    fields.setdefault("status", Status.QUEUED.value)
+    table = db.table("searches")
+    with write_transaction(db):
+        table.insert(_encode(fields))
+    if table.last_pk is None:
+        raise StoreError("no id for the new searches row")
+    return int(table.last_pk)
+
+
+def update_search(db: Database, search_id: int, **fields: Any) -> None:
+    with write_transaction(db):
+        db.table("searches").update(search_id, _encode(fields))
+
+
 def save_workload(
     db: Database, name: str, spec: dict[str, Any], spec_fingerprint: str, **fields: Any
 ) -> int:

@@ -121,9 +121,11 @@ def knee_chart(
     comparison: Comparison,
     keys: Sequence[str] = ("output_throughput", "p99_ttft_ms"),
     error: str = "ci",
+    marks: Mapping[str, float] | None = None,
 ) -> alt.HConcatChart:
     """For a numeric parameter: each metric's mean vs the value (line + points + error bars),
-    where the curve flattens or turns is the knee."""
+    where the curve flattens or turns is the knee; `marks` (label -> value: the chosen value,
+    the knee) are drawn as labelled vertical rules on every panel."""
     short = short_labels(comparison)
     values = {short[s.label]: s.value for s in comparison.sides}
     charts = []
@@ -145,10 +147,9 @@ def knee_chart(
                 tooltip=[*_MEAN_TIPS, tooltip("runs:Q")],
             )
         )
+        layers = [line, _error_bars(frame, x, y_title), *_mark_rules(marks or {}, x)]
         charts.append(
-            alt.layer(line, _error_bars(frame, x, y_title)).properties(
-                width=300, height=220, title=f"{metric.label} vs value"
-            )
+            alt.layer(*layers).properties(width=300, height=220, title=f"{metric.label} vs value")
         )
     if not charts:
         charts.append(alt.Chart(pd.DataFrame({"x": []})).mark_point())
@@ -158,6 +159,21 @@ def knee_chart(
             subtitle=["mean over runs", f"whiskers: {whisker_note(error)}"],
         )
     )
+
+
+def _mark_rules(marks: Mapping[str, float], x: alt.X) -> list[alt.Chart]:
+    """A dashed vertical rule and its label per mark (value -> 'chosen', 'knee', ...)."""
+    if not marks:
+        return []
+    frame = pd.DataFrame({"mark": list(marks), "x": [float(v) for v in marks.values()]})
+    base = alt.Chart(frame).encode(x=x)
+    rule = base.mark_rule(strokeDash=[4, 3], color="#cf222e").encode(
+        tooltip=[tooltip("mark:N"), tooltip("x:Q", ",.4g")]
+    )
+    text = base.mark_text(align="left", dx=3, dy=-4, baseline="top", color="#cf222e").encode(
+        y=alt.value(0), text="mark:N"
+    )
+    return [rule, text]
 
 
 def cdf_frame(

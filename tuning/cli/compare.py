@@ -6,6 +6,7 @@ tuning.output.export).
     compare --db lab.db --experiment 3
     chart   --db lab.db [--kind throughput|latency|cdf|memory|kv|knee] --out FILE.png|.svg|.html
             (without --kind: the throughput comparison, the usual first look)
+    chart   --kind pareto|search ... (the trade-off views: tuning.cli.tradeoff)
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
 from tuning.charts.kinds import CHART_KINDS
+from tuning.cli import tradeoff
 from tuning.cli.args import add_selection, db_path, refused
 
 if TYPE_CHECKING:
@@ -70,7 +72,7 @@ def add_arguments(sub: Subparsers) -> None:
     _common(chart)
     chart.add_argument(
         "--kind",
-        choices=CHART_KINDS,
+        choices=(*CHART_KINDS, *tradeoff.KINDS),
         default=None,
         help=f"which chart (default: {DEFAULT_KIND}, the throughput comparison)",
     )
@@ -87,6 +89,7 @@ def add_arguments(sub: Subparsers) -> None:
         help="error bars: the 95 %% interval of the mean the verdicts use (default) or min-max "
         "of the runs",
     )
+    tradeoff.add_arguments(chart)
 
 
 def _margin_pct(text: str) -> float:
@@ -210,8 +213,14 @@ def _chart(args: argparse.Namespace) -> int:
         chart_format(out)
     except ValueError as exc:
         return refused(str(exc))
+    if problem := tradeoff.add_search_runs(args):
+        return refused(problem)
+    if kind == "pareto" and args.fingerprint and not (args.run_ids or args.experiment):
+        return tradeoff.pareto_only(args, out)
 
     def draw(db: Any, comparison: Comparison) -> int:
+        if kind in tradeoff.KINDS:
+            return tradeoff.draw(args, db, comparison, kind, out)
         chart = build_chart(db, comparison, kind, error=args.error)
         if chart is None:
             print(f"no data for a {kind} chart of these runs", file=sys.stderr)

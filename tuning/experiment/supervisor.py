@@ -53,15 +53,7 @@ def spawn_runner(db_path: str | Path, experiment_id: int) -> int:
     log_dir.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "tuning", "run-experiment"]
     argv += ["--db", str(db_path), "--id", str(experiment_id)]
-    with open(log_dir / f"runner-{experiment_id}.log", "ab") as log:
-        proc = subprocess.Popen(
-            argv,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-            cwd=str(REPO_ROOT),
-        )
+    proc = spawn_detached(argv, log_dir / f"runner-{experiment_id}.log")
     with connect(db_path) as db:
         repo.update_experiment(
             db,
@@ -71,6 +63,20 @@ def spawn_runner(db_path: str | Path, experiment_id: int) -> int:
             heartbeat_at=now_iso(),
         )
     return proc.pid
+
+
+def spawn_detached(argv: list[str], log_path: Path) -> subprocess.Popen[bytes]:
+    """A lab process in its own session (it outlives the page that started it), from the repo,
+    its output appended to `log_path`."""
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd=str(REPO_ROOT),
+        )
 
 
 def cancel_experiment(db_path: str | Path, experiment_id: int) -> None:

@@ -83,9 +83,12 @@ def _meets_slo(run: Mapping[str, Any], slo_ms: Mapping[str, float]) -> bool:
     return True
 
 
-def observations(db_path: Path, spec: SearchSpec) -> tuple[list[Observation], list[dict[str, Any]]]:
-    """The steps of this search found in the store, in order: observations and the log."""
-    prefix = f"{NAME_PREFIX}{spec.key()}:"
+def observations(
+    db_path: Path, spec: SearchSpec, key: str | None = None
+) -> tuple[list[Observation], list[dict[str, Any]]]:
+    """The steps of this search (or of the stored `key`) found in the store, in order:
+    observations and the log."""
+    prefix = f"{NAME_PREFIX}{key or spec.key()}:"
     sign = 1.0 if METRIC_BY_KEY[spec.metric].better == "higher" else -1.0
     obs: list[Observation] = []
     log: list[dict[str, Any]] = []

@@ -1,0 +1,50 @@
+"""A search run from the CLI is recorded in the store (`searches`), and `chart --kind search
+--search ID` draws its runs with the chosen value marked (against a fake server, attached)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from subprocess import CompletedProcess
+
+import pytest
+
+from store import connect, queries
+from tests.checks import png_size
+from tests.fakes.fake_openai import FakeConfig, FakeOpenAIServer
+from tuning.charts.tradeoff import search_chart
+from tuning.cli.main import main as cli_main
+from tuning.compare.selection import select_runs
+
+
+def test_search_is_recorded_and_charted(
+    lab_home: Path,
+    tuning_cli: Callable[..., CompletedProcess[str]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    db = lab_home / "lab.db"
+    with FakeOpenAIServer(FakeConfig(model="m", ttft_ms=2.0, itl_ms=5.0)) as srv:
+        flags = (
+            f"--param concurrency --range 1:4 --coarse 2 --budget-runs 3 --base-url {srv.base_url}"
+        )
+        flags += " --model m --objective p99_ttft_ms --slo ttft:5000 --num-requests 4"
+        flags += f" --input-len 4 --output-len 3 --num-warmups 0 --db {db} --json"
+        done = tuning_cli(["search", *flags.split()], lab_home)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    with connect(db, readonly=True) as conn:
+        (row,) = queries.list_searches(conn)
+        steps = queries.search_experiment_ids(conn, f"search {row['key']}:")
+    assert row["status"] == "done" and row["result"] == result and len(steps) == 3
+    assert row["spec"]["objective"] == "p99_ttft_ms" and row["spec"]["slo_ms"] == {"ttft": 5000.0}
+    out = tmp_path / "search.png"
+    chart_args = ["chart", "--db", str(db), "--kind", "search", "--search", str(row["id"])]
+    assert cli_main([*chart_args, "--out", str(out)]) == 0, capsys.readouterr().err
+    assert png_size(out.read_bytes())[0] > 300
+    with connect(db, readonly=True) as conn:  # the same chart, with its marks, as data
+        comparison = select_runs(conn, experiment_ids=steps).comparison
+    chart = search_chart(comparison, objective="p99_ttft_ms", chosen=float(result["chosen"]))
+    spec = json.dumps(chart.to_dict())
+    assert f"chosen by the search: {result['chosen']:g}" in spec

@@ -1,0 +1,152 @@
+"""Trade-off views (issue 13, item 6): the Pareto front over the runs of one workload, and metric
+vs value for a search or an experiment with the chosen value and the knee marked. The numbers
+come from tuning.compare.frontier; the whiskers are the interval the verdicts use."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import altair as alt
+import pandas as pd
+
+from store import queries
+from tuning.charts.common import chart_text, number, tooltip, whisker_note
+from tuning.charts.compare import knee_chart
+from tuning.compare.catalog import METRIC_BY_KEY
+from tuning.compare.comparison import Comparison
+from tuning.compare.frontier import AXES, CLIMB, FLAT, PARETO_VIEWS, Knee, axis_value, knee
+from tuning.compare.frontier import pareto_front as front_of
+
+TRADEOFF_KINDS = ("pareto", "search")
+TRADEOFF_TITLES = {
+    "pareto": "Pareto front over the runs of one workload",
+    "search": "Metric vs value, with the chosen value and the knee",
+}
+KNEE_NOTE = (
+    f"knee: the last value before a step where throughput grows by under {FLAT:.0%} of the "
+    f"load's growth while latency rises by over {CLIMB:.0%}"
+)
+_FRAME_COLUMNS = ["run", "label", "x", "y", "front", "param", "value"]
+
+
+def pareto_frame(runs: Sequence[Mapping[str, Any]], view: str = "ttft") -> pd.DataFrame:
+    """One row per run with both numbers of the view, `front` True for the non-dominated ones."""
+    x_key, y_key = PARETO_VIEWS[view]
+    points = [(int(r["id"]), axis_value(r, x_key), axis_value(r, y_key)) for r in runs]
+    front = front_of(points, (AXES[x_key].better, AXES[y_key].better))
+    by_id = {int(r["id"]): r for r in runs}
+    rows = [
+        {
+            "run": rid,
+            "label": chart_text(
+                f"run {rid}: {by_id[rid].get('param')} = {by_id[rid].get('value')}"
+            ),
+            "x": x,
+            "y": y,
+            "front": rid in front,
+            "param": chart_text(by_id[rid].get("param") or ""),
+            "value": chart_text(by_id[rid].get("value") if by_id[rid].get("value") else ""),
+        }
+        for rid, x, y in points
+        if x is not None and y is not None
+    ]
+    return pd.DataFrame(rows, columns=_FRAME_COLUMNS)
+
+
+def workload_runs(db: Any, fingerprint: str) -> list[dict[str, Any]]:
+    """The finished runs of one workload (same fingerprint), from the store."""
+    return queries.load_runs(db, queries.workload_run_ids(db, fingerprint))
+
+
+def pareto_chart(frame: pd.DataFrame, view: str = "ttft", workload: str = "") -> alt.TopLevelMixin:
+    """Every run of the workload as a point, the non-dominated ones filled and joined by a step
+    line along the front."""
+    x_key, y_key = PARETO_VIEWS[view]
+    xa, ya = AXES[x_key], AXES[y_key]
+    x = alt.X("x:Q", title=f"{xa.label} ({xa.unit}, {xa.better} is better)")
+    y = alt.Y("y:Q", title=f"{ya.label} ({ya.unit}, {ya.better} is better)")
+    shown = frame.assign(on=frame["front"].map({True: "non-dominated", False: "dominated"}))
+    tips = [tooltip("label:N"), tooltip("x:Q", ",.2f"), tooltip("y:Q", ",.2f"), tooltip("on:N")]
+    points = (
+        alt.Chart(shown)
+        .mark_point(size=70, filled=True)
+        .encode(
+            x=x,
+            y=y,
+            color=alt.Color(
+                "on:N",
+                title=None,
+                scale=alt.Scale(
+                    domain=["non-dominated", "dominated"], range=["#1a7f37", "#afb8c1"]
+                ),
+            ),
+            shape=alt.Shape("param:N", title="parameter"),
+            tooltip=tips,
+        )
+    )
+    line = (
+        alt.Chart(shown[shown["front"]].sort_values("x"))
+        .mark_line(color="#1a7f37", strokeDash=[5, 3], interpolate="linear")
+        .encode(x=x, y=y, order="x:Q")
+    )
+    n_front, n = int(frame["front"].sum()), len(frame)
+    subtitle = [
+        f"{n} runs of workload {chart_text(workload)}; {n_front} non-dominated (no other run "
+        "is at least as good on both axes and better on one)",
+    ]
+    if "tokens_per_user" in (x_key, y_key):
+        subtitle.append("tokens/s per user = 1000 / mean TPOT (ms)")
+    return alt.layer(line, points).properties(
+        width=420,
+        height=300,
+        title=alt.TitleParams(f"{ya.label} vs {xa.label}: the Pareto front", subtitle=subtitle),
+    )
+
+
+def knee_keys(objective: str) -> tuple[str, str]:
+    """(throughput key, latency key) drawn beside each other for an objective."""
+    metric = METRIC_BY_KEY.get(objective)
+    if metric is not None and metric.better == "lower":
+        return "output_throughput", objective
+    if objective in METRIC_BY_KEY and objective != "output_throughput":
+        return objective, "p99_ttft_ms"
+    return "output_throughput", "p99_ttft_ms"
+
+
+def side_knee(comparison: Comparison, keys: tuple[str, str]) -> Knee | None:
+    """The knee (tuning.compare.frontier.knee) over the sides' means of a numeric parameter."""
+    points = []
+    for side in comparison.sides:
+        x = number(side.value)
+        if x is not None:
+            points.append((x, side.stats(keys[0])["mean"], side.stats(keys[1])["mean"]))
+    return knee(points)
+
+
+def search_chart(
+    comparison: Comparison,
+    *,
+    objective: str = "output_throughput",
+    chosen: float | None = None,
+    error: str = "ci",
+) -> alt.HConcatChart:
+    """Metric vs value for a search's (or an experiment's) runs: the means with the verdicts'
+    interval as whiskers, the chosen value and the knee as labelled rules."""
+    keys = knee_keys(objective)
+    found = side_knee(comparison, ("output_throughput", keys[1]))
+    marks: dict[float, list[str]] = {}
+    if chosen is not None:
+        marks.setdefault(float(chosen), []).append("chosen")
+    if found is not None:
+        marks.setdefault(found.value, []).append("knee")
+    chart = knee_chart(comparison, keys, error, {", ".join(names): x for x, names in marks.items()})
+    notes = [f"whiskers: {whisker_note(error)}", KNEE_NOTE]
+    notes.append(f"knee at {found.value:g}: {found.why}" if found else "no knee in this range")
+    if chosen is not None:
+        notes.append(f"chosen by the search: {chosen:g}")
+    return chart.properties(
+        title=alt.TitleParams(
+            f"{chart_text(comparison.param or 'value')}: metric vs value", subtitle=notes
+        )
+    )

@@ -1,0 +1,97 @@
+"""Compare's trade-off views (issue 13, item 6): the Pareto front over the runs of one workload,
+and metric vs value with the chosen value (for a search: `?search=ID`) and the knee marked.
+Folded away by default; widget keys start with `cmp_pareto_` / `cmp_search_`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from store import StoreError, queries
+from tuning.charts.common import number
+from tuning.charts.tradeoff import (
+    KNEE_NOTE,
+    TRADEOFF_TITLES,
+    pareto_chart,
+    pareto_frame,
+    search_chart,
+    workload_runs,
+)
+from tuning.compare.comparison import Comparison
+from tuning.search.record import progress
+from ui.compare import export_buttons
+from ui.compare import parse_id_list as ids_of
+
+VIEWS = {
+    "ttft": "output throughput vs p99 TTFT",
+    "per_user": "tokens/s per user vs output throughput",
+}
+
+
+def render_tradeoffs(db: Any, path: Path, comparison: Comparison, scope_id: int | None) -> None:
+    """Both views in tabs inside one expander."""
+    with st.expander("Trade-offs: Pareto front, metric vs value and the knee", expanded=False):
+        pareto_tab, search_tab = st.tabs([TRADEOFF_TITLES["pareto"], TRADEOFF_TITLES["search"]])
+        with pareto_tab:
+            _pareto(db, comparison, scope_id)
+        with search_tab:
+            _metric_vs_value(db, path, comparison, scope_id)
+
+
+def _pareto(db: Any, comparison: Comparison, scope_id: int | None) -> None:
+    counts = dict(queries.workload_fingerprints(db))
+    if not counts:
+        st.caption("No finished runs with a workload fingerprint yet.")
+        return
+    first = queries.load_runs(db, comparison.baseline.run_ids[:1])
+    mine = first[0].get("workload_fingerprint") if first else None
+    options = list(counts)
+    c1, c2 = st.columns(2)
+    fingerprint = c1.selectbox(
+        "Workload (fingerprint)",
+        options,
+        index=options.index(mine) if mine in counts else 0,
+        key="cmp_pareto_fp",
+        format_func=lambda fp: (
+            f"{fp} ({counts[fp]} runs)" + (" · these runs' workload" if fp == mine else "")
+        ),
+    )
+    view = c2.radio(
+        "Axes", list(VIEWS), key="cmp_pareto_view", format_func=VIEWS.__getitem__, horizontal=True
+    )
+    frame = pareto_frame(workload_runs(db, fingerprint), view)
+    if frame.empty:
+        st.caption("These runs lack the numbers for this view.")
+        return
+    chart: Any = pareto_chart(frame, view, fingerprint)
+    st.altair_chart(chart, key="chart_pareto")
+    export_buttons(chart, "pareto", scope_id)
+    front = frame[frame["front"]].sort_values("x")
+    st.dataframe(
+        pd.DataFrame({"run": front["run"], "configuration": front["label"]}),
+        hide_index=True,
+        key="cmp_pareto_front",
+    )
+
+
+def _metric_vs_value(db: Any, path: Path, comparison: Comparison, scope_id: int | None) -> None:
+    if not any(number(side.value) is not None for side in comparison.sides):
+        st.caption("The value is not a number: no curve to draw.")
+        return
+    objective, chosen = "output_throughput", None
+    search_ids = ids_of(st.query_params.get("search"))
+    if search_ids:
+        try:
+            done = progress(path, queries.get_search(db, search_ids[0]))
+        except StoreError:
+            st.caption(f"No search {search_ids[0]} in this lab.")
+        else:
+            objective, chosen = done.spec.metric, done.chosen
+            st.caption(f"Search {search_ids[0]}: objective {objective}, chosen value marked.")
+    chart = search_chart(comparison, objective=objective, chosen=chosen)
+    st.altair_chart(chart, key="chart_search")
+    st.caption(KNEE_NOTE)
+    export_buttons(chart, "search", scope_id)
