@@ -1,13 +1,15 @@
 """Wall time of one experiment on the fleet against the same experiment one run at a time.
 
     .venv/bin/python benchmarks/fleet_speedup.py [--values 8] [--slots 4] [--start-delay 60]
+                                                 [--repeats 2] [--local]
 
 V values of max-num-seqs, one repeat each, against the fake vLLM (tests/fakes/fake_vllm.py) with a
-start delay like a real vLLM start (60-100 s to healthy on an H200): first serially (`python -m
-tuning experiment`, no fleet), then with `--fleet ray` on a local Ray cluster of N slots that this
-script starts beforehand (an existing cluster, as on a GPU box), then with `--fleet local --slots
-N` (the lab starts and stops Ray itself, so its start is in the time). Prints each wall time and
-the ratios parallel / serial; the target at V=8, N=4 is at most 0.3. Needs `make fleet`.
+start delay like a real vLLM start (60-100 s to healthy on an H200), in interleaved pairs (so both
+sides see the same machine load): serially (`python -m tuning experiment`, no fleet), then with
+`--fleet ray` on a local Ray cluster of N slots that this script starts beforehand (an existing
+cluster, as on a GPU box), and with `--local` also `--fleet local --slots N` (the lab starts and
+stops Ray itself, so its start is in the time). Prints each wall time, each pair's ratio parallel
+/ serial and their median; the target at V=8, N=4 is at most 0.3. Needs `make fleet`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import argparse
 import json
 import os
 import shlex
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -68,37 +71,44 @@ def main() -> int:
     parser.add_argument("--values", type=int, default=8)
     parser.add_argument("--slots", type=int, default=4)
     parser.add_argument("--start-delay", type=float, default=60.0)
-    parser.add_argument("--skip-local", action="store_true", help="leave out --fleet local")
+    parser.add_argument("--repeats", type=int, default=2, help="interleaved serial/fleet pairs")
+    parser.add_argument("--local", action="store_true", help="also time --fleet local per pair")
     args = parser.parse_args()
+    ratios: list[float] = []
+    local_ratios: list[float] = []
     with tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp:
         home = Path(tmp)
-        serial, _ = experiment(home / "serial", args.values, args.start_delay, [])
-        print(f"serial: {serial:.1f} s for {args.values} values", flush=True)
+        # The cluster runs throughout, as on a GPU box: its start is not in any experiment's time.
         node = start_node(args.slots, num_cpus=1)
+        on_ray = ["--fleet", "ray", "--ray-address", node.address, "--slots", str(args.slots)]
         try:
-            on_cluster, _ = experiment(
-                home / "ray",
-                args.values,
-                args.start_delay,
-                ["--fleet", "ray", "--ray-address", node.address, "--slots", str(args.slots)],
-            )
+            for rep in range(args.repeats):  # serial and fleet interleaved: same machine load
+                serial, _ = experiment(home / f"serial{rep}", args.values, args.start_delay, [])
+                fleet, _ = experiment(home / f"ray{rep}", args.values, args.start_delay, on_ray)
+                ratios.append(fleet / serial)
+                line = f"pair {rep + 1}: serial {serial:.1f} s, fleet {fleet:.1f} s"
+                if args.local:
+                    local_flags = ["--fleet", "local", "--slots", str(args.slots)]
+                    local, _ = experiment(
+                        home / f"local{rep}", args.values, args.start_delay, local_flags
+                    )
+                    local_ratios.append(local / serial)
+                    line += f", fleet local (Ray started by the lab) {local:.1f} s"
+                print(f"{line}, ratio {ratios[-1]:.2f}", flush=True)
         finally:
             node.stop()
-        print(f"fleet on a running cluster ({args.slots} slots): {on_cluster:.1f} s", flush=True)
-        local = None
-        if not args.skip_local:
-            local, _ = experiment(
-                home / "local",
-                args.values,
-                args.start_delay,
-                ["--fleet", "local", "--slots", str(args.slots)],
-            )
-            print(f"fleet local, Ray started by the lab: {local:.1f} s", flush=True)
-    print(f"V={args.values} N={args.slots} start delay {args.start_delay:g} s")
-    print(f"ratio fleet (running cluster) / serial: {on_cluster / serial:.2f}  (target <= 0.3)")
-    if local is not None:
-        print(f"ratio fleet local (incl. Ray start) / serial: {local / serial:.2f}")
+    print(f"V={args.values} N={args.slots} start delay {args.start_delay:g} s, load {load()}")
+    print(
+        f"ratio fleet (running cluster) / serial: median {statistics.median(ratios):.2f} "
+        f"(pairs: {', '.join(f'{r:.2f}' for r in ratios)}; target <= 0.3)"
+    )
+    if local_ratios:
+        print(f"ratio fleet local / serial: median {statistics.median(local_ratios):.2f}")
     return 0
+
+
+def load() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 if __name__ == "__main__":

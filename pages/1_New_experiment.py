@@ -9,6 +9,7 @@ from tuning.engine import current_spec
 from tuning.experiment.lock import runner_busy
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.supervisor import spawn_runner
+from tuning.fleet import FleetError, attach_fleet, describe_options, options_from_settings
 from tuning.params import (
     PARAMS,
     ParamError,
@@ -122,6 +123,19 @@ if not param.restarts_server:
     )
 model = st.text_input("Model name on that server", "", key="new_model") if base_url else None
 
+fleet_options, fleet_error = None, None
+try:
+    fleet_options = options_from_settings(settings)
+except FleetError as exc:
+    fleet_error = str(exc)
+on_fleet = st.checkbox(
+    "Run on the fleet",
+    value=False,
+    key="new_fleet",
+    disabled=fleet_options is None or bool(base_url),
+    help="Runs in parallel through Ray, as set in Settings → Fleet (not when attaching).",
+)
+st.caption(f"fleet: {md_escape(fleet_error)}" if fleet_error else describe_options(fleet_options))
 busy = bool(queries.active_experiments(db())) or runner_busy() or search_running(db_path())
 if busy:
     st.warning(
@@ -157,6 +171,7 @@ if st.button(
     except (ParamError, ValueError) as exc:
         st.error(f"refused: {md_escape(exc)}")
     else:
+        attach_fleet(db_path(), exp_id, fleet_options if on_fleet and not base_url else None)
         spawn_runner(db_path(), exp_id)
         st.success(
             f"Experiment {exp_id} started in its own process; closing this tab stops nothing."

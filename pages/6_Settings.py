@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from tuning.engine import EngineError, engine_info
+from tuning.fleet import INSTALL_HINT, FleetError, options_from_settings, ray_available
 from tuning.settings import load_settings, save_settings, settings_path
 from ui.common import ICONS, md_code, md_escape
 
@@ -49,12 +50,56 @@ load_format = c2.selectbox(
 served = c3.text_input("Served model name", s.served_model_name, key="set_served")
 author = st.text_input("Author (defaults to the OS user)", s.author, key="set_author")
 team = st.text_input("Team folder (shared bundles)", s.team_folder, key="set_team")
+st.subheader("Fleet")
+st.caption(
+    "Where New experiment's *run on the fleet* sends an experiment's runs: several at once, "
+    "through Ray (see the README's Fleet section)."
+)
+modes = ["none", "local", "ray"]
+fleet = st.radio(
+    "Fleet",
+    modes,
+    index=modes.index(s.fleet) if s.fleet in modes else 0,
+    key="set_fleet",
+    horizontal=True,
+    help="none = one run at a time; local = a Ray the lab starts on this machine with N slots; "
+    "ray = an existing Ray cluster (nodes declare the `lab_slot` resource).",
+)
+f1, f2, f3 = st.columns(3)
+slots = f1.text_input(
+    "Slots",
+    s.fleet_slots,
+    key="set_fleet_slots",
+    help="local: slots to start (empty: one per "
+    "GPU set, two on a CPU machine); ray: at most this many in use (empty: all).",
+)
+address = f2.text_input(
+    "Ray address",
+    s.fleet_ray_address,
+    key="set_fleet_address",
+    help="ray: auto or HOST:PORT of the head",
+)
+gpus = f3.text_input(
+    "GPUs per run",
+    s.fleet_gpus_per_run,
+    key="set_fleet_gpus",
+    help="empty: the tensor-parallel size on GPU nodes, 0 on CPU nodes",
+)
+if fleet != "none" and not ray_available():
+    st.warning(INSTALL_HINT)
 if st.button("Save settings", type="primary", key="set_save"):
     s.engine, s.engine_command, s.engine_model = engine, command.strip(), model.strip()
     s.engine_backend, s.engine_load_format, s.served_model_name = backend, load_format, served
     s.author, s.team_folder = author.strip(), team.strip()
-    save_settings(s)
-    st.success("saved")
+    s.fleet, s.fleet_slots = fleet, slots.strip()
+    s.fleet_ray_address, s.fleet_gpus_per_run = address.strip() or "auto", gpus.strip()
+    try:
+        options_from_settings(s)
+    except FleetError as exc:
+        st.error(f"not saved: {md_escape(exc)}")
+    else:
+        save_settings(s)
+        st.success("saved")
 try:
     st.json(engine_info(load_settings()))
 except EngineError as exc:

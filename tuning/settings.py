@@ -58,6 +58,13 @@ class Settings:
     author: str = ""
     host_name: str = ""
     team_folder: str = ""
+    # The fleet (tuning.fleet): "none", "local" (a Ray the lab starts, `fleet_slots` slots; empty:
+    # one per GPU set, two on a CPU machine) or "ray" (the cluster at `fleet_ray_address`);
+    # `fleet_gpus_per_run` empty: the tensor-parallel size on GPU nodes.
+    fleet: str = "none"
+    fleet_slots: str = ""
+    fleet_ray_address: str = "auto"
+    fleet_gpus_per_run: str = ""
 
     def resolved_author(self) -> str:
         return self.author or _os_user()

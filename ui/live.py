@@ -125,9 +125,10 @@ def render_progress(exp: Mapping[str, Any], run: Mapping[str, Any] | None) -> No
         if active and run is not None:
             r_total = int(exp.get("requests_total") or 0)
             r_done = int(exp.get("requests_done") or 0)
+            where = "the runs in flight" if exp.get("fleet") else f"run {run['id']}"
             st.progress(
                 min(1.0, r_done / r_total) if r_total else 0.0,
-                text=f"requests done in run {run['id']}: {r_done} of {r_total}",
+                text=f"requests done in {where}: {r_done} of {r_total}",
             )
         cols = st.columns(4)
         # Text from the row is escaped: the experiment may be a teammate's bundle.
@@ -240,6 +241,29 @@ def _placement(exp: Mapping[str, Any], run: Mapping[str, Any]) -> dict[str, Any]
     }
 
 
+def in_flight(db: Any, exp: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The experiment's runs not finished yet (on the fleet, several at once)."""
+    runs = queries.list_runs(db, int(exp["id"]), include_hidden=True)
+    return [r for r in runs if is_active(r["status"])]
+
+
+def pick_flight(flights: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
+    """Every run in flight, one line each; the one whose charts and log are drawn below."""
+    with st.container(key="live_flights", border=True):
+        st.markdown(f"**{len(flights)} runs in flight**")
+        for r in flights:
+            st.markdown(
+                f"- run {r['id']}: {esc(r.get('param'))} = {esc(r.get('value'))}, "
+                f"{esc(r.get('phase') or r.get('status'))} on slot {esc(r.get('slot') or '—')} "
+                f"({esc(r.get('node_host') or '—')}), attempt {r.get('attempt') or 1}"
+            )
+        ids = [int(r["id"]) for r in flights]
+        chosen = st.selectbox(
+            "Charts and log of", ids, key="live_flight", format_func=lambda i: f"run {i}"
+        )
+    return next(r for r in flights if int(r["id"]) == chosen)
+
+
 def panel(db_path: Path, experiment_id: int, was_active: bool) -> None:
     """One tick: read the experiment and its current run from the DB, draw everything."""
     with connect(db_path, readonly=True) as db:
@@ -252,11 +276,14 @@ def panel(db_path: Path, experiment_id: int, was_active: bool) -> None:
         if was_active and not active:
             st.rerun()  # finished: a full rerun swaps to the final view and stops the polling
         run = current_run(db, exp)
+        flights = in_flight(db, exp) if exp.get("fleet") and active else []
         render_progress(exp, run)
         render_stop(db_path, exp)
         if not active:
             st.success(f"Experiment {exp['id']} is {esc(exp['status'])}. Final state below.")
             compare_link("Compare its runs", experiment=exp["id"])
+        if len(flights) > 1:
+            run = dict(pick_flight(flights))
         if run is not None:
             render_run_charts(db, run)
             render_log(run)

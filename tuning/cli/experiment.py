@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.status import Status
 from tuning.cli.args import add_db, at_least_one, db_path, refused
-from tuning.cli.fleet import add_fleet_arguments, attach_fleet, fleet_options
+from tuning.cli.fleet import add_fleet_arguments, fleet_options
 from tuning.cli.server import parse_sets
 from tuning.cli.workload import add_traffic_arguments, spec_from_args
 
@@ -246,6 +246,8 @@ def _experiment(args: argparse.Namespace) -> int:
                 return 0
         else:
             exp_id = _plan(args, path)
+            from tuning.fleet import attach_fleet
+
             attach_fleet(path, exp_id, fleet)
     except (ParamError, ValueError, ResumeRefused, StoreError, FleetError) as exc:
         return refused(str(exc))

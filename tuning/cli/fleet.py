@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuning.cli.args import refused
@@ -47,16 +46,6 @@ def fleet_options(args: argparse.Namespace) -> dict[str, Any] | None:
     if args.gpus_per_run is not None and args.gpus_per_run < 0:
         raise FleetError("--gpus-per-run must be 0 or more")
     return FleetOptions(args.fleet, args.slots, args.ray_address, args.gpus_per_run).to_dict()
-
-
-def attach_fleet(path: Path, experiment_id: int, options: dict[str, Any] | None) -> None:
-    """Store the fleet options with the planned experiment (the runner reads them)."""
-    if options is None:
-        return
-    from store import connect, repo
-
-    with connect(path) as db:
-        repo.update_experiment(db, experiment_id, fleet_json=options)
 
 
 def add_arguments(sub: Subparsers) -> None:

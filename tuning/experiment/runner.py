@@ -91,7 +91,7 @@ class ExperimentRunner(Bookkeeping):
             if exp.get("fleet"):  # the runs go to the fleet's workers instead (tuning.fleet)
                 from tuning.fleet.executor import run_on_fleet
 
-                run_ids, todo = run_on_fleet(self, plan, workload), []
+                run_ids, todo = run_on_fleet(self, plan, workload, todo), []
             for seq in todo:
                 if self.live.cancel.is_set():
                     break
@@ -229,7 +229,7 @@ class ExperimentRunner(Bookkeeping):
         self._stop_server()
         self._phase("starting", run_id)
         launch = engine.launch(config)
-        log_path = self.log_dir / f"run-{run_id}.log"
+        log_path = self.log_path(run_id)
         server = ServerProcess(launch, log_path)
         repo.update_run(
             self.db, run_id, argv_json=launch.argv, env_json=launch.env, log_path=str(log_path)
@@ -283,6 +283,10 @@ class ExperimentRunner(Bookkeeping):
         )
         if f.get("vllm_version"):  # what the server says beats what the settings guessed
             repo.update_run(self.db, run_id, vllm_version=f["vllm_version"])
+
+    def log_path(self, run_id: int) -> Path:
+        """The server log of run `run_id` (a fleet worker names it by the lab's run id)."""
+        return self.log_dir / f"run-{run_id}.log"
 
     def _stop_server(self) -> None:
         if self.server is not None:

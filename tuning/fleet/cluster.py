@@ -9,6 +9,7 @@ node may declare its GPU count / GPUs per run).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -28,6 +29,11 @@ from tuning.procs import stop_group
 
 OBJECT_STORE_BYTES = 100 * 2**20
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# Declared (= 1) by every node this lab starts with itself on the PYTHONPATH of Ray's processes:
+# a worker there needs no runtime environment (which would forgo Ray's pre-started workers and
+# cost each worker a trip through the runtime-env agent, seconds under load).
+LAB_ROOT_RESOURCE = "lab_root_" + hashlib.sha1(str(REPO_ROOT).encode()).hexdigest()[:10]
+RAY_STOP_GRACE_S = 3.0  # the lab's own local Ray: SIGKILL after this (the guards stop servers)
 
 
 @dataclass
@@ -74,7 +80,7 @@ class LocalNode:
     guard: subprocess.Popen[bytes] | None = None
 
     def stop(self) -> None:
-        stop_group(self.pgid, grace=10.0, timeout=60.0)
+        stop_group(self.pgid, grace=RAY_STOP_GRACE_S, timeout=60.0)
         shutil.rmtree(self.temp_dir, ignore_errors=True)
         if self.guard is not None and self.guard.poll() is None:
             self.guard.terminate()
@@ -100,7 +106,8 @@ def start_node(
     temp_dir = Path(tempfile.mkdtemp(prefix="labray-", dir="/tmp"))
     port = free_port()
     argv = [ray_bin(), "start", "--node-ip-address=127.0.0.1", f"--num-cpus={num_cpus}"]
-    argv += [f"--resources={json.dumps({SLOT_RESOURCE: slots, **(extra or {})})}"]
+    resources = {SLOT_RESOURCE: slots, LAB_ROOT_RESOURCE: 1, **(extra or {})}
+    argv += [f"--resources={json.dumps(resources)}"]
     argv += [f"--object-store-memory={OBJECT_STORE_BYTES}", "--disable-usage-stats"]
     if num_gpus is not None:
         argv.append(f"--num-gpus={num_gpus}")
@@ -136,9 +143,11 @@ def slots_of(nodes: list[dict[str, Any]], limit: int | None = None) -> list[Slot
     for node in nodes:
         if not node.get("Alive"):
             continue
-        count = int((node.get("Resources") or {}).get(SLOT_RESOURCE, 0))
+        resources = node.get("Resources") or {}
+        count = int(resources.get(SLOT_RESOURCE, 0))
         host = str(node.get("NodeManagerHostname") or node.get("NodeManagerAddress") or "")
-        out += [Slot(str(node["NodeID"]), i, host) for i in range(count)]
+        ours = bool(resources.get(LAB_ROOT_RESOURCE))
+        out += [Slot(str(node["NodeID"]), i, host, ours) for i in range(count)]
     # Interleave nodes (node A slot 0, node B slot 0, A 1, ...) so a limit spreads over nodes.
     out.sort(key=lambda s: (s.index, s.node_id))
     return out[:limit] if limit else out
@@ -174,15 +183,15 @@ class Fleet:
                 self.local.stop()
 
 
+def runtime_env(slot: Slot) -> dict[str, Any] | None:
+    """What a worker on `slot`'s node needs to import the lab: nothing on a node this lab started,
+    else the lab's path on PYTHONPATH (the lab must be at the same path on that node)."""
+    return None if slot.lab_path else {"env_vars": {"PYTHONPATH": str(REPO_ROOT)}}
+
+
 def connect_ray(address: str) -> None:
     ray = import_ray()  # token auth on: a driver that connects sends the token only when told
-    path = str(REPO_ROOT)
-    ray.init(
-        address=address,
-        runtime_env={"env_vars": {"PYTHONPATH": path}},
-        log_to_driver=False,
-        configure_logging=False,
-    )
+    ray.init(address=address, log_to_driver=False, configure_logging=False)
 
 
 @contextmanager

@@ -22,7 +22,7 @@ from core.status import Status
 from store import repo
 from store.transfer import store_run_rows
 from tuning.fleet import SLOT_RESOURCE, FleetError, import_ray
-from tuning.fleet.cluster import Fleet, FleetOptions, open_fleet
+from tuning.fleet.cluster import Fleet, FleetOptions, open_fleet, runtime_env
 from tuning.fleet.placement import placement_columns
 from tuning.fleet.schedule import History, Job, Slot, jobs_for, pick
 from tuning.fleet.worker import MAX_CONCURRENCY
@@ -132,6 +132,7 @@ class FleetDriver:
             resources={SLOT_RESOURCE: 1},
             scheduling_strategy=NodeAffinitySchedulingStrategy(slot.node_id, soft=False),
             max_restarts=0,
+            runtime_env=runtime_env(slot),
         ).remote()
 
     def _dispatch(self, job: Job, slot: Slot) -> None:
@@ -140,6 +141,7 @@ class FleetDriver:
         self.actors[slot] = actor
         payload = {
             "experiment": experiment_for_worker(self.runner.exp),
+            "run_id": run_id,
             "seq": job.seq,
             "value": job.value,
             "repeat": job.repeat,
@@ -248,16 +250,17 @@ class FleetDriver:
             self.runner.live.phase = f"fleet: {len(self.flights)} in flight"
             self.runner.live.requests_done, self.runner.live.requests_total = done_total
 
-    def run(self, plan: list[tuple[Any, int]]) -> list[int]:
+    def run(self, plan: list[tuple[Any, int]], todo: list[int] | None = None) -> list[int]:
         try:
-            return self._run(plan)
+            return self._run(plan, todo)
         finally:
             for slot in list(self.actors):
                 self._release(slot)
 
-    def _run(self, plan: list[tuple[Any, int]]) -> list[int]:
-        pending = jobs_for(plan)
-        self.total = len(pending)
+    def _run(self, plan: list[tuple[Any, int]], todo: list[int] | None) -> list[int]:
+        pending = jobs_for(plan, todo)
+        self.done = len(plan) - len(pending)  # a resume: the runs already finished count
+        self.total = len(plan)
         history = History()
         slots = self.fleet.slots()
         if not slots:
@@ -298,9 +301,12 @@ class FleetDriver:
 
 
 def run_on_fleet(
-    runner: ExperimentRunner, plan: list[tuple[Any, int]], workload: Workload
+    runner: ExperimentRunner, plan: list[tuple[Any, int]], workload: Workload, todo: list[int]
 ) -> list[int]:
-    """The runner's hook: open the fleet its experiment asked for, run the plan, close it."""
+    """The runner's hook: open the fleet its experiment asked for, run the plan's positions
+    `todo` (every one without a finished run, so a resume picks up from the store), close it."""
+    if not todo:
+        return []
     options = FleetOptions.from_dict(runner.exp.get("fleet") or {})
     with open_fleet(options) as fleet:
-        return FleetDriver(runner, fleet, workload).run(plan)
+        return FleetDriver(runner, fleet, workload).run(plan, todo)

@@ -18,11 +18,13 @@ from tuning.params import format_value
 
 @dataclass(frozen=True)
 class Slot:
-    """One place a run can go: `index` of `count` slots of node `node_id`."""
+    """One place a run can go: `index` of `count` slots of node `node_id`; `lab_path` when the
+    node's Ray already has this lab on its path (a node the lab started)."""
 
     node_id: str
     index: int
     host: str = ""
+    lab_path: bool = False
 
     @property
     def name(self) -> str:
@@ -56,8 +58,10 @@ class History:
         self.on_node[(job.key, slot.node_id)] += 1
 
 
-def jobs_for(plan: list[tuple[Any, int]]) -> list[Job]:
-    return [Job(seq, value, repeat) for seq, (value, repeat) in enumerate(plan)]
+def jobs_for(plan: list[tuple[Any, int]], todo: list[int] | None = None) -> list[Job]:
+    """The plan's jobs, only positions `todo` (a resume: those without a finished run) if given."""
+    wanted = range(len(plan)) if todo is None else todo
+    return [Job(seq, *plan[seq]) for seq in wanted]
 
 
 def pick(pending: list[Job], slot: Slot, history: History, nodes: set[str]) -> Job | None:

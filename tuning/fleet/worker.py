@@ -24,6 +24,7 @@ from typing import Any
 
 from store import connect, repo
 from store.transfer import run_rows
+from tuning.experiment.runner import ExperimentRunner
 from tuning.fleet.placement import describe_placement
 
 # Ray keeps nothing of ours but this module path; the class is made remote by the driver.
@@ -46,6 +47,17 @@ def worker_engine(engine: dict[str, Any] | None, gpus_per_run: int) -> dict[str,
     if gpus_per_run > 1 and out.get("backend") != "cpu":
         out["command"] = [*engine["command"], "--distributed-executor-backend", "mp"]
     return out
+
+
+class FleetRunner(ExperimentRunner):
+    """The local runner on a worker's scratch database: its server log is named by the lab's run
+    id, not the scratch one (every scratch run is run 1, and the runs of one experiment share the
+    log folder, so the logs of concurrent runs would otherwise interleave in one file)."""
+
+    lab_run_id: int | None = None
+
+    def log_path(self, run_id: int) -> Path:
+        return super().log_path(self.lab_run_id or run_id)
 
 
 class RunWorker:
@@ -87,7 +99,6 @@ class RunWorker:
         """Execute one run; returns store.transfer.run_rows(...) plus 'placement'."""
         import ray
 
-        from tuning.experiment.runner import ExperimentRunner
         from tuning.workload import Workload
 
         self._cancel.clear()  # this worker runs its slot's runs one after another
@@ -103,9 +114,10 @@ class RunWorker:
             db_path = scratch / "run.db"
             with connect(db_path) as db:
                 exp_id = repo.create_experiment(db, **exp)
-            runner = ExperimentRunner(db_path, exp_id, self._progress, job["start_timeout"])
+            runner = FleetRunner(db_path, exp_id, self._progress, job["start_timeout"])
             with runner:
                 runner.log_dir = Path(job["log_dir"])
+                runner.lab_run_id = job.get("run_id")
                 if len(runner.gpu_baseline) > len(placement["gpu_uuids"]):
                     # NVML sees every GPU of the node, other runs' too: waiting for all of them
                     # to return to this baseline would tie this run's stop to theirs.
