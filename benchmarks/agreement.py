@@ -27,20 +27,29 @@ from tuning.engine import embedded_spec, model_dir  # noqa: E402
 from tuning.server import ServerProcess  # noqa: E402
 
 
-def run_one(tool: str, load: common.Load, tmp: Path, i: int) -> dict[str, Any]:
-    """One client run against the shared server; its result JSON as a row."""
+def run_one(
+    tool: str,
+    load: common.Load,
+    tmp: Path,
+    i: int,
+    extra: dict[str, list[str]] | None = None,
+    keys: tuple[str, ...] = common.AGREEMENT_KEYS,
+) -> dict[str, Any]:
+    """One client run against the shared server; its result JSON as a row. `extra`: more flags
+    per tool ("lab" / "vllm"), e.g. an open loop's request rate."""
     out = tmp / f"{tool}-{load.concurrency}-{i}.json"
+    more = (extra or {}).get(tool, [])
     if tool == "lab":
-        cmd = common.lab_argv(sys.executable, load, out)
+        cmd = common.lab_argv(sys.executable, load, out, extra=more)
     else:
-        cmd = common.vllm_argv(str(embedded_spec().command[0]), load, out)
+        cmd = common.vllm_argv(str(embedded_spec().command[0]), load, out, extra=more)
     done = subprocess.run(
         cmd, cwd=REPO, env=common.client_env(), capture_output=True, text=True, timeout=1800
     )
     if done.returncode != 0 or not out.exists():
         raise RuntimeError(f"{tool} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
     return {
-        **common.result_row(json.loads(out.read_text())),
+        **common.result_row(json.loads(out.read_text()), keys),
         "tool": tool,
         "concurrency": load.concurrency,
     }

@@ -301,6 +301,17 @@ def m007_fleet_placement(db: Database) -> None:
         db.table("experiments").add_column("fleet_json", str)
 
 
+@migrations()
+def m008_request_prompt_hashes(db: Database) -> None:
+    """Per planned request, the sha256 of its prompt text and the text itself (as planned: a later
+    turn's earlier answers are placeholders of their length). Bundles carry the hash; the text only
+    when exported with include_prompts; reports never read it."""
+    requests = db.table("requests")
+    for column in ("prompt_sha256", "prompt_text"):
+        if column not in requests.columns_dict:
+            requests.add_column(column, str)
+
+
 def apply_migrations(db: Database) -> None:
     migrations.apply(db)
 
