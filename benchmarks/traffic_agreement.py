@@ -3,7 +3,9 @@
 Starts the embedded engine once, then runs `python -m tuning bench --request-rate R
 --max-concurrency C` (lab) and vLLM's serving benchmark from the engine venv with `--request-rate R
 --max-concurrency C` (vllm) on the same random workload (fixed lengths, ignore_eos, Poisson
-arrivals, one unmeasured wave of C warm-ups), interleaved A B, B A, ... Prints every run, each
+arrivals, one unmeasured wave of C warm-ups), interleaved A B, B A, ...; pair i uses seed i for
+both tools, so each tool meets several Poisson schedules (one schedule's bursts move the mean TTFT
+more than any client does). Prints every run, each
 tool's median and spread ((max - min) / median over its runs) of output throughput, request
 throughput and mean TTFT, and the lab / vLLM ratio of the medians. Agreement: the ratio's distance
 from 1 is within the larger of the two tools' spreads.
@@ -56,7 +58,7 @@ def main() -> int:
     rate = f"{args.rate:g}"
     extra = {
         "lab": ["--request-rate", rate, "--max-concurrency", str(args.max_concurrency)],
-        "vllm": ["--request-rate", rate, "--burstiness", "1.0", "--seed", "0"],
+        "vllm": ["--request-rate", rate, "--burstiness", "1.0"],
     }
     load = common.Load(
         base_url=launch.base_url,
@@ -79,7 +81,8 @@ def main() -> int:
         )
         print(f"{'tool':5} {'out tok/s':>9} {'req/s':>7} {'TTFT ms':>8} {'failed':>6}")
         for _c, i, tool in common.interleaved([args.max_concurrency], args.pairs, ("lab", "vllm")):
-            row = run_one(tool, load, tmp, i, extra, KEYS)
+            seeded = {k: [*v, "--seed", str(i)] for k, v in extra.items()}
+            row = run_one(tool, load, tmp, i, seeded, KEYS)
             rows.append(row)
             print(
                 f"{tool:5} {row['output_throughput']:>9.1f} {row['request_throughput']:>7.3f} "
