@@ -11,11 +11,13 @@ the engine no throughput), mean and p99 TTFT and mean TPOT (lab / vLLM; <= 1.05 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,18 @@ sys.path.insert(0, str(REPO))
 from benchmarks import common  # noqa: E402
 from tuning.engine import embedded_spec, model_dir  # noqa: E402
 from tuning.server import ServerProcess  # noqa: E402
+
+
+@contextlib.contextmanager
+def embedded_engine(max_num_seqs: int, prefix: str) -> Iterator[tuple[Any, float, Path]]:
+    """The embedded engine started once and healthy: (its launch, seconds to healthy, a scratch
+    folder for the runs' result files and the server log)."""
+    spec = embedded_spec()
+    launch = spec.launch({**spec.baseline, "max-num-seqs": max_num_seqs})
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    print(f"starting the embedded engine ({' '.join(launch.argv[3:])})", flush=True)
+    with ServerProcess(launch, tmp / "server.log") as server:
+        yield launch, server.wait_healthy(600).time_to_healthy_s, tmp
 
 
 def run_one(
@@ -65,15 +79,11 @@ def main() -> int:
     parser.add_argument("--json", type=Path, default=None, help="also write every run here")
     args = parser.parse_args()
 
-    spec = embedded_spec()
-    launch = spec.launch({**spec.baseline, "max-num-seqs": max(256, max(args.concurrency))})
-    tmp = Path(tempfile.mkdtemp(prefix="agreement-"))
-    print(f"starting the embedded engine ({' '.join(launch.argv[3:])})", flush=True)
     rows: list[dict[str, Any]] = []
-    with ServerProcess(launch, tmp / "server.log") as server:
-        facts = server.wait_healthy(600)
+    seqs = max(256, max(args.concurrency))
+    with embedded_engine(seqs, "agreement-") as (launch, healthy_s, tmp):
         print(
-            f"healthy after {facts.time_to_healthy_s:.0f} s; {args.pairs} pairs per "
+            f"healthy after {healthy_s:.0f} s; {args.pairs} pairs per "
             f"concurrency, {args.num_requests} requests, {args.input_len} in / "
             f"{args.output_len} out, ignore_eos",
             flush=True,

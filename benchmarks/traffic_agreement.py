@@ -19,7 +19,6 @@ import argparse
 import json
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -28,9 +27,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks import common  # noqa: E402
-from benchmarks.agreement import run_one  # noqa: E402
-from tuning.engine import embedded_spec, model_dir  # noqa: E402
-from tuning.server import ServerProcess  # noqa: E402
+from benchmarks.agreement import embedded_engine, run_one  # noqa: E402
+from tuning.engine import model_dir  # noqa: E402
 
 KEYS = ("output_throughput", "request_throughput", "mean_ttft_ms")
 
@@ -52,29 +50,25 @@ def main() -> int:
     parser.add_argument("--json", type=Path, default=None, help="also write every run here")
     args = parser.parse_args()
 
-    spec = embedded_spec()
-    launch = spec.launch({**spec.baseline, "max-num-seqs": max(64, args.max_concurrency)})
-    tmp = Path(tempfile.mkdtemp(prefix="traffic-agreement-"))
     rate = f"{args.rate:g}"
     extra = {
         "lab": ["--request-rate", rate, "--max-concurrency", str(args.max_concurrency)],
         "vllm": ["--request-rate", rate, "--burstiness", "1.0"],
     }
-    load = common.Load(
-        base_url=launch.base_url,
-        model="tiny",
-        tokenizer=model_dir(),
-        concurrency=args.max_concurrency,
-        num_requests=args.num_requests,
-        input_len=args.input_len,
-        output_len=args.output_len,
-    )
-    print(f"starting the embedded engine ({' '.join(launch.argv[3:])})", flush=True)
     rows: list[dict[str, Any]] = []
-    with ServerProcess(launch, tmp / "server.log") as server:
-        facts = server.wait_healthy(600)
+    seqs = max(64, args.max_concurrency)
+    with embedded_engine(seqs, "traffic-agreement-") as (launch, healthy_s, tmp):
+        load = common.Load(
+            base_url=launch.base_url,
+            model="tiny",
+            tokenizer=model_dir(),
+            concurrency=args.max_concurrency,
+            num_requests=args.num_requests,
+            input_len=args.input_len,
+            output_len=args.output_len,
+        )
         print(
-            f"healthy after {facts.time_to_healthy_s:.0f} s; {args.pairs} pairs, Poisson at "
+            f"healthy after {healthy_s:.0f} s; {args.pairs} pairs, Poisson at "
             f"{rate} req/s capped at {args.max_concurrency}, {args.num_requests} requests, "
             f"{args.input_len} in / {args.output_len} out, ignore_eos",
             flush=True,
