@@ -68,9 +68,9 @@ def h200_check() -> float:
     h200 = ModelShape.from_config(H200_MODEL)
     worst = 0.0
     runs = []
-    for name in (H200_DB, H200_DB.with_name("lab-h200-memory-wall.db.xz")):
-        with connect(snapshot.expanded(name), readonly=True) as db:
-            runs += queries.list_runs(db)
+    for name in ("lab-h200.db.xz", "lab-h200-memory-wall.db.xz", "lab-h200-decisions.db.xz"):
+        with connect(snapshot.expanded(H200_DB.with_name(name)), readonly=True) as db:
+            runs += [r for r in queries.list_runs(db) if r["kv_cache_tokens"]]  # not attached
     for run in runs:
         gpus = (run.get("hardware_info") or {}).get("gpus") or [{}]
         device = gpus[0].get("memory_total_bytes")

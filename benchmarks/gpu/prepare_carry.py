@@ -7,13 +7,17 @@ exists):
 
   .gpu-build/dl/        vllm-0.25.0 cp312 manylinux wheel (~250 MB, never carried)
   .gpu-build/slim/      the slim wheel made by make_slim_wheel.py (~101 MB)
-  .carry1/              call 1: vllm.whl.part-aa (about half) + gpu-model/ (the 1B dummy Llama)
-  .carry2/              call 2: vllm.whl.part-ab + wheels/ (the recipe's 21 small wheels and what
-                        the lab's CLI needs beyond the machine's image: sqlite-utils, sqlite-fts4,
-                        click-default-group)
+  .carry1/              call 1: vllm.whl.part-aa + gpu-model/ (the 1B dummy Llama)
+  .carry1b/ ...         the calls between (only when the tree is too large for two): one more
+                        piece of the wheel each
+  .carry2/              the last call: the last piece + wheels/ (the recipe's 21 small wheels and
+                        what the lab's CLI needs beyond the machine's image: sqlite-utils,
+                        sqlite-fts4, click-default-group)
 
-All four folders are ignored through .git/info/exclude (added here). The plan printed at the end
-says which folder goes with which call and checks each call stays under 64 MiB.
+The working tree travels with every call, so the fewer calls the better: as many as it takes for
+each call (its piece + the tree) to stay 1 MiB under the limit, the wheel cut so all weigh the
+same. The folders are ignored through .git/info/exclude (added here). The plan printed at the end
+says which folder goes with which call.
 
     .venv/bin/python benchmarks/gpu/prepare_carry.py [--recipe ../shared/tools/gpu-vllm]
 """
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -30,7 +35,7 @@ REPO = Path(__file__).resolve().parents[2]
 BUILD = REPO / ".gpu-build"
 CARRY1 = REPO / ".carry1"
 CARRY2 = REPO / ".carry2"
-IGNORED = ["/.gpu-build/", "/.carry1/", "/.carry2/"]
+IGNORED = ["/.gpu-build/", "/.carry1/", "/.carry2/", "/.carry1?/"]
 VLLM = "vllm==0.25.0"
 # sqlite-utils and its two pure-python needs the image lacks (tabulate, python-dateutil and pluggy
 # are already there, per the device's KINDS.md package list); click too, pinned to the version the
@@ -56,22 +61,40 @@ LAB_WHEELS = [
     "setproctitle==1.3.7",
 ]
 CALL_LIMIT = 64 * 1024 * 1024
+HEADROOM = 1024 * 1024  # a tree that grows towards the limit fails the plan's test, not a call
 # What the last build weighed (2026-12-02: call 1 carried 52.1 MiB, call 2 57 MiB): the slim wheel,
 # the 1B dummy model folder (config + tokenizer) and call 2's small wheels. The test of the plan
 # (tests/examples/test_gpu_carry.py) uses them with the working tree as it is now.
 LAST_BUILD_BYTES = {"slim_wheel": 101_000_000, "gpu_model": 105_000, "wheels": 13_300_000}
 
 
-def first_piece_bytes(slim: int, call1_other: int, call2_other: int) -> int:
-    """Where to cut the slim wheel so both calls carry the same: part-aa travels with the model,
-    part-ab with the wheels (the recipe's fixed 52 MiB cut left call 2 over the limit)."""
-    return max(1, min(slim - 1, (slim + call2_other - call1_other) // 2))
+def calls_needed(tree: int, slim: int, model: int, wheels: int) -> int:
+    """The fewest calls (at least two: the model and the wheels ride separately) whose balanced
+    share of the carry, plus the tree each one sends, stays HEADROOM under the limit."""
+    for calls in range(2, 9):
+        if -(-(slim + model + wheels) // calls) + tree < CALL_LIMIT - HEADROOM:
+            return calls
+    raise SystemExit(f"the working tree ({tree / 2**20:.1f} MiB) leaves no room to carry vLLM")
+
+
+def piece_bytes(slim: int, model: int, wheels: int, calls: int) -> list[int]:
+    """Where to cut the slim wheel so every call carries the same: the first piece travels with
+    the model, the last with the wheels (the recipe's fixed 52 MiB cut left a call over)."""
+    each = (slim + model + wheels) // calls
+    pieces = [each - model] + [each] * (calls - 2)
+    return [*pieces, slim - sum(pieces)]
+
+
+def carry_folders(calls: int) -> list[Path]:
+    """.carry1, then .carry1b, .carry1c ... for the calls between, then .carry2 (the last)."""
+    return [CARRY1, *(REPO / f".carry1{chr(ord('b') + i)}" for i in range(calls - 2)), CARRY2]
 
 
 def plan_bytes(tree: int, slim: int, model: int, wheels: int) -> list[int]:
-    """Bytes each of the two calls sends: its carry plus the working tree (it travels with both)."""
-    aa = first_piece_bytes(slim, model, wheels)
-    return [aa + model + tree, slim - aa + wheels + tree]
+    """Bytes each call sends: its carry plus the working tree (it travels with every call)."""
+    pieces = piece_bytes(slim, model, wheels, calls_needed(tree, slim, model, wheels))
+    extra = [model] + [0] * (len(pieces) - 2) + [wheels]
+    return [p + e + tree for p, e in zip(pieces, extra, strict=True)]
 
 
 PLATFORM = [
@@ -145,12 +168,13 @@ def ensure_excluded() -> None:
         say(f"added to {exclude}: {' '.join(missing)}")
 
 
-def split(src: Path, dests: list[Path], first: int) -> list[Path]:
-    """Cut src in two at `first` bytes, named like `split`: <name>.part-aa, -ab."""
+def split(src: Path, dests: list[Path], sizes: list[int]) -> list[Path]:
+    """Cut src into these sizes (the last takes the rest), named like `split`: <name>.part-aa,
+    -ab, -ac ..."""
     parts = []
     with open(src, "rb") as fh:
-        for i, size in enumerate((first, -1)):
-            part = dests[i] / f"vllm.whl.part-a{'ab'[i]}"
+        for i, size in enumerate([*sizes[:-1], -1]):
+            part = dests[i] / f"vllm.whl.part-a{chr(ord('a') + i)}"
             for stale in dests[i].glob("vllm.whl.part-a*"):
                 if stale != part:
                     stale.unlink()
@@ -247,16 +271,19 @@ def main() -> int:
         )
     )
 
-    say("5. split the slim wheel in two so both calls carry the same")
-    first = first_piece_bytes(
-        slim_whl.stat().st_size, tree_bytes(model), tree_bytes(wheels) + len(slim_whl.name) + 1
-    )
-    split(slim_whl, [CARRY1, CARRY2], first)
+    say("5. cut the slim wheel so every call carries the same")
+    tree = working_tree_bytes()
+    rest = tree_bytes(wheels) + len(slim_whl.name) + 1  # + WHEEL_NAME
+    calls = calls_needed(tree, slim_whl.stat().st_size, tree_bytes(model), rest)
+    folders = carry_folders(calls)
+    for stale in REPO.glob(".carry1?"):
+        if stale not in folders:
+            shutil.rmtree(stale)
+    split(slim_whl, folders, piece_bytes(slim_whl.stat().st_size, tree_bytes(model), rest, calls))
     (CARRY2 / "WHEEL_NAME").write_text(slim_whl.name + "\n")
 
-    tree = working_tree_bytes()
     plan = []
-    for i, folder in enumerate((CARRY1, CARRY2), start=1):
+    for i, folder in enumerate(folders, start=1):
         size = tree_bytes(folder)
         plan.append(
             {
@@ -278,8 +305,9 @@ def main() -> int:
         )
         say(f"          {', '.join(item['contents'])}")
     say(
-        "  call 1 copies part-aa and gpu-model/ to ~/acc; call 2 cats the parts, installs with "
-        "--target ~/acc/site and runs benchmarks/gpu/run_on_h200.py (see benchmarks/gpu/README.md)"
+        "  each call but the last runs `run_on_h200.py stage1 --carry FOLDER` (keeps its piece, and"
+        " the model, in ~/acc); the last runs `stage2` (cats the pieces, installs with --target "
+        "~/acc/site, starts the pipeline): see benchmarks/gpu/README.md"
     )
     if args.json:
         print(json.dumps(plan, indent=2))

@@ -23,7 +23,7 @@ H200_STEPS picks the steps, default a,b,c):
       requests, repeats H200_REPEATS (2, or auto): the memory wall decided
   (c) one server (`server start`), then `tuning bench` and vLLM's serving benchmark interleaved
       A B A B at concurrency 64 and 256; medians and ratios lab / vLLM
-Every wait/stage2 call ends with `collect`: at most 8 flat files into $OUT (a gzipped DB snapshot
+Every wait/stage2 call ends with `collect`: at most 8 flat files into $OUT (an xz DB snapshot
 made with VACUUM INTO, bench JSON, logs, `runs --json`, `compare` output, the text summary).
 
 `summary --db FILE [--bench FILE]` prints the compact summary anywhere (sqlite3 only).
@@ -33,8 +33,8 @@ No shell: every process is an argv list; servers are stopped by the lab (process
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
+import lzma
 import os
 import shutil
 import sqlite3
@@ -71,10 +71,32 @@ EXPERIMENTS = {
     "b": ("max-num-seqs", "32,256", 256),
     # (d) the memory wall of issue 13: the KV budget decides preemptions and TTFT at C=256.
     "d": ("kv-cache-memory-bytes", "1G,4G,16G", 256),
+    # (e) the memory wall's two ends, repeated until decided (eager: a faster restart per repeat).
+    "e": ("kv-cache-memory-bytes", "1G,16G", 256),
+    # (g) the fleet path with one slot (Ray on this machine, started and stopped by the lab).
+    "g": ("kv-cache-memory-bytes", "4G", 256),
 }
 EXPERIMENT_REPEATS = os.environ.get("H200_REPEATS", "2")  # "auto": repeat until decided
-# Steps with their own workload (input, output, requests): (d) keeps >= 30 s of load per run.
-STEP_WORKLOAD = {"d": (512, 256, int(os.environ.get("H200_D_REQUESTS", "2048")))}
+# Steps with their own workload (input, output, requests): >= 30 s of load per run.
+STEP_WORKLOAD = {
+    "d": (512, 256, int(os.environ.get("H200_D_REQUESTS", "2048"))),
+    "e": (512, 256, 2048),
+    "g": (512, 256, 2048),
+}
+# Steps with their own flags (the last --repeats wins over the default one).
+STEP_FLAGS = {
+    "e": ["--repeats", "auto", "--max-repeats", "3", "--budget-minutes", "11"]
+    + ["--set", "enforce-eager=true"],
+    "g": ["--repeats", "1", "--fleet", "local", "--slots", "1", "--set", "enforce-eager=true"],
+}
+# (f) one search under a TTFT SLO: the highest concurrency whose p99 TTFT meets the SLO, on one
+# server kept up (a 4 GiB KV budget: about 170 requests of 768 tokens fit at once).
+SEARCH = {
+    "range": os.environ.get("H200_F_RANGE", "64:512"),
+    "slo": os.environ.get("H200_F_SLO", "ttft:1000"),
+    "budget_runs": os.environ.get("H200_F_BUDGET", "6"),
+    "requests": 1536,
+}
 
 
 def log(msg: str) -> None:
@@ -124,13 +146,19 @@ def call(
 
 
 def stage1(args: argparse.Namespace) -> int:
-    carry = REPO / ".carry1"
+    """Keep this call's piece of the wheel (and the model, carried by the first call) in ACC."""
+    carry = REPO / args.carry
     ACC.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(carry / "vllm.whl.part-aa", ACC / "vllm.whl.part-aa")
-    if MODEL_DIR.exists():
-        shutil.rmtree(MODEL_DIR)
-    shutil.copytree(carry / "gpu-model", MODEL_DIR)
-    log(f"kept part-aa ({(ACC / 'vllm.whl.part-aa').stat().st_size} bytes) and gpu-model in {ACC}")
+    for part in sorted(carry.glob("vllm.whl.part-*")):
+        shutil.copy2(part, ACC / part.name)
+        log(f"kept {part.name} ({part.stat().st_size} bytes) in {ACC}")
+    if (carry / "gpu-model").exists():
+        if MODEL_DIR.exists():
+            shutil.rmtree(MODEL_DIR)
+        shutil.copytree(carry / "gpu-model", MODEL_DIR)
+        log(f"kept gpu-model in {ACC}")
+    if args.carry != ".carry1":
+        return 0  # the machine was probed by the first call
     subprocess.run(
         ["nvidia-smi", "--query-gpu=name,memory.total,memory.used,driver_version", "--format=csv"],
         check=False,
@@ -148,11 +176,13 @@ def stage1(args: argparse.Namespace) -> int:
 
 
 def stage2(args: argparse.Namespace) -> int:
-    carry = REPO / ".carry2"
+    carry = REPO / args.carry
     name = (carry / "WHEEL_NAME").read_text().strip()
     wheel = ACC / name
+    kept = {p.name: p for p in ACC.glob("vllm.whl.part-*")}
+    kept.update({p.name: p for p in carry.glob("vllm.whl.part-*")})
     with open(wheel, "wb") as out:
-        for part in (ACC / "vllm.whl.part-aa", carry / "vllm.whl.part-ab"):
+        for part in (kept[k] for k in sorted(kept)):
             with open(part, "rb") as fh:
                 shutil.copyfileobj(fh, out, 1 << 22)
     log(f"joined {wheel.name}: {wheel.stat().st_size} bytes")
@@ -259,6 +289,7 @@ def experiment(key: str) -> dict[str, Any]:
         "--db",
         str(DB),
         "--json",
+        *STEP_FLAGS.get(key, []),
     ]
     t = time.monotonic()
     done = call(argv, timeout=1500, stdout_only=True)
@@ -312,36 +343,64 @@ def bench_pair_runs(base_url: str) -> list[dict[str, Any]]:
     return rows
 
 
-def bench() -> dict[str, Any]:
+def start_server(*settings: str) -> dict[str, Any] | None:
+    """`tuning server start` with max-model-len 2048 and these NAME=VALUE settings; its state."""
+    sets = [a for kv in ("max-model-len=2048", *settings) for a in ("--set", kv)]
     started = call(
-        [
-            sys.executable,
-            "-m",
-            "tuning",
-            "server",
-            "start",
-            "--set",
-            "max-model-len=2048",
-            "--set",
-            "max-num-seqs=256",
-            "--timeout",
-            "420",
-            "--json",
-        ],
+        [sys.executable, "-m", "tuning", "server", "start", *sets, "--timeout", "420", "--json"],
         timeout=480,
         capture=True,
     )
     text = started.stdout or ""
     try:
-        state = json.loads(text[text.index("{") :])
+        state: dict[str, Any] = json.loads(text[text.index("{") :])
     except ValueError:
         log(f"server start failed rc={started.returncode}: {text[-2000:]} {started.stderr[-2000:]}")
-        return {"error": "server start failed"}
+        return None
     facts = state.get("facts") or {}
     log(
-        f"bench server healthy after {facts.get('time_to_healthy_s')} s at {state['base_url']}, "
+        f"server healthy after {facts.get('time_to_healthy_s')} s at {state['base_url']}, "
         f"KV {facts.get('kv_cache_tokens')} tokens"
     )
+    return state
+
+
+def search() -> dict[str, Any]:
+    """(f) `tuning search` over the concurrency under a p99 TTFT SLO, attached to one server."""
+    state = start_server("kv-cache-memory-bytes=4G", "enforce-eager=true")
+    if state is None:
+        return {"error": "server start failed"}
+    argv = [
+        sys.executable, "-m", "tuning", "search",
+        "--param", "concurrency", "--range", SEARCH["range"],
+        "--objective", "output_throughput", "--slo", SEARCH["slo"],
+        "--budget-runs", SEARCH["budget_runs"],
+        "--base-url", state["base_url"], "--model", SERVED,
+        "--num-requests", str(SEARCH["requests"]), "--input-len", "512", "--output-len", "256",
+        "--db", str(DB), "--json",
+    ]  # fmt: skip
+    t = time.monotonic()
+    try:
+        done = call(argv, timeout=1500, stdout_only=True)
+    finally:
+        call([sys.executable, "-m", "tuning", "server", "stop"], timeout=120)
+    out: dict[str, Any] = {"key": "f", "rc": done.returncode, "wall_s": time.monotonic() - t}
+    text = done.stdout or ""
+    if "{" in text:
+        try:
+            out["search"] = json.loads(text[text.index("{") :])
+        except ValueError:
+            out["stdout"] = text[-3000:]
+    (ACC / "search-h200.json").write_text(json.dumps(out, indent=2, default=str))
+    log(f"search (f): chosen {out.get('search', {}).get('chosen')} rc {done.returncode}")
+    return out
+
+
+def bench() -> dict[str, Any]:
+    state = start_server("max-num-seqs=256")
+    if state is None:
+        return {"error": "server start failed"}
+    facts = state.get("facts") or {}
     rows: list[dict[str, Any]] = []
     try:
         rows = bench_pair_runs(state["base_url"])
@@ -379,7 +438,8 @@ def pipeline(args: argparse.Namespace) -> int:
     for step in steps:
         log(f"=== step ({step}) ===")
         try:
-            results[step] = bench() if step == "c" else experiment(step)
+            special = {"c": bench, "f": search}
+            results[step] = special[step]() if step in special else experiment(step)
         except Exception as exc:  # one step's failure must not lose the others
             log(f"step ({step}) raised {type(exc).__name__}: {exc}")
             results[step] = {"error": f"{type(exc).__name__}: {exc}"}
@@ -417,7 +477,9 @@ def wait(args: argparse.Namespace) -> int:
 
 
 def snapshot_db(dest: Path) -> None:
-    """VACUUM INTO a consistent copy (the runner may still be writing), then gzip it."""
+    """VACUUM INTO a consistent copy (the runner may still be writing), round the per-request
+    inter-token latencies to 3 significant digits, then xz it: unrounded, ten runs of 2,048
+    requests made 30.8 MB of xz, too large to come back from the device (2.5 MB rounded)."""
     tmp = ACC / "snapshot.db"
     tmp.unlink(missing_ok=True)
     con = sqlite3.connect(DB, timeout=30)
@@ -425,7 +487,22 @@ def snapshot_db(dest: Path) -> None:
         con.execute("VACUUM INTO ?", (str(tmp),))
     finally:
         con.close()
-    with open(tmp, "rb") as src, gzip.open(dest, "wb", compresslevel=6) as out:
+    con = sqlite3.connect(tmp)
+    try:
+        rows = con.execute("SELECT rowid, itl_json FROM requests WHERE itl_json IS NOT NULL")
+        for rowid, text in rows.fetchall():
+            gaps = json.loads(text)
+            if isinstance(gaps, list):
+                small = [float(f"{x:.3g}") if isinstance(x, int | float) else x for x in gaps]
+                con.execute(
+                    "UPDATE requests SET itl_json = ? WHERE rowid = ?",
+                    (json.dumps(small, separators=(",", ":")), rowid),
+                )
+        con.commit()
+        con.execute("VACUUM")
+    finally:
+        con.close()
+    with open(tmp, "rb") as src, lzma.open(dest, "wb", preset=6) as out:
         shutil.copyfileobj(src, out, 1 << 22)
     log(
         f"DB snapshot {tmp.stat().st_size / 2**20:.1f} MiB -> {dest.name} "
@@ -438,7 +515,7 @@ def collect(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     if DB.exists():
         try:
-            snapshot_db(out / "lab-h200.db.gz")
+            snapshot_db(out / "lab-h200.db.xz")
         except Exception as exc:
             log(f"snapshot failed: {exc}")
         done = call(
@@ -485,8 +562,9 @@ def collect(args: argparse.Namespace) -> int:
             sys.stdout.write((out / "summary.txt").read_text())
         except Exception as exc:
             log(f"summary failed: {type(exc).__name__}: {exc}")
-    if (ACC / "bench-agreement.json").exists():
-        shutil.copy2(ACC / "bench-agreement.json", out / "bench-agreement.json")
+    for name in ("bench-agreement.json", "search-h200.json"):
+        if (ACC / name).exists():
+            shutil.copy2(ACC / name, out / name)
     if PIPE_LOG.exists():
         shutil.copy2(PIPE_LOG, out / "run-log.txt")
     if LAB_HOME.exists() or BENCH_DIR.exists():
@@ -635,9 +713,11 @@ def summary_text(db_path: Path, bench_json: Path | None = None) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("stage1")
+    sub.add_parser("stage1").add_argument("--carry", default=".carry1", help="this call's carry")
     for name in ("stage2", "start", "wait", "collect"):
         p = sub.add_parser(name)
+        if name == "stage2":
+            p.add_argument("--carry", default=".carry2", help="this call's carry (the last one)")
         p.add_argument(
             "--until",
             type=float,
