@@ -45,8 +45,11 @@ test: setup browser fleet lint
 test-fast: $(VENV)/.deps
 	$(BIN)/pytest -m "not engine and not browser and not fleet"
 
+# The README's screenshots of every page (tools/screenshots.py): chromium on a copy of a lab DB of
+# real runs (the H200 snapshot); SHOTS_DB=data/lab.db (after the demo) or any lab.db[.xz].
+SHOTS_DB ?= examples/h200/lab-h200.db.xz
 screenshots: setup browser
-	TUNING_LAB_SCREENSHOTS=docs/screenshots $(BIN)/pytest tests/e2e -m browser
+	$(BIN)/python tools/screenshots.py --db $(SHOTS_DB) --out docs/screenshots
 
 bench-agreement: setup
 	$(BIN)/python benchmarks/agreement.py

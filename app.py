@@ -7,7 +7,7 @@ import streamlit as st
 from store import queries
 from tuning.compare.present import fmt
 from tuning.engine import current_spec, engine_info
-from tuning.experiment.demo import plan_demo
+from tuning.experiment import demo
 from tuning.experiment.supervisor import reap_stale, spawn_runner
 from tuning.settings import load_settings
 from ui.common import ICONS, db, db_path, md_code, md_escape
@@ -23,7 +23,7 @@ st.caption(
 def start_demo() -> None:
     """Plan the demo experiment (tuning.experiment.demo) and start its runner process."""
     settings = load_settings()
-    exp_id = plan_demo(
+    exp_id = demo.plan_demo(
         db_path(),
         current_spec(settings),
         author=settings.resolved_author(),
@@ -50,10 +50,10 @@ else:
     st.info(
         "No experiment is running. New here? The demo runs a real experiment on the embedded "
         "CPU engine (max-num-seqs 2 vs 16, a short workload, repeated until the verdict is "
-        "decided: a few minutes), shows it live, then on Compare. Or start your own from "
-        "**New experiment**."
+        "decided; nearly all of its time is engine restarts), shows it live, then on Compare. "
+        "Or start your own from **New experiment**."
     )
-    if st.button("Run the 2-minute demo", icon=":material/play_arrow:", key="demo"):
+    if st.button(demo.BUTTON, icon=":material/play_arrow:", key="demo"):
         start_demo()
         st.switch_page("pages/3_Live.py")
 

@@ -7,6 +7,7 @@ import streamlit as st
 from core.status import Status
 from store import queries
 from ui.common import ICONS, db, md_escape
+from ui.findings import render_findings
 from ui.health import health_badge, render_config_mismatches, render_run_health, server_gap_ms
 from ui.predict import prediction_columns
 from ui.tables import RUNS_PAGE_KEYS, render_run_table
@@ -61,6 +62,7 @@ if measured:
 
     chosen = st.selectbox("Run", list(by_id), key="runs_health_run", format_func=label)
     render_run_health(by_id[int(chosen)])
+    render_findings(by_id[int(chosen)], "runs_findings")
 failed = [r for r in runs if r["status"] == Status.FAILED]
 for r in failed:
     with st.expander(f"run {r['id']} failed: {md_escape(r['failure_kind'])}", expanded=False):

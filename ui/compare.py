@@ -5,6 +5,7 @@ No module-level state; widget keys are stable (`cmp_*`, `dl_*`) so browser tests
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
@@ -28,6 +29,11 @@ from tuning.compare.present import (
 from tuning.compare.stats import MARGIN
 from tuning.output import export
 from ui.common import ICONS, md_escape
+
+# A dataframe cell's text: 14 px Source Sans, at most ~7 px a character (digits, wide letters),
+# with 8 px of padding a side.
+VERDICT_PX_PER_CHAR = 7.0
+CELL_PADDING_PX = 8
 
 # The knee next to the bars it summarises; time series last.
 PAGE_ORDER = ("throughput", "latency", "knee", "cdf", "memory", "kv")
@@ -188,7 +194,7 @@ def render_table(comparison: Comparison, scope_id: int | None) -> None:
     styler = text.style.apply(lambda _frame: css, axis=None)
     with st.container(key="cmp_table"):
         st.markdown("#### Side by side")
-        st.dataframe(styler, hide_index=True, key="cmp_table_df", column_config=_table_widths(text))
+        st.dataframe(styler, hide_index=True, key="cmp_table_df", column_config=table_widths(text))
         with st.expander("How to read this table and its verdicts", expanded=False):
             st.caption(
                 "Values are the mean over each side's runs; Δ is the candidate's change of the "
@@ -203,13 +209,21 @@ def render_table(comparison: Comparison, scope_id: int | None) -> None:
             )
 
 
-def _table_widths(text: pd.DataFrame) -> dict[str, Any]:
-    """Verdict columns wide enough for the verdict and its interval (the summary above has them
-    in full, wrapped); the metric column pinned while the sides scroll."""
+def verdict_width(texts: Sequence[str]) -> int:
+    """Pixels for a verdict column: the longest verdict at VERDICT_PX_PER_CHAR, at least
+    Streamlit's "large" (400 px), so no verdict is cut (tests/e2e measures the drawn text)."""
+    longest = max((len(t) for t in texts), default=0)
+    return max(400, math.ceil(longest * VERDICT_PX_PER_CHAR) + 2 * CELL_PADDING_PX)
+
+
+def table_widths(text: pd.DataFrame) -> dict[str, Any]:
+    """Verdict columns wide enough for the whole verdict and its interval (the summary above has
+    them too, wrapped); the metric column pinned while the sides scroll."""
     out: dict[str, Any] = {"metric": st.column_config.Column(pinned=True)}
     for column in text.columns:
         if column.startswith("verdict "):
-            out[column] = st.column_config.Column(width="large")
+            width = verdict_width([str(t) for t in text[column]])
+            out[column] = st.column_config.Column(width=width)
     return out
 
 

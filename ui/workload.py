@@ -30,7 +30,7 @@ def _choices(db_path: Path) -> list[str]:
     files = sorted(p.name for p in (REPO_ROOT / "workloads").iterdir() if p.suffix in DATA_SUFFIXES)
     saved: list[str] = []
     if db_path.exists():
-        with connect(db_path, readonly=True) as db:
+        with connect(db_path) as db:  # not read-only: an older lab is migrated first
             saved = [SAVED + str(r["name"]) for r in queries.list_workloads(db)]
     return [CLASSIC, SYNTHETIC, *files, *saved]
 
@@ -81,6 +81,9 @@ def traffic_section(
         spec = spec_from_args(args, db_path)
     except (TrafficError, ValueError) as exc:
         return None, [f"workload: {exc}"]
+    if spec is None:  # synthetic, closed loop, single requests: the fixed lengths above
+        st.caption("With no rate and no turns this is the fixed-lengths workload above.")
+        return None, []
     if st.button("Preview workload", key="wl_preview"):
         _preview(spec)
     return spec, []

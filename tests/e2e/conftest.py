@@ -1,25 +1,19 @@
 """A real browser for the browser tier: Debian's chromium through Playwright (Playwright's own
-download fails on these machines), one per test, so no Playwright instance outlives its test."""
+download fails on these machines), one per test, so no Playwright instance outlives its test; and
+the app served on a fresh lab of its own (tools/browser.py, shared with `make screenshots`)."""
 
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+from tools.browser import CHROMIUM, chromium, serve_app
+from tuning.engine import EngineSpec
 
 
 @pytest.fixture
@@ -28,13 +22,37 @@ def browser() -> Iterator[Any]:
         if os.environ.get("TUNING_LAB_REQUIRE_ENGINE"):
             pytest.fail("chromium is missing: run `make browser`")
         pytest.skip("Debian chromium not installed (make browser)")
-    from playwright.sync_api import sync_playwright
+    with chromium() as launched:
+        yield launched
 
-    with sync_playwright() as pw:
-        chromium = pw.chromium.launch(
-            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
-        )
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+
+@pytest.fixture
+def app_home(tmp_path: Path) -> Path:
+    """The fresh lab the app of `app_url` serves (its DB: app_home / "lab.db")."""
+    return tmp_path / "lab"
+
+
+@pytest.fixture
+def app_url(built_engine: EngineSpec, app_home: Path, tmp_path: Path) -> Iterator[str]:
+    """`streamlit run app.py` on a fresh lab with the embedded engine; any runner the page
+    started is stopped afterwards."""
+    try:
+        with serve_app(app_home, tmp_path / "streamlit.log") as url:
+            yield url
+    finally:
+        _stop_runners(app_home / "lab.db")
+
+
+def _stop_runners(db_path: Path) -> None:
+    """The runner process the page started has its own session; stop it if it is still there."""
+    from store import open_db, queries
+    from tuning.experiment.supervisor import reap_stale
+
+    if db_path.exists():
+        for exp in queries.active_experiments(open_db(db_path)):
+            if exp.get("runner_pid"):
+                try:
+                    os.killpg(int(exp["runner_pid"]), signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        reap_stale(db_path)

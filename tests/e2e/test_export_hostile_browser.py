@@ -6,9 +6,6 @@ save) runs the same payload, which proves the hook below sees script execution."
 from __future__ import annotations
 
 import io
-import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,15 +20,6 @@ from tuning.output import export
 from tuning.output.report import write_report
 
 pytestmark = pytest.mark.browser
-CHROMIUM = Path("/usr/bin/chromium")
-LAUNCH_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 # Before any of the page's own script: what the payload sets, and a record of alert() calls.
 HOOK = "window.__pwned = undefined; window.__alerts = [];"
 
@@ -46,22 +34,6 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     info.update(home=home, path=path, cmp=build_comparison(runs, default_baseline(runs)))
     db.conn.close()
     return info
-
-
-@contextmanager
-def _browser() -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        if os.environ.get("TUNING_LAB_REQUIRE_ENGINE"):
-            pytest.fail("chromium is missing: run `make browser`")
-        pytest.skip("Debian chromium not installed (make browser)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS, headless=True)
-        try:
-            yield browser
-        finally:
-            browser.close()
 
 
 def _open(browser: Any, file: Path) -> tuple[Any, dict[str, Any]]:
@@ -131,7 +103,7 @@ def _chart_drawn(page: Any) -> dict[str, int]:
     return drawn
 
 
-def test_chart_html_exports_run_no_script_from_data(hostile: dict[str, Any]) -> None:
+def test_chart_html_exports_run_no_script_from_data(browser: Any, hostile: dict[str, Any]) -> None:
     home: Path = hostile["home"]
     cli_out = home / "chart-cli.html"
     code = cli_main(
@@ -151,17 +123,18 @@ def test_chart_html_exports_run_no_script_from_data(hostile: dict[str, Any]) -> 
     chart = charts_compare.throughput_chart(hostile["cmp"])
     page_download = home / "chart-download.html"  # the Compare page's HTML button
     page_download.write_bytes(export.render(chart, "html"))
-    with _browser() as browser:
-        for file in (cli_out, page_download):
-            page, seen = _open(browser, file)
-            assert _chart_drawn(page), file.name
-            page.wait_for_timeout(300)  # let any late handler (onerror) fire
-            assert _executed(page, seen) == [], file.name
-            assert seen["requests"] == [] and seen["errors"] == [], (file.name, seen)
-            page.context.close()
+    for file in (cli_out, page_download):
+        page, seen = _open(browser, file)
+        assert _chart_drawn(page), file.name
+        page.wait_for_timeout(300)  # let any late handler (onerror) fire
+        assert _executed(page, seen) == [], file.name
+        assert seen["requests"] == [] and seen["errors"] == [], (file.name, seen)
+        page.context.close()
 
 
-def test_the_hook_sees_the_payload_run_in_an_unescaped_page(hostile: dict[str, Any]) -> None:
+def test_the_hook_sees_the_payload_run_in_an_unescaped_page(
+    browser: Any, hostile: dict[str, Any]
+) -> None:
     """Control: the same chart saved by Altair's own template (how `chart --out x.html` wrote it
     before) runs the payload in chromium, so the test above would have caught it."""
     chart = charts_compare.throughput_chart(hostile["cmp"])
@@ -169,28 +142,26 @@ def test_the_hook_sees_the_payload_run_in_an_unescaped_page(hostile: dict[str, A
     chart.save(buf, format="html", inline=True, embed_options={"actions": False})
     naive = hostile["home"] / "chart-naive.html"
     naive.write_text(buf.getvalue(), encoding="utf-8")
-    with _browser() as browser:
-        page, seen = _open(browser, naive)
-        page.wait_for_timeout(500)
-        assert _executed(page, seen), "the payload did not run in the unescaped page"
-        page.context.close()
+    page, seen = _open(browser, naive)
+    page.wait_for_timeout(500)
+    assert _executed(page, seen), "the payload did not run in the unescaped page"
+    page.context.close()
 
 
-def test_report_runs_no_script_from_data(hostile: dict[str, Any]) -> None:
+def test_report_runs_no_script_from_data(browser: Any, hostile: dict[str, Any]) -> None:
     out = write_report(
         hostile["path"],
         hostile["home"] / "report.html",
         experiment_ids=[hostile["experiment_id"]],
         kinds=("throughput",),
     )
-    with _browser() as browser:
-        page, seen = _open(browser, out)
-        page.wait_for_timeout(300)
-        assert _executed(page, seen) == []
-        assert seen["requests"] == []
-        marks = page.evaluate(
-            "document.querySelectorAll('figure.chart svg path, figure.chart svg rect').length"
-        )
-        assert marks > 5
-        assert "window.__pwned=1" in page.inner_text("body")  # shown, as text
-        page.context.close()
+    page, seen = _open(browser, out)
+    page.wait_for_timeout(300)
+    assert _executed(page, seen) == []
+    assert seen["requests"] == []
+    marks = page.evaluate(
+        "document.querySelectorAll('figure.chart svg path, figure.chart svg rect').length"
+    )
+    assert marks > 5
+    assert "window.__pwned=1" in page.inner_text("body")  # shown, as text
+    page.context.close()

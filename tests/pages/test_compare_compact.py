@@ -16,6 +16,7 @@ from tests.apptest import open_page
 from tuning.compare.present import verdict_text
 from tuning.compare.selection import gather_runs, select_runs
 from ui.common import md_escape
+from ui.compare import CELL_PADDING_PX, VERDICT_PX_PER_CHAR
 
 
 def walk(node: Any, ancestors: tuple[str, ...] = ()) -> Iterator[tuple[Any, tuple[str, ...]]]:
@@ -67,4 +68,8 @@ def test_compare_page_folds_the_explanations(dashboard_lab: dict[str, Any]) -> N
     table = next(df for df in at.dataframe if "metric" in df.value.columns)
     config = json.loads(table.proto.columns)
     verdicts = [c for c in table.value.columns if c.startswith("verdict ")]
-    assert verdicts and all(config[c]["width"] == "large" for c in verdicts)
+    assert verdicts
+    for column in verdicts:  # wide enough for its longest verdict: none is cut
+        longest = max(len(str(t)) for t in table.value[column])
+        width = config[column]["width"]
+        assert width >= 400 and width >= longest * VERDICT_PX_PER_CHAR + 2 * CELL_PADDING_PX

@@ -1,4 +1,4 @@
-"""`python -m tuning demo`: the home page's "Run the 2-minute demo" from a shell: max-num-seqs 2 vs
+"""`python -m tuning demo`: the home page's "Run the demo" from a shell: max-num-seqs 2 vs
 16 on the embedded engine, repeated until decided, then the comparison with its verdicts."""
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ COMMANDS = ("demo",)
 def add_arguments(sub: Subparsers) -> None:
     p = sub.add_parser(
         "demo",
-        help="the 2-minute demo: max-num-seqs 2 vs 16 on the embedded engine, until decided",
+        help="the demo: max-num-seqs 2 vs 16 on the embedded engine, repeated until decided "
+        "(nearly all of its time is engine restarts; README: how long it took)",
     )
     add_db(p)
 

@@ -15,7 +15,9 @@ from tuning.cli import (
     demo,
     doctor,
     experiment,
+    findings,
     fleet,
+    plan,
     predict,
     search,
     server,
@@ -24,7 +26,20 @@ from tuning.cli import (
 )
 from tuning.cli.args import refused
 
-MODULES = (server, experiment, compare, share, predict, search, workload, doctor, fleet, demo)
+MODULES = (
+    server,
+    experiment,
+    compare,
+    share,
+    predict,
+    search,
+    plan,
+    findings,
+    workload,
+    doctor,
+    fleet,
+    demo,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tuning.cli.args import add_db, db_path, refused
@@ -19,18 +20,23 @@ COMMANDS = ("search",)
 
 
 def add_arguments(sub: Subparsers) -> None:
-    from tuning.cli.experiment import add_workload_arguments
-
     p = sub.add_parser("search", help="search one parameter over a range for the best value")
     p.add_argument("--param", required=True)
     p.add_argument("--range", required=True, metavar="LO:HI")
+    add_search_arguments(p)
+
+
+def add_search_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags `search` and `plan` share: objective, SLOs, budget, baseline, workload, DB."""
+    from tuning.cli.experiment import add_workload_arguments
+
     p.add_argument(
         "--objective",
         default="output_throughput",
         help="a compare metric key (output_throughput, mean_ttft_ms, p99_ttft_ms, ...) or goodput",
     )
     p.add_argument("--slo", nargs="+", default=None, metavar="METRIC:MS", help="e.g. ttft:200")
-    p.add_argument("--budget-runs", type=int, default=8, metavar="N")
+    p.add_argument("--budget-runs", type=int, default=8, metavar="N", help="runs of a search")
     p.add_argument("--coarse", type=int, default=4, metavar="K", help="points of the first pass")
     p.add_argument("--set", action="append", metavar="NAME=VALUE", help="baseline parameter")
     p.add_argument("--base-url", default=None, help="attach (workload parameters only)")
@@ -39,6 +45,40 @@ def add_arguments(sub: Subparsers) -> None:
     p.add_argument("--json", action="store_true")
     add_workload_arguments(p)
     add_db(p)
+
+
+def search_options(args: argparse.Namespace) -> dict[str, Any]:
+    """What a search spec takes from the shared flags (ParamError or ValueError when wrong)."""
+    from tuning.cli.server import parse_sets
+    from tuning.compare.comparison import parse_slo
+    from tuning.engine import current_spec
+    from tuning.workload import workload_from_args
+
+    return {
+        "objective": args.objective,
+        "workload": workload_from_args(args),
+        "engine": None if args.base_url else current_spec(),
+        "base_config": parse_sets(args.set),
+        "slo_ms": parse_slo(args.slo),
+        "budget_runs": args.budget_runs,
+        "coarse": args.coarse,
+        "base_url": args.base_url,
+        "model": args.model,
+    }
+
+
+def drive(call: Callable[[], dict[str, Any]]) -> tuple[int, dict[str, Any]]:
+    """Run a search or a plan: (0, its result), or the exit code of a refusal (3: busy)."""
+    from tuning.experiment.lock import RunnerBusy
+    from tuning.params import ParamError
+
+    try:
+        return 0, call()
+    except RunnerBusy as exc:
+        print(f"refused: {exc}", file=sys.stderr)
+        return 3, {}
+    except (ParamError, ValueError) as exc:
+        return refused(str(exc)), {}
 
 
 def parse_range(param: str, text: str) -> Any:
@@ -58,27 +98,12 @@ def parse_range(param: str, text: str) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tuning.cli.server import parse_sets
-    from tuning.compare.comparison import parse_slo
-    from tuning.engine import current_spec
-    from tuning.experiment.lock import RunnerBusy
     from tuning.params import ParamError
     from tuning.search.driver import SearchSpec, run_search
-    from tuning.workload import workload_from_args
 
     try:
         spec = SearchSpec(
-            param=args.param,
-            space=parse_range(args.param, args.range),
-            objective=args.objective,
-            workload=workload_from_args(args),
-            engine=None if args.base_url else current_spec(),
-            base_config=parse_sets(args.set),
-            slo_ms=parse_slo(args.slo),
-            budget_runs=args.budget_runs,
-            coarse=args.coarse,
-            base_url=args.base_url,
-            model=args.model,
+            param=args.param, space=parse_range(args.param, args.range), **search_options(args)
         )
         spec.validate()
     except (ParamError, ValueError) as exc:
@@ -89,13 +114,11 @@ def run(args: argparse.Namespace) -> int:
             f"step {data['step']}: {args.param} = {data['value']} ({data['why']})", file=sys.stderr
         )
 
-    try:
-        result = run_search(db_path(args), spec, progress, start_timeout=args.start_timeout)
-    except RunnerBusy as exc:
-        print(f"refused: {exc}", file=sys.stderr)
-        return 3
-    except (ParamError, ValueError) as exc:
-        return refused(str(exc))
+    code, result = drive(
+        lambda: run_search(db_path(args), spec, progress, start_timeout=args.start_timeout)
+    )
+    if code:
+        return code
     if args.json:
         print(json.dumps(result, indent=2))
         return 0

@@ -429,6 +429,12 @@ def build_report(
             body = _body(db, heading, selection, kinds, secrets)
     except (StoreError, SelectionError) as exc:
         raise ReportError(str(exc)) from None
+    return html_page(heading, body)
+
+
+def html_page(heading: str, body: str) -> str:
+    """A whole offline page around `body` (already escaped): the CSP that fetches nothing, the
+    report's style; refused when it would still reference the network."""
     page = (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
@@ -444,8 +450,12 @@ def build_report(
 
 def write_report(db_path: str | Path, out_path: str | Path, **kwargs: Any) -> Path:
     """Build the report and write it (atomically) to `out_path`."""
+    return write_page(build_report(db_path, **kwargs), out_path)
+
+
+def write_page(page: str, out_path: str | Path) -> Path:
+    """Write a page atomically (a partial file never stands under the final name)."""
     out = Path(out_path)
-    page = build_report(db_path, **kwargs)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.partial")
     tmp.write_text(page, encoding="utf-8")

@@ -4,6 +4,7 @@ leads to Live."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -40,7 +41,7 @@ def test_the_home_button_plans_the_demo_starts_it_and_opens_live(
     at.run()
     assert not at.exception, at.exception
     (button,) = [b for b in at.button if b.key == "demo"]
-    assert "demo" in button.label
+    assert button.label == demo.BUTTON and re.search(r"\d+ minutes", button.label)
     button.click().run()
     assert not at.exception, at.exception
     assert len(started) == 1

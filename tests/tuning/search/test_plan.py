@@ -1,0 +1,96 @@
+"""Issue 13, item 5 end to end on the fake vLLM: a plan over two parameters runs two ordinary
+searches, the second with the first's winner in its baseline, then start vs recommended
+interleaved; it prints the `vllm serve` command and the gain with its verdict words, writes an
+offline report, and a second call with the same arguments resumes (no run again)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from subprocess import CompletedProcess
+
+from store import connect, queries
+from tests.factories import run_row
+from tests.fakes.engines import FAKE_MODEL, fake_settings_env
+from tuning.compare.stats import VERDICTS
+from tuning.search.plan import apply_choice, serve_command
+from tuning.workload import Workload
+
+PLAN = ["plan", "--params", "max-num-seqs,block-size"]
+PLAN += ["--param-range", "max-num-seqs=1:4", "--param-range", "block-size=16:32"]
+PLAN += ["--coarse", "2", "--budget-runs", "2", "--confirm-repeats", "2"]
+PLAN += ["--num-requests", "6", "--concurrency", "3", "--input-len", "8", "--output-len", "4"]
+PLAN += ["--num-warmups", "0", "--start-timeout", "240"]
+
+
+def test_a_plan_over_two_parameters_on_the_fake_engine(
+    lab_home: Path, tuning_cli: Callable[..., CompletedProcess[str]]
+) -> None:
+    env = fake_settings_env(lab_home)
+    db, report = lab_home / "lab.db", lab_home / "plan.html"
+    text = tuning_cli([*PLAN, "--report", str(report)], lab_home, env=env)
+    assert text.returncode == 0, text.stdout + text.stderr
+    out = text.stdout
+    assert "search max-num-seqs 1:4:" in out and "search block-size 16:32:" in out
+    assert f"recommended: vllm serve {FAKE_MODEL} --block-size " in out
+    assert "gain over the start, output throughput:" in out
+    assert any(word in out for word in ("better", "worse", "equivalent", "undecided"))
+    page = report.read_text()
+    assert "Content-Security-Policy" in page and "vllm serve" in page
+    assert 'id="plan-gain"' in page and "http://" not in page and "https://" not in page
+
+    again = tuning_cli([*PLAN, "--json"], lab_home, env=env)  # resumes: every step is stored
+    assert again.returncode == 0, again.stderr
+    assert "step" not in again.stderr and "confirm round" not in again.stderr
+    result = json.loads(again.stdout)
+    first, second = result["searches"]
+    assert (first["param"], second["param"]) == ("max-num-seqs", "block-size")
+    assert first["chosen"] in (1, 4) and len(first["runs"]) == 2 and len(second["runs"]) == 2
+    assert second["baseline"]["max-num-seqs"] == first["chosen"]  # the winner is the baseline
+    assert result["recommended"]["max-num-seqs"] == first["chosen"]
+    assert result["recommended"]["block-size"] == second["chosen"]
+    assert f"--max-num-seqs {first['chosen']}" in result["serve_command"]
+    gain = result["gain"]
+    assert gain["metric"] == "output_throughput" and gain["verdict"] in VERDICTS
+    assert gain["runs_a_side"] == [2, 2] and gain["ci_low_pct"] is not None
+    confirm = result["evidence"]["confirm_runs"]
+    with connect(db, readonly=True) as conn:
+        runs = {r["id"]: r for r in queries.list_runs(conn, include_hidden=True)}
+    assert len(runs) == 8  # 2 + 2 search steps, 2 + 2 confirm runs; nothing ran twice
+    assert sorted(confirm["start"] + confirm["final"] + first["runs"] + second["runs"]) == sorted(
+        runs
+    )
+    for rid in second["runs"]:  # the second search ran on the first one's winner
+        assert int(runs[rid]["config"]["max-num-seqs"]) == first["chosen"]
+    for rid in confirm["start"]:  # the start is the engine's own default (no --set)
+        assert "max-num-seqs" not in runs[rid]["config"]
+    # interleaved: start, final, start, final
+    assert sorted(confirm["start"] + confirm["final"]) == [
+        x for pair in zip(confirm["start"], confirm["final"], strict=True) for x in pair
+    ]
+
+
+def test_a_plan_is_refused_without_a_range_for_each_parameter(
+    lab_home: Path, tuning_cli: Callable[..., CompletedProcess[str]]
+) -> None:
+    env = fake_settings_env(lab_home)
+    args = ["plan", "--params", "max-num-seqs,block-size", "--param-range", "max-num-seqs=1:4"]
+    done = tuning_cli(args, lab_home, env=env)
+    assert done.returncode == 2 and "no range for block-size" in done.stderr
+    bad = tuning_cli(
+        [*args, "--param-range", "block-size=16:32", "--confirm-repeats", "1"], lab_home
+    )
+    assert bad.returncode == 2 and "--confirm-repeats must be at least 2" in bad.stderr
+
+
+def test_choices_go_to_the_config_or_the_workload() -> None:
+    wl = Workload(num_requests=8, concurrency=4, input_len=8, output_len=4)
+    config, same = apply_choice({"block-size": "32"}, wl, "max-num-seqs", 8)
+    assert config == {"block-size": "32", "max-num-seqs": 8} and same == wl
+    config, wl2 = apply_choice(config, wl, "concurrency", 16)
+    assert wl2.concurrency == 16 and "concurrency" not in config
+    assert serve_command(None, config) is None
+    row = run_row(1)  # a stored run's config, as the recommendation prints it
+    spec = type("E", (), {"model": "m"})()
+    assert serve_command(spec, row["config"]) == "vllm serve m --block-size 32 --max-num-seqs 16"  # type: ignore[arg-type]

@@ -1,0 +1,101 @@
+"""`python -m tuning plan --params a,b --param-range a=LO:HI --param-range b=LO:HI
+[--objective METRIC] [--slo ttft:200] [--budget-runs N] [--confirm-repeats R] [--report FILE]
+[--set NAME=VALUE] [workload flags] --db DB [--json]`: one search per parameter, in order, each
+winner the next baseline; then start vs recommended, interleaved, and the recommendation. Run it
+again with the same arguments to resume a stopped plan."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tuning.cli.args import at_least_one, db_path, refused
+
+if TYPE_CHECKING:
+    from tuning.cli.args import Subparsers
+
+COMMANDS = ("plan",)
+
+
+def add_arguments(sub: Subparsers) -> None:
+    from tuning.cli.search import add_search_arguments
+
+    p = sub.add_parser("plan", help="search several parameters in order; recommend a config")
+    p.add_argument("--params", required=True, help="comma-separated, searched in this order")
+    p.add_argument(
+        "--param-range",
+        action="append",
+        default=[],
+        metavar="NAME=LO:HI",
+        help="the range of one parameter of --params (one each)",
+    )
+    p.add_argument(
+        "--confirm-repeats",
+        type=at_least_one,
+        default=3,
+        metavar="R",
+        help="runs a side of start vs recommended, interleaved (at least 2)",
+    )
+    p.add_argument("--report", type=Path, default=None, metavar="FILE", help="offline HTML")
+    add_search_arguments(p)
+
+
+def parse_ranges(items: list[str]) -> dict[str, Any]:
+    """['max-num-seqs=1:64'] -> {'max-num-seqs': Space(1, 64, integer)}."""
+    from tuning.cli.search import parse_range
+    from tuning.params import get_param
+
+    out: dict[str, Any] = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep:
+            raise ValueError(f"--param-range {item!r}: expected NAME=LO:HI")
+        out[get_param(name.strip()).name] = parse_range(name.strip(), text.strip())
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from tuning.cli.search import drive, search_options
+    from tuning.output.plan_report import write_plan_report
+    from tuning.params import ParamError, get_param
+    from tuning.search.plan import PlanSpec, run_plan, summary_lines
+
+    try:
+        params = [get_param(p.strip()).name for p in args.params.split(",") if p.strip()]
+        spec = PlanSpec(
+            params=params,
+            spaces=parse_ranges(args.param_range),
+            confirm_repeats=args.confirm_repeats,
+            **search_options(args),
+        )
+        spec.validate()
+    except (ParamError, ValueError) as exc:
+        return refused(str(exc))
+
+    def progress(event: str, data: dict[str, Any]) -> None:
+        if event == "search":
+            text = f"search {data['index']} of {data['of']}: {data['param']}"
+        elif event == "confirm":
+            text = f"confirm round {data['round']}: {data['side']} configuration"
+        else:
+            text = f"  step {data['step']}: {data['value']} ({data['why']})"
+        print(text, file=sys.stderr)
+
+    code, result = drive(
+        lambda: run_plan(db_path(args), spec, progress, start_timeout=args.start_timeout)
+    )
+    if code:
+        return code
+    if args.report:
+        result["report"] = str(write_plan_report(result, args.report))
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    for line in summary_lines(result):
+        print(line)
+    if args.report:
+        print(f"report: {result['report']}")
+    return 0
