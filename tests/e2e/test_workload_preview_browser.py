@@ -1,7 +1,7 @@
 """A real browser on the New experiment page's traffic section: pick the shipped chat dataset, set
 an open-loop rate and turns, ask for the preview; its numbers and both length histograms show, and
-no prompt text does. With TUNING_LAB_SCREENSHOTS=DIR (`make screenshots`) the README's preview
-screenshot is written there. Nothing is started: no engine runs."""
+no prompt text does. With TUNING_LAB_SCREENSHOTS=docs/screenshots the README's preview screenshot
+is written there. Nothing is started: no engine runs."""
 
 from __future__ import annotations
 
@@ -13,12 +13,14 @@ from typing import Any
 import pytest
 
 from tests.checks import png_size
-from tests.e2e.test_dashboard_browser import REPO, _idle, app_url  # noqa: F401  (a fixture)
+from tools.browser import wait_idle as _idle
+
+REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.browser
 
 
-def test_workload_preview(browser: Any, app_url: str, tmp_path: Path) -> None:  # noqa: F811
+def test_workload_preview(browser: Any, app_url: str, tmp_path: Path) -> None:
     from playwright.sync_api import expect
 
     shots = Path(os.environ.get("TUNING_LAB_SCREENSHOTS") or tmp_path / "shots")
