@@ -60,30 +60,15 @@ else:
 left, right = st.columns(2)
 with left:
     st.subheader("Where to start")
-    st.page_link(
-        "pages/1_New_experiment.py",
-        label="New experiment: pick one parameter and its values",
-        icon=ICONS["new"],
-    )
-    st.page_link(
-        "pages/2_Runs.py", label="Runs: every run with its key numbers", icon=ICONS["runs"]
-    )
-    st.page_link(
-        "pages/3_Live.py",
-        label="Live: memory, KV cache and tokens as they happen",
-        icon=ICONS["live"],
-    )
-    st.page_link(
-        "pages/4_Compare.py",
-        label="Compare: baseline vs candidates, with verdicts",
-        icon=ICONS["compare"],
-    )
-    st.page_link(
-        "pages/5_History.py", label="History: filter, tag, hide, share", icon=ICONS["history"]
-    )
-    st.page_link(
-        "pages/6_Settings.py", label="Settings: engine, author, team folder", icon=ICONS["settings"]
-    )
+    for page, label, icon in (
+        ("pages/1_New_experiment.py", "New experiment: pick one parameter and its values", "new"),
+        ("pages/2_Runs.py", "Runs: every run with its key numbers", "runs"),
+        ("pages/3_Live.py", "Live: memory, KV cache and tokens as they happen", "live"),
+        ("pages/4_Compare.py", "Compare: baseline vs candidates, with verdicts", "compare"),
+        ("pages/5_History.py", "History: filter, tag, hide, share", "history"),
+        ("pages/6_Settings.py", "Settings: engine, author, team folder", "settings"),
+    ):
+        st.page_link(page, label=label, icon=ICONS[icon])
 with right:
     st.subheader("Engine")
     info = engine_info()

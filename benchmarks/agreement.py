@@ -10,35 +10,17 @@ the engine no throughput), mean and p99 TTFT and mean TPOT (lab / vLLM; <= 1.05 
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import json
-import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks import common  # noqa: E402
-from tuning.engine import embedded_spec, model_dir  # noqa: E402
-from tuning.server import ServerProcess  # noqa: E402
-
-
-@contextlib.contextmanager
-def embedded_engine(max_num_seqs: int, prefix: str) -> Iterator[tuple[Any, float, Path]]:
-    """The embedded engine started once and healthy: (its launch, seconds to healthy, a scratch
-    folder for the runs' result files and the server log)."""
-    spec = embedded_spec()
-    launch = spec.launch({**spec.baseline, "max-num-seqs": max_num_seqs})
-    tmp = Path(tempfile.mkdtemp(prefix=prefix))
-    print(f"starting the embedded engine ({' '.join(launch.argv[3:])})", flush=True)
-    with ServerProcess(launch, tmp / "server.log") as server:
-        yield launch, server.wait_healthy(600).time_to_healthy_s, tmp
+from benchmarks import ab_engine, common  # noqa: E402
+from tuning.engine import embedded_spec  # noqa: E402
 
 
 def run_one(
@@ -57,49 +39,28 @@ def run_one(
         cmd = common.lab_argv(sys.executable, load, out, extra=more)
     else:
         cmd = common.vllm_argv(str(embedded_spec().command[0]), load, out, extra=more)
-    done = subprocess.run(
-        cmd, cwd=REPO, env=common.client_env(), capture_output=True, text=True, timeout=1800
-    )
-    if done.returncode != 0 or not out.exists():
-        raise RuntimeError(f"{tool} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
     return {
-        **common.result_row(json.loads(out.read_text()), keys),
+        **common.result_row(ab_engine.run_client(cmd, tool, out), keys),
         "tool": tool,
         "concurrency": load.concurrency,
     }
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=4)
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[32, 128])
-    parser.add_argument("--num-requests", type=int, default=256)
-    parser.add_argument("--input-len", type=int, default=64)
-    parser.add_argument("--output-len", type=int, default=128)
-    parser.add_argument("--json", type=Path, default=None, help="also write every run here")
-    args = parser.parse_args()
-
+    args = ab_engine.ab_args(
+        __doc__, pairs=4, concurrency=[32, 128], num_requests=256, output_len=128
+    )
     rows: list[dict[str, Any]] = []
-    seqs = max(256, max(args.concurrency))
-    with embedded_engine(seqs, "agreement-") as (launch, healthy_s, tmp):
+    with ab_engine.embedded_server(args.concurrency, "agreement-") as server:
         print(
-            f"healthy after {healthy_s:.0f} s; {args.pairs} pairs per "
+            f"healthy after {server.facts.time_to_healthy_s:.0f} s; {args.pairs} pairs per "
             f"concurrency, {args.num_requests} requests, {args.input_len} in / "
             f"{args.output_len} out, ignore_eos",
             flush=True,
         )
         print(f"{'tool':5} {'C':>4} {'tok/s':>9} {'TTFT ms':>9} {'p99 TTFT':>9} {'TPOT ms':>8}")
         for c, i, tool in common.interleaved(args.concurrency, args.pairs, ("lab", "vllm")):
-            load = common.Load(
-                base_url=launch.base_url,
-                model="tiny",
-                tokenizer=model_dir(),
-                concurrency=c,
-                num_requests=args.num_requests,
-                input_len=args.input_len,
-                output_len=args.output_len,
-            )
-            row = run_one(tool, load, tmp, i)
+            row = run_one(tool, server.load(args, c, args.num_requests), server.tmp, i)
             rows.append(row)
             print(
                 f"{tool:5} {c:>4} {row['output_throughput']:>9.0f} "

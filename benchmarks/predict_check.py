@@ -28,18 +28,7 @@ from tuning.server import ServerProcess, StartFailure  # noqa: E402
 
 H200_DB = REPO / "examples" / "h200" / "lab-h200.db.xz"
 # The 1B dummy Llama of ../shared/tools/gpu-vllm/make_tiny_model.py (vocab ~1k: tiny embeddings).
-H200_MODEL = {
-    "hidden_size": 2048,
-    "intermediate_size": 8192,
-    "num_hidden_layers": 16,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-    "head_dim": 64,
-    "max_position_embeddings": 2048,
-    "tie_word_embeddings": False,
-    "vocab_size": 1024,
-    "torch_dtype": "bfloat16",
-}
+H200_MODEL = json.loads((H200_DB.parent / "model-config.json").read_text())
 CONFIGS: list[dict[str, Any]] = [
     {"kv-cache-memory-bytes": "2M", "max-model-len": 1024},
     {"kv-cache-memory-bytes": "1G", "max-model-len": 2048},

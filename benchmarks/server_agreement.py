@@ -15,12 +15,9 @@ queue time; then the medians per tool.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -28,9 +25,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks import common  # noqa: E402
-from tuning.engine import embedded_spec, model_dir  # noqa: E402
-from tuning.server import ServerProcess  # noqa: E402
+from benchmarks import ab_engine, common  # noqa: E402
+from tuning.engine import embedded_spec  # noqa: E402
 from tuning.telemetry.server_stats import (  # noqa: E402
     MetricsReader,
     read_settled,
@@ -50,12 +46,7 @@ def run_one(tool: str, load: common.Load, tmp: Path, i: int, metrics: MetricsRea
     else:
         cmd = common.vllm_argv(str(embedded_spec().command[0]), load, out, extra=NO_WARMUPS)
     before = read_settled(metrics).values
-    done = subprocess.run(
-        cmd, cwd=REPO, env=common.client_env(), capture_output=True, text=True, timeout=1800
-    )
-    if done.returncode != 0 or not out.exists():
-        raise RuntimeError(f"{tool} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
-    result = json.loads(out.read_text())
+    result = ab_engine.run_client(cmd, tool, out)
     completed = int(result.get("completed") or 0)
     expected = int(result.get("total_output_tokens") or completed * load.output_len)
     target = tokens_counted(before or {}, expected, completed) if before else None
@@ -114,45 +105,21 @@ def median_table(rows: list[dict[str, Any]]) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=1)
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[32])
-    parser.add_argument("--num-requests", type=int, default=64)
-    parser.add_argument("--input-len", type=int, default=64)
-    parser.add_argument("--output-len", type=int, default=64)
-    parser.add_argument("--json", type=Path, default=None, help="also write every run here")
-    args = parser.parse_args()
-
-    spec = embedded_spec()
-    launch = spec.launch({**spec.baseline, "max-num-seqs": max(256, max(args.concurrency))})
-    tmp = Path(tempfile.mkdtemp(prefix="server-agreement-"))
-    print(f"starting the embedded engine ({' '.join(launch.argv[3:])})", flush=True)
+    args = ab_engine.ab_args(__doc__, pairs=1, concurrency=[32], num_requests=64, output_len=64)
     rows: list[dict[str, Any]] = []
-    with ServerProcess(launch, tmp / "server.log") as server:
-        facts = server.wait_healthy(600)
-        metrics = MetricsReader(launch.base_url)
-
-        def load(c: int, n: int) -> common.Load:
-            return common.Load(
-                base_url=launch.base_url,
-                model="tiny",
-                tokenizer=model_dir(),
-                concurrency=c,
-                num_requests=n,
-                input_len=args.input_len,
-                output_len=args.output_len,
-            )
-
-        run_one("lab", load(max(args.concurrency), max(args.concurrency)), tmp, -1, metrics)
+    with ab_engine.embedded_server(args.concurrency, "server-agreement-") as server:
+        metrics = MetricsReader(server.base_url)
+        top = max(args.concurrency)
+        run_one("lab", server.load(args, top, top), server.tmp, -1, metrics)
         print(
-            f"healthy after {facts.time_to_healthy_s:.0f} s, warmed; {args.pairs} pair(s) per "
-            f"concurrency, {args.num_requests} requests, {args.input_len} in / "
+            f"healthy after {server.facts.time_to_healthy_s:.0f} s, warmed; {args.pairs} pair(s) "
+            f"per concurrency, {args.num_requests} requests, {args.input_len} in / "
             f"{args.output_len} out, ignore_eos, no client warm-ups",
             flush=True,
         )
         print("tool | C | done | TTFT | srv | gap | E2EL | srv | gap | TPOT | srv | gap | queue")
         for c, i, tool in common.interleaved(args.concurrency, args.pairs, ("lab", "vllm")):
-            row = run_one(tool, load(c, args.num_requests), tmp, i, metrics)
+            row = run_one(tool, server.load(args, c, args.num_requests), server.tmp, i, metrics)
             rows.append(row)
             print_row(row)
             time.sleep(1)

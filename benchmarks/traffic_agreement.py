@@ -27,8 +27,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks import common  # noqa: E402
-from benchmarks.agreement import embedded_engine, run_one  # noqa: E402
-from tuning.engine import model_dir  # noqa: E402
+from benchmarks import ab_engine  # noqa: E402
+from benchmarks.agreement import run_one  # noqa: E402
 
 KEYS = ("output_throughput", "request_throughput", "mean_ttft_ms")
 
@@ -56,19 +56,10 @@ def main() -> int:
         "vllm": ["--request-rate", rate, "--burstiness", "1.0"],
     }
     rows: list[dict[str, Any]] = []
-    seqs = max(64, args.max_concurrency)
-    with embedded_engine(seqs, "traffic-agreement-") as (launch, healthy_s, tmp):
-        load = common.Load(
-            base_url=launch.base_url,
-            model="tiny",
-            tokenizer=model_dir(),
-            concurrency=args.max_concurrency,
-            num_requests=args.num_requests,
-            input_len=args.input_len,
-            output_len=args.output_len,
-        )
+    with ab_engine.embedded_server([args.max_concurrency], "traffic-agreement-") as server:
+        load = server.load(args, args.max_concurrency, args.num_requests)
         print(
-            f"healthy after {healthy_s:.0f} s; {args.pairs} pairs, Poisson at "
+            f"healthy after {server.facts.time_to_healthy_s:.0f} s; {args.pairs} pairs, Poisson at "
             f"{rate} req/s capped at {args.max_concurrency}, {args.num_requests} requests, "
             f"{args.input_len} in / {args.output_len} out, ignore_eos",
             flush=True,
@@ -76,7 +67,7 @@ def main() -> int:
         print(f"{'tool':5} {'out tok/s':>9} {'req/s':>7} {'TTFT ms':>8} {'failed':>6}")
         for _c, i, tool in common.interleaved([args.max_concurrency], args.pairs, ("lab", "vllm")):
             seeded = {k: [*v, "--seed", str(i)] for k, v in extra.items()}
-            row = run_one(tool, load, tmp, i, seeded, KEYS)
+            row = run_one(tool, load, server.tmp, i, seeded, KEYS)
             rows.append(row)
             print(
                 f"{tool:5} {row['output_throughput']:>9.1f} {row['request_throughput']:>7.3f} "

@@ -74,6 +74,14 @@ PROVENANCE_COLUMNS: dict[str, type] = {
 }
 
 
+def add_missing_columns(db: Database, table: str, columns: dict[str, type]) -> None:
+    """Add each column the table lacks (a migration that ran halfway runs again cleanly)."""
+    existing = db.table(table).columns_dict
+    for column, kind in columns.items():
+        if column not in existing:
+            db.table(table).add_column(column, kind)
+
+
 @migrations()
 def m001_initial(db: Database) -> None:
     db.table("experiments").create(
@@ -201,26 +209,20 @@ def m001_initial(db: Database) -> None:
 def m002_effective_config(db: Database) -> None:
     """What the engine said it runs with (effective_config_json) and each asked parameter it did
     not apply (config_mismatch_json: a list, empty when all applied; NULL when not checked)."""
-    runs = db.table("runs")
-    for column in ("effective_config_json", "config_mismatch_json"):
-        if column not in runs.columns_dict:
-            runs.add_column(column, str)
+    add_missing_columns(db, "runs", {"effective_config_json": str, "config_mismatch_json": str})
 
 
 @migrations()
 def m003_auto_repeats(db: Database) -> None:
     """Repeat until decided (`experiment --repeats auto`): the flag, its limits (max repeats a
     value, the time budget in minutes) and the stopping rule's last plan (repeats_plan_json)."""
-    experiments = db.table("experiments")
     columns = {
         "repeats_auto": int,
         "max_repeats": int,
         "budget_minutes": float,
         "repeats_plan_json": str,
     }
-    for column, kind in columns.items():
-        if column not in experiments.columns_dict:
-            experiments.add_column(column, kind)
+    add_missing_columns(db, "experiments", columns)
 
 
 @migrations()
@@ -228,15 +230,12 @@ def m004_kv_prediction(db: Database) -> None:
     """The KV cache tuning.predict expected for a run, stored beside the engine's own figures
     (kv_cache_tokens, max_concurrency): predicted_kv_cache_tokens, predicted_max_concurrency and
     the whole prediction (prediction_json: budget, its source, blocks, problems)."""
-    runs = db.table("runs")
     columns = {
         "predicted_kv_cache_tokens": int,
         "predicted_max_concurrency": float,
         "prediction_json": str,
     }
-    for column, kind in columns.items():
-        if column not in runs.columns_dict:
-            runs.add_column(column, kind)
+    add_missing_columns(db, "runs", columns)
 
 
 @migrations()
@@ -245,13 +244,8 @@ def m005_traffic_workloads(db: Database) -> None:
     (workload_spec_json, NULL for the classic fixed-length workload), per request its conversation,
     turn and dispatch lag (actual - planned send, seconds), and named workloads to reuse."""
     for name in ("experiments", "runs"):
-        table = db.table(name)
-        if "workload_spec_json" not in table.columns_dict:
-            table.add_column("workload_spec_json", str)
-    requests = db.table("requests")
-    for column, kind in (("conversation", int), ("turn", int), ("dispatch_lag_s", float)):
-        if column not in requests.columns_dict:
-            requests.add_column(column, kind)
+        add_missing_columns(db, name, {"workload_spec_json": str})
+    add_missing_columns(db, "requests", {"conversation": int, "turn": int, "dispatch_lag_s": float})
     if "workloads" not in db.table_names():
         db.table("workloads").create(
             {
@@ -274,16 +268,14 @@ def m005_traffic_workloads(db: Database) -> None:
 def m006_process_start_times(db: Database) -> None:
     """Each stored pid with its process's start time (seconds since the epoch), so a pid the
     kernel has given to someone else is never taken for the lab's runner or server."""
-    for table, column in (("experiments", "runner_start_time_s"), ("runs", "server_start_time_s")):
-        if column not in db.table(table).columns_dict:
-            db.table(table).add_column(column, float)
+    add_missing_columns(db, "experiments", {"runner_start_time_s": float})
+    add_missing_columns(db, "runs", {"server_start_time_s": float})
 
 
 @migrations()
 def m007_fleet_placement(db: Database) -> None:
     """Where a run ran when an experiment used the fleet (Ray): node, host, GPUs, CPU, slot, which
     attempt; NULL for a local run. `experiments.fleet_json` holds the fleet options it asked for."""
-    runs = db.table("runs")
     columns: dict[str, type] = {
         "node_id": str,
         "node_host": str,
@@ -294,9 +286,7 @@ def m007_fleet_placement(db: Database) -> None:
         "attempt": int,
         "placement_json": str,
     }
-    for column, kind in columns.items():
-        if column not in runs.columns_dict:
-            runs.add_column(column, kind)
+    add_missing_columns(db, "runs", columns)
     if "fleet_json" not in db.table("experiments").columns_dict:
         db.table("experiments").add_column("fleet_json", str)
 

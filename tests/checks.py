@@ -1,5 +1,6 @@
 """Reading back what the lab wrote, for assertions: table rows, a DB file's fingerprint, a bundle's
-bytes, a PNG header, samples by series; and waiting for a condition instead of a fixed sleep."""
+bytes, a PNG header, samples by series, an HTML page's start tags; and waiting for a condition
+instead of a fixed sleep."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import time
 import zipfile
 import zlib
 from collections.abc import Callable, Iterable
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -109,3 +111,19 @@ def png_size(data: bytes) -> tuple[int, int]:
 
 def by_series(rows: list[SampleRow], series: str) -> dict[str, float]:
     return {r.label: r.value for r in rows if r.series == series}
+
+
+class _StartTags(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+
+def start_tags(page: str) -> list[tuple[str, dict[str, str | None]]]:
+    """Every start tag of an HTML page and its attributes (what a browser would act on)."""
+    parser = _StartTags()
+    parser.feed(page)
+    return parser.tags

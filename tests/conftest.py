@@ -4,6 +4,7 @@ its tokenizer when they are built."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -17,7 +18,17 @@ import pytest
 from core.clock import now_iso
 from store import connect, open_db, queries, repo
 from store.team import publish
-from tests.factories import Load, add_experiment, add_run, seed_clean_lab, seed_lab, workload
+from tests.factories import (
+    TINY_MODEL,
+    Load,
+    add_experiment,
+    add_run,
+    seed_clean_lab,
+    seed_lab,
+    workload,
+)
+from tests.fakes.engines import fake_settings_env
+from tests.fakes.hostile import seed_breakout_lab
 from tuning.compare.comparison import build_comparison, default_baseline
 from tuning.engine import EngineSpec, embedded_spec, model_dir, venv_python
 
@@ -58,6 +69,19 @@ def _run_cli(
 def tuning_cli() -> Callable[..., subprocess.CompletedProcess[str]]:
     """`python -m tuning ARGS` in a subprocess, from the repo, with a lab home (and extra env)."""
     return _run_cli
+
+
+@pytest.fixture(scope="session")
+def fake_cli() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """`fake_cli(home, *ARGS, faults="", timeout=600)`: `python -m tuning ARGS` in a subprocess
+    whose engine is the fake vLLM (with those faults) and whose lab is `home`."""
+
+    def run(
+        home: Path, *args: str, faults: str = "", timeout: float = 600
+    ) -> subprocess.CompletedProcess[str]:
+        return _run_cli(list(args), home, timeout=timeout, env=fake_settings_env(home, faults))
+
+    return run
 
 
 # --------------------------------------------------------------------------------------------
@@ -197,6 +221,22 @@ def built_engine() -> EngineSpec:
 def engine(built_engine: EngineSpec, lab_home: Path) -> EngineSpec:
     """The embedded engine, for a test with its own lab home."""
     return built_engine
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A lab whose every value and text closes an inline <script> (tests.fakes.hostile), with the
+    comparison of its experiment: for the export tests, once a module."""
+    return seed_breakout_lab(tmp_path_factory.mktemp("hostile-export"))
+
+
+@pytest.fixture
+def tiny_model(tmp_path: Path) -> Path:
+    """A model folder with only the tiny-llama's config.json: enough for tuning.predict."""
+    folder = tmp_path / "tiny-llama"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(TINY_MODEL))
+    return folder
 
 
 @pytest.fixture(scope="session")

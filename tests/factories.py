@@ -4,6 +4,7 @@ copies of a seeder)."""
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,8 @@ import numpy as np
 from core.clock import now_iso
 from core.records import RequestRecord, SampleRow
 from store import connect, repo
+from tuning.bench import add_bench_arguments
+from tuning.engine import TINY_MODEL_SHAPE
 from tuning.experiment.plan import plan_experiment
 from tuning.metrics import summarize
 from tuning.workload import Workload
@@ -55,6 +58,9 @@ OOM = {
 ENGINE_PYTHON = "/home/ada/.engine/venv/bin/python"
 ENGINE_MODEL = "/home/ada/.engine/tiny-llama"
 API_SERVER = "vllm.entrypoints.openai.api_server"
+# The embedded engine's tiny-llama config (tuning.engine.build_tiny_model): 2 x 2 x 4 x 64 x 2 B =
+# 2,048 B of KV cache a token.
+TINY_MODEL: dict[str, Any] = {**TINY_MODEL_SHAPE, "torch_dtype": "bfloat16", "vocab_size": 860}
 
 
 def workload(**overrides: Any) -> dict[str, Any]:
@@ -76,6 +82,18 @@ def prompts_for(w: Workload, special: dict[int, str] | None = None) -> list[str]
     for i, text in (special or {}).items():
         out[w.warmups + i] = text
     return out
+
+
+def bench_args(
+    base_url: str, out: Path, *extra: str, model: str = "fake-model"
+) -> argparse.Namespace:
+    """`tuning bench` parsed: 9 requests at concurrency 3, 12 tokens in, 5 out, result JSON to
+    `out`; `extra` flags last (a repeated flag wins). SystemExit where argparse refuses them."""
+    parser = argparse.ArgumentParser()
+    add_bench_arguments(parser)
+    argv = ["--base-url", base_url, "--model", model, "--concurrency", "3", "--num-requests", "9"]
+    argv += ["--input-len", "12", "--output-len", "5", "--result-json", str(out), *extra]
+    return parser.parse_args(argv)
 
 
 # --------------------------------------------------------------------------------------------
@@ -432,16 +450,20 @@ def plan_attached(
     param: str = "concurrency",
     values: Sequence[int] = (1,),
     wl: Workload | None = None,
+    base_url: str = "http://127.0.0.1:9/v1",
+    **options: Any,
 ) -> int:
-    """An experiment planned against a server the lab did not start (nothing listens there)."""
+    """An experiment planned against a server the lab did not start (by default nothing listens
+    there), serving model "m"; `options` go to plan_experiment (repeats, ...)."""
     return plan_experiment(
         db_path,
         param=param,
         values=list(values),
         workload=wl or Workload(num_requests=4, concurrency=1, input_len=4, output_len=4),
         engine=None,
-        base_url="http://127.0.0.1:9/v1",
+        base_url=base_url,
         model="m",
+        **options,
     )
 
 

@@ -21,19 +21,12 @@ from store import connect, queries, repo
 from tuning.experiment.history import SORTS, RunFilter, choices
 from ui.common import md_escape
 from ui.links import compare_link
-from ui.tables import KV_USAGE, render_run_table
+from ui.tables import KEY_NUMBERS, KV_USAGE, RUN_IDENTITY, render_run_table
 
 FLASH_KEY = "hist_flash"
 RUN_COLUMNS = (
-    "id",
-    "experiment_id",
-    "param",
-    "value",
-    "repeat_index",
-    "status",
-    "output_throughput",
-    "mean_ttft_ms",
-    "mean_tpot_ms",
+    *RUN_IDENTITY,
+    *KEY_NUMBERS,
     "peak_tree_rss_bytes",
     KV_USAGE,
     "failure_kind",

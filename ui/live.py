@@ -29,7 +29,7 @@ from tuning.settings import lab_home
 from ui.common import ICONS
 from ui.common import md_escape as esc
 from ui.links import compare_link
-from ui.tables import KV_USAGE, render_run_table
+from ui.tables import KEY_NUMBERS, KV_USAGE, render_run_table
 
 POLL_S = 1.5
 LIVE_KEYS = (
@@ -37,9 +37,7 @@ LIVE_KEYS = (
     "value",
     "repeat_index",
     "status",
-    "output_throughput",
-    "mean_ttft_ms",
-    "mean_tpot_ms",
+    *KEY_NUMBERS,
     KV_USAGE,
     "peak_tree_rss_bytes",
     "failure_kind",

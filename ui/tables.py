@@ -121,13 +121,11 @@ BY_KEY = {c.key: c for c in COLUMNS}
 KV_USAGE = "peak_kv_cache_usage_perc"
 HEALTH = "health"
 CONFIG = "config"
+# What every run table starts with (which run it is) and the three numbers each one shows.
+RUN_IDENTITY: tuple[str, ...] = ("id", "experiment_id", "param", "value", "repeat_index", "status")
+KEY_NUMBERS: tuple[str, ...] = ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")
 RUNS_PAGE_KEYS: tuple[str, ...] = (
-    "id",
-    "experiment_id",
-    "param",
-    "value",
-    "repeat_index",
-    "status",
+    *RUN_IDENTITY,
     HEALTH,
     CONFIG,
     "output_throughput",

@@ -11,29 +11,14 @@ from typing import Any
 
 import pytest
 
-from store import open_db, queries
-from tests.fakes.hostile import SCRIPT_BREAKOUT, seed_hostile_lab
+from tests.fakes.hostile import chart_html_cli
 from tuning.charts import compare as charts_compare
-from tuning.cli.main import main as cli_main
-from tuning.compare.comparison import build_comparison, default_baseline
 from tuning.output import export
 from tuning.output.report import write_report
 
 pytestmark = pytest.mark.browser
 # Before any of the page's own script: what the payload sets, and a record of alert() calls.
 HOOK = "window.__pwned = undefined; window.__alerts = [];"
-
-
-@pytest.fixture(scope="module")
-def hostile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    home = tmp_path_factory.mktemp("hostile-export")
-    path = home / "lab.db"
-    info = seed_hostile_lab(path, value=SCRIPT_BREAKOUT, text=SCRIPT_BREAKOUT)
-    db = open_db(path)
-    runs = queries.load_runs(db, queries.experiment_run_ids(db, info["experiment_id"]))
-    info.update(home=home, path=path, cmp=build_comparison(runs, default_baseline(runs)))
-    db.conn.close()
-    return info
 
 
 def _open(browser: Any, file: Path) -> tuple[Any, dict[str, Any]]:
@@ -106,19 +91,7 @@ def _chart_drawn(page: Any) -> dict[str, int]:
 def test_chart_html_exports_run_no_script_from_data(browser: Any, hostile: dict[str, Any]) -> None:
     home: Path = hostile["home"]
     cli_out = home / "chart-cli.html"
-    code = cli_main(
-        [
-            "chart",
-            "--db",
-            str(hostile["path"]),
-            "--experiment",
-            str(hostile["experiment_id"]),
-            "--kind",
-            "throughput",
-            "--out",
-            str(cli_out),
-        ]
-    )
+    code = chart_html_cli(hostile, cli_out)
     assert code == 0
     chart = charts_compare.throughput_chart(hostile["cmp"])
     page_download = home / "chart-download.html"  # the Compare page's HTML button

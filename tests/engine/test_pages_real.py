@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from tests.apptest import open_page, page_text, with_query
 
@@ -43,21 +44,20 @@ def test_runs_page(real_env: dict[str, Any]) -> None:
     assert "Load health" in text and "KV cache:" in text and "achieved" in text
 
 
+def open_on_experiment(page: str, real_env: dict[str, Any]) -> AppTest:
+    """The page opened on the real experiment (?experiment=ID)."""
+    return open_page(page, with_query("experiment", real_env["experiment_id"]))
+
+
 def test_live_page_shows_the_final_state(real_env: dict[str, Any]) -> None:
-    at = open_page(
-        "pages/3_Live.py",
-        with_query("experiment", real_env["experiment_id"]),
-    )
+    at = open_on_experiment("pages/3_Live.py", real_env)
     text = page_text(at)
     assert "is done" in text
     assert at.get("vega_lite_chart") or at.get("arrow_vega_lite_chart")
 
 
 def test_compare_page(real_env: dict[str, Any]) -> None:
-    at = open_page(
-        "pages/4_Compare.py",
-        with_query("experiment", real_env["experiment_id"]),
-    )
+    at = open_on_experiment("pages/4_Compare.py", real_env)
     text = page_text(at)
     assert "max-num-seqs" in text
     assert "undecided" in text  # one run per side never gives better or worse

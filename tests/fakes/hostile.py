@@ -17,7 +17,9 @@ from typing import Any
 
 from core.clock import now_iso
 from core.records import RequestRecord
-from store import open_db, repo
+from store import connect, open_db, queries, repo
+from tuning.cli.main import main as cli_main
+from tuning.compare.comparison import build_comparison, default_baseline
 from tuning.metrics import summarize
 
 # Closes the inline <script> of an HTML export and runs its own; the HTML comment opener and the
@@ -92,35 +94,35 @@ def seed_hostile_lab(
         tags=text,
         error=text,
     )
+
+    def run(seq: int, repeat: int, val: str, status: str, *texts: str, **fields: Any) -> int:
+        """A run of the experiment: `text` as its author, origin and each field named in `texts`."""
+        return repo.create_run(
+            db,
+            experiment_id=exp,
+            seq=seq,
+            repeat_index=repeat,
+            param=param,
+            value=val,
+            config_json={"block-size": 16, param: val},
+            workload_json=WORKLOAD,
+            workload_fingerprint="fp-hostile",
+            engine="embedded",
+            model="tiny",
+            hardware="cpu-test",
+            status=status,
+            phase=status,
+            **dict.fromkeys(("author", "origin", *texts), text),
+            **fields,
+        )
+
     run_ids: list[int] = []
     seq = 0
     for rep in range(2):
         for val, ttft in (("2", 0.05), (value, 0.06)):
-            rid = repo.create_run(
-                db,
-                experiment_id=exp,
-                seq=seq,
-                repeat_index=rep,
-                param=param,
-                value=val,
-                config_json={"block-size": 16, param: val},
-                workload_json=WORKLOAD,
-                workload_fingerprint="fp-hostile",
-                engine="embedded",
-                vllm_version="0.32.0",
-                model="tiny",
-                backend="cpu",
-                hardware="cpu-test",
-                status="done",
-                phase="done",
-                author=text,
-                host=text,
-                origin=text,
-                notes=text,
-                tags=text,
-                started_at=now_iso(),
-                finished_at=now_iso(),
-            )
+            now = {"started_at": now_iso(), "finished_at": now_iso()}
+            engine = {"vllm_version": "0.32.0", "backend": "cpu"}
+            rid = run(seq, rep, val, "done", "host", "notes", "tags", **engine, **now)
             seq += 1
             recs = _records(ttft)
             repo.insert_requests(db, rid, recs)
@@ -140,28 +142,8 @@ def seed_hostile_lab(
                 },
             )
             run_ids.append(rid)
-    failed = repo.create_run(
-        db,
-        experiment_id=exp,
-        seq=seq,
-        repeat_index=0,
-        param=param,
-        value=value,
-        config_json={"block-size": 16, param: value},
-        workload_json=WORKLOAD,
-        workload_fingerprint="fp-hostile",
-        engine="embedded",
-        model="tiny",
-        hardware="cpu-test",
-        status="failed",
-        phase="failed",
-        failure_kind=text,
-        failure_reason=text,
-        failure_hint=text,
-        log_tail=text,
-        author=text,
-        origin=text,
-    )
+    texts = ("failure_kind", "failure_reason", "failure_hint", "log_tail")
+    failed = run(seq, 0, value, "failed", *texts)
     out: dict[str, Any] = {"experiment_id": exp, "run_ids": run_ids, "failed_run": failed}
     if with_active:
         live = repo.create_experiment(
@@ -184,3 +166,20 @@ def seed_hostile_lab(
         out["active_experiment_id"] = live
     db.conn.close()
     return out
+
+
+def seed_breakout_lab(home: Path) -> dict[str, Any]:
+    """The hostile lab with SCRIPT_BREAKOUT as every value and text, at home/lab.db; its ids, its
+    `home`, `path` and the comparison of its experiment (`cmp`)."""
+    path = home / "lab.db"
+    info = seed_hostile_lab(path, value=SCRIPT_BREAKOUT, text=SCRIPT_BREAKOUT)
+    with connect(path, readonly=True) as db:
+        runs = queries.load_runs(db, queries.experiment_run_ids(db, info["experiment_id"]))
+    info.update(home=home, path=path, cmp=build_comparison(runs, default_baseline(runs)))
+    return info
+
+
+def chart_html_cli(lab: dict[str, Any], out: Path) -> int:
+    """`tuning chart --kind throughput --out OUT` over the lab's experiment; its exit code."""
+    argv = ["chart", "--db", str(lab["path"]), "--experiment", str(lab["experiment_id"])]
+    return cli_main([*argv, "--kind", "throughput", "--out", str(out)])

@@ -5,11 +5,9 @@ that side no verdict, and the Runs and Compare pages say so."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from subprocess import CompletedProcess
 from typing import Any
 
 import pytest
@@ -17,38 +15,29 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from store import connect, queries
-from tests.fakes.engines import fake_settings_env
 
 REPO = Path(__file__).resolve().parents[2]
+FakeCli = Callable[..., CompletedProcess[str]]
 WORKLOAD = ["--num-requests", "6", "--concurrency", "3", "--input-len", "8", "--output-len", "4"]
 WORKLOAD += ["--num-warmups", "1", "--start-timeout", "240"]
 
 
-def tuning(home: Path, faults: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, **fake_settings_env(home, faults=faults)}
-    return subprocess.run(
-        [sys.executable, "-m", "tuning", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-
-
-def experiment(home: Path, faults: str, *args: str) -> list[dict[str, Any]]:
-    done = tuning(home, faults, "experiment", *args, *WORKLOAD, "--json")
+def experiment(cli: FakeCli, home: Path, faults: str, *args: str) -> list[dict[str, Any]]:
+    done = cli(home, "experiment", *args, *WORKLOAD, "--json", faults=faults)
     assert done.returncode == 0, done.stdout + done.stderr
     with connect(home / "lab.db", readonly=True) as db:
         return queries.list_runs(db, include_hidden=True)
 
 
 @pytest.fixture(scope="module")
-def ignored_block_size(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def ignored_block_size(
+    tmp_path_factory: pytest.TempPathFactory, fake_cli: FakeCli
+) -> dict[str, Any]:
     """block-size 32 vs 64, twice each; the engine ignores 64 (runs with its default, 16)."""
     home = tmp_path_factory.mktemp("ignored")
     faults = "ignore_flag=block_size@block-size=64"
-    runs = experiment(home, faults, "--param", "block-size", "--values", "32,64", "--repeats", "2")
+    args = ["--param", "block-size", "--values", "32,64", "--repeats", "2"]
+    runs = experiment(fake_cli, home, faults, *args)
     return {"home": home, "faults": faults, "runs": runs}
 
 
@@ -69,16 +58,18 @@ def test_the_run_stores_what_the_engine_ran_with_and_the_mismatch(
             assert "block-size: asked 64, the engine ran with 16" in m["reason"]
 
 
-def test_compare_gives_the_ignored_side_no_verdict(ignored_block_size: dict[str, Any]) -> None:
+def test_compare_gives_the_ignored_side_no_verdict(
+    ignored_block_size: dict[str, Any], fake_cli: FakeCli
+) -> None:
     exp = str(ignored_block_size["runs"][0]["experiment_id"])
     home, faults = ignored_block_size["home"], ignored_block_size["faults"]
-    done = tuning(home, faults, "compare", "--experiment", exp, "--json")
+    done = fake_cli(home, "compare", "--experiment", exp, "--json", faults=faults)
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     (cand,) = data["candidates"]
     assert cand["label"] == "block-size = 64" and "block-size: asked 64" in cand["not_applied"][0]
     assert {r["verdict"] for r in data["rows"] if r["role"] == "candidate"} == {"not applied"}
-    text = tuning(home, faults, "compare", "--experiment", exp).stdout
+    text = fake_cli(home, "compare", "--experiment", exp, faults=faults).stdout
     assert "Not applied by the engine, so no verdict" in text
 
 
@@ -124,10 +115,10 @@ def test_the_compare_page_gives_no_verdict(pages: None) -> None:
     assert verdicts and all(v.startswith("⊘ not applied") for v in verdicts[1:])
 
 
-def test_an_ignored_max_num_seqs_shows_under_load(tmp_path: Path) -> None:
+def test_an_ignored_max_num_seqs_shows_under_load(tmp_path: Path, fake_cli: FakeCli) -> None:
     """No resolved config reports max-num-seqs: vLLM's running count above the limit does."""
     faults = "ignore_flag=max_num_seqs,ttft_ms=1000"
-    runs = experiment(tmp_path, faults, "--param", "max-num-seqs", "--values", "1")
+    runs = experiment(fake_cli, tmp_path, faults, "--param", "max-num-seqs", "--values", "1")
     (run,) = runs
     (m,) = run["config_mismatch"]
     assert m["param"] == "max-num-seqs" and m["source"] == "vllm:num_requests_running under load"

@@ -3,7 +3,6 @@ anything starts, and a value that cannot start is flagged with the reason."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -11,23 +10,11 @@ import pytest
 from tests.apptest import frame_with, open_page, page_text
 from tests.fakes.engines import fake_settings_env
 
-TINY = {
-    "hidden_size": 256,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 4,
-    "max_position_embeddings": 4096,
-    "torch_dtype": "bfloat16",
-}
-
 
 def test_new_experiment_shows_the_predicted_kv_cache(
-    lab_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    lab_home: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    model = tmp_path / "model"
-    model.mkdir()
-    (model / "config.json").write_text(json.dumps(TINY))
-    env = {**fake_settings_env(lab_home), "TUNING_LAB_ENGINE_MODEL": str(model)}
+    env = {**fake_settings_env(lab_home), "TUNING_LAB_ENGINE_MODEL": str(tiny_model)}
     env["TUNING_LAB_ENGINE_BACKEND"] = "cpu"
     for name, value in env.items():
         monkeypatch.setenv(name, value)

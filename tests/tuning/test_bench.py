@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.factories import bench_args
 from tests.fakes.fake_openai import fake_server
 from tuning.bench import add_bench_arguments, choose_tokenizer, parse_goodput, run_bench_command
 from tuning.engine import model_dir
@@ -47,29 +48,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def argv(base_url: str, out: Path, *extra: str, model: str = "fake-model") -> list[str]:
-    return [
-        "--base-url",
-        base_url,
-        "--model",
-        model,
-        "--concurrency",
-        "3",
-        "--num-requests",
-        "9",
-        "--input-len",
-        "12",
-        "--output-len",
-        "5",
-        "--result-json",
-        str(out),
-        *extra,
-    ]
-
-
 def test_there_is_no_api_key_flag(tmp_path: Path) -> None:
     with pytest.raises(SystemExit):
-        parse(argv("http://x", tmp_path / "r.json", "--api-key", "k"))
+        bench_args("http://x", tmp_path / "r.json", "--api-key", "k")
     with pytest.raises(SystemExit):
         parse(["--base-url", "http://x"])
 
@@ -88,7 +69,7 @@ def test_bench_end_to_end_with_server_tokenizer(
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     out = tmp_path / "res" / "r.json"
     with fake_server(api_key=KEY, ttft_ms=5) as srv:
-        code = run_bench_command(parse(argv(srv.base_url + "/v1", out, "--goodput", "ttft:1000")))
+        code = run_bench_command(bench_args(srv.base_url + "/v1", out, "--goodput", "ttft:1000"))
     printed = capsys.readouterr()
     assert code == 0, printed.err
     text = out.read_text()
@@ -113,22 +94,8 @@ def test_bench_with_local_tokenizer_and_failures(
 ) -> None:
     out = tmp_path / "r.json"
     with fake_server(fail_http_on={4, 5}, no_choices_on={6}) as srv:
-        code = run_bench_command(
-            parse(
-                argv(
-                    srv.base_url,
-                    out,
-                    "--tokenizer",
-                    str(tiny_tokenizer),
-                    "--num-warmups",
-                    "1",
-                    "--endpoint",
-                    "chat",
-                    "--transport",
-                    "raw",
-                )
-            )
-        )
+        extra = ["--tokenizer", str(tiny_tokenizer), "--num-warmups", "1", "--endpoint", "chat"]
+        code = run_bench_command(bench_args(srv.base_url, out, *extra, "--transport", "raw"))
     printed = capsys.readouterr()
     assert code == 0
     result = json.loads(out.read_text())
@@ -140,12 +107,12 @@ def test_bench_with_local_tokenizer_and_failures(
 
 def test_bench_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "r.json"
-    assert run_bench_command(parse(argv("http://127.0.0.1:9", out, "--concurrency", "0"))) == 2
+    assert run_bench_command(bench_args("http://127.0.0.1:9", out, "--concurrency", "0")) == 2
     with fake_server() as srv:
-        assert run_bench_command(parse(argv(srv.base_url, out, model="nope"))) == 1
+        assert run_bench_command(bench_args(srv.base_url, out, model="nope")) == 1
         assert "check the model name" in capsys.readouterr().err
     with fake_server(no_usage=True) as srv:
-        assert run_bench_command(parse(argv(srv.base_url, out, "--quiet"))) == 1
+        assert run_bench_command(bench_args(srv.base_url, out, "--quiet")) == 1
     assert "no request succeeded" in capsys.readouterr().err
     result = json.loads(out.read_text())
     assert result["failed"] == 9 and result["mean_ttft_ms"] is None

@@ -4,15 +4,15 @@ window, the client - server difference, the bound that flags a run, and where it
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
 import pytest
 
 from core.records import RequestRecord
+from tests.factories import bench_args
 from tests.fakes.fake_openai import fake_server
-from tuning.bench import add_bench_arguments, run_bench_command
+from tuning.bench import run_bench_command
 from tuning.health import SERVER_GAP_MS, server_latency, server_summary
 from tuning.metrics import columns
 from ui.health import health_badge, health_problems, server_gap_ms
@@ -105,27 +105,9 @@ def test_the_runs_page_shows_the_gap_and_the_flag() -> None:
 def test_bench_reports_the_servers_own_means(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    parser = argparse.ArgumentParser()
-    add_bench_arguments(parser)
     out = tmp_path / "r.json"
     with fake_server(ttft_ms=30, itl_ms=2, counter_lag_ms=300) as srv:
-        args = [
-            "--base-url",
-            srv.base_url,
-            "--model",
-            "fake-model",
-            "--concurrency",
-            "3",
-            "--num-requests",
-            "9",
-            "--input-len",
-            "12",
-            "--output-len",
-            "5",
-            "--result-json",
-            str(out),
-        ]
-        assert run_bench_command(parser.parse_args(args)) == 0
+        assert run_bench_command(bench_args(srv.base_url, out)) == 0
     server = json.loads(out.read_text())["lab"]["server"]
     assert server["tokens"]["agree"] and server["tokens"]["server_output_tokens"] == 45
     lat = server["latency"]

@@ -12,48 +12,20 @@ from subprocess import CompletedProcess
 import pytest
 
 from store import connect, queries, snapshot
+from tests.factories import TINY_MODEL
 from tests.fakes.engines import fake_settings_env, fake_spec
 from tuning.predict import ModelShape, error_pct, predict_config, predict_values, run_columns
 
 REPO = Path(__file__).resolve().parents[2]
 H200_DB = REPO / "examples" / "h200" / "lab-h200.db.xz"
-# The embedded engine's tiny-llama (tuning.engine.build_tiny_model): 2 x 2 x 4 x 64 x 2 = 2,048 B.
-TINY = {
-    "hidden_size": 256,
-    "intermediate_size": 512,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 4,
-    "max_position_embeddings": 4096,
-    "torch_dtype": "bfloat16",
-    "vocab_size": 860,
-}
 # The 1B dummy Llama of the H200 runs (../shared/tools/gpu-vllm/make_tiny_model.py).
-H200_MODEL = {
-    "hidden_size": 2048,
-    "intermediate_size": 8192,
-    "num_hidden_layers": 16,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-    "head_dim": 64,
-    "max_position_embeddings": 2048,
-    "vocab_size": 1024,
-    "torch_dtype": "bfloat16",
-}
+H200_MODEL = json.loads((H200_DB.parent / "model-config.json").read_text())
 CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
 EAGER = {"enforce-eager": True, "max-model-len": 2048}
 
 
-@pytest.fixture
-def tiny_dir(tmp_path: Path) -> Path:
-    folder = tmp_path / "tiny-llama"
-    folder.mkdir()
-    (folder / "config.json").write_text(json.dumps(TINY))
-    return folder
-
-
 def test_bytes_per_token_and_kv_dtype() -> None:
-    shape = ModelShape.from_config(TINY)
+    shape = ModelShape.from_config(TINY_MODEL)
     assert (shape.layers, shape.kv_heads, shape.head_dim) == (2, 4, 64)
     assert shape.kv_bytes_per_token() == 2048
     assert shape.kv_bytes_per_token("fp8") == 1024
@@ -61,7 +33,7 @@ def test_bytes_per_token_and_kv_dtype() -> None:
 
 
 def test_an_explicit_budget_gives_blocks_tokens_and_concurrency() -> None:
-    shape = ModelShape.from_config(TINY)
+    shape = ModelShape.from_config(TINY_MODEL)
     rows = predict_values(
         "kv-cache-memory-bytes", ["2M", "1G"], EAGER, shape, backend="cpu", env=CPU_ENV
     )
@@ -82,7 +54,7 @@ def test_an_explicit_budget_gives_blocks_tokens_and_concurrency() -> None:
 
 
 def test_the_engines_env_budget_and_values_that_cannot_start() -> None:
-    shape = ModelShape.from_config(TINY)
+    shape = ModelShape.from_config(TINY_MODEL)
     env_only = predict_config(EAGER, shape, backend="cpu", env=CPU_ENV)
     assert env_only.kv_tokens == 524288 and "VLLM_CPU_KVCACHE_SPACE" in env_only.budget_source
     rows = predict_values("block-size", [16, 32], EAGER, shape, backend="cpu", env=CPU_ENV)
@@ -113,10 +85,10 @@ def test_h200_runs_are_predicted_within_five_percent(example: str) -> None:
         assert err is not None and abs(err) <= 5.0, (run["id"], err)
 
 
-def test_run_columns_for_the_runs_table(tiny_dir: Path) -> None:
+def test_run_columns_for_the_runs_table(tiny_model: Path) -> None:
     spec = fake_spec()
     assert run_columns(spec, {"max-model-len": 2048}) == {}  # a hub name: no config.json here
-    spec.model, spec.backend = str(tiny_dir), "cpu"
+    spec.model, spec.backend = str(tiny_model), "cpu"
     cols = run_columns(spec, {**EAGER, "kv-cache-memory-bytes": "1G"})
     assert cols["predicted_kv_cache_tokens"] == 524288
     assert cols["predicted_max_concurrency"] == 256.0
@@ -124,16 +96,16 @@ def test_run_columns_for_the_runs_table(tiny_dir: Path) -> None:
     assert error_pct(524288, 524288) == 0.0 and error_pct(None, 5) is None
 
 
-def test_cli_predict(tiny_dir: Path, tuning_cli: Callable[..., CompletedProcess[str]]) -> None:
-    env = {**fake_settings_env(tiny_dir.parent / "lab"), "TUNING_LAB_ENGINE_BACKEND": "cpu"}
-    env["TUNING_LAB_ENGINE_MODEL"] = str(tiny_dir)
+def test_cli_predict(tiny_model: Path, tuning_cli: Callable[..., CompletedProcess[str]]) -> None:
+    env = {**fake_settings_env(tiny_model.parent / "lab"), "TUNING_LAB_ENGINE_BACKEND": "cpu"}
+    env["TUNING_LAB_ENGINE_MODEL"] = str(tiny_model)
     args = ["predict", "--param", "kv-cache-memory-bytes", "--values", "2M,1G"]
-    out = tuning_cli([*args, "--set", "max-model-len=2048", "--json"], tiny_dir, env=env)
+    out = tuning_cli([*args, "--set", "max-model-len=2048", "--json"], tiny_model, env=env)
     assert out.returncode == 0, out.stderr
     rows = json.loads(out.stdout)["values"]
     assert [r["kv_tokens"] for r in rows] == [1024, 524288]
     assert [r["can_start"] for r in rows] == [False, True]
-    text = tuning_cli(args, tiny_dir, env=env)
+    text = tuning_cli(args, tiny_model, env=env)
     assert text.returncode == 0 and "cannot start" in text.stdout and "524,288" in text.stdout
-    bad = tuning_cli(["predict", "--param", "block-size", "--values", "x"], tiny_dir, env=env)
+    bad = tuning_cli(["predict", "--param", "block-size", "--values", "x"], tiny_model, env=env)
     assert bad.returncode == 2 and "refused" in bad.stderr

@@ -229,10 +229,15 @@ class _Client:
         try:
             await asyncio.gather(*tasks)
         except asyncio.CancelledError:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await self._cancel_all(tasks)
             raise
+
+    @staticmethod
+    async def _cancel_all(tasks: list[asyncio.Task[None]]) -> None:
+        """Cancel a phase's tasks (those started so far) and wait until every one has ended."""
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def run(self, prompts: Sequence[str]) -> LoadResult:
         w = self.workload

@@ -200,9 +200,7 @@ class _PlanClient(_Client):
                 await self._dispatch(phase, tasks)
             await asyncio.gather(*tasks)
         except asyncio.CancelledError:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await self._cancel_all(tasks)
             raise
 
     async def _closed_worker(self, phase: _Phase, order: Any) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tests.factories import run_row
 from tuning.cli.compare import format_comparison
 from tuning.compare import present
 from tuning.compare.comparison import build_comparison
@@ -14,35 +15,12 @@ from tuning.compare.present import table_rows, verdict_text
 
 KV = "kv-cache-memory-bytes"
 REAL = {"equivalent", "better", "worse", "undecided"}
-WORKLOAD = {"num_requests": 64, "concurrency": 16, "input_len": 64, "output_len": 64}
 
 
 def make_run(rid: int, value: str, *, param: str, tput: float = 1000.0, **over: Any) -> dict:
-    """A measured run row as queries.load_runs returns it (only what the comparison reads)."""
-    row = {
-        "id": rid,
-        "experiment_id": 1,
-        "seq": rid,
-        "repeat_index": 0,
-        "param": param,
-        "value": value,
-        "status": "done",
-        "config": {"max-num-seqs": 16, "max-model-len": 2048, param: value},
-        "workload": WORKLOAD,
-        "workload_fingerprint": "fp",
-        "model": "tiny",
-        "engine": "embedded-cpu",
-        "vllm_version": "0.32.0",
-        "hardware": "cpu",
-        "completed": 64,
-        "failed": 0,
-        "duration": 10.0,
-        "output_throughput": tput,
-        "mean_ttft_ms": 100.0 * 1000.0 / tput,
-        "mean_tpot_ms": 5.0,
-        "kv_cache_tokens": 524288,
-    }
-    return {**row, **over}
+    """A measured run row (tests.factories.run_row): TTFT falls as throughput rises."""
+    ttft = 100.0 * 1000.0 / tput
+    return run_row(rid, value, ttft=ttft, tput=tput, param=param, kv_cache_tokens=524288, **over)
 
 
 def mismatch(param: str, asked: Any, effective: Any) -> list[dict[str, Any]]:

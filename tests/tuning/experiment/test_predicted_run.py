@@ -3,7 +3,6 @@ beside the engine's own figures, and the Runs table shows both with the error in
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from subprocess import CompletedProcess
@@ -12,24 +11,12 @@ from store import connect, queries
 from tests.fakes.engines import fake_settings_env
 from ui.predict import prediction_columns
 
-TINY = {
-    "hidden_size": 256,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 4,
-    "max_position_embeddings": 4096,
-    "torch_dtype": "bfloat16",
-}
-
 
 def test_a_run_stores_its_prediction_beside_the_engines_figures(
-    tmp_path: Path, tuning_cli: Callable[..., CompletedProcess[str]]
+    tmp_path: Path, tiny_model: Path, tuning_cli: Callable[..., CompletedProcess[str]]
 ) -> None:
-    model = tmp_path / "model"
-    model.mkdir()
-    (model / "config.json").write_text(json.dumps(TINY))
     home = tmp_path / "lab"
-    env = {**fake_settings_env(home), "TUNING_LAB_ENGINE_MODEL": str(model)}
+    env = {**fake_settings_env(home), "TUNING_LAB_ENGINE_MODEL": str(tiny_model)}
     args = ["experiment", "--param", "kv-cache-memory-bytes", "--values", "1G"]
     args += ["--set", "max-model-len=2048", "--num-requests", "2", "--concurrency", "1"]
     args += ["--input-len", "4", "--output-len", "2", "--num-warmups", "0"]

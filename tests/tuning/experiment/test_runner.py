@@ -8,8 +8,8 @@ from pathlib import Path
 
 from store import open_db, queries
 from tests.checks import wait_for
+from tests.factories import plan_attached
 from tests.fakes.fake_openai import FakeConfig, FakeOpenAIServer
-from tuning.experiment.plan import plan_experiment
 from tuning.experiment.runner import run_experiment
 from tuning.experiment.supervisor import cancel_experiment
 from tuning.workload import Workload
@@ -19,15 +19,7 @@ def test_cancel_stops_the_load_and_marks_the_run_cancelled(lab_home: Path) -> No
     db_path = lab_home / "lab.db"
     wl = Workload(num_requests=400, concurrency=2, input_len=4, output_len=50, num_warmups=0)
     with FakeOpenAIServer(FakeConfig(model="m", itl_ms=20.0)) as srv:
-        exp_id = plan_experiment(
-            db_path,
-            param="concurrency",
-            values=[2, 4],
-            workload=wl,
-            engine=None,
-            base_url=srv.base_url,
-            model="m",
-        )
+        exp_id = plan_attached(db_path, "concurrency", [2, 4], wl, base_url=srv.base_url)
         result: dict[str, object] = {}
         worker = threading.Thread(target=lambda: result.update(ids=run_experiment(db_path, exp_id)))
         worker.start()

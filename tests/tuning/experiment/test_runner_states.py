@@ -21,11 +21,11 @@ import pytest
 
 from core.clock import now_iso
 from store import connect, queries, repo
+from tests.factories import plan_attached
 from tests.fakes.engines import fake_settings_env
 from tests.fakes.fake_openai import FakeConfig, FakeOpenAIServer
 from tuning.experiment import runner as runner_module
 from tuning.experiment.lock import machine_lock
-from tuning.experiment.plan import plan_experiment
 from tuning.experiment.runner import ExperimentRunner, run_experiment
 from tuning.experiment.supervisor import cancel_experiment, reap_stale
 from tuning.workload import Workload
@@ -50,16 +50,8 @@ def quick_server() -> Iterator[FakeOpenAIServer]:
 def attached(
     db: Path, srv: FakeOpenAIServer | str, wl: Workload, values: list[int], repeats: int = 1
 ) -> int:
-    return plan_experiment(
-        db,
-        param="concurrency",
-        values=values,
-        workload=wl,
-        engine=None,
-        base_url=srv if isinstance(srv, str) else srv.base_url,
-        model="m",
-        repeats=repeats,
-    )
+    url = srv if isinstance(srv, str) else srv.base_url
+    return plan_attached(db, "concurrency", values, wl, base_url=url, repeats=repeats)
 
 
 def cli(*args: str, env: dict[str, str] | None = None, **kw: Any) -> subprocess.Popen[str]:
@@ -231,15 +223,7 @@ def foreign() -> Iterator[psutil.Process]:
 
 
 def running_experiment(db_path: Path, **exp_fields: Any) -> tuple[int, int]:
-    exp_id = plan_experiment(
-        db_path,
-        param="concurrency",
-        values=[1, 2],
-        workload=QUICK,
-        engine=None,
-        base_url="http://127.0.0.1:9/v1",
-        model="m",
-    )
+    exp_id = plan_attached(db_path, "concurrency", [1, 2], QUICK)
     with connect(db_path) as db:
         run_id = repo.create_run(
             db, experiment_id=exp_id, seq=0, param="concurrency", value="1", status="running"

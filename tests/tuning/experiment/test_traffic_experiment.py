@@ -5,40 +5,33 @@ turn and dispatch lag, the traffic summary, comparability by the plan's fingerpr
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
+from subprocess import CompletedProcess
 from typing import Any
 
 import pytest
 
 from store import connect, queries
-from tests.fakes.engines import fake_settings_env
 from tuning.compare.comparability import check_pair
 from tuning.experiment.planned import apply_value, mirrored, with_knob
 from tuning.traffic import Arrival, LengthDist, Source, TrafficError, WorkloadSpec
 from tuning.workload import Workload
 
-REPO = Path(__file__).resolve().parents[3]
 SMALL = ["--num-requests", "8", "--input-len", "16", "--output-len", "4", "--num-warmups", "1"]
 SMALL += ["--start-timeout", "240", "--json"]
 
 
-def tuning(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, **fake_settings_env(home)}
-    return subprocess.run(
-        [sys.executable, "-m", "tuning", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+@pytest.fixture(scope="module")
+def tuning(fake_cli: Callable[..., CompletedProcess[str]]) -> Callable[..., CompletedProcess[str]]:
+    """`python -m tuning ARGS` with the fake engine, `home` as the lab."""
+    return lambda home, *args: fake_cli(home, *args, timeout=240)
 
 
 @pytest.fixture(scope="module")
-def rate_sweep(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def rate_sweep(
+    tmp_path_factory: pytest.TempPathFactory, tuning: Callable[..., CompletedProcess[str]]
+) -> dict[str, Any]:
     home = tmp_path_factory.mktemp("traffic")
     done = tuning(
         home,
@@ -97,7 +90,9 @@ def test_runs_of_a_knob_sweep_are_comparable_by_that_knob(rate_sweep: dict[str, 
     assert check.comparable and set(check.changed) == {"request-rate"}
 
 
-def test_a_saved_workload_by_name_and_a_dataset(tmp_path: Path) -> None:
+def test_a_saved_workload_by_name_and_a_dataset(
+    tmp_path: Path, tuning: Callable[..., CompletedProcess[str]]
+) -> None:
     home = tmp_path / "lab"
     spec = WorkloadSpec(
         input=LengthDist("uniform", 12, range_ratio=0.5),

@@ -15,7 +15,6 @@ from store import open_db, queries
 from tests.fakes.fake_openai import fake_server
 from tuning.loadgen import endpoint
 from tuning.loadgen.endpoint import EndpointError, check_endpoint, probe_endpoint
-from tuning.params import free_port
 
 MODEL = "fake-model"
 KEY = "sk-probe-0123456789abcdef"
@@ -48,21 +47,13 @@ def test_the_control_calls_go_through_the_openai_client(monkeypatch: pytest.Monk
     assert len(made) == 3 and all(c.max_retries == 0 for c in made)
 
 
-def test_the_probe_names_the_key_the_url_or_the_model() -> None:
+def test_the_probe_sends_the_key_and_names_the_model() -> None:
+    """(A missing or wrong key and a wrong URL: test_endpoint.py, for both control calls.)"""
     with fake_server(api_key=KEY) as srv:
-        with pytest.raises(EndpointError, match="no API key was sent; check OPENAI_API_KEY"):
-            probe_endpoint(srv.base_url, MODEL)
-        with pytest.raises(EndpointError, match="refused; check OPENAI_API_KEY") as wrong:
-            probe_endpoint(srv.base_url, MODEL, "sk-wrong-key")
-        assert "sk-wrong-key" not in str(wrong.value)
         probe_endpoint(srv.base_url, MODEL, KEY)
         assert srv.stats.authorization[-1] == f"Bearer {KEY}"
         with pytest.raises(EndpointError, match="model 'llama-9000'.*check the model name"):
             probe_endpoint(srv.base_url, "llama-9000", KEY)
-    with pytest.raises(EndpointError, match="connection refused.*check the base URL"):
-        probe_endpoint(f"http://127.0.0.1:{free_port()}", MODEL)
-    with pytest.raises(EndpointError, match="check the base URL"):
-        probe_endpoint("localhost:8000", MODEL)
 
 
 def test_a_server_that_fails_or_hangs_is_a_plain_message() -> None:

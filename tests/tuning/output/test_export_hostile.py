@@ -5,47 +5,20 @@ same text as text. The real-browser proof is tests/e2e/test_export_hostile_brows
 from __future__ import annotations
 
 import json
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from store import open_db, queries
-from tests.fakes.hostile import SCRIPT_BREAKOUT, seed_hostile_lab
+from store import connect
+from tests.checks import start_tags
+from tests.fakes.hostile import chart_html_cli
 from tuning.charts import compare as charts_compare
 from tuning.charts import kinds
 from tuning.charts.build import build_chart
 from tuning.charts.common import short_labels
-from tuning.cli.main import main as cli_main
-from tuning.compare.comparison import build_comparison, default_baseline
 from tuning.output import export
 from tuning.output.report import build_report
-
-
-class _Tags(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.tags: list[tuple[str, dict[str, str | None]]] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.append((tag, dict(attrs)))
-
-
-def _tags(page: str) -> list[tuple[str, dict[str, str | None]]]:
-    parser = _Tags()
-    parser.feed(page)
-    return parser.tags
-
-
-@pytest.fixture(scope="module")
-def hostile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    path = tmp_path_factory.mktemp("hostile") / "lab.db"
-    info = seed_hostile_lab(path, value=SCRIPT_BREAKOUT, text=SCRIPT_BREAKOUT)
-    db = open_db(path)
-    runs = queries.load_runs(db, queries.experiment_run_ids(db, info["experiment_id"]))
-    info.update(path=path, db=db, cmp=build_comparison(runs, default_baseline(runs)))
-    return info
 
 
 def test_script_json_escapes_what_ends_a_script() -> None:
@@ -71,7 +44,7 @@ def _script_bodies(page: str) -> list[str]:
 def _assert_inert(page: str) -> None:
     """Exactly the page's own two scripts (the inlined Vega bundle and the embed call); the
     hostile text sits inside the spec as \\u escapes."""
-    assert [t for t, _ in _tags(page) if t in ("script", "img")] == ["script", "script"]
+    assert [t for t, _ in start_tags(page) if t in ("script", "img")] == ["script", "script"]
     assert "window.__pwned" in page  # the value is there, as data
     assert "</script><script>window.__pwned" not in page
     assert "<!--<script>" not in page and "\u2028" not in page and "\u2029" not in page
@@ -92,19 +65,7 @@ def test_chart_cli_html_keeps_a_hostile_value_inside_the_spec(
     hostile: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "x.html"
-    code = cli_main(
-        [
-            "chart",
-            "--db",
-            str(hostile["path"]),
-            "--experiment",
-            str(hostile["experiment_id"]),
-            "--kind",
-            "throughput",
-            "--out",
-            str(out),
-        ]
-    )
+    code = chart_html_cli(hostile, out)
     assert code == 0, capsys.readouterr()
     _assert_inert(out.read_text(encoding="utf-8"))
 
@@ -113,18 +74,19 @@ def test_report_shows_a_script_breakout_as_text(hostile: dict[str, Any]) -> None
     page = build_report(
         hostile["path"], experiment_ids=[hostile["experiment_id"]], kinds=("throughput",)
     )
-    names = [t for t, _ in _tags(page)]
+    names = [t for t, _ in start_tags(page)]
     assert "script" not in names and "img" not in names
     assert "</script><script>" not in page and "<!--<script>" not in page
     assert "&lt;/script&gt;&lt;script&gt;window.__pwned=1" in page
-    assert all(not k.startswith("on") for _, attrs in _tags(page) for k in attrs)
+    assert all(not k.startswith("on") for _, attrs in start_tags(page) for k in attrs)
 
 
 def test_every_chart_of_a_hostile_comparison_still_draws(hostile: dict[str, Any]) -> None:
     """A U+2028 in a value used to be a syntax error in Vega's sort expression: no chart drew."""
     drawn = []
-    for kind in kinds.CHART_KINDS:
-        chart = build_chart(hostile["db"], hostile["cmp"], kind)
+    with connect(hostile["path"], readonly=True) as db:
+        charts = {kind: build_chart(db, hostile["cmp"], kind) for kind in kinds.CHART_KINDS}
+    for kind, chart in charts.items():
         if chart is None:
             continue
         svg = export.chart_svg(chart).decode("utf-8")

@@ -4,7 +4,6 @@ fetches nothing, with every DB string escaped and secrets scrubbed."""
 from __future__ import annotations
 
 import re
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ import pytest
 from core.redact import REDACTED
 from store import open_db, queries, repo
 from store.bundle import export_bundle, import_bundle
+from tests.checks import start_tags
 from tests.factories import SECRETS, seed_clean_lab, seed_lab
 from tuning.charts import kinds as ch
 from tuning.cli.main import main as cli_main
@@ -25,23 +25,6 @@ from tuning.output.report import (
     report_file_name,
     write_report,
 )
-
-
-class _Tags(HTMLParser):
-    """Every start tag and its attributes (what a browser would act on)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.tags: list[tuple[str, dict[str, str | None]]] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.append((tag, dict(attrs)))
-
-
-def tags(page: str) -> list[tuple[str, dict[str, str | None]]]:
-    parser = _Tags()
-    parser.feed(page)
-    return parser.tags
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +77,7 @@ def test_report_fetches_nothing_and_runs_nothing(full_report: str) -> None:
     assert network_references(page) == []
     assert f'<meta http-equiv="Content-Security-Policy" content="{CSP}">' in page
     assert "default-src 'none'" in CSP and "script-src" not in CSP
-    for tag, attrs in tags(page):
+    for tag, attrs in start_tags(page):
         assert tag not in ("script", "iframe", "object", "embed", "link", "img", "base"), tag
         for name, value in attrs.items():
             assert not name.startswith("on"), (tag, name)
@@ -126,7 +109,7 @@ def test_text_from_the_db_is_escaped(tmp_path: Path) -> None:
             repo.update_run(db, rid, failure_reason=evil, log_tail=evil)
     db.conn.close()
     page = build_report(path, experiment_ids=[info["experiment_id"]], kinds=("throughput",))
-    assert [t for t, _ in tags(page) if t in ("script", "img")] == []
+    assert [t for t, _ in start_tags(page) if t in ("script", "img")] == []
     assert "&lt;script&gt;" in page
     assert page.count("<svg") == 1
 
