@@ -26,8 +26,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks import common  # noqa: E402
-from benchmarks import ab_engine  # noqa: E402
+from benchmarks import ab_engine, common  # noqa: E402
 from benchmarks.agreement import run_one  # noqa: E402
 
 KEYS = ("output_throughput", "request_throughput", "mean_ttft_ms")
