@@ -9,20 +9,24 @@ import hashlib
 import json
 import sqlite3
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
+from subprocess import CompletedProcess
 from typing import Any
 
 import pytest
 
 from store import connect
-from tests.tuning.experiment.test_traffic_experiment import SMALL, tuning
+from tests.tuning.experiment.test_traffic_experiment import SMALL
 from tuning.cli.main import main as cli_main
 
 MARKER = "PRIVATE-7f3a9c-zebra"
 
 
 @pytest.fixture(scope="module")
-def marked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def marked(
+    tmp_path_factory: pytest.TempPathFactory, fake_cli: Callable[..., CompletedProcess[str]]
+) -> dict[str, Any]:
     home = tmp_path_factory.mktemp("privacy")
     data = home / "private.jsonl"
     lines = [
@@ -33,10 +37,11 @@ def marked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         for i in range(8)
     ]
     data.write_text("".join(json.dumps(x) + "\n" for x in lines))
-    done = tuning(
+    done = fake_cli(
         home,
         *("experiment", "--param", "concurrency", "--values", "2", "--dataset", str(data)),
         *SMALL,
+        timeout=240,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     run_id = json.loads(done.stdout.strip().splitlines()[-1])["run_ids"][0]
