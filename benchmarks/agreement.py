@@ -23,15 +23,24 @@ from benchmarks import ab_engine, common  # noqa: E402
 from tuning.engine import embedded_spec  # noqa: E402
 
 
-def run_one(tool: str, load: common.Load, tmp: Path, i: int) -> dict[str, Any]:
-    """One client run against the shared server; its result JSON as a row."""
+def run_one(
+    tool: str,
+    load: common.Load,
+    tmp: Path,
+    i: int,
+    extra: dict[str, list[str]] | None = None,
+    keys: tuple[str, ...] = common.AGREEMENT_KEYS,
+) -> dict[str, Any]:
+    """One client run against the shared server; its result JSON as a row. `extra`: more flags
+    per tool ("lab" / "vllm"), e.g. an open loop's request rate."""
     out = tmp / f"{tool}-{load.concurrency}-{i}.json"
+    more = (extra or {}).get(tool, [])
     if tool == "lab":
-        cmd = common.lab_argv(sys.executable, load, out)
+        cmd = common.lab_argv(sys.executable, load, out, extra=more)
     else:
-        cmd = common.vllm_argv(str(embedded_spec().command[0]), load, out)
+        cmd = common.vllm_argv(str(embedded_spec().command[0]), load, out, extra=more)
     return {
-        **common.result_row(ab_engine.run_client(cmd, tool, out)),
+        **common.result_row(ab_engine.run_client(cmd, tool, out), keys),
         "tool": tool,
         "concurrency": load.concurrency,
     }

@@ -5,8 +5,10 @@ cannot use on a 2-core machine. This is a bare asyncio protocol (uvloop when ins
 SSE chunk pre-encoded, byte-compatible with vLLM's compact JSON and chunked transfer encoding.
 Between chunks each stream yields to the loop, so C streams interleave one chunk at a time, like an
 engine step that emits one token for every running request; with `--itl-ms` it paces them instead.
+With `--whole` each response goes out in one write as soon as its request is read (every token's
+event still its own chunk): the cheapest server per request, for measuring a client's request rate.
 
-    python benchmarks/stub_server.py --port 8321 [--itl-ms 0] [--model tiny]
+    python benchmarks/stub_server.py --port 8321 [--itl-ms 0 | --whole] [--model tiny]
 
 Routes: GET /health, GET /v1/models, POST /v1/completions, POST /v1/chat/completions (404 for the
 rest, so `vllm bench serve` skips its /tokenize alignment and /metrics scrape).
@@ -30,9 +32,10 @@ def _chunk(data: bytes) -> bytes:
 class Stub:
     """Pre-encoded responses for one served model name."""
 
-    def __init__(self, model: str, itl_ms: float) -> None:
+    def __init__(self, model: str, itl_ms: float, whole: bool = False) -> None:
         self.model = model
         self.itl_s = itl_ms / 1000.0
+        self.whole = whole
         self.streams = 0
         head = {"id": "cmpl-stub", "object": "text_completion", "created": 0, "model": model}
         chead = {
@@ -88,6 +91,19 @@ class Stub:
         self.models = json.dumps(
             {"object": "list", "data": [{"id": model, "object": "model", "owned_by": "stub"}]}
         ).encode()
+
+    def response(self, chat: bool, n: int, prompt_tokens: int) -> bytes:
+        """A whole streamed response of `n` tokens, head to the last chunk."""
+        return b"".join(
+            [
+                STREAM_HEAD,
+                self.role if chat else b"",
+                self.mid[chat] * (n - 1),
+                self.last[chat],
+                self.usage(chat, prompt_tokens, n),
+                self.done,
+            ]
+        )
 
     def usage(self, chat: bool, prompt_tokens: int, n: int) -> bytes:
         obj = {
@@ -179,6 +195,9 @@ class StubProtocol(asyncio.Protocol):
             chat = path.endswith("chat/completions")
             text = req["messages"][-1]["content"] if chat else req.get("prompt", "")
             prompt_tokens = max(1, len(str(text)) // 4)
+            if self.stub.whole:
+                self.transport.write(self.stub.response(chat, n, prompt_tokens))
+                return
             self.task = asyncio.get_running_loop().create_task(self.stream(chat, n, prompt_tokens))
         else:
             self.transport.write(_plain("404 Not Found", b'{"detail":"Not Found"}'))
@@ -205,10 +224,12 @@ class StubProtocol(asyncio.Protocol):
         t.write(stub.last[chat] + stub.usage(chat, prompt_tokens, n) + stub.done)
 
 
-async def serve(port: int, model: str, itl_ms: float, ready: Any = None) -> None:
+async def serve(
+    port: int, model: str, itl_ms: float, ready: Any = None, whole: bool = False
+) -> None:
     """Serve until cancelled; `ready`, if given, is called with the bound port."""
     loop = asyncio.get_running_loop()
-    stub = Stub(model, itl_ms)
+    stub = Stub(model, itl_ms, whole)
     server = await loop.create_server(
         lambda: StubProtocol(stub), "127.0.0.1", port, backlog=4096, reuse_address=True
     )
@@ -235,6 +256,9 @@ def main(argv: list[str] | None = None) -> int:
         default=0.0,
         help="pause between chunks; 0 = only yield to the loop (instant)",
     )
+    parser.add_argument(
+        "--whole", action="store_true", help="each response in one write, no pause (instant)"
+    )
     args = parser.parse_args(argv)
     try:
         import uvloop
@@ -249,6 +273,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.model,
                 args.itl_ms,
                 ready=lambda p: print(f"stub on http://127.0.0.1:{p}", flush=True),
+                whole=args.whole,
             )
         )
     return 0

@@ -160,6 +160,23 @@ def insert_requests(db: Database, run_id: int, records: Iterable[RequestRecord])
     return count
 
 
+def store_request_prompts(
+    db: Database, run_id: int, prompts: Iterable[tuple[int, str, str | None]]
+) -> int:
+    """Each (idx, sha256, text) onto the run's request row idx: the content hash, and the prompt
+    text (None keeps only the hash). Rows that do not exist are skipped; returns rows updated."""
+    count = 0
+    with write_transaction(db):
+        for idx, digest, text in prompts:
+            cur = db.execute(
+                "update requests set prompt_sha256 = ?, prompt_text = ? "
+                "where run_id = ? and idx = ?",
+                [digest, text, run_id, idx],
+            )
+            count += cur.rowcount
+    return count
+
+
 def insert_samples(db: Database, run_id: int, rows: Iterable[SampleRow]) -> int:
     batch = [
         {"run_id": run_id, "t_s": s.t, "series": s.series, "label": s.label, "value": s.value}

@@ -324,6 +324,14 @@ def m008_searches(db: Database) -> None:
         )
 
 
+@migrations()
+def m009_request_prompt_hashes(db: Database) -> None:
+    """Per planned request, the sha256 of its prompt text and the text itself (as planned: a later
+    turn's earlier answers are placeholders of their length). Bundles carry the hash; the text only
+    when exported with include_prompts; reports never read it."""
+    add_missing_columns(db, "requests", {"prompt_sha256": str, "prompt_text": str})
+
+
 def apply_migrations(db: Database) -> None:
     migrations.apply(db)
 

@@ -129,6 +129,7 @@ def publish(
     run_ids: Iterable[int] = (),
     experiment_ids: Iterable[int] = (),
     note: str = "",
+    include_prompts: bool = False,
 ) -> Path:
     """Export the selection as a new bundle file in the team folder; returns its path."""
     folder = team_folder_path(team_folder)
@@ -145,6 +146,7 @@ def publish(
         host=host,
         note=note,
         bundle_uid=uid,
+        include_prompts=include_prompts,
     )
     return target
 

@@ -39,6 +39,8 @@ from store.bundle.format import (
 from store.bundle.scratch import scratch_dir
 from store.db import readonly_uri, sqlite_uri
 
+PROMPT_TEXT = "requests.prompt_text"  # emptied unless the bundle is made with include_prompts
+
 
 def export_bundle(
     db_path: str | Path,
@@ -50,12 +52,14 @@ def export_bundle(
     experiment_ids: Iterable[int] = (),
     note: str = "",
     bundle_uid: str | None = None,
+    include_prompts: bool = False,
 ) -> Manifest:
     """Write the named runs (and every run of the named experiments) as one bundle file.
 
     Parent experiments of selected runs come along (their configuration and workload). Runs
     that are still going are refused: a bundle is a finished result. `author` and `host` say
-    who made it and where (the caller's settings; the store does not read them).
+    who made it and where (the caller's settings; the store does not read them). Request rows
+    keep their prompts' lengths and content hashes; the prompt text only with `include_prompts`.
     """
     src = Path(db_path)
     out = Path(out_path)
@@ -72,7 +76,7 @@ def export_bundle(
     secrets = env_secrets()
     with scratch_dir("export") as tmp:
         data = tmp / DATA_NAME
-        counts, (exp_rows, run_rows) = _write_data(src, data, runs, exps, secrets)
+        counts, (exp_rows, run_rows) = _write_data(src, data, runs, exps, secrets, include_prompts)
         manifest = {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
@@ -88,7 +92,8 @@ def export_bundle(
             "files": {DATA_NAME: {"sha256": _sha256_file(data), "bytes": data.stat().st_size}},
             "scrubbed": {
                 "emptied_columns": sorted(
-                    f"{t}.{c}" for t, cols in LOCAL_ONLY.items() for c in cols
+                    [f"{t}.{c}" for t, cols in LOCAL_ONLY.items() for c in cols]
+                    + ([] if include_prompts else [PROMPT_TEXT])
                 ),
                 "redaction": REDACTED,
             },
@@ -111,7 +116,12 @@ def _sha256_file(path: Path) -> str:
 
 
 def _write_data(
-    src: Path, data: Path, runs: list[int], exps: list[int], secrets: Sequence[str]
+    src: Path,
+    data: Path,
+    runs: list[int],
+    exps: list[int],
+    secrets: Sequence[str],
+    include_prompts: bool = False,
 ) -> tuple[dict[str, int], tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
     """bundle.sqlite with the lab's tables and unique indexes and only the selected rows;
     returns the row counts and the manifest's listing of experiments and runs."""
@@ -130,6 +140,8 @@ def _write_data(
         _select(conn, runs, exps)
         counts = _copy_rows(conn)
         _scrub_bundle(conn, secrets)
+        if not include_prompts:
+            conn.execute("UPDATE requests SET prompt_text = NULL")
         conn.commit()
         conn.execute("DETACH DATABASE src")
         return counts, _manifest_rows(conn)

@@ -34,6 +34,14 @@ def _team_folder(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _include_prompts(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--include-prompts",
+        action="store_true",
+        help="also the prompt texts of planned traffic (by default only lengths and hashes)",
+    )
+
+
 def add_arguments(sub: Subparsers) -> None:
     """Add export, import, report, publish and team to the CLI's subparsers."""
     exp = sub.add_parser("export", help="selected runs or experiments as one bundle file")
@@ -45,6 +53,7 @@ def add_arguments(sub: Subparsers) -> None:
         help="the bundle to write (e.g. ada-runs.bundle.zip)",
     )
     exp.add_argument("--note", default="", help="a line for the manifest")
+    _include_prompts(exp)
     imp = sub.add_parser(
         "import", help="merge a bundle into the lab (validated first; importing twice adds nothing)"
     )
@@ -66,6 +75,7 @@ def add_arguments(sub: Subparsers) -> None:
     pub = sub.add_parser("publish", help="write a bundle into the team folder")
     add_selection(pub)
     pub.add_argument("--note", default="")
+    _include_prompts(pub)
     _team_folder(pub)
     team = sub.add_parser("team", help="teammates' bundles in the team folder")
     team.add_argument(
@@ -95,6 +105,7 @@ def _bundle_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "run_ids": list(args.run_ids or []),
         "experiment_ids": list(args.experiment or []),
         "note": args.note,
+        "include_prompts": args.include_prompts,
     }
 
 

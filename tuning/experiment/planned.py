@@ -11,6 +11,7 @@ open loop's, `input-len` / `output-len` the mean of a synthetic length distribut
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass, replace
 from typing import Any
@@ -156,6 +157,16 @@ def traffic_summary(records: list[RequestRecord], plan: Plan, duration_s: float)
     # A client (or cap) that could not keep the schedule: more than 50 ms late at the p99.
     out["schedule_kept"] = not (lag.get("planned") and lag.get("p99_s", 0.0) > 0.05)
     out["duration_s"] = duration_s
+    return out
+
+
+def request_prompts(plan: Plan) -> list[tuple[int, str, str]]:
+    """(index, sha256, text) of each planned request's prompt, as planned (a later turn's
+    earlier answers are placeholders of their token length): what the store keeps per request."""
+    out = []
+    for r in plan.requests:
+        text = r.prompt
+        out.append((r.index, hashlib.sha256(text.encode()).hexdigest(), text))
     return out
 
 

@@ -383,6 +383,8 @@ class ExperimentRunner(Bookkeeping):
         else:
             self.samples.flush()
         repo.insert_requests(self.db, run_id, result.records)
+        if plan is not None:  # content hashes (and the text, kept local: bundles drop it)
+            repo.store_request_prompts(self.db, run_id, planned.request_prompts(plan))
         self._relabel(run_id)
         summary = summarize(result.records, result.duration_s)
         samples = queries.get_samples(self.db, run_id)

@@ -273,17 +273,21 @@ class Body:
             data = self.buf + data
             self.buf = b""
         if not (self.left or self.crlf or self.trailer) and data.endswith(b"\r\n"):
-            # Fast path: the read is whole chunks. Split on CRLF and check every declared size
-            # against its piece: a payload holding a CRLF can never pass (its own declared size
-            # is longer than the piece before the CRLF), so a pass is a correct parse.
-            parts = data.split(b"\r\n")
+            # Fast path: the read is whole chunks, perhaps ending with the last (zero-size) chunk
+            # and no trailers, as a short response arrives in one read. Split on CRLF and check
+            # every declared size against its piece: a payload holding a CRLF can never pass (its
+            # own declared size is longer than the piece before the CRLF), so a pass is a correct
+            # parse, and the five bytes after it are the last chunk.
+            last = data.endswith(b"\r\n0\r\n\r\n") or data == b"0\r\n\r\n"
+            parts = (data[:-5] if last else data).split(b"\r\n")
             if len(parts) % 2:
                 pieces = parts[1:-1:2]
                 try:
                     sizes = [int(h, 16) for h in parts[0:-1:2]]
                 except ValueError:
-                    sizes = []
-                if sizes and 0 not in sizes and sizes == list(map(len, pieces)):
+                    sizes = [-1]
+                if 0 not in sizes and sizes == list(map(len, pieces)) and (sizes or last):
+                    self.complete = last
                     return pieces[0] if len(pieces) == 1 else b"".join(pieces)
         out: list[bytes] = []
         pos = 0

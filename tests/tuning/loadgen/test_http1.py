@@ -32,6 +32,15 @@ def test_chunked_body_any_split() -> None:
     body = Body("chunked", 0, True)
     assert body.feed(raw) == want and body.leftover == b"NEXT"
     assert Body("chunked", 0, True).feed(b"3;ext=1\r\nabc\r\n0\r\n\r\n") == b"abc"
+    # A whole short response in one read (the fast path), and payloads that only look like
+    # the last chunk: the framing decides, never the bytes' look.
+    for parts in ((b"data: a\n\n", b"data: bb\n\n"), (), (b"\r\n0\r\n\r\n",), (b"x\r\n0",)):
+        body = Body("chunked", 0, True)
+        assert body.feed(chunked(*parts)) == b"".join(parts) and body.complete, parts
+        assert body.leftover == b""
+    body = Body("chunked", 0, True)
+    assert body.feed(b"7\r\nab\r\n0\r\n\r\n") == b"ab\r\n0\r\n" and not body.complete
+    assert body.feed(b"0\r\n\r\n") == b"" and body.complete
     for bad in (b"zz\r\nabc\r\n", b"3\r\nabcXY"):
         with pytest.raises(ConnectionError):
             Body("chunked", 0, True).feed(bad)
