@@ -54,6 +54,13 @@ def attached(
     return plan_attached(db, "concurrency", values, wl, base_url=url, repeats=repeats)
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    """A suite started in the background (`cmd &` in a script, nohup) inherits SIGINT ignored,
+    and Python then keeps ignoring it: the Ctrl-C test hung there until its timeout. The CLI
+    under test gets the terminal's default back."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def cli(*args: str, env: dict[str, str] | None = None, **kw: Any) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "tuning", *args],
@@ -62,6 +69,7 @@ def cli(*args: str, env: dict[str, str] | None = None, **kw: Any) -> subprocess.
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_ctrl_c_as_in_a_terminal,
         **kw,
     )
 
