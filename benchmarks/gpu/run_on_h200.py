@@ -57,6 +57,7 @@ LAB_HOME = ACC / "labhome"
 DB = ACC / "lab.db"
 BENCH_DIR = ACC / "bench"
 PIPE_LOG = ACC / "pipeline.log"
+EXTRA_WHEELS = ACC / "extra-wheels"  # kept by `stage1 --carry .carry-ray` (prepare_ray_carry.py)
 DONE = ACC / "DONE"
 SERVED = "llama1b"
 INPUT_LEN, OUTPUT_LEN = 64, 128
@@ -74,7 +75,7 @@ EXPERIMENTS = {
     # (e) the memory wall's two ends, repeated until decided (eager: a faster restart per repeat).
     "e": ("kv-cache-memory-bytes", "1G,16G", 256),
     # (g) the fleet path with one slot (Ray on this machine, started and stopped by the lab).
-    "g": ("kv-cache-memory-bytes", "4G", 256),
+    "g": ("kv-cache-memory-bytes", "4G,16G", 256),
 }
 EXPERIMENT_REPEATS = os.environ.get("H200_REPEATS", "2")  # "auto": repeat until decided
 # Steps with their own workload (input, output, requests): >= 30 s of load per run.
@@ -116,6 +117,8 @@ def lab_env() -> dict[str, str]:
         TUNING_LAB_HOME=str(LAB_HOME),
         PYTHONPATH=str(SITE),
         VLLM_USE_FLASHINFER_SAMPLER="0",
+        # `pip install --target` puts Ray's `ray` command in SITE/bin: the fleet starts Ray with it
+        PATH=f"{SITE / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
     )
 
 
@@ -152,6 +155,11 @@ def stage1(args: argparse.Namespace) -> int:
     for part in sorted(carry.glob("vllm.whl.part-*")):
         shutil.copy2(part, ACC / part.name)
         log(f"kept {part.name} ({part.stat().st_size} bytes) in {ACC}")
+    if (carry / "wheels").exists() and args.carry != ".carry2":  # .carry-ray: Ray for step (g)
+        EXTRA_WHEELS.mkdir(parents=True, exist_ok=True)
+        for whl in (carry / "wheels").glob("*.whl"):
+            shutil.copy2(whl, EXTRA_WHEELS / whl.name)
+        log(f"kept {len(list(EXTRA_WHEELS.glob('*.whl')))} extra wheels in {EXTRA_WHEELS}")
     if (carry / "gpu-model").exists():
         if MODEL_DIR.exists():
             shutil.rmtree(MODEL_DIR)
@@ -189,6 +197,7 @@ def stage2(args: argparse.Namespace) -> int:
     if SITE.exists():
         shutil.rmtree(SITE)
     wheels = sorted(str(p) for p in (carry / "wheels").glob("*.whl"))
+    wheels += sorted(str(p) for p in EXTRA_WHEELS.glob("*.whl"))
     rc = call(
         [
             sys.executable,
@@ -221,6 +230,8 @@ def stage2(args: argparse.Namespace) -> int:
         "import vllm; print('vllm', vllm.__version__, round(time.time()-t,1), 's')\n"
         "from vllm.benchmarks.serve import add_cli_args, main\n"
         "print('vllm.benchmarks.serve OK', round(time.time()-t,1), 's')\n"
+        "try:\n    import ray; print('ray', ray.__version__)\n"
+        "except ImportError:\n    print('no ray: step (g) cannot run')\n"
     )
     rc = call([sys.executable, "-c", verify], timeout=240).returncode
     if rc:

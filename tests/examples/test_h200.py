@@ -63,3 +63,22 @@ def test_compare_page_and_cli_load_them(
     )
     assert out.returncode == 0, out.stderr
     assert "max-num-seqs" in out.stdout and "mean TTFT" in out.stdout
+
+
+def test_the_fleet_ran_on_the_h200_with_its_placement_stored() -> None:
+    """Step (g): `--fleet local --slots 1` on the H200, two values one after the other through
+    one slot; each run names the GPU Ray gave it, and its memory is that GPU's."""
+    db = snapshot.expanded(EXAMPLE.with_name("lab-h200-fleet.db.xz"))
+    with open_db(db, readonly=True) as conn:
+        (exp,) = queries.list_experiments(conn)
+        runs = queries.list_runs(conn)
+    assert exp["fleet"]["mode"] == "local" and exp["fleet"]["slots"] == 1
+    assert [r["status"] for r in runs] == ["done", "done"]
+    for run in runs:
+        place = run["placement"]
+        assert place["gpu_model"] == "NVIDIA H200" and place["cuda_visible_devices"] == "0"
+        assert len(run["gpu_uuids"]) == 1 and run["gpu_uuids"][0].startswith("GPU-")
+        assert run["slot"] == place["slot"] and run["node_id"] == place["node_id"]
+        assert run["completed"] == 2048 and run["failed"] == 0
+        # the server's own GPU memory: at least its KV budget, and on the GPU it was given
+        assert run["peak_gpu_tree_bytes"] > int(run["value"])

@@ -95,6 +95,29 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def ensure_auth_token(env: dict[str, str]) -> None:
+    """The token a head started with token auth needs: `ray start` refuses to create it (only
+    `ray.init()` does), so on a machine that never ran Ray the first `--fleet local` failed with
+    AuthenticationError. Ray's own CLI makes it (~/.ray/auth_token); it is never printed."""
+    if env.get("RAY_AUTH_MODE") != "token" or env.get("RAY_AUTH_TOKEN"):
+        return
+    home = Path(env.get("HOME", "~"))
+    path = Path(env.get("RAY_AUTH_TOKEN_PATH") or home / ".ray" / "auth_token")
+    if path.expanduser().exists():
+        return
+    made = subprocess.run(
+        [ray_bin(), "get-auth-token", "--generate"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    if made.returncode != 0:
+        tail = made.stderr.decode(errors="replace")[-1000:]
+        raise FleetError(f"`ray get-auth-token --generate` failed ({made.returncode}):\n{tail}")
+
+
 def start_node(
     slots: int,
     head_address: str | None = None,
@@ -103,6 +126,8 @@ def start_node(
     extra: dict[str, float] | None = None,
 ) -> LocalNode:
     """`ray start` (a head, or a node joining `head_address`) on 127.0.0.1 in its own session."""
+    if head_address is None:
+        ensure_auth_token(worker_env())
     temp_dir = Path(tempfile.mkdtemp(prefix="labray-", dir="/tmp"))
     port = free_port()
     argv = [ray_bin(), "start", "--node-ip-address=127.0.0.1", f"--num-cpus={num_cpus}"]
