@@ -76,6 +76,8 @@ EXPERIMENTS = {
     "e": ("kv-cache-memory-bytes", "1G,16G", 256),
     # (g) the fleet path with one slot (Ray on this machine, started and stopped by the lab).
     "g": ("kv-cache-memory-bytes", "4G,16G", 256),
+    # (h) the same as (g) without the fleet, in the same session: fleet vs local on one GPU.
+    "h": ("kv-cache-memory-bytes", "4G,16G", 256),
 }
 EXPERIMENT_REPEATS = os.environ.get("H200_REPEATS", "2")  # "auto": repeat until decided
 # Steps with their own workload (input, output, requests): >= 30 s of load per run.
@@ -83,12 +85,14 @@ STEP_WORKLOAD = {
     "d": (512, 256, int(os.environ.get("H200_D_REQUESTS", "2048"))),
     "e": (512, 256, 2048),
     "g": (512, 256, 2048),
+    "h": (512, 256, 2048),
 }
 # Steps with their own flags (the last --repeats wins over the default one).
 STEP_FLAGS = {
     "e": ["--repeats", "auto", "--max-repeats", "3", "--budget-minutes", "11"]
     + ["--set", "enforce-eager=true"],
     "g": ["--repeats", "1", "--fleet", "local", "--slots", "1", "--set", "enforce-eager=true"],
+    "h": ["--repeats", "1", "--set", "enforce-eager=true"],
 }
 # (f) one search under a TTFT SLO: the highest concurrency whose p99 TTFT meets the SLO, on one
 # server kept up (a 4 GiB KV budget: about 170 requests of 768 tokens fit at once).

@@ -131,6 +131,9 @@ def _read_frames(stream: IO[bytes], options: LoadOptions) -> tuple[LoadResult | 
             return result, failure
         kind, size = _FRAME.unpack(head)
         payload = stream.read(size)
+        if len(payload) < size:  # the child ended mid-frame: say so, never unpickle a stump
+            cut = f"got {len(payload):,} of {size:,} bytes"
+            return result, f"the load generator's {kind.decode()} frame was cut off ({cut})"
         if kind == b"P" and on_progress is not None:
             on_progress(*_PROGRESS.unpack(payload))
         elif kind == b"S" and on_phase is not None:
@@ -139,6 +142,16 @@ def _read_frames(stream: IO[bytes], options: LoadOptions) -> tuple[LoadResult | 
             result = pickle.loads(payload)
         elif kind == b"E":
             failure = payload.decode("utf-8", "replace")
+
+
+def write_all(out: IO[bytes], data: bytes) -> None:
+    """All of `data`: an unbuffered write to a pipe that a signal interrupts (the SIGTERM of a
+    Stop, any handled signal) returns a partial count, and a plain `write` then dropped the rest
+    of the frame (on the H200 a fleet run's result arrived cut: UnpicklingError)."""
+    view = memoryview(data)
+    while view:
+        written = out.write(view)
+        view = view[written or 0 :]
 
 
 def _child_main() -> int:
@@ -158,7 +171,7 @@ def _child_main() -> int:
     threading.Thread(target=orphan_watch, name="orphan-watch", daemon=True).start()
 
     def send(kind: bytes, payload: bytes) -> None:
-        out.write(_FRAME.pack(kind, len(payload)) + payload)
+        write_all(out, _FRAME.pack(kind, len(payload)) + payload)
 
     options: LoadOptions = {
         "api_key": job["api_key"],
