@@ -82,3 +82,20 @@ def test_the_fleet_ran_on_the_h200_with_its_placement_stored() -> None:
         assert run["completed"] == 2048 and run["failed"] == 0
         # the server's own GPU memory: at least its KV budget, and on the GPU it was given
         assert run["peak_gpu_tree_bytes"] > int(run["value"])
+
+
+def test_the_fleet_rerun_on_the_h200_finished_every_run_after_the_write_all_fix() -> None:
+    """After the load generator's child wrote every frame whole (a fleet 16G run had failed with
+    `UnpicklingError: pickle data was truncated`), step (g) twice in one session: four runs
+    through the fleet, both 16G runs among them, every run done with all its requests."""
+    db = snapshot.expanded(EXAMPLE.with_name("lab-h200-fleet-rerun.db.xz"))
+    with open_db(db, readonly=True) as conn:
+        exps = queries.list_experiments(conn)
+        runs = queries.list_runs(conn)
+    assert [e["fleet"]["mode"] for e in exps] == ["local", "local"]
+    assert sorted(int(r["value"]) for r in runs) == [4 * GIB, 4 * GIB, 16 * GIB, 16 * GIB]
+    for run in runs:
+        assert run["status"] == "done", run["error"]
+        assert run["completed"] == 2048 and run["failed"] == 0
+        assert run["placement"]["gpu_model"] == "NVIDIA H200"
+        assert run["peak_gpu_tree_bytes"] > int(run["value"])
