@@ -33,7 +33,13 @@ def test_max_num_seqs_2_vs_16_end_to_end(real_lab: dict[str, Any]) -> None:
         # Sampled from launch at 100 ms: the climb from an empty interpreter to a loaded engine.
         assert len(rss) > 100 and max(s["value"] for s in rss) > 10 * rss[0]["value"]
         assert run["kv_cache_tokens"] > 0 and run["time_to_healthy_s"] > 0
-        assert run["peak_kv_cache_usage_perc"] is not None and run["peak_kv_cache_usage_perc"] > 0
+        # vLLM's KV gauge is a snapshot of its last step: a peak when a scrape in the load window
+        # caught a request running, unknown (never a false 0 %) when none did (a busy machine).
+        w0, w1 = run["summary"]["load_window_s"]
+        running = queries.get_samples(db, run["id"], ["num_requests_running"])
+        seen = any(w0 <= s["t_s"] <= w1 and s["value"] > 0 for s in running)
+        kv = run["peak_kv_cache_usage_perc"]
+        assert (kv is not None and kv > 0) if seen else kv is None, (seen, kv)
         assert run["config"]["max-num-seqs"] == int(run["value"])
         health = run["health"]
         assert health["tokens"]["agree"], health["tokens"]

@@ -17,7 +17,9 @@ from tools.screenshots import copy_db
 from ui.workload import SYNTHETIC
 
 
-def test_synthetic_traffic_with_a_rate_is_previewed(dashboard_lab: dict[str, Any]) -> None:
+def test_synthetic_traffic_with_a_rate_is_previewed(
+    dashboard_lab: dict[str, Any], tiny_tokenizer: Path
+) -> None:
     at = open_page("pages/1_New_experiment.py")
     at.selectbox(key="wl_source").select(SYNTHETIC).run()
     at.number_input(key="wl_rate").set_value(4.0).run()

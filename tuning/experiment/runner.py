@@ -372,8 +372,8 @@ class ExperimentRunner(Bookkeeping):
             except LoadError:  # stopped before it could answer (the engine died, or Stop)
                 if not stop_load.is_set():
                     raise
-                return self._load_stopped(run_id, watch.died if watch is not None else None)
-        died = watch.died if watch is not None else None
+                return self._load_stopped(run_id, watch.verdict() if watch is not None else None)
+        died = watch.verdict() if watch is not None else None
         returned = time.monotonic() - t0  # after the child's settled /metrics read, too
         load_start = marks.get("load_start", returned - result.duration_s)
         load_end = min(returned, load_start + result.duration_s)

@@ -121,6 +121,16 @@ class EngineWatch:
                 return f"the engine process ({name} pid {pid}) exited during the load"
         return None
 
+    def verdict(self) -> str | None:
+        """Why the engine is gone, looked at once more after the load: requests that fail at once
+        (HTTP 500 from an API server whose engine died) can end the load before the next poll."""
+        if self.died is None:
+            try:
+                self.died = self.check()
+            except Exception:  # noqa: BLE001 (a probe that fails says nothing about the engine)
+                pass
+        return self.died
+
     def _loop(self) -> None:
         bad = 0
         while not self._done.wait(self.period):

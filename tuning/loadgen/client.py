@@ -257,12 +257,14 @@ class _Client:
         try:
             warm = _Phase(prompts[: w.warmups], [None] * w.warmups)
             measured = _Phase(prompts[w.warmups :], [None] * w.num_requests)
+            # read before the warm-ups too: `before` then waits until their tokens are counted
+            pre = await self._server_read() if warm.prompts else None
             if warm.prompts and not self._cancelled():
                 self._phase("warming_up")
                 self.t0 = time.perf_counter()
                 await self._supervised(warm, _Watch(progress=False))
             warm_failed = [r for r in warm.records if r is not None and not r.ok]
-            before = await self._server_read()  # after the warm-ups are counted, none in flight
+            before = await self._server_read(pre, warm.records)  # none in flight
             return await self._measure(measured, warm_failed, before)
         finally:
             for slot in self._slots:
@@ -272,19 +274,19 @@ class _Client:
     def _cancelled(self) -> bool:
         return self.cancel is not None and self.cancel.is_set()
 
-    async def _server_read(self, before: Settled | None = None) -> Settled | None:
-        """vLLM's counters once settled (server_stats.read_settled), in a thread: before the
-        measured phase, or after it (given `before`: until the tokens the client received are all
-        counted). None when not asked for or after a cancel."""
+    async def _server_read(
+        self, since: Settled | None = None, records: Sequence[RequestRecord | None] = ()
+    ) -> Settled | None:
+        """vLLM's counters once settled (server_stats.read_settled), in a thread: until they stop
+        moving or, given the read `since` which `records` were sent, until the tokens the client
+        received for them are all counted. None when not asked for or after a cancel."""
         if self._metrics is None or self._cancelled() or self.stop:
             return None
         target = None
-        if before is not None:
-            if before.values is None:
-                return None
-            ok = [r for r in self._measured if r.ok]
+        if since is not None and since.values is not None:
+            ok = [r for r in records if r is not None and r.ok]
             tokens = sum(r.output_tokens or 0 for r in ok)
-            target = tokens_counted(before.values, tokens, len(ok))
+            target = tokens_counted(since.values, tokens, len(ok))
         return await asyncio.to_thread(read_settled, self._metrics, target)
 
     async def _measure(
@@ -316,7 +318,8 @@ class _Client:
         watch.timeline.append((duration, self.inflight))
         self._progress(phase.done, total)
         records = self._measured = [r for r in phase.records if r is not None]
-        after = await self._server_read(before) if before is not None else None
+        counted = before is not None and before.values is not None
+        after = await self._server_read(before, self._measured) if counted else None
         lag_ms = sorted(x * 1000.0 for x in watch.lags) or [0.0]
         return LoadResult(
             records=records,

@@ -64,3 +64,33 @@ def test_peaks_window_takes_load_keys_inside_and_memory_over_all() -> None:
     assert result["preemptions"] == 6.0  # 7 (first at/after 4.0) - 1 (last at/before 2.0)
     assert result["prefix_cache_hit_rate"] == 0.5
     assert peaks(rows)["preemptions"] == 9.0 and peaks(rows)["load_peak_gpu_used_bytes"] is None
+
+
+def test_gauges_that_never_saw_a_running_request_while_tokens_flowed_are_unknown() -> None:
+    """Seen in `make test` on a busy machine: every scrape in the load window said 0 running, 0 %
+    KV used, while the counter grew by 4,096 tokens; the run stored a 0 % peak KV usage."""
+    rows = [
+        SampleRow(19.2, "kv_cache_usage_perc", 0.0005),
+        SampleRow(19.2, "num_requests_running", 2),
+    ]
+    for t, gen in ((20.4, 781.0), (22.3, 2112.0), (24.2, 3072.0), (27.8, 5120.0)):
+        rows += [
+            SampleRow(t, "generation_tokens_total", gen),
+            SampleRow(t, "kv_cache_usage_perc", 0.0),
+            SampleRow(t, "num_requests_running", 0.0),
+            SampleRow(t, "num_requests_waiting", 0.0),
+        ]
+    result = peaks(rows, window=(21.1, 27.7))
+    assert result["generation_tokens_delta"] == 5120.0 - 781.0
+    assert result["peak_kv_cache_usage_perc"] is None
+    assert result["max_num_requests_running"] is None and result["max_num_requests_waiting"] is None
+    # one scrape that caught the engine at work: the gauges are read as they are
+    rows.append(SampleRow(23.0, "num_requests_running", 1.0))
+    assert peaks(rows, window=(21.1, 27.7))["peak_kv_cache_usage_perc"] == 0.0
+    # an idle window (no token generated): 0 is the truth
+    idle = [
+        SampleRow(t, s, 0.0)
+        for t in (1.0, 2.0)
+        for s in ("kv_cache_usage_perc", "num_requests_running", "generation_tokens_total")
+    ]
+    assert peaks(idle, window=(0.5, 2.5))["peak_kv_cache_usage_perc"] == 0.0
