@@ -40,7 +40,19 @@ def test_a_fleet_run_measures_what_a_local_run_measures(
     assert fleet["kv_cache_tokens"] == local["kv_cache_tokens"]  # the same engine, same memory
     assert fleet["node_id"] and fleet["slot"] and fleet["placement"]["vllm_port"]
     assert fleet["log_path"].endswith(f"run-{fleet_id}.log")
-    for metric in ("output_throughput", "mean_ttft_ms", "mean_tpot_ms"):
+    # Latencies measure the server only when the load generator kept up: under a CPU-heavy job the
+    # fleet's client (beside Ray's daemons on 2 cores) once held 9.4 of 16 requests in flight, so
+    # TTFT was 4.5x and TPOT 0.2x the local run's, and the lab flagged the run client-bound. Those
+    # are compared when neither run is flagged; throughput always.
+    bound = {
+        name: run["health"]["client_bound_reasons"]
+        for name, run in [("local", local), ("fleet", fleet)]
+    }
+    print(f"client-bound: {bound}")
+    metrics = ["output_throughput"]
+    if not any(bound.values()):
+        metrics += ["mean_ttft_ms", "mean_tpot_ms"]
+    for metric in metrics:
         ratio = fleet[metric] / local[metric]
         print(f"{metric}: local {local[metric]:.1f}, fleet {fleet[metric]:.1f}, ratio {ratio:.2f}")
         assert 1 / SPREAD <= ratio <= SPREAD, (metric, local[metric], fleet[metric])
