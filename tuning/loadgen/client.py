@@ -278,8 +278,8 @@ class _Client:
         self, since: Settled | None = None, records: Sequence[RequestRecord | None] = ()
     ) -> Settled | None:
         """vLLM's counters once settled (server_stats.read_settled), in a thread: until they stop
-        moving or, given the read `since` which `records` were sent, until the tokens the client
-        received for them are all counted. None when not asked for or after a cancel."""
+        moving or, given `since` (the read made before `records` were sent), until the tokens the
+        client received for them are all counted. None when not asked for or after a cancel."""
         if self._metrics is None or self._cancelled() or self.stop:
             return None
         target = None
