@@ -1,5 +1,6 @@
 """One run's rows out of one database and into another: how a fleet worker's run (measured on its
-node with a scratch database) reaches the lab's database, written by the driver only.
+node with a scratch database) reaches the lab's database, written by the driver only; and the
+experiment row the worker's scratch database starts from.
 
 `run_rows` reads the run row as stored (JSON columns as text), its per-request rows and its
 samples; the result is plain lists and dicts, so it travels through Ray (or any pickle) as is.
@@ -50,3 +51,16 @@ def store_run_rows(db: Database, run_id: int, rows: dict[str, Any]) -> None:
         samples = [{**s, "run_id": run_id} for s in rows.get("samples") or []]
         if samples:
             db.table("samples").insert_all(samples, batch_size=5000)
+
+
+def experiment_row(db: Database, experiment_id: int) -> dict[str, Any]:
+    """The experiment row as stored (JSON columns as text): what a fleet worker re-creates, whole,
+    so its runs read the same record the local runner reads (no list of chosen columns)."""
+    return dict(db.table("experiments").get(experiment_id))
+
+
+def store_experiment_row(db: Database, row: dict[str, Any]) -> int:
+    """Insert `experiment_row(...)` of another database as is (its id and uid too); the columns
+    this database lacks are added, so a newer driver's row is never cut short."""
+    db.table("experiments").insert(row, alter=True)
+    return int(row["id"])

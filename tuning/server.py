@@ -305,7 +305,8 @@ class ServerProcess:
         for name in self.launch.unset_env:  # e.g. a KV budget that would override a flag
             env.pop(name, None)
         env.pop("OPENAI_API_KEY", None)  # a secret for remote endpoints never reaches the engine
-        with open(self.log_path, "ab") as log:
+        # A new file for each launch (never appended to): the facts read from it are this launch's.
+        with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 self.launch.argv,
                 stdout=log,

@@ -39,7 +39,7 @@ def test_a_fleet_run_measures_what_a_local_run_measures(
     assert fleet["total_output_tokens"] == local["total_output_tokens"]
     assert fleet["kv_cache_tokens"] == local["kv_cache_tokens"]  # the same engine, same memory
     assert fleet["node_id"] and fleet["slot"] and fleet["placement"]["vllm_port"]
-    assert fleet["log_path"].endswith(f"run-{fleet_id}.log")
+    assert fleet["log_path"].endswith(f"run-{fleet['uid']}.log")
     # Latencies measure the server only when the load generator kept up: under a CPU-heavy job the
     # fleet's client (beside Ray's daemons on 2 cores) once held 9.4 of 16 requests in flight, so
     # TTFT was 4.5x and TPOT 0.2x the local run's, and the lab flagged the run client-bound. Those

@@ -17,6 +17,7 @@ from tuning.cli.workload import add_traffic_arguments, spec_from_args
 
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
+    from tuning.experiment.runner import Executor
 
 STALL_HELP = "seconds without data after a stream's first token before it counts as stalled"
 COMMANDS = ("bench", "experiment", "run-experiment", "cancel", "runs", "reap")
@@ -283,6 +284,20 @@ def _experiment(args: argparse.Namespace) -> int:
     return code
 
 
+def _executor(path: Path, exp_id: int) -> Executor:
+    """Where the experiment's runs go: the fleet it was attached to, else this machine."""
+    from store import connect, queries
+    from tuning.experiment.runner import run_locally
+
+    with connect(path) as db:
+        fleet = queries.get_experiment(db, exp_id).get("fleet")
+    if not fleet:
+        return run_locally
+    from tuning.fleet.executor import run_on_fleet
+
+    return run_on_fleet
+
+
 def _run_stored(
     path: Path, exp_id: int, progress: Any = None, start_timeout: float = 300.0
 ) -> tuple[int, list[int]]:
@@ -294,7 +309,8 @@ def _run_stored(
     from tuning.fleet import FleetError
 
     try:
-        run_ids = run_experiment(path, exp_id, progress, start_timeout=start_timeout)
+        executor = _executor(path, exp_id)
+        run_ids = run_experiment(path, exp_id, progress, start_timeout, executor)
     except RunnerBusy as exc:
         print(f"refused: {exc}", file=sys.stderr)
         return EXIT_BUSY, []

@@ -74,7 +74,16 @@ class Bookkeeping:
         if queries.cancel_requested(db, self.experiment_id):
             self.live.cancel.set()
 
-    def _phase(self, phase: str, run_id: int | None = None) -> None:
+    def set_live(self, **fields: Any) -> None:
+        """Set live fields (phase, requests_done, requests_total, current_run_id) together, under
+        the lock the heartbeat reads them with."""
+        with self._lock:
+            for name, value in fields.items():
+                if not hasattr(self.live, name):
+                    raise AttributeError(f"no live field {name!r}")
+                setattr(self.live, name, value)
+
+    def phase(self, phase: str, run_id: int | None = None) -> None:
         with self._lock:
             self.live.phase = phase
             if run_id is not None:
@@ -84,7 +93,7 @@ class Bookkeeping:
         self._beat(self.db)
         self.progress("phase", {"phase": phase, "run_id": run_id})
 
-    def _runs(self) -> list[dict[str, Any]]:
+    def runs(self) -> list[dict[str, Any]]:
         return queries.list_runs(self.db, self.experiment_id, include_hidden=True)
 
     def _mark_running(self) -> None:
@@ -102,15 +111,15 @@ class Bookkeeping:
             heartbeat_at=now_iso(),
         )
 
-    def _finish_run(self, run_id: int, status: Status, **fields: Any) -> None:
+    def finish_run(self, run_id: int, status: Status, **fields: Any) -> None:
         repo.update_run(
             self.db, run_id, status=status, phase=status, finished_at=now_iso(), **fields
         )
 
-    def _fail_run(
+    def fail_run(
         self, run_id: int, kind: str, reason: str, hint: str, log_tail: str | None, **fields: Any
     ) -> None:
-        self._finish_run(
+        self.finish_run(
             run_id,
             Status.FAILED,
             failure_kind=kind,
@@ -122,16 +131,16 @@ class Bookkeeping:
 
     def _close_open_runs(self, abort: BaseException | None) -> None:
         """A run still `running` when the loop ended was interrupted or hit a lab error."""
-        for run in self._runs():
+        for run in self.runs():
             if not is_active(run["status"]):
                 continue
             if abort is None or isinstance(abort, KeyboardInterrupt):
                 reason = f"interrupted by {exits.signal_name(abort)}" if abort else "stopped"
-                self._finish_run(int(run["id"]), Status.CANCELLED, failure_reason=reason)
+                self.finish_run(int(run["id"]), Status.CANCELLED, failure_reason=reason)
             else:
                 kind = outcome.exception_kind(abort)
                 reason = f"{type(abort).__name__}: {abort}"[:2000]
-                self._fail_run(int(run["id"]), kind, reason, outcome.HINTS[kind], log_tail="")
+                self.fail_run(int(run["id"]), kind, reason, outcome.HINTS[kind], log_tail="")
 
     def _write_end(self, status: Status, error: str | None, abort: BaseException | None) -> None:
         """The open run and the experiment get their terminal status, retried past a locked DB."""

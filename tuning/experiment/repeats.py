@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlite_utils import Database
 
@@ -27,7 +27,9 @@ from core.status import Status
 from store import queries, repo
 from tuning.compare.sequential import Design, Plan, plan_next
 from tuning.params import format_value
-from tuning.workload import Workload
+
+if TYPE_CHECKING:
+    from tuning.experiment.run_unit import RunUnit
 
 DEFAULT_MAX_REPEATS = 10
 # Runs in one of these states count as tried; a cancelled or unfinished one does not.
@@ -130,12 +132,12 @@ class _Runner(Protocol):
     experiment_id: int
     exp: dict[str, Any]
     live: Any  # .cancel: a threading.Event set when the user asks to stop
+    unit: RunUnit  # tuning.experiment.run_unit.RunUnit: the one path of a value's run
 
     def progress(self, event: str, data: dict[str, Any]) -> None: ...
-    def _run_value(self, seq: int, value: Any, repeat: int, workload: Workload) -> int: ...
 
 
-def extend(runner: _Runner, workload: Workload) -> list[int]:
+def extend(runner: _Runner) -> list[int]:
     """Add interleaved rounds until the stopping rule says stop; returns the new runs' ids."""
     settings = AutoRepeats.of(runner.exp)
     if settings is None:
@@ -163,7 +165,7 @@ def extend(runner: _Runner, workload: Workload) -> list[int]:
             for label in order:
                 if runner.live.cancel.is_set():
                     return new_ids
-                new_ids.append(runner._run_value(seq, by_label[label], counts[label], workload))
+                new_ids.append(runner.unit.run(seq, by_label[label], counts[label]))
                 counts[label] += 1
                 seq += 1
                 added += 1

@@ -1,4 +1,6 @@
-"""The driver's loop on the fleet: the runner calls `run_on_fleet` instead of its per-value loop.
+"""The driver's loop on the fleet: `run_on_fleet` is an executor (tuning.experiment.runner.Executor)
+that the caller hands the runner instead of its local loop; the fleet depends on the experiment
+layer, never the reverse.
 
 Each job of the plan goes to a free slot (tuning.fleet.schedule.pick) as one Ray actor
 (tuning.fleet.worker.RunWorker) pinned to the slot's node, with the slot resource and K GPUs. The
@@ -20,14 +22,13 @@ from typing import TYPE_CHECKING, Any
 from core.clock import now_iso
 from core.status import Status
 from store import repo
-from store.transfer import store_run_rows
+from store.transfer import experiment_row, store_run_rows
+from tuning.experiment.run_unit import new_run_fields
 from tuning.fleet import SLOT_RESOURCE, FleetError, import_ray
 from tuning.fleet.cluster import Fleet, FleetOptions, open_fleet, runtime_env
 from tuning.fleet.placement import placement_columns
 from tuning.fleet.schedule import History, Job, Slot, jobs_for, pick
 from tuning.fleet.worker import MAX_CONCURRENCY
-from tuning.params import format_value, get_param
-from tuning.workload import Workload
 
 if TYPE_CHECKING:
     from tuning.experiment.runner import ExperimentRunner
@@ -40,9 +41,6 @@ LOST_HINT = (
     "the worker's guard."
 )
 
-# Experiment columns a worker needs to run a value like the local runner does.
-_EXPERIMENT_FIELDS = ("name", "param", "repeats", "base_url", "model", "author", "host")
-
 
 @dataclass
 class Flight:
@@ -54,71 +52,41 @@ class Flight:
     status_ref: Any = None
 
 
-def experiment_for_worker(exp: dict[str, Any]) -> dict[str, Any]:
-    """The experiment row as the worker re-creates it in its scratch database."""
-    out = {k: exp.get(k) for k in _EXPERIMENT_FIELDS}
-    out.update(
-        values_json=exp.get("values"),
-        config_json=exp.get("config"),
-        workload_json=exp.get("workload"),
-        engine_json=exp.get("engine"),
-        runs_total=1,
-    )
-    return out
-
-
 class FleetDriver:
     """Runs the plan of `runner`'s experiment over `fleet`'s slots; returns the run ids."""
 
-    def __init__(self, runner: ExperimentRunner, fleet: Fleet, workload: Workload):
+    def __init__(self, runner: ExperimentRunner, fleet: Fleet):
         from tuning.fleet.worker import RunWorker
 
         ray = import_ray()
         self.ray: Any = ray
         self.runner = runner
         self.fleet = fleet
-        self.workload = workload
+        self.experiment = experiment_row(runner.db, runner.experiment_id)  # what workers get
         self.remote_worker: Any = ray.remote(RunWorker)
         config = runner.exp.get("config") or {}
         self.gpus = fleet.gpus_per_run(int(config.get("tensor-parallel-size") or 1))
         self.flights: dict[Any, Flight] = {}
         self.actors: dict[Slot, Any] = {}
         self.run_ids: list[int] = []
+        self.uids: dict[int, str] = {}  # run id -> uid, which the worker's run keeps
         self.done = 0
         self.total = 0
 
     # -- dispatch -------------------------------------------------------------------------------
     def _create_run(self, job: Job, slot: Slot) -> int:
-        exp = self.runner.exp
-        param = get_param(exp["param"])
-        config, wl = dict(exp.get("config") or {}), self.workload
-        if param.restarts_server:
-            config[param.name] = job.value
-        else:
-            wl = wl.with_value(param.name, job.value)
-        engine = exp.get("engine") or {}
-        return repo.create_run(
-            self.runner.db,
-            experiment_id=self.runner.experiment_id,
-            seq=job.seq,
-            repeat_index=job.repeat,
-            param=param.name,
-            value=format_value(job.value),
-            config_json=config,
-            workload_json=wl.to_dict(),
-            workload_fingerprint=wl.fingerprint(),
-            engine=engine.get("name", "attached"),
-            model=exp.get("model"),
-            started_at=now_iso(),
-            author=exp.get("author"),
-            host=exp.get("host"),
-            status=Status.RUNNING,
+        """The run's row, as the run unit writes it (tuning.experiment.run_unit), dispatched."""
+        fields = new_run_fields(self.runner.exp, job.seq, job.value, job.repeat, None)
+        fields.update(
             phase="dispatched",
             node_id=slot.node_id,
             node_host=slot.host,
             slot=slot.name,
             attempt=job.attempt,
         )
+        run_id = repo.create_run(self.runner.db, **fields)
+        self.uids[run_id] = str(fields["uid"])
+        return run_id
 
     def _new_actor(self, slot: Slot) -> Any:
         """The worker of `slot`: pinned to its node, the slot resource and K GPUs; it runs the
@@ -140,14 +108,15 @@ class FleetDriver:
         actor = self.actors.get(slot) or self._new_actor(slot)
         self.actors[slot] = actor
         payload = {
-            "experiment": experiment_for_worker(self.runner.exp),
+            "experiment": self.experiment,
             "run_id": run_id,
+            "uid": self.uids[run_id],
             "seq": job.seq,
             "value": job.value,
             "repeat": job.repeat,
             "slot": slot.name,
             "gpus_per_run": self.gpus,
-            "log_dir": str(self.runner.log_dir),
+            "log_dir": str(self.runner.unit.log_dir),
             "start_timeout": self.runner.start_timeout,
         }
         ref = actor.run.remote(payload)
@@ -246,9 +215,11 @@ class FleetDriver:
                     flight.status_ref = None
             if flight.status_ref is None:
                 flight.status_ref = flight.actor.status.remote()
-        with self.runner._lock:
-            self.runner.live.phase = f"fleet: {len(self.flights)} in flight"
-            self.runner.live.requests_done, self.runner.live.requests_total = done_total
+        self.runner.set_live(
+            phase=f"fleet: {len(self.flights)} in flight",
+            requests_done=done_total[0],
+            requests_total=done_total[1],
+        )
 
     def run(self, plan: list[tuple[Any, int]], todo: list[int] | None = None) -> list[int]:
         try:
@@ -301,12 +272,12 @@ class FleetDriver:
 
 
 def run_on_fleet(
-    runner: ExperimentRunner, plan: list[tuple[Any, int]], workload: Workload, todo: list[int]
+    runner: ExperimentRunner, plan: list[tuple[Any, int]], todo: list[int]
 ) -> list[int]:
-    """The runner's hook: open the fleet its experiment asked for, run the plan's positions
+    """The fleet's executor: open the fleet the experiment asked for, run the plan's positions
     `todo` (every one without a finished run, so a resume picks up from the store), close it."""
     if not todo:
         return []
     options = FleetOptions.from_dict(runner.exp.get("fleet") or {})
     with open_fleet(options) as fleet:
-        return FleetDriver(runner, fleet, workload).run(plan, todo)
+        return FleetDriver(runner, fleet).run(plan, todo)

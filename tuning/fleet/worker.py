@@ -1,9 +1,11 @@
 """One run on a fleet node: the Ray actor that executes it with the same code as a local run.
 
-The worker runs the lab's own `ExperimentRunner._run_value` (server lifecycle, warm-up, load on
-the same node as its server, telemetry) against a scratch SQLite file on its node, then hands the
-run's rows (run, per-request rows, samples) and its placement back to the driver, which is the
-only writer of the lab's database. The scratch file is deleted before `run` returns.
+The worker runs the lab's one run path, `RunUnit.run` (server lifecycle, warm-up, load on the same
+node as its server, telemetry), against a scratch SQLite file on its node that starts from the
+experiment's row as the driver's database stores it, whole; then it hands the run's rows (run,
+per-request rows, samples) and its placement back to the driver, which is the only writer of the
+lab's database. The run keeps the uid the driver gave it, so its server log is named as the lab's
+run is. The scratch file is deleted before `run` returns.
 
 Isolation: every run picks its own HTTP port (the launch takes a free one) and its own
 `VLLM_PORT` base (vLLM's internal ports collide when several instances start on one node);
@@ -13,6 +15,7 @@ The actor is threaded, so `cancel` and `status` answer while `run` works.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -22,9 +25,10 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from store import connect, repo
-from store.transfer import run_rows
-from tuning.experiment.runner import ExperimentRunner
+from store import connect
+from store.transfer import run_rows, store_experiment_row
+from tuning.experiment.bookkeeping import Bookkeeping
+from tuning.experiment.run_unit import RunUnit
 from tuning.fleet.placement import describe_placement
 
 # Ray keeps nothing of ours but this module path; the class is made remote by the driver.
@@ -49,17 +53,6 @@ def worker_engine(engine: dict[str, Any] | None, gpus_per_run: int) -> dict[str,
     return out
 
 
-class FleetRunner(ExperimentRunner):
-    """The local runner on a worker's scratch database: its server log is named by the lab's run
-    id, not the scratch one (every scratch run is run 1, and the runs of one experiment share the
-    log folder, so the logs of concurrent runs would otherwise interleave in one file)."""
-
-    lab_run_id: int | None = None
-
-    def log_path(self, run_id: int) -> Path:
-        return super().log_path(self.lab_run_id or run_id)
-
-
 class RunWorker:
     """A Ray actor (made remote by the driver), one per slot: `run(job)` for each run of the slot
     in turn, `cancel()` and `status()` meanwhile, `close()` at the end."""
@@ -70,7 +63,8 @@ class RunWorker:
         self._cancel = threading.Event()
         self._lock = threading.Lock()
         self._phase = "queued"
-        self._runner: Any = None
+        self._book: Bookkeeping | None = None
+        self._unit: RunUnit | None = None
         self._guard = start_guard(os.getpid())
 
     def pid(self) -> int:
@@ -81,12 +75,13 @@ class RunWorker:
 
     def status(self) -> dict[str, Any]:
         with self._lock:
-            runner = self._runner
+            book, unit = self._book, self._unit
             out: dict[str, Any] = {"phase": self._phase, "pid": os.getpid()}
-        if runner is not None:
-            out["requests_done"] = runner.live.requests_done
-            out["requests_total"] = runner.live.requests_total
-            server = runner.server
+        if book is not None:
+            out["requests_done"] = book.live.requests_done
+            out["requests_total"] = book.live.requests_total
+        if unit is not None:
+            server = unit.server
             out["server_pid"] = server.pid if server is not None else None
         return out
 
@@ -99,47 +94,39 @@ class RunWorker:
         """Execute one run; returns store.transfer.run_rows(...) plus 'placement'."""
         import ray
 
-        from tuning.workload import Workload
-
         self._cancel.clear()  # this worker runs its slot's runs one after another
         node_id = ray.get_runtime_context().get_node_id()
         placement = describe_placement(node_id, str(job["slot"]))
-        exp = dict(job["experiment"])
-        engine = worker_engine(exp.get("engine_json"), int(job.get("gpus_per_run") or 0))
-        exp["engine_json"] = engine
+        row = dict(job["experiment"])  # the lab's experiments row, whole
+        stored = json.loads(row["engine_json"]) if row.get("engine_json") else None
+        engine = worker_engine(stored, int(job.get("gpus_per_run") or 0))
+        row["engine_json"] = json.dumps(engine) if engine is not None else None
         if engine is not None:
             placement["vllm_port"] = int(engine["env"]["VLLM_PORT"])
         scratch = Path(tempfile.mkdtemp(prefix="lab-fleet-"))
         try:
             db_path = scratch / "run.db"
             with connect(db_path) as db:
-                exp_id = repo.create_experiment(db, **exp)
-            runner = FleetRunner(db_path, exp_id, self._progress, job["start_timeout"])
-            with runner:
-                runner.log_dir = Path(job["log_dir"])
-                runner.lab_run_id = job.get("run_id")
-                if len(runner.gpu_baseline) > len(placement["gpu_uuids"]):
+                exp_id = store_experiment_row(db, row)
+            with Bookkeeping(db_path, exp_id, self._progress) as book:
+                unit = RunUnit(book, float(job["start_timeout"]), Path(job["log_dir"]))
+                if len(unit.gpu_baseline) > len(placement["gpu_uuids"]):
                     # NVML sees every GPU of the node, other runs' too: waiting for all of them
                     # to return to this baseline would tie this run's stop to theirs.
-                    runner.gpu_baseline = {}
-                runner.live.cancel = self._cancel
+                    unit.gpu_baseline = {}
+                book.live.cancel = self._cancel
                 with self._lock:
-                    self._runner = runner
+                    self._book, self._unit = book, unit
                 try:
-                    run_id = runner._run_value(
-                        int(job["seq"]),
-                        job["value"],
-                        int(job["repeat"]),
-                        Workload.from_dict(exp["workload_json"]),
+                    run_id = unit.run(
+                        int(job["seq"]), job["value"], int(job["repeat"]), uid=str(job["uid"])
                     )
                 finally:
-                    runner._stop_server()
-                    runner.samples.finish()
+                    unit.close()
                     with self._lock:
-                        self._runner = None
+                        self._book, self._unit = None, None
                         self._phase = "done"
-            with connect(db_path) as db:
-                rows = run_rows(db, run_id)
+                rows = run_rows(book.db, run_id)
         except Exception:
             traceback.print_exc()
             raise

@@ -94,7 +94,7 @@ def spawn_search(
             author=author,
             host=host,
         )
-        log_path = log_dir / f"search-{sid}.log"
+        log_path = log_dir / f"search-{repo.new_uid()}.log"  # never another DB's search log
         repo.update_search(db, sid, log_path=str(log_path))
     argv = [sys.executable, "-m", "tuning", "search", *cli_args(spec)]
     argv += ["--db", str(db_path), "--json", "--record", str(sid)]

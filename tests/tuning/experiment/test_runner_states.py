@@ -26,7 +26,8 @@ from tests.fakes.engines import fake_settings_env
 from tests.fakes.fake_openai import FakeConfig, FakeOpenAIServer
 from tuning.experiment import runner as runner_module
 from tuning.experiment.lock import machine_lock
-from tuning.experiment.runner import ExperimentRunner, run_experiment
+from tuning.experiment.run_unit import RunUnit
+from tuning.experiment.runner import run_experiment
 from tuning.experiment.supervisor import cancel_experiment, reap_stale
 from tuning.workload import Workload
 
@@ -139,18 +140,18 @@ def test_an_exception_in_a_value_fails_that_run_and_the_next_value_runs(
 ) -> None:
     db_path = lab_home / "lab.db"
     exp_id = attached(db_path, quick_server, QUICK, [2, 4, 8])
-    real = ExperimentRunner._ensure_server
+    real = RunUnit._ensure_server
     errors = iter(
         [sqlite3.OperationalError("database is locked"), RuntimeError("port 8000 still busy")]
     )
 
-    def flaky(self: ExperimentRunner, *args: Any, **kw: Any) -> tuple[str, float]:
+    def flaky(self: RunUnit, *args: Any, **kw: Any) -> tuple[str, float]:
         error = next(errors, None)
         if error is not None:
             raise error
         return real(self, *args, **kw)
 
-    monkeypatch.setattr(ExperimentRunner, "_ensure_server", flaky)
+    monkeypatch.setattr(RunUnit, "_ensure_server", flaky)
     run_experiment(db_path, exp_id)
     exp, runs = rows(db_path, exp_id)
     got = [(r["value"], r["status"], r["failure_kind"]) for r in runs]
@@ -320,14 +321,14 @@ def test_resume_runs_only_what_is_left(
     db_path = lab_home / "lab.db"
     wl = Workload(num_requests=4, concurrency=2, input_len=4, output_len=4, num_warmups=0)
     exp_id = attached(db_path, quick_server, wl, [2, 4], repeats=2)
-    real = ExperimentRunner._run_value
+    real = RunUnit.run
 
-    def interrupted_at_the_third(self: ExperimentRunner, seq: int, *args: Any) -> int:
+    def interrupted_at_the_third(self: RunUnit, seq: int, *args: Any) -> int:
         if seq == 2:
             raise KeyboardInterrupt
         return real(self, seq, *args)
 
-    monkeypatch.setattr(ExperimentRunner, "_run_value", interrupted_at_the_third)
+    monkeypatch.setattr(RunUnit, "run", interrupted_at_the_third)
     with pytest.raises(KeyboardInterrupt):
         run_experiment(db_path, exp_id)
     monkeypatch.undo()

@@ -25,6 +25,7 @@ from tests.fakes.engines import fake_spec
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.runner import run_experiment
 from tuning.fleet.cluster import FleetOptions, LocalNode, start_node
+from tuning.fleet.executor import run_on_fleet
 from tuning.procs import group_alive
 from tuning.workload import Workload
 
@@ -91,7 +92,7 @@ def test_runs_spread_over_both_nodes_and_a_lost_worker_is_retried(
 
     killer = threading.Thread(target=kill_one_worker, daemon=True)
     killer.start()
-    run_ids = run_experiment(fresh_db, exp_id, start_timeout=120)
+    run_ids = run_experiment(fresh_db, exp_id, start_timeout=120, executor=run_on_fleet)
     killer.join(5)
     assert killed, "no worker was seen running a server"
     with connect(fresh_db) as db:
@@ -113,9 +114,9 @@ def test_runs_spread_over_both_nodes_and_a_lost_worker_is_retried(
         assert placement["node_id"] == r["node_id"] and r["slot"] and r["cpu_model"]
         assert r["node_host"] and isinstance(r["gpu_uuids"], list)
         assert placement["vllm_port"] and r["kv_cache_tokens"]
-    # each run's server log is its own, named by the lab's run id (concurrent runs' logs
+    # each run's server log is its own, named by the lab's run uid (concurrent runs' logs
     # once interleaved in one file, so the engine watch read another run's engine pid)
-    assert all(r["log_path"].endswith(f"run-{r['id']}.log") for r in done)
+    assert all(r["log_path"].endswith(f"run-{r['uid']}.log") for r in done)
     ports = [json.dumps(r["argv"]) for r in done]
     assert len(set(ports)) == len(ports)  # each run its own port
     deadline = time.monotonic() + 30
@@ -138,7 +139,7 @@ def test_cancel_stops_every_server_on_the_fleet(cluster: list[LocalNode], fresh_
 
     canceller = threading.Thread(target=cancel_when_both_start, daemon=True)
     canceller.start()
-    run_ids = run_experiment(fresh_db, exp_id, start_timeout=120)
+    run_ids = run_experiment(fresh_db, exp_id, start_timeout=120, executor=run_on_fleet)
     canceller.join(5)
     with connect(fresh_db) as db:
         runs = [queries.get_run(db, i) for i in run_ids]

@@ -1,0 +1,176 @@
+"""The measured part of one run (tuning.experiment.run_unit): warm up, load while the samplers
+record, watch the engine for death, then store the requests, the summary and the verdict."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any, Protocol
+
+from core.records import SampleRow
+from core.status import Status
+from store import queries, repo
+from tuning import effective
+from tuning.engine import EngineSpec
+from tuning.experiment import outcome, planned
+from tuning.experiment.bookkeeping import Bookkeeping
+from tuning.experiment.sampling import RunSamples
+from tuning.experiment.watch import EngineWatch
+from tuning.server import ServerProcess
+from tuning.telemetry.peaks import peaks
+from tuning.telemetry.prom import MetricsSampler
+from tuning.traffic import WorkloadSpec
+from tuning.workload import LocalTokenizer, ServerTokenizer, Workload, build_prompts
+
+
+class RunUnit(Protocol):
+    """What measuring uses of tuning.experiment.run_unit.RunUnit (which imports this module)."""
+
+    book: Bookkeeping
+    samples: RunSamples
+    server: ServerProcess | None
+    server_check: effective.Check | None
+    gpu_baseline: dict[str, int]
+
+    def relabel(self, run_id: int) -> None: ...
+
+
+def measure(
+    unit: RunUnit,
+    run_id: int,
+    base_url: str,
+    t0: float,
+    wl: Workload,
+    engine: EngineSpec | None,
+    spec: WorkloadSpec | None = None,
+) -> int:
+    from tuning.health import run_health, server_summary
+    from tuning.loadgen.child import run_load_in_subprocess
+    from tuning.loadgen.client import LoadError
+    from tuning.metrics import summarize
+
+    book = unit.book
+    attached = engine is None
+    if attached:
+        unit.samples.start(run_id, t0, [MetricsSampler(base_url, period=0.5)])
+    else:
+        unit.samples.retarget(run_id)  # a reused server's samples belong to this run now
+    model = str(book.exp.get("model") or (engine.served_model_name if engine else ""))
+    tokenizer, plan = _tokenizer_for(engine, base_url, model), None
+    if spec is None:
+        prompts, load_wl = build_prompts(wl, tokenizer), wl
+    else:  # real traffic: the plan, its own warm-ups, and its fingerprint
+        prep = planned.prepare(wl, spec, tokenizer)
+        prompts, load_wl, plan = prep.warmup_prompts, prep.workload, prep.plan
+        repo.update_run(book.db, run_id, workload_fingerprint=prep.fingerprint)
+    book.phase("warming_up", run_id)
+    marks: dict[str, Any] = {}
+
+    def on_phase(phase: str) -> None:
+        if phase == "loading":
+            marks["load_start"] = time.monotonic() - t0
+        book.phase(phase, run_id)
+
+    def on_progress(done: int, total: int) -> None:
+        book.set_live(requests_done=done, requests_total=total)
+
+    with ExitStack() as stack:
+        stop_load, watch = book.live.cancel, None
+        if not attached and unit.server is not None:  # our engine: watch it for death
+            stop_load = threading.Event()
+            watch = stack.enter_context(EngineWatch(unit.server, book.live.cancel, stop_load))
+        try:
+            result = run_load_in_subprocess(
+                base_url,
+                model,
+                prompts,
+                load_wl,
+                plan=plan,
+                api_key=os.environ.get("OPENAI_API_KEY"),
+                on_progress=on_progress,
+                cancel=stop_load,
+                on_phase=on_phase,
+                server_stats=True,  # vLLM's counters, settled, around the measured phase
+            )
+        except LoadError:  # stopped before it could answer (the engine died, or Stop)
+            if not stop_load.is_set():
+                raise
+            return _load_stopped(unit, run_id, watch.verdict() if watch is not None else None)
+    died = watch.verdict() if watch is not None else None
+    returned = time.monotonic() - t0  # after the child's settled /metrics read, too
+    load_start = marks.get("load_start", returned - result.duration_s)
+    load_end = min(returned, load_start + result.duration_s)
+    book.phase("storing", run_id)
+    if attached:
+        unit.samples.finish()
+    else:
+        unit.samples.flush()
+    repo.insert_requests(book.db, run_id, result.records)
+    if plan is not None:  # content hashes (and the text, kept local: bundles drop it)
+        repo.store_request_prompts(book.db, run_id, planned.request_prompts(plan))
+    unit.relabel(run_id)
+    summary = summarize(result.records, result.duration_s)
+    samples = queries.get_samples(book.db, run_id)
+    rows = [SampleRow(s["t_s"], s["series"], s["value"], s["label"]) for s in samples]
+    summary.update(
+        peaks(rows, gpu_baseline=unit.gpu_baseline or None, window=(load_start, load_end))
+    )
+    health = run_health(result, load_wl, samples, load_start)
+    summary.update(server_summary(health))
+    if plan is not None:  # judged by its schedule, not by a closed loop's C
+        summary["traffic"] = planned.judge(health, result.records, plan, result.duration_s)
+    summary.update(
+        achieved_concurrency=health["achieved_concurrency"],
+        steady_output_throughput=health["steady_output_throughput"],
+        client_bound=int(health["client_bound"]),
+        load_window_s=[load_start, load_end],
+    )
+    health["client"] = result.health()
+    repo.store_summary(book.db, run_id, summary)
+    if unit.server_check is not None:  # a limit the load shows was not applied
+        repo.update_run(book.db, run_id, **effective.columns(unit.server_check, health))
+    cancelled = book.live.cancel.is_set() or (result.cancelled and died is None)
+    log_tail = unit.server.log_tail(200) if unit.server else None
+    verdict = ("engine_died", outcome.engine_words(died, log_tail)) if died else None
+    if verdict is None and not cancelled:
+        verdict = outcome.requests_verdict(result.records)
+    if verdict is not None:
+        kind, reason = verdict
+        book.fail_run(
+            run_id, kind, reason, outcome.HINTS[kind], log_tail=log_tail, health_json=health
+        )
+        book.progress("run_failed", {"run_id": run_id, "kind": kind, "reason": reason})
+    else:
+        book.finish_run(
+            run_id,
+            Status.CANCELLED if cancelled else Status.DONE,
+            health_json=health,
+            log_tail=log_tail,
+        )
+    book.progress("measured", {"run_id": run_id, "summary": summary})
+    return run_id
+
+
+def _load_stopped(unit: RunUnit, run_id: int, died: str | None) -> int:
+    """The load generator was stopped before it sent a result: nothing was measured."""
+    book = unit.book
+    if died is None:
+        book.finish_run(run_id, Status.CANCELLED)
+        return run_id
+    log_tail = unit.server.log_tail(200) if unit.server else None
+    reason = outcome.engine_words(died, log_tail)
+    hint = outcome.HINTS["engine_died"]
+    book.fail_run(run_id, "engine_died", reason, hint, log_tail=log_tail)
+    book.progress("run_failed", {"run_id": run_id, "kind": "engine_died", "reason": reason})
+    return run_id
+
+
+def _tokenizer_for(engine: EngineSpec | None, base_url: str, model: str) -> Any:
+    if engine is not None:
+        local = Path(engine.model) / "tokenizer.json"
+        if local.exists():
+            return LocalTokenizer(local)
+    return ServerTokenizer(base_url, model)

@@ -1,0 +1,274 @@
+"""One value's run, from its row to its stored result: the one path every caller takes.
+
+The local runner's loop, `--repeats auto`, a search's steps and a fleet worker (on its node, over a
+scratch database) all call `RunUnit.run`; nothing else creates a run row or starts a server for
+one, so "what a run is" lives here only. The unit reads everything from the experiment record
+(`Bookkeeping.exp`, the row as the store decodes it), never from a list of chosen columns.
+
+Every run's evidence is its own: the server log is named by the run's unique id (`run-<uid>.log`,
+truncated at launch, never appended to), so two databases under one lab home, or a deleted and
+re-created lab.db, can never read another run's engine pids or KV size.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from core.clock import now_iso
+from core.status import Status
+from store import repo
+from tuning import effective, hardware, predict
+from tuning.engine import EngineSpec
+from tuning.experiment import outcome, planned
+from tuning.experiment.bookkeeping import Bookkeeping
+from tuning.experiment.measure import measure
+from tuning.experiment.sampling import RunSamples
+from tuning.experiment.watch import serving
+from tuning.params import format_value, get_param
+from tuning.server import ServerProcess, StartFailure
+from tuning.settings import lab_home
+from tuning.telemetry.gpu import GpuSampler, read_gpu_used, wait_gpu_memory_released
+from tuning.telemetry.proctree import ProcessTreeSampler
+from tuning.telemetry.prom import MetricsSampler
+from tuning.traffic import WorkloadSpec
+from tuning.workload import Workload
+
+
+def default_log_dir() -> Path:
+    """Where server logs live: one folder for every database under this lab home (the names are
+    run uids, so databases never share a file)."""
+    return lab_home() / "logs" / "runs"
+
+
+def log_path_for(log_dir: Path, uid: str) -> Path:
+    return log_dir / f"run-{uid}.log"
+
+
+def engine_of(exp: dict[str, Any]) -> EngineSpec | None:
+    """The experiment's engine; None when it measures a server the lab did not start."""
+    data = exp.get("engine")
+    return EngineSpec(**data) if data else None
+
+
+def run_inputs(
+    exp: dict[str, Any], value: Any
+) -> tuple[dict[str, Any], Workload, WorkloadSpec | None]:
+    """The configuration, workload and spec of the experiment's run at `value`: the baseline with
+    the one parameter changed, in the server's flags or in the workload."""
+    param = get_param(exp["param"])
+    config = dict(exp.get("config") or {})
+    wl, spec = Workload.from_dict(exp["workload"]), planned.spec_of(exp.get("workload_spec"))
+    if param.restarts_server:
+        config[param.name] = value
+    else:
+        wl, spec = planned.apply_value(wl, spec, param.name, value)
+    return config, wl, spec
+
+
+def new_run_fields(
+    exp: dict[str, Any], seq: int, value: Any, repeat: int, hw: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The columns of a new run row of `exp` at `value` (the fleet's driver writes the same row in
+    the lab's database when it dispatches; the worker's measured columns replace it later)."""
+    engine = engine_of(exp)
+    config, wl, spec = run_inputs(exp, value)
+    on_engine = engine is not None and hw is not None
+    return {
+        "uid": repo.new_uid(),  # names the run everywhere, its server log too
+        "experiment_id": exp["id"],
+        "seq": seq,
+        "repeat_index": repeat,
+        "param": get_param(exp["param"]).name,
+        "value": format_value(value),
+        "config_json": config,
+        **planned.run_fields(wl, spec),
+        "engine": engine.name if engine else "attached",
+        "vllm_version": engine.vllm_version if engine else None,
+        "model": exp.get("model"),
+        "backend": engine.backend if engine else None,
+        "hardware": hw["summary"] if on_engine and hw else None,
+        "hardware_json": hw if on_engine else None,
+        "base_url": exp.get("base_url"),
+        "started_at": now_iso(),
+        "author": exp.get("author"),
+        "host": exp.get("host"),
+        "status": Status.RUNNING,
+        **(predict.run_columns(engine, config, hw) if engine and hw else {}),  # expected KV
+    }
+
+
+class RunUnit:
+    """Runs the values of one experiment, one at a time, keeping the server between runs when a
+    value does not restart it. Close it (or `stop_server`) when done: it owns the server."""
+
+    def __init__(
+        self, book: Bookkeeping, start_timeout: float = 300.0, log_dir: Path | None = None
+    ) -> None:
+        self.book = book
+        self.start_timeout = start_timeout
+        self.log_dir = log_dir or default_log_dir()
+        self.server: ServerProcess | None = None
+        self.server_facts: dict[str, Any] = {}
+        self.server_check: effective.Check | None = None  # asked vs run with, read at start
+        self.server_t0 = 0.0
+        self.run_uid = ""  # the uid of the run in hand
+        self.samples = RunSamples(book.db_path, self.relabel)
+        # Device memory before any server of ours: each restart waits until it is back to this.
+        self.gpu_baseline = read_gpu_used()
+
+    # -- one run --------------------------------------------------------------------------------
+    def run(self, seq: int, value: Any, repeat: int, uid: str | None = None) -> int:
+        """Create the run's row (with `uid` when the caller already named the run), start or reuse
+        the server, measure, store; a failure is stored on the run and its id returned."""
+        book, exp = self.book, self.book.exp
+        engine = engine_of(exp)
+        config, wl, spec = run_inputs(exp, value)
+        fields = new_run_fields(exp, seq, value, repeat, hardware.describe() if engine else None)
+        if uid:
+            fields["uid"] = uid
+        run_id = repo.create_run(book.db, **fields)
+        self.run_uid = str(fields["uid"])
+        book.set_live(current_run_id=run_id, requests_done=0, requests_total=wl.num_requests)
+        restart = get_param(exp["param"]).restarts_server
+        try:
+            base_url, t0 = self._ensure_server(run_id, config, engine, restart=restart)
+        except StartFailure as failure:
+            book.fail_run(
+                run_id,
+                failure.kind,
+                failure.reason,
+                failure.hint,
+                log_tail=failure.log_tail,
+                **({"vllm_version": failure.vllm_version} if failure.vllm_version else {}),
+            )
+            book.progress("run_failed", {"run_id": run_id, **failure.to_dict()})
+            return run_id
+        except Exception as exc:  # port still busy, a locked DB, a lab bug: this value failed
+            return self._lab_failure(run_id, exc, outcome.exception_kind(exc))
+        if book.live.cancel.is_set():
+            book.finish_run(run_id, Status.CANCELLED)
+            return run_id
+        try:
+            return measure(self, run_id, base_url, t0, wl, engine, spec)
+        except Exception as exc:  # a lab bug or a lost server: this value failed, the rest go on
+            kind = outcome.exception_kind(exc)
+            return self._lab_failure(
+                run_id, exc, "measurement_error" if kind == "lab_error" else kind
+            )
+
+    def _lab_failure(self, run_id: int, exc: Exception, kind: str) -> int:
+        """Store the run failed with `kind` and the traceback, stop its server, go on."""
+        tb = traceback.format_exc()
+        print(tb, file=sys.stderr, flush=True)
+        reason = f"{type(exc).__name__}: {exc}"[:2000]
+        self.book.fail_run(run_id, kind, reason, outcome.HINTS[kind], log_tail=tb[-4000:])
+        self.book.progress("run_failed", {"run_id": run_id, "kind": kind, "reason": reason})
+        try:
+            self.stop_server()
+        except Exception as stop_exc:  # noqa: BLE001 (the next value's start will say it again)
+            print(f"runner: stop after a failure: {stop_exc}", file=sys.stderr, flush=True)
+        return run_id
+
+    # -- the server -----------------------------------------------------------------------------
+    def _ensure_server(
+        self, run_id: int, config: dict[str, Any], engine: EngineSpec | None, restart: bool
+    ) -> tuple[str, float]:
+        """A healthy server for this run; a restart for every server parameter (and repeat)."""
+        book = self.book
+        if engine is None:
+            repo.update_run(book.db, run_id, phase="attached")
+            return str(book.exp["base_url"]), time.monotonic()
+        if self.server is not None and not restart and serving(self.server):
+            self._store_server_facts(run_id, reused=True)
+            return self.server.launch.base_url, self.server_t0
+        book.phase("stopping", run_id)
+        self.stop_server()
+        book.phase("starting", run_id)
+        launch = engine.launch(config)
+        log_path = log_path_for(self.log_dir, self.run_uid)
+        server = ServerProcess(launch, log_path)
+        repo.update_run(
+            book.db, run_id, argv_json=launch.argv, env_json=launch.env, log_path=str(log_path)
+        )
+        self.server_t0 = time.monotonic()
+        self.server_facts = {}
+        self.server_check = None
+        self.server = server  # before start(): whatever happens next, stop_server stops it
+        try:
+            server.start()
+        except StartFailure:
+            self.server = None  # nothing was started (the port was someone else's)
+            raise
+        # Sampling starts with the process, so the climb through weights and KV allocation is kept.
+        pid = server.pid or 0
+        self.samples.start(
+            run_id,
+            self.server_t0,
+            [ProcessTreeSampler(pid, period=0.1), GpuSampler(pid, period=0.1)],
+        )
+        repo.update_run(
+            book.db, run_id, server_pid=server.pid, server_start_time_s=server.start_time
+        )
+        book.phase("waiting_health", run_id)
+        try:
+            facts = server.wait_healthy(self.start_timeout)
+        except StartFailure:
+            self.samples.finish()
+            self.server = None
+            raise
+        self.server_facts = facts.to_dict()
+        self.server_check = effective.check_start(launch, server.log_text(), facts, engine.backend)
+        self.samples.add(MetricsSampler(launch.base_url, period=0.5))
+        self._store_server_facts(run_id, reused=False)
+        return launch.base_url, self.server_t0
+
+    def _store_server_facts(self, run_id: int, reused: bool) -> None:
+        f = self.server_facts
+        repo.update_run(
+            self.book.db,
+            run_id,
+            time_to_healthy_s=None if reused else f.get("time_to_healthy_s"),
+            kv_cache_tokens=f.get("kv_cache_tokens"),
+            kv_cache_memory_bytes=f.get("kv_cache_memory_bytes"),
+            max_concurrency=f.get("max_concurrency"),
+            block_size=f.get("block_size"),
+            weights_memory_gib=f.get("weights_memory_gib"),
+            startup_json={**f, "reused_server": reused},
+            server_pid=self.server.pid if self.server else None,
+            **effective.columns(self.server_check),
+        )
+        if f.get("vllm_version"):  # what the server says beats what the settings guessed
+            repo.update_run(self.book.db, run_id, vllm_version=f["vllm_version"])
+
+    def stop_server(self) -> None:
+        """Stop the server (by group) and wait until its device memory is free again."""
+        if self.server is not None:
+            try:
+                self.server.stop()
+                if self.gpu_baseline:
+                    wait_gpu_memory_released(self.gpu_baseline)
+            finally:
+                self.server = None
+                self.samples.finish()
+
+    def close(self) -> None:
+        """Stop the server and the samplers; safe to call twice."""
+        try:
+            self.stop_server()
+        finally:
+            self.samples.finish()
+
+    def relabel(self, run_id: int) -> None:
+        """Process labels from the engine's own log lines (`(EngineCore pid=N)`)."""
+        pids = self.server_facts.get("engine_pids") or {}
+        names = {
+            int(pid): name
+            for name, pid in pids.items()
+            if name in ("APIServer", "EngineCore") or name.startswith(("Worker", "EngineCore"))
+        }
+        if names:
+            repo.relabel_processes(self.book.db, run_id, names)
