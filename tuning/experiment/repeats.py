@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from sqlite_utils import Database
 
@@ -27,9 +27,6 @@ from core.status import Status
 from store import queries, repo
 from tuning.compare.sequential import Design, Plan, plan_next
 from tuning.params import format_value
-
-if TYPE_CHECKING:
-    from tuning.experiment.run_unit import RunUnit
 
 DEFAULT_MAX_REPEATS = 10
 # Runs in one of these states count as tried; a cancelled or unfinished one does not.
@@ -132,9 +129,9 @@ class _Runner(Protocol):
     experiment_id: int
     exp: dict[str, Any]
     live: Any  # .cancel: a threading.Event set when the user asks to stop
-    unit: RunUnit  # tuning.experiment.run_unit.RunUnit: the one path of a value's run
 
     def progress(self, event: str, data: dict[str, Any]) -> None: ...
+    def execute(self, plan: list[tuple[Any, int]], todo: list[int]) -> list[int]: ...
 
 
 def extend(runner: _Runner) -> list[int]:
@@ -157,24 +154,19 @@ def extend(runner: _Runner) -> list[int]:
         runner.progress("repeats", plan.to_json())
         if plan.stop:
             break
-        seq = max((int(r.get("seq") or 0) for r in runs), default=-1) + 1
+        first = max((int(r.get("seq") or 0) for r in runs), default=-1) + 1
         counts = {label: sum(r.get("value") == label for r in runs) for label in by_label}
         order = [format_value(values[0]), *plan.pending]
-        added = 0  # this round's runs (`runs` above already holds the earlier rounds')
+        jobs: list[tuple[Any, int]] = []
         for _ in range(plan.rounds):
             for label in order:
-                if runner.live.cancel.is_set():
-                    return new_ids
-                new_ids.append(runner.unit.run(seq, by_label[label], counts[label]))
+                jobs.append((by_label[label], counts[label]))
                 counts[label] += 1
-                seq += 1
-                added += 1
-                done = len(runs) + added
-                repo.update_experiment(runner.db, runner.experiment_id, runs_done=done)
-                runner.progress(
-                    "run_done",
-                    {"done": done, "total": len(runs) + plan.runs, "run_id": new_ids[-1]},
-                )
+        # The rounds go where the first ones went (this machine or the fleet): positions before
+        # `first` are stored runs, placeholders here that the executor never runs.
+        schedule: list[tuple[Any, int]] = [(None, 0)] * first + jobs
+        todo = list(range(first, len(schedule)))
+        new_ids += runner.execute(schedule, todo)
     return new_ids
 
 
