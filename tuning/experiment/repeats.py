@@ -131,7 +131,7 @@ class _Runner(Protocol):
     live: Any  # .cancel: a threading.Event set when the user asks to stop
 
     def progress(self, event: str, data: dict[str, Any]) -> None: ...
-    def execute(self, plan: list[tuple[Any, int]], todo: list[int]) -> list[int]: ...
+    def run_positions(self, plan: list[tuple[Any, int]], todo: list[int]) -> list[int]: ...
 
 
 def extend(runner: _Runner) -> list[int]:
@@ -166,7 +166,7 @@ def extend(runner: _Runner) -> list[int]:
         # `first` are stored runs, placeholders here that the executor never runs.
         schedule: list[tuple[Any, int]] = [(None, 0)] * first + jobs
         todo = list(range(first, len(schedule)))
-        new_ids += runner.execute(schedule, todo)
+        new_ids += runner.run_positions(schedule, todo)
     return new_ids
 
 

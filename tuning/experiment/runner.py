@@ -96,7 +96,7 @@ class ExperimentRunner(Bookkeeping):
         try:
             plan = schedule(list(exp["values"]), int(exp["repeats"] or 1))
             todo = outcome.remaining(plan, self.runs())
-            run_ids = self.execute(plan, todo) if todo else []
+            run_ids = self.run_positions(plan, todo) if todo else []
             run_ids += repeats.extend(self)  # --repeats auto: more rounds until decided
             if self.live.cancel.is_set():
                 status, error = Status.CANCELLED, "stopped by the user"
@@ -113,7 +113,7 @@ class ExperimentRunner(Bookkeeping):
                 self._shut_down(heartbeat, status, error, abort)
         return run_ids
 
-    def execute(self, plan: list[tuple[Any, int]], todo: list[int]) -> list[int]:
+    def run_positions(self, plan: list[tuple[Any, int]], todo: list[int]) -> list[int]:
         """Run the plan's positions `todo` where the caller chose (this machine or the fleet)."""
         return self.executor(self, plan, todo)
 
