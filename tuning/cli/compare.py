@@ -15,6 +15,7 @@ import argparse
 import sys
 from collections.abc import Callable
 from contextlib import ExitStack
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuning.charts.kinds import CHART_KINDS
@@ -195,6 +196,15 @@ def _compare(args: argparse.Namespace) -> int:
         return 0
 
     return _with_comparison(args, show)
+
+
+def compare_experiment(path: Path, exp_id: int) -> int:
+    """`compare --db PATH --experiment ID`, for a command that has just run it (demo): called
+    directly, not through the CLI's `main` (which imports every command, the caller too)."""
+    args = argparse.Namespace(
+        db=path, run_ids=[], experiment=[exp_id], baseline=None, slo=None, margin=None, json=False
+    )
+    return _compare(args)
 
 
 def _chart(args: argparse.Namespace) -> int:

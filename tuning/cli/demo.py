@@ -25,8 +25,8 @@ def add_arguments(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tuning.cli.compare import compare_experiment
     from tuning.cli.experiment import _run_stored
-    from tuning.cli.main import main
     from tuning.engine import EngineError, current_spec
     from tuning.experiment.demo import plan_demo
     from tuning.settings import load_settings
@@ -52,4 +52,4 @@ def run(args: argparse.Namespace) -> int:
     if code != 0:
         return code
     sys.stdout.flush()
-    return main(["compare", "--db", str(path), "--experiment", str(exp_id)])
+    return compare_experiment(path, exp_id)

@@ -13,7 +13,7 @@ from core.status import Status
 from tuning.cli.args import add_db, at_least_one, db_path, refused
 from tuning.cli.fleet import add_fleet_arguments, fleet_options
 from tuning.cli.server import parse_sets
-from tuning.cli.workload import add_traffic_arguments, spec_from_args
+from tuning.traffic.options import TrafficOptions
 
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
@@ -134,7 +134,7 @@ def add_arguments(sub: Subparsers) -> None:
     exp.add_argument("--start-timeout", type=float, default=300.0)
     exp.add_argument("--json", action="store_true", help="print the run ids as JSON")
     add_workload_arguments(exp)
-    add_traffic_arguments(exp)
+    TrafficOptions.add_cli_args(exp)
     add_fleet_arguments(exp)
     add_db(exp)
     for name, help_text in (
@@ -213,7 +213,7 @@ def _plan(args: argparse.Namespace, path: Path) -> int:
         author=settings.resolved_author(),
         host=settings.resolved_host(),
         auto=auto,
-        workload_spec=spec_from_args(args, path),
+        workload_spec=TrafficOptions.from_cli_args(args).to_spec(path),
     )
 
 
