@@ -10,6 +10,9 @@ from typing import TYPE_CHECKING
 
 from tuning.settings import configured_db_path, default_db_path
 
+# Ctrl-C (SIGINT) or SIGTERM: what ran is stored, the rest is cancelled (the shell's 128 + 2).
+EXIT_INTERRUPTED = 130
+
 if TYPE_CHECKING:
     # What `sub.add_parser` hangs off (argparse has no public name for it).
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -53,6 +56,21 @@ def at_least_one(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+def base_url_problem(args: argparse.Namespace) -> str | None:
+    """Why a command's --base-url cannot be used (no scheme, no host, `http://[::1:8000`), before
+    anything is asked or written; None when it has none or it parses."""
+    url = getattr(args, "base_url", None)
+    if not url:
+        return None
+    from tuning.workload import WorkloadError, server_root
+
+    try:
+        server_root(url)
+    except WorkloadError as exc:
+        return f"--base-url: {exc}"
+    return None
 
 
 def printable(text: object) -> str:

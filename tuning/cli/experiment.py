@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.status import Status
-from tuning.cli.args import add_db, at_least_one, db_path, refused
+from tuning.cli.args import EXIT_INTERRUPTED, add_db, at_least_one, db_path, refused
 from tuning.cli.fleet import add_fleet_arguments, fleet_options
 from tuning.cli.server import parse_sets
 from tuning.traffic.options import TrafficOptions
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 STALL_HELP = "seconds without data after a stream's first token before it counts as stalled"
 COMMANDS = ("bench", "experiment", "run-experiment", "cancel", "runs", "reap")
 # Exit codes of `experiment` and `run-experiment` by the experiment's final status.
-EXIT_FAILED, EXIT_BUSY, EXIT_INTERRUPTED = 1, 3, 130
+EXIT_FAILED, EXIT_BUSY = 1, 3
 
 RUN_KEYS = (
     [

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from tuning.cli.args import add_db, db_path, refused
+from tuning.cli.args import EXIT_INTERRUPTED, add_db, db_path, refused
 
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
@@ -69,12 +69,20 @@ def search_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def drive(call: Callable[[], dict[str, Any]]) -> tuple[int, dict[str, Any]]:
-    """Run a search or a plan: (0, its result), or the exit code of a refusal (3: busy)."""
+    """Run a search or a plan: (0, its result), or the exit code of a refusal (3: busy) or of
+    Ctrl-C / SIGTERM (130, one line, no traceback)."""
     from tuning.experiment.lock import RunnerBusy
     from tuning.params import ParamError
 
     try:
         return 0, call()
+    except KeyboardInterrupt:  # the runner has stopped the server; the rows say cancelled
+        print(
+            "interrupted: the search and its step's experiment are cancelled; the finished "
+            "steps are stored",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED, {}
     except RunnerBusy as exc:
         print(f"refused: {exc}", file=sys.stderr)
         return 3, {}
