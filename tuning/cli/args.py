@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from tuning.settings import configured_db_path, default_db_path
 
@@ -81,6 +81,14 @@ def printable(text: object) -> str:
     return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in str(text))
 
 
+def say(text: object = "", *, file: TextIO | None = None, flush: bool = False) -> None:
+    """The only way the CLI prints: every line through `printable`, so a name, note, tag or value
+    from a DB or an imported bundle cannot move the cursor, clear or retitle the terminal
+    (`\x1b[2J`, `\x1b]0;...\x07`); the line breaks of the CLI's own tables are kept."""
+    lines = str(text).split("\n")
+    print("\n".join(printable(line) for line in lines), file=file or sys.stdout, flush=flush)
+
+
 def store_refusal(args: argparse.Namespace, exc: BaseException) -> str | None:
     """What to say when the lab's DB refused a command (damaged, written by a newer lab, locked
     for too long), or None for any other error."""
@@ -98,5 +106,5 @@ def store_refusal(args: argparse.Namespace, exc: BaseException) -> str | None:
 
 def refused(message: str) -> int:
     """Say why nothing was done; exit code 2."""
-    print(f"refused: {printable(message)}", file=sys.stderr)
+    say(f"refused: {message}", file=sys.stderr)
     return 2

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.status import Status
-from tuning.cli.args import EXIT_INTERRUPTED, add_db, at_least_one, db_path, refused
+from tuning.cli.args import EXIT_INTERRUPTED, add_db, at_least_one, db_path, printable, refused, say
 from tuning.cli.fleet import add_fleet_arguments, fleet_options
 from tuning.cli.server import parse_sets
 from tuning.traffic.options import TrafficOptions
@@ -49,6 +49,8 @@ RUN_KEYS = (
 )
 # The numbers the `runs` table shows (besides failed requests).
 _RUNS_TABLE = ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")
+# The stored text in a `runs` row: printed through `printable`, so one cell stays one line.
+_RUNS_TEXT = ("param", "value", "status", "failure_kind")
 # Columns of a run row that `runs --json` carries as they are.
 RUN_COLUMNS = (
     "id",
@@ -242,7 +244,7 @@ def _experiment(args: argparse.Namespace) -> int:
                 raise ValueError("--resume takes the experiment as it was planned: no --param")
             exp_id = args.resume
             if not prepare_resume(path, exp_id):
-                print(f"experiment {exp_id}: nothing to resume, every run has finished")
+                say(f"experiment {exp_id}: nothing to resume, every run has finished")
                 return 0
         else:
             exp_id = _plan(args, path)
@@ -261,10 +263,11 @@ def _experiment(args: argparse.Namespace) -> int:
             bar.n = int(data.get("done", bar.n + 1))
             bar.refresh()
         elif event == "repeats" and not data["stop"]:
-            tqdm.write(f"repeat until decided: {data['reason']}", file=sys.stderr)
+            tqdm.write(printable(f"repeat until decided: {data['reason']}"), file=sys.stderr)
         elif event == "run_failed":
             tqdm.write(
-                f"run {data['run_id']} failed [{data['kind']}]: {data['reason']}", file=sys.stderr
+                printable(f"run {data['run_id']} failed [{data['kind']}]: {data['reason']}"),
+                file=sys.stderr,
             )
 
     with bar:
@@ -273,13 +276,13 @@ def _experiment(args: argparse.Namespace) -> int:
     plan = _stored_plan(path, exp_id)
     if args.json:
         out = {"experiment_id": exp_id, "run_ids": run_ids, "status": status, "error": error}
-        print(json.dumps({**out, "repeats": plan} if plan else out))
+        say(json.dumps({**out, "repeats": plan} if plan else out))
     else:
-        print(f"experiment {exp_id}: {status}; runs {', '.join(map(str, run_ids)) or 'none'}")
+        say(f"experiment {exp_id}: {status}; runs {', '.join(map(str, run_ids)) or 'none'}")
         if plan:
             from tuning.experiment.repeats import summary_lines
 
-            print("\n".join(summary_lines(plan)))
+            say("\n".join(summary_lines(plan)))
     return code
 
 
@@ -296,14 +299,14 @@ def _run_stored(
     try:
         run_ids = run_experiment(path, exp_id, progress, start_timeout=start_timeout)
     except RunnerBusy as exc:
-        print(f"refused: {exc}", file=sys.stderr)
+        say(f"refused: {exc}", file=sys.stderr)
         return EXIT_BUSY, []
     except FleetError as exc:
-        print(f"refused: experiment {exp_id}: {exc}", file=sys.stderr)
+        say(f"refused: experiment {exp_id}: {exc}", file=sys.stderr)
         return EXIT_FAILED, []
     except KeyboardInterrupt:
         settle(path, exp_id, Status.CANCELLED, "interrupted before it started")
-        print(
+        say(
             f"experiment {exp_id} interrupted: what ran is stored, the rest is not; "
             f"`python -m tuning experiment --resume {exp_id}` runs what is left",
             file=sys.stderr,
@@ -312,7 +315,7 @@ def _run_stored(
     status, error = _final(path, exp_id)
     if status == Status.DONE:
         return 0, run_ids
-    print(f"experiment {exp_id} {status}: {error or 'no reason stored'}", file=sys.stderr)
+    say(f"experiment {exp_id} {status}: {error or 'no reason stored'}", file=sys.stderr)
     return EXIT_FAILED, run_ids
 
 
@@ -332,7 +335,7 @@ def _say_reaped(reaped: list[Any]) -> None:
             if item.servers_left
             else ""
         )
-        print(
+        say(
             f"reaped experiment {item.experiment_id}: runner pid {item.runner_pid} is gone; "
             f"run(s) {item.runs} marked failed [runner_died]{stopped}{left}",
             file=sys.stderr,
@@ -346,9 +349,9 @@ def _reap(args: argparse.Namespace) -> int:
 
     reaped = reap(db_path(args))
     if args.json:
-        print(json.dumps([asdict(r) for r in reaped]))
+        say(json.dumps([asdict(r) for r in reaped]))
     elif not reaped:
-        print("nothing to reap: every active experiment has a live runner")
+        say("nothing to reap: every active experiment has a live runner")
     else:
         _say_reaped(reaped)
     return 0
@@ -363,7 +366,7 @@ def endpoint_ready(args: argparse.Namespace) -> bool:
         check_endpoint(args.base_url, args.model)
         probe_endpoint(args.base_url, args.model, endpoint=args.endpoint)
     except EndpointError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        say(f"error: {exc}", file=sys.stderr)
         return False
     return True
 
@@ -398,18 +401,19 @@ def _runs(args: argparse.Namespace) -> int:
         return refused(str(exc))
     rows = [run_as_dict(r) for r in runs]
     if args.json:
-        print(json.dumps(rows, indent=2))
+        say(json.dumps(rows, indent=2))
         return 0
-    print(
+    say(
         f"{'id':>4} {'exp':>4} {'param':22} {'value':>8} {'status':9} {'tok/s':>9} "
         f"{'TTFT ms':>8} {'TPOT ms':>8} {'fail':>4}"
     )
     for r in rows:
         tps, ttft, tpot = (fmt(r[k], spec="{:.1f}", none="-") for k in _RUNS_TABLE)
-        print(
-            f"{r['id']:>4} {r['experiment_id']:>4} {r['param']:22} {r['value']:>8} "
-            f"{r['status']:9} {tps:>9} {ttft:>8} {tpot:>8} {fmt(r['failed'], 'count', none='-'):>4}"
-            + (f"  [{r['failure_kind']}]" if r["failure_kind"] else "")
+        param, value, status, kind = (printable(r[k] or "") for k in _RUNS_TEXT)  # one line each
+        say(
+            f"{r['id']:>4} {r['experiment_id']:>4} {param:22} {value:>8} "
+            f"{status:9} {tps:>9} {ttft:>8} {tpot:>8} {fmt(r['failed'], 'count', none='-'):>4}"
+            + (f"  [{kind}]" if kind else "")
         )
     return 0
 
@@ -438,7 +442,7 @@ def _run_experiment(args: argparse.Namespace) -> int:
                     author=settings.resolved_author(),
                     host=settings.resolved_host(),
                 )
-                print(f"experiment {args.id} is imported: running it as experiment {exp_id}")
+                say(f"experiment {args.id} is imported: running it as experiment {exp_id}")
         except (StoreError, ValueError) as exc:
             return refused(str(exc))
     try:

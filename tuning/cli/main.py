@@ -25,7 +25,7 @@ from tuning.cli import (
     share,
     workload,
 )
-from tuning.cli.args import EXIT_INTERRUPTED, base_url_problem, refused
+from tuning.cli.args import EXIT_INTERRUPTED, base_url_problem, refused, say
 
 MODULES = (
     server,
@@ -62,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return module.run(args)
     except KeyboardInterrupt:  # Ctrl-C where no command catches it: one line, never a traceback
-        print("interrupted", file=sys.stderr)
+        say("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:  # a damaged or newer lab DB: a plain message, never a traceback
         from tuning.cli.args import store_refusal

@@ -9,7 +9,7 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
-from tuning.cli.args import refused
+from tuning.cli.args import refused, say
 
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         device_bytes=device,
     )
     if args.json:
-        print(json.dumps({"param": args.param, "values": [r.to_json() for r in rows]}, indent=2))
+        say(json.dumps({"param": args.param, "values": [r.to_json() for r in rows]}, indent=2))
     else:
-        print(format_predictions(args.param, rows))
+        say(format_predictions(args.param, rows))
     return 0

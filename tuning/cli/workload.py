@@ -15,7 +15,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
-from tuning.cli.args import add_db, db_path, refused
+from tuning.cli.args import add_db, db_path, printable, refused, say
 from tuning.traffic import TrafficError
 from tuning.traffic.options import DEFAULT_TURNS, TrafficOptions, load_spec
 from tuning.traffic.spec import FILE_KINDS
@@ -75,9 +75,9 @@ def _preview(args: argparse.Namespace) -> int:
     out["fingerprint"] = fingerprint(plan)
     out["spec"] = spec.to_dict()
     if args.json:
-        print(json.dumps(out, indent=1))
+        say(json.dumps(out, indent=1))
         return 0
-    print(render_preview(out))
+    say(render_preview(out))
     return 0
 
 
@@ -136,7 +136,7 @@ def _save(args: argparse.Namespace) -> int:
             author=settings.resolved_author(),
             host=settings.resolved_host(),
         )
-    print(f"workload {args.name!r} saved (id {wid}, spec {spec_digest(spec)})")
+    say(f"workload {args.name!r} saved (id {wid}, spec {spec_digest(spec)})")
     return 0
 
 
@@ -149,7 +149,10 @@ def _list(args: argparse.Namespace) -> int:
         spec = r.get("spec") or {}
         arrival = (spec.get("arrival") or {}).get("kind", "?")
         source = (spec.get("source") or {}).get("kind", "?")
-        print(f"{r['name']:24} {source:10} {arrival:7} {r['spec_fingerprint']}  {r['updated_at']}")
+        stored = (r["name"], source, arrival, r["spec_fingerprint"], r["updated_at"])
+        # a name from a DB or a bundle: one line, no escape sequence
+        name, source, arrival, digest, updated = (printable(x) for x in stored)
+        say(f"{name:24} {source:10} {arrival:7} {digest}  {updated}")
     return 0
 
 
