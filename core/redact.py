@@ -11,8 +11,9 @@ milliseconds). What is caught:
 - URL credentials (`scheme://user:pw@host`);
 - `name=value`, `name: value` and `'name': value` wherever the name is secret
   (`?token=`, `client_secret=`, `HF_TOKEN=...`, `Authorization: Basic ...`, `x-api-key: ...`,
+  `authorization = Token X`, URL-encoded `api_key%3DX`,
   vLLM's `non-default args: {... 'api_key': [...]}`);
-- argv values after a secret flag (`--api-key X`, `--token=X`, `-k X`);
+- argv values after a secret flag (`--api-key X`, `--token=X`, `-k X`, `-k=X`) and `apikey X`;
 - the values of this process's secret-looking environment variables, wherever they appear.
 """
 
@@ -144,9 +145,9 @@ _SECRET_NAME = (
 # the value (group v) is a quoted string, a [list] after a quoted name, or the run such a value
 # holds (to the end of the line for a header, so `Authorization: Basic abc` loses all of it).
 _PAIRS = re.compile(
-    r"(?:" + _SECRET_NAME + r")(?P<q>['\"])?[ \t]*+(?:(?P<eq>=)|:(?!//))[ \t]*+"
+    r"(?:" + _SECRET_NAME + r")(?P<q>['\"])?[ \t]*+(?:(?P<eq>=|%3d)|:(?!//))[ \t]*+"
     r"(?!\[redacted\])(?P<v>"
-    r"(?(eq)(?:'[^'\r\n]*'|\"[^\"\r\n]*\"|[^&#\"'\s]+)"
+    r"(?(eq)(?:'[^'\r\n]*'|\"[^\"\r\n]*\"|(?:(?:token|basic|digest)[ \t]++)?[^&#\"'\s]+)"
     r"|(?(q)(?:'[^'\r\n]*'|\"[^\"\r\n]*\"|\[[^\]\r\n]*\]|[^,}\r\n]+)|[^\"'\r\n]+)))"
 )
 # `--api-key VALUE` in a logged command line.
@@ -161,7 +162,13 @@ _FLAGS = re.compile(
 )
 # `-k VALUE` (a short key flag) in a logged command line; not a path, URL or another flag.
 _SHORT_KEY = re.compile(
-    r"-(?<![a-z0-9_.\-].)k[ \t]++(?![-/\[]|[a-z][a-z0-9+.-]*+://)(?P<v>[^\s\"']+)"
+    r"-(?<![a-z0-9_.\-].)k(?:[ \t]++|=)(?![-/\[]|[a-z][a-z0-9+.-]*+://)(?P<v>[^\s\"']+)"
+)
+# `apikey VALUE` in prose or a log line (no `=` or `:`): a value of 8 or more characters or one
+# with a digit (`the api_key if given` keeps its words).
+_SPACED_KEY = re.compile(
+    r"a" + _WORD + r"pi[-_.]?keys?[ \t]++(?!\[redacted\])"
+    r"(?=[^\s\"',;]{8}|[^\s\"',;]*?[0-9])(?P<v>[^\s\"',;]+)"
 )
 _BEARER = re.compile(r"b" + _WORD + r"earer\s++(?!\[redacted\])(?P<v>[^\s\"',;]+)")
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
@@ -187,6 +194,7 @@ def _scrub_pairs(text: str) -> str:
     text = _redact_groups(text, _BEARER, whole=True)
     text = _redact_groups(text, _PAIRS)
     text = _redact_groups(text, _SHORT_KEY)
+    text = _redact_groups(text, _SPACED_KEY)
     return _redact_groups(text, _FLAGS)
 
 
@@ -274,20 +282,39 @@ def scrub_row(row: Mapping[str, Any], extra_secrets: Sequence[str] = ()) -> dict
 
 
 def display_url(url: str) -> str:
-    """A URL safe to print or store: any user:password@ part removed."""
-    parts = urllib.parse.urlsplit(url)
+    """A URL safe to print: no user:password@ part and the values of secret query parameters
+    (`?token=`, `?api_key=`) redacted; one that does not parse (`http://[::1:8000`) is scrubbed
+    as text, so printing a bad URL never raises."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port  # a bad port (`:99999`, `:x`) raises only here
+    except ValueError:
+        return scrub_text(url)
+    query = parts.query
+    if query:
+        pairs = urllib.parse.parse_qsl(query, keep_blank_values=True)
+        if any(is_secret_key(k) for k, _ in pairs):
+            query = "&".join(
+                f"{urllib.parse.quote(k)}={REDACTED if is_secret_key(k) else urllib.parse.quote(v)}"
+                for k, v in pairs
+            )
     if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+        if query == parts.query:
+            return url
+        netloc = parts.netloc
+    else:
+        netloc = parts.hostname or ""
+        if ":" in netloc:  # an IPv6 literal keeps its brackets
+            netloc = f"[{netloc}]"
+        if port:
+            netloc = f"{netloc}:{port}"
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 def clean_url(url: str) -> str:
     """A URL to store: no user:password@ part and no secret query parameters (`?token=`,
     `?api_key=`, `?secret=` ...), so it still works where no credentials are needed."""
-    parts = urllib.parse.urlsplit(display_url(url))
+    parts = urllib.parse.urlsplit(display_url(url))  # ValueError for a URL that does not parse
     query = [
         (k, v)
         for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)

@@ -52,6 +52,121 @@ def layer_violations(rel: Path, tree: ast.AST) -> list[str]:
     return [f"{rel} imports {sorted(bad)}"] if bad else []
 
 
+def module_name(rel: Path) -> str:
+    """tuning/cli/main.py -> tuning.cli.main; tuning/cli/__init__.py -> tuning.cli."""
+    parts = list(rel.with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(name: str, tree: ast.AST, known: set[str], is_package: bool) -> set[str]:
+    """The modules of `known` that module `name` imports, wherever the import stands (function
+    bodies too): `from a.b import c` is a.b.c when that is a module, else a.b; relative imports
+    are resolved against `name`."""
+    out: set[str] = set()
+    package = name if is_package else name.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            targets = [
+                f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names
+            ]
+        else:
+            continue
+        for target in targets:
+            # `import a.b.c` of a module we do not know (an attribute path): its nearest module
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                out.add(target)
+    return out
+
+
+def import_graph(trees: dict[str, tuple[ast.AST, bool]]) -> dict[str, set[str]]:
+    """Module -> the modules it imports, for the modules given (name -> (tree, is_package))."""
+    known = set(trees)
+    return {
+        name: imported_modules(name, tree, known, is_package)
+        for name, (tree, is_package) in trees.items()
+    }
+
+
+def cli_importers(graph: dict[str, set[str]]) -> list[str]:
+    """Modules outside tuning.cli that import it; only the entry point tuning.__main__ may."""
+    return sorted(
+        f"{name} imports {sorted(t for t in targets if _in_cli(t))}"
+        for name, targets in graph.items()
+        if not _in_cli(name) and name != "tuning.__main__" and any(_in_cli(t) for t in targets)
+    )
+
+
+def _in_cli(name: str) -> bool:
+    return name == "tuning.cli" or name.startswith("tuning.cli.")
+
+
+def import_cycles(
+    graph: dict[str, set[str]], allowed: frozenset[tuple[str, str]] = frozenset()
+) -> list[list[str]]:
+    """Each circle of imports (a strongly connected component of more than one module), shown as
+    one closed path through it; the `allowed` edges are left out first."""
+    edges = {a: {b for b in bs if (a, b) not in allowed and b in graph} for a, bs in graph.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[set[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan; the graph is small, recursion is fine
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(edges[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                components.append(component)
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return sorted(_closed_path(edges, c) for c in components)
+
+
+def _closed_path(edges: dict[str, set[str]], component: set[str]) -> list[str]:
+    """A shortest path from the component's first module back to itself, inside it."""
+    start = min(component)
+    previous: dict[str, str] = {}
+    queue = [start]
+    while queue:
+        v = queue.pop(0)
+        for w in sorted(edges[v] & component):
+            if w == start:
+                path = [v]
+                while path[-1] != start:
+                    path.append(previous[path[-1]])
+                return [start, *reversed(path[:-1]), start] if v != start else [start, start]
+            if w not in previous:
+                previous[w] = v
+                queue.append(w)
+    return sorted(component)
+
+
 def _docstrings(tree: ast.AST) -> set[int]:
     ids = set()
     for node in ast.walk(tree):
@@ -174,3 +289,72 @@ def test_nothing_binds_all_interfaces() -> None:
         if "tests" not in p.relative_to(REPO).parts and "0.0.0.0" in p.read_text()
     ]
     assert not offenders, offenders
+
+
+# The one circle known today, being cut in another branch: delete this entry after that merge.
+# removed by the one-run-path branch
+ALLOWED_CYCLE_EDGES = frozenset({("tuning.experiment.runner", "tuning.fleet.executor")})
+
+
+def _tuning_graph() -> dict[str, set[str]]:
+    trees = {
+        module_name(p.relative_to(REPO)): (_tree(p), p.name == "__init__.py")
+        for p in APP
+        if p.relative_to(REPO).parts[0] == "tuning"
+    }
+    return import_graph(trees)
+
+
+def test_nothing_outside_the_cli_imports_it() -> None:
+    """The CLI is the outermost layer: only the entry point (tuning/__main__.py) imports it."""
+    trees = {
+        module_name(p.relative_to(REPO)): (_tree(p), p.name == "__init__.py")
+        for p in APP
+        if p.suffix == ".py"
+    }
+    graph = import_graph(trees)
+    assert "tuning.cli.main" in graph["tuning.__main__"]
+    assert not cli_importers(graph), cli_importers(graph)
+
+
+def test_no_import_cycles_in_tuning() -> None:
+    graph = _tuning_graph()
+    assert len(graph) > 50 and graph["tuning.experiment.runner"]
+    for edge in ALLOWED_CYCLE_EDGES:  # still there: otherwise delete it from the allow-list
+        assert edge[1] in graph[edge[0]], f"{edge} is gone: remove it from ALLOWED_CYCLE_EDGES"
+    cycles = import_cycles(graph, ALLOWED_CYCLE_EDGES)
+    assert not cycles, "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_the_import_contract_sees_violations() -> None:
+    """Planted violations: a store module and a page importing the CLI, and two circles."""
+    src = {
+        "tuning.__main__": "from tuning.cli.main import main",
+        "tuning.cli": "",
+        "tuning.cli.main": "from tuning.cli import demo",
+        "tuning.cli.demo": "def run():\n    from tuning.cli.main import main",
+        "tuning.bench": "def f():\n    from tuning.cli.workload import spec_from_args",
+        "tuning.cli.workload": "from . import args",
+        "tuning.cli.args": "import tuning.traffic.spec",
+        "tuning.traffic": "from tuning.traffic.spec import X",
+        "tuning.traffic.spec": "from .errors import E",
+        "tuning.traffic.errors": "",
+        "ui.workload": "from tuning.cli import workload",
+        "tuning.a": "from tuning import b",
+        "tuning.b": "from tuning.c import thing",
+        "tuning.c": "def f():\n    import tuning.a",
+    }
+    packages = {"tuning.cli", "tuning.traffic"}
+    graph = import_graph({n: (ast.parse(s), n in packages) for n, s in src.items()})
+    assert graph["tuning.cli.workload"] == {"tuning.cli.args"}  # relative, resolved
+    assert graph["tuning.traffic.spec"] == {"tuning.traffic.errors"}
+    assert cli_importers(graph) == [
+        "tuning.bench imports ['tuning.cli.workload']",
+        "ui.workload imports ['tuning.cli.workload']",
+    ]
+    assert import_cycles(graph) == [
+        ["tuning.a", "tuning.b", "tuning.c", "tuning.a"],
+        ["tuning.cli.demo", "tuning.cli.main", "tuning.cli.demo"],
+    ]
+    allowed = frozenset({("tuning.cli.demo", "tuning.cli.main")})
+    assert import_cycles(graph, allowed) == [["tuning.a", "tuning.b", "tuning.c", "tuning.a"]]

@@ -123,9 +123,9 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--result-json", required=True, type=Path, help="where to write results")
     parser.add_argument("--quiet", action="store_true", help="no table, no progress")
-    from tuning.cli.workload import add_traffic_arguments
+    from tuning.traffic.options import TrafficOptions
 
-    add_traffic_arguments(parser)  # --workload, --dataset, --request-rate, --multi-turn, ...
+    TrafficOptions.add_cli_args(parser)  # --workload, --dataset, --request-rate, --multi-turn, ...
 
 
 def parse_goodput(items: Sequence[str] | None) -> dict[str, float]:
@@ -383,13 +383,13 @@ def run_bench_command(args: argparse.Namespace) -> int:
     """
     err = sys.stderr
     key = api_key_from_env()
-    from tuning.cli.workload import spec_from_args
     from tuning.experiment.planned import Prepared, prepare
+    from tuning.traffic.options import TrafficOptions
 
     try:
         workload = workload_from_args(args)
         slo = parse_goodput(args.goodput)
-        spec = spec_from_args(args)
+        spec = TrafficOptions.from_cli_args(args).to_spec()
     except (WorkloadError, ValueError) as exc:
         print(f"error: {exc}", file=err)
         return 2

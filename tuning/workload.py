@@ -253,11 +253,21 @@ class LocalTokenizer:
 
 def server_root(base_url: str) -> str:
     """'http://h:p/v1/' -> 'http://h:p': the lab accepts base URLs with or without /v1 and '/'."""
+    from core.redact import display_url
+
     root = base_url.strip().rstrip("/")
     if root.endswith("/v1"):
         root = root[:-3].rstrip("/")
+    shown = display_url(base_url)  # an error never echoes `?token=` or `user:pw@`
     if not root.startswith(("http://", "https://")):
-        raise WorkloadError(f"base URL {base_url!r} must start with http:// or https://")
+        raise WorkloadError(f"base URL {shown!r} must start with http:// or https://")
+    try:
+        parts = urllib.parse.urlsplit(root)
+        parts.port  # noqa: B018  a bad port (`:x`, `:99999`) raises only when read
+    except ValueError as exc:  # `http://[::1:8000`: Invalid IPv6 URL
+        raise WorkloadError(f"base URL {shown!r} is not a valid URL ({exc})") from None
+    if not parts.hostname:
+        raise WorkloadError(f"base URL {shown!r} names no host")
     return root
 
 

@@ -8,7 +8,6 @@ engine's tokenizer, and shows numbers and length histograms, never a prompt's wo
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +15,9 @@ import pandas as pd
 import streamlit as st
 
 from store import connect, queries
-from tuning.cli.workload import spec_from_args
 from tuning.settings import REPO_ROOT, lab_home
 from tuning.traffic import TrafficError, WorkloadSpec
+from tuning.traffic.options import TrafficOptions
 
 CLASSIC = "fixed lengths (above)"
 SYNTHETIC = "synthetic (above) + arrival / turns"
@@ -59,7 +58,7 @@ def traffic_section(
     cap = c3.number_input("Max concurrency (0 = none)", 0, 100000, 0, key="wl_cap")
     turns = c4.number_input("Turns (0 = single requests)", 0, 64, 0, key="wl_turns")
     think = st.number_input("Think time between turns (s)", 0.0, 3600.0, 0.0, key="wl_think")
-    args = argparse.Namespace(
+    options = TrafficOptions(
         **classic,
         param=param_name,
         workload=source[len(SAVED) :] if source.startswith(SAVED) else None,
@@ -78,7 +77,7 @@ def traffic_section(
             st.caption("Pick 'synthetic' or a file to use the rate and turns.")
         return None, []
     try:
-        spec = spec_from_args(args, db_path)
+        spec = options.to_spec(db_path)
     except (TrafficError, ValueError) as exc:
         return None, [f"workload: {exc}"]
     if spec is None:  # synthetic, closed loop, single requests: the fixed lengths above

@@ -99,3 +99,37 @@ def test_scrubbing_is_linear(name: str) -> None:
     t_small = max(_cpu_seconds(lambda: scrub_text(small)), 1e-4)
     t_large = _cpu_seconds(lambda: scrub_text(large))
     assert t_large / t_small < 30, f"{name}: {t_small:.4f}s -> {t_large:.4f}s"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "authorization = Token " + SECRET,
+        "Authorization=Token " + SECRET,
+        "curl -H 'x: y' apikey " + SECRET,
+        "using api_key " + SECRET + " for the endpoint",
+        "GET /v1/models?q=api_key%3D" + SECRET,
+        "https://h/cb?state=x&API_KEY%3D" + SECRET,
+        "client -k=" + SECRET + " http://h",
+    ],
+)
+def test_issue_22_leaks_are_redacted(text: str) -> None:
+    out = scrub_text(text)
+    assert SECRET not in out and REDACTED in out, out
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["set the api_key if the server needs one", "check OPENAI_API_KEY; no API key was sent"],
+)
+def test_a_sentence_about_the_api_key_keeps_its_words(text: str) -> None:
+    assert scrub_text(text) == text
+
+
+def test_a_printed_url_hides_its_token_and_never_raises() -> None:
+    from core.redact import display_url
+
+    shown = display_url(f"http://ada:pw@[::1]:8000/v1?token={SECRET}&model=m")
+    assert shown == f"http://[::1]:8000/v1?token={REDACTED}&model=m"
+    assert display_url("http://[::1:8000") == "http://[::1:8000"  # no ValueError
+    assert display_url("http://h:8000/v1?model=m") == "http://h:8000/v1?model=m"

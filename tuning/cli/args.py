@@ -6,9 +6,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from tuning.settings import configured_db_path, default_db_path
+
+# Ctrl-C (SIGINT) or SIGTERM: what ran is stored, the rest is cancelled (the shell's 128 + 2).
+EXIT_INTERRUPTED = 130
 
 if TYPE_CHECKING:
     # What `sub.add_parser` hangs off (argparse has no public name for it).
@@ -55,12 +58,35 @@ def at_least_one(text: str) -> int:
     return value
 
 
+def base_url_problem(args: argparse.Namespace) -> str | None:
+    """Why a command's --base-url cannot be used (no scheme, no host, `http://[::1:8000`), before
+    anything is asked or written; None when it has none or it parses."""
+    url = getattr(args, "base_url", None)
+    if not url:
+        return None
+    from tuning.workload import WorkloadError, server_root
+
+    try:
+        server_root(url)
+    except WorkloadError as exc:
+        return f"--base-url: {exc}"
+    return None
+
+
 def printable(text: object) -> str:
     """Text from data (a file name in the team folder, a teammate's author or host, a reason that
     quotes them) as it can be printed to a terminal: control characters (escape sequences that
     recolour, retitle or rewrite the terminal), line and paragraph separators and bidi overrides
     become visible escapes like `\\x1b`; printable text is unchanged."""
     return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in str(text))
+
+
+def say(text: object = "", *, file: TextIO | None = None, flush: bool = False) -> None:
+    """The only way the CLI prints: every line through `printable`, so a name, note, tag or value
+    from a DB or an imported bundle cannot move the cursor, clear or retitle the terminal
+    (`\x1b[2J`, `\x1b]0;...\x07`); the line breaks of the CLI's own tables are kept."""
+    lines = str(text).split("\n")
+    print("\n".join(printable(line) for line in lines), file=file or sys.stdout, flush=flush)
 
 
 def store_refusal(args: argparse.Namespace, exc: BaseException) -> str | None:
@@ -80,5 +106,5 @@ def store_refusal(args: argparse.Namespace, exc: BaseException) -> str | None:
 
 def refused(message: str) -> int:
     """Say why nothing was done; exit code 2."""
-    print(f"refused: {printable(message)}", file=sys.stderr)
+    say(f"refused: {message}", file=sys.stderr)
     return 2

@@ -15,11 +15,12 @@ import argparse
 import sys
 from collections.abc import Callable
 from contextlib import ExitStack
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuning.charts.kinds import CHART_KINDS
 from tuning.cli import tradeoff
-from tuning.cli.args import add_selection, db_path, refused
+from tuning.cli.args import add_selection, db_path, printable, refused, say
 
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
@@ -147,19 +148,20 @@ def format_comparison(comparison: Comparison) -> str:
 
     lines = [comparability_text(comparison)]
     lines += [
-        f"  run {c.run_id} vs baseline run {c.baseline_id}: {c.reason}" for c in comparison.excluded
+        f"  run {c.run_id} vs baseline run {c.baseline_id}: {printable(c.reason)}"
+        for c in comparison.excluded
     ]
     notes = (not_applied_text(comparison), failed_text(comparison), slo_text(comparison.slo_ms))
     lines += [text for text in notes if text]
     b = comparison.baseline
     lines.append(
-        f"Baseline: {b.label} (runs {' '.join(map(str, b.run_ids))}; "
+        f"Baseline: {printable(b.label)} (runs {' '.join(map(str, b.run_ids))}; "
         f"{len(b.measured_ids)} measured)"
     )
     for side in comparison.candidates:
         lines += [
             "",
-            f"Candidate: {side.label} (runs {' '.join(map(str, side.run_ids))}; "
+            f"Candidate: {printable(side.label)} (runs {' '.join(map(str, side.run_ids))}; "
             f"{len(side.measured_ids)} measured)",
             f"  {'metric':30} {'baseline':>14} {'candidate':>14} {'change':>9}  "
             "verdict (CI; what would decide it)",
@@ -189,12 +191,21 @@ def _compare(args: argparse.Namespace) -> int:
 
     def show(_db: Any, comparison: Comparison) -> int:
         if args.json:
-            sys.stdout.write(comparison_json(comparison).decode("utf-8") + "\n")
+            say(comparison_json(comparison).decode("utf-8"))
         else:
-            print(format_comparison(comparison))
+            say(format_comparison(comparison))
         return 0
 
     return _with_comparison(args, show)
+
+
+def compare_experiment(path: Path, exp_id: int) -> int:
+    """`compare --db PATH --experiment ID`, for a command that has just run it (demo): called
+    directly, not through the CLI's `main` (which imports every command, the caller too)."""
+    args = argparse.Namespace(
+        db=path, run_ids=[], experiment=[exp_id], baseline=None, slo=None, margin=None, json=False
+    )
+    return _compare(args)
 
 
 def _chart(args: argparse.Namespace) -> int:
@@ -204,7 +215,7 @@ def _chart(args: argparse.Namespace) -> int:
     out = str(args.out)
     kind = args.kind or DEFAULT_KIND
     if args.kind is None:
-        print(
+        say(
             f"no --kind given: drawing the {kind} comparison (choose with --kind "
             f"{'|'.join(CHART_KINDS)})",
             file=sys.stderr,
@@ -223,9 +234,9 @@ def _chart(args: argparse.Namespace) -> int:
             return tradeoff.draw(args, db, comparison, kind, out)
         chart = build_chart(db, comparison, kind, error=args.error)
         if chart is None:
-            print(f"no data for a {kind} chart of these runs", file=sys.stderr)
+            say(f"no data for a {kind} chart of these runs", file=sys.stderr)
             return 1
-        print(f"wrote {out} ({write_chart(chart, out)})")
+        say(f"wrote {out} ({write_chart(chart, out)})")
         return 0
 
     return _with_comparison(args, draw)

@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from tuning.cli.args import add_db, db_path, refused
+from tuning.cli.args import add_db, db_path, refused, say
 
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
@@ -25,8 +25,8 @@ def add_arguments(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tuning.cli.compare import compare_experiment
     from tuning.cli.experiment import _run_stored
-    from tuning.cli.main import main
     from tuning.engine import EngineError, current_spec
     from tuning.experiment.demo import plan_demo
     from tuning.settings import load_settings
@@ -40,16 +40,16 @@ def run(args: argparse.Namespace) -> int:
         )
     except (EngineError, ValueError) as exc:
         return refused(str(exc))
-    print(f"demo: experiment {exp_id}, max-num-seqs 2 vs 16, repeated until decided", flush=True)
+    say(f"demo: experiment {exp_id}, max-num-seqs 2 vs 16, repeated until decided", flush=True)
 
     def progress(event: str, data: dict[str, object]) -> None:
         if event == "run_done":
-            print(f"  run {data['run_id']} done ({data['done']} of {data['total']})", flush=True)
+            say(f"  run {data['run_id']} done ({data['done']} of {data['total']})", flush=True)
         elif event == "repeats" and not data["stop"]:
-            print(f"  repeat until decided: {data['reason']}", flush=True)
+            say(f"  repeat until decided: {data['reason']}", flush=True)
 
     code, _ = _run_stored(path, exp_id, progress)
     if code != 0:
         return code
     sys.stdout.flush()
-    return main(["compare", "--db", str(path), "--experiment", str(exp_id)])
+    return compare_experiment(path, exp_id)

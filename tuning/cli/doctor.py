@@ -7,7 +7,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
-from tuning.cli.args import add_db, db_path
+from tuning.cli.args import add_db, db_path, say
 
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
@@ -33,9 +33,9 @@ def run(args: argparse.Namespace) -> int:
     )
     problems = [f for f in findings if not f.ok]
     if args.json:
-        print(json.dumps({"ok": not problems, "findings": [f.to_dict() for f in findings]}))
+        say(json.dumps({"ok": not problems, "findings": [f.to_dict() for f in findings]}))
     else:
         for finding in findings:
-            print(finding.line())
-        print(f"{len(problems)} problem(s)" if problems else "no problems found")
+            say(finding.line())
+        say(f"{len(problems)} problem(s)" if problems else "no problems found")
     return 1 if problems else 0

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.status import Status
-from tuning.cli.args import add_db, at_least_one, db_path, refused
+from tuning.cli.args import EXIT_INTERRUPTED, add_db, at_least_one, db_path, printable, refused, say
 from tuning.cli.fleet import add_fleet_arguments, fleet_options
 from tuning.cli.server import parse_sets
-from tuning.cli.workload import add_traffic_arguments, spec_from_args
+from tuning.traffic.options import TrafficOptions
 
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 STALL_HELP = "seconds without data after a stream's first token before it counts as stalled"
 COMMANDS = ("bench", "experiment", "run-experiment", "cancel", "runs", "reap")
 # Exit codes of `experiment` and `run-experiment` by the experiment's final status.
-EXIT_FAILED, EXIT_BUSY, EXIT_INTERRUPTED = 1, 3, 130
+EXIT_FAILED, EXIT_BUSY = 1, 3
 
 RUN_KEYS = (
     [
@@ -50,6 +50,8 @@ RUN_KEYS = (
 )
 # The numbers the `runs` table shows (besides failed requests).
 _RUNS_TABLE = ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")
+# The stored text in a `runs` row: printed through `printable`, so one cell stays one line.
+_RUNS_TEXT = ("param", "value", "status", "failure_kind")
 # Columns of a run row that `runs --json` carries as they are.
 RUN_COLUMNS = (
     "id",
@@ -135,7 +137,7 @@ def add_arguments(sub: Subparsers) -> None:
     exp.add_argument("--start-timeout", type=float, default=300.0)
     exp.add_argument("--json", action="store_true", help="print the run ids as JSON")
     add_workload_arguments(exp)
-    add_traffic_arguments(exp)
+    TrafficOptions.add_cli_args(exp)
     add_fleet_arguments(exp)
     add_db(exp)
     for name, help_text in (
@@ -214,7 +216,7 @@ def _plan(args: argparse.Namespace, path: Path) -> int:
         author=settings.resolved_author(),
         host=settings.resolved_host(),
         auto=auto,
-        workload_spec=spec_from_args(args, path),
+        workload_spec=TrafficOptions.from_cli_args(args).to_spec(path),
     )
 
 
@@ -243,7 +245,7 @@ def _experiment(args: argparse.Namespace) -> int:
                 raise ValueError("--resume takes the experiment as it was planned: no --param")
             exp_id = args.resume
             if not prepare_resume(path, exp_id):
-                print(f"experiment {exp_id}: nothing to resume, every run has finished")
+                say(f"experiment {exp_id}: nothing to resume, every run has finished")
                 return 0
         else:
             exp_id = _plan(args, path)
@@ -262,10 +264,11 @@ def _experiment(args: argparse.Namespace) -> int:
             bar.n = int(data.get("done", bar.n + 1))
             bar.refresh()
         elif event == "repeats" and not data["stop"]:
-            tqdm.write(f"repeat until decided: {data['reason']}", file=sys.stderr)
+            tqdm.write(printable(f"repeat until decided: {data['reason']}"), file=sys.stderr)
         elif event == "run_failed":
             tqdm.write(
-                f"run {data['run_id']} failed [{data['kind']}]: {data['reason']}", file=sys.stderr
+                printable(f"run {data['run_id']} failed [{data['kind']}]: {data['reason']}"),
+                file=sys.stderr,
             )
 
     with bar:
@@ -274,13 +277,13 @@ def _experiment(args: argparse.Namespace) -> int:
     plan = _stored_plan(path, exp_id)
     if args.json:
         out = {"experiment_id": exp_id, "run_ids": run_ids, "status": status, "error": error}
-        print(json.dumps({**out, "repeats": plan} if plan else out))
+        say(json.dumps({**out, "repeats": plan} if plan else out))
     else:
-        print(f"experiment {exp_id}: {status}; runs {', '.join(map(str, run_ids)) or 'none'}")
+        say(f"experiment {exp_id}: {status}; runs {', '.join(map(str, run_ids)) or 'none'}")
         if plan:
             from tuning.experiment.repeats import summary_lines
 
-            print("\n".join(summary_lines(plan)))
+            say("\n".join(summary_lines(plan)))
     return code
 
 
@@ -312,14 +315,14 @@ def _run_stored(
         executor = _executor(path, exp_id)
         run_ids = run_experiment(path, exp_id, progress, start_timeout, executor)
     except RunnerBusy as exc:
-        print(f"refused: {exc}", file=sys.stderr)
+        say(f"refused: {exc}", file=sys.stderr)
         return EXIT_BUSY, []
     except FleetError as exc:
-        print(f"refused: experiment {exp_id}: {exc}", file=sys.stderr)
+        say(f"refused: experiment {exp_id}: {exc}", file=sys.stderr)
         return EXIT_FAILED, []
     except KeyboardInterrupt:
         settle(path, exp_id, Status.CANCELLED, "interrupted before it started")
-        print(
+        say(
             f"experiment {exp_id} interrupted: what ran is stored, the rest is not; "
             f"`python -m tuning experiment --resume {exp_id}` runs what is left",
             file=sys.stderr,
@@ -328,7 +331,7 @@ def _run_stored(
     status, error = _final(path, exp_id)
     if status == Status.DONE:
         return 0, run_ids
-    print(f"experiment {exp_id} {status}: {error or 'no reason stored'}", file=sys.stderr)
+    say(f"experiment {exp_id} {status}: {error or 'no reason stored'}", file=sys.stderr)
     return EXIT_FAILED, run_ids
 
 
@@ -348,7 +351,7 @@ def _say_reaped(reaped: list[Any]) -> None:
             if item.servers_left
             else ""
         )
-        print(
+        say(
             f"reaped experiment {item.experiment_id}: runner pid {item.runner_pid} is gone; "
             f"run(s) {item.runs} marked failed [runner_died]{stopped}{left}",
             file=sys.stderr,
@@ -362,9 +365,9 @@ def _reap(args: argparse.Namespace) -> int:
 
     reaped = reap(db_path(args))
     if args.json:
-        print(json.dumps([asdict(r) for r in reaped]))
+        say(json.dumps([asdict(r) for r in reaped]))
     elif not reaped:
-        print("nothing to reap: every active experiment has a live runner")
+        say("nothing to reap: every active experiment has a live runner")
     else:
         _say_reaped(reaped)
     return 0
@@ -379,7 +382,7 @@ def endpoint_ready(args: argparse.Namespace) -> bool:
         check_endpoint(args.base_url, args.model)
         probe_endpoint(args.base_url, args.model, endpoint=args.endpoint)
     except EndpointError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        say(f"error: {exc}", file=sys.stderr)
         return False
     return True
 
@@ -414,18 +417,19 @@ def _runs(args: argparse.Namespace) -> int:
         return refused(str(exc))
     rows = [run_as_dict(r) for r in runs]
     if args.json:
-        print(json.dumps(rows, indent=2))
+        say(json.dumps(rows, indent=2))
         return 0
-    print(
+    say(
         f"{'id':>4} {'exp':>4} {'param':22} {'value':>8} {'status':9} {'tok/s':>9} "
         f"{'TTFT ms':>8} {'TPOT ms':>8} {'fail':>4}"
     )
     for r in rows:
         tps, ttft, tpot = (fmt(r[k], spec="{:.1f}", none="-") for k in _RUNS_TABLE)
-        print(
-            f"{r['id']:>4} {r['experiment_id']:>4} {r['param']:22} {r['value']:>8} "
-            f"{r['status']:9} {tps:>9} {ttft:>8} {tpot:>8} {fmt(r['failed'], 'count', none='-'):>4}"
-            + (f"  [{r['failure_kind']}]" if r["failure_kind"] else "")
+        param, value, status, kind = (printable(r[k] or "") for k in _RUNS_TEXT)  # one line each
+        say(
+            f"{r['id']:>4} {r['experiment_id']:>4} {param:22} {value:>8} "
+            f"{status:9} {tps:>9} {ttft:>8} {tpot:>8} {fmt(r['failed'], 'count', none='-'):>4}"
+            + (f"  [{kind}]" if kind else "")
         )
     return 0
 
@@ -454,7 +458,7 @@ def _run_experiment(args: argparse.Namespace) -> int:
                     author=settings.resolved_author(),
                     host=settings.resolved_host(),
                 )
-                print(f"experiment {args.id} is imported: running it as experiment {exp_id}")
+                say(f"experiment {args.id} is imported: running it as experiment {exp_id}")
         except (StoreError, ValueError) as exc:
             return refused(str(exc))
     try:

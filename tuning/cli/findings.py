@@ -8,7 +8,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
-from tuning.cli.args import add_db, db_path, printable
+from tuning.cli.args import add_db, db_path, printable, say
 
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
@@ -32,8 +32,8 @@ def run(args: argparse.Namespace) -> int:
         found = stored_findings(db, row)
     if args.json:
         data = {"run_id": args.run, "findings": [f.to_dict(row) for f in found]}
-        print(json.dumps(data, indent=2))
+        say(json.dumps(data, indent=2))
         return 0
     for line in describe(found, row):
-        print(printable(line))
+        say(printable(line))
     return 0

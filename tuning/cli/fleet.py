@@ -7,7 +7,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
-from tuning.cli.args import refused
+from tuning.cli.args import refused, say
 
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
@@ -114,17 +114,15 @@ def run(args: argparse.Namespace) -> int:
     except Exception as exc:  # no cluster at that address
         return refused(f"no Ray cluster at {args.ray_address}: {type(exc).__name__}: {exc}")
     if args.json:
-        print(json.dumps(status, indent=2))
+        say(json.dumps(status, indent=2))
         return 0
-    print(
-        f"fleet at {status['address']}: {status['slots_free']}/{status['slots_total']} slots free"
-    )
+    say(f"fleet at {status['address']}: {status['slots_free']}/{status['slots_total']} slots free")
     for node in status["nodes"]:
         state = "alive" if node["alive"] else "dead"
-        print(
+        say(
             f"  {node['node_id'][:12]} {node['host'] or '?':20} {state:5} slots {node['slots']}"
             f"  GPUs {node['gpus']}  CPUs {node['cpus']}  running {len(node['running'])}"
         )
         for actor in node["running"]:
-            print(f"    worker pid {actor['pid']}")
+            say(f"    worker pid {actor['pid']}")
     return 0

@@ -8,6 +8,7 @@ needs them, so `python -m tuning --help` starts fast on a box without them.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 
 from tuning.cli import (
@@ -24,7 +25,7 @@ from tuning.cli import (
     share,
     workload,
 )
-from tuning.cli.args import refused
+from tuning.cli.args import EXIT_INTERRUPTED, base_url_problem, refused, say
 
 MODULES = (
     server,
@@ -56,8 +57,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """`python -m tuning ...` (tuning/__main__.py); the exit code of the command."""
     args = build_parser().parse_args(argv)
     module = next(m for m in MODULES if args.command in m.COMMANDS)
+    if problem := base_url_problem(args):
+        return refused(problem)
     try:
         return module.run(args)
+    except KeyboardInterrupt:  # Ctrl-C where no command catches it: one line, never a traceback
+        say("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except Exception as exc:  # a damaged or newer lab DB: a plain message, never a traceback
         from tuning.cli.args import store_refusal
 

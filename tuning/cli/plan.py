@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tuning.cli.args import at_least_one, db_path, refused
+from tuning.cli.args import at_least_one, db_path, refused, say
 
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
             text = f"confirm round {data['round']}: {data['side']} configuration"
         else:
             text = f"  step {data['step']}: {data['value']} ({data['why']})"
-        print(text, file=sys.stderr)
+        say(text, file=sys.stderr)
 
     code, result = drive(
         lambda: run_plan(db_path(args), spec, progress, start_timeout=args.start_timeout)
@@ -92,10 +92,10 @@ def run(args: argparse.Namespace) -> int:
     if args.report:
         result["report"] = str(write_plan_report(result, args.report))
     if args.json:
-        print(json.dumps(result, indent=2))
+        say(json.dumps(result, indent=2))
         return 0
     for line in summary_lines(result):
-        print(line)
+        say(line)
     if args.report:
-        print(f"report: {result['report']}")
+        say(f"report: {result['report']}")
     return 0

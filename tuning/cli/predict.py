@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from typing import TYPE_CHECKING, Any
 
-from tuning.cli.args import refused
+from tuning.cli.args import refused, say
 
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
@@ -39,8 +40,11 @@ def add_arguments(sub: Subparsers) -> None:
 
 
 def device_bytes(gib: float | None) -> int | None:
-    """The first GPU's memory: given, or from NVML (None on a machine without one)."""
+    """The first GPU's memory: given, or from NVML (None on a machine without one). A given value
+    that is not a finite number over 0 (`nan`, `inf`, `-4`) raises ValueError naming the flag."""
     if gib is not None:
+        if not math.isfinite(gib) or gib <= 0:
+            raise ValueError(f"--device-memory-gib {gib}: must be a finite number of GiB over 0")
         return int(gib * 2**30)
     from tuning.hardware import describe
 
@@ -86,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         values = parse_values(args.param, args.values)
         base = validate_config({**spec.baseline, **parse_sets(args.set)}, spec.backend)
         shape = ModelShape.load(args.model_config or spec.model)
+        device = device_bytes(args.device_memory_gib)
     except (ParamError, ValueError, OSError, KeyError) as exc:
         return refused(str(exc))
     rows = predict_values(
@@ -95,10 +100,10 @@ def run(args: argparse.Namespace) -> int:
         shape,
         backend=spec.backend,
         env=spec.env,
-        device_bytes=device_bytes(args.device_memory_gib),
+        device_bytes=device,
     )
     if args.json:
-        print(json.dumps({"param": args.param, "values": [r.to_json() for r in rows]}, indent=2))
+        say(json.dumps({"param": args.param, "values": [r.to_json() for r in rows]}, indent=2))
     else:
-        print(format_predictions(args.param, rows))
+        say(format_predictions(args.param, rows))
     return 0

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from tuning.cli.args import add_db, db_path, refused
+from tuning.cli.args import EXIT_INTERRUPTED, add_db, db_path, refused, say
 
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
@@ -69,14 +69,22 @@ def search_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def drive(call: Callable[[], dict[str, Any]]) -> tuple[int, dict[str, Any]]:
-    """Run a search or a plan: (0, its result), or the exit code of a refusal (3: busy)."""
+    """Run a search or a plan: (0, its result), or the exit code of a refusal (3: busy) or of
+    Ctrl-C / SIGTERM (130, one line, no traceback)."""
     from tuning.experiment.lock import RunnerBusy
     from tuning.params import ParamError
 
     try:
         return 0, call()
+    except KeyboardInterrupt:  # the runner has stopped the server; the rows say cancelled
+        say(
+            "interrupted: the search and its step's experiment are cancelled; the finished "
+            "steps are stored",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED, {}
     except RunnerBusy as exc:
-        print(f"refused: {exc}", file=sys.stderr)
+        say(f"refused: {exc}", file=sys.stderr)
         return 3, {}
     except (ParamError, ValueError) as exc:
         return refused(str(exc)), {}
@@ -112,9 +120,7 @@ def run(args: argparse.Namespace) -> int:
         return refused(str(exc))
 
     def progress(event: str, data: dict[str, Any]) -> None:
-        print(
-            f"step {data['step']}: {args.param} = {data['value']} ({data['why']})", file=sys.stderr
-        )
+        say(f"step {data['step']}: {args.param} = {data['value']} ({data['why']})", file=sys.stderr)
 
     def search() -> dict[str, Any]:
         with recorded(db_path(args), spec, args.record) as keep:
@@ -126,19 +132,19 @@ def run(args: argparse.Namespace) -> int:
     if code:
         return code
     if args.json:
-        print(json.dumps(result, indent=2))
+        say(json.dumps(result, indent=2))
         return 0
     for e in result["log"]:
-        print(
+        say(
             f"step {e['step']}: {args.param} = {e['value']:g} run {e['run_id']} {e['status']} "
             f"{result['objective']} = {e[result['objective']]} ({e['why']})"
         )
     if limit := result["start_limit"]:
-        print(
+        say(
             f"start limit: {args.param} = {limit['starts']} starts, {limit['fails']} does not "
             f"(the largest value that starts is in [{limit['starts']}, {limit['fails']}))"
         )
-    print(
+    say(
         f"chosen: {args.param} = {result['chosen']} ({result['objective']} "
         f"{result['chosen_value']}); {result['stopped']}"
     )

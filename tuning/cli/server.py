@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuning import effective
+from tuning.cli.args import say
 from tuning.engine import EngineError, current_spec, engine_info, setup_embedded
 from tuning.params import ParamError, parse_assignments
 from tuning.procs import group_alive, stop_group
@@ -69,17 +70,17 @@ def _load_state() -> dict[str, Any] | None:
 def _engine(args: argparse.Namespace) -> int:
     if args.verb == "setup":
         try:
-            setup_embedded(lambda line: print(line, flush=True), force=args.force)
+            setup_embedded(lambda line: say(line, flush=True), force=args.force)
         except EngineError as exc:
-            print(f"engine setup failed: {exc}", file=sys.stderr)
+            say(f"engine setup failed: {exc}", file=sys.stderr)
             return 1
         return 0
     info = engine_info()
     if args.json:
-        print(json.dumps(info, indent=2))
+        say(json.dumps(info, indent=2))
     else:
         for key, value in info.items():
-            print(f"{key:18} {value}")
+            say(f"{key:18} {value}")
     return 0
 
 
@@ -97,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
 def _start(args: argparse.Namespace) -> int:
     state = _load_state()
     if state and group_alive(int(state["pgid"])):
-        print(
+        say(
             f"a server is already running at {state['base_url']} (pid {state['pid']}); "
             "`python -m tuning server stop` first"
         )
@@ -108,7 +109,7 @@ def _start(args: argparse.Namespace) -> int:
         config.update(parse_sets(args.set))
         launch = spec.launch(config)
     except ParamError as exc:
-        print(f"refused before starting anything: {exc}")
+        say(f"refused before starting anything: {exc}")
         return 2
     log = lab_home() / "logs" / f"server-{time.strftime('%Y%m%d-%H%M%S')}.log"
     server = ServerProcess(launch, log)
@@ -124,7 +125,7 @@ def _start(args: argparse.Namespace) -> int:
     }
     state_path().parent.mkdir(parents=True, exist_ok=True)
     state_path().write_text(json.dumps(state, indent=2))
-    print(
+    say(
         f"started pid {server.pid}, log {log}; waiting for {launch.base_url}/health ...", flush=True
     )
     try:
@@ -132,7 +133,7 @@ def _start(args: argparse.Namespace) -> int:
     except StartFailure as failure:
         state_path().unlink(missing_ok=True)
         out = failure.to_dict()
-        print(
+        say(
             json.dumps(out, indent=2)
             if args.json
             else f"FAILED [{failure.kind}] {failure.reason}\nhint: {failure.hint}"
@@ -143,35 +144,35 @@ def _start(args: argparse.Namespace) -> int:
     state["effective_config"], state["config_mismatch"] = check.effective, check.mismatches
     state_path().write_text(json.dumps(state, indent=2))
     if args.json:
-        print(json.dumps(state, indent=2))
+        say(json.dumps(state, indent=2))
     else:
-        print(
+        say(
             f"healthy after {facts.time_to_healthy_s:.1f} s at {launch.base_url}: KV cache "
             f"{facts.kv_cache_tokens} tokens, max concurrency {facts.max_concurrency}x"
         )
         for m in check.mismatches:
-            print(f"NOT APPLIED {m['reason']}")
+            say(f"NOT APPLIED {m['reason']}")
     return 0
 
 
 def _stop() -> int:
     state = _load_state()
     if not state:
-        print("no server recorded")
+        say("no server recorded")
         return 0
     stop_group(int(state["pgid"]))
     deadline = time.monotonic() + 30
     while not port_is_free("127.0.0.1", int(state["port"])) and time.monotonic() < deadline:
         time.sleep(0.2)
     state_path().unlink(missing_ok=True)
-    print(f"stopped process group {state['pgid']}; port {state['port']} is free")
+    say(f"stopped process group {state['pgid']}; port {state['port']} is free")
     return 0
 
 
 def _status(args: argparse.Namespace) -> int:
     state = _load_state()
     if not state:
-        print(json.dumps({"running": False}) if args.json else "no server recorded")
+        say(json.dumps({"running": False}) if args.json else "no server recorded")
         return 1
     alive = group_alive(int(state["pgid"]))
     try:
@@ -179,7 +180,7 @@ def _status(args: argparse.Namespace) -> int:
     except OSError:
         code = 0
     out = {"running": alive, "healthy": code == 200, **state}
-    print(
+    say(
         json.dumps(out, indent=2)
         if args.json
         else f"{'running' if alive else 'gone'}, health {code or 'no answer'}, {state['base_url']}"

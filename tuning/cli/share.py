@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tuning.cli.args import add_db, add_selection, db_path, printable, refused
+from tuning.cli.args import add_db, add_selection, db_path, printable, refused, say
 
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
@@ -117,7 +117,7 @@ def _export(args: argparse.Namespace) -> int:
     except BundleError as exc:
         return refused(str(exc))
     c = m.counts
-    print(
+    say(
         f"wrote {args.out}: {c['experiments']} experiment(s), {c['runs']} run(s), "
         f"{c['requests']} request rows, {c['samples']} samples (bundle {m.bundle_uid})"
     )
@@ -132,7 +132,7 @@ def _import(args: argparse.Namespace) -> int:
     except BundleError as exc:
         return refused(f"{args.bundle}: {exc}")
     if args.json:
-        print(
+        say(
             json.dumps(
                 {
                     "bundle_uid": result.manifest.bundle_uid,
@@ -146,7 +146,7 @@ def _import(args: argparse.Namespace) -> int:
             )
         )
     else:
-        print(printable(result.describe()))
+        say(printable(result.describe()))
     return 0
 
 
@@ -166,7 +166,7 @@ def _report(args: argparse.Namespace) -> int:
         )
     except ReportError as exc:
         return refused(str(exc))
-    print(f"wrote {out}")
+    say(f"wrote {out}")
     return 0
 
 
@@ -178,7 +178,7 @@ def _publish(args: argparse.Namespace) -> int:
         path = publish(db_path(args), _folder(args), **_bundle_kwargs(args))
     except (BundleError, TeamError) as exc:
         return refused(str(exc))
-    print(f"published {printable(path)}")
+    say(f"published {printable(path)}")
     return 0
 
 
@@ -191,28 +191,28 @@ def _team(args: argparse.Namespace) -> int:
             summary = import_new(db_path(args), folder)
             for item in summary.imports:
                 if item.result is not None:
-                    print(printable(f"imported {item.bundle.name}: {item.result.describe()}"))
+                    say(printable(f"imported {item.bundle.name}: {item.result.describe()}"))
                 else:
-                    print(printable(f"refused {item.bundle.name}: {item.error}"), file=sys.stderr)
+                    say(printable(f"refused {item.bundle.name}: {item.error}"), file=sys.stderr)
             if not summary.imports:
-                print("nothing new in the team folder")
+                say("nothing new in the team folder")
             return 1 if summary.refused else 0
         bundles = list_team(folder, db_path(args))
     except TeamError as exc:
         return refused(str(exc))
     if args.json:
-        print(json.dumps([_bundle_dict(b) for b in bundles], indent=2))
+        say(json.dumps([_bundle_dict(b) for b in bundles], indent=2))
         return 0
     if not bundles:
-        print(f"no bundles in {printable(folder)}")
+        say(f"no bundles in {printable(folder)}")
         return 0
-    print(f"{'state':16} {'author@host':28} {'created (UTC)':26} {'exps':>4} {'runs':>5}  file")
+    say(f"{'state':16} {'author@host':28} {'created (UTC)':26} {'exps':>4} {'runs':>5}  file")
     # Names, authors, hosts and errors come from teammates' files: no terminal escapes.
     for b in bundles:
         m = b.manifest
         who = printable(f"{m.author}@{m.host}" if m else "?")
         created = printable(m.created_at if m else "")
-        print(
+        say(
             f"{b.state:16} {who[:28]:28} {created[:26]:26} "
             f"{m.counts['experiments'] if m else 0:>4} {m.counts['runs'] if m else 0:>5}  "
             + printable(f"{b.name}" + (f"  ({b.error})" if b.error else ""))

@@ -13,7 +13,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from tuning.cli.args import db_path, refused
+from tuning.cli.args import db_path, refused, say
 
 if TYPE_CHECKING:
     from tuning.compare.comparison import Comparison
@@ -81,11 +81,11 @@ def _write_pareto(db: Any, fingerprint: str | None, view: str, out: str) -> int:
 
     frame = pareto_frame(workload_runs(db, fingerprint), view) if fingerprint else None
     if frame is None or frame.empty:
-        print(f"no finished runs of workload {fingerprint} with both numbers", file=sys.stderr)
+        say(f"no finished runs of workload {fingerprint} with both numbers", file=sys.stderr)
         return 1
-    print(f"wrote {out} ({write_chart(pareto_chart(frame, view, fingerprint or ''), out)})")
+    say(f"wrote {out} ({write_chart(pareto_chart(frame, view, fingerprint or ''), out)})")
     front = frame[frame["front"]]
-    print(f"non-dominated: runs {', '.join(map(str, front['run']))} of {len(frame)}")
+    say(f"non-dominated: runs {', '.join(map(str, front['run']))} of {len(frame)}")
     return 0
 
 
@@ -107,5 +107,5 @@ def draw(args: argparse.Namespace, db: Any, comparison: Comparison, kind: str, o
         done = progress(db_path(args), queries.get_search(db, args.search))
         objective, chosen = done.spec.metric, done.chosen
     chart = search_chart(comparison, objective=objective, chosen=chosen, error=args.error)
-    print(f"wrote {out} ({write_chart(chart, out)})")
+    say(f"wrote {out} ({write_chart(chart, out)})")
     return 0

@@ -1,4 +1,4 @@
-"""`python -m tuning workload preview|save|list`, and the traffic flags of `bench` and `experiment`.
+"""`python -m tuning workload preview|save|list` (the traffic flags: tuning.traffic.options).
 
     python -m tuning workload preview --dataset workloads/chat-500.sharegpt.json --multi-turn
     python -m tuning workload preview --spec my-spec.json --json
@@ -13,153 +13,17 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tuning.cli.args import add_db, db_path, refused
-from tuning.traffic import (
-    Arrival,
-    LengthDist,
-    MultiTurn,
-    SharedPrefixes,
-    Source,
-    TrafficError,
-    WorkloadSpec,
-)
+from tuning.cli.args import add_db, db_path, printable, refused, say
+from tuning.traffic import TrafficError
+from tuning.traffic.options import DEFAULT_TURNS, TrafficOptions, load_spec
 from tuning.traffic.spec import FILE_KINDS
 
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
 
 COMMANDS = ("workload",)
-# --multi-turn without a number: turns per synthetic conversation.
-DEFAULT_TURNS = 3
-
-
-def add_traffic_arguments(p: argparse.ArgumentParser) -> None:
-    """Real-traffic flags; none given keeps the classic workload (the other workload flags)."""
-    g = p.add_argument_group("traffic (tuning.traffic)")
-    g.add_argument("--workload", default=None, help="a spec JSON file, or a saved workload's name")
-    g.add_argument("--dataset", default=None, help="a data file (workloads/ is searched too)")
-    g.add_argument("--dataset-format", choices=list(FILE_KINDS), default=None)
-    g.add_argument(
-        "--request-rate", type=float, default=None, help="open loop: requests per second"
-    )
-    g.add_argument("--burstiness", type=float, default=1.0, help="gamma shape; 1 = Poisson")
-    g.add_argument(
-        "--max-concurrency", type=int, default=None, help="open loop / trace: in-flight cap"
-    )
-    g.add_argument(
-        "--multi-turn",
-        type=int,
-        nargs="?",
-        const=DEFAULT_TURNS,
-        default=None,
-        metavar="TURNS",
-        help=f"conversations (synthetic: TURNS turns each, default {DEFAULT_TURNS})",
-    )
-    g.add_argument("--think-time", type=float, default=0.0, help="seconds between turns")
-    g.add_argument("--trace-speed", type=float, default=1.0, help="trace replay speed factor")
-
-
-def guess_format(path: str) -> str:
-    """sharegpt for .json, csv for .csv, trace for a JSONL whose first line has a timestamp."""
-    lower = path.lower()
-    if lower.endswith(".json"):
-        return "sharegpt"
-    if lower.endswith(".csv"):
-        return "csv"
-    try:
-        with open(_resolve(path), encoding="utf-8", errors="replace") as fh:
-            first = fh.readline()
-    except OSError:
-        return "jsonl"
-    return "trace" if '"timestamp"' in first else "jsonl"
-
-
-def _resolve(path: str) -> str:
-    from tuning.settings import REPO_ROOT
-
-    if Path(path).exists():
-        return path
-    shipped = REPO_ROOT / "workloads" / path
-    return str(shipped) if shipped.exists() else path
-
-
-def load_spec(ref: str, db: Path | None = None) -> WorkloadSpec:
-    """A spec file (JSON), or the name of a workload saved in the DB."""
-    if Path(ref).is_file():
-        try:
-            data = json.loads(Path(ref).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            raise TrafficError(f"{ref}: not a JSON workload spec ({exc})") from None
-        return WorkloadSpec.from_dict(data)
-    from store import connect, queries
-
-    if db is not None and db.exists():
-        with connect(db, readonly=True) as conn:
-            row = queries.get_workload(conn, ref)
-        if row is not None:
-            return WorkloadSpec.from_dict(row["spec"])
-    raise TrafficError(f"{ref!r} is neither a spec file nor a saved workload (workload list)")
-
-
-def _arg(args: argparse.Namespace, name: str, default: Any = None) -> Any:
-    return getattr(args, name, default)
-
-
-def spec_from_args(args: argparse.Namespace, db: Path | None = None) -> WorkloadSpec | None:
-    """The spec the flags describe, or None for the classic workload (no traffic flag given)."""
-    rate = _arg(args, "request_rate")
-    if rate is None and _arg(args, "param", "") in ("request-rate", "burstiness"):
-        rate = 1.0  # the runner sets each value; the arrival must be an open loop
-    turns = _arg(args, "multi_turn")
-    num = _arg(args, "num_requests")
-    if _arg(args, "workload"):
-        spec = load_spec(args.workload, db)
-    elif _arg(args, "dataset"):
-        kind = _arg(args, "dataset_format") or guess_format(args.dataset)
-        spec = WorkloadSpec(
-            source=Source(kind, _resolve(args.dataset)),
-            input=None,
-            output=None,
-            num_requests=num,
-            seed=_arg(args, "seed", 0),
-        )
-    elif rate is not None or turns is not None:
-        prefix = _arg(args, "shared_prefix_len", 0) or 0
-        spec = WorkloadSpec(
-            input=LengthDist(mean=args.input_len),
-            output=LengthDist(mean=args.output_len),
-            prefixes=SharedPrefixes(1, prefix) if prefix else SharedPrefixes(),
-            num_requests=num or 64,
-            seed=_arg(args, "seed", 0),
-        )
-    else:
-        return None
-    kind = spec.source.kind
-    cap = _arg(args, "max_concurrency")
-    if rate is not None:
-        burst = _arg(args, "burstiness", 1.0)
-        arrival = Arrival("open", rate=rate, burstiness=burst, max_concurrency=cap)
-    elif kind == "trace" and not _arg(args, "workload"):
-        arrival = Arrival("trace", speed=_arg(args, "trace_speed", 1.0), max_concurrency=cap)
-    elif not _arg(args, "workload"):
-        arrival = Arrival("closed", concurrency=_arg(args, "concurrency", 1) or 1)
-    else:
-        arrival = spec.arrival
-    changes: dict[str, Any] = {"arrival": arrival}
-    if turns is not None:
-        dist = LengthDist(mean=turns) if kind == "synthetic" else None
-        changes["multi_turn"] = MultiTurn(True, dist, _arg(args, "think_time", 0.0))
-    data = {**spec.to_dict(), **{k: _plain(v) for k, v in changes.items()}}
-    return WorkloadSpec.from_dict(data)
-
-
-def _plain(value: Any) -> Any:
-    from tuning.traffic.spec import _to_plain
-
-    return _to_plain(value)
 
 
 def add_arguments(sub: Subparsers) -> None:
@@ -201,10 +65,9 @@ def _preview(args: argparse.Namespace) -> int:
     from tuning.traffic import fingerprint, materialize, preview
     from tuning.workload import WorkloadError
 
-    args.workload = args.spec
     try:
-        spec = spec_from_args(args, db_path(args))
-        assert spec is not None
+        spec = TrafficOptions.from_cli_args(args, workload=args.spec).to_spec(db_path(args))
+        assert spec is not None  # --spec or --dataset is required
         plan = materialize(spec, _tokenizer(args.tokenizer))
     except (TrafficError, WorkloadError) as exc:
         return refused(str(exc))
@@ -212,9 +75,9 @@ def _preview(args: argparse.Namespace) -> int:
     out["fingerprint"] = fingerprint(plan)
     out["spec"] = spec.to_dict()
     if args.json:
-        print(json.dumps(out, indent=1))
+        say(json.dumps(out, indent=1))
         return 0
-    print(render_preview(out))
+    say(render_preview(out))
     return 0
 
 
@@ -273,7 +136,7 @@ def _save(args: argparse.Namespace) -> int:
             author=settings.resolved_author(),
             host=settings.resolved_host(),
         )
-    print(f"workload {args.name!r} saved (id {wid}, spec {spec_digest(spec)})")
+    say(f"workload {args.name!r} saved (id {wid}, spec {spec_digest(spec)})")
     return 0
 
 
@@ -286,7 +149,10 @@ def _list(args: argparse.Namespace) -> int:
         spec = r.get("spec") or {}
         arrival = (spec.get("arrival") or {}).get("kind", "?")
         source = (spec.get("source") or {}).get("kind", "?")
-        print(f"{r['name']:24} {source:10} {arrival:7} {r['spec_fingerprint']}  {r['updated_at']}")
+        stored = (r["name"], source, arrival, r["spec_fingerprint"], r["updated_at"])
+        # a name from a DB or a bundle: one line, no escape sequence
+        name, source, arrival, digest, updated = (printable(x) for x in stored)
+        say(f"{name:24} {source:10} {arrival:7} {digest}  {updated}")
     return 0
 
 

@@ -25,6 +25,7 @@ from tuning.compare.comparison import request_loader, run_metric_values
 from tuning.engine import EngineSpec
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.runner import run_experiment
+from tuning.experiment.supervisor import settle
 from tuning.params import format_value, get_param
 from tuning.search.strategy import Observation, Space, Step, best, next_step, start_limit
 from tuning.workload import Workload
@@ -155,9 +156,13 @@ def run_search(
             model=spec.model,
             name=f"{NAME_PREFIX}{spec.key()}: {p.name} = {format_value(value)}",
         )
-        with connect(db_path) as db:
-            db.table("experiments").update(exp_id, {"notes": step.why})
-        run_experiment(db_path, exp_id, start_timeout=start_timeout)
+        try:
+            with connect(db_path) as db:
+                db.table("experiments").update(exp_id, {"notes": step.why})
+            run_experiment(db_path, exp_id, start_timeout=start_timeout)
+        except KeyboardInterrupt:  # before its runner began: cancelled, not queued for ever
+            settle(db_path, exp_id, Status.CANCELLED, "interrupted before it started")
+            raise
     top = best(obs)
     limit = start_limit(obs)
     chosen: Any = None

@@ -43,6 +43,19 @@ def test_cli_compare_text_and_json(
     assert compare("--slo", "itl:4", *ids) == 2
 
 
+def test_compare_experiment_prints_what_the_command_prints(
+    charts_lab: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The demo's closing comparison, called directly (not through main): the same report."""
+    from tuning.cli.compare import compare_experiment
+
+    path, exp = charts_lab["path"], charts_lab["exp"]
+    assert cli_main(["compare", "--db", str(path), "--experiment", str(exp)]) == 0
+    by_command = capsys.readouterr().out
+    assert compare_experiment(Path(path), exp) == 0
+    assert capsys.readouterr().out == by_command and "Baseline: block-size = 16" in by_command
+
+
 def test_cli_chart(charts_lab: dict[str, Any], tmp_path: Path) -> None:
     ids = [str(r["id"]) for r in charts_lab["runs"]]
 
