@@ -291,9 +291,8 @@ def test_nothing_binds_all_interfaces() -> None:
     assert not offenders, offenders
 
 
-# The one circle known today, being cut in another branch: delete this entry after that merge.
-# removed by the one-run-path branch
-ALLOWED_CYCLE_EDGES = frozenset({("tuning.experiment.runner", "tuning.fleet.executor")})
+# Edges allowed to close a circle: none (the last, runner <-> fleet, went with the one run path).
+ALLOWED_CYCLE_EDGES: frozenset[tuple[str, str]] = frozenset()
 
 
 def _tuning_graph() -> dict[str, set[str]]:

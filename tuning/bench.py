@@ -43,14 +43,12 @@ from tuning.metrics import (
     warmup_check,
 )
 from tuning.workload import (
-    LocalTokenizer,
-    ServerTokenizer,
-    TokenizerLike,
-    TokenizeUnavailable,
+    FALLBACK_NOTE,
+    FALLBACK_TOKENIZER_ID,
     Workload,
     WorkloadError,
     build_prompts,
-    corpus_tokenizer,
+    choose_tokenizer,
     prompt_digest,
     workload_from_args,
 )
@@ -143,36 +141,6 @@ def parse_goodput(items: Sequence[str] | None) -> dict[str, float]:
             raise ValueError(f"--goodput {item!r}: the SLO must be > 0 ms")
         out[name] = ms
     return out
-
-
-# The tokenizer_id of a run whose prompts were built with the lab's own tokenizer because the
-# server has no /tokenize: its prompts have `input_len` tokens by that tokenizer, not the model's.
-FALLBACK_TOKENIZER_ID = "lab:corpus-bpe (fallback, approximate input lengths)"
-FALLBACK_NOTE = (
-    "the server has no /tokenize (not vLLM?): prompts are built with the lab's own tokenizer, "
-    "so input lengths are approximate (the model's tokenizer may count more or fewer tokens; "
-    "the server's own counts are in input_lens). Pass --tokenizer FILE for exact lengths."
-)
-
-
-def choose_tokenizer(
-    tokenizer: str | None, model: str, base_url: str, api_key: str | None
-) -> tuple[TokenizerLike, str]:
-    """A local tokenizer.json if one is given or the model is a local folder, else the server's
-    (/tokenize), else, when the server does not tokenize, the lab's own (FALLBACK_TOKENIZER_ID)."""
-    if tokenizer:
-        return LocalTokenizer(tokenizer), str(tokenizer)
-    local = Path(model)
-    if (local / "tokenizer.json").is_file():
-        return LocalTokenizer(local), str(local / "tokenizer.json")
-    server = ServerTokenizer(base_url, model, api_key=api_key)
-    try:
-        server.usable_ids()  # the probe: the pool is needed anyway, and fetched once
-    except TokenizeUnavailable:
-        server.close()
-        fallback = LocalTokenizer("lab:corpus-bpe", tokenizer=corpus_tokenizer())
-        return fallback, FALLBACK_TOKENIZER_ID
-    return server, "server:/tokenize"
 
 
 def build_result(

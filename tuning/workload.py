@@ -439,3 +439,33 @@ def prompt_digest(prompts: Sequence[str]) -> str:
         digest.update(len(data).to_bytes(8, "little"))
         digest.update(data)
     return digest.hexdigest()[:16]
+
+
+# The tokenizer_id of a run whose prompts were built with the lab's own tokenizer because the
+# server has no /tokenize: its prompts have `input_len` tokens by that tokenizer, not the model's.
+FALLBACK_TOKENIZER_ID = "lab:corpus-bpe (fallback, approximate input lengths)"
+FALLBACK_NOTE = (
+    "the server has no /tokenize (not vLLM?): prompts are built with the lab's own tokenizer, "
+    "so input lengths are approximate (the model's tokenizer may count more or fewer tokens; "
+    "the server's own counts are in input_lens). Pass --tokenizer FILE for exact lengths."
+)
+
+
+def choose_tokenizer(
+    tokenizer: str | None, model: str, base_url: str, api_key: str | None
+) -> tuple[TokenizerLike, str]:
+    """A local tokenizer.json if one is given or the model is a local folder, else the server's
+    (/tokenize), else, when the server does not tokenize, the lab's own (FALLBACK_TOKENIZER_ID)."""
+    if tokenizer:
+        return LocalTokenizer(tokenizer), str(tokenizer)
+    local = Path(model)
+    if (local / "tokenizer.json").is_file():
+        return LocalTokenizer(local), str(local / "tokenizer.json")
+    server = ServerTokenizer(base_url, model, api_key=api_key)
+    try:
+        server.usable_ids()  # the probe: the pool is needed anyway, and fetched once
+    except TokenizeUnavailable:
+        server.close()
+        fallback = LocalTokenizer("lab:corpus-bpe", tokenizer=corpus_tokenizer())
+        return fallback, FALLBACK_TOKENIZER_ID
+    return server, "server:/tokenize"

@@ -270,6 +270,8 @@ def _experiment(args: argparse.Namespace) -> int:
                 printable(f"run {data['run_id']} failed [{data['kind']}]: {data['reason']}"),
                 file=sys.stderr,
             )
+        elif event == "note":
+            tqdm.write(printable(f"run {data['run_id']}: note: {data['note']}"), file=sys.stderr)
 
     with bar:
         code, run_ids = _run_stored(path, exp_id, progress, args.start_timeout)

@@ -23,7 +23,14 @@ from tuning.server import ServerProcess
 from tuning.telemetry.peaks import peaks
 from tuning.telemetry.prom import MetricsSampler
 from tuning.traffic import WorkloadSpec
-from tuning.workload import LocalTokenizer, ServerTokenizer, Workload, build_prompts
+from tuning.workload import (
+    FALLBACK_NOTE,
+    FALLBACK_TOKENIZER_ID,
+    LocalTokenizer,
+    Workload,
+    build_prompts,
+    choose_tokenizer,
+)
 
 
 class RunUnit(Protocol):
@@ -59,7 +66,9 @@ def measure(
     else:
         unit.samples.retarget(run_id)  # a reused server's samples belong to this run now
     model = str(book.exp.get("model") or (engine.served_model_name if engine else ""))
-    tokenizer, plan = _tokenizer_for(engine, base_url, model), None
+    (tokenizer, tokenizer_id), plan = _tokenizer_for(engine, base_url, model), None
+    if tokenizer_id == FALLBACK_TOKENIZER_ID:
+        book.progress("note", {"run_id": run_id, "note": FALLBACK_NOTE})
     if spec is None:
         prompts, load_wl = build_prompts(wl, tokenizer), wl
     else:  # real traffic: the plan, its own warm-ups, and its fingerprint
@@ -129,6 +138,8 @@ def measure(
         load_window_s=[load_start, load_end],
     )
     health["client"] = result.health()
+    if tokenizer_id == FALLBACK_TOKENIZER_ID:  # input lengths are the lab tokenizer's
+        summary.update(input_lens_approximate=True, tokenizer_note=FALLBACK_NOTE)
     repo.store_summary(book.db, run_id, summary)
     if unit.server_check is not None:  # a limit the load shows was not applied
         repo.update_run(book.db, run_id, **effective.columns(unit.server_check, health))
@@ -168,9 +179,11 @@ def _load_stopped(unit: RunUnit, run_id: int, died: str | None) -> int:
     return run_id
 
 
-def _tokenizer_for(engine: EngineSpec | None, base_url: str, model: str) -> Any:
+def _tokenizer_for(engine: EngineSpec | None, base_url: str, model: str) -> tuple[Any, str]:
+    """The engine's own tokenizer.json when the lab started it; else the server's /tokenize, else
+    (a server without it: a gateway, not vLLM) the lab's own, as `bench` does."""
     if engine is not None:
         local = Path(engine.model) / "tokenizer.json"
         if local.exists():
-            return LocalTokenizer(local)
-    return ServerTokenizer(base_url, model)
+            return LocalTokenizer(local), str(local)
+    return choose_tokenizer(None, model, base_url, os.environ.get("OPENAI_API_KEY"))
