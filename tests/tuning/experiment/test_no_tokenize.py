@@ -1,6 +1,6 @@
 """`experiment --base-url` against an OpenAI-compatible server without /tokenize (a gateway, not
 vLLM): every run failed with a traceback (issue 22) while `bench` fell back to the lab's own
-tokenizer. The run path now falls back the same way, says so, and marks input lengths approximate."""
+tokenizer. The run path now falls back the same way, says so, marks input lengths approximate."""
 
 from __future__ import annotations
 
