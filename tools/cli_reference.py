@@ -22,7 +22,9 @@ REPO = Path(__file__).resolve().parents[1]
 PAGE = REPO / "docs" / "reference" / "cli.md"
 PROG = "python -m tuning"
 REGENERATE = ".venv/bin/python tools/cli_reference.py (or make cli-reference)"
-WIDTH = "100"  # argparse wraps usage lines to $COLUMNS: fixed, so every machine writes the same page
+WIDTH = (
+    "100"  # argparse wraps usage lines to $COLUMNS: fixed, so every machine writes the same page
+)
 
 HEADER = f"""# CLI reference
 
