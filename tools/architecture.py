@@ -29,7 +29,7 @@ PACKAGE_PURPOSES = {
     "tuning/cli": "The command line: the outermost layer of the lab; nothing imports it but "
     "`tuning/__main__.py`.",
     "tuning/compare": "Metrics, comparability, intervals and verdicts: the one comparison path.",
-    "tuning/experiment": "An experiment's plan and order, and the one run path for one value's run.",
+    "tuning/experiment": "An experiment's plan and order, and the one run path for a value's run.",
     "tuning/loadgen": "The load generator: the streaming client, its transports, the schedule.",
     "tuning/output": "Exports of charts and tables, and the offline HTML reports.",
     "tuning/search": "Search one parameter over a range, and plans of several searches.",
@@ -48,8 +48,8 @@ SQL outside `store/`, no app module over 500 lines): `core/` <- `store/` <- `tun
 | layer | what lives there |
 |---|---|
 | `core/` | row types and rules every layer shares; imports nothing of ours |
-| `store/` | all SQL (sqlite-utils): schema and migrations, writes (repo), reads (queries), bundles, \
-the team folder; one connection per caller (`store.connect`) |
+| `store/` | all SQL (sqlite-utils): schema and migrations, writes (repo), reads (queries), \
+bundles, the team folder; one connection per caller (`store.connect`) |
 | `tuning/` | the lab itself, in packages by concern: measure (loadgen, telemetry, traffic, \
 metrics, health) <- run (engine, server, experiment) <- decide (compare, search, findings, fleet, \
 output, charts); never imports Streamlit |
@@ -64,10 +64,13 @@ Beside the app:
 |---|---|
 | `tests/` | mirror the packages (`tests/core`, `tests/store`, `tests/tuning/<package>`, \
 `tests/pages`, `tests/ui`); `tests/engine`: the real engine; `tests/e2e`: real chromium; \
-`tests/fakes`: fake vLLM / OpenAI server / NVML for faults the real engine can't produce on demand; \
-`tests/factories.py`: the one seeder of synthetic labs; `tests/docs`: the generated pages are current |
-| `benchmarks/` | scripts that print ratios measured side by side in one run (`gpu/`: the H200 proof) |
-| `workloads/` | datasets shipped with the lab (ShareGPT-style chat, a Mooncake-style trace, prompts) |
+`tests/fakes`: fake vLLM / OpenAI server / NVML for faults the real engine can't produce on \
+demand; `tests/factories.py`: the one seeder of synthetic labs; `tests/docs`: the generated pages \
+are current |
+| `benchmarks/` | scripts that print ratios measured side by side in one run (`gpu/`: the H200 \
+proof) |
+| `workloads/` | datasets shipped with the lab (ShareGPT-style chat, a Mooncake-style trace, \
+prompts) |
 | `tools/` | screenshots, and the generators of this page and the [CLI reference](cli.md) |
 | `docs/` | this site (`make docs`) |
 | `.streamlit/` | `config.toml`: bound to 127.0.0.1, headless, no usage stats |

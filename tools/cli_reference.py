@@ -42,7 +42,7 @@ shown relative to the repository; `TUNING_LAB_DB` and `TUNING_LAB_HOME` move the
 
 @contextmanager
 def plain_environment() -> Iterator[None]:
-    """The parser reads TUNING_LAB_* for its help (the DB path): the page is written without them."""
+    """The parser reads TUNING_LAB_* for its help (the DB path): the page is written without."""
     saved = dict(os.environ)
     for name in [n for n in os.environ if n.startswith("TUNING_LAB_")]:
         del os.environ[name]
@@ -67,7 +67,7 @@ def lab_parser() -> argparse.ArgumentParser:
 def commands(
     parser: argparse.ArgumentParser, path: tuple[str, ...] = (), help_text: str = ""
 ) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser, str]]:
-    """(command path, its parser, its one-line help) for the parser and every subcommand, depth first."""
+    """(command path, its parser, its help) for the parser and every subcommand, depth first."""
     yield path, parser, help_text
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
