@@ -6,13 +6,17 @@ BIN := $(VENV)/bin
 PORT ?= 8501
 
 # Ray for the fleet (optional at run time; the fleet tests need it, so `make test` installs it).
-.PHONY: setup engine browser fleet run lint test test-fast screenshots bench-agreement bench-client bench-compare
+.PHONY: setup engine browser fleet run lint docs cli-reference architecture test test-fast screenshots \
+	bench-agreement bench-client bench-compare
 
 setup: $(VENV)/.deps engine
 
-$(VENV)/.deps: requirements.txt requirements-dev.txt
+# The venv, the pinned requirements (docs tools included) and the `tuning-lab` console command (the
+# lab itself, editable, without dependencies: requirements*.txt pin them).
+$(VENV)/.deps: requirements.txt requirements-dev.txt requirements-docs.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --progress-bar on -r requirements-dev.txt
+	$(BIN)/pip install --no-deps -e .
 	touch $@
 
 fleet: $(VENV)/.fleet
@@ -38,7 +42,18 @@ lint: $(VENV)/.deps
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: setup browser fleet lint
+# The documentation site, offline (no fonts or scripts fetched), every link checked: site/index.html.
+docs: $(VENV)/.deps
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# The generated reference pages (tests/docs fails when they are stale).
+cli-reference: $(VENV)/.deps
+	$(BIN)/python tools/cli_reference.py
+
+architecture: $(VENV)/.deps
+	$(BIN)/python tools/architecture.py
+
+test: setup browser fleet lint docs
 	TUNING_LAB_REQUIRE_ENGINE=1 $(BIN)/pytest
 
 # The fast tier: no engine, no browser, no Ray cluster; seconds.
