@@ -36,11 +36,12 @@ browser:
 run: setup
 	$(BIN)/streamlit run app.py --server.port $(PORT)
 
-# Lint, format and types: part of `make test`, report nothing on a clean tree.
+# Lint, format, types and the house rules (imports, sizes, SQL): part of `make test`.
 lint: $(VENV)/.deps
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/pytest -q -p no:cacheprovider tests/test_house.py  # layers, import contract, no cycles
 
 # The documentation site, offline (no fonts or scripts fetched), every link checked: site/index.html.
 docs: $(VENV)/.deps
