@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +27,10 @@ from tuning.traffic import (
     TrafficError,
     WorkloadSpec,
 )
-from tuning.traffic.spec import FILE_KINDS
+from tuning.traffic.arrival import ScheduleTooLong, span_text
+from tuning.traffic.bounded import read_prefix
+from tuning.traffic.materialize import check
+from tuning.traffic.spec import FILE_KINDS, read_spec
 
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
@@ -69,11 +73,7 @@ def guess_format(path: str) -> str:
         return "sharegpt"
     if lower.endswith(".csv"):
         return "csv"
-    try:
-        with open(_resolve(path), encoding="utf-8", errors="replace") as fh:
-            first = fh.readline()
-    except OSError:
-        return "jsonl"
+    first = read_prefix(_resolve(path)).split("\n", 1)[0]  # a bounded sniff, never the file
     return "trace" if '"timestamp"' in first else "jsonl"
 
 
@@ -89,11 +89,7 @@ def _resolve(path: str) -> str:
 def load_spec(ref: str, db: Path | None = None) -> WorkloadSpec:
     """A spec file (JSON), or the name of a workload saved in the DB."""
     if Path(ref).is_file():
-        try:
-            data = json.loads(Path(ref).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            raise TrafficError(f"{ref}: not a JSON workload spec ({exc})") from None
-        return WorkloadSpec.from_dict(data)
+        return read_spec(ref)
     from store import connect, queries
 
     if db is not None and db.exists():
@@ -108,8 +104,47 @@ def _arg(args: argparse.Namespace, name: str, default: Any = None) -> Any:
     return getattr(args, name, default)
 
 
+# Number flags and the least each takes (strictly more for rates and factors); NaN and inf never.
+_NUMBER_FLAGS = (
+    ("--request-rate", "request_rate", True),
+    ("--burstiness", "burstiness", True),
+    ("--trace-speed", "trace_speed", True),
+    ("--think-time", "think_time", False),
+)
+# The flag that set a spec field a schedule refusal names.
+_FIELD_FLAGS = {"arrival.rate": "--request-rate", "arrival.speed": "--trace-speed"}
+
+
+def _check_number_flags(args: argparse.Namespace) -> None:
+    for flag, name, strict in _NUMBER_FLAGS:
+        value = _arg(args, name)
+        if value is None:
+            continue
+        if not math.isfinite(value) or value < 0 or (strict and value == 0):
+            sign = ">" if strict else ">="
+            raise TrafficError(f"{flag} must be a finite number {sign} 0, got {value}")
+
+
 def spec_from_args(args: argparse.Namespace, db: Path | None = None) -> WorkloadSpec | None:
-    """The spec the flags describe, or None for the classic workload (no traffic flag given)."""
+    """The spec the flags describe, or None for the classic workload (no traffic flag given).
+
+    Its data file is read and its schedule's length checked here (`traffic.check`), so a bad file
+    or a schedule of years is refused at the flag, before a run is planned or an endpoint asked.
+    """
+    _check_number_flags(args)
+    spec = _spec_from_args(args, db)
+    if spec is None:
+        return None
+    try:
+        check(spec)
+    except ScheduleTooLong as exc:
+        flag = _FIELD_FLAGS.get(exc.field)
+        given = flag is not None and _arg(args, flag[2:].replace("-", "_")) is not None
+        raise TrafficError(f"{flag}: {exc}" if given else str(exc)) from None
+    return spec
+
+
+def _spec_from_args(args: argparse.Namespace, db: Path | None = None) -> WorkloadSpec | None:
     rate = _arg(args, "request_rate")
     if rate is None and _arg(args, "param", "") in ("request-rate", "burstiness"):
         rate = 1.0  # the runner sets each value; the arrival must be an open loop
@@ -247,6 +282,10 @@ def render_preview(p: dict[str, Any]) -> str:
             f"req/s over {a['duration_s']:.1f} s, gap CV {a['cv']:.2f}, "
             f"max concurrency {a['max_concurrency'] or 'none'}"
         )
+    lines.append(
+        f"schedule      planned at least {span_text(a['planned_s'])} "
+        f"(starts and think time; cap {span_text(a['cap_s'])})"
+    )
     lines.append(
         f"skipped       {p['skipped']} entries, {p['truncated_turns']} turns cut, "
         f"{p['oversampled']} oversampled"
