@@ -138,9 +138,9 @@ def spec_from_args(args: argparse.Namespace, db: Path | None = None) -> Workload
     try:
         check(spec)
     except ScheduleTooLong as exc:
-        flag = _FIELD_FLAGS.get(exc.field)
-        given = flag is not None and _arg(args, flag[2:].replace("-", "_")) is not None
-        raise TrafficError(f"{flag}: {exc}" if given else str(exc)) from None
+        flag = _FIELD_FLAGS.get(exc.field, "")
+        value = _arg(args, flag[2:].replace("-", "_"))
+        raise TrafficError(f"{flag} {value:g}: {exc.detail}" if value else str(exc)) from None
     return spec
 
 

@@ -37,10 +37,11 @@ class ScheduleTooLong(TrafficError):
         self.field = field
         self.index = index
         self.planned_s = planned_s
-        super().__init__(
+        self.detail = (
             f"{why}: the schedule plans {span_text(planned_s)}, over the "
             f"{span_text(MAX_SCHEDULE_S)} cap (MAX_SCHEDULE_S)"
         )
+        super().__init__(f"{field}: {self.detail}")
 
 
 def gamma_offsets(
@@ -54,7 +55,7 @@ def gamma_offsets(
     if math.isinf(rate):
         return [0.0] * n
     if n / rate > MAX_SCHEDULE_S:
-        why = f"rate: {n} requests at {rate:g} req/s"
+        why = f"{n} requests at {rate:g} req/s"
         raise ScheduleTooLong("arrival.rate", n - 1, n / rate, why)
     if math.isinf(burstiness):
         gaps = np.full(n, 1.0 / rate)

@@ -149,9 +149,11 @@ class Reader:
                 if final:
                     return
 
-    def lines(self, max_line: int = MAX_LINE_BYTES) -> Iterator[tuple[int, str]]:
+    def lines(self, max_line: int | None = None) -> Iterator[tuple[int, str]]:
         """(1-based line number, line with its newline) for every line; each read with a bounded
-        readline, and the first line over `max_line` bytes refused before the rest of it is read."""
+        readline, and the first line over `max_line` bytes (default `MAX_LINE_BYTES`) refused
+        before the rest of it is read."""
+        max_line = MAX_LINE_BYTES if max_line is None else max_line
         number = 0
         with self.path.open("rb") as f:
             head = f.read(_CHUNK)  # a binary file is called one before its first line is parsed

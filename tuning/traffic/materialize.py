@@ -322,7 +322,7 @@ def check_schedule(spec: WorkloadSpec, n: int, data: Conversations | Trace | Non
         try:
             schedule(spec.arrival, len(entries), spec.seed, [e.timestamp_ms for e in entries])
         except ScheduleTooLong as exc:
-            raise DataError(data.path, str(exc), entries[exc.index].line, "timestamp") from None
+            raise DataError(data.path, exc.detail, entries[exc.index].line, "timestamp") from None
     elif spec.arrival.kind == "open":
         schedule(spec.arrival, n, spec.seed)
 
@@ -375,7 +375,7 @@ def materialize(
     planned = planned_duration_s(requests)
     if planned > MAX_SCHEDULE_S:
         raise ScheduleTooLong(
-            "multi_turn.think_time_s", len(requests) - 1, planned, "multi_turn.think_time_s: the think time between turns"
+            "multi_turn.think_time_s", len(requests) - 1, planned, "the think time between turns"
         )
     digest = None if data is None else data.digest
     return Plan(spec, tuple(requests), digest, skipped, b.truncated, oversampled)
