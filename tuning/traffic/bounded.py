@@ -32,7 +32,7 @@ MAX_NESTING = 64
 _CHUNK = 1024 * 1024
 _BOM = codecs.BOM_UTF8
 WORKLOADS_DIR = Path(__file__).resolve().parents[2] / "workloads"
-# A JSON string (its closing quote optional, so an unterminated one is one linear match) or a bracket.
+# A JSON string (closing quote optional: an unterminated one is one linear match) or a bracket.
 _TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{}]', re.S)
 
 

@@ -12,9 +12,8 @@ from subprocess import CompletedProcess
 
 import pytest
 
-from tuning.traffic.bounded import MAX_LINE_BYTES
-
 Cli = Callable[..., CompletedProcess[str]]
+MAX_LINE_BYTES = 4 * 1024 * 1024  # tuning.traffic.bounded's, as a user meets it
 DEEP = "[" * 100_000 + "]" * 100_000
 
 
@@ -80,12 +79,14 @@ def _one_line(done: CompletedProcess[str], says: str) -> str:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_experiment_refuses_with_one_line_and_plans_nothing(
-    kind: str, tmp_path: Path, tuning_cli: Cli
+    kind: str, tmp_path: Path, fake_cli: Callable[..., CompletedProcess[str]]
 ) -> None:
+    """The engine is the fake vLLM: a regression that plans the experiment starts no real one."""
     flags, says = _file(tmp_path, kind)
-    db = tmp_path / "lab.db"
-    argv = ["experiment", "--param", "concurrency", "--values", "1,2", "--db", str(db)]
-    done = tuning_cli([*argv, *COMMON, *flags], tmp_path / "home", timeout=120)
+    home = tmp_path / "home"
+    db = home / "lab.db"
+    argv = ["experiment", "--param", "concurrency", "--values", "1,2"]
+    done = fake_cli(home, *argv, *COMMON, *flags, timeout=120)
     assert _one_line(done, says).startswith("refused: ")
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT COUNT(*) FROM experiments").fetchone() == (0,)
@@ -112,7 +113,9 @@ def test_a_bom_file_previews(
 ) -> None:
     """What Windows tools write (a UTF-8 BOM before the first line) is read, not refused."""
     path = tmp_path / "excel.jsonl"
-    path.write_bytes(b'\xef\xbb\xbf{"prompt": "hello there, how are you today?", "output_len": 4}\n')
+    path.write_bytes(
+        b'\xef\xbb\xbf{"prompt": "hello there, how are you today?", "output_len": 4}\n'
+    )
     done = tuning_cli(["workload", "preview", "--dataset", str(path), "--json"], lab_home)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["requests"] == 1

@@ -12,7 +12,6 @@ from tuning.traffic import bounded
 from tuning.traffic.bounded import MAX_NESTING, read_prefix
 from tuning.traffic.errors import DataError
 from tuning.traffic.sources import read_csv, read_jsonl, read_sharegpt, read_trace
-from tuning.traffic.spec import read_spec
 
 DEEP = "[" * 100_000 + "]" * 100_000
 
@@ -41,8 +40,14 @@ def test_the_line_cap_is_checked_while_reading(
     monkeypatch.setattr(bounded, "MAX_LINE_BYTES", 100)
     trace = tmp_path / "t.jsonl"
     row = '{"timestamp": 0, "input_length": 5, "output_length": 5}\n'
-    trace.write_text(row + row + '{"timestamp": 1, "input_length": 5, "output_length": 5, '
-                     + '"hash_ids": [' + "0, " * 40 + "0]}\n")
+    trace.write_text(
+        row
+        + row
+        + '{"timestamp": 1, "input_length": 5, "output_length": 5, '
+        + '"hash_ids": ['
+        + "0, " * 40
+        + "0]}\n"
+    )
     with pytest.raises(DataError, match="a line over the") as exc:
         read_trace(trace)
     assert exc.value.line == 3
@@ -111,6 +116,8 @@ def test_a_utf8_bom_is_accepted(tmp_path: Path) -> None:
 
 
 def test_a_spec_file_is_capped_and_nesting_bounded(tmp_path: Path) -> None:
+    from tuning.traffic.spec import read_spec
+
     big = tmp_path / "big.json"
     big.write_text('{"name": "' + "n" * (2 * 1024 * 1024) + '"}')
     with pytest.raises(DataError, match=r"over the 1024 KiB limit for a workload spec") as exc:
