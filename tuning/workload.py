@@ -33,6 +33,8 @@ _MAX_FIT_ROUNDS = 64
 # Workload fields that are the client's patience, not the load the server sees (not fingerprinted).
 _CLIENT_FIELDS = ("request_timeout_s", "stall_timeout_s")
 DEFAULT_STALL_TIMEOUT_S = 60.0
+# Requests one run may send (a bound on the schedule's length: a million is days of load).
+MAX_REQUESTS = 1_000_000
 # What a server without the route answers (not found, method not allowed, not implemented, or a
 # gateway's "bad request" for a path it does not know).
 _NO_ROUTE = frozenset({400, 404, 405, 422, 501})
@@ -75,6 +77,10 @@ class Workload:
     def __post_init__(self) -> None:
         for name in ("num_requests", "concurrency", "input_len", "output_len"):
             _check_int(name, getattr(self, name), minimum=1)
+        for name in ("num_requests", "num_warmups"):
+            count = getattr(self, name)
+            if isinstance(count, int) and count > MAX_REQUESTS:
+                raise WorkloadError(f"{name} must be <= {MAX_REQUESTS:,}, got {count:,}")
         _check_int("shared_prefix_len", self.shared_prefix_len, minimum=0)
         _check_int("seed", self.seed, minimum=0)
         if self.shared_prefix_len > self.input_len:

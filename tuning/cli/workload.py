@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from tuning.cli.args import add_db, db_path, printable, refused, say
 from tuning.traffic import TrafficError
+from tuning.traffic.arrival import span_text
 from tuning.traffic.options import DEFAULT_TURNS, TrafficOptions, load_spec
 from tuning.traffic.spec import FILE_KINDS
 
@@ -110,6 +111,10 @@ def render_preview(p: dict[str, Any]) -> str:
             f"req/s over {a['duration_s']:.1f} s, gap CV {a['cv']:.2f}, "
             f"max concurrency {a['max_concurrency'] or 'none'}"
         )
+    lines.append(
+        f"schedule      planned at least {span_text(a['planned_s'])} "
+        f"(starts and think time; cap {span_text(a['cap_s'])})"
+    )
     lines.append(
         f"skipped       {p['skipped']} entries, {p['truncated_turns']} turns cut, "
         f"{p['oversampled']} oversampled"

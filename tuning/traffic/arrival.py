@@ -6,6 +6,8 @@ is a Poisson process (exponential gaps); below 1 is burstier, above 1 smoother, 
 constant gap. The first request waits one gap too, and, as vLLM does, the cumulative offsets are
 rescaled so the last one lands exactly at n / rate: the run's mean rate is the target whatever the
 seed. A trace is replayed at its own timestamps, relative to the first, divided by a speed factor.
+No schedule may plan past `MAX_SCHEDULE_S`: a trace gap of 1e15 ms or a rate of 1e-300 req/s is
+refused here (`ScheduleTooLong`, naming the request), not left to run for ever.
 """
 
 from __future__ import annotations
@@ -18,6 +20,29 @@ import numpy as np
 from tuning.traffic.errors import TrafficError
 from tuning.traffic.spec import Arrival
 
+# The longest schedule the lab plans: a day of load is more than any tuning run needs.
+MAX_SCHEDULE_S = 24 * 3600.0
+
+
+def span_text(seconds: float) -> str:
+    """A planned duration as a person reads it: '42.0 s', '3.5 h', '3.2e+11 h'."""
+    return f"{seconds:.1f} s" if seconds < 600 else f"{seconds / 3600:.3g} h"
+
+
+class ScheduleTooLong(TrafficError):
+    """A schedule planned past `MAX_SCHEDULE_S`; `index` is the first request over it and `field`
+    the spec field that made it so ('arrival.rate', 'arrival.speed', 'multi_turn.think_time_s')."""
+
+    def __init__(self, field: str, index: int, planned_s: float, why: str) -> None:
+        self.field = field
+        self.index = index
+        self.planned_s = planned_s
+        self.detail = (
+            f"{why}: the schedule plans {span_text(planned_s)}, over the "
+            f"{span_text(MAX_SCHEDULE_S)} cap (MAX_SCHEDULE_S)"
+        )
+        super().__init__(f"{field}: {self.detail}")
+
 
 def gamma_offsets(
     n: int, rate: float, burstiness: float, rng: np.random.Generator, normalize: bool = True
@@ -29,6 +54,9 @@ def gamma_offsets(
         )
     if math.isinf(rate):
         return [0.0] * n
+    if n / rate > MAX_SCHEDULE_S:
+        why = f"{n} requests at {rate:g} req/s"
+        raise ScheduleTooLong("arrival.rate", n - 1, n / rate, why)
     if math.isinf(burstiness):
         gaps = np.full(n, 1.0 / rate)
     else:
@@ -56,6 +84,10 @@ def trace_offsets(timestamps_ms: Sequence[float], speed: float = 1.0) -> list[fl
     out = [(ts - first) / 1000.0 / speed for ts in timestamps_ms]
     if any(b < a for a, b in zip(out, out[1:], strict=False)):
         raise TrafficError("trace timestamps must not decrease")
+    over = next((k for k, x in enumerate(out) if not x <= MAX_SCHEDULE_S), None)
+    if over is not None:
+        why = f"timestamp {timestamps_ms[over]:g} ms, {out[over]:g} s after the first at x{speed:g}"
+        raise ScheduleTooLong("arrival.speed", over, out[over], why)
     return out
 
 

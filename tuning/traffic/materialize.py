@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from tuning.traffic.arrival import schedule
+from tuning.traffic.arrival import MAX_SCHEDULE_S, ScheduleTooLong, schedule
 from tuning.traffic.errors import DataError, TrafficError
 from tuning.traffic.lengths import sample
 from tuning.traffic.request import Message, PlannedRequest
@@ -296,6 +296,49 @@ def _trace_request(entry: TraceEntry, k: int, spec: WorkloadSpec, b: _Builder) -
     )
 
 
+def planned_duration_s(requests: Sequence[PlannedRequest]) -> float:
+    """The least time the plan takes: a conversation's planned start plus the think time before
+    its later turns (the answers' own time comes on top), for the longest conversation."""
+    end: dict[int, float] = {}
+    for r in requests:
+        end[r.conversation] = end.get(r.conversation, 0.0) + (r.offset_s or 0.0) + r.think_time_s
+    return max(end.values(), default=0.0)
+
+
+def trace_entries(spec: WorkloadSpec, data: Trace) -> tuple[list[TraceEntry], int]:
+    """The trace lines the plan replays (those within `max_total_len`, up to `num_requests`) and
+    how many were skipped."""
+    fit = [e for e in data.entries if e.input_length + e.output_length <= spec.limits.max_total_len]
+    if not fit:
+        raise DataError(data.path, f"no trace line fits max_total_len ({spec.limits})")
+    return fit[: spec.num_requests], len(data.entries) - len(fit)
+
+
+def check_schedule(spec: WorkloadSpec, n: int, data: Conversations | Trace | None) -> None:
+    """The arrival schedule of `n` conversations within `MAX_SCHEDULE_S`, before any prompt is
+    built; a trace's refusal names its file, the line and the timestamp field."""
+    if isinstance(data, Trace) and spec.arrival.kind == "trace":
+        entries, _ = trace_entries(spec, data)
+        try:
+            schedule(spec.arrival, len(entries), spec.seed, [e.timestamp_ms for e in entries])
+        except ScheduleTooLong as exc:
+            raise DataError(data.path, exc.detail, entries[exc.index].line, "timestamp") from None
+    elif spec.arrival.kind == "open":
+        schedule(spec.arrival, n, spec.seed)
+
+
+def check(spec: WorkloadSpec) -> Conversations | Trace | None:
+    """The spec's file read (within its caps) and its schedule's length checked, without a
+    tokenizer: what a run would refuse, refused before anything is stored. An open loop is
+    checked at its most conversations (`num_requests`, else the file's entries)."""
+    data = None if spec.source.kind == "synthetic" else read_source(spec.source)
+    n = spec.num_requests
+    if n is None:
+        n = len(data.entries) if isinstance(data, Trace) else len(data.items) if data else 1
+    check_schedule(spec, n, data)
+    return data
+
+
 def materialize(
     spec: WorkloadSpec,
     tokenizer: TokenizerLike,
@@ -314,13 +357,8 @@ def materialize(
     if isinstance(data, Trace):
         if kind != "trace":
             raise TrafficError(f"a {kind} source was given a trace")
-        entries = [
-            e for e in data.entries if e.input_length + e.output_length <= spec.limits.max_total_len
-        ]
-        skipped = len(data.entries) - len(entries)
-        entries = entries[: spec.num_requests]
-        if not entries:
-            raise DataError(data.path, f"no trace line fits max_total_len ({spec.limits})")
+        entries, skipped = trace_entries(spec, data)
+        check_schedule(spec, len(entries), data)
         convs = [[_trace_request(e, k, spec, b)] for k, e in enumerate(entries)]
         timestamps = [e.timestamp_ms for e in entries]
     elif data is not None:
@@ -334,5 +372,10 @@ def materialize(
         for r in reqs:
             start = offsets[c] if offsets is not None and r.turn == 0 else None
             requests.append(replace(r, index=len(requests), conversation=c, offset_s=start))
+    planned = planned_duration_s(requests)
+    if planned > MAX_SCHEDULE_S:
+        raise ScheduleTooLong(
+            "multi_turn.think_time_s", len(requests) - 1, planned, "the think time between turns"
+        )
     digest = None if data is None else data.digest
     return Plan(spec, tuple(requests), digest, skipped, b.truncated, oversampled)

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tuning.traffic.arrival import ScheduleTooLong
+from tuning.traffic.bounded import read_prefix
 from tuning.traffic.errors import TrafficError
+from tuning.traffic.materialize import check
 from tuning.traffic.spec import (
     FILE_KINDS,
     Arrival,
@@ -26,12 +29,22 @@ from tuning.traffic.spec import (
     Source,
     WorkloadSpec,
     _to_plain,
+    read_spec,
 )
 
 # --multi-turn without a number: turns per synthetic conversation.
 DEFAULT_TURNS = 3
 # Parameters whose runs set the arrival rate: their arrival must be an open loop.
 RATE_PARAMS = ("request-rate", "burstiness")
+# Number options, their flag, and whether 0 is refused too (rates and factors); NaN, inf never.
+_NUMBER_FLAGS = (
+    ("request_rate", "--request-rate", True),
+    ("burstiness", "--burstiness", True),
+    ("trace_speed", "--trace-speed", True),
+    ("think_time", "--think-time", False),
+)
+# The flag that set a spec field a schedule refusal names.
+_FIELD_FLAGS = {"arrival.rate": "request_rate", "arrival.speed": "trace_speed"}
 
 
 @dataclass(frozen=True)
@@ -94,8 +107,36 @@ class TrafficOptions:
         }
         return cls(**{**values, **overrides})
 
+    def check_numbers(self) -> None:
+        """Refuse a NaN, infinite or negative number option (and 0 for a rate or factor)."""
+        for name, flag, strict in _NUMBER_FLAGS:
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if not math.isfinite(value) or value < 0 or (strict and value == 0):
+                sign = ">" if strict else ">="
+                raise TrafficError(f"{flag} must be a finite number {sign} 0, got {value}")
+
     def to_spec(self, db: Path | None = None) -> WorkloadSpec | None:
-        """The spec the options describe, or None for the classic workload (no traffic option)."""
+        """The spec the options describe, or None for the classic workload (no traffic option).
+
+        Its data file is read and its schedule's length checked here (`traffic.check`), so a bad
+        file or a schedule of years is refused at the flag, before a run is planned or an
+        endpoint asked."""
+        self.check_numbers()
+        spec = self._spec(db)
+        if spec is None:
+            return None
+        try:
+            check(spec)
+        except ScheduleTooLong as exc:
+            name = _FIELD_FLAGS.get(exc.field, "")
+            value = getattr(self, name) if name else None
+            flag = "--" + name.replace("_", "-")
+            raise TrafficError(f"{flag} {value:g}: {exc.detail}" if value else str(exc)) from None
+        return spec
+
+    def _spec(self, db: Path | None) -> WorkloadSpec | None:
         rate = self.request_rate
         if rate is None and self.param in RATE_PARAMS:
             rate = 1.0  # the runner sets each value; the arrival must be an open loop
@@ -147,11 +188,7 @@ def guess_format(path: str) -> str:
         return "sharegpt"
     if lower.endswith(".csv"):
         return "csv"
-    try:
-        with open(resolve_data_file(path), encoding="utf-8", errors="replace") as fh:
-            first = fh.readline()
-    except OSError:
-        return "jsonl"
+    first = read_prefix(resolve_data_file(path)).split("\n", 1)[0]  # a bounded sniff
     return "trace" if '"timestamp"' in first else "jsonl"
 
 
@@ -168,11 +205,7 @@ def resolve_data_file(path: str) -> str:
 def load_spec(ref: str, db: Path | None = None) -> WorkloadSpec:
     """A spec file (JSON), or the name of a workload saved in the DB."""
     if Path(ref).is_file():
-        try:
-            data = json.loads(Path(ref).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            raise TrafficError(f"{ref}: not a JSON workload spec ({exc})") from None
-        return WorkloadSpec.from_dict(data)
+        return read_spec(ref)
     from store import connect, queries
 
     if db is not None and db.exists():

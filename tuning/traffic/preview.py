@@ -2,7 +2,8 @@
 
 `preview(plan)` returns a JSON-ready dict: counts (requests, conversations, turns), token totals,
 input and output length histograms (bin edges and counts) with their statistics, prefix sharing,
-and the arrival pattern. "Reusable" tokens are those a prefix cache could serve if nothing were
+and the arrival pattern with the schedule's planned duration (at least: answers take their time on
+top) and its cap. "Reusable" tokens are those a prefix cache could serve if nothing were
 evicted: a shared system prompt seen before, the history a later turn repeats, and a trace's hash
 blocks seen before; the real hit rate comes from the server's /metrics during the run.
 """
@@ -14,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from tuning.traffic.arrival import gap_stats
-from tuning.traffic.materialize import Plan
+from tuning.traffic.arrival import MAX_SCHEDULE_S, gap_stats
+from tuning.traffic.materialize import Plan, planned_duration_s
 from tuning.traffic.request import PlannedRequest
 
 _BINS = 20
@@ -89,6 +90,9 @@ def preview(plan: Plan) -> dict[str, Any]:
             arrival["pattern"] = "poisson" if spec.arrival.burstiness == 1 else "gamma"
         else:
             arrival["speed"] = spec.arrival.speed
+    # the least time the schedule takes (starts and think time; answers come on top), and its cap
+    arrival["planned_s"] = planned_duration_s(reqs)
+    arrival["cap_s"] = MAX_SCHEDULE_S
     turns = list(per_conv.values())
     return {
         "source": spec.source.kind,

@@ -1,16 +1,15 @@
 """Readers for workload data files: JSONL, ShareGPT JSON, CSV and Mooncake-format traces.
 
-Every reader streams its file in chunks (a ShareGPT array is decoded one entry at a time), refuses a
-file larger than `MAX_DATA_BYTES` before reading it, hashes the bytes it reads (the data digest that
+Every reader streams its file line by line (a ShareGPT array in chunks, one entry at a time) within
+the caps of `tuning.traffic.bounded` (file, line, entry, nesting), refuses a file larger than
+`MAX_DATA_BYTES` before reading it, hashes the bytes it reads (the data digest that
 goes into the fingerprint), and raises `DataError` naming the file, line and field for the first
 problem it meets. A reader returns only after the whole file checked out: nothing half-read leaks.
 """
 
 from __future__ import annotations
 
-import codecs
 import csv
-import hashlib
 import json
 import math
 from collections.abc import Iterator
@@ -18,16 +17,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tuning.traffic.bounded import (
+    MAX_DATA_BYTES,
+    MAX_ENTRY_CHARS,
+    Reader,
+    check_text,
+    nesting_error,
+    parse_json,
+    resolve_path,
+    too_deep,
+)
 from tuning.traffic.errors import DataError
 from tuning.traffic.spec import MOONCAKE_BLOCK, Source
 
-# Larger files are refused: sample them down first. A stated limit keeps a stray 10 GB upload from
-# filling memory (the records themselves are kept).
-MAX_DATA_BYTES = 100 * 1024 * 1024
-# One ShareGPT entry may not be larger than this (else it is bad JSON or not a chat dataset).
-MAX_ENTRY_CHARS = 16 * 1024 * 1024
-_CHUNK = 1024 * 1024
-WORKLOADS_DIR = Path(__file__).resolve().parents[2] / "workloads"
+__all__ = ["MAX_DATA_BYTES", "resolve_path"]  # re-exported: callers knew them from here
 _USER_ROLES = frozenset({"human", "user"})
 _ASSISTANT_ROLES = frozenset({"gpt", "assistant", "chatgpt", "bard", "bing", "model"})
 
@@ -78,88 +81,16 @@ class Trace:
     entries: tuple[TraceEntry, ...]
 
 
-def resolve_path(path: str | Path) -> Path:
-    """A relative path is looked up in the working directory, then in the lab's workloads/."""
-    p = Path(path).expanduser()
-    if not p.is_absolute() and not p.exists() and (WORKLOADS_DIR / p).exists():
-        return WORKLOADS_DIR / p
-    return p
-
-
-class _Reader:
-    """Streams a file's text in chunks: size limit, NUL-byte (binary) check, UTF-8, sha256."""
-
-    def __init__(self, path: str | Path, max_bytes: int) -> None:
-        self.path = resolve_path(path)
-        self.hasher = hashlib.sha256()
-        if not self.path.is_file():
-            raise DataError(self.path, "no such file")
-        size = self.path.stat().st_size
-        if size > max_bytes:
-            raise DataError(
-                self.path,
-                f"the file is {size / 2**20:.1f} MiB, over the {max_bytes / 2**20:.0f} MiB "
-                "limit for workload data; sample it down first",
-            )
-        if size == 0:
-            raise DataError(self.path, "the file is empty")
-
-    def chunks(self) -> Iterator[str]:
-        decoder = codecs.getincrementaldecoder("utf-8")()
-        offset, lines = 0, 1
-        with self.path.open("rb") as f:
-            while True:
-                raw = f.read(_CHUNK)
-                final = not raw
-                if raw:
-                    self.hasher.update(raw)
-                    nul = raw.find(b"\0")
-                    if nul >= 0:
-                        raise DataError(
-                            self.path,
-                            f"a binary file (NUL byte at offset {offset + nul}); "
-                            "expected UTF-8 text",
-                            line=lines + raw[:nul].count(b"\n"),
-                        )
-                try:
-                    text = decoder.decode(raw, final=final)
-                except UnicodeDecodeError:
-                    raise DataError(
-                        self.path, "not UTF-8 text (a binary file?)", line=lines
-                    ) from None
-                offset += len(raw)
-                lines += raw.count(b"\n")
-                if text:
-                    yield text
-                if final:
-                    return
-
-    def lines(self) -> Iterator[tuple[int, str]]:
-        """(1-based line number, line with its newline) for every line of the file."""
-        number, rest = 0, ""
-        for text in self.chunks():
-            parts = (rest + text).split("\n")
-            rest = parts.pop()
-            for part in parts:
-                number += 1
-                yield number, part + "\n"
-        if rest:
-            yield number + 1, rest
-
-    def digest(self) -> str:
-        return self.hasher.hexdigest()
-
-
 def _json_line(path: Path, number: int, line: str, last: bool) -> Any:
     try:
-        return json.loads(line)
+        return parse_json(path, line, number)
     except json.JSONDecodeError as exc:
         truncated = last and not line.endswith("\n") or "Unterminated" in exc.msg
         why = "truncated JSON (the line ends inside the object)" if truncated else "invalid JSON"
         raise DataError(path, f"{why}: {exc.msg} at column {exc.colno}", line=number) from None
 
 
-def _json_lines(reader: _Reader) -> Iterator[tuple[int, dict[str, Any]]]:
+def _json_lines(reader: Reader) -> Iterator[tuple[int, dict[str, Any]]]:
     lines = _with_last(reader.lines())
     for (number, line), last in lines:
         if not line.strip():
@@ -191,7 +122,7 @@ def _text(path: Path, line: int, name: str, value: Any) -> str:
         value = "".join(p for p in parts if isinstance(p, str)) if parts else None
     if not isinstance(value, str) or not value:
         raise DataError(path, f"must be non-empty text, got {value!r:.60}", line=line, field=name)
-    return value
+    return check_text(path, line, name, value)
 
 
 def _turns(
@@ -226,7 +157,7 @@ def _turns(
 def read_jsonl(path: str | Path, max_bytes: int = MAX_DATA_BYTES) -> Conversations:
     """One request per line: `prompt` (text) or `messages` (OpenAI chat), and optionally
     `output_len` or `max_tokens`."""
-    reader = _Reader(path, max_bytes)
+    reader = Reader(path, max_bytes)
     items: list[FileConversation] = []
     for number, obj in _json_lines(reader):
         p = reader.path
@@ -256,7 +187,7 @@ def read_jsonl(path: str | Path, max_bytes: int = MAX_DATA_BYTES) -> Conversatio
     return Conversations(str(reader.path), reader.digest(), tuple(items))
 
 
-def _array_entries(reader: _Reader) -> Iterator[tuple[int, Any]]:
+def _array_entries(reader: Reader) -> Iterator[tuple[int, Any]]:
     """(line, value) for each element of a top-level JSON array, decoded one at a time."""
     decoder = json.JSONDecoder()
     chunks = reader.chunks()
@@ -300,12 +231,15 @@ def _array_entries(reader: _Reader) -> Iterator[tuple[int, Any]]:
             skip_ws()
         first = False
         while True:
+            if too_deep(buf, pos, whole=False):
+                raise nesting_error(reader.path, line)
             try:
                 value, end = decoder.raw_decode(buf, pos)
                 break
             except json.JSONDecodeError as exc:
                 if len(buf) - pos > MAX_ENTRY_CHARS or not more():
-                    why = "truncated JSON" if eof else "invalid JSON (or an entry over 16 MiB)"
+                    cap = f"invalid JSON (or an entry over {MAX_ENTRY_CHARS // 2**20} MiB)"
+                    why = "truncated JSON" if eof else cap
                     raise DataError(reader.path, f"{why}: {exc.msg}", line=line) from None
         yield line, value
         line += buf.count("\n", pos, end)
@@ -317,7 +251,7 @@ def _array_entries(reader: _Reader) -> Iterator[tuple[int, Any]]:
 
 def read_sharegpt(path: str | Path, max_bytes: int = MAX_DATA_BYTES) -> Conversations:
     """A JSON array of `{"conversations": [{"from": "human"|"gpt"|"system", "value": ...}]}`."""
-    reader = _Reader(path, max_bytes)
+    reader = Reader(path, max_bytes)
     p = reader.path
     items: list[FileConversation] = []
     skipped = 0
@@ -360,7 +294,7 @@ def read_csv(
     max_bytes: int = MAX_DATA_BYTES,
 ) -> Conversations:
     """A CSV with a header row; one request per row from `prompt_column` (and `output_column`)."""
-    reader = _Reader(path, max_bytes)
+    reader = Reader(path, max_bytes)
     p = reader.path
     rows = csv.reader(line for _, line in reader.lines())
     items: list[FileConversation] = []
@@ -399,7 +333,7 @@ def read_trace(
 ) -> Trace:
     """Mooncake's trace format: JSONL of `timestamp` (ms), `input_length`, `output_length` and
     optional `hash_ids` (one id per `block_size` tokens of the prompt; equal ids, equal tokens)."""
-    reader = _Reader(path, max_bytes)
+    reader = Reader(path, max_bytes)
     p = reader.path
     entries: list[TraceEntry] = []
     last_ts = -math.inf
@@ -410,6 +344,8 @@ def read_trace(
         ts = obj["timestamp"]
         if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts):
             raise DataError(p, f"must be a number of ms, got {ts!r}", number, "timestamp")
+        if ts < 0:
+            raise DataError(p, f"must be >= 0 ms, got {ts!r}", number, "timestamp")
         if ts < last_ts:
             raise DataError(
                 p, f"timestamps must not decrease: {ts} comes after {last_ts}", number, "timestamp"

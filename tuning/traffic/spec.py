@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
-from tuning.traffic.errors import TrafficError
+from tuning.traffic.bounded import read_small_json
+from tuning.traffic.errors import DataError, TrafficError
+from tuning.workload import MAX_REQUESTS
 
 # Bump when a field changes meaning; `from_dict` refuses specs from a newer lab.
 SPEC_VERSION = 1
@@ -24,6 +27,10 @@ ARRIVAL_KINDS: tuple[str, ...] = ("closed", "open", "trace")
 FILE_KINDS: tuple[str, ...] = ("jsonl", "sharegpt", "csv", "trace")
 # Mooncake traces hash prompts in blocks of 512 tokens.
 MOONCAKE_BLOCK = 512
+# A spec is a page of JSON; a larger file is not one.
+MAX_SPEC_BYTES = 1024 * 1024
+# Seconds between turns (a longer think time is no longer one conversation).
+MAX_THINK_S = 3600.0
 
 
 def _int(name: str, value: Any, minimum: int) -> None:
@@ -203,6 +210,8 @@ class MultiTurn:
         if not isinstance(self.enabled, bool):
             raise TrafficError(f"multi_turn.enabled must be true or false, got {self.enabled!r}")
         _number("think_time_s", self.think_time_s, 0.0)
+        if self.think_time_s > MAX_THINK_S:
+            raise TrafficError(f"think_time_s must be <= {MAX_THINK_S:g}, got {self.think_time_s}")
         if not self.enabled and (self.turns is not None or self.think_time_s):
             raise TrafficError("turns and think_time_s need multi_turn.enabled")
 
@@ -272,6 +281,10 @@ class WorkloadSpec:
                 raise TrafficError("a synthetic workload needs num_requests")
         else:
             _int("num_requests", self.num_requests, 1)
+            if self.num_requests > MAX_REQUESTS:
+                raise TrafficError(
+                    f"num_requests must be <= {MAX_REQUESTS:,}, got {self.num_requests:,}"
+                )
         if kind == "synthetic" and (self.input is None or self.output is None):
             raise TrafficError("a synthetic workload needs input and output length distributions")
         if kind != "synthetic" and self.input is not None:
@@ -351,8 +364,32 @@ def _build(cls: type, data: Any, path: str) -> Any:
                 raise TrafficError(f"{where} must be a list of numbers")
             kwargs[name] = tuple(value)
         else:
+            if isinstance(value, str):
+                _encodable(where, value)
             kwargs[name] = value
     try:
         return cls(**kwargs)
     except TrafficError as exc:
         raise TrafficError(f"{path}: {exc}" if path != "spec" else str(exc)) from None
+
+
+def _encodable(where: str, text: str) -> None:
+    """A lone surrogate (JSON `"\\ud800"`) cannot be stored or sent: refused, naming the field."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise TrafficError(
+            f"{where}: a lone surrogate at character {exc.start} is not valid Unicode (refused)"
+        ) from None
+
+
+def read_spec(path: str | Path) -> WorkloadSpec:
+    """A spec file: its size capped before it is read (`MAX_SPEC_BYTES`), its nesting before it
+    is parsed; a refusal names the file and the field."""
+    data = read_small_json(path, MAX_SPEC_BYTES, "a workload spec")
+    try:
+        return WorkloadSpec.from_dict(data)
+    except DataError:
+        raise
+    except TrafficError as exc:
+        raise DataError(path, str(exc)) from None
