@@ -77,7 +77,7 @@ def traffic_section(
             st.caption("Pick 'synthetic' or a file to use the rate and turns.")
         return None, []
     try:
-        spec = options.to_spec(db_path)
+        spec = _spec_of(options, str(db_path), _stamp(options.dataset))
     except (TrafficError, ValueError) as exc:
         return None, [f"workload: {exc}"]
     if spec is None:  # synthetic, closed loop, single requests: the fixed lengths above
@@ -86,6 +86,28 @@ def traffic_section(
     if st.button("Preview workload", key="wl_preview"):
         _preview(spec)
     return spec, []
+
+
+def _stamp(path: str | None) -> tuple[int, int] | None:
+    """The data file's size and mtime: a changed file is read again, an unchanged one is not."""
+    if not path:
+        return None
+    from tuning.traffic.options import resolve_data_file
+
+    try:
+        st_ = Path(resolve_data_file(path)).stat()
+    except OSError:
+        return None
+    return st_.st_size, st_.st_mtime_ns
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _spec_of(
+    options: TrafficOptions, db_path: str | None, stamp: tuple[int, int] | None
+) -> WorkloadSpec | None:
+    """The options' spec, its data file read and checked once per file version, not on every
+    rerun of the page (a dataset may be 100 MB)."""
+    return options.to_spec(Path(db_path) if db_path else None)
 
 
 def _preview(spec: WorkloadSpec) -> None:
