@@ -19,7 +19,7 @@ import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from core.redact import display_url
 from tuning.health import client_limits, reconcile_tokens, server_latency
@@ -33,8 +33,6 @@ from tuning.loadgen.client import (
 )
 from tuning.loadgen.endpoint import EndpointError, api_key_from_env, check_endpoint
 from tuning.metrics import (
-    LATENCY_METRICS,
-    PERCENTILES,
     achieved_concurrency,
     columns,
     goodput,
@@ -42,6 +40,7 @@ from tuning.metrics import (
     summarize,
     warmup_check,
 )
+from tuning.output.bench_table import print_table
 from tuning.workload import (
     FALLBACK_NOTE,
     FALLBACK_TOKENIZER_ID,
@@ -53,13 +52,6 @@ from tuning.workload import (
     workload_from_args,
 )
 
-_TITLES = {
-    "ttft": "Time to First Token",
-    "tpot": "Time per Output Token (excl. 1st token)",
-    "itl": "Inter-token Latency",
-    "e2el": "End-to-end Latency",
-}
-
 
 def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     """The bench flags; the API key is never one of them (OPENAI_API_KEY only)."""
@@ -69,11 +61,28 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         help="server root, with or without /v1, e.g. http://127.0.0.1:8000",
     )
     parser.add_argument("--model", required=True, help="the served model name")
-    parser.add_argument("--concurrency", type=int, required=True, help="requests kept in flight")
-    parser.add_argument("--num-requests", type=int, required=True, help="measured requests")
-    parser.add_argument("--input-len", type=int, required=True, help="prompt tokens, exact")
+    defined = "; needed for the fixed-length workload, which a dataset, trace or rate replaces"
     parser.add_argument(
-        "--output-len", type=int, required=True, help="output tokens (max_tokens with ignore_eos)"
+        "--concurrency",
+        type=int,
+        default=None,
+        help="requests kept in flight (with --request-rate: an in-flight cap, as vLLM's "
+        "--max-concurrency)" + defined,
+    )
+    parser.add_argument(
+        "--num-requests",
+        type=int,
+        default=None,
+        help="measured requests (a dataset or trace: default every entry; a rate: 64)",
+    )
+    parser.add_argument(
+        "--input-len", type=int, default=None, help="prompt tokens, exact (default 64 with a rate)"
+    )
+    parser.add_argument(
+        "--output-len",
+        type=int,
+        default=None,
+        help="output tokens, max_tokens with ignore_eos (default 64 with a rate)",
     )
     parser.add_argument(
         "--shared-prefix-len", type=int, default=0, help="tokens of a prefix shared by every prompt"
@@ -218,15 +227,13 @@ def add_traffic(result: dict[str, Any], prep: Any, load: LoadResult) -> None:
     if arrival.kind == "open":
         result["request_rate"] = arrival.rate
         result["burstiness"] = arrival.burstiness
+    if arrival.kind != "closed":  # vLLM's key: the cap asked for (None: nothing held requests back)
+        result["max_concurrency"] = arrival.max_concurrency
     result["lab"]["workload_spec"] = prep.plan.spec.to_dict()
     result["lab"]["workload_fingerprint"] = prep.fingerprint
     result["lab"]["traffic"] = traffic_summary(load.records, prep.plan, load.duration_s)
     result["lab"]["turns"] = [r.turn for r in load.records]
     result["lab"]["dispatch_lags"] = [r.dispatch_lag for r in load.records]
-
-
-def _lags(lag: dict[str, Any]) -> str:
-    return f"{1000 * lag['p99_s']:.2f} / {1000 * lag['max_s']:.2f}"
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
@@ -237,110 +244,37 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "n/a"
-    if isinstance(value, float):
-        return f"{value:.2f}"
-    return str(value)
+# The fixed-length workload's flags: a dataset, a trace or a rate defines what they say.
+CLASSIC_FLAGS = (
+    ("--concurrency", "concurrency"),
+    ("--num-requests", "num_requests"),
+    ("--input-len", "input_len"),
+    ("--output-len", "output_len"),
+)
 
 
-def print_table(result: dict[str, Any], out: TextIO | None = None) -> None:
-    """A short table in the shape of vLLM's, then the lab's client-health lines."""
-    lab = result["lab"]
-    line = "{:<40} {:<10}".format
-    rows = [
-        "{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="="),
-        line("Successful requests:", _fmt(result["completed"])),
-        line("Failed requests:", _fmt(result["failed"])),
-        line("Maximum request concurrency:", _fmt(result["max_concurrency"])),
-        line("Benchmark duration (s):", _fmt(result["duration"])),
-        line("Total input tokens:", _fmt(result["total_input_tokens"])),
-        *(
-            [line("Input lengths:", "approximate (the lab's tokenizer; no /tokenize)")]
-            if lab.get("input_lens_approximate")
-            else []
-        ),
-        line("Total generated tokens:", _fmt(result["total_output_tokens"])),
-        line("Request throughput (req/s):", _fmt(result["request_throughput"])),
-    ]
-    if result.get("request_goodput") is not None:
-        rows.append(line("Request goodput (req/s):", _fmt(result["request_goodput"])))
-    rows += [
-        line("Output token throughput (tok/s):", _fmt(result["output_throughput"])),
-        line("Total token throughput (tok/s):", _fmt(result["total_token_throughput"])),
-    ]
-    for metric in LATENCY_METRICS:
-        name = metric.upper()
-        rows.append("{s:{c}^{n}}".format(s=_TITLES[metric], n=50, c="-"))
-        rows.append(line(f"Mean {name} (ms):", _fmt(result[f"mean_{metric}_ms"])))
-        rows.append(line(f"Median {name} (ms):", _fmt(result[f"median_{metric}_ms"])))
-        for p in PERCENTILES:
-            rows.append(line(f"P{p} {name} (ms):", _fmt(result[f"p{p}_{metric}_ms"])))
-    client = lab["client"]
-    steady = lab["steady_state"]
-    rows += [
-        "{s:{c}^{n}}".format(s="Lab", n=50, c="-"),
-        line("Achieved concurrency (sum E2EL/dur):", _fmt(lab["achieved_concurrency"])),
-        line("Steady-state output tok/s:", _fmt(steady.get("output_throughput"))),
-        line("Client CPU (cores):", _fmt(client["client_cpu_util"])),
-        line(
-            "Event-loop lag p99 / max (ms):",
-            f"{client['loop_lag_p99_ms']:.2f} / {client['loop_lag_max_ms']:.2f}",
-        ),
-    ]
-    rows += _server_rows(lab.get("server") or {}, line)
-    traffic = lab.get("traffic")
-    if traffic:
-        lag = traffic["dispatch_lag"]
-        if traffic.get("target_request_rate"):
-            rate = f"{traffic['achieved_request_rate']:.2f} / {traffic['target_request_rate']:g}"
-            rows.append(line("Request rate achieved / target:", rate))
-        if lag.get("planned"):
-            rows.append(line("Dispatch lag p99 / max (ms):", _lags(lag)))
-        for label in ("first_turn", "later_turns"):
-            if traffic.get(f"requests_{label}"):
-                name = f"Mean TTFT, {label.replace('_', ' ')} (ms):"
-                rows.append(line(name, _fmt(traffic[f"mean_ttft_ms_{label}"])))
-        if not traffic["schedule_kept"]:
-            rows.append("WARNING: the client (or the concurrency cap) did not keep the schedule.")
-    if result["failed"]:
-        kinds = ", ".join(f"{k}: {v}" for k, v in sorted(lab["failed_by_kind"].items()))
-        rows.append(line("Failures by kind:", kinds))
-    if lab["client_bound"]:
-        rows.append(
-            "WARNING: the client may be the bottleneck (busy core or lagging loop); "
-            "the numbers are a lower bound for the server."
-        )
-    if lab["warmup_check"].get("slow_start"):
-        rows.append(
-            "WARNING: the first requests were clearly slower to first token than the "
-            "rest: the server may not have been warm."
-        )
-    rows.append("=" * 50)
-    print("\n".join(rows), file=out or sys.stdout)
+def _in_flight_cap(args: argparse.Namespace) -> dict[str, Any]:
+    """With --request-rate, --concurrency caps what is in flight (vLLM's --max-concurrency)."""
+    if args.request_rate is not None and args.concurrency and args.max_concurrency is None:
+        return {"max_concurrency": args.concurrency}
+    return {}
 
 
-def _server_rows(server: dict[str, Any], line: Any) -> list[str]:
-    """The client's mean TTFT / E2EL beside vLLM's own histogram means for the same window."""
-    lat = server.get("latency") or {}
-    if lat.get("server_mean_ttft_ms") is None:
-        return []
-    rows = ["{s:{c}^{n}}".format(s="Server (vLLM /metrics)", n=50, c="-")]
-    for key in ("ttft", "e2el"):
-        name = key.upper()
-        rows.append(line(f"Server mean {name} (ms):", _fmt(lat.get(f"server_mean_{key}_ms"))))
-        rows.append(
-            line(
-                f"Client - server mean {name} (ms):", _fmt(lat.get(f"client_minus_server_{key}_ms"))
+def bench_workload(args: argparse.Namespace, traffic: bool) -> Workload:
+    """The classic workload of the flags; with real traffic (a dataset, trace, spec or rate) only
+    its request settings count (endpoint, timeouts, seed, warm-ups) and the plan sets the rest,
+    so the fixed-length flags may be left out."""
+    if not traffic:
+        missing = [flag for flag, name in CLASSIC_FLAGS if getattr(args, name) is None]
+        if missing:
+            raise WorkloadError(
+                f"{', '.join(missing)} needed for the fixed-length workload "
+                "(or give --request-rate, --dataset or --workload)"
             )
-        )
-    rows.append(line("Server mean queue time (ms):", _fmt(lat.get("server_mean_queue_ms"))))
-    tokens = server.get("tokens") or {}
-    rows.append(line("Server output tokens (counter):", _fmt(tokens.get("server_output_tokens"))))
-    if lat.get("flagged"):
-        rows.append("WARNING: " + "; ".join(lat.get("reasons") or []))
-    return rows
+        return workload_from_args(args)
+    defaults = {"concurrency": 1, "num_requests": 1, "input_len": 64, "output_len": 64}
+    filled = {k: getattr(args, k) or v for k, v in defaults.items()}
+    return workload_from_args(argparse.Namespace(**{**vars(args), **filled}))
 
 
 def run_bench_command(args: argparse.Namespace) -> int:
@@ -355,9 +289,9 @@ def run_bench_command(args: argparse.Namespace) -> int:
     from tuning.traffic.options import TrafficOptions
 
     try:
-        workload = workload_from_args(args)
         slo = parse_goodput(args.goodput)
-        spec = TrafficOptions.from_cli_args(args).to_spec()
+        spec = TrafficOptions.from_cli_args(args, **_in_flight_cap(args)).to_spec()
+        workload = bench_workload(args, spec is not None)
     except (WorkloadError, ValueError) as exc:
         print(f"error: {exc}", file=err)
         return 2
