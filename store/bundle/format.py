@@ -104,6 +104,7 @@ class Manifest:
     data_sha256: str
     data_bytes: int
     note: str = ""
+    lab_uid: str | None = None  # the lab that made the bundle (None: an older lab's bundle)
 
     @property
     def origin(self) -> str:
@@ -270,6 +271,9 @@ def parse_manifest(raw: Any, limits: Limits = DEFAULT_LIMITS) -> Manifest:
         raise BundleError(f"manifest has no sha256 and size of {DATA_NAME}", "manifest")
     exps, runs = _check_listing(raw, counts)
     lab_version = raw.get("lab_schema_version", 0)
+    lab = raw.get("lab_uid")
+    if lab is not None and (not isinstance(lab, str) or not UID_PATTERN.match(lab)):
+        raise BundleError("manifest field 'lab_uid' is not a valid uid", "manifest")
     note = raw.get("note")
     return Manifest(
         format_version=version,
@@ -284,6 +288,7 @@ def parse_manifest(raw: Any, limits: Limits = DEFAULT_LIMITS) -> Manifest:
         data_sha256=entry["sha256"],
         data_bytes=int(entry["bytes"]),
         note=note if isinstance(note, str) else "",
+        lab_uid=lab,
     )
 
 
