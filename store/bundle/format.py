@@ -74,6 +74,11 @@ class Limits:
 
     max_bundle_bytes: int = 1 << 30  # the zip file as stored
     max_data_bytes: int = 4 << 30  # bundle.sqlite once decompressed
+    # Extraction writes at most this many times a member's compressed size, plus the allowance
+    # (per member, and once for the whole archive), whatever its header or the manifest claims:
+    # lab bundles deflate 4-9x (the H200 examples), a zip bomb ~1000x.
+    max_inflate_ratio: int = 32
+    inflate_allowance_bytes: int = 8 << 20
     max_manifest_bytes: int = 8 << 20
     max_cell_bytes: int = 1 << 20  # one text cell (a note, a log tail, a JSON value)
     max_experiments: int = 10_000

@@ -60,9 +60,10 @@ def open_bundle(
     with scratch_dir("import") as tmp:
         try:
             with zf:
-                manifest = _load_manifest(zf, members, limits)
+                budget = Budget(members, limits)
+                manifest = _load_manifest(zf, members, limits, budget)
                 data = tmp / DATA_NAME
-                _extract_data(zf, members[DATA_NAME], manifest, data, limits)
+                _extract_data(zf, members[DATA_NAME], manifest, data, budget)
             conn = _check_sqlite(data, manifest, limits)
             yield manifest, conn
         finally:
@@ -153,32 +154,68 @@ def _check_member(info: zipfile.ZipInfo, seen: Members) -> None:
         )
 
 
-def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int) -> bytes:
-    if info.file_size > limit:
-        raise BundleError(
-            f"{info.filename} is {info.file_size:,} bytes; the limit is {limit:,}", "too_large"
+class Budget:
+    """What extraction may still inflate, counted while streaming: per member a small multiple of
+    its compressed size (never past the lab's limit for it), and the same for the whole archive,
+    so a 1 MB zip never writes a GiB, whatever its header or its manifest declares."""
+
+    def __init__(self, members: Members, limits: Limits) -> None:
+        self.limits = limits
+        packed = sum(info.compress_size for info in members.values())
+        self.left = min(
+            limits.max_data_bytes + limits.max_manifest_bytes,
+            limits.max_inflate_ratio * packed + limits.inflate_allowance_bytes,
         )
+
+    def cap(self, info: zipfile.ZipInfo, limit: int) -> int:
+        """The most bytes this member may inflate to."""
+        ratio, allowance = self.limits.max_inflate_ratio, self.limits.inflate_allowance_bytes
+        return min(limit, ratio * info.compress_size + allowance, self.left)
+
+    def refuse(self, info: zipfile.ZipInfo, size: int, cap: int) -> BundleError:
+        return BundleError(
+            f"{info.filename} is {size:,} bytes from {info.compress_size:,} compressed; the limit "
+            f"is {cap:,} ({self.limits.max_inflate_ratio}x the compressed size plus "
+            f"{self.limits.inflate_allowance_bytes:,}, within the lab's limits): refused",
+            "too_large",
+        )
+
+    def take(self, n: int) -> None:
+        self.left -= n
+
+
+def _read_member(
+    zf: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int, budget: Budget
+) -> bytes:
+    cap = budget.cap(info, limit)
+    if info.file_size > cap:
+        raise budget.refuse(info, info.file_size, cap)
     try:
         with zf.open(info) as fh:
-            data = fh.read(limit + 1)
+            data = fh.read(cap + 1)
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
         raise BundleError(f"{info.filename} is corrupted ({exc})", "corrupted") from None
-    if len(data) > limit:
-        raise BundleError(f"{info.filename} is over {limit:,} bytes", "too_large")
+    if len(data) > cap:
+        raise budget.refuse(info, len(data), cap)
+    budget.take(len(data))
     return data
 
 
-def _load_manifest(zf: zipfile.ZipFile, members: Members, limits: Limits) -> Manifest:
-    raw = _read_member(zf, members[MANIFEST_NAME], limits.max_manifest_bytes)
+def _load_manifest(
+    zf: zipfile.ZipFile, members: Members, limits: Limits, budget: Budget | None = None
+) -> Manifest:
+    budget = budget or Budget(members, limits)
+    raw = _read_member(zf, members[MANIFEST_NAME], limits.max_manifest_bytes, budget)
     return manifest_from_bytes(raw, limits)
 
 
 def _extract_data(
-    zf: zipfile.ZipFile, info: zipfile.ZipInfo, manifest: Manifest, dest: Path, limits: Limits
+    zf: zipfile.ZipFile, info: zipfile.ZipInfo, manifest: Manifest, dest: Path, budget: Budget
 ) -> None:
-    """Stream bundle.sqlite out, never past the size the manifest declares (a zip header can lie,
-    and a member that inflates beyond it is a bomb or a forgery), and check its sha256."""
-    limit = limits.max_data_bytes
+    """Stream bundle.sqlite out, never past the size the manifest declares nor the budget (a zip
+    header can lie, and a member that inflates beyond them is a bomb or a forgery), and check its
+    sha256. Refused before a byte is written when either claims more than the budget."""
+    limit = budget.limits.max_data_bytes
     if info.file_size > limit or manifest.data_bytes > limit:
         raise BundleError(
             f"{DATA_NAME} is {max(info.file_size, manifest.data_bytes):,} bytes; "
@@ -192,6 +229,9 @@ def _extract_data(
             f"{declared:,}: the bundle was changed or damaged",
             "checksum",
         )
+    cap = budget.cap(info, limit)
+    if declared > cap:
+        raise budget.refuse(info, declared, cap)
     digest = hashlib.sha256()
     written = 0
     try:
@@ -208,6 +248,7 @@ def _extract_data(
                 out.write(chunk)
     except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
         raise BundleError(f"{DATA_NAME} is corrupted ({exc})", "corrupted") from None
+    budget.take(written)
     if written != manifest.data_bytes or digest.hexdigest() != manifest.data_sha256:
         raise BundleError(
             f"{DATA_NAME} does not match the manifest's checksum: the bundle was "
