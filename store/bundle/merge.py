@@ -138,8 +138,7 @@ class _Merger:
         local = {exp_id: self._local(rec["uid"]) for exp_id, rec in by_id.items()}
         for run in prepared.runs:
             exp = run.get("experiment_id")
-            here = local.get(int(exp)) if exp is not None else None
-            if here is None:
+            if exp is None or (here := local.get(int(exp))) is None:
                 continue
             if self.conn.execute("SELECT 1 FROM runs WHERE uid = ?", [run["uid"]]).fetchone():
                 continue

@@ -184,9 +184,7 @@ class Budget:
         self.left -= n
 
 
-def _read_member(
-    zf: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int, budget: Budget
-) -> bytes:
+def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int, budget: Budget) -> bytes:
     cap = budget.cap(info, limit)
     if info.file_size > cap:
         raise budget.refuse(info, info.file_size, cap)

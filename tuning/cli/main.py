@@ -8,6 +8,7 @@ needs them, so `python -m tuning --help` starts fast on a box without them.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 
 from tuning.cli import (
@@ -52,11 +53,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Commands that show or act on experiments' status: the reaper runs first, so a run whose runner
+# was SIGKILLed reads `failed`, never `running` (`experiment`, `cancel` and `reap` reap themselves).
+REAP_FIRST = frozenset({"runs", "compare", "chart", "report", "export", "publish", "findings"})
+
+
+def _reap_first(args: argparse.Namespace) -> None:
+    from tuning.cli.args import db_path
+    from tuning.reaper import describe, reap_dead
+
+    for item in reap_dead(db_path(args)):
+        print(describe(item), file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m tuning ...` (tuning/__main__.py); the exit code of the command."""
     args = build_parser().parse_args(argv)
     module = next(m for m in MODULES if args.command in m.COMMANDS)
     try:
+        if args.command in REAP_FIRST and hasattr(args, "db"):
+            _reap_first(args)
         return module.run(args)
     except Exception as exc:  # a damaged or newer lab DB: a plain message, never a traceback
         from tuning.cli.args import store_refusal

@@ -152,7 +152,8 @@ def test_readers_refuse_a_db_from_a_newer_lab_too(
     path = _from_a_newer_lab(tmp_path)
     before = _sha(path)  # a reader of a WAL-mode file may leave an empty -wal: SQLite's rule
     args = [a.replace("OUT", str(tmp_path / "out.bundle.zip")) for a in command]
-    with pytest.raises(NewerSchemaError, match="m999_from_the_future"), connect(path, readonly=True):
+    newer = pytest.raises(NewerSchemaError, match="m999_from_the_future")
+    with newer, connect(path, readonly=True):
         pass
     out = tuning_cli([*args, "--db", str(path)], tmp_path / "home", timeout=120)
     assert out.returncode == 2, out.stdout + out.stderr
