@@ -204,8 +204,8 @@ def _refuse_foreign_or_newer(db: Database, target: Path) -> None:
     if not is_lab_schema(db):
         db.conn.close()
         raise ForeignDatabaseError(
-            f"{target} is an SQLite file of something else (it has tables, none of the lab's): "
-            "refused, nothing was written; point --db at a lab database, or at a new file"
+            f"{target} is an SQLite file of something else (tables of its own, none of the lab's "
+            "schema steps): refused, nothing was written; give --db a lab database or a new file"
         )
     newer = unknown_migrations(db)
     if newer:

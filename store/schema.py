@@ -378,10 +378,11 @@ def unknown_migrations(db: Database) -> list[str]:
 
 
 def is_lab_schema(db: Database) -> bool:
-    """An empty file (a new lab) or one with the lab's tables or migrations; False for an SQLite
-    file of another program, which must not be given the lab's tables."""
+    """An empty file (a new lab) or one holding the lab's migrations (the first one creates the
+    lab's tables in the same transaction that records it); False for an SQLite file of another
+    program, even one with a table called `experiments`, which must not be given the lab's."""
     tables = {t for t in db.table_names() if not t.startswith("sqlite_")}
-    if not tables or "experiments" in tables:
+    if not tables:
         return True
     if Migrations.migrations_table not in tables:
         return False
