@@ -8,7 +8,7 @@ from store import queries
 from tuning.compare.present import fmt
 from tuning.engine import current_spec, engine_info
 from tuning.experiment import demo
-from tuning.experiment.supervisor import reap_stale, spawn_runner
+from tuning.experiment.supervisor import spawn_runner
 from tuning.search.background import search_running
 from tuning.settings import load_settings
 from ui.common import ICONS, db, db_path, md_code, md_escape
@@ -33,8 +33,7 @@ def start_demo() -> None:
     spawn_runner(db_path(), exp_id)
 
 
-reap_stale(db_path())
-conn = db()
+conn = db()  # reaps first (ui.common.db)
 active = queries.active_experiments(conn)
 if active:
     for exp in active:

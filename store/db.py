@@ -12,7 +12,9 @@ rollback-journal mode so that looking at it leaves nothing beside it (a WAL-mode
 `-wal`/`-shm` companions from any reader, which is SQLite's own rule); a WAL file whose folder we
 cannot write and that no writer has open (no `-wal` beside it) is opened `immutable=1`.
 A DB written by a newer lab (schema steps this lab does not know) is refused before anything is
-written, and a damaged file is refused with what to do about it.
+read or written, by readers and writers alike; an SQLite file of something else (tables, none of
+the lab's) is refused rather than given the lab's tables; and a damaged file is refused with what
+to do about it.
 """
 
 from __future__ import annotations
@@ -21,14 +23,19 @@ import os
 import random
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
 from sqlite_utils import Database
 
-from store.schema import apply_migrations, pending_migrations, unknown_migrations
+from store.schema import (
+    apply_migrations,
+    is_lab_schema,
+    pending_migrations,
+    unknown_migrations,
+)
 
 BUSY_TIMEOUT_MS = 10_000
 # How long a writer keeps trying to get the write lock before it gives up (each try waits up to
@@ -43,6 +50,10 @@ class StoreError(RuntimeError):
 
 class NewerSchemaError(StoreError):
     """The DB was written by a newer lab: refused, nothing written."""
+
+
+class ForeignDatabaseError(StoreError):
+    """An SQLite file of something else (it has tables, none of them the lab's): refused."""
 
 
 class DamagedDatabaseError(StoreError):
@@ -188,7 +199,14 @@ def _probe(conn: sqlite3.Connection, target: Path) -> None:
         raise DamagedDatabaseError(damaged_message(target, exc)) from None
 
 
-def _refuse_newer(db: Database, target: Path) -> None:
+def _refuse_foreign_or_newer(db: Database, target: Path) -> None:
+    """Before anything is written: a file of another program, or of a newer lab, is refused."""
+    if not is_lab_schema(db):
+        db.conn.close()
+        raise ForeignDatabaseError(
+            f"{target} is an SQLite file of something else (tables of its own, none of the lab's "
+            "schema steps): refused, nothing was written; give --db a lab database or a new file"
+        )
     newer = unknown_migrations(db)
     if newer:
         db.conn.close()
@@ -207,13 +225,15 @@ def open_db(path: str | Path, *, readonly: bool = False) -> Database:
             raise StoreError(f"no lab database at {target}")
         conn = _connect(readonly_uri(target), uri=True)
         _probe(conn, target)
-        return Database(conn)
+        ro = Database(conn)
+        _checked(ro, target, _refuse_foreign_or_newer)
+        return ro
     target.parent.mkdir(parents=True, exist_ok=True)
     conn = _connect(str(target), uri=False)
     _probe(conn, target)
     db = Database(conn)
     try:
-        _refuse_newer(db, target)
+        _refuse_foreign_or_newer(db, target)
         if db.journal_mode != "wal":
             db.enable_wal()
         db.execute("PRAGMA foreign_keys = ON")
@@ -229,6 +249,17 @@ def open_db(path: str | Path, *, readonly: bool = False) -> Database:
             raise
         raise DamagedDatabaseError(damaged_message(target, exc)) from None
     return db
+
+
+def _checked(db: Database, target: Path, check: Callable[[Database, Path], None]) -> None:
+    """Run a check that reads the schema; SQLite's own errors become a damaged-DB refusal."""
+    try:
+        check(db, target)
+    except sqlite3.DatabaseError as exc:
+        db.conn.close()
+        if is_busy(exc):
+            raise
+        raise DamagedDatabaseError(damaged_message(target, exc)) from None
 
 
 @contextmanager

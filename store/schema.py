@@ -6,7 +6,11 @@ Table and column names are written to read well in Datasette: plain words, units
 
 from __future__ import annotations
 
+import uuid
+
 from sqlite_utils import Database, Migrations
+
+from core.clock import now_iso
 
 migrations = Migrations("vllm-tuning-lab")
 
@@ -332,6 +336,30 @@ def m009_request_prompt_hashes(db: Database) -> None:
     add_missing_columns(db, "requests", {"prompt_sha256": str, "prompt_text": str})
 
 
+@migrations()
+def m010_lab_identity(db: Database) -> None:
+    """Which lab made an experiment, so that runs join it only from that lab: a random uid for
+    this lab (the one-row `lab` table; bundles carry it in their manifest) and, on experiments,
+    `lab_uid`: the lab that made it (NULL: this lab for a local experiment, unknown for one
+    imported before the column existed)."""
+    if "lab" not in db.table_names():
+        db.table("lab").create({"uid": str, "created_at": str}, pk="uid", not_null={"uid"})
+    if not db.execute("SELECT 1 FROM lab LIMIT 1").fetchone():
+        db.execute(
+            "INSERT INTO lab (uid, created_at) VALUES (?, ?)",
+            [uuid.uuid4().hex, now_iso("seconds")],
+        )
+    add_missing_columns(db, "experiments", {"lab_uid": str})
+
+
+def lab_uid(db: Database) -> str | None:
+    """This lab's uid (None for a DB not migrated yet, e.g. an old one opened read-only)."""
+    if "lab" not in db.table_names():
+        return None
+    row = db.execute("SELECT uid FROM lab ORDER BY rowid LIMIT 1").fetchone()
+    return str(row[0]) if row else None
+
+
 def apply_migrations(db: Database) -> None:
     migrations.apply(db)
 
@@ -347,6 +375,23 @@ def unknown_migrations(db: Database) -> list[str]:
     if not db.table(Migrations.migrations_table).exists():
         return []
     return [m.name for m in migrations.applied(db) if m.name not in known]
+
+
+def is_lab_schema(db: Database) -> bool:
+    """An empty file (a new lab) or one holding the lab's migrations (the first one creates the
+    lab's tables in the same transaction that records it); False for an SQLite file of another
+    program, even one with a table called `experiments`, which must not be given the lab's."""
+    tables = {t for t in db.table_names() if not t.startswith("sqlite_")}
+    if not tables:
+        return True
+    if Migrations.migrations_table not in tables:
+        return False
+    return bool(
+        db.execute(
+            f"SELECT 1 FROM [{Migrations.migrations_table}] WHERE migration_set = ? LIMIT 1",
+            [migrations.name],
+        ).fetchone()
+    )
 
 
 def schema_version(db: Database) -> int:

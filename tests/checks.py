@@ -19,9 +19,10 @@ from core.records import SampleRow
 from core.redact import scrub_row
 from store.bundle.format import LOCAL_ONLY
 
-# Columns a bundle import sets on its own (ids, origin) or empties (local-only): not compared.
+# Columns a bundle import sets on its own (ids, origin, the maker lab's uid an export stamps on an
+# experiment) or empties (local-only): not compared.
 RUN_LOCAL = {"id", "experiment_id", "origin", "hidden", *LOCAL_ONLY["runs"]}
-EXP_LOCAL = {"id", "origin", "hidden", *LOCAL_ONLY["experiments"]}
+EXP_LOCAL = {"id", "origin", "hidden", "lab_uid", *LOCAL_ONLY["experiments"]}
 
 
 def wait_for(condition: Callable[[], bool], timeout: float = 10.0, poll: float = 0.02) -> bool:

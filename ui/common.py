@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from store import open_db
+from tuning.reaper import reap_dead
 from tuning.settings import default_db_path
 
 # Streamlit's Material icons (drawn from its bundled font, so they render in any browser, unlike
@@ -40,7 +41,9 @@ def db_path() -> Path:
 
 
 def db() -> Any:
-    """A new connection per rerun: each rerun runs in its own thread (sqlite check_same_thread)."""
+    """A new connection per rerun: each rerun runs in its own thread (sqlite check_same_thread).
+    The reaper runs first, so no page shows a run whose runner was killed as `running`."""
+    reap_dead(db_path())
     return open_db(db_path())
 
 

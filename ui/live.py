@@ -25,6 +25,7 @@ from tuning.charts.timeseries import live_chart, tokens_rate_from_requests
 from tuning.compare.comparison import request_columns
 from tuning.compare.present import fmt
 from tuning.experiment.supervisor import STALE_AFTER_S, cancel_experiment
+from tuning.reaper import reap_dead
 from tuning.settings import lab_home
 from ui.common import ICONS
 from ui.common import md_escape as esc
@@ -265,7 +266,9 @@ def pick_flight(flights: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
 
 
 def panel(db_path: Path, experiment_id: int, was_active: bool) -> None:
-    """One tick: read the experiment and its current run from the DB, draw everything."""
+    """One tick: reap (a runner killed while watched shows failed), read the experiment and its
+    current run from the DB, draw everything."""
+    reap_dead(db_path)
     with connect(db_path, readonly=True) as db:
         try:
             exp = queries.get_experiment(db, experiment_id)

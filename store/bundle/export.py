@@ -37,7 +37,8 @@ from store.bundle.format import (
     table_columns,
 )
 from store.bundle.scratch import scratch_dir
-from store.db import readonly_uri, sqlite_uri
+from store.db import StoreError, connect, readonly_uri, sqlite_uri
+from store.schema import lab_uid
 
 PROMPT_TEXT = "requests.prompt_text"  # emptied unless the bundle is made with include_prompts
 
@@ -72,11 +73,14 @@ def export_bundle(
     uid = bundle_uid or uuid.uuid4().hex
     if not UID_PATTERN.match(uid):
         raise BundleError(f"bad bundle uid {uid!r}")
+    lab = _source_lab(src)
     out.parent.mkdir(parents=True, exist_ok=True)
     secrets = env_secrets()
     with scratch_dir("export") as tmp:
         data = tmp / DATA_NAME
-        counts, (exp_rows, run_rows) = _write_data(src, data, runs, exps, secrets, include_prompts)
+        counts, (exp_rows, run_rows) = _write_data(
+            src, data, runs, exps, secrets, include_prompts, lab
+        )
         manifest = {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
@@ -86,6 +90,7 @@ def export_bundle(
             "host": _one_line(host) or "unknown",
             "note": scrub_text(" ".join(note.split())[:500], secrets),
             "lab_schema_version": reference_schema().version,
+            "lab_uid": lab,
             "counts": counts,
             "experiments": exp_rows,
             "runs": run_rows,
@@ -100,6 +105,16 @@ def export_bundle(
         }
         _write_zip(out, manifest, data, uid)
     return parse_manifest(manifest)
+
+
+def _source_lab(src: Path) -> str | None:
+    """The source lab's uid (None for a DB no lab of this version has written yet); a damaged
+    DB, one of a newer lab or an SQLite file of something else is refused here."""
+    try:
+        with connect(src, readonly=True) as db:
+            return lab_uid(db)
+    except StoreError as exc:
+        raise BundleError(str(exc), "source") from None
 
 
 def _one_line(text: str, limit: int = 200) -> str:
@@ -122,9 +137,11 @@ def _write_data(
     exps: list[int],
     secrets: Sequence[str],
     include_prompts: bool = False,
+    lab: str | None = None,
 ) -> tuple[dict[str, int], tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
-    """bundle.sqlite with the lab's tables and unique indexes and only the selected rows;
-    returns the row counts and the manifest's listing of experiments and runs."""
+    """bundle.sqlite with the lab's tables and unique indexes and only the selected rows (the
+    experiments this lab made marked with its uid `lab`); returns the row counts and the
+    manifest's listing of experiments and runs."""
     schema = reference_schema()
     conn = sqlite3.connect(sqlite_uri(data), uri=True)
     try:
@@ -142,6 +159,12 @@ def _write_data(
         _scrub_bundle(conn, secrets)
         if not include_prompts:
             conn.execute("UPDATE requests SET prompt_text = NULL")
+        if lab is not None:  # made here: the lab's uid; an imported one keeps its maker's
+            conn.execute(
+                "UPDATE experiments SET lab_uid = ? WHERE lab_uid IS NULL AND "
+                "coalesce(origin, 'local') NOT LIKE 'bundle:%'",
+                [lab],
+            )
         conn.commit()
         conn.execute("DETACH DATABASE src")
         return counts, _manifest_rows(conn)

@@ -74,6 +74,11 @@ class Limits:
 
     max_bundle_bytes: int = 1 << 30  # the zip file as stored
     max_data_bytes: int = 4 << 30  # bundle.sqlite once decompressed
+    # Extraction writes at most this many times a member's compressed size, plus the allowance
+    # (per member, and once for the whole archive), whatever its header or the manifest claims:
+    # lab bundles deflate 4-9x (the H200 examples), a zip bomb ~1000x.
+    max_inflate_ratio: int = 32
+    inflate_allowance_bytes: int = 8 << 20
     max_manifest_bytes: int = 8 << 20
     max_cell_bytes: int = 1 << 20  # one text cell (a note, a log tail, a JSON value)
     max_experiments: int = 10_000
@@ -104,6 +109,7 @@ class Manifest:
     data_sha256: str
     data_bytes: int
     note: str = ""
+    lab_uid: str | None = None  # the lab that made the bundle (None: an older lab's bundle)
 
     @property
     def origin(self) -> str:
@@ -270,6 +276,9 @@ def parse_manifest(raw: Any, limits: Limits = DEFAULT_LIMITS) -> Manifest:
         raise BundleError(f"manifest has no sha256 and size of {DATA_NAME}", "manifest")
     exps, runs = _check_listing(raw, counts)
     lab_version = raw.get("lab_schema_version", 0)
+    lab = raw.get("lab_uid")
+    if lab is not None and (not isinstance(lab, str) or not UID_PATTERN.match(lab)):
+        raise BundleError("manifest field 'lab_uid' is not a valid uid", "manifest")
     note = raw.get("note")
     return Manifest(
         format_version=version,
@@ -284,6 +293,7 @@ def parse_manifest(raw: Any, limits: Limits = DEFAULT_LIMITS) -> Manifest:
         data_sha256=entry["sha256"],
         data_bytes=int(entry["bytes"]),
         note=note if isinstance(note, str) else "",
+        lab_uid=lab,
     )
 
 

@@ -9,11 +9,13 @@ error texts and sample labels of its children are scrubbed once. Inside `write_t
 merge only looks up uids and inserts.
 
 Ownership: a bundle never changes an experiment it does not own. Rows whose uid is already here
-are left as they are (never updated). A bundle that would add runs to an experiment this lab
-made itself is refused; runs may be added to an experiment that came from an earlier bundle only
-when the bundle describes it the same way (parameter, values, configuration, workload), as when a
-teammate shares more runs of one experiment later. The local experiment's runs and numbers never
-change.
+are left as they are (never updated). Runs join an experiment already here only from the lab that
+made it (`experiments.lab_uid`; NULL on a local experiment means this lab): a bundle whose
+manifest names that lab, and that describes the experiment the same way (parameter, values,
+configuration, workload), as when a teammate shares more runs of one experiment later. A bundle
+from anyone else, or from a lab that does not say which it is, is refused; an experiment of this
+lab takes runs only from a bundle this lab made. The lab's word is the manifest's: this keeps
+honest teammates' bundles apart, it is no signature.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from store.bundle.format import (
 )
 from store.bundle.validate import open_bundle
 from store.db import connect, write_transaction
+from store.schema import lab_uid
 
 _BATCH = 5000
 # What makes two experiment rows the same experiment (a bundle may add runs to an imported one).
@@ -64,6 +67,16 @@ def import_bundle(
             return merger.merge(prepared)
 
 
+@dataclass(frozen=True)
+class _Here:
+    """An experiment of the bundle already in this lab: its id, origin, and the uid of the lab
+    that made it (None: not known, so no bundle may add to it)."""
+
+    id: int
+    origin: str
+    maker: str | None
+
+
 @dataclass
 class _Prepared:
     experiments: list[dict[str, Any]]
@@ -80,6 +93,7 @@ class _Merger:
         self.src = src
         self.manifest = manifest
         self.origin = manifest.origin
+        self.here_lab = lab_uid(db)
         self.secrets: Sequence[str] = env_secrets()
         ref = reference_schema()
         self.cols: dict[str, list[str]] = {}
@@ -121,32 +135,36 @@ class _Merger:
         """BundleError when a new run of the bundle would go into an experiment already here
         that the bundle may not add to (run again under the lock by `merge`)."""
         by_id = {int(e["id"]): e for e in prepared.experiments}
-        local: dict[int, Any] = {}
-        for exp_id, rec in by_id.items():
-            local[exp_id] = self.conn.execute(
-                "SELECT id, origin FROM experiments WHERE uid = ?", [rec["uid"]]
-            ).fetchone()
+        local = {exp_id: self._local(rec["uid"]) for exp_id, rec in by_id.items()}
         for run in prepared.runs:
             exp = run.get("experiment_id")
-            if exp is None or local.get(int(exp)) is None:
+            if exp is None or (here := local.get(int(exp))) is None:
                 continue
-            here = local[int(exp)]
             if self.conn.execute("SELECT 1 FROM runs WHERE uid = ?", [run["uid"]]).fetchone():
                 continue
-            self._may_add_to(by_id[int(exp)], int(here[0]), str(here[1] or "local"), run["uid"])
+            self._may_add_to(by_id[int(exp)], here, run["uid"])
+
+    def _local(self, uid: str) -> _Here | None:
+        """The experiment of this uid already here, with who made it, or None."""
+        row = self.conn.execute(
+            "SELECT id, origin, lab_uid FROM experiments WHERE uid = ?", [uid]
+        ).fetchone()
+        if row is None:
+            return None
+        origin = str(row[1] or "local")
+        maker = row[2] or (None if origin.startswith("bundle:") else self.here_lab)
+        return _Here(int(row[0]), origin, maker)
 
     # -- under the lock -------------------------------------------------------------------------
     def merge(self, prepared: _Prepared) -> ImportResult:
         result = ImportResult(manifest=self.manifest)
         exp_map: dict[int, int] = {}
-        known_exps: dict[int, tuple[int, str]] = {}  # bundle id -> (local id, origin)
+        known_exps: dict[int, _Here] = {}  # bundle id -> the experiment already here
         for rec in prepared.experiments:
-            local = self.conn.execute(
-                "SELECT id, origin FROM experiments WHERE uid = ?", [rec["uid"]]
-            ).fetchone()
+            local = self._local(rec["uid"])
             if local:
-                exp_map[int(rec["id"])] = int(local[0])
-                known_exps[int(rec["id"])] = (int(local[0]), str(local[1] or "local"))
+                exp_map[int(rec["id"])] = local.id
+                known_exps[int(rec["id"])] = local
                 result.experiments_known += 1
                 continue
             exp_map[int(rec["id"])] = new_id = self._add("experiments", rec)
@@ -159,7 +177,7 @@ class _Merger:
                 continue
             exp = rec.get("experiment_id")
             if exp is not None and int(exp) in known_exps:
-                self._may_add_to(by_id[int(exp)], *known_exps[int(exp)], run_uid=rec["uid"])
+                self._may_add_to(by_id[int(exp)], known_exps[int(exp)], rec["uid"])
             rec = {**rec, "experiment_id": exp_map.get(int(exp)) if exp is not None else None}
             run_map[int(rec["id"])] = new_id = self._add("runs", rec)
             result.runs_added.append(new_id)
@@ -168,29 +186,33 @@ class _Merger:
             result.samples_added = self._copy_children("samples", run_map, prepared)
         return result
 
-    def _may_add_to(
-        self, bundled: Mapping[str, Any], local_id: int, origin: str, run_uid: str
-    ) -> None:
-        """A new run for an experiment already here: only into an imported experiment the
-        bundle describes the same way; never into one made in this lab."""
+    def _may_add_to(self, bundled: Mapping[str, Any], here: _Here, run_uid: str) -> None:
+        """A new run for an experiment already here: only from the lab that made it, and only
+        when the bundle describes the experiment the same way."""
         name = bundled.get("name") or bundled["uid"]
-        if not origin.startswith("bundle:"):
+        m = self.manifest
+        where = f"bundle {m.bundle_uid} ({m.author}@{m.host}) adds run {run_uid} to experiment "
+        where += f"{here.id} ({name!r}), "
+        if here.maker is None or m.lab_uid != here.maker:
+            made = (
+                "which was made in this lab"
+                if here.maker is not None and here.maker == self.here_lab
+                else f"which came from another lab ({here.origin})"
+            )
             raise BundleError(
-                f"the bundle adds run {run_uid} to experiment {local_id} ({name!r}), which was "
-                "made in this lab: refused (a bundle never changes an experiment it does not "
-                "own; nothing was imported)",
+                f"{where}{made}: refused (runs join an experiment only from the lab that made "
+                "it; a bundle never changes an experiment it does not own; nothing was imported)",
                 "ownership",
             )
         cols = ", ".join(f'"{c}"' for c in _DEFINITION)
-        here = self.conn.execute(
-            f"SELECT {cols} FROM experiments WHERE id = ?", [local_id]
+        stored = self.conn.execute(
+            f"SELECT {cols} FROM experiments WHERE id = ?", [here.id]
         ).fetchone()
-        for col, mine in zip(_DEFINITION, here, strict=True):
+        for col, mine in zip(_DEFINITION, stored, strict=True):
             if _same(col, mine, bundled.get(col)):
                 continue
             raise BundleError(
-                f"the bundle adds run {run_uid} to experiment {local_id} ({name!r}) but "
-                f"describes it differently ({col}): refused (nothing was imported)",
+                f"{where}but describes it differently ({col}): refused (nothing was imported)",
                 "ownership",
             )
 

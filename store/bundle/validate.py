@@ -9,7 +9,6 @@ types, JSON, uids, references, row limits) before any lab database is touched.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import sqlite3
 import stat
@@ -19,7 +18,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from core.status import ACTIVE
 from store.bundle.format import (
     CHUNK_BYTES,
     DATA_NAME,
@@ -32,19 +30,12 @@ from store.bundle.format import (
     Manifest,
     manifest_from_bytes,
     reference_schema,
-    table_columns,
 )
+from store.bundle.rows import check_rows
 from store.bundle.scratch import scratch_dir
 from store.db import sqlite_uri
-from store.json_shapes import SHAPES, problem
-from store.schema import JSON_COLUMNS
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
-_ALLOWED_TYPES = {
-    "INTEGER": ("null", "integer"),
-    "REAL": ("null", "real", "integer"),
-    "TEXT": ("null", "text"),
-}
 
 Members = dict[str, zipfile.ZipInfo]
 
@@ -60,9 +51,10 @@ def open_bundle(
     with scratch_dir("import") as tmp:
         try:
             with zf:
-                manifest = _load_manifest(zf, members, limits)
+                budget = Budget(members, limits)
+                manifest = _load_manifest(zf, members, limits, budget)
                 data = tmp / DATA_NAME
-                _extract_data(zf, members[DATA_NAME], manifest, data, limits)
+                _extract_data(zf, members[DATA_NAME], manifest, data, budget)
             conn = _check_sqlite(data, manifest, limits)
             yield manifest, conn
         finally:
@@ -153,32 +145,66 @@ def _check_member(info: zipfile.ZipInfo, seen: Members) -> None:
         )
 
 
-def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int) -> bytes:
-    if info.file_size > limit:
-        raise BundleError(
-            f"{info.filename} is {info.file_size:,} bytes; the limit is {limit:,}", "too_large"
+class Budget:
+    """What extraction may still inflate, counted while streaming: per member a small multiple of
+    its compressed size (never past the lab's limit for it), and the same for the whole archive,
+    so a 1 MB zip never writes a GiB, whatever its header or its manifest declares."""
+
+    def __init__(self, members: Members, limits: Limits) -> None:
+        self.limits = limits
+        packed = sum(info.compress_size for info in members.values())
+        self.left = min(
+            limits.max_data_bytes + limits.max_manifest_bytes,
+            limits.max_inflate_ratio * packed + limits.inflate_allowance_bytes,
         )
+
+    def cap(self, info: zipfile.ZipInfo, limit: int) -> int:
+        """The most bytes this member may inflate to."""
+        ratio, allowance = self.limits.max_inflate_ratio, self.limits.inflate_allowance_bytes
+        return min(limit, ratio * info.compress_size + allowance, self.left)
+
+    def refuse(self, info: zipfile.ZipInfo, size: int, cap: int) -> BundleError:
+        return BundleError(
+            f"{info.filename} is {size:,} bytes from {info.compress_size:,} compressed; the limit "
+            f"is {cap:,} ({self.limits.max_inflate_ratio}x the compressed size plus "
+            f"{self.limits.inflate_allowance_bytes:,}, within the lab's limits): refused",
+            "too_large",
+        )
+
+    def take(self, n: int) -> None:
+        self.left -= n
+
+
+def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int, budget: Budget) -> bytes:
+    cap = budget.cap(info, limit)
+    if info.file_size > cap:
+        raise budget.refuse(info, info.file_size, cap)
     try:
         with zf.open(info) as fh:
-            data = fh.read(limit + 1)
+            data = fh.read(cap + 1)
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
         raise BundleError(f"{info.filename} is corrupted ({exc})", "corrupted") from None
-    if len(data) > limit:
-        raise BundleError(f"{info.filename} is over {limit:,} bytes", "too_large")
+    if len(data) > cap:
+        raise budget.refuse(info, len(data), cap)
+    budget.take(len(data))
     return data
 
 
-def _load_manifest(zf: zipfile.ZipFile, members: Members, limits: Limits) -> Manifest:
-    raw = _read_member(zf, members[MANIFEST_NAME], limits.max_manifest_bytes)
+def _load_manifest(
+    zf: zipfile.ZipFile, members: Members, limits: Limits, budget: Budget | None = None
+) -> Manifest:
+    budget = budget or Budget(members, limits)
+    raw = _read_member(zf, members[MANIFEST_NAME], limits.max_manifest_bytes, budget)
     return manifest_from_bytes(raw, limits)
 
 
 def _extract_data(
-    zf: zipfile.ZipFile, info: zipfile.ZipInfo, manifest: Manifest, dest: Path, limits: Limits
+    zf: zipfile.ZipFile, info: zipfile.ZipInfo, manifest: Manifest, dest: Path, budget: Budget
 ) -> None:
-    """Stream bundle.sqlite out, never past the size the manifest declares (a zip header can lie,
-    and a member that inflates beyond it is a bomb or a forgery), and check its sha256."""
-    limit = limits.max_data_bytes
+    """Stream bundle.sqlite out, never past the size the manifest declares nor the budget (a zip
+    header can lie, and a member that inflates beyond them is a bomb or a forgery), and check its
+    sha256. Refused before a byte is written when either claims more than the budget."""
+    limit = budget.limits.max_data_bytes
     if info.file_size > limit or manifest.data_bytes > limit:
         raise BundleError(
             f"{DATA_NAME} is {max(info.file_size, manifest.data_bytes):,} bytes; "
@@ -192,6 +218,9 @@ def _extract_data(
             f"{declared:,}: the bundle was changed or damaged",
             "checksum",
         )
+    cap = budget.cap(info, limit)
+    if declared > cap:
+        raise budget.refuse(info, declared, cap)
     digest = hashlib.sha256()
     written = 0
     try:
@@ -208,6 +237,7 @@ def _extract_data(
                 out.write(chunk)
     except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
         raise BundleError(f"{DATA_NAME} is corrupted ({exc})", "corrupted") from None
+    budget.take(written)
     if written != manifest.data_bytes or digest.hexdigest() != manifest.data_sha256:
         raise BundleError(
             f"{DATA_NAME} does not match the manifest's checksum: the bundle was "
@@ -237,7 +267,7 @@ def _check_sqlite(path: Path, manifest: Manifest, limits: Limits) -> sqlite3.Con
             why = "; ".join(" ".join(str(r[0]).split()) for r in check[:3])
             raise BundleError(f"{DATA_NAME} fails SQLite's quick_check: {why}", "corrupted")
         _check_schema(conn)
-        _check_rows(conn, manifest, limits)
+        check_rows(conn, manifest, limits)
     except sqlite3.DatabaseError as exc:
         conn.close()
         raise BundleError(f"{DATA_NAME} is corrupted ({exc})", "corrupted") from None
@@ -299,143 +329,3 @@ def _check_columns(conn: sqlite3.Connection, table: str, expected: dict[str, str
     lacking = [c for c in REQUIRED_COLUMNS[table] if c not in names]
     if lacking:
         raise BundleError(f"bundle table {table} lacks {', '.join(lacking)}", "schema")
-
-
-def _check_rows(conn: sqlite3.Connection, manifest: Manifest, limits: Limits) -> None:
-    """Row counts as the manifest says and within limits, typed values, valid uids, finished
-    rows, and references that stay inside the bundle."""
-    for table in TABLES:
-        n = int(conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0])
-        if n > limits.rows(table):
-            raise BundleError(
-                f"bundle holds {n:,} {table} rows; the limit is {limits.rows(table):,}", "too_large"
-            )
-        if n != manifest.counts[table]:
-            raise BundleError(
-                f"manifest says {manifest.counts[table]} {table} rows, {DATA_NAME} holds {n}",
-                "manifest",
-            )
-        _check_types(conn, table)
-        _check_cells(conn, table, limits.max_cell_bytes)
-    for table in ("experiments", "runs"):
-        _check_uids(conn, table)
-    _check_references(conn)
-    check_shapes(conn)
-    exps = {r[0] for r in conn.execute("SELECT uid FROM experiments")}
-    runs = {r[0] for r in conn.execute("SELECT uid FROM runs")}
-    if exps != set(manifest.experiment_uids) or runs != set(manifest.run_uids):
-        raise BundleError(f"manifest's uids do not match {DATA_NAME}", "manifest")
-
-
-def _check_types(conn: sqlite3.Connection, table: str) -> None:
-    """Every value of the declared storage class, every JSON column valid JSON: one scan."""
-    declared = reference_schema().columns[table]
-    probes, labels = [], []
-    for col in table_columns(conn, table):
-        allowed = ", ".join(f"'{t}'" for t in _ALLOWED_TYPES[declared[col]])
-        probes.append(f'sum(typeof("{col}") NOT IN ({allowed}))')
-        labels.append((col, f"value(s) of the wrong type (expected {declared[col]})"))
-        if col in JSON_COLUMNS:
-            probes.append(
-                f'sum("{col}" IS NOT NULL AND typeof("{col}") = \'text\' AND '
-                f'NOT json_valid("{col}"))'
-            )
-            labels.append((col, "value(s) that are not valid JSON"))
-    sums = conn.execute(f'SELECT {", ".join(probes)} FROM "{table}"').fetchone()
-    for (col, what), bad in zip(labels, sums, strict=True):
-        if bad:
-            raise BundleError(f"{table}.{col} holds {bad} {what}", "types")
-
-
-def _check_cells(conn: sqlite3.Connection, table: str, limit: int) -> None:
-    """No text cell over `limit` bytes (a 10 MB note is not a measurement): refused, naming it."""
-    declared = reference_schema().columns[table]
-    cols = [c for c in table_columns(conn, table) if declared[c] == "TEXT"]
-    if not cols:
-        return
-    probes = ", ".join(f'max(coalesce(length(CAST("{c}" AS BLOB)), 0))' for c in cols)
-    sizes = conn.execute(f'SELECT {probes} FROM "{table}"').fetchone()
-    for col, size in zip(cols, sizes, strict=True):
-        if size and size > limit:
-            key = "uid" if table in ("experiments", "runs") else "run_id"
-            row = conn.execute(
-                f'SELECT "{key}" FROM "{table}" WHERE length(CAST("{col}" AS BLOB)) > ? LIMIT 1',
-                [limit],
-            ).fetchone()
-            raise BundleError(
-                f"{table}.{col} of {key} {row[0] if row else '?'} is {size:,} bytes; the limit "
-                f"for one cell is {limit:,}: refused",
-                "too_large",
-            )
-
-
-def check_shapes(conn: sqlite3.Connection) -> None:
-    """Every JSON column of experiments and runs of its shape (store.json_shapes), and every
-    request's itl_json a list of numbers: BundleError naming the column and the row."""
-    for table in ("experiments", "runs"):
-        cols = [c for c in table_columns(conn, table) if c in SHAPES]
-        if not cols:
-            continue
-        names = ", ".join(f'"{c}"' for c in cols)
-        for uid, *cells in conn.execute(f'SELECT uid, {names} FROM "{table}" ORDER BY id'):
-            for col, raw in zip(cols, cells, strict=True):
-                if raw is None:
-                    continue
-                try:
-                    why = problem(col, json.loads(raw))
-                except (ValueError, RecursionError):
-                    why = "is not valid JSON"
-                if why:
-                    raise BundleError(
-                        f"{table}.{col} of {table[:-1]} {uid} {why}: refused", "types"
-                    )
-    bad = conn.execute(
-        "SELECT run_id, idx FROM requests WHERE itl_json IS NOT NULL AND ("
-        "json_type(itl_json) != 'array' OR EXISTS (SELECT 1 FROM json_each(itl_json) "
-        "WHERE type NOT IN ('integer', 'real'))) LIMIT 1"
-    ).fetchone()
-    if bad:
-        raise BundleError(
-            f"requests.itl_json of request {bad[1]} of run id {bad[0]} is not a list of "
-            "numbers: refused",
-            "types",
-        )
-
-
-def _check_uids(conn: sqlite3.Connection, table: str) -> None:
-    bad = conn.execute(
-        f'SELECT uid FROM "{table}" WHERE uid IS NULL OR length(uid) < 8 OR '
-        f"length(uid) > 64 OR uid GLOB '*[^0-9A-Za-z_-]*' LIMIT 1"
-    ).fetchone()
-    if bad:
-        raise BundleError(f"{table} has an invalid uid {bad[0]!r}", "types")
-    dup = conn.execute(
-        f'SELECT uid FROM "{table}" GROUP BY uid HAVING count(*) > 1 LIMIT 1'
-    ).fetchone()
-    if dup:
-        raise BundleError(f"{table} uid {dup[0]!r} appears twice", "invalid")
-    active = sorted(ACTIVE)
-    busy = conn.execute(
-        f'SELECT uid FROM "{table}" WHERE status IN ({",".join("?" * len(active))}) LIMIT 1',
-        active,
-    ).fetchone()
-    if busy:
-        raise BundleError(f"bundle holds an unfinished {table[:-1]} ({busy[0]})", "invalid")
-
-
-def _check_references(conn: sqlite3.Connection) -> None:
-    if conn.execute(
-        "SELECT 1 FROM runs WHERE experiment_id IS NOT NULL AND experiment_id NOT IN "
-        "(SELECT id FROM experiments) LIMIT 1"
-    ).fetchone():
-        raise BundleError("a run points to an experiment the bundle does not hold", "invalid")
-    for table in ("requests", "samples"):
-        if conn.execute(
-            f'SELECT 1 FROM "{table}" WHERE run_id IS NULL OR run_id NOT IN '
-            "(SELECT id FROM runs) LIMIT 1"
-        ).fetchone():
-            raise BundleError(f"{table} rows point to a run the bundle does not hold", "invalid")
-    if conn.execute(
-        "SELECT 1 FROM requests GROUP BY run_id, idx HAVING count(*) > 1 LIMIT 1"
-    ).fetchone():
-        raise BundleError("requests has a duplicate (run_id, idx)", "invalid")

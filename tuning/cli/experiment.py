@@ -346,18 +346,10 @@ def _final(path: Path, exp_id: int) -> tuple[str, str | None]:
 
 
 def _say_reaped(reaped: list[Any]) -> None:
+    from tuning.reaper import describe
+
     for item in reaped:
-        stopped = f"; stopped server pid(s) {item.servers_stopped}" if item.servers_stopped else ""
-        left = (
-            f"; left pid(s) {item.servers_left} alone (not provably the lab's)"
-            if item.servers_left
-            else ""
-        )
-        say(
-            f"reaped experiment {item.experiment_id}: runner pid {item.runner_pid} is gone; "
-            f"run(s) {item.runs} marked failed [runner_died]{stopped}{left}",
-            file=sys.stderr,
-        )
+        say(describe(item), file=sys.stderr)
 
 
 def _reap(args: argparse.Namespace) -> int:

@@ -53,6 +53,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Commands that show or act on experiments' status: the reaper runs first, so a run whose runner
+# was SIGKILLed reads `failed`, never `running` (`experiment`, `cancel` and `reap` reap themselves).
+REAP_FIRST = frozenset({"runs", "compare", "chart", "report", "export", "publish", "findings"})
+
+
+def _reap_first(args: argparse.Namespace) -> None:
+    from tuning.cli.args import db_path, say
+    from tuning.reaper import describe, reap_dead
+
+    for item in reap_dead(db_path(args)):
+        say(describe(item), file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m tuning ...` (tuning/__main__.py); the exit code of the command."""
     args = build_parser().parse_args(argv)
@@ -60,6 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem := base_url_problem(args):
         return refused(problem)
     try:
+        if args.command in REAP_FIRST and hasattr(args, "db"):
+            _reap_first(args)
         return module.run(args)
     except KeyboardInterrupt:  # Ctrl-C where no command catches it: one line, never a traceback
         say("interrupted", file=sys.stderr)

@@ -4,9 +4,11 @@ byte-for-byte as it was."""
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import json
 import sqlite3
+import tempfile
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -233,3 +235,69 @@ def test_zip_bomb_is_stopped_while_streaming(bundle: Path, target: Path, tmp_pat
         import_bundle(target, bomb, Limits(max_data_bytes=1 << 20))
     assert err.value.kind == "too_large"
     assert db_fingerprint(target) == before
+
+
+def _honest_bomb(bundle: Path, out: Path, size: int) -> Path:
+    """A good bundle whose bundle.sqlite is `size` bytes of zeros (a few KiB compressed) and
+    whose manifest declares exactly that, with the matching sha256: nothing in the archive lies."""
+    with zipfile.ZipFile(bundle) as zf:
+        manifest = json.loads(zf.read(MANIFEST_NAME))
+    digest = hashlib.sha256()
+    zeros = b"\x00" * (1 << 20)
+    for _ in range(size >> 20):
+        digest.update(zeros)
+    manifest["files"][DATA_NAME] = {"sha256": digest.hexdigest(), "bytes": size}
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr(MANIFEST_NAME, json.dumps(manifest))
+        with zf.open(DATA_NAME, "w") as member:
+            for _ in range(size >> 20):
+                member.write(zeros)
+    return out
+
+
+def test_a_small_zip_that_honestly_declares_a_huge_file_writes_nothing_near_it(
+    bundle: Path, target: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 22: a 1 MB zip whose manifest honestly declared 1 GiB wrote 1,021 MiB to temp
+    before it was refused. Here 24 MiB deflate to ~24 KiB; extraction is bounded by a small
+    multiple of the compressed size (32x + 8 MiB), so nothing past that cap reaches the disk."""
+    size = 24 << 20
+    bomb = _honest_bomb(bundle, tmp_path / "honest.bundle.zip", size)
+    assert bomb.stat().st_size < 64 << 10
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    written = [0]
+    real_open = builtins.open
+
+    class Counting:
+        def __init__(self, fh: Any) -> None:
+            self.fh = fh
+
+        def write(self, data: bytes) -> int:
+            written[0] += len(data)
+            return int(self.fh.write(data))
+
+        def __enter__(self) -> Counting:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.fh.close()
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.fh, name)
+
+    def counting_open(file: Any, mode: str = "r", *args: Any, **kw: Any) -> Any:
+        fh = real_open(file, mode, *args, **kw)
+        under = str(file).startswith(str(scratch))
+        return Counting(fh) if under and any(m in mode for m in "wax+") else fh
+
+    monkeypatch.setattr(builtins, "open", counting_open)
+    cap = 32 * bomb.stat().st_size + (8 << 20)  # the default budget, whole archive
+    before = db_fingerprint(target)
+    with pytest.raises(BundleError, match="the limit is") as err:
+        import_bundle(target, bomb)
+    assert err.value.kind == "too_large" and "\n" not in str(err.value)
+    assert written[0] <= cap < size
+    assert db_fingerprint(target) == before
+    assert list(scratch.iterdir()) == []  # the scratch folder is gone too

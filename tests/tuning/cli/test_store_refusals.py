@@ -133,3 +133,78 @@ def test_the_committed_example_is_kept_in_rollback_mode_and_compare_leaves_it_as
     (opened,) = cache.rglob("*.db")
     assert opened.read_bytes()[18:20] == b"\x01\x01"  # file format 1: rollback journal
     assert _sha(opened) == _sha(snapshot.expanded(EXAMPLE)) and _companions(opened) == []
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["runs", "--json"],
+        ["compare", "--experiment", "1"],
+        ["export", "--experiment", "1", "--out", "OUT"],
+        ["report", "--experiment", "1", "--out", "OUT.html"],
+    ],
+)
+def test_readers_refuse_a_db_from_a_newer_lab_too(
+    command: list[str], tmp_path: Path, tuning_cli: Cli
+) -> None:
+    """Issue 22: `runs`, `compare` and `export` read a newer lab's DB silently (its new columns
+    or meanings unknown here); now readers refuse it as writers do, in one line."""
+    path = _from_a_newer_lab(tmp_path)
+    before = _sha(path)  # a reader of a WAL-mode file may leave an empty -wal: SQLite's rule
+    args = [a.replace("OUT", str(tmp_path / "out.bundle.zip")) for a in command]
+    newer = pytest.raises(NewerSchemaError, match="m999_from_the_future")
+    with newer, connect(path, readonly=True):
+        pass
+    out = tuning_cli([*args, "--db", str(path)], tmp_path / "home", timeout=120)
+    assert out.returncode == 2, out.stdout + out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "newer version of the lab" in lines[0] and str(path) in lines[0]
+    assert out.stdout == "" and not list(tmp_path.glob("out*"))
+    assert _sha(path) == before
+
+
+def _foreign(tmp_path: Path) -> Path:
+    path = tmp_path / "notes.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT)")
+    conn.execute("INSERT INTO notes (text) VALUES ('my own data')")
+    conn.commit()
+    conn.close()
+    return path
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["runs"],
+        ["reap"],
+        ["compare", "--experiment", "1"],
+        ["workload", "list"],
+        ["experiment", "--param", "concurrency", "--values", "1"]
+        + ["--base-url", "http://127.0.0.1:9/v1"],
+    ],
+)
+def test_an_unrelated_sqlite_file_is_refused_not_given_the_lab_s_tables(
+    command: list[str], tmp_path: Path, tuning_cli: Cli
+) -> None:
+    """Issue 22: `--db` at another program's SQLite file added the lab's tables to it. Now it is
+    refused in one line naming the file, and the file keeps its bytes and its mtime; an empty or
+    missing file is still a new lab."""
+    path = _foreign(tmp_path)
+    sha, mtime = _sha(path), path.stat().st_mtime_ns
+    out = tuning_cli([*command, "--db", str(path)], tmp_path / "home", timeout=120)
+    assert out.returncode == 2, out.stdout + out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(path) in lines[0] and "none of the lab's" in lines[0], lines
+    assert _sha(path) == sha and path.stat().st_mtime_ns == mtime
+    assert _companions(path) == []
+    with sqlite3.connect(path) as conn:
+        assert [r[0] for r in conn.execute("SELECT name FROM sqlite_master")] == ["notes"]
+
+
+def test_an_empty_or_missing_file_is_still_a_new_lab(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    for path in (empty, tmp_path / "missing.db"):
+        with connect(path) as db:
+            assert "experiments" in db.table_names()
