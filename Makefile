@@ -38,8 +38,9 @@ lint: $(VENV)/.deps
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# Every part must be there: a test whose part (engine, chromium, Ray) is missing fails (tests/parts.py).
 test: setup browser fleet lint
-	TUNING_LAB_REQUIRE_ENGINE=1 $(BIN)/pytest
+	TUNING_LAB_REQUIRE_ALL=1 $(BIN)/pytest
 
 # The fast tier: no engine, no browser, no Ray cluster; seconds.
 test-fast: $(VENV)/.deps

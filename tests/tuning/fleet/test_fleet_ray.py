@@ -28,8 +28,7 @@ from tuning.fleet.cluster import FleetOptions, LocalNode, start_node
 from tuning.procs import group_alive
 from tuning.workload import Workload
 
-pytest.importorskip("ray")
-pytestmark = [pytest.mark.fleet, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.usefixtures("ray_installed"), pytest.mark.fleet, pytest.mark.timeout(600)]
 
 
 @pytest.fixture(scope="module")
