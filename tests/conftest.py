@@ -31,8 +31,8 @@ from tests.factories import (
 from tests.fakes.engines import fake_settings_env
 from tests.fakes.hostile import seed_breakout_lab
 from tests.parts import missing, require_module
-from tuning.compare.comparison import build_comparison, default_baseline
 from tuning import engine as engine_module
+from tuning.compare.comparison import build_comparison, default_baseline
 from tuning.engine import EngineSpec, build_tiny_model, embedded_spec, model_dir, venv_python
 
 REPO = Path(__file__).resolve().parents[1]

@@ -59,6 +59,8 @@ def test_the_tiny_tokenizer_is_built_for_the_session(tiny_tokenizer: Path) -> No
     assert tok.decode(tok.encode("hello world")) == "hello world" and tok.usable_ids()
 
 
-def test_the_labs_default_tokenizer_is_the_built_one(lab_tokenizer: Path, tiny_tokenizer: Path) -> None:
+def test_the_labs_default_tokenizer_is_the_built_one(
+    lab_tokenizer: Path, tiny_tokenizer: Path
+) -> None:
     assert lab_tokenizer == model_dir() / "tokenizer.json"
     assert lab_tokenizer.read_bytes() == tiny_tokenizer.read_bytes()
