@@ -54,8 +54,9 @@ cli-reference: $(VENV)/.deps
 architecture: $(VENV)/.deps
 	$(BIN)/python tools/architecture.py
 
+# Every part must be there: a test whose part (engine, chromium, Ray) is missing fails (tests/parts.py).
 test: setup browser fleet lint docs
-	TUNING_LAB_REQUIRE_ENGINE=1 $(BIN)/pytest
+	TUNING_LAB_REQUIRE_ALL=1 $(BIN)/pytest
 
 # The fast tier: no engine, no browser, no Ray cluster; seconds.
 test-fast: $(VENV)/.deps

@@ -35,6 +35,15 @@ def wait_for(condition: Callable[[], bool], timeout: float = 10.0, poll: float =
     return True
 
 
+def wait_until(
+    condition: Callable[[], bool], timeout: float, what: str, poll: float = 0.02
+) -> None:
+    """Return as soon as `condition()` holds; fail naming `what` once `timeout` seconds passed
+    without it (a wait on the condition, never a fixed sleep that guesses how long it takes)."""
+    if not wait_for(condition, timeout, poll):
+        raise AssertionError(f"waited {timeout:g} s for {what}: it never happened")
+
+
 def db_fingerprint(path: Path) -> dict[str, str]:
     """sha256 of the DB file and of its -wal/-journal companions (what 'unchanged' means)."""
     out = {}

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -29,8 +30,10 @@ from tests.factories import (
 )
 from tests.fakes.engines import fake_settings_env
 from tests.fakes.hostile import seed_breakout_lab
+from tests.parts import missing, require_module
+from tuning import engine as engine_module
 from tuning.compare.comparison import build_comparison, default_baseline
-from tuning.engine import EngineSpec, embedded_spec, model_dir, venv_python
+from tuning.engine import EngineSpec, build_tiny_model, embedded_spec, model_dir, venv_python
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -211,10 +214,14 @@ def dashboard_lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[d
 def built_engine() -> EngineSpec:
     """The embedded engine; `make test` builds it first, so there it must exist."""
     if not (venv_python().exists() and (model_dir() / "config.json").exists()):
-        if os.environ.get("TUNING_LAB_REQUIRE_ENGINE"):
-            pytest.fail("the embedded engine is not built: run `make setup`")
-        pytest.skip("embedded engine not built (run `make setup`)")
+        missing("the embedded engine", "make setup")
     return embedded_spec()
+
+
+@pytest.fixture(scope="session")
+def ray_installed() -> ModuleType:
+    """Ray, for the fleet tests: a broken install fails `make test` instead of skipping them."""
+    return require_module("ray", "make fleet")
 
 
 @pytest.fixture
@@ -240,9 +247,24 @@ def tiny_model(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def tiny_tokenizer() -> Path:
-    """The embedded engine's tokenizer.json (the test is skipped when it is not built)."""
-    path = model_dir() / "tokenizer.json"
-    if not path.exists():
-        pytest.skip("embedded tokenizer not built")
-    return path
+def tiny_engine_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An engine folder holding only the tiny model's files, built here by the lab's own recipe
+    (offline, a second or two, byte-identical to `make setup`'s): no test waits for the engine."""
+    root = tmp_path_factory.mktemp("engine")
+    build_tiny_model(root / "tiny-llama")
+    return root
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer(tiny_engine_dir: Path) -> Path:
+    """The embedded engine's tokenizer.json, built for the session (never skipped)."""
+    return tiny_engine_dir / "tiny-llama" / "tokenizer.json"
+
+
+@pytest.fixture
+def lab_tokenizer(tiny_engine_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The lab's default tokenizer (`model_dir()`, what `workload preview` and the app read) is
+    the session's tiny one, in this process and in the CLI subprocesses a test starts."""
+    monkeypatch.setattr(engine_module, "ENGINE_DIR", tiny_engine_dir)
+    monkeypatch.setenv("TUNING_LAB_ENGINE_DIR", str(tiny_engine_dir))
+    return model_dir() / "tokenizer.json"

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.parts import missing
 from tools.browser import CHROMIUM, chromium, serve_app
 from tuning.engine import EngineSpec
 
@@ -19,9 +20,7 @@ from tuning.engine import EngineSpec
 @pytest.fixture
 def browser() -> Iterator[Any]:
     if not CHROMIUM.exists():
-        if os.environ.get("TUNING_LAB_REQUIRE_ENGINE"):
-            pytest.fail("chromium is missing: run `make browser`")
-        pytest.skip("Debian chromium not installed (make browser)")
+        missing("Debian's chromium", "make browser")
     with chromium() as launched:
         yield launched
 

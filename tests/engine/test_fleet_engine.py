@@ -13,8 +13,7 @@ import pytest
 
 from store import connect, queries
 
-pytest.importorskip("ray")
-pytestmark = [pytest.mark.engine, pytest.mark.fleet]
+pytestmark = [pytest.mark.usefixtures("ray_installed"), pytest.mark.engine, pytest.mark.fleet]
 SPREAD = 2.0  # one configuration's runs vary by up to this factor here (load average 5-15)
 
 

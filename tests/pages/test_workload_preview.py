@@ -18,7 +18,7 @@ from ui.workload import SYNTHETIC
 
 
 def test_synthetic_traffic_with_a_rate_is_previewed(
-    dashboard_lab: dict[str, Any], tiny_tokenizer: Path
+    dashboard_lab: dict[str, Any], lab_tokenizer: Path
 ) -> None:
     at = open_page("pages/1_New_experiment.py")
     at.selectbox(key="wl_source").select(SYNTHETIC).run()

@@ -12,7 +12,6 @@ import pytest
 from tests.factories import bench_args
 from tests.fakes.fake_openai import fake_server
 from tuning.bench import add_bench_arguments, choose_tokenizer, parse_goodput, run_bench_command
-from tuning.engine import model_dir
 from tuning.workload import LocalTokenizer, ServerTokenizer
 
 KEY = "sk-bench-secret-42"
@@ -118,11 +117,9 @@ def test_bench_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert result["failed"] == 9 and result["mean_ttft_ms"] is None
 
 
-def test_choose_tokenizer(tmp_path: Path) -> None:
+def test_choose_tokenizer(tmp_path: Path, tiny_tokenizer: Path) -> None:
     with fake_server() as srv:
         tok, ident = choose_tokenizer(None, "fake-model", srv.base_url, None)
     assert isinstance(tok, ServerTokenizer) and ident == "server:/tokenize"
-    tiny = model_dir() / "tokenizer.json"
-    if tiny.exists():
-        tok, ident = choose_tokenizer(None, str(tiny.parent), "http://127.0.0.1:1", None)
-        assert isinstance(tok, LocalTokenizer) and ident.endswith("tokenizer.json")
+    tok, ident = choose_tokenizer(None, str(tiny_tokenizer.parent), "http://127.0.0.1:1", None)
+    assert isinstance(tok, LocalTokenizer) and ident.endswith("tokenizer.json")

@@ -32,7 +32,7 @@ def result(at: AppTest) -> dict:  # type: ignore[type-arg]
 
 
 @pytest.fixture
-def app(fresh_db: Path, monkeypatch: pytest.MonkeyPatch, tiny_tokenizer: Path) -> AppTest:
+def app(fresh_db: Path, monkeypatch: pytest.MonkeyPatch, lab_tokenizer: Path) -> AppTest:
     monkeypatch.setenv("TUNING_LAB_DB", str(fresh_db))
     at = AppTest.from_function(_section_app, default_timeout=120)
     at.run()

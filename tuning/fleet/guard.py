@@ -7,14 +7,19 @@ session of its own, remembers every process below the worker (and their process 
 the worker lives, and once the worker is gone stops those groups by group with escalation, then
 any remembered process left, each checked by start time so a reused pid is never signalled.
 
-    python -m tuning.fleet.guard WORKER_PID [PGID ...]
+    python -m tuning.fleet.guard WORKER_PID [PGID ...] [--report FILE]
 
 With PGIDs it also stops those groups when the worker dies: a driver's local Ray cluster (its
-`ray start` processes are not below the driver) goes when the driver is killed.
+`ray start` processes are not below the driver) goes when the driver is killed. With a report
+file it writes there what it remembers each time that changes, so a test can wait until the
+guard has seen a tree instead of guessing how long that takes; without one, a guard whose
+environment names a folder in TUNING_LAB_GUARD_REPORTS writes `guard-WORKER_PID.txt` there (how
+a test reaches the guards of Ray's workers, which inherit the environment of `ray start`).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -26,6 +31,7 @@ import psutil
 from tuning.procs import pid_alive, same_process, stop_group
 
 POLL_S = 0.2
+REPORTS_ENV = "TUNING_LAB_GUARD_REPORTS"  # a folder for every guard's report (tests)
 
 
 def _snapshot(worker: psutil.Process, seen: dict[int, tuple[float, int]]) -> None:
@@ -64,9 +70,27 @@ def reap(seen: dict[int, tuple[float, int]], grace: float = 5.0) -> None:
                 pass
 
 
-def watch(worker_pid: int, groups: list[int] | None = None) -> None:
+def _report(path: Path, seen: dict[int, tuple[float, int]]) -> None:
+    """Write `seen` to `path` whole (one `PID PGID` a line; a negative pid is a group whose
+    leader has exited), replacing the previous report atomically."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(f"{pid} {pgid}\n" for pid, (_, pgid) in sorted(seen.items())))
+    os.replace(tmp, path)
+
+
+def read_report(path: Path) -> dict[int, int]:
+    """A guard's report as pid -> pgid (empty until the guard has written one)."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return {}
+    return {int(pid): int(pgid) for pid, pgid in map(str.split, text.splitlines())}
+
+
+def watch(worker_pid: int, groups: list[int] | None = None, report: Path | None = None) -> None:
     """Until `worker_pid` dies, remember its descendants; then stop them, and `groups` (process
-    groups it owns that are not below it, e.g. the local Ray cluster of a driver)."""
+    groups it owns that are not below it, e.g. the local Ray cluster of a driver). `report`:
+    a file that always holds what the guard remembers."""
     try:
         worker = psutil.Process(worker_pid)
     except psutil.Error:
@@ -78,22 +102,29 @@ def watch(worker_pid: int, groups: list[int] | None = None) -> None:
             seen[pgid] = (psutil.Process(pgid).create_time(), pgid)
         except psutil.Error:  # the group's leader has exited (ray start does): stop it by group
             seen[-pgid] = (0.0, pgid)
+    reported: set[int] | None = None
     while pid_alive(worker_pid) and same_process(worker_pid, started):
         _snapshot(worker, seen)
         # Forget processes that ended normally (a server stopped by the worker itself).
         seen = {p: v for p, v in seen.items() if p < 0 or same_process(p, v[0])}
+        if report is not None and set(seen) != reported:
+            _report(report, seen)
+            reported = set(seen)
         time.sleep(POLL_S)
     reap(seen)
 
 
 def start_guard(
-    worker_pid: int | None = None, groups: list[int] | None = None
+    worker_pid: int | None = None, groups: list[int] | None = None, report: Path | None = None
 ) -> subprocess.Popen[bytes]:
     """Start the guard for `worker_pid` (this process by default) in its own session."""
     root = Path(__file__).resolve().parents[2]  # the lab, wherever Ray started this worker
     argv = [sys.executable, "-m", "tuning.fleet.guard", str(worker_pid or os.getpid())]
+    argv += [str(g) for g in groups or []]
+    if report is not None:
+        argv += ["--report", str(report)]
     return subprocess.Popen(
-        argv + [str(g) for g in groups or []],
+        argv,
         cwd=root,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -103,4 +134,12 @@ def start_guard(
 
 
 if __name__ == "__main__":
-    watch(int(sys.argv[1]), [int(g) for g in sys.argv[2:]])
+    cli = argparse.ArgumentParser(prog="python -m tuning.fleet.guard")
+    cli.add_argument("worker_pid", type=int)
+    cli.add_argument("groups", type=int, nargs="*")
+    cli.add_argument("--report", type=Path)
+    args = cli.parse_args()
+    reports = os.environ.get(REPORTS_ENV)
+    if args.report is None and reports:
+        args.report = Path(reports) / f"guard-{args.worker_pid}.txt"
+    watch(args.worker_pid, args.groups, args.report)

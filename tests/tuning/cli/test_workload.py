@@ -10,7 +10,7 @@ from subprocess import CompletedProcess
 Cli = Callable[..., CompletedProcess[str]]
 
 
-def test_preview_a_dataset(tuning_cli: Cli, lab_home: Path, tiny_tokenizer: Path) -> None:
+def test_preview_a_dataset(tuning_cli: Cli, lab_home: Path, lab_tokenizer: Path) -> None:
     done = tuning_cli(
         ["workload", "preview", "--dataset", "workloads/chat-500.sharegpt.json", "--multi-turn"],
         lab_home,
@@ -26,7 +26,7 @@ def test_preview_a_dataset(tuning_cli: Cli, lab_home: Path, tiny_tokenizer: Path
 
 
 def test_preview_refuses_a_bad_file_with_its_line(
-    tuning_cli: Cli, lab_home: Path, tmp_path: Path, tiny_tokenizer: Path
+    tuning_cli: Cli, lab_home: Path, tmp_path: Path, lab_tokenizer: Path
 ) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"prompt": "hello there", "output_len": 4}\n{"prompt": \n')

@@ -21,6 +21,7 @@ import pytest
 
 from core.clock import now_iso
 from store import connect, queries, repo
+from tests.checks import wait_until
 from tests.factories import plan_attached
 from tests.fakes.engines import fake_settings_env
 from tests.fakes.fake_openai import FakeConfig, FakeOpenAIServer
@@ -76,16 +77,14 @@ def cli(*args: str, env: dict[str, str] | None = None, **kw: Any) -> subprocess.
 
 
 def wait_phase(db_path: Path, exp_id: int, phase: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
+    def reached() -> bool:
         try:
             with connect(db_path, readonly=True) as db:
-                if queries.get_experiment(db, exp_id)["phase"] == phase:
-                    return
+                return bool(queries.get_experiment(db, exp_id)["phase"] == phase)
         except Exception:  # noqa: BLE001 (the DB may not be written yet)
-            pass
-        assert time.monotonic() < deadline, f"phase {phase} never came"
-        time.sleep(0.1)
+            return False
+
+    wait_until(reached, timeout, f"experiment {exp_id} to reach phase {phase}", poll=0.1)
 
 
 def rows(db_path: Path, exp_id: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -124,7 +123,7 @@ def test_an_interrupted_experiment_is_cancelled_with_its_run(
         env={"TUNING_LAB_HOME": str(lab_home), "TUNING_LAB_LOCK": str(lab_home / "lock")},
     )
     wait_phase(db_path, 1, "loading")
-    time.sleep(0.5)
+    wait_until(lambda: slow_server.stats.requests >= 1, 60, "the load's first request")
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=300)  # a loaded machine stops slowly
     assert proc.returncode == 130, err
@@ -184,9 +183,7 @@ def test_the_heartbeat_survives_failed_writes_and_stop_is_still_seen(
     worker = threading.Thread(target=run_experiment, args=(db_path, exp_id), name="runner")
     worker.start()
     wait_phase(db_path, exp_id, "loading")
-    deadline = time.monotonic() + 30
-    while failures["left"] > 0 and time.monotonic() < deadline:  # three beats failed
-        time.sleep(0.05)
+    wait_until(lambda: failures["left"] == 0, 30, "three heartbeat writes to fail")
     cancel_experiment(db_path, exp_id)
     worker.join(timeout=60)
     assert not worker.is_alive(), "the runner never saw Stop"
@@ -210,10 +207,10 @@ def test_heartbeat_retries_and_reopens_after_errors(tmp_path: Path) -> None:
 
     hb = Heartbeat(tmp_path / "x.db", beat, period=0.02)
     hb.start()
-    deadline = time.monotonic() + 10
-    while len(calls) < 8 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    hb.stop()
+    try:
+        wait_until(lambda: len(calls) >= 8, 10, "8 heartbeats (4 failed, then 4 more)")
+    finally:
+        hb.stop()
     assert len(calls) >= 8 and hb.failures == 0  # it went on, and recovered
     assert len(set(calls[:3])) == 1 and calls[3] != calls[0]  # a fresh connection after 3
 

@@ -36,10 +36,10 @@ def test_fleet_without_ray_says_make_fleet(
     assert "make fleet" in capsys.readouterr().err
 
 
+@pytest.mark.usefixtures("ray_installed")
 def test_fleet_flags_are_checked_before_planning(
     fresh_db: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    pytest.importorskip("ray")
     base = ["experiment", "--param", "max-num-seqs", "--values", "2", "--db", str(fresh_db)]
     assert main([*base, "--fleet", "local", "--slots", "0"]) == 2
     assert "--slots" in capsys.readouterr().err

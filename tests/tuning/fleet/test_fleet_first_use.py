@@ -12,8 +12,7 @@ import pytest
 from tuning.fleet.cluster import start_node
 from tuning.procs import group_alive
 
-pytest.importorskip("ray")
-pytestmark = [pytest.mark.fleet, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.usefixtures("ray_installed"), pytest.mark.fleet, pytest.mark.timeout(300)]
 
 
 def test_a_local_cluster_starts_in_a_home_without_a_ray_token(

@@ -14,6 +14,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -21,28 +22,37 @@ import psutil
 import pytest
 
 from store import connect, queries, repo
+from tests.checks import wait_for, wait_until
 from tests.fakes.engines import fake_spec
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.runner import run_experiment
 from tuning.fleet.cluster import FleetOptions, LocalNode, start_node
 from tuning.fleet.executor import run_on_fleet
+from tuning.fleet.guard import REPORTS_ENV, read_report
 from tuning.procs import group_alive
 from tuning.workload import Workload
 
-pytest.importorskip("ray")
-pytestmark = [pytest.mark.fleet, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.usefixtures("ray_installed"), pytest.mark.fleet, pytest.mark.timeout(600)]
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[list[LocalNode]]:
-    head = start_node(1, num_cpus=1)
-    nodes = [head]
-    try:
-        nodes.append(start_node(1, head_address=head.address, num_cpus=1))
-        yield nodes
-    finally:
-        for node in reversed(nodes):
-            node.stop()
+def guard_reports(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where every guard of the cluster's workers reports what it has seen (they inherit it)."""
+    return tmp_path_factory.mktemp("guards")
+
+
+@pytest.fixture(scope="module")
+def cluster(guard_reports: Path) -> Iterator[list[LocalNode]]:
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(REPORTS_ENV, str(guard_reports))
+        head = start_node(1, num_cpus=1)
+        nodes = [head]
+        try:
+            nodes.append(start_node(1, head_address=head.address, num_cpus=1))
+            yield nodes
+        finally:
+            for node in reversed(nodes):
+                node.stop()
     assert not any(group_alive(node.pgid) for node in nodes)  # every Ray process is gone
 
 
@@ -52,6 +62,11 @@ def _servers(name: str) -> list[psutil.Process]:
         if name in (proc.info["cmdline"] or []):
             found.append(proc)
     return found
+
+
+def _guard_has_seen(reports: Path, worker: int, server: int) -> bool:
+    """The guard of fleet worker `worker` reports that it remembers `server`."""
+    return server in read_report(reports / f"guard-{worker}.txt")
 
 
 def _plan(db: Path, name: str, address: str, faults: str) -> int:
@@ -72,7 +87,7 @@ def _plan(db: Path, name: str, address: str, faults: str) -> int:
 
 
 def test_runs_spread_over_both_nodes_and_a_lost_worker_is_retried(
-    cluster: list[LocalNode], fresh_db: Path
+    cluster: list[LocalNode], guard_reports: Path, fresh_db: Path
 ) -> None:
     name = f"fleet-{uuid.uuid4().hex[:8]}"
     exp_id = _plan(fresh_db, name, cluster[0].address, "start_delay=3")
@@ -84,17 +99,21 @@ def test_runs_spread_over_both_nodes_and_a_lost_worker_is_retried(
             for server in _servers(name):
                 worker = server.parent()
                 if worker is not None and "RunWorker" in " ".join(worker.cmdline()):
-                    time.sleep(1.0)
+                    seen = partial(_guard_has_seen, guard_reports, worker.pid, server.pid)
+                    if not wait_for(seen, timeout=60):
+                        killed["error"] = f"worker {worker.pid}'s guard never reported its server"
+                        return
                     killed.update(worker=worker.pid, server=server.pid)
                     os.kill(worker.pid, signal.SIGKILL)
                     return
-            time.sleep(0.2)
+            time.sleep(0.2)  # a poll for the first server, not a guess of how long it takes
 
     killer = threading.Thread(target=kill_one_worker, daemon=True)
     killer.start()
     run_ids = run_experiment(fresh_db, exp_id, start_timeout=120, executor=run_on_fleet)
     killer.join(5)
     assert killed, "no worker was seen running a server"
+    assert "error" not in killed, killed.get("error")
     with connect(fresh_db) as db:
         runs = [queries.get_run(db, i) for i in run_ids]
         exp = queries.get_experiment(db, exp_id)
@@ -119,10 +138,7 @@ def test_runs_spread_over_both_nodes_and_a_lost_worker_is_retried(
     assert all(r["log_path"].endswith(f"run-{r['uid']}.log") for r in done)
     ports = [json.dumps(r["argv"]) for r in done]
     assert len(set(ports)) == len(ports)  # each run its own port
-    deadline = time.monotonic() + 30
-    while _servers(name) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not _servers(name), "a server outlived its run"
+    wait_until(lambda: not _servers(name), 30, "every server to end with its run")
     assert not psutil.pid_exists(killed["server"]) or not _servers(name)
 
 
@@ -131,9 +147,7 @@ def test_cancel_stops_every_server_on_the_fleet(cluster: list[LocalNode], fresh_
     exp_id = _plan(fresh_db, name, cluster[0].address, "start_delay=4")
 
     def cancel_when_both_start() -> None:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and len(_servers(name)) < 2:
-            time.sleep(0.2)
+        wait_for(lambda: len(_servers(name)) >= 2, timeout=300, poll=0.2)  # then cancel anyway
         with connect(fresh_db) as db:
             repo.request_cancel(db, exp_id)
 
@@ -146,10 +160,7 @@ def test_cancel_stops_every_server_on_the_fleet(cluster: list[LocalNode], fresh_
         exp = queries.get_experiment(db, exp_id)
     assert exp["status"] == "cancelled"
     assert len(runs) == 2 and all(r["status"] == "cancelled" for r in runs), runs
-    deadline = time.monotonic() + 30
-    while _servers(name) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not _servers(name), "a server outlived the cancel"
+    wait_until(lambda: not _servers(name), 30, "every server to end with the cancel")
 
 
 def test_fleet_status_lists_both_nodes_and_their_slots(
@@ -177,16 +188,14 @@ def test_resume_after_the_driver_is_killed_picks_up_from_the_store(
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
+
+    def one_stored_others_in_flight() -> bool:
+        with connect(fresh_db) as db:
+            statuses = {r["status"] for r in queries.list_runs(db, exp_id, include_hidden=True)}
+        return driver.poll() is not None or {"done", "running"} <= statuses
+
     try:  # killed once a run is stored and others are in flight
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and driver.poll() is None:
-            with connect(fresh_db) as db:
-                runs = queries.list_runs(db, exp_id, include_hidden=True)
-            if any(r["status"] == "done" for r in runs) and any(
-                r["status"] == "running" for r in runs
-            ):
-                break
-            time.sleep(0.2)
+        wait_until(one_stored_others_in_flight, 300, "a run stored while others are in flight")
         assert driver.poll() is None, "the driver ended before it could be killed"
         os.kill(driver.pid, signal.SIGKILL)
         driver.wait(30)
@@ -199,12 +208,8 @@ def test_resume_after_the_driver_is_killed_picks_up_from_the_store(
     kept = {i for i, r in before.items() if r["status"] == "done"}
     cut = {i for i, r in before.items() if r["status"] == "running"}
     assert kept and cut
-    deadline = (
-        time.monotonic() + 120
-    )  # Ray ends the dead driver's workers; their guards the servers
-    while _servers(name) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert not _servers(name), "a server outlived its killed driver"
+    # Ray ends the dead driver's workers; their guards the servers
+    wait_until(lambda: not _servers(name), 120, "every server to end with its killed driver")
 
     out = tuning_cli(["experiment", "--resume", str(exp_id), "--db", str(fresh_db)], lab_home)
     assert out.returncode == 0, out.stderr[-3000:]

@@ -18,7 +18,7 @@ from store import connect, queries
 from tests.fakes.engines import fake_settings_env
 from tuning.settings import REPO_ROOT
 
-pytestmark = [pytest.mark.fleet, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.usefixtures("ray_installed"), pytest.mark.fleet, pytest.mark.timeout(600)]
 DATASET = REPO_ROOT / "workloads" / "chat-500.sharegpt.json"
 
 

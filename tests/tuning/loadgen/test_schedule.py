@@ -167,8 +167,14 @@ def test_trace_replay_at_a_speed_factor(tok: LocalTokenizer) -> None:
     assert offsets == sorted(offsets)  # type: ignore[type-var]
     records, (bodies, peak) = run(plan, ttft_ms=1)
     assert peak <= 4
-    assert [b["max_tokens"] for b in bodies][:1] == [plan.requests[0].output_len]
-    assert all(r.dispatch_lag is not None for r in records)
+    # Every planned request reached the server with its planned length. Which one arrived first
+    # is not the lab's to keep: two sends 1.55 ms apart can swap on the way (it failed 1 in 5).
+    assert sorted(b["max_tokens"] for b in bodies) == sorted(r.output_len for r in plan.requests)
+    # The schedule the load generator kept: each request planned at its trace offset (planned =
+    # start - lag), none sent early, and sent in trace order.
+    for rec, req in zip(records, plan.requests, strict=True):
+        assert rec.dispatch_lag is not None and rec.dispatch_lag >= -0.002
+        assert rec.start - rec.dispatch_lag == pytest.approx(req.offset_s, abs=1e-6)
     firsts = sorted(records, key=lambda r: r.start)
     assert [r.index for r in firsts] == [r.index for r in records]  # trace order kept
 
@@ -202,11 +208,10 @@ def test_a_plan_in_the_child_process_with_warmups(tok: LocalTokenizer) -> None:
             srv.base_url, MODEL, ["warm-0", "warm-1"], wl, plan=plan, on_phase=phases.append
         )
         prompts = [b["prompt"] for b in srv.stats.bodies]
-    assert phases == ["warming_up", "loading"] and prompts[:2] == ["warm-0", "warm-1"]
+    # The two warm-ups go out together (concurrency 2): first, in either order.
+    assert phases == ["warming_up", "loading"] and set(prompts[:2]) == {"warm-0", "warm-1"}
     assert [(r.conversation, r.turn) for r in res.records] == [
         (r.conversation, r.turn) for r in plan.requests
     ]
     assert all(r.ok and r.dispatch_lag is not None for r in res.records)
-    assert TOKEN * plan.requests[0].output_len in prompts[2 + 1] or any(
-        TOKEN * plan.requests[0].output_len in p for p in prompts[3:]
-    )
+    assert any(TOKEN * plan.requests[0].output_len in p for p in prompts[3:])  # a real answer
