@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from store import connect, queries
+import pytest
+
+from store import connect, queries, repo
 from tests.fakes.engines import fake_launch, fake_spec
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.runner import run_experiment
@@ -53,3 +55,17 @@ def test_a_launch_never_appends_to_an_old_log(tmp_path: Path) -> None:
         facts = server.wait_healthy(60)
     assert "pid=1)" not in log.read_text()
     assert facts.kv_cache_tokens != 1 and facts.engine_pids.get("EngineCore") != 1
+
+
+def test_a_fleet_experiment_never_runs_here_by_default(fresh_db: Path) -> None:
+    """The executor is the caller's choice; a fleet experiment handed no fleet executor is refused
+    before anything runs (run on this machine it would be another experiment than planned)."""
+    exp_id = plan_experiment(
+        fresh_db, param="max-num-seqs", values=[2], workload=QUICK, engine=fake_spec()
+    )
+    with connect(fresh_db) as db:
+        repo.update_experiment(db, exp_id, fleet_json={"mode": "local", "slots": 1})
+    with pytest.raises(ValueError, match="runs on the fleet"):
+        run_experiment(fresh_db, exp_id)
+    with connect(fresh_db, readonly=True) as db:
+        assert queries.list_runs(db, exp_id, include_hidden=True) == []
