@@ -92,10 +92,10 @@ def _stamp(path: str | None) -> tuple[int, int] | None:
     """The data file's size and mtime: a changed file is read again, an unchanged one is not."""
     if not path:
         return None
-    from tuning.traffic.options import resolve_data_file
+    from tuning.traffic.bounded import resolve_path
 
     try:
-        st_ = Path(resolve_data_file(path)).stat()
+        st_ = resolve_path(path).stat()
     except OSError:
         return None
     return st_.st_size, st_.st_mtime_ns

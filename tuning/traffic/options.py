@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tuning.traffic.arrival import ScheduleTooLong
-from tuning.traffic.bounded import read_prefix
+from tuning.traffic.bounded import read_prefix, resolve_path
 from tuning.traffic.errors import TrafficError
 from tuning.traffic.materialize import check
 from tuning.traffic.spec import (
@@ -146,7 +146,7 @@ class TrafficOptions:
         elif self.dataset:
             kind = self.dataset_format or guess_format(self.dataset)
             spec = WorkloadSpec(
-                source=Source(kind, resolve_data_file(self.dataset)),
+                source=Source(kind, str(resolve_path(self.dataset))),
                 input=None,
                 output=None,
                 num_requests=self.num_requests,
@@ -188,18 +188,8 @@ def guess_format(path: str) -> str:
         return "sharegpt"
     if lower.endswith(".csv"):
         return "csv"
-    first = read_prefix(resolve_data_file(path)).split("\n", 1)[0]  # a bounded sniff
+    first = read_prefix(path).split("\n", 1)[0]  # a bounded sniff
     return "trace" if '"timestamp"' in first else "jsonl"
-
-
-def resolve_data_file(path: str) -> str:
-    """The path as given when it exists, else the lab's shipped workloads/ file of that name."""
-    from tuning.settings import REPO_ROOT
-
-    if Path(path).exists():
-        return path
-    shipped = REPO_ROOT / "workloads" / path
-    return str(shipped) if shipped.exists() else path
 
 
 def load_spec(ref: str, db: Path | None = None) -> WorkloadSpec:
