@@ -110,7 +110,10 @@ def measure(
             return _load_stopped(unit, run_id, watch.verdict() if watch is not None else None)
     died = watch.verdict() if watch is not None else None
     returned = time.monotonic() - t0  # after the child's settled /metrics read, too
-    load_start = marks.get("load_start", returned - result.duration_s)
+    if result.started_monotonic is not None:  # the child's own clock, not its message's arrival
+        load_start = result.started_monotonic - t0
+    else:
+        load_start = marks.get("load_start", returned - result.duration_s)
     load_end = min(returned, load_start + result.duration_s)
     book.phase("storing", run_id)
     if attached:
@@ -125,7 +128,12 @@ def measure(
     samples = queries.get_samples(book.db, run_id)
     rows = [SampleRow(s["t_s"], s["series"], s["value"], s["label"]) for s in samples]
     summary.update(
-        peaks(rows, gpu_baseline=unit.gpu_baseline or None, window=(load_start, load_end))
+        peaks(
+            rows,
+            gpu_baseline=unit.gpu_baseline or None,
+            window=(load_start, load_end),
+            settled=(result.server_before, result.server_after),
+        )
     )
     health = run_health(result, load_wl, samples, load_start)
     summary.update(server_summary(health))

@@ -303,7 +303,7 @@ class _Client:
             self._phase("loading")
         cpu0 = time.process_time()
         thread0 = time.thread_time()
-        wall0 = time.time()
+        wall0, mono0 = time.time(), time.monotonic()
         self.t0 = t0 = time.perf_counter()
         try:
             if not cancelled:
@@ -325,6 +325,7 @@ class _Client:
             records=records,
             duration_s=duration,
             started_at_unix=wall0,
+            started_monotonic=mono0,
             t0_perf_counter=t0,
             concurrency=self.workload.concurrency,
             client_cpu_s=cpu,

@@ -60,6 +60,9 @@ class LoadResult:
     server_before: dict[str, float] | None = None
     server_after: dict[str, float] | None = None
     server_reads: dict[str, Any] = field(default_factory=dict)
+    # time.monotonic() at the first measured dispatch: the system-wide clock a parent process can
+    # place the load on, however late the child's "loading" phase message reaches it.
+    started_monotonic: float | None = None
 
     def __repr__(self) -> str:
         # Short on purpose: asyncio.Runner formats the main task's result in a ValueError message

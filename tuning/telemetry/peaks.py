@@ -108,6 +108,7 @@ def peaks(
     rows: Iterable[SampleRow],
     gpu_baseline: Mapping[str, int] | None = None,
     window: tuple[float, float] | None = None,
+    settled: tuple[Mapping[str, float] | None, Mapping[str, float] | None] = (None, None),
 ) -> dict[str, float | None]:
     """Peaks of a run's samples, in any order; every key of PEAK_KEYS, None where unknown.
 
@@ -119,7 +120,10 @@ def peaks(
     lost), and load_peak_* give the memory peaks inside it. Without a window the whole run counts
     and load_peak_* are None. Deltas are last - first of vLLM's cumulative counters; the hit rate
     is delta hits / delta queries (tokens). Over-baseline assumes every sample covers the devices
-    in `gpu_baseline`.
+    in `gpu_baseline`. `settled` = vLLM's counters read just before the first measured request and
+    after the last, once settled (tuning.telemetry.server_stats): a counter both reads have is
+    taken from them instead of the samples, whose half-second period and clock mapping can miss a
+    short load (issue 22: a 3-second multi-turn run stored 0 prefix-cache hits).
     """
     ordered = sorted(rows, key=lambda r: r.t)
     tracker = PeakTracker()
@@ -149,8 +153,22 @@ def peaks(
         first = before[-1] if before else (during[0] if during else None)
         last = after[0] if after else (during[-1] if during else None)
         out[key] = None if first is None or last is None else last - first
+    out.update(settled_deltas(*settled))
     _hit_rate(out)
     return _unobserved_gauges(out)
+
+
+def settled_deltas(
+    before: Mapping[str, float] | None, after: Mapping[str, float] | None
+) -> dict[str, float]:
+    """The counter deltas (keys of _DELTAS' values) that both settled reads carry."""
+    if not before or not after:
+        return {}
+    return {
+        key: after[series] - before[series]
+        for series, key in _DELTAS.items()
+        if series in before and series in after
+    }
 
 
 _SNAPSHOT_GAUGES = (

@@ -94,3 +94,26 @@ def test_gauges_that_never_saw_a_running_request_while_tokens_flowed_are_unknown
         for s in ("kv_cache_usage_perc", "num_requests_running", "generation_tokens_total")
     ]
     assert peaks(idle, window=(0.5, 2.5))["peak_kv_cache_usage_perc"] == 0.0
+
+
+def test_settled_reads_give_the_window_counter_deltas_the_samples_missed() -> None:
+    """CI, issue 22's flake: a 3-second multi-turn load with prefix caching on stored 0 hits: its
+    window's samples straddled no change. The settled reads around the load are exact; a counter
+    only the samples carry still comes from them."""
+    rows = [SampleRow(t, "prefix_cache_hits_total", 40.0) for t in (1.0, 5.0)]
+    rows += [SampleRow(t, "prefix_cache_queries_total", 100.0) for t in (1.0, 5.0)]
+    rows += [
+        SampleRow(1.0, "num_preemptions_total", 0.0),
+        SampleRow(5.0, "num_preemptions_total", 2.0),
+    ]
+    before = {"prefix_cache_hits_total": 0.0, "prefix_cache_queries_total": 20.0}
+    after = {"prefix_cache_hits_total": 40.0, "prefix_cache_queries_total": 100.0}
+    sampled = peaks(rows, window=(2.0, 4.0))
+    assert sampled["prefix_cache_hits_delta"] == 0.0 and sampled["prefix_cache_hit_rate"] is None
+    result = peaks(rows, window=(2.0, 4.0), settled=(before, after))
+    assert (
+        result["prefix_cache_hits_delta"] == 40.0 and result["prefix_cache_queries_delta"] == 80.0
+    )
+    assert result["prefix_cache_hit_rate"] == 0.5
+    assert result["preemptions"] == 2.0  # not in the settled reads: the samples'
+    assert peaks(rows, window=(2.0, 4.0), settled=(None, after)) == sampled
