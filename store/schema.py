@@ -352,6 +352,19 @@ def m010_lab_identity(db: Database) -> None:
     add_missing_columns(db, "experiments", {"lab_uid": str})
 
 
+@migrations()
+def m011_engine_flags(db: Database) -> None:
+    """The flags of each engine the lab has read (tuning.flags.catalog): per interpreter path and
+    vLLM version, the parser's flags as JSON and when they were read. A cache: dropping its rows
+    loses nothing but the seconds it takes to read them again."""
+    if "engine_flags" not in db.table_names():
+        db.table("engine_flags").create(
+            {"python": str, "vllm_version": str, "read_at": float, "catalog_json": str},
+            pk=("python", "vllm_version"),
+            not_null={"python", "vllm_version", "catalog_json"},
+        )
+
+
 def lab_uid(db: Database) -> str | None:
     """This lab's uid (None for a DB not migrated yet, e.g. an old one opened read-only)."""
     if "lab" not in db.table_names():

@@ -32,7 +32,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tuning.params import CPU_KV_ENV, PARAMS, Launch, Param, get_param, parse_bytes
+from tuning.launch import Launch
+from tuning.params import CPU_KV_ENV, PARAMS, Param, get_param, parse_bytes
 from tuning.server import StartupFacts
 
 GIB = 2**30
@@ -121,8 +122,11 @@ def _literal(text: str) -> Any:
         return text.strip("'\"")
 
 
-def parse_non_default_args(log_text: str) -> dict[str, Any] | None:
-    """The registry's flags among vLLM's `non-default args: {...}` (the last start in the log)."""
+def parse_non_default_args(
+    log_text: str, learned: Mapping[str, Param] | None = None
+) -> dict[str, Any] | None:
+    """The registry's flags (and the learned ones the run used) among vLLM's `non-default args:
+    {...}` (the last start in the log)."""
     found = _NON_DEFAULT.findall(log_text)
     if not found:
         return None
@@ -134,7 +138,8 @@ def parse_non_default_args(log_text: str) -> dict[str, Any] | None:
         parsed = None
     if not isinstance(parsed, dict):  # a value that is not a literal: take the simple ones
         parsed = {k: _literal(v) for k, v in _ARG_ITEM.findall(raw)}
-    dests = {_dest(p): p.name for p in PARAMS.values() if p.kind == "flag"}
+    known = [*PARAMS.values(), *(learned or {}).values()]
+    dests = {_dest(p): p.name for p in known if p.kind == "flag"}
     return {dests[k]: v for k, v in parsed.items() if k in dests}
 
 
@@ -143,7 +148,11 @@ def _engine_fields(log_text: str) -> dict[str, str]:
     return dict(_ENGINE_FIELD.findall(found[-1])) if found else {}
 
 
-def read_effective(log_text: str, cache_labels: Mapping[str, str] | None) -> Effective:
+def read_effective(
+    log_text: str,
+    cache_labels: Mapping[str, str] | None,
+    learned: Mapping[str, Param] | None = None,
+) -> Effective:
     """Everything the engine said about its configuration, most resolved source first."""
     eff = Effective()
     labels = dict(cache_labels or {})
@@ -162,7 +171,7 @@ def read_effective(log_text: str, cache_labels: Mapping[str, str] | None) -> Eff
     if m := _CPU_KV_SET.findall(log_text):
         # GiB with one or two decimals: too coarse for a byte count, enough to tell who sized it
         eff.kv_budget = "explicit" if m[-1][0] == "Explicitly" else "auto"
-    eff.non_default_args = parse_non_default_args(log_text)
+    eff.non_default_args = parse_non_default_args(log_text, learned)
     for name, value in (eff.non_default_args or {}).items():
         eff.put(name, value, SRC_ARGS)
     return eff
@@ -220,9 +229,30 @@ def same(param: Param, asked: Any, effective: Any) -> bool:
     if param.type == "int":
         a_int, e_int = _as_int(asked), _as_int(effective)
         return a_int is not None and a_int == e_int
+    if param.type == "json":
+        return _same_json(asked, effective)
     if _AUTO.get(param.name) == _as_text(asked):
         return True  # `auto` is whatever the engine resolved it to
     return _as_text(asked) == _as_text(effective)
+
+
+def _same_json(asked: Any, effective: Any) -> bool:
+    """Every field the user set is what the engine's parsed config holds (it adds the rest)."""
+    try:
+        wanted = json.loads(asked) if isinstance(asked, str) else asked
+    except ValueError:
+        return False
+    if not isinstance(wanted, dict):
+        return False
+    if isinstance(effective, str) and effective.lstrip().startswith("{"):
+        try:  # the engine echoed the JSON it was given
+            effective = json.loads(effective)
+        except ValueError:
+            pass
+    if isinstance(effective, dict):
+        return all(effective.get(k) == v for k, v in wanted.items())
+    text = str(effective)  # a config object's repr: `field=value` or `'field': value`
+    return all(f"{k}={v!r}" in text or f"'{k}': {v!r}" in text for k, v in wanted.items())
 
 
 def show(param: Param, value: Any) -> str:
@@ -271,14 +301,17 @@ def _cpu_kv_env(asked: Any, eff: Effective) -> Mismatch | None:
 
 
 def compare(
-    asked: Mapping[str, Any], eff: Effective, backend: str | None = None
+    asked: Mapping[str, Any],
+    eff: Effective,
+    backend: str | None = None,
+    learned: Mapping[str, Param] | None = None,
 ) -> tuple[list[Mismatch], list[str]]:
     """(mismatches, unverified parameter names) of a run's asked server config."""
     mismatches: list[Mismatch] = []
     unverified: list[str] = []
     for key, value in asked.items():
         try:
-            param = get_param(key)
+            param = get_param(key, learned)
         except ValueError:
             continue
         if param.kind == "workload":
@@ -333,8 +366,8 @@ def check_start(
     launch: Launch, log_text: str, facts: StartupFacts, backend: str | None = None
 ) -> Check:
     """Asked (the launch's validated config) vs what the engine's log and /metrics say."""
-    eff = read_effective(log_text, facts.cache_config)
-    mismatches, unverified = compare(launch.config, eff, backend)
+    eff = read_effective(log_text, facts.cache_config, launch.learned)
+    mismatches, unverified = compare(launch.config, eff, backend, launch.learned)
     record = {**eff.to_dict(), "unverified": unverified}
     return Check(dict(launch.config), record, [m.to_dict() for m in mismatches])
 

@@ -17,7 +17,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tuning.params import Launch, build_launch
+from tuning.launch import Launch, build_launch
+from tuning.params import Param
 from tuning.settings import REPO_ROOT, Settings, load_settings
 from tuning.workload import CORPUS, corpus_tokenizer
 
@@ -67,9 +68,15 @@ class EngineSpec:
     env: dict[str, str] = field(default_factory=dict)
     baseline: dict[str, object] = field(default_factory=dict)
     vllm_version: str = "unknown"
+    # The user's vLLM flags (beyond the curated table) this spec's experiment uses, as
+    # Param.to_dict(): learned from its parser when planned (tuning.flags), kept with the row.
+    learned: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
+
+    def learned_params(self) -> dict[str, Param]:
+        return {name: Param.from_dict(raw) for name, raw in self.learned.items()}
 
     def launch(self, config: Mapping[str, Any], *, port: int | None = None) -> Launch:
         """One start of this engine with `config` (validated for its backend): argv and env."""
@@ -82,6 +89,7 @@ class EngineSpec:
             port=port,
             load_format=self.load_format,
             base_env=self.env,
+            learned=self.learned_params(),
         )
 
 

@@ -7,20 +7,22 @@ message the UI can show next to the field.
 
 from __future__ import annotations
 
+import json
 import math
 import re
-import socket
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 Backend = Literal["cpu", "gpu"]
 Kind = Literal["flag", "env", "workload"]
-ValueType = Literal["int", "float", "bool", "choice", "bytes"]
+ValueType = Literal["int", "float", "bool", "choice", "bytes", "text", "json"]
+Learned = Mapping[str, "Param"]  # flags of the user's vLLM beyond the curated table (tuning.flags)
 
 BOTH: frozenset[str] = frozenset({"cpu", "gpu"})
 FORCED_HOST = "127.0.0.1"
 _SAFE_TEXT = re.compile(r"^[A-Za-z0-9_.]+$")
+_PRINTABLE = re.compile(r"^[\x21-\x7e]+$")  # a learned text flag's value: one argv item, no space
 _BYTES = re.compile(r"^(\d+(?:\.\d+)?)([kKmMgGtT]?)$")
 _DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 _BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
@@ -50,6 +52,21 @@ class Param:
     backends: frozenset[str] = BOTH
     # A flag whose False form is `--no-<flag>`; True is `--<flag>`.
     negatable: bool = True
+    # Where it is defined: the lab's curated table, or the user's vLLM ("learned", tuning.flags).
+    source: str = "curated"
+    group: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["backends"], out["choices"] = sorted(self.backends), list(self.choices)
+        return out
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> Param:
+        fields = dict(raw)
+        fields["backends"] = frozenset(fields.get("backends") or BOTH)
+        fields["choices"] = tuple(fields.get("choices") or ())
+        return cls(**fields)
 
     @property
     def restarts_server(self) -> bool:
@@ -60,6 +77,8 @@ class Param:
             return "one of " + ", ".join(self.choices)
         if self.type == "bool":
             return "true or false"
+        if self.type in ("text", "json"):
+            return "a JSON object" if self.type == "json" else "text, as your vLLM defines it"
         low = "" if self.minimum is None else f"{self.minimum:g}"
         high = "" if self.maximum is None else f"{self.maximum:g}"
         return f"{low}..{high} {self.unit}".strip()
@@ -244,14 +263,18 @@ PARAMS: dict[str, Param] = {
 }
 
 
-def get_param(name: str) -> Param:
+def get_param(name: str, learned: Learned | None = None) -> Param:
+    """The curated parameter `name`, else the user's vLLM flag of that name in `learned`."""
     key = name.strip()
-    if key not in PARAMS:
-        alt = key.replace("_", "-")
-        if alt in PARAMS:
-            return PARAMS[alt]
-        raise ParamError(f"unknown parameter {name!r}; known: {', '.join(sorted(PARAMS))}")
-    return PARAMS[key]
+    for table in (PARAMS, learned or {}):
+        if key in table:
+            return table[key]
+        if key.replace("_", "-") in table:
+            return table[key.replace("_", "-")]
+    from tuning.flags.policy import suggest
+
+    close = suggest(key, [*PARAMS, *(learned or {})])
+    raise ParamError(f"unknown parameter {name!r}{close}; known: {', '.join(sorted(PARAMS))}")
 
 
 def parse_bytes(text: str) -> int:
@@ -269,17 +292,32 @@ def parse_bytes(text: str) -> int:
 
 
 def _reject_text(param: Param, text: str) -> None:
-    if text.startswith("-"):
+    if text.startswith("-") and not (param.type in ("int", "float") and param.source != "curated"):
         raise ParamError(f"{param.name}: value {text!r} starts with '-' (it would read as a flag)")
+    if param.type == "json":
+        return  # one argv item, parsed as JSON below
+    if param.type == "text" and _PRINTABLE.match(text):
+        return
     if not _SAFE_TEXT.match(text):
         raise ParamError(
             f"{param.name}: value {text!r} has characters other than letters, digits, '_' and '.'"
         )
 
 
-def validate_value(name: str, raw: Any) -> Any:
+def _json_value(param: Param, raw: Any) -> str:
+    """A dict-valued flag's value as compact JSON (vLLM's own type function checks the rest)."""
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError as exc:
+        raise ParamError(f"{param.name}: {raw!r} is not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise ParamError(f'{param.name}: expected a JSON object such as {{"key": 1}}, got {raw!r}')
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+def validate_value(name: str, raw: Any, learned: Learned | None = None) -> Any:
     """Return the typed value of `raw` for parameter `name`, or raise ParamError saying why not."""
-    param = get_param(name)
+    param = get_param(name, learned)
     if raw is None:
         raise ParamError(f"{param.name}: a value is required")
     if isinstance(raw, str):
@@ -298,6 +336,12 @@ def validate_value(name: str, raw: Any) -> Any:
         if text is not None and text.lower() in ("false", "0", "no", "off"):
             return False
         raise ParamError(f"{param.name}: expected true or false, got {raw!r}")
+    if param.type == "json":
+        return _json_value(param, raw)
+    if param.type == "text":
+        if text is None:
+            raise ParamError(f"{param.name}: expected text, got {raw!r}")
+        return text
     if param.type == "choice":
         if text is None or text not in param.choices:
             raise ParamError(f"{param.name}: {raw!r} is not {param.describe_range()}")
@@ -340,16 +384,18 @@ def validate_value(name: str, raw: Any) -> Any:
     return value
 
 
-def validate_config(config: Mapping[str, Any], backend: str | None = None) -> dict[str, Any]:
+def validate_config(
+    config: Mapping[str, Any], backend: str | None = None, learned: Learned | None = None
+) -> dict[str, Any]:
     """Validate every key of a server configuration; workload keys are not allowed here."""
     out: dict[str, Any] = {}
     for key, raw in config.items():
-        param = get_param(key)
+        param = get_param(key, learned)
         if param.kind == "workload":
             raise ParamError(f"{param.name} is a workload setting, not a server flag")
         if backend is not None and backend not in param.backends:
             raise ParamError(f"{param.name} is not honoured by the {backend} backend")
-        out[param.name] = validate_value(param.name, raw)
+        out[param.name] = validate_value(param.name, raw, learned)
     _refuse_ignored_budget(out)
     return out
 
@@ -369,32 +415,31 @@ def _refuse_ignored_budget(config: Mapping[str, Any]) -> None:
         )
 
 
-def engine_env(
-    config: Mapping[str, Any], base_env: Mapping[str, str] | None
-) -> tuple[dict[str, str], tuple[str, ...]]:
-    """(environment to set, names to unset) for a start of `config` over the engine's `base_env`.
+def split_values(text: str) -> list[str]:
+    """'2,16' -> ['2', '16']; a JSON value's own commas stay inside it: '{"a":1,"b":2},{}'."""
+    if not text.lstrip().startswith(("{", "[")):
+        return [t.strip() for t in text.split(",") if t.strip()]
+    decoder, items, i = json.JSONDecoder(), [], 0
+    while i < len(text):
+        while i < len(text) and text[i] in " ,":
+            i += 1
+        if i >= len(text):
+            break
+        try:
+            _, end = decoder.raw_decode(text, i)
+        except ValueError:
+            return [text.strip()]  # refused, with the JSON error, by validate_value
+        items.append(text[i:end])
+        i = end
+    return items
 
-    An explicit KV flag (kv-cache-memory-bytes, or gpu-memory-utilization, which sizes the KV
-    cache from memory on CPU too) drops the baseline's `VLLM_CPU_KVCACHE_SPACE`, from the engine's
-    env and from the lab's own environment the server inherits: otherwise vLLM's CPU platform
-    overrides the flag with it and the changed value is never applied.
-    """
-    merged = dict(base_env or {})
-    unset: tuple[str, ...] = ()
-    if CPU_KV_ENV not in config and any(name in config for name in KV_BUDGET_FLAGS):
-        merged.pop(CPU_KV_ENV, None)
-        unset = (CPU_KV_ENV,)
-    return merged, unset
 
-
-def parse_values(name: str, text: str | Iterable[Any]) -> list[Any]:
+def parse_values(name: str, text: str | Iterable[Any], learned: Learned | None = None) -> list[Any]:
     """'2,16' -> [2, 16], each validated; the UI calls this as the user types."""
-    items = [t for t in (text.split(",") if isinstance(text, str) else list(text))]
-    if isinstance(text, str):
-        items = [t.strip() for t in items if t.strip()]
+    items = split_values(text) if isinstance(text, str) else list(text)
     if not items:
         raise ParamError(f"{name}: give at least one value")
-    return [validate_value(name, item) for item in items]
+    return [validate_value(name, item, learned) for item in items]
 
 
 def parse_assignments(items: Iterable[str], label: str) -> tuple[dict[str, str], list[str]]:
@@ -422,79 +467,3 @@ def format_value(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:g}"
     return str(value)
-
-
-def config_args(config: Mapping[str, Any]) -> tuple[list[str], dict[str, str]]:
-    """Validated config -> (flag argv, env); never emits --disable-log-stats or a host."""
-    argv: list[str] = []
-    env: dict[str, str] = {}
-    for key in sorted(config):
-        param = get_param(key)
-        value = validate_value(param.name, config[key])
-        if param.kind == "env":
-            env[param.env or param.name] = format_value(value)
-        elif param.kind == "flag":
-            assert param.flag is not None
-            if param.type == "bool":
-                argv.append(param.flag if value else "--no-" + param.flag[2:])
-            else:
-                argv += [param.flag, format_value(value)]
-    return argv, env
-
-
-def free_port(host: str = FORCED_HOST) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
-@dataclass(frozen=True)
-class Launch:
-    """Everything needed to start one server: argv (no shell), extra env, where it will listen."""
-
-    argv: list[str]
-    env: dict[str, str]
-    host: str
-    port: int
-    config: dict[str, Any] = field(default_factory=dict)
-    unset_env: tuple[str, ...] = ()  # removed from the inherited environment too
-
-    @property
-    def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-
-def build_launch(
-    command: list[str],
-    model: str,
-    served_name: str,
-    config: Mapping[str, Any],
-    backend: str,
-    *,
-    port: int | None = None,
-    load_format: str | None = None,
-    base_env: Mapping[str, str] | None = None,
-) -> Launch:
-    """A validated configuration -> the argv and environment of one vLLM server start."""
-    clean = validate_config(config, backend)
-    flags, env = config_args(clean)
-    chosen = port or free_port()
-    argv = list(command) + [
-        "--model",
-        model,
-        "--served-model-name",
-        served_name,
-        "--host",
-        FORCED_HOST,
-        "--port",
-        str(chosen),
-    ]
-    if load_format:
-        argv += ["--load-format", load_format]
-    argv += flags
-    assert "--disable-log-stats" not in argv
-    merged, unset = engine_env(clean, base_env)
-    merged.update(env)
-    return Launch(
-        argv=argv, env=merged, host=FORCED_HOST, port=chosen, config=clean, unset_env=unset
-    )

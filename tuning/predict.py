@@ -5,7 +5,7 @@ vLLM's arithmetic (0.30-0.33, full attention):
 - bytes per token = 2 (K and V) x layers x KV heads x head dim x bytes of the KV dtype
   (`auto` = the model's dtype; fp8 = 1 byte);
 - the KV budget: `kv-cache-memory-bytes` when given; on the CPU backend `VLLM_CPU_KVCACHE_SPACE`
-  GiB when no KV flag is given (the lab drops it when one is: tuning.params.engine_env); on a GPU
+  GiB when no KV flag is given (the lab drops it when one is: tuning.launch.engine_env); on a GPU
   `gpu-memory-utilization` x device memory - weights - a runtime allowance (activations, CUDA
   context; `RUNTIME_GIB`), which only a device's size makes known;
 - blocks = budget // (bytes per token x block size), capped by `num-gpu-blocks-override`;
@@ -231,7 +231,7 @@ def predict_values(
     device_bytes: int | None = None,
 ) -> list[Prediction]:
     """One prediction per value of `param` over `base_config` (the experiment's baseline)."""
-    from tuning.params import engine_env
+    from tuning.launch import engine_env
 
     out = []
     for raw in values:
@@ -263,7 +263,7 @@ def run_columns(
 ) -> dict[str, Any]:
     """The prediction for one run of `engine` with `config`, as the runs table's columns; {} when
     the model's config.json is not on this machine (a model by hub name) or cannot be read."""
-    from tuning.params import engine_env
+    from tuning.launch import engine_env
 
     try:
         shape = ModelShape.load(engine.model)

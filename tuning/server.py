@@ -23,7 +23,7 @@ from typing import Any, Self
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
-from tuning.params import Launch
+from tuning.launch import Launch
 from tuning.procs import process_start_time, stop_group
 
 LOG_TAIL_LINES = 60

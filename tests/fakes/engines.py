@@ -25,7 +25,7 @@ import psutil
 
 from tests.fakes.fake_vllm import FAULTS_ENV
 from tuning.engine import EngineSpec
-from tuning.params import Launch
+from tuning.launch import Launch
 
 FAKE_VLLM = Path(__file__).resolve().with_name("fake_vllm.py")
 FAKE_MODEL = "fake-org/fake-model"

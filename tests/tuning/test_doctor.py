@@ -16,7 +16,7 @@ from store.schema import migrations
 from tests.fakes.engines import fake_settings_env, foreign_listener
 from tests.fakes.fake_nvml import FakeNvml
 from tuning.doctor import check_db, check_gpu, check_team, diagnose
-from tuning.params import free_port
+from tuning.launch import free_port
 from tuning.settings import load_settings
 
 Cli = Callable[..., Any]

@@ -13,7 +13,8 @@ import pytest
 from tests.fakes.engines import fake_launch
 from tuning.engine import EMBEDDED_BASELINE, EMBEDDED_ENV, embedded_spec
 from tuning.experiment.plan import plan_experiment
-from tuning.params import ParamError, build_launch, validate_config
+from tuning.launch import build_launch
+from tuning.params import ParamError, validate_config
 from tuning.server import ServerProcess
 from tuning.workload import Workload
 

@@ -7,8 +7,9 @@ from unittest import mock
 
 import pytest
 
-from tuning import params
-from tuning.params import PARAMS, ParamError, build_launch, parse_bytes, validate_value
+from tuning import launch, params
+from tuning.launch import build_launch
+from tuning.params import PARAMS, ParamError, parse_bytes, validate_value
 
 REQUIRED = [
     "block-size",
@@ -155,7 +156,7 @@ def test_launch_argv_and_env() -> None:
 def test_free_port_is_free() -> None:
     from tuning.server import port_is_free
 
-    assert port_is_free("127.0.0.1", params.free_port())
+    assert port_is_free("127.0.0.1", launch.free_port())
 
 
 def test_parse_values() -> None:

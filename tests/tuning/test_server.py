@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 from tests.checks import wait_for
-from tuning.params import FORCED_HOST, Launch, free_port
+from tuning.launch import Launch, free_port
+from tuning.params import FORCED_HOST
 from tuning.procs import group_members
 from tuning.server import (
     HINTS,

@@ -68,6 +68,8 @@ RUN_COLUMNS = (
     "workload_fingerprint",
     "author",
     "host",
+    "effective_config",  # what the engine said it ran with (tuning.effective), per flag
+    "config_mismatch",  # asked flags it did not apply; [] when all applied, None: not checked
 )
 
 
@@ -194,6 +196,7 @@ def _plan(args: argparse.Namespace, path: Path) -> int:
     """The new experiment's id (ValueError/ParamError say why not)."""
     from tuning.engine import current_spec
     from tuning.experiment.plan import plan_experiment
+    from tuning.flags.learn import prepare
     from tuning.params import parse_values
     from tuning.settings import load_settings
     from tuning.workload import workload_from_args
@@ -202,13 +205,19 @@ def _plan(args: argparse.Namespace, path: Path) -> int:
         raise ValueError("--param and --values are required (or --resume ID)")
     settings = load_settings()
     auto = _auto(args)
+    engine = None if args.base_url else current_spec(settings)
+    base = parse_sets(args.set)
+    if engine is None:
+        param, values = args.param, parse_values(args.param, args.values)
+    else:  # any flag of the engine's own vLLM, checked by its parser before anything starts
+        param, values = prepare(path, engine, args.param, args.values, base)
     return plan_experiment(
         path,
-        param=args.param,
-        values=parse_values(args.param, args.values),
+        param=param,
+        values=values,
         workload=workload_from_args(args),
-        engine=None if args.base_url else current_spec(settings),
-        base_config=parse_sets(args.set),
+        engine=engine,
+        base_config=base,
         repeats=1 if auto else args.repeats,
         base_url=args.base_url,
         model=args.model,
@@ -225,6 +234,7 @@ def _experiment(args: argparse.Namespace) -> int:
 
     from store import StoreError, connect
     from tuning.experiment.supervisor import ResumeRefused, prepare_resume, reap
+    from tuning.flags.catalog import CatalogError
     from tuning.fleet import FleetError
     from tuning.params import ParamError
 
@@ -252,7 +262,7 @@ def _experiment(args: argparse.Namespace) -> int:
             from tuning.fleet import attach_fleet
 
             attach_fleet(path, exp_id, fleet)
-    except (ParamError, ValueError, ResumeRefused, StoreError, FleetError) as exc:
+    except (ParamError, ValueError, ResumeRefused, StoreError, FleetError, CatalogError) as exc:
         return refused(str(exc))
     bar = tqdm(desc=f"experiment {exp_id}", unit="run", file=sys.stderr)
 

@@ -39,10 +39,11 @@ def plan_experiment(
 ) -> int:
     """Validate everything and write the experiment row; returns its id. With `auto` (repeat
     until decided) it starts with `auto.first_rounds` rounds and the runner adds more."""
-    p = get_param(param)
+    learned = engine.learned_params() if engine else {}
+    p = get_param(param, learned)
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be a whole number of at least 1, got {repeats!r}")
-    clean_values = [validate_value(p.name, v) for v in values]
+    clean_values = [validate_value(p.name, v, learned) for v in values]
     if base_url is None and engine is None:
         raise ValueError("an experiment needs an engine to start or a base URL to attach to")
     if base_url is not None and p.restarts_server:
@@ -56,11 +57,12 @@ def plan_experiment(
         author, host = author or settings.resolved_author(), host or settings.resolved_host()
     config = dict(engine.baseline if engine else {})
     config.update(base_config or {})
-    config = validate_config(config, engine.backend if engine else None)
+    backend = engine.backend if engine else None
+    config = validate_config(config, backend, learned)
     if p.restarts_server:
         config.pop(p.name, None)
         for value in clean_values:  # each start as it will be launched (e.g. two KV budgets)
-            validate_config({**config, p.name: value}, engine.backend if engine else None)
+            validate_config({**config, p.name: value}, backend, learned)
     if not p.restarts_server:  # each value as it will be applied (a spec's knob, or the workload)
         from tuning.experiment.planned import apply_value
 

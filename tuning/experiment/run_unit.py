@@ -28,7 +28,7 @@ from tuning.experiment.bookkeeping import Bookkeeping
 from tuning.experiment.measure import measure
 from tuning.experiment.sampling import RunSamples
 from tuning.experiment.watch import serving
-from tuning.params import format_value, get_param
+from tuning.params import Param, format_value, get_param
 from tuning.server import ServerProcess, StartFailure
 from tuning.settings import lab_home
 from tuning.telemetry.gpu import GpuSampler, read_gpu_used, wait_gpu_memory_released
@@ -54,12 +54,18 @@ def engine_of(exp: dict[str, Any]) -> EngineSpec | None:
     return EngineSpec(**data) if data else None
 
 
+def param_of(exp: dict[str, Any]) -> Param:
+    """The experiment's parameter: curated, or a flag of its engine's vLLM learned when planned."""
+    engine = engine_of(exp)
+    return get_param(exp["param"], engine.learned_params() if engine else None)
+
+
 def run_inputs(
     exp: dict[str, Any], value: Any
 ) -> tuple[dict[str, Any], Workload, WorkloadSpec | None]:
     """The configuration, workload and spec of the experiment's run at `value`: the baseline with
     the one parameter changed, in the server's flags or in the workload."""
-    param = get_param(exp["param"])
+    param = param_of(exp)
     config = dict(exp.get("config") or {})
     wl, spec = Workload.from_dict(exp["workload"]), planned.spec_of(exp.get("workload_spec"))
     if param.restarts_server:
@@ -82,7 +88,7 @@ def new_run_fields(
         "experiment_id": exp["id"],
         "seq": seq,
         "repeat_index": repeat,
-        "param": get_param(exp["param"]).name,
+        "param": param_of(exp).name,
         "value": format_value(value),
         "config_json": config,
         **planned.run_fields(wl, spec),
@@ -133,7 +139,7 @@ class RunUnit:
         run_id = repo.create_run(book.db, **fields)
         self.run_uid = str(fields["uid"])
         book.set_live(current_run_id=run_id, requests_done=0, requests_total=wl.num_requests)
-        restart = get_param(exp["param"]).restarts_server
+        restart = param_of(exp).restarts_server
         try:
             base_url, t0 = self._ensure_server(run_id, config, engine, restart=restart)
         except StartFailure as failure:

@@ -34,7 +34,8 @@ from tuning.compare.stats import bootstrap_change
 from tuning.engine import EngineSpec
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.runner import run_experiment
-from tuning.params import config_args, format_value, get_param
+from tuning.launch import config_args
+from tuning.params import format_value, get_param
 from tuning.search.driver import SearchSpec, run_search
 from tuning.search.strategy import Space
 from tuning.workload import Workload

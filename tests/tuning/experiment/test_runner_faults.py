@@ -163,12 +163,12 @@ def test_stop_does_not_wait_the_whole_grace_for_a_straggler(tmp_path: Path) -> N
 def test_a_foreign_process_on_the_port_fails_that_run_and_is_never_signalled(
     no_leftovers: Path, record: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tuning import params
+    from tuning import launch
 
-    real = params.free_port
+    real = launch.free_port
     with foreign_listener() as foreign:
         ports = iter([foreign.port])
-        monkeypatch.setattr(params, "free_port", lambda *a: next(ports, None) or real(*a))
+        monkeypatch.setattr(launch, "free_port", lambda *a: next(ports, None) or real(*a))
         _, runs = run_faulty(no_leftovers, "")
         assert foreign.untouched()
     bad = runs["4"]

@@ -1,0 +1,35 @@
+"""The engine-flag cache (schema m011_engine_flags): a catalog per interpreter and vLLM version."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlite_utils import Database
+
+
+def load(db: Database, python: str, vllm_version: str) -> dict[str, Any] | None:
+    """The cached catalog (as tuning.flags.catalog.Catalog.to_dict), or None."""
+    row = db.execute(
+        "SELECT catalog_json FROM engine_flags WHERE python = ? AND vllm_version = ?",
+        [python, vllm_version],
+    ).fetchone()
+    if row is None:
+        return None
+    try:
+        raw = json.loads(row[0])
+    except ValueError:
+        return None
+    return raw if isinstance(raw, dict) else None
+
+
+def save(db: Database, python: str, vllm_version: str, catalog: dict[str, Any]) -> None:
+    db.table("engine_flags").upsert(
+        {
+            "python": python,
+            "vllm_version": vllm_version,
+            "read_at": float(catalog.get("read_at") or 0.0),
+            "catalog_json": json.dumps(catalog),
+        },
+        pk=("python", "vllm_version"),
+    )

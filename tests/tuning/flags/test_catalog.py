@@ -1,0 +1,75 @@
+"""Reading an engine's flags from its own parser in its own interpreter; checking values by it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tuning.flags.catalog import (
+    Catalog,
+    CatalogError,
+    check_in_engine,
+    engine_python,
+    read_catalog,
+)
+
+
+def test_every_flag_with_its_kind_default_help_and_group(fake_vllm_python: str) -> None:
+    catalog = read_catalog(fake_vllm_python)
+    assert catalog.vllm_version == "0.32.0+fake"
+    assert catalog.parser.endswith("make_arg_parser")
+    kinds = {name: f.kind for name, f in catalog.flags.items()}
+    assert kinds["async-scheduling"] == "bool" and kinds["disable-log-stats"] == "switch"
+    assert kinds["scheduling-policy"] == "choice" and kinds["max-num-seqs"] == "int"
+    assert kinds["compilation-config"] == "json"
+    policy = catalog.flags["scheduling-policy"]
+    assert policy.choices == ("fcfs", "priority") and policy.default == "fcfs"
+    assert policy.group == "SchedulerConfig" and "(default fcfs)" in policy.help
+    assert catalog.flags["cudagraph-capture-sizes"].nargs == "+"
+    assert catalog.get("max_num_seqs") is catalog.flags["max-num-seqs"]  # by dest too
+    assert [f.name for f in catalog.search("prefill")] == ["long-prefill-token-threshold"]
+    assert Catalog.from_dict(catalog.to_dict()) == catalog
+
+
+def test_values_checked_by_the_engines_own_types_and_models(fake_vllm_python: str) -> None:
+    checked = check_in_engine(
+        fake_vllm_python,
+        [
+            ("--max-num-seqs", "abc"),
+            ("--scheduling-policy", "priority"),
+            ("--compilation-config", '{"mode": 3}'),
+            ("--compilation-config", '{"no_such_field": 1}'),
+            ("--async-scheduling", None),
+        ],
+    )
+    assert [c.ok for c in checked] == [False, True, True, False, True]
+    assert "invalid int value: 'abc'" in str(checked[0].error)
+    assert "no_such_field" in str(checked[3].error)
+    assert checked[1].parsed == "priority" and checked[4].parsed is True
+
+
+def test_an_engine_that_cannot_be_read_says_why(tmp_path: Path) -> None:
+    with pytest.raises(CatalogError, match="no interpreter"):
+        read_catalog(str(tmp_path / "nope" / "python"))
+    # This interpreter has no vllm: the probe's own error, in one line.
+    env_path = os.environ.pop("PYTHONPATH", None)
+    try:
+        with pytest.raises(CatalogError, match="No module named 'vllm'"):
+            read_catalog(os.sys.executable)  # type: ignore[attr-defined]
+    finally:
+        if env_path is not None:
+            os.environ["PYTHONPATH"] = env_path
+
+
+def test_the_interpreter_behind_a_vllm_script(tmp_path: Path) -> None:
+    script = tmp_path / "vllm"
+    script.write_text("#!/opt/venv/bin/python3.12\nimport sys\n")
+    assert engine_python([str(script), "serve"]) == "/opt/venv/bin/python3.12"
+    script.write_text("#!/usr/bin/env python3\n")
+    assert engine_python([str(script)]) == "python3"
+    assert engine_python(["/x/bin/python", "-m", "vllm"]) == "/x/bin/python"
+    (tmp_path / "bin").write_bytes(b"\x7fELF")
+    with pytest.raises(CatalogError, match="not a Python script"):
+        engine_python([str(tmp_path / "bin")])

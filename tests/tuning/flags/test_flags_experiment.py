@@ -1,0 +1,47 @@
+"""A flag outside the curated table, end to end on the fake vLLM (whose parser is the fake
+package's): planned, launched, read back from the engine's `non-default args` line, stored on
+each run and shown by `runs --json`; `flags --json` lists the engine's flags. The real engine's
+runs are in tests/engine/test_engine_flags.py."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from subprocess import CompletedProcess
+
+FakeCli = Callable[..., CompletedProcess[str]]
+WORKLOAD = ["--num-requests", "4", "--concurrency", "2", "--input-len", "8", "--output-len", "4"]
+WORKLOAD += ["--num-warmups", "0", "--start-timeout", "240"]
+
+
+def test_scheduling_policy_runs_and_the_engine_record_is_stored(
+    fake_cli: FakeCli, fake_vllm_python: str, tmp_path: Path
+) -> None:
+    listed = fake_cli(tmp_path, "flags", "--json", "--search", "schedul")
+    assert listed.returncode == 0, listed.stderr
+    flags = {f["name"]: f for f in json.loads(listed.stdout)["flags"]}
+    assert flags["scheduling-policy"]["choices"] == ["fcfs", "priority"]
+    assert flags["async-scheduling"]["status"] == "tunable"
+    args = ["--param", "scheduling-policy", "--values", "fcfs,priority", *WORKLOAD, "--json"]
+    done = fake_cli(tmp_path, "experiment", *args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    runs = json.loads(fake_cli(tmp_path, "runs", "--json").stdout)
+    assert sorted((r["value"], r["status"]) for r in runs) == [("fcfs", "done"), ("priority", "done")]
+    for run in runs:
+        eff = run["effective_config"]
+        assert eff["non_default_args"]["scheduling-policy"] == run["value"]  # the engine's record
+        assert eff["sources"]["scheduling-policy"] == "'non-default args' log line"
+        assert run["config_mismatch"] == []
+
+
+def test_refusals_write_nothing(fake_cli: FakeCli, fake_vllm_python: str, tmp_path: Path) -> None:
+    cases = {
+        "trust-remote-code": ("false,true", "never tuned by the lab: it reads a file or loads code"),
+        "max-num-seq": ("2,4", "did you mean `max-num-seqs`?"),
+        "compilation-config": ('{"mode": 3,}', "is not JSON"),
+    }
+    for param, (values, message) in cases.items():
+        done = fake_cli(tmp_path, "experiment", "--param", param, "--values", values, *WORKLOAD)
+        assert done.returncode == 2 and message in done.stderr, (param, done.stderr)
+    assert json.loads(fake_cli(tmp_path, "runs", "--json").stdout) == []

@@ -1,0 +1,128 @@
+"""Any flag of the user's vLLM, from the name typed to the argv: refused with a reason, a typo
+answered with a suggestion, values checked by the engine's parser, cached per engine."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from tuning.engine import EngineSpec
+from tuning.flags import catalog as catalog_mod
+from tuning.flags.learn import catalog_for, prepare, resolve
+from tuning.flags.policy import DENIED, refusal, suggest
+from tuning.params import ParamError
+
+
+def _spec(python: str) -> EngineSpec:
+    return EngineSpec(
+        name="custom",
+        command=[python, "-m", "vllm.entrypoints.openai.api_server"],
+        model="org/model",
+        served_model_name="m",
+        backend="gpu",
+        vllm_version="0.32.0+fake",
+    )
+
+
+def test_what_must_never_be_tuned_says_why() -> None:
+    for name in ("trust-remote-code", "host", "api-key", "model", "chat-template", "ssl-keyfile"):
+        assert refusal(name), name
+    assert "loads code" in str(refusal("--trust_remote_code"))
+    assert refusal("max-num-seqs") is None and refusal("async-scheduling") is None
+    assert all(why.strip() for why in DENIED.values())
+
+
+def test_a_typo_gets_did_you_mean() -> None:
+    assert (
+        suggest("max-num-seq", ["max-num-seqs", "max-model-len"])
+        == " (did you mean `max-num-seqs`?)"
+    )
+    assert suggest("zzz", ["max-num-seqs"]) == ""
+
+
+def test_refused_and_unknown_flags_before_anything_starts(
+    fake_vllm_python: str, tmp_path: Path
+) -> None:
+    db = tmp_path / "lab.db"
+    spec = _spec(fake_vllm_python)
+    with pytest.raises(ParamError, match="trust-remote-code: never tuned by the lab: it reads"):
+        prepare(db, spec, "trust-remote-code", "false,true", {})
+    with pytest.raises(ParamError, match="did you mean `max-num-seqs`"):
+        prepare(db, spec, "max-num-seq", "2,4", {})
+    with pytest.raises(ParamError, match="several values at once"):
+        prepare(db, spec, "cudagraph-capture-sizes", "1,2", {})
+    with pytest.raises(ParamError, match="is not JSON"):
+        prepare(db, spec, "compilation-config", "{bad", {})
+    with pytest.raises(ParamError, match="refused by vLLM's own parser: .*no_such_field"):
+        prepare(db, spec, "compilation-config", '{"mode": 3},{"no_such_field": 1}', {})
+    with pytest.raises(ParamError, match="'lottery' is not one of fcfs, priority"):
+        prepare(db, spec, "scheduling-policy", "fcfs,lottery", {})
+    with pytest.raises(ParamError, match="host: never tuned"):
+        prepare(db, spec, "async-scheduling", "false,true", {"host": "0.0.0.0"})
+
+
+def test_a_learned_flag_is_planned_launched_and_kept_with_the_engine(
+    fake_vllm_python: str, tmp_path: Path
+) -> None:
+    spec = _spec(fake_vllm_python)
+    name, values = prepare(
+        tmp_path / "lab.db", spec, "compilation-config", '{"mode": 3},{"mode": 0}', {}
+    )
+    assert (name, values) == ("compilation-config", ['{"mode":3}', '{"mode":0}'])
+    assert spec.learned["compilation-config"]["type"] == "json"
+    stored = EngineSpec(**spec.to_json())  # as the runner rebuilds it from the experiment row
+    launch = stored.launch({"compilation-config": values[0], "max-num-seqs": 8})
+    assert launch.argv[-4:] == ["--compilation-config", '{"mode":3}', "--max-num-seqs", "8"]
+    assert set(launch.learned) == {"compilation-config"}
+    with pytest.raises(ParamError, match="unknown parameter 'async-scheduling'"):
+        stored.launch({"async-scheduling": True})  # not learned for this experiment
+
+
+def test_async_scheduling_and_a_switch_reach_the_argv(
+    fake_vllm_python: str, tmp_path: Path
+) -> None:
+    spec = _spec(fake_vllm_python)
+    prepare(
+        tmp_path / "lab.db", spec, "async-scheduling", "false,true", {"enable-log-outputs": "false"}
+    )
+    off = spec.launch({"async-scheduling": False, "enable-log-outputs": False}).argv
+    on = spec.launch({"async-scheduling": True, "enable-log-outputs": True}).argv
+    assert "--no-async-scheduling" in off and "--enable-log-outputs" not in off
+    assert "--async-scheduling" in on and "--enable-log-outputs" in on
+    with pytest.raises(ParamError, match="unknown parameter 'scheduling-policy'"):
+        spec.launch({"scheduling-policy": "priority"})  # not learned for this experiment
+
+
+def test_the_catalog_is_read_once_per_engine_version(
+    fake_vllm_python: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reads: list[str] = []
+    real = catalog_mod.read_catalog
+
+    def counting(python: str, timeout: float = 300.0) -> catalog_mod.Catalog:
+        reads.append(python)
+        return real(python, timeout)
+
+    monkeypatch.setattr("tuning.flags.learn.read_catalog", counting)
+    db = tmp_path / "lab.db"
+    first = catalog_for(db, _spec(fake_vllm_python))
+    again = catalog_for(db, _spec(fake_vllm_python))
+    assert reads == [fake_vllm_python] and again.flags == first.flags
+    newer = _spec(fake_vllm_python)
+    newer.vllm_version = "0.33.0"
+    catalog_for(db, newer)
+    catalog_for(db, _spec(fake_vllm_python), refresh=True)
+    assert len(reads) == 3
+
+
+def test_curated_names_never_read_the_engine(tmp_path: Path) -> None:
+    spec = _spec(str(tmp_path / "no-such-python"))  # reading it would fail
+    assert prepare(tmp_path / "lab.db", spec, "max-num-seqs", "2, 4", {"block-size": "32"}) == (
+        "max-num-seqs",
+        [2, 4],
+    )
+    assert spec.learned == {}
+    assert resolve("max_num_seqs", None).name == "max-num-seqs"
+    assert sys.executable  # the fast tier's own interpreter stays the lab's

@@ -1,0 +1,99 @@
+"""`python -m tuning flags [--json] [--search WORD] [--refresh]`: every flag of the engine in use,
+as its own parser defines it, marked curated (the lab knows its units and checks), tunable, or
+refused with the reason."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+from tuning.cli.args import add_db, db_path, refused, say
+
+if TYPE_CHECKING:
+    from tuning.cli.args import Subparsers
+    from tuning.flags.catalog import FlagInfo
+
+COMMANDS = ("flags",)
+
+
+def add_arguments(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "flags", help="every flag of the engine's vLLM: type, default, help, whether it is tunable"
+    )
+    p.add_argument("--json", action="store_true", help="the flags as one JSON object")
+    p.add_argument("--search", metavar="WORD", help="only flags whose name, group or help has it")
+    p.add_argument(
+        "--refresh", action="store_true", help="read the engine's parser again (not the cache)"
+    )
+    add_db(p)
+
+
+def _status(info: FlagInfo) -> tuple[str, str | None]:
+    from tuning.flags.policy import refusal
+    from tuning.params import PARAMS
+
+    if why := refusal(info.name):
+        return "refused", why
+    if info.name in PARAMS:
+        return "curated", None
+    if info.nargs is not None:
+        return "refused", f"takes several values at once (nargs {info.nargs})"
+    return "tunable", None
+
+
+def _row(info: FlagInfo) -> dict[str, Any]:
+    status, why = _status(info)
+    return {
+        "name": info.name,
+        "type": info.kind,
+        "choices": list(info.choices),
+        "default": info.default,
+        "group": info.group,
+        "help": info.help,
+        "status": status,
+        "reason": why,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    from tuning.engine import EngineError, current_spec
+    from tuning.flags.catalog import CatalogError
+    from tuning.flags.learn import catalog_for
+
+    try:
+        spec = current_spec()
+        if not args.refresh:
+            say("reading the engine's flags (cached after the first time)...", file=sys.stderr)
+        catalog = catalog_for(db_path(args), spec, refresh=args.refresh)
+    except (EngineError, CatalogError) as exc:
+        return refused(str(exc))
+    rows = [_row(f) for f in catalog.search(args.search)]
+    if args.json:
+        say(
+            json.dumps(
+                {
+                    "engine": spec.name,
+                    "python": catalog.python,
+                    "vllm_version": catalog.vllm_version,
+                    "parser": catalog.parser,
+                    "count": len(rows),
+                    "flags": rows,
+                }
+            )
+        )
+        return 0
+    say(f"vLLM {catalog.vllm_version} ({catalog.python}): {len(rows)} flag(s)")
+    group = None
+    for row in rows:
+        if row["group"] != group:
+            group = row["group"]
+            say(f"\n[{group or 'other'}]")
+        kind = row["type"] + (f" {{{','.join(row['choices'])}}}" if row["choices"] else "")
+        mark = {"curated": "*", "tunable": " ", "refused": "x"}[row["status"]]
+        say(f" {mark} --{row['name']} ({kind}; default {row['default']!r})")
+        if row["reason"]:
+            say(f"     never tuned: {row['reason']}")
+    say("\n* curated (the lab knows its units and checks it)   x never tuned (the reason is given)")
+    return 0

@@ -1,0 +1,180 @@
+"""Every flag the user's vLLM defines, read from its own argument parser in its own interpreter.
+
+The lab's curated registry (tuning.params) knows 12 flags well (units, ranges, KV prediction); the
+engine knows its ~300. Reading them takes the engine's import time (about 10 s on the CPU build),
+so a catalog is cached per engine (interpreter path + vLLM version) in the store
+(store.engine_flags) and read again only when the version changes or the user asks.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+PROBE = Path(__file__).with_name("engine_probe.py")
+PROBE_TIMEOUT_S = 300.0  # a cold import of vLLM on a busy 2-core machine
+
+
+class CatalogError(RuntimeError):
+    """The engine's parser could not be read; the message says why and what to fix."""
+
+
+@dataclass(frozen=True)
+class FlagInfo:
+    """One flag as the engine's parser defines it (names without the leading `--`)."""
+
+    name: str
+    dest: str
+    kind: str  # bool (--x/--no-x), switch (--x only), choice, int, float, bytes, json, str
+    type_name: str | None = None
+    choices: tuple[str, ...] = ()
+    default: Any = None
+    help: str = ""
+    group: str = ""
+    nargs: str | None = None
+    aliases: tuple[str, ...] = ()
+    deprecated: bool = False
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> FlagInfo:
+        return cls(
+            name=str(raw["name"]),
+            dest=str(raw.get("dest") or raw["name"].replace("-", "_")),
+            kind=str(raw.get("kind") or "str"),
+            type_name=raw.get("type_name"),
+            choices=tuple(str(c) for c in raw.get("choices") or ()),
+            default=raw.get("default"),
+            help=str(raw.get("help") or ""),
+            group=str(raw.get("group") or ""),
+            nargs=raw.get("nargs"),
+            aliases=tuple(str(a) for a in raw.get("aliases") or ()),
+            deprecated=bool(raw.get("deprecated")),
+        )
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """The flags of one engine (its interpreter and vLLM version), and when they were read."""
+
+    python: str
+    vllm_version: str
+    parser: str
+    flags: dict[str, FlagInfo] = field(default_factory=dict)
+    read_at: float = 0.0
+
+    def get(self, name: str) -> FlagInfo | None:
+        """A flag by its name, an alias or its dest (`max_num_seqs`)."""
+        key = name.strip().removeprefix("--")
+        if key in self.flags:
+            return self.flags[key]
+        dashed = key.replace("_", "-")
+        for info in self.flags.values():
+            if dashed == info.name or dashed in info.aliases or key == info.dest:
+                return info
+        return None
+
+    def search(self, word: str | None = None) -> list[FlagInfo]:
+        """Flags whose name, group or help mention `word` (case-insensitive); all without one."""
+        items = sorted(self.flags.values(), key=lambda f: (f.group, f.name))
+        if not word:
+            return items
+        w = word.lower()
+        return [f for f in items if w in f.name or w in f.group.lower() or w in f.help.lower()]
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["flags"] = [asdict(f) for f in self.flags.values()]
+        return out
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Catalog:
+        infos = [FlagInfo.from_dict(f) for f in raw.get("flags") or ()]
+        return cls(
+            python=str(raw.get("python") or ""),
+            vllm_version=str(raw.get("vllm_version") or "unknown"),
+            parser=str(raw.get("parser") or ""),
+            flags={f.name: f for f in infos},
+            read_at=float(raw.get("read_at") or 0.0),
+        )
+
+
+def engine_python(command: Sequence[str]) -> str:
+    """The interpreter behind an engine command: `python -m vllm...` -> python; a `vllm` script
+    (`vllm serve`) -> its shebang's interpreter, which is where its vllm package lives."""
+    if not command:
+        raise CatalogError("the engine has no command")
+    first = command[0]
+    if Path(first).name.startswith("python"):
+        return first
+    import shutil
+
+    path = shutil.which(first) or first
+    try:
+        with open(path, "rb") as fh:
+            head = fh.readline(512).decode("utf-8", "replace").strip()
+    except OSError as exc:
+        raise CatalogError(f"cannot read the engine command {first!r}: {exc.strerror}") from None
+    if not head.startswith("#!"):
+        raise CatalogError(f"{first!r} is not a Python script: give the vLLM interpreter instead")
+    parts = shlex.split(head[2:])
+    if parts and Path(parts[0]).name == "env" and len(parts) > 1:
+        parts = parts[1:]
+    if not parts:
+        raise CatalogError(f"{first!r} names no interpreter on its first line")
+    return parts[0]
+
+
+def _probe(python: str, mode: str, stdin: str | None, timeout: float) -> Any:
+    try:
+        proc = subprocess.run(
+            [python, str(PROBE), mode],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except FileNotFoundError:
+        raise CatalogError(f"no interpreter at {python!r}: is this engine installed?") from None
+    except subprocess.TimeoutExpired:
+        raise CatalogError(f"reading vLLM's parser took over {timeout:.0f} s ({python})") from None
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise CatalogError(f"reading vLLM's parser with {python} failed: {tail}")
+    try:
+        return json.loads(proc.stdout)
+    except ValueError:
+        raise CatalogError(f"vLLM's parser probe printed no JSON ({python})") from None
+
+
+def read_catalog(python: str, timeout: float = PROBE_TIMEOUT_S) -> Catalog:
+    """The engine's flags, read now in its own interpreter."""
+    raw = _probe(python, "list", None, timeout)
+    return Catalog.from_dict({**raw, "python": python, "read_at": time.time()})
+
+
+@dataclass(frozen=True)
+class Checked:
+    """One value as the engine's own parser took it: refused with its message, or parsed."""
+
+    flag: str
+    ok: bool
+    error: str | None
+    parsed: Any
+
+
+def check_in_engine(
+    python: str, argvs: Iterable[tuple[str, str | None]], timeout: float = PROBE_TIMEOUT_S
+) -> list[Checked]:
+    """Each (flag, value) parsed alone by the engine's parser (None: a bare flag): its types,
+    choices and JSON models, before any server starts."""
+    items = [[flag, value] for flag, value in argvs]
+    if not items:
+        return []
+    raw = _probe(python, "check", json.dumps(items), timeout)
+    return [Checked(str(r["flag"]), bool(r["ok"]), r.get("error"), r.get("parsed")) for r in raw]

@@ -1,0 +1,177 @@
+"""From a name the user typed to a parameter the lab can launch: the curated table first, then the
+flags of the user's own vLLM (its catalog), never a flag of the deny-list; values checked by the
+engine's own parser before anything restarts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from store import connect
+from store import engine_flags as cache
+from tuning.engine import EngineSpec, installed_vllm_version
+from tuning.flags.catalog import (
+    Catalog,
+    CatalogError,
+    FlagInfo,
+    check_in_engine,
+    engine_python,
+    read_catalog,
+)
+from tuning.flags.policy import refusal, suggest
+from tuning.params import (
+    PARAMS,
+    Param,
+    ParamError,
+    ValueType,
+    format_value,
+    get_param,
+    parse_values,
+    validate_value,
+)
+
+_TYPES: dict[str, ValueType] = {
+    "bool": "bool",
+    "switch": "bool",
+    "choice": "choice",
+    "int": "int",
+    "float": "float",
+    "json": "json",
+    "str": "text",
+}
+
+
+def to_param(info: FlagInfo) -> Param:
+    """A flag of the user's vLLM as a launchable parameter: no lab ranges, the engine checks."""
+    kind: ValueType = _TYPES.get(info.kind, "text")
+    if info.kind == "bytes":  # vLLM's human-readable ints (1k, 1K, 1G)
+        kind = "bytes" if "bytes" in info.name or "memory" in info.name else "int"
+    default = info.default if isinstance(info.default, (bool, int, float, str)) else None
+    return Param(
+        name=info.name,
+        type=kind,
+        help=info.help,
+        flag="--" + info.name,
+        choices=info.choices,
+        default=default,
+        negatable=info.kind == "bool",
+        source="learned",
+        group=info.group,
+    )
+
+
+def resolve(name: str, catalog: Catalog | None) -> Param:
+    """The parameter `name` means, or ParamError saying why it cannot be tuned."""
+    key = name.strip().removeprefix("--")
+    try:
+        return get_param(key)
+    except ParamError:
+        pass
+    if why := refusal(key):
+        raise ParamError(f"{key}: never tuned by the lab: {why}")
+    info = catalog.get(key) if catalog is not None else None
+    if info is None:
+        known = [*PARAMS, *(catalog.flags if catalog else ())]
+        where = f"vLLM {catalog.vllm_version}" if catalog else "the lab's table"
+        raise ParamError(f"unknown parameter {key!r} in {where}{suggest(key, known)}")
+    if why := refusal(info.name):
+        raise ParamError(f"{info.name}: never tuned by the lab: {why}")
+    if info.nargs is not None:
+        raise ParamError(
+            f"{info.name} takes several values at once (nargs {info.nargs}), which the lab "
+            "cannot sweep yet; a JSON-valued flag that holds them may (e.g. compilation-config)"
+        )
+    return to_param(info)
+
+
+def learned_for(names: Iterable[str], catalog: Catalog | None) -> dict[str, Param]:
+    """The non-curated parameters among `names`, each resolved (refused ones raise)."""
+    out: dict[str, Param] = {}
+    for name in names:
+        param = resolve(name, catalog)
+        if param.source != "curated":
+            out[param.name] = param
+    return out
+
+
+def check_values(python: str, param: Param, values: Sequence[Any]) -> None:
+    """Every value of a learned flag through the engine's own parser; ParamError with vLLM's
+    message for the first it refuses (a typo in a JSON field, a choice it lacks)."""
+    if param.source == "curated" or param.flag is None:
+        return
+    argvs: list[tuple[str, str | None]] = []
+    for value in values:
+        if param.type == "bool":
+            argvs.append((param.flag if value else "--no-" + param.flag[2:], None))
+        else:
+            argvs.append((param.flag, format_value(value)))
+    if not param.negatable:
+        argvs = [(flag, v) for flag, v in argvs if not flag.startswith("--no-")]
+    try:
+        checked = check_in_engine(python, argvs)
+    except CatalogError as exc:
+        raise ParamError(f"{param.name}: {exc}") from None
+    for item in checked:
+        if not item.ok:
+            raise ParamError(f"{param.name}: refused by vLLM's own parser: {_one_line(item.error)}")
+
+
+def _one_line(message: str | None) -> str:
+    """vLLM's (pydantic's) message on one line, without its "further information" link."""
+    lines = [ln.strip() for ln in (message or "no reason given").splitlines()]
+    return "; ".join(ln for ln in lines if ln and not ln.startswith("For further information"))
+
+
+def catalog_for(db_path: str | Path, spec: EngineSpec, refresh: bool = False) -> Catalog:
+    """The engine's catalog from the store's cache, read (and cached) when missing or asked.
+    The key is the interpreter and its installed vLLM version (a quick metadata read), so an
+    upgraded vLLM is read again."""
+    python = engine_python(spec.command)
+    version = spec.vllm_version
+    if version == "unknown":
+        version = installed_vllm_version(python)
+    if not refresh:
+        with connect(db_path) as db:
+            raw = cache.load(db, python, version)
+        if raw is not None:
+            return Catalog.from_dict(raw)
+    catalog = read_catalog(python)
+    with connect(db_path) as db:
+        cache.save(db, python, version, catalog.to_dict())
+    return catalog
+
+
+def prepare(
+    db_path: str | Path, spec: EngineSpec, param: str, values: str, base: dict[str, Any]
+) -> tuple[str, list[Any]]:
+    """Resolve an experiment's parameter and baseline flags for `spec` (its catalog is read only
+    when a name is not curated), record the learned ones on the spec, and check the values with
+    the engine's own parser: (the parameter's name, its typed values). Nothing starts."""
+    names = [param, *base]
+    for name in names:  # refused before the catalog is read: no reason to wait for it
+        if not _is_curated(name) and (why := refusal(name)):
+            raise ParamError(f"{name.strip().removeprefix('--')}: never tuned by the lab: {why}")
+    curated = all(_is_curated(n) for n in names)
+    catalog = None if curated else catalog_for(db_path, spec)
+    learned = learned_for(names, catalog)
+    spec.learned = {name: p.to_dict() for name, p in learned.items()}
+    chosen = resolve(param, catalog)
+    typed = parse_values(chosen.name, values, learned)
+    if learned:
+        python = engine_python(spec.command)
+        check_values(python, chosen, typed)
+        for name, raw in base.items():
+            flag = resolve(name, catalog)
+            if flag.source != "curated":
+                check_values(python, flag, [validate_value(flag.name, raw, learned)])
+    return chosen.name, typed
+
+
+def _is_curated(name: str) -> bool:
+    try:
+        get_param(name.strip().removeprefix("--"))
+    except ParamError:
+        return False
+    return True

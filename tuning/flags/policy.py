@@ -1,0 +1,102 @@
+"""Which of the engine's flags the lab never tunes, and why; and "did you mean" for a typo.
+
+A tuning run changes how vLLM serves, never what it serves or who can reach it: the model, the
+tokenizer and the served name are the lab's to set (the workload and the tokenizer depend on
+them); network, TLS and keys would expose the server the lab binds to 127.0.0.1; flags that read
+a file or import code would let a value run something. Every other flag of the user's vLLM is
+tunable "as your vLLM defines it".
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+WHAT = "it changes what is served, so runs would not measure the same thing"
+REACH = "it changes who can reach the server (the lab binds it to 127.0.0.1 itself)"
+CODE = "it reads a file or loads code, which a tuning value must never do"
+LAB = "the lab sets it itself for every start"
+STATS = "the lab reads vLLM's /metrics; without them a run has no server-side numbers"
+
+_GROUPS: dict[str, tuple[str, ...]] = {
+    WHAT: (
+        "model",
+        "model-tag",
+        "tokenizer",
+        "tokenizer-mode",
+        "skip-tokenizer-init",
+        "revision",
+        "code-revision",
+        "tokenizer-revision",
+        "hf-config-path",
+        "hf-overrides",
+        "served-model-name",
+        "chat-template",
+        "chat-template-content-format",
+        "response-role",
+        "lora-modules",
+        "generation-config",
+        "override-generation-config",
+        "tokens-only",
+    ),
+    REACH: (
+        "host",
+        "port",
+        "uds",
+        "api-key",
+        "ssl-keyfile",
+        "ssl-certfile",
+        "ssl-ca-certs",
+        "ssl-cert-reqs",
+        "ssl-ciphers",
+        "enable-ssl-refresh",
+        "root-path",
+        "allowed-origins",
+        "allowed-methods",
+        "allowed-headers",
+        "allow-credentials",
+        "middleware",
+        "data-parallel-address",
+        "data-parallel-rpc-port",
+        "kv-transfer-config",
+        "kv-events-config",
+        "otlp-traces-endpoint",
+        "headless",
+        "grpc",
+    ),
+    CODE: (
+        "trust-remote-code",
+        "allowed-local-media-path",
+        "allowed-media-domains",
+        "download-dir",
+        "hf-token",
+        "ignore-patterns",
+        "config",
+        "log-config-file",
+        "logits-processors",
+        "tool-parser-plugin",
+        "reasoning-parser-plugin",
+        "worker-cls",
+        "worker-extension-cls",
+        "model-loader-extra-config",
+        "pt-load-map-location",
+        "trust-request-chat-template",
+    ),
+    LAB: ("load-format", "disable-log-requests", "enable-log-requests"),
+    STATS: ("disable-log-stats",),
+}
+DENIED: dict[str, str] = {name: why for why, names in _GROUPS.items() for name in names}
+
+
+def refusal(name: str) -> str | None:
+    """Why `name` (a flag without `--`) is never tuned, or None when it may be."""
+    return DENIED.get(name.strip().removeprefix("--").replace("_", "-"))
+
+
+def suggest(name: str, known: Iterable[str]) -> str:
+    """' (did you mean `max-num-seqs`?)', or '' when nothing is close."""
+    key = name.strip().removeprefix("--").replace("_", "-")
+    close = difflib.get_close_matches(key, sorted(set(known)), n=3, cutoff=0.75)
+    if not close:
+        return ""
+    return " (did you mean " + " or ".join(f"`{c}`" for c in close) + "?)"
