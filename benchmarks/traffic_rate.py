@@ -25,8 +25,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tuning.engine import model_dir  # noqa: E402
-from tuning.loadgen.schedule import dispatch_lags, plan_workload, run_plan_sync  # noqa: E402
 from tuning.launch import free_port  # noqa: E402
+from tuning.loadgen.schedule import dispatch_lags, plan_workload, run_plan_sync  # noqa: E402
 from tuning.traffic import Arrival, LengthDist, WorkloadSpec, materialize  # noqa: E402
 from tuning.traffic.arrival import gap_stats  # noqa: E402
 from tuning.workload import LocalTokenizer  # noqa: E402

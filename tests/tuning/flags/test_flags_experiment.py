@@ -27,7 +27,10 @@ def test_scheduling_policy_runs_and_the_engine_record_is_stored(
     done = fake_cli(tmp_path, "experiment", *args)
     assert done.returncode == 0, done.stdout + done.stderr
     runs = json.loads(fake_cli(tmp_path, "runs", "--json").stdout)
-    assert sorted((r["value"], r["status"]) for r in runs) == [("fcfs", "done"), ("priority", "done")]
+    assert sorted((r["value"], r["status"]) for r in runs) == [
+        ("fcfs", "done"),
+        ("priority", "done"),
+    ]
     for run in runs:
         eff = run["effective_config"]
         assert eff["non_default_args"]["scheduling-policy"] == run["value"]  # the engine's record
@@ -37,7 +40,10 @@ def test_scheduling_policy_runs_and_the_engine_record_is_stored(
 
 def test_refusals_write_nothing(fake_cli: FakeCli, fake_vllm_python: str, tmp_path: Path) -> None:
     cases = {
-        "trust-remote-code": ("false,true", "never tuned by the lab: it reads a file or loads code"),
+        "trust-remote-code": (
+            "false,true",
+            "never tuned by the lab: it reads a file or loads code",
+        ),
         "max-num-seq": ("2,4", "did you mean `max-num-seqs`?"),
         "compilation-config": ('{"mode": 3,}', "is not JSON"),
     }
