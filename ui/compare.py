@@ -180,7 +180,7 @@ def table_frames(comparison: Comparison) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def render_table(comparison: Comparison, scope_id: int | None) -> None:
-    """The side-by-side table, a decided change coloured by direction, and its CSV / JSON exports."""
+    """The side-by-side table, decided changes coloured by direction, its CSV / JSON exports."""
     text, css = table_frames(comparison)
     styler = text.style.apply(lambda _frame: css, axis=None)
     with st.container(key="cmp_table"):
