@@ -18,7 +18,7 @@ from tuning.charts.kinds import CHART_TITLES, MEMORY_SERIES, PREALLOCATION_NOTE
 from tuning.compare.catalog import METRICS
 from tuning.compare.comparison import Comparison, default_baseline
 from tuning.compare.present import (
-    Tone,
+    TONE_CSS,
     comparability_text,
     failed_text,
     noise_text,
@@ -41,15 +41,6 @@ NOT_APPLIED = (
     "Not applied by the engine, so no verdict for the side(s) below: their runs measured "
     "another configuration than their label says."
 )
-# How each tone of the shared table looks on the page.
-STYLE: dict[Tone, str] = {
-    "": "",
-    "muted": "color: #6e7781",
-    "better": "color: #1a7f37; font-weight: 600",
-    "worse": "color: #cf222e; font-weight: 600",
-    "faint-better": "color: #1a7f37",
-    "faint-worse": "color: #cf222e",
-}
 
 
 def parse_id_list(raw: Any) -> list[int]:
@@ -184,12 +175,12 @@ def table_frames(comparison: Comparison) -> tuple[pd.DataFrame, pd.DataFrame]:
     columns = table_columns(comparison)
     rows = table_rows(comparison)
     text = pd.DataFrame([[c.text for c in row] for row in rows], columns=columns)
-    css = pd.DataFrame([[STYLE[c.tone] for c in row] for row in rows], columns=columns)
+    css = pd.DataFrame([[TONE_CSS[c.tone] for c in row] for row in rows], columns=columns)
     return text, css
 
 
 def render_table(comparison: Comparison, scope_id: int | None) -> None:
-    """The side-by-side table, % change coloured by direction, and its CSV / JSON exports."""
+    """The side-by-side table, decided changes coloured by direction, its CSV / JSON exports."""
     text, css = table_frames(comparison)
     styler = text.style.apply(lambda _frame: css, axis=None)
     with st.container(key="cmp_table"):
@@ -198,8 +189,8 @@ def render_table(comparison: Comparison, scope_id: int | None) -> None:
         with st.expander("How to read this table and its verdicts", expanded=False):
             st.caption(
                 "Values are the mean over each side's runs; Δ is the candidate's change of the "
-                "mean vs the baseline (green = in the better direction, red = worse; bold when "
-                "the verdict is clear). "
+                "mean vs the baseline (green / red only when the verdict is better / worse; "
+                "undecided, equivalent and not applied are grey). "
                 + verdict_rule(lambda s: f"*{s}*", comparison.confidence, comparison.margin)
             )
         tables = (("csv", export.comparison_csv), ("json", export.comparison_json))

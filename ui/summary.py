@@ -10,16 +10,8 @@ import streamlit as st
 
 from tuning.compare.catalog import Metric
 from tuning.compare.comparison import Comparison, Side
-from tuning.compare.present import fmt, pct_text, tone, verdict_text
+from tuning.compare.present import TONE_MARK, fmt, pct_text, tone, verdict_text
 from ui.common import md_escape
-
-# Streamlit colour directives per tone of the shared table (green better, red worse).
-COLOR = {
-    "better": "green",
-    "worse": "red",
-    "faint-better": "green",
-    "faint-worse": "red",
-}
 
 
 def summary_line(comparison: Comparison, side: Side, metric: Metric) -> str:
@@ -34,8 +26,8 @@ def summary_line(comparison: Comparison, side: Side, metric: Metric) -> str:
     shade = tone(metric, change)
     if shade in ("better", "worse"):
         verdict = f"**{verdict}**"
-    if shade in COLOR:
-        verdict = f":{COLOR[shade]}[{verdict}]"
+    if TONE_MARK[shade]:  # undecided and equivalent read grey, never green or red
+        verdict = f":{TONE_MARK[shade]}[{verdict}]"
     return (
         f"**{md_escape(metric.label)}**: {values} "
         f"({md_escape(pct_text(change.rel_change))}) · {verdict}"

@@ -21,12 +21,15 @@ from tuning.compare.comparison import Comparison
 
 MAX_POINTS = 2000
 GIB = float(2**30)
-# What the whiskers are, said exactly: stats.interval of one side's mean, the verdicts' rule.
+# What the whiskers are, said exactly: stats.mean_interval, the verdicts' rule on one side's mean.
 CI_NOTE = (
     "95 % interval of each side's mean over its runs, the wider of a bootstrap and Student's t "
-    "(the rule the verdicts use); none with one run"
+    "on the log scale (the rule the verdicts use; never below 0); none with one run"
 )
 MINMAX_NOTE = "min–max of the runs"
+# The y scale of every metric of the catalogue: all are non-negative, so their axes start at 0
+# (and the whiskers, on the log scale of the mean, never reach below it).
+FROM_ZERO = alt.Scale(domainMin=0)
 LABEL_CHARS = 80
 # C0 and C1 controls, zero-width and bidi format characters, line and paragraph separators.
 _NOT_SHOWN = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
@@ -102,7 +105,7 @@ def downsample(
 
 def side_frame(comparison: Comparison, keys: Iterable[str], error: str = "ci") -> pd.DataFrame:
     """One row per (side, metric): mean and the error bar ends: the interval of the mean by the
-    verdicts' rule (stats.interval, see CI_NOTE), or the runs' min-max with error='minmax'; one
+    verdicts' rule (stats.mean_interval, see CI_NOTE), or the runs' min-max with error='minmax'; one
     run gives no bar."""
     rows = []
     short = short_labels(comparison)

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from tuning.charts.common import (
+    FROM_ZERO,
     chart_text,
     number,
     run_points,
@@ -31,7 +32,7 @@ def _error_bars(frame: pd.DataFrame, x: alt.X, y_title: str) -> alt.Chart:
     return (
         alt.Chart(frame)
         .mark_errorbar(ticks=True)
-        .encode(x=x, y=alt.Y("low:Q", title=y_title), y2=alt.Y2("high"))
+        .encode(x=x, y=alt.Y("low:Q", title=y_title, scale=FROM_ZERO), y2=alt.Y2("high"))
     )
 
 
@@ -54,7 +55,7 @@ def bar_chart(
         .mark_bar(opacity=0.8)
         .encode(
             x=x,
-            y=alt.Y("mean:Q", title=y_title),
+            y=alt.Y("mean:Q", title=y_title, scale=FROM_ZERO),
             color=alt.Color("side:N", sort=order, legend=None),
             tooltip=[*_MEAN_TIPS, *_RANGE_TIPS],
         )
@@ -62,7 +63,11 @@ def bar_chart(
     points = (
         alt.Chart(run_points(comparison, [key]))
         .mark_circle(size=30, color="black", opacity=0.6)
-        .encode(x=x, y=alt.Y("value:Q"), tooltip=[tooltip("run:N"), tooltip("value:Q", ",.2f")])
+        .encode(
+            x=x,
+            y=alt.Y("value:Q", scale=FROM_ZERO),
+            tooltip=[tooltip("run:N"), tooltip("value:Q", ",.2f")],
+        )
     )
     return alt.layer(bars, _error_bars(frame, x, y_title), points).properties(
         width=max(160, 70 * len(order)),
@@ -93,12 +98,12 @@ def latency_chart(
         color=alt.Color("side:N", sort=order, title=chart_text(comparison.param or "side")),
     )
     bars = base.mark_bar().encode(
-        y=alt.Y("mean:Q", title="ms"),
+        y=alt.Y("mean:Q", title="ms", scale=FROM_ZERO),
         tooltip=[_MEAN_TIPS[0], tooltip("latency:N"), tooltip("stat:N"), *_MEAN_TIPS[1:]]
         + list(_RANGE_TIPS),
     )
     rules = base.mark_rule().encode(
-        y=alt.Y("low:Q"), y2=alt.Y2("high"), color=alt.ColorValue("black")
+        y=alt.Y("low:Q", scale=FROM_ZERO), y2=alt.Y2("high"), color=alt.ColorValue("black")
     )
     return (
         alt.layer(bars, rules, data=frame)
@@ -143,7 +148,7 @@ def knee_chart(
             .mark_line(point=True)
             .encode(
                 x=x,
-                y=alt.Y("mean:Q", title=y_title),
+                y=alt.Y("mean:Q", title=y_title, scale=FROM_ZERO),
                 tooltip=[*_MEAN_TIPS, tooltip("runs:Q")],
             )
         )

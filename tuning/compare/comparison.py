@@ -132,6 +132,7 @@ class Comparison:
             "change_pct": pct(ch.rel_change) if ch else None,
             "ci_low_pct": pct(ch.rel_low) if ch else None,
             "ci_high_pct": pct(ch.rel_high) if ch else None,
+            "ci_scale": ch.scale if ch and ch.rel_low is not None else None,
             "verdict": ch.verdict if ch else None,
             "more_runs_per_side": ch.more.to_json()["runs"] if ch and ch.more else None,
             "more_runs_goal": ch.more.goal if ch and ch.more else None,
@@ -149,13 +150,17 @@ class Comparison:
             "verdict_rule": {
                 "unit": "run",
                 "statistic": "mean",
-                "interval": "the wider of the percentile bootstrap over runs and Welch's t",
+                "interval": "the wider of the percentile bootstrap over runs and Welch's t, of "
+                "log(mean_c / mean_b) when every run is above 0 (ci_scale 'log': the % interval "
+                "is exp(lo) - 1 .. exp(hi) - 1, never below -100 %), else of mean_c - mean_b "
+                "(ci_scale 'difference')",
                 "resamples": RESAMPLES,
                 "equivalence_margin": self.margin,
                 "min_runs": MIN_RUNS,
                 "verdicts": {
-                    "better/worse": "the interval of the change excludes 0",
-                    "equivalent": "the interval lies within ±margin of the baseline's mean",
+                    "better/worse": "the interval of the change excludes no change",
+                    "equivalent": "the interval lies within ±log(1 + margin) on the log scale, "
+                    "±margin of the baseline's mean on the difference scale",
                     "undecided": "neither; more_runs_per_side estimates the runs that decide it",
                 },
             },

@@ -40,7 +40,20 @@ CLEAR: frozenset[str] = frozenset({"better", "worse"})
 NOISE_METRICS = ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")
 _BYTE_UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 
-Tone = Literal["", "muted", "better", "worse", "faint-better", "faint-worse"]
+# How a cell looks: green / red only for a decided better / worse verdict; everything else
+# (undecided, equivalent, not applied, no verdict) is the one neutral grey, never tinted by the
+# direction of a change the verdict does not stand behind.
+Tone = Literal["", "muted", "better", "worse"]
+# The colours of the tones, defined once: the Compare page's table (CSS), the HTML report's
+# classes (`tone_css`) and the page's summary lines (Streamlit's colour names).
+TONE_COLOR: dict[Tone, str] = {"": "", "muted": "#6e7781", "better": "#1a7f37", "worse": "#cf222e"}
+TONE_CSS: dict[Tone, str] = {
+    "": "",
+    "muted": f"color: {TONE_COLOR['muted']}",
+    "better": f"color: {TONE_COLOR['better']}; font-weight: 600",
+    "worse": f"color: {TONE_COLOR['worse']}; font-weight: 600",
+}
+TONE_MARK: dict[Tone, str] = {"": "", "muted": "gray", "better": "green", "worse": "red"}
 Mark = Callable[[str], str]
 
 
@@ -111,14 +124,17 @@ def verdict_text(change: Change | None, confidence: float = CONFIDENCE) -> str:
 
 
 def tone(metric: Metric, change: Change | None) -> Tone:
-    """Green for the better direction, red for the worse; faint unless the verdict is clear;
-    muted for an equivalence."""
-    if change is None or not change.rel_change or change.verdict == "equivalent":
+    """Green for a decided change in the better direction, red for the worse; the neutral grey
+    for anything not decided better or worse (an undecided change leans nowhere)."""
+    if change is None or change.verdict not in CLEAR or not change.rel_change:
         return "muted"
     good = (change.rel_change > 0) == (metric.better == "higher")
-    if change.verdict in CLEAR:
-        return "better" if good else "worse"
-    return "faint-better" if good else "faint-worse"
+    return "better" if good else "worse"
+
+
+def tone_css(selector: Callable[[Tone], str] = lambda t: f".{t}") -> str:
+    """The tones as CSS rules ('.better{color: ...}'), for a page that styles by class."""
+    return "".join(f"{selector(t)}{{{css}}}" for t, css in TONE_CSS.items() if t)
 
 
 def verdict_rule(
@@ -127,11 +143,13 @@ def verdict_rule(
     """The rule in one sentence, from the constants it uses; `mark` emphasises verdict names."""
     return (
         f"Verdict: {confidence * 100:.0f} % CI of the change of the mean over runs, the wider of "
-        f"a bootstrap ({RESAMPLES} resamples) and Welch's t-interval. A CI within "
-        f"{margin_text(margin)} of the baseline is {mark('equivalent')}; a CI that excludes 0 is "
-        f"{mark('better')} or {mark('worse')}; anything else, and fewer than {MIN_RUNS} measured "
-        f"runs on a side, is {mark('undecided')}, with the further runs a side that would "
-        f"likely decide it (from the observed spread, {int(POWER * 100)} % power)."
+        f"a bootstrap ({RESAMPLES} resamples) and Welch's t-interval, on the log scale of the "
+        f"ratio when every run is above 0 (so a % change never reads below -100 %), else of the "
+        f"difference. A CI within {margin_text(margin)} is {mark('equivalent')}; a CI that "
+        f"excludes no change is {mark('better')} or {mark('worse')}; anything else, and fewer "
+        f"than {MIN_RUNS} measured runs on a side, is {mark('undecided')}, with the further runs "
+        f"a side that would likely decide it (from the observed spread, {int(POWER * 100)} % "
+        f"power)."
     )
 
 
@@ -245,11 +263,10 @@ def table_rows(comparison: Comparison) -> list[list[Cell]]:
         for side in comparison.candidates:
             change = comparison.changes.get((side.label, metric.key))
             shade = tone(metric, change)
-            clear = change is not None and change.verdict in CLEAR
             row += [
                 Cell(fmt(side.stats(metric.key)["mean"], metric.unit), numeric=True),
                 Cell(pct_text(change.rel_change if change else None), shade, True),
-                Cell(verdict_text(change, comparison.confidence), shade if clear else "muted"),
+                Cell(verdict_text(change, comparison.confidence), shade),
             ]
         rows.append(row)
     return rows

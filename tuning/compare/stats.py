@@ -5,22 +5,34 @@ repeats (separate server starts) are the independent units; the requests of one 
 server, a warm-up and a moment of machine noise, so resampling requests would overstate the
 confidence.
 
-One interval serves everything (`interval`): of mean_c - mean_b for a verdict, of one side's mean
-for a chart's whiskers. It is the wider of the percentile bootstrap over runs and Student's t
-(Welch's for two sides): the bootstrap alone is far too confident with 2-4 runs a side (two runs
-give only three possible resampled means, so its "CI" is their min-max). Three verdicts, never
-confused:
+The change is judged on the scale where it is a change of a positive quantity: the **log scale**
+of the ratio mean_c / mean_b whenever every run of both sides is above 0 (throughputs, latencies,
+memory). An interval of log(mean_c / mean_b) maps to a % change as exp(lo) - 1 .. exp(hi) - 1, so
+it can never fall below -100 %, and a 10x drop with two runs a side is as clear as a 10x rise;
+the interval of mean_c - mean_b divided by mean_b (the old rule) read "-91.6 %, 95 % CI -185.7 ...
++2.4 %" for four H200 runs whose ratio excludes 1 by far. Metrics that can be zero or negative (a
+value <= 0 in any run: preemptions, failed requests) have no ratio and keep the **difference
+scale**, mean_c - mean_b; a non-negative one's interval is clipped at -mean_b (-100 %).
 
-- **equivalent**: the interval of the change lies within ±E % of the baseline's mean (the
-  equivalence margin, `MARGIN` by default): whatever the change is, it is smaller than E;
-- **better** / **worse** (by the metric's direction): the interval excludes 0;
+On either scale the interval is the wider of the percentile bootstrap over runs and Student's t
+(Welch's for two sides; on the log scale its standard error is the delta method's, each side's
+CV / sqrt(n)): the bootstrap alone is far too confident with 2-4 runs a side (two runs give only
+three possible resampled means, so its "CI" is their min-max). Three verdicts, never confused:
+
+- **equivalent**: the interval lies within ±E: ±log(1 + E) on the log scale (E = `MARGIN`;
+  symmetric in log so that swapping the sides keeps the verdict: -1.96 % .. +2 % for E = 2 %),
+  ±E x |mean_b| on the difference scale: whatever the change is, it is smaller than E;
+- **better** / **worse** (by the metric's direction): the interval excludes no change;
 - **undecided**: neither, including any side with fewer than ``MIN_RUNS`` measured runs (one run
   has no spread, so never better or worse). An undecided verdict carries `MoreRuns`: how many
-  further runs a side would likely decide it, from the observed spread (`more_runs`).
+  further runs a side would likely decide it, from the observed spread on the verdict's scale
+  (`more_runs`).
 
 Each side's resamples come from a generator seeded by the side's own (sorted) values, so the
-result does not depend on which side is the baseline: swapping them negates every draw and flips
-better <-> worse exactly.
+result does not depend on which side is the baseline: swapping them negates every draw (of the
+difference or of the log ratio) and flips better <-> worse exactly. Chart whiskers are the same
+rule applied to one side's mean (`mean_interval`): on the log scale for positive values, so a
+whisker never goes below 0.
 """
 
 from __future__ import annotations
@@ -42,6 +54,8 @@ VerdictName = Literal["better", "worse", "equivalent", "undecided", "not applied
 VERDICTS: tuple[VerdictName, ...] = ("better", "worse", "equivalent", "undecided", "not applied")
 DECIDED: frozenset[str] = frozenset({"better", "worse", "equivalent"})
 Goal = Literal["difference", "equivalence"]
+# The scale a change is judged on: log(mean_c / mean_b), or mean_c - mean_b when a run is <= 0.
+Scale = Literal["log", "difference"]
 Values = Sequence[float | None] | np.ndarray  # one number per run
 
 CONFIDENCE = 0.95
@@ -80,9 +94,11 @@ class Change:
     base_mean: float | None
     cand_mean: float | None
     rel_change: float | None  # (mean_c - mean_b) / mean_b
-    rel_low: float | None  # the interval of the change relative to mean_b (None if mean_b <= 0)
+    # The verdict's interval as a change relative to mean_b (None if mean_b <= 0): on the log
+    # scale exp(log_low) - 1 .. exp(log_high) - 1; never below -1 for a non-negative quantity.
+    rel_low: float | None
     rel_high: float | None
-    diff_low: float | None  # the interval of mean_c - mean_b
+    diff_low: float | None  # the same interval in the metric's unit, of mean_c - mean_b
     diff_high: float | None
     n_base: int
     n_cand: int
@@ -90,6 +106,9 @@ class Change:
     note: str = ""
     margin: float = MARGIN
     more: MoreRuns | None = None  # only for an undecided verdict
+    scale: Scale = "difference"  # the scale the verdict was judged on
+    log_low: float | None = None  # the interval of log(mean_c / mean_b), on the log scale only
+    log_high: float | None = None
 
 
 def normal_quantile(confidence: float) -> float:
@@ -138,11 +157,46 @@ def t_interval(
         df = _welch_df(vb, nb, vc, nc)
     else:
         vb, centre, df = 0.0, float(cand.mean()), float(nc - 1)
+    return _t_around(centre, vb, vc, df, confidence)
+
+
+def log_t_interval(
+    base: np.ndarray, cand: np.ndarray, confidence: float = CONFIDENCE
+) -> tuple[float, float]:
+    """Welch's t-interval of log(mean_c / mean_b) (log(mean_c) with `base` empty), its standard
+    error by the delta method: var(log mean) ~ CV^2 / n per side. Centred on the log of the
+    ratio of the means the table shows, not of geometric means. Values must be > 0."""
+    nc, mc = cand.size, float(cand.mean())
+    vc = float(cand.var(ddof=1)) / (nc * mc * mc)
+    if base.size:
+        nb, mb = base.size, float(base.mean())
+        vb = float(base.var(ddof=1)) / (nb * mb * mb)
+        centre = math.log(mc) - math.log(mb)
+        df = _welch_df(vb, nb, vc, nc)
+    else:
+        vb, centre, df = 0.0, math.log(mc), float(nc - 1)
+    return _t_around(centre, vb, vc, df, confidence)
+
+
+def _t_around(
+    centre: float, vb: float, vc: float, df: float, confidence: float
+) -> tuple[float, float]:
     se = math.sqrt(vb + vc)
     if se == 0.0:
         return centre, centre
     t = t_quantile(confidence, df)
     return centre - t * se, centre + t * se
+
+
+def scale_of(base: Values, cand: Values) -> Scale:
+    """'log' when every finite run value of both sides is above 0 (a ratio exists), else
+    'difference': decided from both sides together, so swapping them keeps the scale."""
+    b, c = _finite_sorted(base), _finite_sorted(cand)
+    return "log" if (b.size or c.size) and bool((b > 0).all() and (c > 0).all()) else "difference"
+
+
+def _short(b: np.ndarray, c: np.ndarray, counts_base: bool) -> bool:
+    return c.size < MIN_RUNS or (counts_base and b.size < MIN_RUNS)
 
 
 def interval(
@@ -152,11 +206,12 @@ def interval(
     resamples: int = RESAMPLES,
     seed: int = SEED,
 ) -> tuple[float, float] | None:
-    """THE interval of the lab: of mean(cand) - mean(base), or of mean(cand) alone when `base` is
-    empty; the wider of the percentile bootstrap over runs and Student's/Welch's t. None when a
-    side that counts has fewer than MIN_RUNS finite values. Verdicts and whiskers both use it."""
+    """The difference scale's interval: of mean(cand) - mean(base), or of mean(cand) alone when
+    `base` is empty; the wider of the percentile bootstrap over runs and Student's/Welch's t.
+    None when a side that counts has fewer than MIN_RUNS finite values. For metrics with a run
+    <= 0; positive ones use `log_interval` (see `change_interval`)."""
     b, c = _finite_sorted(base), _finite_sorted(cand)
-    if c.size < MIN_RUNS or (len(base) and b.size < MIN_RUNS):
+    if _short(b, c, bool(len(base))):
         return None
     draws = _resampled_means(c, resamples, seed)
     if b.size:
@@ -166,14 +221,61 @@ def interval(
     return min(lo, t_lo), max(hi, t_hi)
 
 
+def log_interval(
+    base: Values,
+    cand: Values,
+    confidence: float = CONFIDENCE,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> tuple[float, float] | None:
+    """The log scale's interval: of log(mean(cand) / mean(base)), or of log(mean(cand)) when
+    `base` is empty; the wider of the percentile bootstrap of the log ratio of resampled means
+    (each side seeded by its own values) and `log_t_interval`. None when a side that counts has
+    fewer than MIN_RUNS finite values, or any value is <= 0 (no logarithm)."""
+    b, c = _finite_sorted(base), _finite_sorted(cand)
+    if _short(b, c, bool(len(base))) or (b <= 0).any() or (c <= 0).any():
+        return None
+    draws = np.log(_resampled_means(c, resamples, seed))
+    if b.size:
+        draws = draws - np.log(_resampled_means(b, resamples, seed))
+    lo, hi = _percentiles(draws, confidence)
+    t_lo, t_hi = log_t_interval(b, c, confidence)
+    return min(lo, t_lo), max(hi, t_hi)
+
+
+def change_interval(
+    base: Values,
+    cand: Values,
+    confidence: float = CONFIDENCE,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> tuple[Scale, float, float] | None:
+    """THE interval a verdict is judged on, with its scale: `log_interval` when every value is
+    above 0, `interval` (the difference) otherwise; None under MIN_RUNS runs a side."""
+    scale = scale_of(base, cand)
+    pick = log_interval if scale == "log" else interval
+    ci = pick(base, cand, confidence, resamples, seed)
+    return None if ci is None else (scale, ci[0], ci[1])
+
+
 def mean_interval(
     values: Values,
     confidence: float = CONFIDENCE,
     resamples: int = RESAMPLES,
     seed: int = SEED,
 ) -> tuple[float, float] | None:
-    """The interval of one side's mean (chart whiskers): `interval` with no baseline."""
-    return interval((), values, confidence, resamples, seed)
+    """The interval of one side's mean (chart whiskers) by the verdicts' rule: on the log scale
+    for positive values (mean x exp(lo) .. mean x exp(hi), never below 0), else the difference
+    scale's, clipped at 0 when no value is negative (a count's mean cannot be). None under
+    MIN_RUNS runs."""
+    arr = _finite_sorted(values)
+    if scale_of((), arr) == "log":
+        ci = log_interval((), arr, confidence, resamples, seed)
+        return None if ci is None else (math.exp(ci[0]), math.exp(ci[1]))
+    ci = interval((), arr, confidence, resamples, seed)
+    if ci is None or (arr < 0).any():
+        return ci
+    return max(ci[0], 0.0), max(ci[1], 0.0)
 
 
 def _spreads(b: np.ndarray, c: np.ndarray) -> tuple[float, float, str] | None:
@@ -205,25 +307,31 @@ def more_runs(
 ) -> MoreRuns:
     """Further runs a side that would likely decide an undecided comparison (a power estimate).
 
-    The observed means and spreads are taken as the truth. When the observed change lies outside
-    ±margin, the goal is an interval that excludes 0: the smallest k with
-    (t(conf, df_k) + z(power)) * se_k <= |change|, where se_k and df_k are Welch's with k more runs
-    a side at the observed spreads. When it lies inside, the goal is equivalence:
-    (t + z) * se_k <= margin * |mean_b| - |change|. More than `cap` runs reads as "many"; with one
-    run a side there is no spread yet, and the answer is 1 (the run that measures it).
+    The observed means and spreads are taken as the truth, on the verdict's scale (`scale_of`):
+    the change is log(mean_c / mean_b) and each side's spread its CV on the log scale (the delta
+    method's, as `log_t_interval`), mean_c - mean_b and the SD on the difference scale. When the
+    change lies outside the margin (±log(1 + margin), or ±margin x |mean_b|), the goal is an
+    interval that excludes no change: the smallest k with (t(conf, df_k) + z(power)) * se_k <=
+    |change|, where se_k and df_k are Welch's with k more runs a side at the observed spreads.
+    When it lies inside, the goal is equivalence: (t + z) * se_k <= margin - |change|. More than
+    `cap` runs reads as "many"; with one run a side there is no spread yet, and the answer is 1
+    (the run that measures it).
     """
     b, c = _finite_sorted(base), _finite_sorted(cand)
     if not b.size or not c.size:
         short = max(MIN_RUNS - b.size, MIN_RUNS - c.size, 1)
         return MoreRuns(short, "difference", "no measured run on one side")
     mb, mc = float(b.mean()), float(c.mean())
-    change = abs(mc - mb)
-    band = margin * abs(mb)
+    log = scale_of(b, c) == "log"
+    change = abs(math.log(mc / mb)) if log else abs(mc - mb)
+    band = math.log1p(margin) if log else margin * abs(mb)
     goal: Goal = "difference" if change > band else "equivalence"
     spreads = _spreads(b, c)
     if spreads is None:
         return MoreRuns(1, goal, "one run a side: the spread is not known yet")
     sd_b, sd_c, basis = spreads
+    if log:  # the delta method: the SD of log(mean) is the CV
+        sd_b, sd_c = sd_b / mb, sd_c / mc
     target = change if goal == "difference" else band - change
     if target <= 0:
         return MoreRuns(None, goal, basis)
@@ -255,36 +363,67 @@ def bootstrap_change(
     margin: float = MARGIN,
     estimate: bool = True,
 ) -> Change:
-    """The verdict for one metric from per-run values (one number per run, runs as the unit):
-    equivalent when `interval` lies within ±margin x |mean_b|, better or worse (by `better`) when
-    it excludes 0, undecided otherwise (with `more_runs`, unless `estimate` is False)."""
+    """The verdict for one metric from per-run values (one number per run, runs as the unit),
+    on `change_interval`'s scale: equivalent when the interval lies within the margin
+    (±log(1 + margin) on the log scale, ±margin x |mean_b| on the difference scale), better or
+    worse (by `better`) when it excludes no change, undecided otherwise (with `more_runs`,
+    unless `estimate` is False)."""
     b, c = _finite_sorted(base), _finite_sorted(cand)
     mb = float(b.mean()) if b.size else None
     mc = float(c.mean()) if c.size else None
     rel = None if mb is None or mc is None or mb == 0 else (mc - mb) / mb
 
-    def undecided(note: str, *ci: float | None) -> Change:
+    def undecided(note: str) -> Change:
         more = more_runs(b, c, confidence=confidence, margin=margin) if estimate else None
-        lo, hi, rlo, rhi = ci if ci else (None, None, None, None)
-        return Change(
-            mb, mc, rel, rlo, rhi, lo, hi, b.size, c.size, "undecided", note, margin, more
-        )
+        n = (b.size, c.size)
+        return Change(mb, mc, rel, None, None, None, None, *n, "undecided", note, margin, more)
 
     if mb is None or mc is None:
         return undecided("no measured run on one side")
-    ci = interval(b, c, confidence, resamples, seed)
+    ci = change_interval(b, c, confidence, resamples, seed)
     if ci is None:
         return undecided(f"{min(b.size, c.size)} run on one side: no interval yet")
-    lo, hi = ci
-    r_lo, r_hi = (lo / mb, hi / mb) if mb > 0 else (None, None)
-    band = margin * abs(mb)
+    scale, lo, hi = ci
+    rel_ci: tuple[float, float] | None = None
+    log_ci: tuple[float, float] | None = None
+    if scale == "log":
+        log_ci, rel_ci = (lo, hi), (math.expm1(lo), math.expm1(hi))
+        diff_ci = (mb * rel_ci[0], mb * rel_ci[1])
+        band = math.log1p(margin)
+    else:
+        if not (b < 0).any() and not (c < 0).any():
+            lo, hi = max(lo, -mb), max(hi, -mb)  # a non-negative mean falls by 100 % at most
+        diff_ci = (lo, hi)
+        rel_ci = (lo / mb, hi / mb) if mb > 0 else None
+        band = margin * abs(mb)
+    verdict: VerdictName = "undecided"
+    note = ""
     if -band <= lo and hi <= band:
+        verdict = "equivalent"
         note = "a real change, smaller than the margin" if lo > 0 or hi < 0 else ""
-        return Change(mb, mc, rel, r_lo, r_hi, lo, hi, b.size, c.size, "equivalent", note, margin)
-    if lo > 0 or hi < 0:
-        verdict: VerdictName = "better" if (lo > 0) == (better == "higher") else "worse"
-        return Change(mb, mc, rel, r_lo, r_hi, lo, hi, b.size, c.size, verdict, "", margin)
-    return undecided("", lo, hi, r_lo, r_hi)
+    elif lo > 0 or hi < 0:
+        verdict = "better" if (lo > 0) == (better == "higher") else "worse"
+    more = None
+    if verdict == "undecided" and estimate:
+        more = more_runs(b, c, confidence=confidence, margin=margin)
+    return Change(
+        base_mean=mb,
+        cand_mean=mc,
+        rel_change=rel,
+        rel_low=rel_ci[0] if rel_ci else None,
+        rel_high=rel_ci[1] if rel_ci else None,
+        diff_low=diff_ci[0],
+        diff_high=diff_ci[1],
+        n_base=b.size,
+        n_cand=c.size,
+        verdict=verdict,
+        note=note,
+        margin=margin,
+        more=more,
+        scale=scale,
+        log_low=log_ci[0] if log_ci else None,
+        log_high=log_ci[1] if log_ci else None,
+    )
 
 
 @dataclass(frozen=True)

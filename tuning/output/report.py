@@ -38,6 +38,7 @@ from tuning.compare.present import (
     slo_text,
     table_columns,
     table_rows,
+    tone_css,
     verdict_rule,
 )
 from tuning.compare.selection import Selection, SelectionError, select_runs
@@ -65,8 +66,6 @@ h1{margin-bottom:.2rem}h2{border-bottom:1px solid #d0d7de;padding-bottom:.2rem;m
 .meta{color:#6e7781}table{border-collapse:collapse;margin:.5rem 0;font-size:.92rem}
 th,td{border:1px solid #d0d7de;padding:.25rem .5rem;text-align:left;vertical-align:top}
 th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}
-.better{color:#1a7f37;font-weight:600}.worse{color:#cf222e;font-weight:600}
-.faint-better{color:#1a7f37}.faint-worse{color:#cf222e}.muted{color:#6e7781}
 .ok{background:#dafbe1;padding:.5rem;border-radius:6px}
 .warn{background:#fff8c5;padding:.5rem;border-radius:6px}
 tr.changed td{background:#fff8c5}
@@ -74,7 +73,7 @@ figure.chart{margin:1rem 0;padding:.5rem;border:1px solid #d0d7de;border-radius:
 overflow-x:auto}figure.chart svg{max-width:100%;height:auto}
 figcaption{font-weight:600;margin-bottom:.3rem}pre{background:#f6f8fa;padding:.5rem;
 overflow-x:auto;font-size:.8rem;white-space:pre-wrap}code{font-size:.9em}
-"""
+""" + tone_css()  # .better / .worse / .muted: the tones every view shares
 
 
 class ReportError(ValueError):
@@ -240,8 +239,9 @@ def _table_section(comparison: Comparison) -> str:
     body = "".join("<tr>" + "".join(map(_td, row)) + "</tr>" for row in table_rows(comparison))
     return (
         '<section id="table"><h2>Side by side</h2><p class="muted">Values are the mean over '
-        "each side's runs; Δ is the candidate's change of the mean vs the baseline (green = "
-        "the better direction, red = worse; bold when the verdict is clear).</p>"
+        "each side's runs; Δ is the candidate's change of the mean vs the baseline (green / "
+        "red only when the verdict is better / worse; undecided, equivalent and not applied are "
+        "grey).</p>"
         f'<table id="metrics"><tr>{head}</tr>{body}</table></section>'
     )
 

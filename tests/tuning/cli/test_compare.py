@@ -80,3 +80,21 @@ def test_cli_chart(charts_lab: dict[str, Any], tmp_path: Path) -> None:
     assert chart("latency", html, "--experiment", str(charts_lab["exp"])) == 0
     assert not export.network_references(html.read_text())
     assert chart("cdf", tmp_path / "x.pdf", *ids) == 2
+
+
+H200 = Path(__file__).resolve().parents[3] / "examples" / "h200"
+
+
+@pytest.mark.parametrize("db", ["lab-h200-decisions.db.xz", "lab-h200.db.xz"])
+def test_cli_compare_json_never_has_a_percent_interval_below_minus_100(
+    db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 23, item 2: on the H200 example, experiment 1 read "mean TTFT -95.6 % (95 % CI
+    -110.9 ... -80.3 %)"; on the log scale of the ratio every % interval stays above -100 %."""
+    assert cli_main(["compare", "--db", str(H200 / db), "--experiment", "1", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    lows = [r["ci_low_pct"] for r in rows if r["ci_low_pct"] is not None]
+    assert lows and min(lows) >= -100.0
+    ttft = [r for r in rows if r["metric"] == "mean_ttft_ms" and r["role"] == "candidate"]
+    assert all(r["ci_scale"] == "log" and r["ci_low_pct"] > -100.0 for r in ttft)
+    assert all(r["ci_scale"] in ("log", "difference") for r in rows if r["ci_low_pct"] is not None)

@@ -60,9 +60,9 @@ def test_swapping_baseline_and_candidate_flips_the_verdict() -> None:
         b = bootstrap_change(cand, base, "lower")
         flip = {"better": "worse", "worse": "better"}
         assert b.verdict == flip.get(a.verdict, a.verdict)
-        assert a.diff_low == pytest.approx(-b.diff_high) and a.diff_high == pytest.approx(
-            -b.diff_low
-        )
+        # the verdict's interval is of log(mean_c / mean_b): swapping negates it exactly
+        assert a.scale == b.scale == "log"
+        assert a.log_low == pytest.approx(-b.log_high) and a.log_high == pytest.approx(-b.log_low)
 
 
 def test_tiny_but_consistent_change_is_equivalent() -> None:

@@ -17,7 +17,7 @@ from tuning.compare import stats
 from tuning.compare.comparison import build_comparison
 from tuning.compare.present import verdict_rule, verdict_text
 from tuning.compare.selection import select_runs
-from tuning.compare.stats import bootstrap_change, interval, mean_interval
+from tuning.compare.stats import bootstrap_change, change_interval, mean_interval
 
 REPO = Path(__file__).resolve().parents[3]
 H200 = REPO / "examples" / "h200" / "lab-h200.db.xz"  # committed compressed (store.snapshot)
@@ -146,7 +146,7 @@ def test_swapping_sides_flips_better_and_worse() -> None:
     b, c = _draws(100.0, 0.01, 5, seed=1), _draws(110.0, 0.01, 5, seed=2)
     a, z = bootstrap_change(b, c), bootstrap_change(c, b)
     assert {a.verdict, z.verdict} == {"better", "worse"}
-    assert a.diff_low == pytest.approx(-z.diff_high) and a.diff_high == pytest.approx(-z.diff_low)
+    assert a.log_low == pytest.approx(-z.log_high) and a.log_high == pytest.approx(-z.log_low)
 
 
 def test_zero_counts() -> None:
@@ -179,10 +179,11 @@ def test_chart_whiskers_are_the_verdict_interval() -> None:
         assert expected is not None and (row["low"], row["high"]) == pytest.approx(expected)
     # the interval of the change is the same function on both sides
     ch = cmp.changes[("max-num-seqs = 16", "output_throughput")]
-    pair = interval(
+    pair = change_interval(
         cmp.baseline.values["output_throughput"], cmp.candidates[0].values["output_throughput"]
     )
-    assert pair is not None and (ch.diff_low, ch.diff_high) == pytest.approx(pair)
+    assert pair is not None and pair[0] == ch.scale == "log"
+    assert (ch.log_low, ch.log_high) == pytest.approx(pair[1:])
     subtitle = " ".join(bar_chart(cmp, "output_throughput").to_dict()["title"]["subtitle"])
     assert "Student" in subtitle and "bootstrap" in subtitle and "verdict" in subtitle
 

@@ -211,3 +211,21 @@ def test_inline_svg_keeps_ids_apart_and_strips_anything_active() -> None:
     assert out.startswith("<svg") and 'id="c3-clip1"' in out
     assert "url(#c3-clip1)" in out and 'href="#c3-clip1"' in out
     assert "onclick" not in out and "<script" not in out
+
+
+def test_undecided_rows_are_grey_in_the_report_table() -> None:
+    """Issue 23, item 3: the report's table colours only decided verdicts; its tone classes are
+    the shared ones (tuning.compare.present.tone_css), with no direction-tinted 'faint' tones."""
+    from tests.factories import undecided_and_better_runs
+    from tuning.compare.comparison import build_comparison
+    from tuning.compare.present import tone_css
+    from tuning.output.report import STYLE, _table_section
+
+    assert tone_css() in STYLE and "faint" not in STYLE
+    html = _table_section(build_comparison(undecided_and_better_runs(), [1, 2]))
+    rows = {r.split("</td>")[0]: r for r in html.split("<tr>")[1:]}
+    tput = next(r for k, r in rows.items() if "output throughput" in k)
+    ttft = next(r for k, r in rows.items() if "mean TTFT" in k)
+    assert "undecided" in tput
+    assert not any(c.endswith(("better", "worse")) for c in re.findall(r'class="([^"]*)"', tput))
+    assert re.findall(r'class="([^"]*)"', ttft)[-1] == "better"
