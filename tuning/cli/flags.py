@@ -13,7 +13,7 @@ from tuning.cli.args import add_db, db_path, refused, say
 
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
-    from tuning.flags.catalog import FlagInfo
+    from tuning.flags.catalog import Catalog, FlagInfo
 
 COMMANDS = ("flags",)
 
@@ -26,6 +26,11 @@ def add_arguments(sub: Subparsers) -> None:
     p.add_argument("--search", metavar="WORD", help="only flags whose name, group or help has it")
     p.add_argument(
         "--refresh", action="store_true", help="read the engine's parser again (not the cache)"
+    )
+    p.add_argument(
+        "--env",
+        action="store_true",
+        help="vLLM's environment knobs (VLLM_*) instead: tuned only when an experiment names one",
     )
     add_db(p)
 
@@ -41,6 +46,11 @@ def _status(info: FlagInfo) -> tuple[str, str | None]:
     if info.nargs is not None:
         return "refused", f"takes several values at once (nargs {info.nargs})"
     return "tunable", None
+
+
+def _env(catalog: Catalog, word: str | None) -> list[FlagInfo]:
+    knobs = sorted(catalog.env.values(), key=lambda f: f.name)
+    return [k for k in knobs if not word or word.lower() in k.name.lower()]
 
 
 def _row(info: FlagInfo) -> dict[str, Any]:
@@ -69,7 +79,9 @@ def run(args: argparse.Namespace) -> int:
         catalog = catalog_for(db_path(args), spec, refresh=args.refresh)
     except (EngineError, CatalogError) as exc:
         return refused(str(exc))
-    rows = [_row(f) for f in catalog.search(args.search)]
+    rows = [
+        _row(f) for f in (_env(catalog, args.search) if args.env else catalog.search(args.search))
+    ]
     if args.json:
         say(
             json.dumps(
@@ -84,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
             )
         )
         return 0
-    say(f"vLLM {catalog.vllm_version} ({catalog.python}): {len(rows)} flag(s)")
+    what = "environment knob(s)" if args.env else "flag(s)"
+    say(f"vLLM {catalog.vllm_version} ({catalog.python}): {len(rows)} {what}")
     group = None
     for row in rows:
         if row["group"] != group:
@@ -92,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
             say(f"\n[{group or 'other'}]")
         kind = row["type"] + (f" {{{','.join(row['choices'])}}}" if row["choices"] else "")
         mark = {"curated": "*", "tunable": " ", "refused": "x"}[row["status"]]
-        say(f" {mark} --{row['name']} ({kind}; default {row['default']!r})")
+        dashes = "" if args.env else "--"
+        say(f" {mark} {dashes}{row['name']} ({kind}; default {row['default']!r})")
         if row["reason"]:
             say(f"     never tuned: {row['reason']}")
     say("\n* curated (the lab knows its units and checks it)   x never tuned (the reason is given)")

@@ -67,6 +67,8 @@ class Catalog:
     parser: str
     flags: dict[str, FlagInfo] = field(default_factory=dict)
     read_at: float = 0.0
+    # vLLM's environment knobs (VLLM_*), from its own `vllm.envs`: tuned only when named.
+    env: dict[str, FlagInfo] = field(default_factory=dict)
 
     def get(self, name: str) -> FlagInfo | None:
         """A flag by its name, an alias or its dest (`max_num_seqs`)."""
@@ -90,17 +92,23 @@ class Catalog:
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["flags"] = [asdict(f) for f in self.flags.values()]
+        out["env"] = [asdict(f) for f in self.env.values()]
         return out
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Catalog:
         infos = [FlagInfo.from_dict(f) for f in raw.get("flags") or ()]
+        knobs = [
+            FlagInfo.from_dict({"group": "environment", "dest": e["name"], **e})
+            for e in raw.get("env") or ()
+        ]
         return cls(
             python=str(raw.get("python") or ""),
             vllm_version=str(raw.get("vllm_version") or "unknown"),
             parser=str(raw.get("parser") or ""),
             flags={f.name: f for f in infos},
             read_at=float(raw.get("read_at") or 0.0),
+            env={k.name: k for k in knobs},
         )
 
 
@@ -169,12 +177,16 @@ class Checked:
 
 
 def check_in_engine(
-    python: str, argvs: Iterable[tuple[str, str | None]], timeout: float = PROBE_TIMEOUT_S
+    python: str,
+    argvs: Iterable[tuple[str, str | None]],
+    timeout: float = PROBE_TIMEOUT_S,
+    env: bool = False,
 ) -> list[Checked]:
     """Each (flag, value) parsed alone by the engine's parser (None: a bare flag): its types,
-    choices and JSON models, before any server starts."""
+    choices and JSON models, before any server starts. With `env`, each (VLLM_NAME, value) read
+    by vLLM's own reader of that variable."""
     items = [[flag, value] for flag, value in argvs]
     if not items:
         return []
-    raw = _probe(python, "check", json.dumps(items), timeout)
+    raw = _probe(python, "check-env" if env else "check", json.dumps(items), timeout)
     return [Checked(str(r["flag"]), bool(r["ok"]), r.get("error"), r.get("parsed")) for r in raw]

@@ -3,6 +3,7 @@ parser of the vLLM it belongs to, or check values with it.
 
     python engine_probe.py list          -> JSON {"vllm_version", "parser", "flags": [...]}
     python engine_probe.py check < JSON  -> JSON [{"flag", "ok", "error", "parsed"}, ...]
+    python engine_probe.py check-env < JSON  (the same for [[VLLM_NAME, value], ...])
 
 `check` reads [[flag, value-or-null], ...]; each is parsed alone with the engine's own types and
 choices (a null value is a bare flag), so a malformed value is refused with vLLM's own message
@@ -17,6 +18,7 @@ import contextlib
 import importlib
 import io
 import json
+import os
 import sys
 from typing import Any
 
@@ -124,7 +126,69 @@ def list_flags() -> dict[str, Any]:
             )
     import vllm  # type: ignore[import-not-found]
 
-    return {"vllm_version": str(vllm.__version__), "parser": origin, "flags": flags}
+    return {
+        "vllm_version": str(vllm.__version__),
+        "parser": origin,
+        "flags": flags,
+        "env": list_env(),
+    }
+
+
+def _env_kind(default: Any) -> str:
+    if isinstance(default, bool):
+        return "bool"
+    if isinstance(default, (int, float)):
+        return type(default).__name__
+    return "str"
+
+
+def list_env() -> list[dict[str, Any]]:
+    """vLLM's environment knobs (`vllm.envs.environment_variables`) with their defaults: each
+    reader called with the variable unset (they only read os.environ)."""
+    try:
+        import vllm.envs as envs  # type: ignore[import-not-found]
+    except ImportError:
+        return []
+    table = getattr(envs, "environment_variables", {})
+    out = []
+    for name, reader in table.items():
+        saved = os.environ.pop(name, None)
+        try:
+            default = _plain(reader())
+        except Exception:  # a reader that needs more than its variable: no default known
+            default = None
+        finally:
+            if saved is not None:
+                os.environ[name] = saved
+        out.append({"name": name, "kind": _env_kind(default), "default": default})
+    return out
+
+
+def check_env(items: list[list[Any]]) -> list[dict[str, Any]]:
+    """Each (NAME, value) read by vLLM's own reader of that variable (int('abc') fails here)."""
+    import vllm.envs as envs
+
+    out = []
+    for name, value in items:
+        reader = envs.environment_variables.get(name)
+        if reader is None:
+            out.append({"flag": name, "ok": False, "error": f"vLLM has no {name}", "parsed": None})
+            continue
+        saved = os.environ.get(name)
+        os.environ[name] = str(value)
+        try:
+            parsed = _plain(reader())
+            out.append({"flag": name, "ok": True, "error": None, "parsed": parsed})
+        except Exception as exc:
+            out.append(
+                {"flag": name, "ok": False, "error": f"{type(exc).__name__}: {exc}", "parsed": None}
+            )
+        finally:
+            if saved is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = saved
+    return out
 
 
 class _Refused(Exception):
@@ -160,7 +224,12 @@ def check(items: list[list[Any]]) -> list[dict[str, Any]]:
 def main() -> int:
     mode = sys.argv[1] if len(sys.argv) > 1 else "list"
     with contextlib.redirect_stdout(sys.stderr):  # vLLM's import-time prints stay out of the JSON
-        result = list_flags() if mode == "list" else check(json.load(sys.stdin))
+        if mode == "list":
+            result: Any = list_flags()
+        elif mode == "check-env":
+            result = check_env(json.load(sys.stdin))
+        else:
+            result = check(json.load(sys.stdin))
     sys.stdout.write(json.dumps(result))
     return 0
 

@@ -15,6 +15,7 @@ from tuning.engine import EngineSpec, installed_vllm_version
 from tuning.flags.catalog import (
     Catalog,
     CatalogError,
+    Checked,
     FlagInfo,
     check_in_engine,
     engine_python,
@@ -46,6 +47,17 @@ _TYPES: dict[str, ValueType] = {
 def to_param(info: FlagInfo) -> Param:
     """A flag of the user's vLLM as a launchable parameter: no lab ranges, the engine checks."""
     kind: ValueType = _TYPES.get(info.kind, "text")
+    if info.name.startswith("VLLM_"):  # an environment knob: set in the server's environment
+        return Param(
+            name=info.name,
+            type=kind,
+            help=info.help or "vLLM environment variable, as your vLLM reads it",
+            kind="env",
+            env=info.name,
+            default=info.default if isinstance(info.default, (bool, int, float, str)) else None,
+            source="learned",
+            group="environment",
+        )
     if info.kind == "bytes":  # vLLM's human-readable ints (1k, 1K, 1G)
         kind = "bytes" if "bytes" in info.name or "memory" in info.name else "int"
     default = info.default if isinstance(info.default, (bool, int, float, str)) else None
@@ -71,9 +83,11 @@ def resolve(name: str, catalog: Catalog | None) -> Param:
         pass
     if why := refusal(key):
         raise ParamError(f"{key}: never tuned by the lab: {why}")
-    info = catalog.get(key) if catalog is not None else None
+    info = None
+    if catalog is not None:
+        info = catalog.env.get(key) if key.startswith("VLLM_") else catalog.get(key)
     if info is None:
-        known = [*PARAMS, *(catalog.flags if catalog else ())]
+        known = [*PARAMS, *(catalog.flags if catalog else ()), *(catalog.env if catalog else ())]
         where = f"vLLM {catalog.vllm_version}" if catalog else "the lab's table"
         raise ParamError(f"unknown parameter {key!r} in {where}{suggest(key, known)}")
     if why := refusal(info.name):
@@ -99,7 +113,15 @@ def learned_for(names: Iterable[str], catalog: Catalog | None) -> dict[str, Para
 def check_values(python: str, param: Param, values: Sequence[Any]) -> None:
     """Every value of a learned flag through the engine's own parser; ParamError with vLLM's
     message for the first it refuses (a typo in a JSON field, a choice it lacks)."""
-    if param.source == "curated" or param.flag is None:
+    if param.source == "curated":
+        return
+    if param.kind == "env":
+        pairs: list[tuple[str, str | None]] = [
+            (param.env or param.name, format_value(v)) for v in values
+        ]
+        _refuse_any(param, _checked(python, param, pairs, env=True))
+        return
+    if param.flag is None:
         return
     argvs: list[tuple[str, str | None]] = []
     for value in values:
@@ -109,13 +131,23 @@ def check_values(python: str, param: Param, values: Sequence[Any]) -> None:
             argvs.append((param.flag, format_value(value)))
     if not param.negatable:
         argvs = [(flag, v) for flag, v in argvs if not flag.startswith("--no-")]
+    _refuse_any(param, _checked(python, param, argvs))
+
+
+def _checked(
+    python: str, param: Param, items: list[tuple[str, str | None]], env: bool = False
+) -> list[Checked]:
     try:
-        checked = check_in_engine(python, argvs)
+        return check_in_engine(python, items, env=env)
     except CatalogError as exc:
         raise ParamError(f"{param.name}: {exc}") from None
+
+
+def _refuse_any(param: Param, checked: list[Checked]) -> None:
+    who = "vLLM's own reader of it" if param.kind == "env" else "vLLM's own parser"
     for item in checked:
         if not item.ok:
-            raise ParamError(f"{param.name}: refused by vLLM's own parser: {_one_line(item.error)}")
+            raise ParamError(f"{param.name}: refused by {who}: {_one_line(item.error)}")
 
 
 def _one_line(message: str | None) -> str:

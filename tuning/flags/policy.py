@@ -88,9 +88,24 @@ _GROUPS: dict[str, tuple[str, ...]] = {
 DENIED: dict[str, str] = {name: why for why, names in _GROUPS.items() for name in names}
 
 
+# vLLM's environment knobs (VLLM_*): refused by what their names say they hold.
+_ENV_WORDS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("KEY", "TOKEN", "SECRET", "HOST", "PORT", "URL", "ADDR", "ENDPOINT", "RPC"), REACH),
+    (("PATH", "ROOT", "DIR", "FILE", "PLUGIN", "MODELSCOPE", "INSECURE", "DEV_MODE"), CODE),
+    (("LOG", "USAGE", "TRACK", "CONFIGURE"), LAB),
+)
+
+
 def refusal(name: str) -> str | None:
-    """Why `name` (a flag without `--`) is never tuned, or None when it may be."""
-    return DENIED.get(name.strip().removeprefix("--").replace("_", "-"))
+    """Why `name` (a flag without `--`, or a VLLM_* variable) is never tuned, or None."""
+    key = name.strip().removeprefix("--")
+    if key.startswith("VLLM_"):
+        parts = set(key.split("_"))
+        for words, why in _ENV_WORDS:
+            if any(w in parts or (len(w) > 4 and w in key) for w in words):
+                return why
+        return None
+    return DENIED.get(key.replace("_", "-"))
 
 
 def suggest(name: str, known: Iterable[str]) -> str:

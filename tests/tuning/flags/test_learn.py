@@ -126,3 +126,27 @@ def test_curated_names_never_read_the_engine(tmp_path: Path) -> None:
     assert spec.learned == {}
     assert resolve("max_num_seqs", None).name == "max-num-seqs"
     assert sys.executable  # the fast tier's own interpreter stays the lab's
+
+
+def test_an_environment_knob_is_tuned_when_named_and_checked_by_vllms_reader(
+    fake_vllm_python: str, tmp_path: Path
+) -> None:
+    db = tmp_path / "lab.db"
+    spec = _spec(fake_vllm_python)
+    assert prepare(db, spec, "VLLM_FAKE_STEPS", "4,8", {}) == ("VLLM_FAKE_STEPS", [4, 8])
+    launch = spec.launch({"VLLM_FAKE_STEPS": 8})
+    assert launch.env["VLLM_FAKE_STEPS"] == "8" and "--VLLM_FAKE_STEPS" not in " ".join(launch.argv)
+    with pytest.raises(ParamError, match="is not a valid int"):
+        prepare(db, _spec(fake_vllm_python), "VLLM_FAKE_STEPS", "4,many", {})
+    spec_text = _spec(fake_vllm_python)
+    prepare(db, spec_text, "VLLM_CPU_OMP_THREADS_BIND", "auto,all", {})
+    assert (
+        spec_text.launch({"VLLM_CPU_OMP_THREADS_BIND": "all"}).env["VLLM_CPU_OMP_THREADS_BIND"]
+        == "all"
+    )
+    with pytest.raises(ParamError, match="VLLM_FAKE_SPLIT: refused by vLLM's own reader of it: Va"):
+        prepare(db, _spec(fake_vllm_python), "VLLM_FAKE_SPLIT", "2,abc", {})  # typed only by vLLM
+    with pytest.raises(ParamError, match="VLLM_HOST_IP: never tuned by the lab: it changes who"):
+        prepare(db, _spec(fake_vllm_python), "VLLM_HOST_IP", "1.2.3.4", {})
+    with pytest.raises(ParamError, match="did you mean `VLLM_FAKE_STEPS`"):
+        prepare(db, _spec(fake_vllm_python), "VLLM_FAKE_STEP", "4", {})
