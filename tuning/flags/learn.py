@@ -13,6 +13,7 @@ from store import connect
 from store import engine_flags as cache
 from tuning.engine import EngineSpec, installed_vllm_version
 from tuning.flags.catalog import (
+    FORMAT,
     Catalog,
     CatalogError,
     Checked,
@@ -167,7 +168,7 @@ def catalog_for(db_path: str | Path, spec: EngineSpec, refresh: bool = False) ->
     if not refresh:
         with connect(db_path) as db:
             raw = cache.load(db, python, version)
-        if raw is not None:
+        if raw is not None and raw.get("format") == FORMAT:
             return Catalog.from_dict(raw)
     catalog = read_catalog(python)
     with connect(db_path) as db:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from store import connect
 from tuning.engine import EngineSpec
 from tuning.flags import catalog as catalog_mod
 from tuning.flags.learn import catalog_for, prepare, resolve
@@ -115,6 +116,11 @@ def test_the_catalog_is_read_once_per_engine_version(
     catalog_for(db, newer)
     catalog_for(db, _spec(fake_vllm_python), refresh=True)
     assert len(reads) == 3
+    with connect(db) as conn:  # a catalog cached by an older lab (no format): read again
+        conn.execute("UPDATE engine_flags SET catalog_json = json_remove(catalog_json, '$.format')")
+        conn.conn.commit()
+    catalog_for(db, _spec(fake_vllm_python))
+    assert len(reads) == 4
 
 
 def test_curated_names_never_read_the_engine(tmp_path: Path) -> None:
