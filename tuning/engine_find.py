@@ -100,6 +100,22 @@ def locate(program: str, environ: Mapping[str, str] | None = None) -> str | None
     return shutil.which(program, path=env.get("PATH", os.defpath))
 
 
+def custom_problem(command: str, model: str, environ: Mapping[str, str] | None = None) -> str:
+    """Why a custom engine cannot be saved, in one line naming the field, or "": its command's
+    program must exist (vLLM itself is checked by "Check engine"), and a model must be set."""
+    try:
+        parts = shlex.split(command)
+    except ValueError as exc:
+        return f"engine command: {exc}"
+    if not parts:
+        return f"engine command: empty; {COMMAND_FIX}"
+    if locate(parts[0], environ) is None:
+        return f"engine command: {parts[0]} not found; {COMMAND_FIX}"
+    if not model.strip():
+        return "model: a custom engine needs a model (a local folder or a hub id vLLM resolves)"
+    return ""
+
+
 def served_name_for(model: str) -> str:
     """The served name a model gets by default: its last path component (`/m/Qwen3-8B/` and
     `Qwen/Qwen3-8B` -> `Qwen3-8B`)."""
