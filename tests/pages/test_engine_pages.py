@@ -74,7 +74,8 @@ def test_a_command_that_does_not_exist_is_not_saved_and_says_how_to_fix_it(
     at.text_input(key="set_model").set_value(box["model"]).run()
     at.button(key="set_save").click().run()
     errors = [e.value for e in at.error]
-    assert errors and errors[0].startswith("not saved: engine command: /opt/vllm/bin/vllm not found")
+    gone = "not saved: engine command: /opt/vllm/bin/vllm not found"
+    assert errors and errors[0].startswith(gone)
     assert "which vllm" in errors[0]
     assert not at.success and not settings_path().exists()
     at.text_input(key="set_command").set_value(f"{box['shim']} serve").run()

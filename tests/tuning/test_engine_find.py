@@ -164,3 +164,18 @@ def test_a_custom_engine_is_refused_naming_the_field(box: dict[str, str]) -> Non
     assert custom_problem("'unbalanced", "m").startswith("engine command:")
     assert custom_problem(f"{box['shim']} serve", " ").startswith("model:")
     assert custom_problem(f"{box['shim']} serve", "org/name") == ""
+
+
+def test_kv_prediction_reads_a_hub_models_config_from_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tuning.predict import ModelShape
+
+    snap = tmp_path / "hf" / "hub" / "models--org--name" / "snapshots" / "abc123"
+    snap.mkdir(parents=True)
+    shape = {"hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4}
+    (snap / "config.json").write_text(json.dumps({**shape, "vocab_size": 100}))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    assert ModelShape.load("org/name").layers == 2
+    with pytest.raises(FileNotFoundError):
+        ModelShape.load("org/absent")
