@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
-from tuning.doctor import Finding
-from tuning.engine_find import Discovery
 from ui.common import ICONS, md_code, md_escape
+
+if TYPE_CHECKING:  # Home imports this module: it needs neither the doctor nor the finder
+    from tuning.doctor import Finding
+    from tuning.engine_find import Discovery
 
 
 def draw_check(findings: Sequence[Finding], discovery: Discovery, engine: str) -> None:
