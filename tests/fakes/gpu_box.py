@@ -29,10 +29,11 @@ def vllm_shim(folder: Path, python: str = sys.executable) -> Path:
 
 def gpu_box_env(tmp: Path, gpus: int = 2, python: str = sys.executable) -> dict[str, str]:
     """Environment of a fresh clone on a GPU box: a lab home with no settings, no embedded engine,
-    the user's vLLM on PATH, NVML with `gpus` GPUs (the fake vllm package reachable from
-    `python`, as the probe's PYTHONPATH)."""
+    the user's vLLM on PATH behind `python`, NVML with `gpus` GPUs. The fake vllm package is on
+    PYTHONPATH only for the lab's own interpreter (a real engine's interpreter has its own)."""
     shim = vllm_shim(tmp / "user-bin", python)
-    path = os.pathsep.join([str(NVML_MODULE), str(FAKE_VLLM_PKG), str(REPO)])
+    fake = [str(FAKE_VLLM_PKG)] if python == sys.executable else []
+    path = os.pathsep.join([str(NVML_MODULE), *fake, str(REPO)])
     return {
         "PATH": f"{shim.parent}{os.pathsep}{os.environ.get('PATH', '')}",
         "PYTHONPATH": path,
@@ -52,7 +53,7 @@ def engine_vars() -> list[str]:
     return [*ENGINE_VARS, *lab]
 
 
-def subprocess_env(tmp: Path, gpus: int = 2) -> dict[str, str]:
+def subprocess_env(tmp: Path, gpus: int = 2, python: str = sys.executable) -> dict[str, str]:
     """os.environ without engine_vars(), plus gpu_box_env: for `python -m tuning` and `make`."""
     env = {k: v for k, v in os.environ.items() if k not in engine_vars()}
-    return {**env, **gpu_box_env(tmp, gpus)}
+    return {**env, **gpu_box_env(tmp, gpus, python)}
