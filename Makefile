@@ -1,12 +1,16 @@
-# Two commands: `make run` (the app on the embedded engine) and `make test` (every test).
+# Two commands: `make run` (the app) and `make test` (every test).
 # Both build what they need first; `make setup` is idempotent.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8501
+# Which vLLM `make run` serves. auto: yours when one is found (the saved setting, VLLM_PYTHON, a
+# `vllm` on PATH) and NVML sees GPUs, with nothing installed; else the embedded CPU engine.
+# embedded: always the embedded CPU engine (built by `make engine`).
+ENGINE ?= auto
 
 # Ray for the fleet (optional at run time; the fleet tests need it, so `make test` installs it).
-.PHONY: setup engine browser fleet run lint docs cli-reference architecture test test-fast screenshots \
+.PHONY: setup engine engine-auto browser fleet run lint docs cli-reference architecture test test-fast screenshots \
 	bench-agreement bench-client bench-compare
 
 setup: $(VENV)/.deps engine
@@ -33,8 +37,13 @@ browser:
 	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 	@chromium --version
 
-run: setup
-	$(BIN)/streamlit run app.py --server.port $(PORT)
+# `tuning engine detect` exits 0 (use your vLLM, saved in the settings), 3 (the embedded engine) or
+# 1 (the saved custom engine is gone: fix Settings, or ENGINE=embedded).
+engine-auto: $(VENV)/.deps
+	@$(BIN)/python -m tuning engine detect --save || { test $$? -eq 3 && $(MAKE) --no-print-directory engine; }
+
+run: $(if $(filter embedded,$(ENGINE)),engine,engine-auto)
+	$(if $(filter embedded,$(ENGINE)),TUNING_LAB_ENGINE=embedded )$(BIN)/streamlit run app.py --server.port $(PORT)
 
 # Lint, format, types and the house rules (imports, sizes, SQL): part of `make test`.
 lint: $(VENV)/.deps

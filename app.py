@@ -6,12 +6,13 @@ import streamlit as st
 
 from store import queries
 from tuning.compare.present import fmt
-from tuning.engine import current_spec, engine_info
+from tuning.engine import EngineError, current_spec, engine_info
 from tuning.experiment import demo
 from tuning.experiment.supervisor import spawn_runner
 from tuning.search.background import search_running
 from tuning.settings import load_settings
 from ui.common import ICONS, db, db_path, md_code, md_escape
+from ui.engine_card import engine_line
 
 st.set_page_config(page_title="vLLM Tuning Lab", page_icon=ICONS["lab"], layout="wide")
 st.title("vLLM Tuning Lab")
@@ -34,6 +35,8 @@ def start_demo() -> None:
 
 
 conn = db()  # reaps first (ui.common.db)
+settings = load_settings()
+custom = settings.engine == "custom"  # the user's own vLLM: no CPU demo, no `make setup` advice
 active = queries.active_experiments(conn)
 if active:
     for exp in active:
@@ -49,6 +52,8 @@ if active:
 elif search_running(db_path()):  # between a search's steps no experiment is active
     st.info("A search is running (one at a time per machine): its progress is on New experiment.")
     st.page_link("pages/1_New_experiment.py", label="See the search", icon=ICONS["new"])
+elif custom:
+    st.info("No experiment is running. Start one from **New experiment**.")
 else:
     st.info(
         "No experiment is running. New here? The demo runs a real experiment on the embedded "
@@ -74,15 +79,23 @@ with left:
         st.page_link(page, label=label, icon=ICONS[icon])
 with right:
     st.subheader("Engine")
-    info = engine_info()
-    st.markdown(
-        f"**{md_escape(info['engine'])}** · vLLM {md_escape(info['vllm_version'])} · backend "
-        f"{md_code(info['backend'])}"
-        f" · {'installed' if info['installed'] else 'NOT installed: run `make setup`'}"
-    )
-    st.caption(
-        f"model: {md_code(info['model_path'])} served as {md_code(info['served_model_name'])}"
-    )
+    try:
+        info: dict[str, object] | None = engine_info(settings)
+    except EngineError as exc:  # a custom engine without its command or model
+        info = None
+        st.warning(f"Your engine is incomplete: {md_escape(exc)}", icon=ICONS["warning"])
+    if info is not None:
+        st.markdown(engine_line(info))
+    if info is not None and not info["installed"]:
+        if custom:
+            st.warning(
+                f"Your vLLM was not found: {md_code(settings.engine_command)} does not exist.",
+                icon=ICONS["warning"],
+            )
+        else:
+            st.warning("The embedded engine is NOT installed: run `make setup`.")
+    if custom and (info is None or not info["installed"]):
+        st.page_link("pages/6_Settings.py", label="Fix it on Settings", icon=ICONS["settings"])
     runs = queries.list_runs(conn, limit=5)
     st.subheader("Latest runs")
     if runs:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import streamlit as st
 
-from tuning.engine import EngineError, engine_info
+from tuning.doctor import engine_findings
+from tuning.engine_find import custom_problem, find_vllm, served_name_for
 from tuning.fleet import INSTALL_HINT, FleetError, options_from_settings, ray_available
 from tuning.settings import load_settings, save_settings, settings_path
 from ui.common import ICONS, md_code, md_escape
+from ui.engine_card import draw_check
 
 st.set_page_config(
     page_title="Settings · vLLM Tuning Lab", page_icon=ICONS["settings"], layout="wide"
@@ -30,10 +34,16 @@ command = st.text_input(
     "vLLM interpreter or command",
     s.engine_command,
     key="set_command",
+    placeholder="/path/to/venv/bin/python  or  /path/to/bin/vllm serve",
     help="/path/to/venv/bin/python (runs -m vllm.entrypoints.openai."
-    "api_server) or a command such as `/opt/vllm/bin/vllm serve`.",
+    "api_server) or a command such as `/opt/vllm/bin/vllm serve` (`which vllm` says where).",
 )
-model = st.text_input("Model path or ID", s.engine_model, key="set_model")
+model = st.text_input(
+    "Model path or ID",
+    s.engine_model,
+    key="set_model",
+    help="a local folder or a hub id vLLM resolves; the lab downloads nothing",
+)
 c1, c2, c3 = st.columns(3)
 backend = c1.selectbox(
     "Backend", ["gpu", "cpu"], index=0 if s.engine_backend != "cpu" else 1, key="set_backend"
@@ -47,7 +57,13 @@ load_format = c2.selectbox(
     key="set_load_format",
     help="dummy = random weights, no download",
 )
-served = c3.text_input("Served model name", s.served_model_name, key="set_served")
+served = c3.text_input(
+    "Served model name",
+    s.served_model_name,
+    key="set_served",
+    placeholder=served_name_for(model) if model.strip() else "from the model",
+    help="empty: the model's last path component",
+)
 author = st.text_input("Author (defaults to the OS user)", s.author, key="set_author")
 team = st.text_input("Team folder (shared bundles)", s.team_folder, key="set_team")
 st.subheader("Fleet")
@@ -87,20 +103,33 @@ gpus = f3.text_input(
 )
 if fleet != "none" and not ray_available():
     st.warning(INSTALL_HINT)
-if st.button("Save settings", type="primary", key="set_save"):
-    s.engine, s.engine_command, s.engine_model = engine, command.strip(), model.strip()
-    s.engine_backend, s.engine_load_format, s.served_model_name = backend, load_format, served
-    s.author, s.team_folder = author.strip(), team.strip()
-    s.fleet, s.fleet_slots = fleet, slots.strip()
-    s.fleet_ray_address, s.fleet_gpus_per_run = address.strip() or "auto", gpus.strip()
+form = replace(
+    s,
+    engine=engine,
+    engine_command=command.strip(),
+    engine_model=model.strip(),
+    engine_backend=backend,
+    engine_load_format=load_format,
+    served_model_name=served.strip(),
+    author=author.strip(),
+    team_folder=team.strip(),
+    fleet=fleet,
+    fleet_slots=slots.strip(),
+    fleet_ray_address=address.strip() or "auto",
+    fleet_gpus_per_run=gpus.strip(),
+)
+b1, b2 = st.columns([1, 5])
+if b1.button("Save settings", type="primary", key="set_save"):
+    problem = custom_problem(form.engine_command, form.engine_model) if engine == "custom" else ""
     try:
-        options_from_settings(s)
+        options_from_settings(form)
     except FleetError as exc:
-        st.error(f"not saved: {md_escape(exc)}")
+        problem = problem or str(exc)
+    if problem:
+        st.error(f"not saved: {md_escape(problem)}")
     else:
-        save_settings(s)
+        save_settings(form)
         st.success("saved")
-try:
-    st.json(engine_info(load_settings()))
-except EngineError as exc:
-    st.error(md_escape(exc))
+if b2.button("Check engine", key="set_check", help="the engine as entered: vLLM, model, GPUs"):
+    with st.spinner("asking the engine's interpreter for its vLLM..."):
+        draw_check(engine_findings(form), find_vllm(form), engine)

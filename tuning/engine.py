@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tuning.engine_find import EMBEDDED_SERVED_NAME, locate, served_name_for, vllm_version
+from tuning.flags.catalog import CatalogError, engine_python
 from tuning.launch import Launch, build_launch
 from tuning.params import Param
 from tuning.settings import REPO_ROOT, Settings, load_settings
@@ -250,19 +252,30 @@ def embedded_spec() -> EngineSpec:
 
 
 def custom_spec(settings: Settings) -> EngineSpec:
-    """The user's own vLLM: an interpreter path, or a whole command like `vllm serve`."""
+    """The user's own vLLM: an interpreter path, or a whole command like `vllm serve`. The served
+    name follows the model unless one is set (the embedded engine's "tiny" counts as unset)."""
     if not settings.engine_command or not settings.engine_model:
-        raise EngineError("a custom engine needs engine_command and engine_model in the settings")
+        raise EngineError(
+            "a custom engine needs engine_command and engine_model in the settings (Settings)"
+        )
     parts = shlex.split(settings.engine_command)
     is_python = Path(parts[0]).name.startswith("python")
     command = [parts[0], *API_SERVER_MODULE] if is_python and len(parts) == 1 else parts
     # `vllm serve` takes --model as well as a positional model, so both forms get --model.
-    version = installed_vllm_version(parts[0]) if is_python else "unknown"
+    version = "unknown"
+    if locate(parts[0]):
+        try:
+            version = vllm_version(engine_python(parts))[0] or "unknown"
+        except CatalogError:
+            pass
+    served = settings.served_model_name
     return EngineSpec(
         name="custom",
         command=command,
         model=settings.engine_model,
-        served_model_name=settings.served_model_name or "model",
+        served_model_name=served
+        if served and served != EMBEDDED_SERVED_NAME
+        else served_name_for(settings.engine_model),
         backend=settings.engine_backend or "gpu",
         load_format=settings.engine_load_format or None,
         env={"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "VLLM_DISABLE_LOG_LOGO": "1"},
@@ -283,7 +296,7 @@ def engine_info(settings: Settings | None = None) -> dict[str, object]:
     return {
         "engine": spec.name,
         "interpreter": interpreter,
-        "installed": Path(interpreter).exists(),
+        "installed": locate(interpreter) is not None,
         "vllm_version": spec.vllm_version,
         "model_path": spec.model,
         "served_model_name": spec.served_model_name,

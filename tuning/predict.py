@@ -91,11 +91,17 @@ class ModelShape:
 
     @classmethod
     def load(cls, model: str | Path) -> ModelShape:
-        """From a model folder (its config.json) or a config.json path."""
+        """From a model folder (its config.json), a config.json path, or a hub id already in the
+        Hugging Face cache (nothing is downloaded)."""
+        from tuning.engine_find import model_config
+
         path = Path(model)
         path = path / "config.json" if path.is_dir() else path
         if not path.is_file():
-            raise FileNotFoundError(f"no config.json at {path}: give --model-config")
+            cached, _why = model_config(str(model))
+            if cached is None:
+                raise FileNotFoundError(f"no config.json at {path}: give --model-config")
+            path = cached
         return cls.from_config(json.loads(path.read_text()))
 
     def kv_bytes_per_token(self, kv_dtype: str = "auto") -> int:

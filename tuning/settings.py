@@ -54,7 +54,9 @@ class Settings:
     engine_model: str = ""
     engine_backend: str = "gpu"
     engine_load_format: str = ""
-    served_model_name: str = "tiny"
+    # Empty: the model's last path component (tuning.engine.custom_spec); the embedded engine's is
+    # always "tiny".
+    served_model_name: str = ""
     author: str = ""
     host_name: str = ""
     team_folder: str = ""

@@ -78,6 +78,10 @@ class FakeNvml:
         if self.initialized <= 0:
             raise NVMLError_Unknown("NVML not initialized")
 
+    def nvmlSystemGetDriverVersion(self) -> str:  # noqa: N802
+        self._check()
+        return "550.54.15"
+
     def nvmlDeviceGetCount(self) -> int:  # noqa: N802
         self._check()
         return len(self.used_steps)

@@ -1,5 +1,5 @@
 """`python -m tuning doctor [--json]`: one line per check, a fix under each problem; exit 1 when
-there is a problem."""
+there is a problem. The JSON also names the vLLM found (saved, VLLM_PYTHON, PATH) and the GPUs."""
 
 from __future__ import annotations
 
@@ -27,13 +27,24 @@ def add_arguments(sub: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tuning.doctor import APP_PORT, diagnose
+    from tuning.engine_find import find_vllm, read_gpus
+    from tuning.settings import load_settings
 
+    settings = load_settings()
     findings = diagnose(
-        db_path=db_path(args), port=args.port or APP_PORT, import_check=not args.no_import
+        settings, db_path=db_path(args), port=args.port or APP_PORT, import_check=not args.no_import
     )
     problems = [f for f in findings if not f.ok]
     if args.json:
-        say(json.dumps({"ok": not problems, "findings": [f.to_dict() for f in findings]}))
+        found = find_vllm(settings)  # what `make run` would use: saved, VLLM_PYTHON, PATH
+        report = {
+            "ok": not problems,
+            "findings": [f.to_dict() for f in findings],
+            "vllm": found.found.to_dict() if found.found else None,
+            "vllm_not_used": found.notes,
+            "gpus": read_gpus().to_dict(),
+        }
+        say(json.dumps(report))
     else:
         for finding in findings:
             say(finding.line())

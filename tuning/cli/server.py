@@ -1,4 +1,4 @@
-"""`python -m tuning engine setup|info` and `python -m tuning server start|stop|status`: the
+"""`python -m tuning engine setup|info|detect` and `python -m tuning server start|stop|status`: the
 embedded engine, and one detached server with its state in a small JSON file, so a shell (or a
 headless GPU box) can drive the same lifecycle the runner uses."""
 
@@ -44,6 +44,16 @@ def add_arguments(sub: Subparsers) -> None:
     setup.add_argument("--force", action="store_true")
     info = everb.add_parser("info", help="interpreter, vLLM version, model path")
     info.add_argument("--json", action="store_true")
+    detect = everb.add_parser(
+        "detect",
+        help="find your vLLM (saved, VLLM_PYTHON, a `vllm` on PATH) and the GPUs: exit 0 use it, "
+        "3 use the embedded engine, 1 the saved one is gone (`make run` branches on it)",
+    )
+    detect.add_argument("--save", action="store_true", help="save the found vLLM in the settings")
+    detect.add_argument(
+        "--model", default=None, help="the model it serves (default: VLLM_MODEL, then Settings)"
+    )
+    detect.add_argument("--json", action="store_true")
     server = sub.add_parser("server", help="start, stop or inspect one vLLM server")
     verbs = server.add_subparsers(dest="verb", required=True)
     start = verbs.add_parser("start", help="start the configured engine and wait until healthy")
@@ -67,7 +77,42 @@ def _load_state() -> dict[str, Any] | None:
         return None
 
 
+def _detect(args: argparse.Namespace) -> int:
+    """Which engine `make run` serves; exit code per tuning.engine_find (0, 1 or 3)."""
+    from tuning.engine_find import decide, save_found
+    from tuning.settings import load_settings
+
+    if args.model is not None and not args.model.strip():
+        say("refused: --model is empty", file=sys.stderr)
+        return 2
+    settings = load_settings()
+    decision = decide(settings, model=args.model)
+    saved = save_found(decision, settings) if args.save else False
+    if args.json:
+        found = decision.discovery.found
+        say(
+            json.dumps(
+                {
+                    "code": decision.code,
+                    "vllm": found.to_dict() if found else None,
+                    "not_used": decision.discovery.notes,
+                    "gpus": decision.gpus.to_dict(),
+                    "model": decision.model,
+                    "saved": saved,
+                }
+            )
+        )
+    else:
+        for line in decision.lines:
+            say(line)
+        if saved:
+            say("saved as the custom engine in the settings (change it on Settings)")
+    return decision.code
+
+
 def _engine(args: argparse.Namespace) -> int:
+    if args.verb == "detect":
+        return _detect(args)
     if args.verb == "setup":
         try:
             setup_embedded(lambda line: say(line, flush=True), force=args.force)
@@ -75,7 +120,11 @@ def _engine(args: argparse.Namespace) -> int:
             say(f"engine setup failed: {exc}", file=sys.stderr)
             return 1
         return 0
-    info = engine_info()
+    try:
+        info = engine_info()
+    except EngineError as exc:
+        say(f"refused: {exc}", file=sys.stderr)
+        return 2
     if args.json:
         say(json.dumps(info, indent=2))
     else:

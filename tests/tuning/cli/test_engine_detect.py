@@ -1,0 +1,118 @@
+"""A GPU box is a first-class home (issue 21 item 4), simulated here: a "user's vLLM" on PATH (a
+`vllm` shim whose interpreter imports the fake vllm package) and NVML reporting GPUs
+(tests/fakes/nvml_module). On a fresh clone `make run` does not install the CPU engine, and
+`doctor --json` names the vLLM it found.
+
+`make -n run` prints the recipes without running them, except a line that calls $(MAKE): that is
+the decision line (`tuning engine detect`, then `make engine` only on exit 3), so the decision
+runs for real while the nested `make engine` only prints what it would install."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.fakes.gpu_box import REPO, subprocess_env
+
+SETUP = "-m tuning engine setup"
+
+
+def make_n_run(tmp: Path, gpus: int, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["make", "-n", "-o", ".venv/.deps", "run", *extra],
+        cwd=REPO,
+        env=subprocess_env(tmp, gpus),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def cli(tmp: Path, gpus: int, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tuning", *args],
+        cwd=REPO,
+        env=subprocess_env(tmp, gpus),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_make_run_on_a_gpu_box_uses_the_users_vllm_and_installs_nothing(tmp_path: Path) -> None:
+    out = make_n_run(tmp_path, gpus=2)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "using your vLLM 0.32.0+fake (PATH)" in out.stdout
+    assert "2x Fake H200" in out.stdout
+    assert SETUP not in out.stdout and "pip install" not in out.stdout
+    saved = json.loads((tmp_path / "home" / "settings.json").read_text())
+    assert saved["engine"] == "custom"
+    assert saved["engine_command"] == f"{tmp_path / 'user-bin' / 'vllm'} serve"
+    assert "streamlit run app.py" in out.stdout
+
+
+def test_make_run_without_gpus_builds_the_embedded_engine(tmp_path: Path) -> None:
+    out = make_n_run(tmp_path, gpus=0)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "NVML sees no GPU" in out.stdout and SETUP in out.stdout
+    assert not (tmp_path / "home" / "settings.json").exists()
+
+
+def test_make_run_engine_embedded_still_builds_it_and_serves_it(tmp_path: Path) -> None:
+    out = make_n_run(tmp_path, 2, "ENGINE=embedded")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert SETUP in out.stdout and "engine detect" not in out.stdout
+    assert "TUNING_LAB_ENGINE=embedded" in out.stdout
+    assert not (tmp_path / "home" / "settings.json").exists()
+
+
+def test_detect_exit_codes_and_the_model_it_saves(tmp_path: Path) -> None:
+    out = cli(tmp_path, 2, "engine", "detect", "--json", "--save", "--model", "org/My-Model")
+    assert out.returncode == 0, out.stderr
+    report: dict[str, Any] = json.loads(out.stdout)
+    assert report["vllm"]["source"] == "PATH" and report["saved"] is True
+    assert report["model"] == "org/My-Model" and len(report["gpus"]["names"]) == 2
+    info = json.loads(cli(tmp_path, 2, "engine", "info", "--json").stdout)
+    assert info["served_model_name"] == "My-Model" and info["vllm_version"] == "0.32.0+fake"
+    assert cli(tmp_path, 0, "engine", "detect").returncode == 0  # a saved engine: always used
+
+
+def test_detect_refuses_an_empty_model_and_writes_nothing(tmp_path: Path) -> None:
+    out = cli(tmp_path, 2, "engine", "detect", "--save", "--model", " ")
+    assert out.returncode == 2 and out.stderr.strip() == "refused: --model is empty"
+    assert not (tmp_path / "home").exists()
+
+
+def test_doctor_json_names_the_vllm_it_found(tmp_path: Path) -> None:
+    model = tmp_path / "models" / "Qwen3-8B"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text(json.dumps({"model_type": "qwen3"}))
+    assert cli(tmp_path, 2, "engine", "detect", "--save", "--model", str(model)).returncode == 0
+    out = cli(tmp_path, 2, "doctor", "--json", "--port", "1")
+    report = json.loads(out.stdout)
+    shim = str(tmp_path / "user-bin" / "vllm")
+    assert report["vllm"]["command"] == [shim, "serve"]
+    assert report["vllm"]["version"] == "0.32.0+fake"
+    found = {f["check"]: f for f in report["findings"]}
+    assert found["engine"]["ok"] and "vllm 0.32.0+fake in" in found["engine"]["detail"]
+    assert found["gpu"]["ok"] and "driver 550.54.15" in found["gpu"]["detail"]
+    assert "GiB free" in found["gpu"]["detail"]
+    assert found["model"]["ok"] and "config.json readable" in found["model"]["detail"]
+
+
+def test_doctor_json_on_a_box_without_vllm_names_none(tmp_path: Path) -> None:
+    env_path = tmp_path / "empty-bin"
+    env_path.mkdir()
+    out = subprocess.run(
+        [sys.executable, "-m", "tuning", "doctor", "--json", "--no-import"],
+        cwd=REPO,
+        env={**subprocess_env(tmp_path, 0), "PATH": str(env_path)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    report = json.loads(out.stdout)
+    assert report["vllm"] is None and report["vllm_not_used"] == ["PATH: no `vllm` on PATH"]
