@@ -63,6 +63,7 @@ def test_search_offers_the_engine_flags_with_their_help(fake_lab: Path) -> None:
     assert "scheduling-policy" in options and "async-scheduling" in options
     assert "kv-cache-dtype" not in options  # the search filters the curated ones too
     at.selectbox(key="new_param").set_value("scheduling-policy").run()
+    assert at.text_input(key="new_values").value == "fcfs,priority"  # its choices, to compare
     text = page_text(at)
     assert "The scheduling policy to use" in text, text
     assert "SchedulerConfig" in text and "fcfs" in text and "priority" in text
@@ -115,6 +116,31 @@ def test_baseline_takes_any_allowed_flag(fake_lab: Path) -> None:
     at.text_area(key="new_baseline").set_value("scheduling-policy=priority").run()
     assert not _errors(at), _errors(at)
     assert not at.button(key="new_start").disabled
+    # A baseline value only vLLM's own parser refuses: said on Start, nothing written.
+    at.text_area(key="new_baseline").set_value('compilation-config={"bogus": 1}').run()
+    assert not _errors(at), _errors(at)
+    at.button(key="new_start").click().run()
+    errors = _errors(at)
+    assert any(e.startswith("compilation-config: refused by vLLM's own parser") for e in errors)
+    assert not at.success and not _experiments(fake_lab)
+
+
+def test_every_flag_on_request_and_a_missing_vllm_said(
+    fake_lab: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = open_page("pages/1_New_experiment.py")
+    assert "new_flag_group" not in [s.key for s in at.selectbox]  # nothing read until asked
+    at.button(key="new_flags_all").click().run()
+    assert "SchedulerConfig" in at.selectbox(key="new_flag_group").options
+    assert "long-prefill-token-threshold" in _offered(at)
+    # An interpreter without vLLM: the curated parameters stay, and the page says why.
+    monkeypatch.setenv("PYTHONPATH", "")
+    monkeypatch.setenv("TUNING_LAB_HOME", str(fake_lab.parent / "other"))
+    monkeypatch.setenv("TUNING_LAB_DB", str(fake_lab.parent / "other" / "lab.db"))
+    at = open_page("pages/1_New_experiment.py")
+    assert _search(at, "seqs") == ["max-num-seqs"]
+    warnings = [w.value for w in at.warning]
+    assert any("Only the lab's curated parameters" in w for w in warnings), warnings
 
 
 def test_start_a_learned_flag_from_the_page(fake_lab: Path) -> None:
