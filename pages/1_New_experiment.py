@@ -75,7 +75,9 @@ with st.expander("Baseline configuration", expanded=False):
     )
     typed, bad_lines = parse_assignments(baseline_text.splitlines(), "baseline line")
     errors += bad_lines
-    catalog = engine_flags(db_path(), spec, read=needs_catalog(typed)).catalog
+    catalog = picked.catalog  # read by the picker when the baseline needs it
+    if catalog is None and needs_catalog(typed):  # the baseline was just edited
+        catalog = engine_flags(db_path(), spec, read=True).catalog
     baseline, base_learned, refused = resolve_baseline(typed, catalog)
     errors += refused
     learned = {**base_learned, **picked.learned}

@@ -1,6 +1,6 @@
 """New experiment's parameter picker over every flag of the user's own vLLM: the lab's curated
 parameters first, then the flags its parser defines (tuning.flags), searchable and grouped like
-vLLM's --help; a flag the lab never tunes is listed with the reason instead of offered.
+vLLM's own help; a flag the lab never tunes is listed with the reason instead of offered.
 
 The first read of the engine's parser imports vLLM (10-30 s), so the catalog is read only when the
 page needs it (a search, "show every flag", a baseline flag outside the curated table) or is
@@ -33,6 +33,7 @@ READING = (
 )
 CHECKING = "Checking the values with your vLLM's own parser (it imports vLLM: 10-30 s)..."
 WANT_ALL = "new_flags_wanted"  # a UI choice: the user asked to see every flag
+LAST_PARAM = "new_param_last"  # the parameter the values were typed for
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class Picked:
     """The parameter the user chose (None: nothing matches the search) and the learned ones."""
 
     param: Param | None
+    catalog: Catalog | None = None
     info: FlagInfo | None = None
     learned: dict[str, Param] = field(default_factory=dict)
 
@@ -145,14 +147,12 @@ def _label(name: str, catalog: Catalog | None) -> str:
     )
 
 
-def _suggest_values(catalog: Catalog | None) -> None:
-    """A new choice or true/false parameter starts with all its values to compare."""
-    name = st.session_state.get("new_param")
-    if not name:
-        return
-    try:
-        param = PARAMS[name] if name in PARAMS else resolve(name, catalog)
-    except ParamError:
+def _suggest_values(param: Param) -> None:
+    """When the parameter changes (picked, or the search left the old one out), a choice or
+    true/false one starts with all its values to compare; others keep what was typed."""
+    last = st.session_state.get(LAST_PARAM)
+    st.session_state[LAST_PARAM] = param.name
+    if last is None or last == param.name:
         return
     if param.type == "bool":
         st.session_state["new_values"] = "false,true"
@@ -175,7 +175,9 @@ def render_picker(db_path: str | Path, spec: EngineSpec, baseline_names: Iterabl
     if catalog is not None:
         groups = sorted({f.group for f in catalog.flags.values() if f.group})
         group = st.selectbox(
-            "Help group (as in vLLM's --help)", [ALL, CURATED, *groups], key="new_flag_group"
+            "Help group (as your vLLM groups its flags)",
+            [ALL, CURATED, *groups],
+            key="new_flag_group",
         )
     elif flags.error and want:
         st.warning(md_escape(f"Only the lab's curated parameters: {flags.error}"))
@@ -187,7 +189,7 @@ def render_picker(db_path: str | Path, spec: EngineSpec, baseline_names: Iterabl
         st.caption(md_escape(f"Not offered: {name}: {why}"))
     if not names:
         st.warning(md_escape(f"No tunable flag matches {word.strip()!r}."))
-        return Picked(None)
+        return Picked(None, catalog)
     if catalog is not None:
         learned = sum(1 for n in names if n not in PARAMS)
         st.caption(
@@ -202,17 +204,20 @@ def render_picker(db_path: str | Path, spec: EngineSpec, baseline_names: Iterabl
         index=names.index("max-num-seqs") if "max-num-seqs" in names else 0,
         key="new_param",
         format_func=lambda n: _label(n, catalog),
-        on_change=_suggest_values,
-        args=(catalog,),
     )
     info = catalog.get(name) if catalog else None
+    card = st.container(key="new_flag_card")  # a stable hook for the browser tests
     if name in PARAMS:
         param = PARAMS[name]
-        render_curated(param, info)
-        return Picked(param, info)
+        _suggest_values(param)
+        with card:
+            render_curated(param, info)
+        return Picked(param, catalog, info)
     param = resolve(name, catalog)  # offered, so tunable
-    render_learned(param, info, catalog.vllm_version if catalog else "")
-    return Picked(param, info, {param.name: param})
+    _suggest_values(param)
+    with card:
+        render_learned(param, info, catalog.vllm_version if catalog else "")
+    return Picked(param, catalog, info, {param.name: param})
 
 
 def render_curated(param: Param, info: FlagInfo | None) -> None:

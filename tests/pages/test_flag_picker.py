@@ -64,6 +64,10 @@ def test_search_offers_the_engine_flags_with_their_help(fake_lab: Path) -> None:
     assert "kv-cache-dtype" not in options  # the search filters the curated ones too
     at.selectbox(key="new_param").set_value("scheduling-policy").run()
     assert at.text_input(key="new_values").value == "fcfs,priority"  # its choices, to compare
+    assert _search(at, "async-sched") == ["async-scheduling"]  # the search left the choice out
+    assert at.text_input(key="new_values").value == "false,true"  # values follow the new flag
+    _search(at, "schedul")
+    at.selectbox(key="new_param").set_value("scheduling-policy").run()
     text = page_text(at)
     assert "The scheduling policy to use" in text, text
     assert "SchedulerConfig" in text and "fcfs" in text and "priority" in text
