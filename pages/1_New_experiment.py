@@ -1,4 +1,5 @@
-"""Set up an experiment: one parameter from the registry, its values, the baseline and workload."""
+"""Set up an experiment: one flag of the user's vLLM (any it defines but the refused ones), its
+values, the baseline and the workload."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from tuning.engine import current_spec
 from tuning.experiment.lock import runner_busy
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.supervisor import spawn_runner
+from tuning.flags.catalog import CatalogError
+from tuning.flags.learn import prepare
 from tuning.fleet import FleetError, attach_fleet, describe_options, options_from_settings
 from tuning.params import (
-    PARAMS,
     ParamError,
     format_value,
     parse_assignments,
@@ -22,6 +24,7 @@ from tuning.search.background import search_running
 from tuning.settings import load_settings
 from tuning.workload import Workload
 from ui.common import ICONS, db, db_path, md_code, md_escape
+from ui.flag_picker import CHECKING, engine_flags, needs_catalog, render_picker, resolve_baseline
 from ui.predict import render_prediction
 from ui.search import render_search_mode
 from ui.workload import traffic_section
@@ -42,42 +45,44 @@ mode = st.radio("Mode", list(modes), key="new_mode", horizontal=True, format_fun
 if mode == "search":
     render_search_mode(db_path(), spec, settings)
     st.stop()
-names = [n for n, p in PARAMS.items() if spec.backend in p.backends]
-param_name = st.selectbox(
-    "Parameter to vary",
-    names,
-    index=names.index("max-num-seqs"),
-    key="new_param",
-    format_func=lambda n: f"{n} ({PARAMS[n].kind})",
+default_lines = "\n".join(f"{k}={format_value(v)}" for k, v in spec.baseline.items())
+typed_baseline, _ = parse_assignments(
+    str(st.session_state.get("new_baseline", default_lines)).splitlines(), "baseline line"
 )
-param = PARAMS[param_name]
-st.info(
-    f"**{param.name}** — {param.help}  \nAllowed: {param.describe_range()}"
-    + ("" if param.restarts_server else "  \nA workload parameter: no server restart.")
-)
+picked = render_picker(db_path(), spec, typed_baseline)
+if picked.param is None:
+    st.stop()
+param = picked.param
 
 errors: list[str] = []
-values_text = st.text_input("Values (comma-separated)", value="2,16", key="new_values")
+st.session_state.setdefault("new_values", "2,16")  # a new choice flag suggests its choices
+values_text = st.text_input("Values (comma-separated)", key="new_values")
 try:
-    values = parse_values(param.name, values_text)
+    values = parse_values(param.name, values_text, picked.learned)
     st.caption("will run: " + " · ".join(md_code(format_value(v)) for v in values))
 except ParamError as exc:
     values = []
     errors.append(str(exc))
     st.error(md_escape(exc))
+values_slot = st.empty()  # vLLM's own refusal of a value, on Start
 
 with st.expander("Baseline configuration", expanded=False):
-    default_lines = "\n".join(f"{k}={format_value(v)}" for k, v in spec.baseline.items())
     baseline_text = st.text_area(
-        "NAME=VALUE, one per line (the engine's defaults otherwise)",
+        "NAME=VALUE, one per line: any flag of your vLLM (the engine's defaults otherwise)",
         value=default_lines,
         key="new_baseline",
         height=120,
     )
-    baseline, bad_lines = parse_assignments(baseline_text.splitlines(), "baseline line")
+    typed, bad_lines = parse_assignments(baseline_text.splitlines(), "baseline line")
     errors += bad_lines
+    catalog = picked.catalog  # read by the picker when the baseline needs it
+    if catalog is None and needs_catalog(typed):  # the baseline was just edited
+        catalog = engine_flags(db_path(), spec, read=True).catalog
+    baseline, base_learned, refused = resolve_baseline(typed, catalog)
+    errors += refused
+    learned = {**base_learned, **picked.learned}
     try:
-        validate_config(baseline, spec.backend)
+        validate_config(baseline, spec.backend, learned)
     except ParamError as exc:
         errors.append(f"baseline: {exc}")
     if baseline.get(param.name) is not None:
@@ -85,7 +90,8 @@ with st.expander("Baseline configuration", expanded=False):
 for err in errors:
     if not err.startswith(param.name + ":"):
         st.error(md_escape(err))
-if not errors:
+baseline_slot = st.empty()  # vLLM's own refusal of a baseline flag, on Start
+if not errors and param.source == "curated":
     render_prediction(spec, param, values, baseline)
 
 st.subheader("Workload")
@@ -154,12 +160,16 @@ if st.button(
         seed=int(seed),
     )
     try:
+        engine = None if base_url else spec
+        if engine is not None and learned:  # vLLM's own parser has the last word on its flags
+            with st.spinner(CHECKING):
+                prepare(db_path(), engine, param.name, values_text, baseline)
         exp_id = plan_experiment(
             db_path(),
             param=param.name,
             values=values,
             workload=workload,
-            engine=None if base_url else spec,
+            engine=engine,
             base_config=baseline,
             repeats=int(repeats),
             base_url=base_url or None,
@@ -168,7 +178,11 @@ if st.button(
             host=settings.resolved_host(),
             workload_spec=traffic,
         )
-    except (ParamError, ValueError) as exc:
+    except (ParamError, CatalogError) as exc:
+        slot = values_slot if str(exc).startswith(param.name + ":") else baseline_slot
+        slot.error(md_escape(exc))
+        st.error("Nothing started: the refusal is shown above, next to its field.")
+    except ValueError as exc:
         st.error(f"refused: {md_escape(exc)}")
     else:
         attach_fleet(db_path(), exp_id, fleet_options if on_fleet and not base_url else None)

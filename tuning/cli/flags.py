@@ -35,26 +35,15 @@ def add_arguments(sub: Subparsers) -> None:
     add_db(p)
 
 
-def _status(info: FlagInfo) -> tuple[str, str | None]:
-    from tuning.flags.policy import refusal
-    from tuning.params import PARAMS
-
-    if why := refusal(info.name):
-        return "refused", why
-    if info.name in PARAMS:
-        return "curated", None
-    if info.nargs is not None:
-        return "refused", f"takes several values at once (nargs {info.nargs})"
-    return "tunable", None
-
-
 def _env(catalog: Catalog, word: str | None) -> list[FlagInfo]:
     knobs = sorted(catalog.env.values(), key=lambda f: f.name)
     return [k for k in knobs if not word or word.lower() in k.name.lower()]
 
 
 def _row(info: FlagInfo) -> dict[str, Any]:
-    status, why = _status(info)
+    from tuning.flags.learn import flag_status
+
+    status, why = flag_status(info)
     return {
         "name": info.name,
         "type": info.kind,

@@ -75,6 +75,18 @@ def to_param(info: FlagInfo) -> Param:
     )
 
 
+def flag_status(info: FlagInfo) -> tuple[str, str | None]:
+    """("curated" | "tunable" | "refused", why refused): how the lab treats one flag of the
+    engine, for the CLI's listing and New experiment's picker alike."""
+    if why := refusal(info.name):
+        return "refused", why
+    if info.name in PARAMS:
+        return "curated", None
+    if info.nargs is not None:
+        return "refused", f"takes several values at once (nargs {info.nargs})"
+    return "tunable", None
+
+
 def resolve(name: str, catalog: Catalog | None) -> Param:
     """The parameter `name` means, or ParamError saying why it cannot be tuned."""
     key = name.strip().removeprefix("--")

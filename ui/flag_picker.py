@@ -1,0 +1,279 @@
+"""New experiment's parameter picker over every flag of the user's own vLLM: the lab's curated
+parameters first, then the flags its parser defines (tuning.flags), searchable and grouped like
+vLLM's own help; a flag the lab never tunes is listed with the reason instead of offered.
+
+The first read of the engine's parser imports vLLM (10-30 s), so the catalog is read only when the
+page needs it (a search, "show every flag", a baseline flag outside the curated table) or is
+already cached; it is then kept by Streamlit (per engine interpreter and version) and the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from store import StoreError, connect
+from store import engine_flags as cache
+from tuning.engine import EngineSpec, installed_vllm_version
+from tuning.flags.catalog import Catalog, CatalogError, FlagInfo, engine_python
+from tuning.flags.learn import catalog_for, flag_status, resolve
+from tuning.flags.policy import refusal
+from tuning.params import PARAMS, Param, ParamError, format_value
+from ui.common import md_escape
+
+ALL = "All groups"
+CURATED = "Curated by the lab"
+READING = (
+    "Reading the flags of your vLLM from its own parser: it imports vLLM, about 10-30 s the "
+    "first time, then cached."
+)
+CHECKING = "Checking the values with your vLLM's own parser (it imports vLLM: 10-30 s)..."
+WANT_ALL = "new_flags_wanted"  # a UI choice: the user asked to see every flag
+LAST_PARAM = "new_param_last"  # the parameter the values were typed for
+
+
+@dataclass(frozen=True)
+class Flags:
+    """The engine's catalog when it has been read (or why it could not be)."""
+
+    catalog: Catalog | None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Picked:
+    """The parameter the user chose (None: nothing matches the search) and the learned ones."""
+
+    param: Param | None
+    catalog: Catalog | None = None
+    info: FlagInfo | None = None
+    learned: dict[str, Param] = field(default_factory=dict)
+
+
+@st.cache_data(show_spinner=False, max_entries=8, ttl=3600)
+def _engine_key(command: tuple[str, ...], version: str) -> tuple[str, str]:
+    """(interpreter, vLLM version): what a catalog is cached under (CatalogError is not cached)."""
+    python = engine_python(command)
+    return python, version if version != "unknown" else installed_vllm_version(python)
+
+
+@st.cache_data(show_spinner=False, max_entries=8, ttl=600)
+def _read(db_path: str, python: str, version: str, _spec: EngineSpec) -> dict[str, Any]:
+    """The catalog as a dict, or {"error": why}; read from the store, else from the engine."""
+    try:
+        return {"catalog": catalog_for(db_path, _spec).to_dict()}
+    except CatalogError as exc:
+        return {"error": str(exc)}
+
+
+def _peek(db_path: str | Path, python: str, version: str) -> Catalog | None:
+    """The store's cached catalog of this engine, without starting anything."""
+    try:
+        with connect(db_path) as db:
+            raw = cache.load(db, python, version)
+    except StoreError:
+        return None
+    return Catalog.from_dict(raw) if raw else None
+
+
+def engine_flags(db_path: str | Path, spec: EngineSpec, *, read: bool) -> Flags:
+    """The engine's flags if cached; with `read`, read them now under a spinner that says why."""
+    try:
+        python, version = _engine_key(tuple(spec.command), spec.vllm_version)
+    except CatalogError as exc:
+        return Flags(None, str(exc))
+    found = _peek(db_path, python, version)
+    if found is not None or not read:
+        return Flags(found)
+    with st.spinner(READING):
+        raw = _read(str(db_path), python, version, spec)
+    if "catalog" in raw:
+        return Flags(Catalog.from_dict(raw["catalog"]))
+    return Flags(None, str(raw.get("error")))
+
+
+def is_curated(name: str) -> bool:
+    return name.strip().removeprefix("--").replace("_", "-") in PARAMS
+
+
+def needs_catalog(names: Iterable[str]) -> bool:
+    """A name only the engine's catalog can resolve (refused names need no catalog to refuse)."""
+    return any(not is_curated(n) and refusal(n) is None for n in names)
+
+
+def _matches(word: str, *texts: str) -> bool:
+    return not word or any(word in t.lower() for t in texts)
+
+
+def offers(
+    catalog: Catalog | None, backend: str, word: str = "", group: str = ALL
+) -> tuple[list[str], list[tuple[str, str]]]:
+    """(the names to offer: curated first, then the engine's tunable flags by help group; the
+    flags the search found that are never offered, each with why)."""
+    w = word.strip().lower().removeprefix("--")
+    infos = catalog.flags if catalog else {}
+    names: list[str] = []
+    for name, p in PARAMS.items():
+        info = infos.get(name)
+        in_group = group in (ALL, CURATED) or (info is not None and info.group == group)
+        if (
+            backend in p.backends
+            and in_group
+            and _matches(w, name, p.help, info.group if info else "")
+        ):
+            names.append(name)
+    refused: list[tuple[str, str]] = []
+    for info in catalog.search(w or None) if catalog else []:
+        status, why = flag_status(info)
+        if status == "refused" and w:
+            refused.append((info.name, why or "never tuned"))
+        elif status == "tunable" and group in (ALL, info.group):
+            names.append(info.name)
+    return names, refused
+
+
+def _label(name: str, catalog: Catalog | None) -> str:
+    if name in PARAMS:
+        return f"{name} · curated ({PARAMS[name].type})"
+    info = catalog.flags.get(name) if catalog else None
+    if info is None:
+        return name
+    return (
+        f"{name} · {info.group or 'other'} ({info.kind}{', deprecated' if info.deprecated else ''})"
+    )
+
+
+def _suggest_values(param: Param) -> None:
+    """When the parameter changes (picked, or the search left the old one out), a choice or
+    true/false one starts with all its values to compare; others keep what was typed."""
+    last = st.session_state.get(LAST_PARAM)
+    st.session_state[LAST_PARAM] = param.name
+    if last is None or last == param.name:
+        return
+    if param.type == "bool":
+        st.session_state["new_values"] = "false,true"
+    elif param.type == "choice" and param.choices:
+        st.session_state["new_values"] = ",".join(param.choices[:4])
+
+
+def render_picker(db_path: str | Path, spec: EngineSpec, baseline_names: Iterable[str]) -> Picked:
+    """The search box, the help-group filter, the picker and the chosen flag's card."""
+    word = st.text_input(
+        "Search the flags",
+        key="new_flag_search",
+        placeholder="a name, a help group or a word of its help: schedul, prefill, cache",
+        help="Every flag of your vLLM, as its own parser defines it; the lab's curated ones first.",
+    )
+    want = bool(word.strip()) or bool(st.session_state.get(WANT_ALL))
+    flags = engine_flags(db_path, spec, read=want or needs_catalog(baseline_names))
+    catalog = flags.catalog
+    group = ALL
+    if catalog is not None:
+        groups = sorted({f.group for f in catalog.flags.values() if f.group})
+        group = st.selectbox(
+            "Help group (as your vLLM groups its flags)",
+            [ALL, CURATED, *groups],
+            key="new_flag_group",
+        )
+    elif flags.error and want:
+        st.warning(md_escape(f"Only the lab's curated parameters: {flags.error}"))
+    elif st.button("Show every flag of my vLLM", key="new_flags_all", help=READING):
+        st.session_state[WANT_ALL] = True
+        st.rerun()
+    names, refused = offers(catalog, spec.backend, word, group)
+    for name, why in refused:
+        st.caption(md_escape(f"Not offered: {name}: {why}"))
+    if not names:
+        st.warning(md_escape(f"No tunable flag matches {word.strip()!r}."))
+        return Picked(None, catalog)
+    if catalog is not None:
+        learned = sum(1 for n in names if n not in PARAMS)
+        st.caption(
+            md_escape(
+                f"{len(names) - learned} curated and {learned} more of vLLM "
+                f"{catalog.vllm_version}'s flags offered"
+            )
+        )
+    name = st.selectbox(
+        "Parameter to vary",
+        names,
+        index=names.index("max-num-seqs") if "max-num-seqs" in names else 0,
+        key="new_param",
+        format_func=lambda n: _label(n, catalog),
+    )
+    info = catalog.get(name) if catalog else None
+    card = st.container(key="new_flag_card")  # a stable hook for the browser tests
+    if name in PARAMS:
+        param = PARAMS[name]
+        _suggest_values(param)
+        with card:
+            render_curated(param, info)
+        return Picked(param, catalog, info)
+    param = resolve(name, catalog)  # offered, so tunable
+    _suggest_values(param)
+    with card:
+        render_learned(param, info, catalog.vllm_version if catalog else "")
+    return Picked(param, catalog, info, {param.name: param})
+
+
+def render_curated(param: Param, info: FlagInfo | None) -> None:
+    """What the lab knows of a curated parameter, and the engine's own default when read."""
+    engine = ""
+    if info is not None:
+        shown = md_escape(f"default {_shown(info.default)}, help group {info.group}")
+        engine = f"  \nYour vLLM: {shown}"
+    st.info(
+        f"**{param.name}** — {param.help}  \nAllowed: {param.describe_range()}"
+        + ("" if param.restarts_server else "  \nA workload parameter: no server restart.")
+        + engine
+    )
+
+
+def render_learned(param: Param, info: FlagInfo | None, version: str) -> None:
+    """A flag as the user's vLLM defines it: type, default, choices, help group and help."""
+    kind = info.kind if info else param.type
+    lines = [
+        f"**{param.name}** · {md_escape(info.group if info else '')} · as your vLLM "
+        f"{md_escape(version)} defines it"
+    ]
+    lines.append(
+        f"Type: {md_escape(kind)}"
+        + (f" ({md_escape(info.type_name)})" if info and info.type_name else "")
+    )
+    if param.choices:
+        lines.append("Choices: " + md_escape(", ".join(param.choices)))
+    lines.append("Default: " + md_escape(_shown(info.default if info else param.default)))
+    if info and info.help:
+        lines.append(md_escape(info.help))
+    st.info("  \n".join(lines))
+    st.caption(
+        "The lab has no units or ranges for it: each value is checked by your vLLM's own parser "
+        "when you start, before any server starts."
+    )
+
+
+def _shown(value: Any) -> str:
+    return "none" if value is None else format_value(value)
+
+
+def resolve_baseline(
+    raw: Mapping[str, str], catalog: Catalog | None
+) -> tuple[dict[str, str], dict[str, Param], list[str]]:
+    """The baseline under each flag's own name, its learned flags, and one line per refused name."""
+    out: dict[str, str] = {}
+    learned: dict[str, Param] = {}
+    errors: list[str] = []
+    for key, value in raw.items():
+        try:
+            param = resolve(key, catalog)
+        except ParamError as exc:
+            errors.append(f"baseline: {exc}")
+            continue
+        if param.source != "curated":
+            learned[param.name] = param
+        out[param.name] = value
+    return out, learned, errors
