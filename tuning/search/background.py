@@ -56,11 +56,11 @@ def busy_reason(db_path: Path) -> str | None:
     """Why nothing new may start now (an experiment or a search runs), or None."""
     reap(db_path)
     reap_searches(db_path)
-    with connect(db_path) as db:
-        for exp in queries.active_experiments(db):
-            return f"experiment {exp['id']} is running; one at a time per machine"
+    with connect(db_path) as db:  # a search first: while one of its steps runs, it is the holder
         for row in queries.list_searches(db, active_only=True):
             return f"search {row['id']} ({row['param']}) is running; one at a time per machine"
+        for exp in queries.active_experiments(db):
+            return f"experiment {exp['id']} is running; one at a time per machine"
     if runner_busy():
         return "another experiment is running on this machine"
     return None
