@@ -439,7 +439,16 @@ def parse_values(name: str, text: str | Iterable[Any], learned: Learned | None =
     items = split_values(text) if isinstance(text, str) else list(text)
     if not items:
         raise ParamError(f"{name}: give at least one value")
-    return [validate_value(name, item, learned) for item in items]
+    spaced = [i for i in items if isinstance(i, str) and len(i.split()) > 1 and i[:1] not in "{["]
+    if spaced:
+        raise ParamError(f"{name}: separate values with commas: {','.join(spaced[0].split())}")
+    values = [validate_value(name, item, learned) for item in items]
+    seen: list[Any] = []
+    for raw, value in zip(items, values, strict=True):
+        if value in seen:
+            raise ParamError(f"{name}: {raw} is given twice; each value runs once per repeat")
+        seen.append(value)
+    return values
 
 
 def parse_assignments(items: Iterable[str], label: str) -> tuple[dict[str, str], list[str]]:

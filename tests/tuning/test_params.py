@@ -165,3 +165,14 @@ def test_parse_values() -> None:
         params.parse_values("max-num-seqs", "2,x")
     with pytest.raises(ParamError):
         params.parse_values("max-num-seqs", " , ")
+
+
+def test_values_typed_with_spaces_or_twice_are_refused_with_the_fix() -> None:
+    """Issue 23: "2 16" got "characters other than letters..." and "2,2" was accepted silently."""
+    with pytest.raises(params.ParamError, match="separate values with commas: 2,16"):
+        params.parse_values("max-num-seqs", "2 16")
+    with pytest.raises(params.ParamError, match="2 is given twice"):
+        params.parse_values("max-num-seqs", "2,2")
+    with pytest.raises(params.ParamError, match="1073741824 is given twice"):
+        params.parse_values("kv-cache-memory-bytes", "1G,1073741824")  # the same bytes
+    assert params.parse_values("max-num-seqs", "2, 16") == [2, 16]
