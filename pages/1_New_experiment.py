@@ -11,7 +11,7 @@ from tuning.experiment.lock import runner_busy
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.supervisor import spawn_runner
 from tuning.flags.catalog import CatalogError
-from tuning.flags.learn import prepare
+from tuning.flags.learn import needs_catalog, prepare
 from tuning.fleet import FleetError, attach_fleet, describe_options, options_from_settings
 from tuning.params import (
     ParamError,
@@ -24,7 +24,7 @@ from tuning.search.background import search_running
 from tuning.settings import load_settings
 from tuning.workload import Workload
 from ui.common import ICONS, db, db_path, md_code, md_escape
-from ui.flag_picker import CHECKING, engine_flags, needs_catalog, render_picker, resolve_baseline
+from ui.flag_picker import CHECKING, engine_flags, render_picker, resolve_baseline
 from ui.predict import render_prediction
 from ui.search import render_search_mode
 from ui.workload import traffic_section

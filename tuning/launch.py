@@ -118,7 +118,7 @@ def build_launch(
     assert "--disable-log-stats" not in argv
     merged, unset = engine_env(clean, base_env)
     merged.update(env)
-    used = {k: get_param(k, learned) for k in clean if get_param(k, learned).source != "curated"}
+    used = {k: p for k, p in (learned or {}).items() if k in clean}
     return Launch(
         argv=argv,
         env=merged,

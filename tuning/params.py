@@ -7,6 +7,7 @@ message the UI can show next to the field.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import re
@@ -271,10 +272,17 @@ def get_param(name: str, learned: Learned | None = None) -> Param:
             return table[key]
         if key.replace("_", "-") in table:
             return table[key.replace("_", "-")]
-    from tuning.flags.policy import suggest
-
     close = suggest(key, [*PARAMS, *(learned or {})])
     raise ParamError(f"unknown parameter {name!r}{close}; known: {', '.join(sorted(PARAMS))}")
+
+
+def suggest(name: str, known: Iterable[str]) -> str:
+    """' (did you mean `max-num-seqs`?)', or '' when nothing is close."""
+    key = name.strip().removeprefix("--").replace("_", "-")
+    close = difflib.get_close_matches(key, sorted(set(known)), n=3, cutoff=0.75)
+    if not close:
+        return ""
+    return " (did you mean " + " or ".join(f"`{c}`" for c in close) + "?)"
 
 
 def parse_bytes(text: str) -> int:

@@ -20,8 +20,7 @@ from store import StoreError, connect
 from store import engine_flags as cache
 from tuning.engine import EngineSpec, installed_vllm_version
 from tuning.flags.catalog import Catalog, CatalogError, FlagInfo, engine_python
-from tuning.flags.learn import catalog_for, flag_status, resolve
-from tuning.flags.policy import refusal
+from tuning.flags.learn import catalog_for, flag_status, needs_catalog, resolve
 from tuning.params import PARAMS, Param, ParamError, format_value
 from ui.common import md_escape
 
@@ -94,15 +93,6 @@ def engine_flags(db_path: str | Path, spec: EngineSpec, *, read: bool) -> Flags:
     if "catalog" in raw:
         return Flags(Catalog.from_dict(raw["catalog"]))
     return Flags(None, str(raw.get("error")))
-
-
-def is_curated(name: str) -> bool:
-    return name.strip().removeprefix("--").replace("_", "-") in PARAMS
-
-
-def needs_catalog(names: Iterable[str]) -> bool:
-    """A name only the engine's catalog can resolve (refused names need no catalog to refuse)."""
-    return any(not is_curated(n) and refusal(n) is None for n in names)
 
 
 def _matches(word: str, *texts: str) -> bool:

@@ -210,15 +210,7 @@ def interval(
     `base` is empty; the wider of the percentile bootstrap over runs and Student's/Welch's t.
     None when a side that counts has fewer than MIN_RUNS finite values. For metrics with a run
     <= 0; positive ones use `log_interval` (see `change_interval`)."""
-    b, c = _finite_sorted(base), _finite_sorted(cand)
-    if _short(b, c, bool(len(base))):
-        return None
-    draws = _resampled_means(c, resamples, seed)
-    if b.size:
-        draws = draws - _resampled_means(b, resamples, seed)
-    lo, hi = _percentiles(draws, confidence)
-    t_lo, t_hi = t_interval(b, c, confidence)
-    return min(lo, t_lo), max(hi, t_hi)
+    return _wider(base, cand, False, confidence, resamples, seed)
 
 
 def log_interval(
@@ -232,14 +224,24 @@ def log_interval(
     `base` is empty; the wider of the percentile bootstrap of the log ratio of resampled means
     (each side seeded by its own values) and `log_t_interval`. None when a side that counts has
     fewer than MIN_RUNS finite values, or any value is <= 0 (no logarithm)."""
+    return _wider(base, cand, True, confidence, resamples, seed)
+
+
+def _wider(
+    base: Values, cand: Values, log: bool, confidence: float, resamples: int, seed: int
+) -> tuple[float, float] | None:
+    """The wider of the bootstrap and the t-interval, on the difference or the log scale."""
     b, c = _finite_sorted(base), _finite_sorted(cand)
-    if _short(b, c, bool(len(base))) or (b <= 0).any() or (c <= 0).any():
+    if _short(b, c, bool(len(base))) or (log and ((b <= 0).any() or (c <= 0).any())):
         return None
-    draws = np.log(_resampled_means(c, resamples, seed))
+    draws = _resampled_means(c, resamples, seed)
+    if log:
+        draws = np.log(draws)
     if b.size:
-        draws = draws - np.log(_resampled_means(b, resamples, seed))
+        other = _resampled_means(b, resamples, seed)
+        draws = draws - (np.log(other) if log else other)
     lo, hi = _percentiles(draws, confidence)
-    t_lo, t_hi = log_t_interval(b, c, confidence)
+    t_lo, t_hi = (log_t_interval if log else t_interval)(b, c, confidence)
     return min(lo, t_lo), max(hi, t_hi)
 
 

@@ -76,12 +76,6 @@ def measure(
         prompts, load_wl, plan = prep.warmup_prompts, prep.workload, prep.plan
         repo.update_run(book.db, run_id, workload_fingerprint=prep.fingerprint)
     book.phase("warming_up", run_id)
-    marks: dict[str, Any] = {}
-
-    def on_phase(phase: str) -> None:
-        if phase == "loading":
-            marks["load_start"] = time.monotonic() - t0
-        book.phase(phase, run_id)
 
     def on_progress(done: int, total: int) -> None:
         book.set_live(requests_done=done, requests_total=total)
@@ -101,7 +95,7 @@ def measure(
                 api_key=os.environ.get("OPENAI_API_KEY"),
                 on_progress=on_progress,
                 cancel=stop_load,
-                on_phase=on_phase,
+                on_phase=lambda phase: book.phase(phase, run_id),
                 server_stats=True,  # vLLM's counters, settled, around the measured phase
             )
         except LoadError:  # stopped before it could answer (the engine died, or Stop)
@@ -110,10 +104,10 @@ def measure(
             return _load_stopped(unit, run_id, watch.verdict() if watch is not None else None)
     died = watch.verdict() if watch is not None else None
     returned = time.monotonic() - t0  # after the child's settled /metrics read, too
-    if result.started_monotonic is not None:  # the child's own clock, not its message's arrival
-        load_start = result.started_monotonic - t0
-    else:
-        load_start = marks.get("load_start", returned - result.duration_s)
+    # The load's start on the child's own clock (monotonic is system-wide), not when its
+    # "loading" message reached this process.
+    started = result.started_monotonic
+    load_start = started - t0 if started is not None else returned - result.duration_s
     load_end = min(returned, load_start + result.duration_s)
     book.phase("storing", run_id)
     if attached:

@@ -22,7 +22,7 @@ from tuning.flags.catalog import (
     engine_python,
     read_catalog,
 )
-from tuning.flags.policy import refusal, suggest
+from tuning.flags.policy import refusal
 from tuning.params import (
     PARAMS,
     Param,
@@ -31,6 +31,7 @@ from tuning.params import (
     format_value,
     get_param,
     parse_values,
+    suggest,
     validate_value,
 )
 
@@ -196,10 +197,9 @@ def prepare(
     the engine's own parser: (the parameter's name, its typed values). Nothing starts."""
     names = [param, *base]
     for name in names:  # refused before the catalog is read: no reason to wait for it
-        if not _is_curated(name) and (why := refusal(name)):
+        if not is_curated(name) and (why := refusal(name)):
             raise ParamError(f"{name.strip().removeprefix('--')}: never tuned by the lab: {why}")
-    curated = all(_is_curated(n) for n in names)
-    catalog = None if curated else catalog_for(db_path, spec)
+    catalog = catalog_for(db_path, spec) if needs_catalog(names) else None
     learned = learned_for(names, catalog)
     spec.learned = {name: p.to_dict() for name, p in learned.items()}
     chosen = resolve(param, catalog)
@@ -214,9 +214,15 @@ def prepare(
     return chosen.name, typed
 
 
-def _is_curated(name: str) -> bool:
+def is_curated(name: str) -> bool:
+    """In the lab's own table (a name, or its underscore form)?"""
     try:
         get_param(name.strip().removeprefix("--"))
     except ParamError:
         return False
     return True
+
+
+def needs_catalog(names: Iterable[str]) -> bool:
+    """A name only the engine's catalog can resolve (refused names need no catalog to refuse)."""
+    return any(not is_curated(n) and refusal(n) is None for n in names)

@@ -1,4 +1,4 @@
-"""Which of the engine's flags the lab never tunes, and why; and "did you mean" for a typo.
+"""Which of the engine's flags the lab never tunes, and why.
 
 A tuning run changes how vLLM serves, never what it serves or who can reach it: the model, the
 tokenizer and the served name are the lab's to set (the workload and the tokenizer depend on
@@ -8,9 +8,6 @@ tunable "as your vLLM defines it".
 """
 
 from __future__ import annotations
-
-import difflib
-from collections.abc import Iterable
 
 WHAT = "it changes what is served, so runs would not measure the same thing"
 REACH = "it changes who can reach the server (the lab binds it to 127.0.0.1 itself)"
@@ -106,12 +103,3 @@ def refusal(name: str) -> str | None:
                 return why
         return None
     return DENIED.get(key.replace("_", "-"))
-
-
-def suggest(name: str, known: Iterable[str]) -> str:
-    """' (did you mean `max-num-seqs`?)', or '' when nothing is close."""
-    key = name.strip().removeprefix("--").replace("_", "-")
-    close = difflib.get_close_matches(key, sorted(set(known)), n=3, cutoff=0.75)
-    if not close:
-        return ""
-    return " (did you mean " + " or ".join(f"`{c}`" for c in close) + "?)"

@@ -12,8 +12,8 @@ from store import connect
 from tuning.engine import EngineSpec
 from tuning.flags import catalog as catalog_mod
 from tuning.flags.learn import catalog_for, prepare, resolve
-from tuning.flags.policy import DENIED, refusal, suggest
-from tuning.params import ParamError
+from tuning.flags.policy import DENIED, refusal
+from tuning.params import ParamError, suggest
 
 
 def _spec(python: str) -> EngineSpec:
