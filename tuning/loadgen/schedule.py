@@ -50,6 +50,16 @@ PREENCODE_MAX_BYTES = 256 * 2**20
 PREOPEN_MAX = 64
 
 
+async def sleep_until(deadline: float) -> None:
+    """Sleep until `perf_counter()` reaches `deadline`, never before it.
+
+    uvloop's timers tick in whole milliseconds and fire up to half of one early (a CI run stored a
+    dispatch lag of -89 us); sleeping again for what is left keeps every send on or after its plan.
+    """
+    while (left := deadline - time.perf_counter()) > 0:
+        await asyncio.sleep(left)
+
+
 def plan_concurrency(plan: Plan) -> int:
     """Requests in flight at most: closed loop C, the open loop's cap, or every conversation."""
     arrival = plan.spec.arrival
@@ -220,9 +230,7 @@ class _PlanClient(_Client):
         starts = sorted(self.conversations, key=lambda c: c[0].offset_s or 0.0)
         for turns in starts:
             planned = self.t0 + (turns[0].offset_s or 0.0)
-            delay = planned - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
+            await sleep_until(planned)
             if self.stop:
                 return
             tasks.append(asyncio.create_task(self._conversation(phase, turns, planned, gate)))
@@ -242,8 +250,7 @@ class _PlanClient(_Client):
                 return
             if req.turn > 0:
                 planned = time.perf_counter() + req.think_time_s
-                if req.think_time_s > 0:
-                    await asyncio.sleep(req.think_time_s)
+                await sleep_until(planned)
             rec = RequestRecord(
                 index=req.index, start=0.0, conversation=req.conversation, turn=req.turn
             )
