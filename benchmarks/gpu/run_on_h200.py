@@ -78,6 +78,9 @@ EXPERIMENTS = {
     "g": ("kv-cache-memory-bytes", "4G,16G", 256),
     # (h) the same as (g) without the fleet, in the same session: fleet vs local on one GPU.
     "h": ("kv-cache-memory-bytes", "4G,16G", 256),
+    # (i) a flag outside the curated registry, learned from this vLLM's own parser (issue 21);
+    # compiled, not eager: the first start compiles cold, the later ones hit the compile cache.
+    "i": ("async-scheduling", "false,true", 256),
 }
 EXPERIMENT_REPEATS = os.environ.get("H200_REPEATS", "2")  # "auto": repeat until decided
 # Steps with their own workload (input, output, requests): >= 30 s of load per run.
@@ -86,6 +89,7 @@ STEP_WORKLOAD = {
     "e": (512, 256, 2048),
     "g": (512, 256, 2048),
     "h": (512, 256, 2048),
+    "i": (512, 256, 3072),
 }
 # Steps with their own flags (the last --repeats wins over the default one).
 STEP_FLAGS = {
@@ -93,6 +97,7 @@ STEP_FLAGS = {
     + ["--set", "enforce-eager=true"],
     "g": ["--repeats", "1", "--fleet", "local", "--slots", "1", "--set", "enforce-eager=true"],
     "h": ["--repeats", "1", "--set", "enforce-eager=true"],
+    "i": ["--repeats", "auto", "--max-repeats", "3", "--budget-minutes", "12"],
 }
 # (f) one search under a TTFT SLO: the highest concurrency whose p99 TTFT meets the SLO, on one
 # server kept up (a 4 GiB KV budget: about 170 requests of 768 tokens fit at once).
@@ -316,6 +321,19 @@ def experiment(key: str) -> dict[str, Any]:
     return out
 
 
+def learn_flags() -> dict[str, Any]:
+    """(l) the flags this vLLM defines, read from its own parser by the lab (`tuning flags`)."""
+    done = call([sys.executable, "-m", "tuning", "flags", "--json"], timeout=300, capture=True)
+    out: dict[str, Any] = {"rc": done.returncode, "stderr_tail": (done.stderr or "")[-2000:]}
+    if done.returncode == 0:
+        (ACC / "flags-h200.json").write_text(done.stdout)
+        flags = json.loads(done.stdout)
+        out.update({k: flags.get(k) for k in ("vllm_version", "parser", "count")})
+        out["async-scheduling"] = [f for f in flags["flags"] if f["name"] == "async-scheduling"]
+    log(f"flags: {json.dumps(out)[:1500]}")
+    return out
+
+
 def bench_pair_runs(base_url: str) -> list[dict[str, Any]]:
     BENCH_DIR.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
@@ -453,7 +471,7 @@ def pipeline(args: argparse.Namespace) -> int:
     for step in steps:
         log(f"=== step ({step}) ===")
         try:
-            special = {"c": bench, "f": search}
+            special = {"c": bench, "f": search, "l": learn_flags}
             results[step] = special[step]() if step in special else experiment(step)
         except Exception as exc:  # one step's failure must not lose the others
             log(f"step ({step}) raised {type(exc).__name__}: {exc}")
@@ -577,7 +595,7 @@ def collect(args: argparse.Namespace) -> int:
             sys.stdout.write((out / "summary.txt").read_text())
         except Exception as exc:
             log(f"summary failed: {type(exc).__name__}: {exc}")
-    for name in ("bench-agreement.json", "search-h200.json"):
+    for name in ("bench-agreement.json", "search-h200.json", "flags-h200.json"):
         if (ACC / name).exists():
             shutil.copy2(ACC / name, out / name)
     if PIPE_LOG.exists():
