@@ -13,6 +13,7 @@ from tuning.compare.selection import SelectionError, gather_runs, select_runs
 from ui import compare as view
 from ui.common import ICONS, db, db_path
 from ui.health import warn_unhealthy
+from ui.startup import render_startup
 from ui.summary import render_summary
 from ui.tradeoff import render_tradeoffs
 
@@ -82,6 +83,7 @@ warn_unhealthy(selection.runs)
 if not comparison.candidates:
     st.info("No candidate side yet: pick runs of another value as candidates.")
 view.render_table(comparison, scope)
+render_startup(comparison, selection.runs)
 view.render_charts(conn, comparison, scope)
 render_tradeoffs(conn, db_path(), comparison, scope)
 view.render_definitions()

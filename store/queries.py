@@ -258,6 +258,7 @@ RUN_COLUMNS: tuple[str, ...] = (
     "max_concurrency",
     "summary_json",
     "health_json",
+    "startup_json",  # its `anatomy`: Compare's server-start rows
     "effective_config_json",
     "config_mismatch_json",
     "node_id",

@@ -25,6 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tuning.launch import Launch
 from tuning.procs import process_start_time, stop_group
+from tuning.startup_anatomy import LogStamps, anatomy
 
 LOG_TAIL_LINES = 60
 # Once the API server (the group leader) has exited on SIGTERM, what is left of its group gets this
@@ -100,6 +101,7 @@ class StartupFacts:
     enable_prefix_caching: bool | None = None
     cache_config: dict[str, str] = field(default_factory=dict)
     time_to_healthy_s: float | None = None
+    anatomy: dict[str, Any] = field(default_factory=dict)  # tuning.startup_anatomy
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -274,6 +276,7 @@ class ServerProcess:
         self.started_at: float | None = None
         self.facts = StartupFacts()
         self.start_time: float | None = None  # the leader's start time, its identity with the pid
+        self.stamps: LogStamps | None = None  # the start's milestones, on the lab's clock
         self._stopped = False
 
     def __enter__(self) -> Self:
@@ -318,6 +321,7 @@ class ServerProcess:
         self.pgid = self.proc.pid
         self.started_at = time.monotonic()
         self.start_time = process_start_time(self.proc.pid)
+        self.stamps = LogStamps(self.log_path, self.started_at).start()
         self._stopped = False
 
     def log_text(self) -> str:
@@ -362,8 +366,12 @@ class ServerProcess:
             if on_poll:
                 on_poll(time.monotonic() - self.started_at)
             time.sleep(0.5)
-        self.facts = parse_startup_log(self.log_text())
-        self.facts.time_to_healthy_s = round(time.monotonic() - self.started_at, 3)
+        healthy_s = round(time.monotonic() - self.started_at, 3)
+        stamps = self.stamps.stop(until_s=healthy_s) if self.stamps else {}
+        text = self.log_text()
+        self.facts = parse_startup_log(text)
+        self.facts.time_to_healthy_s = healthy_s
+        self.facts.anatomy = anatomy(stamps, healthy_s, text)
         try:
             _, metrics = http_get(url + "/metrics", timeout=5.0)
             apply_cache_config(self.facts, parse_cache_config(metrics))
@@ -402,6 +410,8 @@ class ServerProcess:
         """
         if self.proc is None or self.pgid is None or self._stopped:
             return
+        if self.stamps is not None:  # a start that failed or was cancelled: stop following
+            self.stamps.stop()
         try:  # children that left the group (setsid) are still ours to stop
             tree = psutil.Process(self.proc.pid).children(recursive=True)
         except psutil.Error:

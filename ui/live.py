@@ -21,12 +21,14 @@ from tuning.charts.kinds import (
     PREALLOCATION_NOTE,
     memory_series_for,
 )
+from tuning.charts.startup import startup_chart
 from tuning.charts.timeseries import live_chart, tokens_rate_from_requests
 from tuning.compare.comparison import request_columns
 from tuning.compare.present import fmt
 from tuning.experiment.supervisor import STALE_AFTER_S, cancel_experiment
 from tuning.reaper import reap_dead
 from tuning.settings import lab_home
+from tuning.startup_anatomy import describe, phase_rows
 from ui.common import ICONS
 from ui.common import md_escape as esc
 from ui.links import compare_link
@@ -208,6 +210,17 @@ def render_run_charts(db: Any, run: Mapping[str, Any]) -> None:
         )
 
 
+def render_startup(run: Mapping[str, Any]) -> None:
+    """The run's server start as a timeline of its phases, once it was healthy."""
+    anat = (run.get("startup") or {}).get("anatomy")
+    if not anat:
+        return
+    with st.container(key="live_startup"):
+        rows = phase_rows([(f"run {run['id']}", anat)])
+        st.altair_chart(startup_chart(rows), key="live_startup_chart")
+        st.caption(describe(anat))
+
+
 def render_log(run: Mapping[str, Any]) -> None:
     tail = read_log_tail(run)
     with st.container(key="live_log"):
@@ -289,6 +302,7 @@ def panel(db_path: Path, experiment_id: int, was_active: bool) -> None:
             run = dict(pick_flight(flights))
         if run is not None:
             render_run_charts(db, run)
+            render_startup(run)
             render_log(run)
         render_runs_table(db, exp)
 

@@ -11,6 +11,7 @@ import pytest
 
 from store import open_db, queries
 from tuning.cli.experiment import RUN_KEYS
+from tuning.startup_anatomy import describe
 
 pytestmark = pytest.mark.engine
 
@@ -65,6 +66,16 @@ def test_runs_json_has_the_summary_keys(
     for key in (*RUN_KEYS, "kv_capacity_tokens", "status", "failure_kind"):
         assert key in row, key
     assert row["total_output_tokens"] == 64 * 64
+    # Issue 25: every run's start split into the engine's phases, which add up to its time to
+    # healthy within 5 % (by construction exactly, on the lab's clock); eager: no compile.
+    for rid in real_lab["run_ids"]:
+        anat, healthy = rows[rid]["startup_anatomy"], rows[rid]["time_to_healthy_s"]
+        keys = [p["key"] for p in anat["phases"]]
+        assert keys[0] == "api_process" and keys[-1] == "healthy", keys
+        assert {"engine_process", "kv_cache", "api_listening"} <= set(keys), keys
+        assert abs(sum(p["seconds"] for p in anat["phases"]) - healthy) <= 0.05 * healthy
+        assert anat["compile_cache"]["state"] == "eager"
+        print(f"run {rid}: {describe(anat)}")
 
 
 def test_a_value_that_cannot_start_is_stored_and_the_next_still_runs(

@@ -406,6 +406,7 @@ def run_as_dict(run: dict[str, Any]) -> dict[str, Any]:
     out = {key: run.get(key) for key in RUN_COLUMNS}
     out["repeat"] = run.get("repeat_index")
     out["kv_capacity_tokens"] = run.get("kv_cache_tokens")
+    out["startup_anatomy"] = (run.get("startup") or {}).get("anatomy")  # tuning.startup_anatomy
     out.update({key: summary.get(key) for key in RUN_KEYS})
     return out
 

@@ -1,0 +1,248 @@
+"""Where a server's start went: the phases between launch and the first /health 200.
+
+A restart is most of what a decision costs (82-117 s cold, 40-69 s warm on the H200; 25-300 s on
+the 2-core test bed), so the lab splits `time_to_healthy_s` into the engine's own milestones. vLLM's
+log timestamps have one-second resolution and none for the launch itself, so the lab stamps each
+milestone with its own clock when the line reaches the log file (`LogStamps`, read every 0.1 s).
+The phases run from one milestone to the next and the last ends at healthy: they add up to
+`time_to_healthy_s` by construction. Beside them, what vLLM reports about itself (weights, compile,
+CUDA-graph capture, in its own seconds) and whether torch.compile came from its cache.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+POLL_S = 0.1
+# (key, what the phase that ends at this milestone did, the first log line that marks it), in
+# the order vLLM reaches them. A milestone a backend never logs (CUDA graphs on CPU, a worker
+# process on one GPU) is left out and its time falls to the next phase.
+MILESTONES: tuple[tuple[str, str, re.Pattern[str]], ...] = (
+    ("api_process", "API server up (imports, arguments)", re.compile(r"\(APIServer pid=\d+\)")),
+    ("engine_process", "engine core started", re.compile(r"Initializing a V1 LLM engine")),
+    ("worker_process", "worker started", re.compile(r"\((?:Vllm)?Worker[\w-]* pid=\d+\)")),
+    (
+        "weights",
+        "model loaded",
+        re.compile(r"Model loading took|Loading weights took|Initializing model took"),
+    ),
+    (
+        "compile",
+        "torch.compile",
+        re.compile(r"torch\.compile (?:took|and initial profiling/warmup run together took)"),
+    ),
+    (
+        "kv_cache",
+        "memory profiled, KV cache allocated",
+        re.compile(r"KV cache size: [\d,]+ tokens"),
+    ),
+    ("graphs", "CUDA graphs captured", re.compile(r"Graph capturing finished in")),
+    ("engine_ready", "engine warmed up", re.compile(r"init engine \(profile, create kv cache")),
+    (
+        "api_listening",
+        "API routes up",
+        re.compile(r"Starting vLLM (?:API )?server on|Uvicorn running on|Application startup"),
+    ),
+)
+HEALTHY = ("healthy", "first /health 200")
+LABELS = {key: label for key, label, _ in MILESTONES} | {HEALTHY[0]: HEALTHY[1]}
+
+_NUM = r"([\d.]+)"
+_WEIGHTS = re.compile(rf"Model loading took {_NUM} ?GiB (?:memory )?and {_NUM} s")
+_LOAD_WEIGHTS = re.compile(rf"Loading weights took {_NUM} s")
+_COMPILE_TOTAL = re.compile(
+    rf"torch\.compile (?:took|and initial profiling/warmup run together took) {_NUM} s"
+)
+_COMPILE_GRAPH = re.compile(rf"Compiling a graph for .*? takes {_NUM} s")
+_CACHE_LOAD = re.compile(rf"Directly load the compiled graph\(s\) for .*? took {_NUM} s")
+_AOT_LOAD = re.compile(r"Directly load AOT compilation")
+_GRAPHS = re.compile(rf"Graph capturing finished in {_NUM} secs?, took {_NUM} GiB")
+_INIT = re.compile(rf"init engine \(profile, create kv cache, warmup model\) took {_NUM} s")
+_CACHE_DIR = re.compile(r"Using cache directory: (\S+) for vLLM's torch\.compile")
+_EAGER = re.compile(r"Enforce eager set|disabling torch\.compile")
+_CACHE_OFF = re.compile(r"torch\.compile cache is disabled")
+
+
+class LogStamps:
+    """Follows a server's log from its launch and stamps each milestone's first line with the
+    lab's clock (seconds since `t0`, `time.monotonic()`), in a daemon thread."""
+
+    def __init__(self, path: Path, t0: float):
+        self.path = path
+        self.t0 = t0
+        self.stamps: dict[str, float] = {}
+        self._pending = [(key, rx) for key, _, rx in MILESTONES]
+        self._offset = 0
+        self._rest = b""
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._follow, name="log-stamps", daemon=True)
+
+    def start(self) -> LogStamps:
+        self._thread.start()
+        return self
+
+    def _follow(self) -> None:
+        while not self._stop.wait(POLL_S):
+            self.read()
+
+    def read(self) -> None:
+        """Stamp the milestones among the lines written since the last read."""
+        with self._lock:
+            try:
+                with open(self.path, "rb") as fh:
+                    fh.seek(self._offset)
+                    chunk = fh.read()
+            except OSError:
+                return
+            now = time.monotonic() - self.t0
+            self._offset += len(chunk)
+            lines = (self._rest + chunk).split(b"\n")
+            self._rest = lines.pop()
+            self._stamp((ln.decode("utf-8", "replace") for ln in lines), now)
+
+    def _stamp(self, lines: Iterable[str], now: float) -> None:
+        for line in lines:
+            if not self._pending:
+                return
+            for item in [p for p in self._pending if p[1].search(line)]:
+                self.stamps[item[0]] = round(now, 3)
+                self._pending.remove(item)
+
+    def stop(self, until_s: float | None = None) -> dict[str, float]:
+        """One last read, then the stamps; none later than `until_s` (a line read after the
+        healthy answer was written before it)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=2)
+        self.read()
+        if until_s is not None:
+            self.stamps = {k: min(v, until_s) for k, v in self.stamps.items()}
+        return dict(self.stamps)
+
+
+def phases(stamps: dict[str, float], healthy_s: float) -> list[dict[str, Any]]:
+    """Launch -> each milestone seen -> healthy, in time order; the seconds add up to healthy_s."""
+    order = {key: i for i, (key, _, _) in enumerate(MILESTONES)}
+    seen = sorted(
+        ((min(t, healthy_s), key) for key, t in stamps.items() if key in order),
+        key=lambda item: (item[0], order[item[1]]),
+    )
+    out: list[dict[str, Any]] = []
+    start = 0.0
+    for end, key in [*seen, (healthy_s, HEALTHY[0])]:
+        out.append(
+            {
+                "key": key,
+                "label": LABELS[key],
+                "start_s": round(start, 3),
+                "end_s": round(end, 3),
+                "seconds": round(end - start, 3),
+            }
+        )
+        start = end
+    return out
+
+
+def _floats(rx: re.Pattern[str], text: str) -> list[float]:
+    return [float(m.group(1)) for m in rx.finditer(text)]
+
+
+def reported(text: str) -> dict[str, Any]:
+    """What vLLM's own log lines say each part took (its clock, its words); None: not said."""
+    out: dict[str, Any] = {}
+    if m := _WEIGHTS.search(text):
+        out["weights_gib"], out["weights_s"] = float(m.group(1)), float(m.group(2))
+    elif m := _LOAD_WEIGHTS.search(text):
+        out["weights_s"] = float(m.group(1))
+    if m := _COMPILE_TOTAL.search(text):
+        out["compile_s"] = float(m.group(1))
+    if graphs := _floats(_COMPILE_GRAPH, text):
+        out["compile_graphs_s"] = round(sum(graphs), 3)
+    if loads := _floats(_CACHE_LOAD, text):
+        out["compile_cache_load_s"] = round(sum(loads), 3)
+    if m := _GRAPHS.search(text):
+        out["graph_capture_s"], out["graph_capture_gib"] = float(m.group(1)), float(m.group(2))
+    if m := _INIT.search(text):
+        out["init_engine_s"] = float(m.group(1))
+    return out
+
+
+def compile_cache(text: str) -> dict[str, Any]:
+    """Whether torch.compile ran, and whether it came from vLLM's compile cache: `hit` (every
+    graph loaded), `miss` (every graph compiled), `partial`, `disabled`, `eager` (no compile)."""
+    hit = bool(_CACHE_LOAD.search(text) or _AOT_LOAD.search(text))
+    miss = bool(_COMPILE_GRAPH.search(text))
+    if hit or miss:
+        state = "partial" if hit and miss else "hit" if hit else "miss"
+    elif _CACHE_OFF.search(text):
+        state = "disabled"
+    elif _EAGER.search(text):
+        state = "eager"
+    else:
+        state = None
+    m = _CACHE_DIR.search(text)
+    return {"state": state, "dir": m.group(1) if m else None}
+
+
+def anatomy(stamps: dict[str, float], healthy_s: float, log_text: str) -> dict[str, Any]:
+    """The start of one server, as stored in `startup_json.anatomy` and shown on Live/Compare."""
+    parts = phases(stamps, healthy_s)
+    return {
+        "healthy_s": healthy_s,
+        "phases": parts,
+        "phases_sum_s": round(sum(p["seconds"] for p in parts), 3),
+        "reported": reported(log_text),
+        "compile_cache": compile_cache(log_text),
+        "stamped_every_s": POLL_S,
+    }
+
+
+def describe(anat: dict[str, Any]) -> str:
+    """One line for a page or the CLI: where the seconds went and what the compile cache did."""
+    parts = [p for p in anat.get("phases") or () if p["seconds"] >= 0.05]
+    text = " · ".join(f"{p['label']} {p['seconds']:.1f} s" for p in parts)
+    cache = (anat.get("compile_cache") or {}).get("state")
+    said = anat.get("reported") or {}
+    if cache in ("hit", "miss", "partial"):
+        seconds = said.get("compile_s")
+        took = f", torch.compile {seconds:.1f} s by vLLM's count" if seconds is not None else ""
+        text += f" · compile cache: {cache}{took}"
+    elif cache:
+        text += f" · compile: {cache}"
+    return f"healthy after {anat.get('healthy_s', 0):.1f} s: {text}"
+
+
+def phase_rows(runs: Iterable[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """(label, anatomy) per run -> one row per run and phase, for the timeline chart."""
+    return [
+        {"run": label, "phase": p["label"], "key": p["key"], "order": i, **p}
+        for label, anat in runs
+        for i, p in enumerate(anat.get("phases") or ())
+    ]
+
+
+def phase_table(sides: Iterable[tuple[str, list[dict[str, Any]]]]) -> list[dict[str, Any]]:
+    """(side label, its runs' anatomies) -> one row per phase with each side's mean seconds, and
+    a last row with each side's compile-cache states: Compare's startup rows."""
+    sides = list(sides)
+    rows: list[dict[str, Any]] = []
+    for key, label in [(k, lbl) for k, lbl, _ in MILESTONES] + [HEALTHY]:
+        row: dict[str, Any] = {"phase": label}
+        for side, anats in sides:
+            secs = [p["seconds"] for a in anats for p in a.get("phases") or () if p["key"] == key]
+            row[side] = round(sum(secs) / len(anats), 1) if secs and anats else None
+        if any(row[side] is not None for side, _ in sides):
+            rows.append(row)
+    if rows:
+        cache_row: dict[str, Any] = {"phase": "compile cache"}
+        for side, anats in sides:
+            states = [(a.get("compile_cache") or {}).get("state") or "?" for a in anats]
+            cache_row[side] = " ".join(states) or None
+        rows.append(cache_row)
+    return rows
