@@ -63,7 +63,7 @@ def add_arguments(sub: Subparsers) -> None:
     _common(cmp)
     cmp.add_argument(
         "--margin",
-        type=_margin_pct,
+        type=margin_pct,
         default=None,
         metavar="PCT",
         help="equivalence margin E in %% of the baseline's mean (default 2): a change whose "
@@ -94,7 +94,7 @@ def add_arguments(sub: Subparsers) -> None:
     tradeoff.add_arguments(chart)
 
 
-def _margin_pct(text: str) -> float:
+def margin_pct(text: str) -> float:
     """'2' or '2%' -> 0.02; a margin is a positive finite percentage under 100."""
     try:
         pct = float(text.strip().rstrip("%"))

@@ -5,81 +5,19 @@ equivalent, names a value better beyond the margin, and says why when no run is 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from store import connect, repo
-from tests.factories import WORKLOAD, engine_json
+from store import connect
+from tests.factories import add_measured_experiment
 from tuning.cli.main import main
 from tuning.compare.selection import select_runs
 from tuning.output.report import build_report
-from tuning.params import format_value
 
 PC = "enable-prefix-caching"  # vLLM's default: true (the lab's table and the parser agree)
 FLAT = {"output_throughput": [1000.0, 1003.0, 998.0], "mean_ttft_ms": [100.0, 100.4, 99.7]}
-
-
-def _metrics(tput: float, ttft: float) -> dict[str, float]:
-    return {"output_throughput": tput, "mean_ttft_ms": ttft, "mean_tpot_ms": 5.0}
-
-
-def store_experiment(
-    db_path: Path,
-    param: str,
-    sides: Mapping[Any, Mapping[str, Sequence[float]]],
-    fingerprint: str = "fp-a",
-) -> int:
-    """One finished experiment over `param`: per value its runs' throughput and mean TTFT,
-    repeats interleaved, every run stored with a summary as the runner leaves it."""
-    values = list(sides)
-    repeats = len(next(iter(sides.values()))["output_throughput"])
-    with connect(db_path) as db:
-        exp = repo.create_experiment(
-            db,
-            name=f"{param} sweep",
-            param=param,
-            values_json=[format_value(v) for v in values],
-            repeats=repeats,
-            config_json={"block-size": 16},
-            workload_json=WORKLOAD,
-            engine_json=engine_json(),
-            status="done",
-            phase="done",
-        )
-        seq = 0
-        for rep in range(repeats):
-            for value in values:
-                rid = repo.create_run(
-                    db,
-                    experiment_id=exp,
-                    seq=seq,
-                    repeat_index=rep,
-                    param=param,
-                    value=format_value(value),
-                    config_json={"block-size": 16, param: value},
-                    workload_json=WORKLOAD,
-                    workload_fingerprint=fingerprint,
-                    engine="embedded-cpu",
-                    vllm_version="0.32.0",
-                    model="tiny",
-                    backend="cpu",
-                    hardware="cpu-test",
-                    status="running",
-                )
-                m = sides[value]
-                summary = {
-                    "completed": 24,
-                    "failed": 0,
-                    "duration": 2.0,
-                    **_metrics(m["output_throughput"][rep], m["mean_ttft_ms"][rep]),
-                }
-                repo.store_summary(db, rid, summary)
-                repo.update_run(db, rid, status="done", phase="done", kv_cache_tokens=8192)
-                seq += 1
-    return exp
 
 
 def preference(db_path: Path, exp: int) -> Any:
@@ -88,7 +26,7 @@ def preference(db_path: Path, exp: int) -> Any:
 
 
 def test_equivalent_on_every_metric_keeps_the_default(fresh_db: Path) -> None:
-    exp = store_experiment(
+    exp = add_measured_experiment(
         fresh_db,
         PC,
         {
@@ -109,7 +47,7 @@ def test_equivalent_on_every_metric_keeps_the_default(fresh_db: Path) -> None:
 
 
 def test_one_metric_better_beyond_the_margin_recommends_that_value(fresh_db: Path) -> None:
-    exp = store_experiment(
+    exp = add_measured_experiment(
         fresh_db,
         PC,
         {
@@ -128,7 +66,7 @@ def test_one_metric_better_beyond_the_margin_recommends_that_value(fresh_db: Pat
 
 
 def test_no_run_at_the_default_says_why(fresh_db: Path) -> None:
-    exp = store_experiment(
+    exp = add_measured_experiment(
         fresh_db,
         "kv-cache-dtype",  # vLLM's default: auto, which this experiment never ran
         {"fp8": FLAT, "bfloat16": FLAT},
@@ -147,7 +85,7 @@ def test_the_engine_parser_default_wins_over_the_table(fresh_db: Path) -> None:
     """max-num-seqs has no default in the lab's table; the cached parser of vLLM 0.32.0 says 64."""
     from store import engine_flags
 
-    exp = store_experiment(
+    exp = add_measured_experiment(
         fresh_db,
         "max-num-seqs",
         {
@@ -169,7 +107,7 @@ def test_the_engine_parser_default_wins_over_the_table(fresh_db: Path) -> None:
 def test_compare_text_json_and_report_carry_the_recommendation(
     fresh_db: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    exp = store_experiment(
+    exp = add_measured_experiment(
         fresh_db,
         PC,
         {
