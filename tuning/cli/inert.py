@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tuning.cli.args import add_db, db_path, refused, say
 
@@ -40,15 +40,6 @@ def add_arguments(sub: Subparsers) -> None:
     add_db(p)
 
 
-def workload_text(workload: dict[str, Any]) -> str:
-    """'24 requests, concurrency 8, 64 in / 16 out'."""
-    return (
-        f"{workload.get('num_requests', '?')} requests, concurrency "
-        f"{workload.get('concurrency', '?')}, {workload.get('input_len', '?')} in / "
-        f"{workload.get('output_len', '?')} out"
-    )
-
-
 def run(args: argparse.Namespace) -> int:
     from store import StoreError, connect
     from tuning.compare.inert import knobs
@@ -80,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     say(f"Inert knobs (every value within ±{margin * 100:g} % on {', '.join(WATCHED)}):")
     for k in inert:
         say(
-            f"  {k.param} on workload {k.fingerprint} ({workload_text(k.workload)}): values "
+            f"  {k.param} on workload {k.fingerprint} ({k.workload_text}): values "
             f"{', '.join(k.values)} vs {k.reference}; experiments "
             f"{', '.join(map(str, k.equivalent))}"
         )

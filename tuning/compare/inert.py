@@ -43,6 +43,15 @@ class InertKnob:
     def inert(self) -> bool:
         return bool(self.equivalent) and not self.differed
 
+    @property
+    def workload_text(self) -> str:
+        """'24 requests, concurrency 8, 64 in / 16 out'."""
+        w = self.workload
+        return (
+            f"{w.get('num_requests', '?')} requests, concurrency {w.get('concurrency', '?')}, "
+            f"{w.get('input_len', '?')} in / {w.get('output_len', '?')} out"
+        )
+
     def to_json(self) -> dict[str, Any]:
         return {
             "param": self.param,
