@@ -61,11 +61,11 @@ def _python(engine: Mapping[str, Any] | None) -> str | None:
 
 
 def _experiment_engine(db: Any, runs: Sequence[Run]) -> Mapping[str, Any] | None:
-    ids = [r.get("experiment_id") for r in runs if r.get("experiment_id") is not None]
+    ids = [int(r["experiment_id"]) for r in runs if r.get("experiment_id") is not None]
     if not ids:
         return None
     try:
-        engine = queries.get_experiment(db, int(ids[0])).get("engine")
+        engine = queries.get_experiment(db, ids[0]).get("engine")
     except StoreError:
         return None
     return engine if isinstance(engine, Mapping) else None

@@ -25,6 +25,7 @@ from tuning.charts.kinds import CHART_KINDS, CHART_TITLES, PREALLOCATION_NOTE
 from tuning.compare.catalog import METRICS
 from tuning.compare.comparability import run_parameters, run_workload
 from tuning.compare.comparison import Comparison
+from tuning.compare.prefer import Preference
 from tuning.compare.present import (
     CLEAR,
     VERDICT_LABEL,
@@ -41,7 +42,6 @@ from tuning.compare.present import (
     tone_css,
     verdict_rule,
 )
-from tuning.compare.prefer import Preference
 from tuning.compare.selection import Selection, SelectionError, select_runs
 from tuning.output.export import chart_svg, network_references
 
