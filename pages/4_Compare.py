@@ -14,7 +14,7 @@ from ui import compare as view
 from ui.common import ICONS, db, db_path
 from ui.health import warn_unhealthy
 from ui.startup import render_startup
-from ui.summary import render_summary
+from ui.summary import render_preference, render_summary
 from ui.tradeoff import render_tradeoffs
 
 st.set_page_config(
@@ -79,6 +79,7 @@ selection = select_runs(
 comparison = selection.comparison
 view.render_checks(comparison)
 render_summary(comparison)
+render_preference(selection.preference)
 warn_unhealthy(selection.runs)
 if not comparison.candidates:
     st.info("No candidate side yet: pick runs of another value as candidates.")

@@ -33,3 +33,20 @@ def save(db: Database, python: str, vllm_version: str, catalog: dict[str, Any]) 
         },
         pk=("python", "vllm_version"),
     )
+
+
+def load_version(
+    db: Database, vllm_version: str, python: str | None = None
+) -> dict[str, Any] | None:
+    """The cached catalog of one vLLM version: the one read through `python` when cached, else
+    any interpreter's (a version's flag defaults are the same wherever it is installed); None
+    when that version was never read, or the store predates the cache."""
+    if "engine_flags" not in db.table_names():
+        return None
+    if python and (exact := load(db, python, vllm_version)) is not None:
+        return exact
+    rows = db.execute(
+        "SELECT python FROM engine_flags WHERE vllm_version = ? ORDER BY read_at DESC",
+        [vllm_version],
+    ).fetchall()
+    return next((raw for (py,) in rows if (raw := load(db, py, vllm_version)) is not None), None)

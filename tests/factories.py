@@ -5,7 +5,7 @@ copies of a seeder)."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from tuning.bench import add_bench_arguments
 from tuning.engine import TINY_MODEL_SHAPE
 from tuning.experiment.plan import plan_experiment
 from tuning.metrics import summarize
+from tuning.params import format_value
 from tuning.workload import Workload
 
 WORKLOAD: dict[str, Any] = {
@@ -524,3 +525,68 @@ def undecided_and_better_runs() -> list[dict[str, Any]]:
         run_row(3, 64, tput=1100.0, ttft=50.0),
         run_row(4, 64, tput=1640.0, ttft=50.5),
     ]
+
+
+# --------------------------------------------------------------------------------------------
+# Experiments with chosen numbers (issue 25: prefer the default, inert knobs)
+# --------------------------------------------------------------------------------------------
+
+
+def _chosen_metrics(tput: float, ttft: float) -> dict[str, float]:
+    return {"output_throughput": tput, "mean_ttft_ms": ttft, "mean_tpot_ms": 5.0}
+
+
+def add_measured_experiment(
+    db_path: Path,
+    param: str,
+    sides: Mapping[Any, Mapping[str, Sequence[float]]],
+    fingerprint: str = "fp-a",
+) -> int:
+    """One finished experiment over `param`: per value its runs' throughput and mean TTFT,
+    repeats interleaved, every run stored with a summary as the runner leaves it."""
+    values = list(sides)
+    repeats = len(next(iter(sides.values()))["output_throughput"])
+    with connect(db_path) as db:
+        exp = repo.create_experiment(
+            db,
+            name=f"{param} sweep",
+            param=param,
+            values_json=[format_value(v) for v in values],
+            repeats=repeats,
+            config_json={"block-size": 16},
+            workload_json=WORKLOAD,
+            engine_json=engine_json(),
+            status="done",
+            phase="done",
+        )
+        seq = 0
+        for rep in range(repeats):
+            for value in values:
+                rid = repo.create_run(
+                    db,
+                    experiment_id=exp,
+                    seq=seq,
+                    repeat_index=rep,
+                    param=param,
+                    value=format_value(value),
+                    config_json={"block-size": 16, param: value},
+                    workload_json=WORKLOAD,
+                    workload_fingerprint=fingerprint,
+                    engine="embedded-cpu",
+                    vllm_version="0.32.0",
+                    model="tiny",
+                    backend="cpu",
+                    hardware="cpu-test",
+                    status="running",
+                )
+                m = sides[value]
+                summary = {
+                    "completed": 24,
+                    "failed": 0,
+                    "duration": 2.0,
+                    **_chosen_metrics(m["output_throughput"][rep], m["mean_ttft_ms"][rep]),
+                }
+                repo.store_summary(db, rid, summary)
+                repo.update_run(db, rid, status="done", phase="done", kv_cache_tokens=8192)
+                seq += 1
+    return exp

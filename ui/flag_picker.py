@@ -18,6 +18,7 @@ import streamlit as st
 
 from store import StoreError, connect
 from store import engine_flags as cache
+from tuning.compare.inert import inert_knobs
 from tuning.engine import EngineSpec, installed_vllm_version
 from tuning.flags.catalog import Catalog, CatalogError, FlagInfo, engine_python
 from tuning.flags.learn import catalog_for, flag_status, needs_catalog, resolve
@@ -31,6 +32,11 @@ READING = (
     "first time, then cached."
 )
 CHECKING = "Checking the values with your vLLM's own parser (it imports vLLM: 10-30 s)..."
+INERT_HELP = (
+    "Every value an experiment with repeats tried on that workload was within the equivalence "
+    "margin of the reference on the watched metrics (python -m tuning inert); plan skips it "
+    "there unless --include-inert."
+)
 WANT_ALL = "new_flags_wanted"  # a UI choice: the user asked to see every flag
 LAST_PARAM = "new_param_last"  # the parameter the values were typed for
 
@@ -93,6 +99,23 @@ def engine_flags(db_path: str | Path, spec: EngineSpec, *, read: bool) -> Flags:
     if "catalog" in raw:
         return Flags(Catalog.from_dict(raw["catalog"]))
     return Flags(None, str(raw.get("error")))
+
+
+@st.cache_data(show_spinner=False, max_entries=4, ttl=60)
+def inert_notes(db_path: str) -> dict[str, list[str]]:
+    """Flag -> one line per workload it was inert on (tuning.compare.inert), from the store."""
+    notes: dict[str, list[str]] = {}
+    try:
+        with connect(db_path, readonly=True) as db:
+            found = inert_knobs(db)
+    except StoreError:
+        return notes
+    for k in found:
+        notes.setdefault(k.param, []).append(
+            f"workload {k.fingerprint} ({k.workload_text}): values {', '.join(k.values)} all "
+            f"equivalent (experiment {', '.join(map(str, k.equivalent))})"
+        )
+    return notes
 
 
 def _matches(word: str, *texts: str) -> bool:
@@ -188,14 +211,19 @@ def render_picker(db_path: str | Path, spec: EngineSpec, baseline_names: Iterabl
                 f"{catalog.vllm_version}'s flags offered"
             )
         )
+    inert = inert_notes(str(db_path)) if Path(db_path).exists() else {}
     name = st.selectbox(
         "Parameter to vary",
         names,
         index=names.index("max-num-seqs") if "max-num-seqs" in names else 0,
         key="new_param",
-        format_func=lambda n: _label(n, catalog),
+        format_func=lambda n: (
+            _label(n, catalog) + (" · inert on a stored workload" if n in inert else "")
+        ),
     )
     info = catalog.get(name) if catalog else None
+    if name in inert:  # plan skips it on those workloads; an experiment may still want it
+        st.caption(md_escape("Inert on " + "; ".join(inert[name])), help=INERT_HELP)
     card = st.container(key="new_flag_card")  # a stable hook for the browser tests
     if name in PARAMS:
         param = PARAMS[name]

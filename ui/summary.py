@@ -10,6 +10,7 @@ import streamlit as st
 
 from tuning.compare.catalog import Metric
 from tuning.compare.comparison import Comparison, Side
+from tuning.compare.prefer import Preference
 from tuning.compare.present import TONE_MARK, fmt, pct_text, tone, verdict_text
 from ui.common import md_escape
 
@@ -55,3 +56,16 @@ def render_summary(comparison: Comparison) -> None:
                         for metric in comparison.metrics
                     )
                 )
+
+
+def render_preference(preference: Preference) -> None:
+    """The recommendation under the verdicts: keep vLLM's default when no value beats it beyond
+    the margin (fewer flags), set the value that does, or why the lab cannot prefer the default."""
+    with st.container(key="cmp_preference"):
+        text = md_escape(preference.text)
+        if preference.kind == "value":
+            st.success(f"**Recommendation:** {text}")
+        elif preference.kind == "default":
+            st.info(f"**Recommendation:** {text}")
+        else:
+            st.caption(f"**Recommendation:** {text}")

@@ -25,6 +25,7 @@ from tuning.cli.args import add_selection, db_path, printable, refused, say
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
     from tuning.compare.comparison import Comparison
+    from tuning.compare.selection import Selection
 
 COMMANDS = ("compare", "chart")
 # What `chart` draws when no --kind is given: output throughput per value, the usual first look.
@@ -62,7 +63,7 @@ def add_arguments(sub: Subparsers) -> None:
     _common(cmp)
     cmp.add_argument(
         "--margin",
-        type=_margin_pct,
+        type=margin_pct,
         default=None,
         metavar="PCT",
         help="equivalence margin E in %% of the baseline's mean (default 2): a change whose "
@@ -93,7 +94,7 @@ def add_arguments(sub: Subparsers) -> None:
     tradeoff.add_arguments(chart)
 
 
-def _margin_pct(text: str) -> float:
+def margin_pct(text: str) -> float:
     """'2' or '2%' -> 0.02; a margin is a positive finite percentage under 100."""
     try:
         pct = float(text.strip().rstrip("%"))
@@ -106,6 +107,11 @@ def _margin_pct(text: str) -> float:
 
 def _with_comparison(args: argparse.Namespace, use: Callable[[Any, Comparison], int]) -> int:
     """Open the lab read-only, compare the runs the arguments name, and hand both to `use`."""
+    return _with_selection(args, lambda db, selection: use(db, selection.comparison))
+
+
+def _with_selection(args: argparse.Namespace, use: Callable[[Any, Selection], int]) -> int:
+    """Open the lab read-only, select and compare the runs the arguments name; hand both on."""
     from store import StoreError, connect
     from tuning.compare.comparison import parse_slo
     from tuning.compare.selection import select_runs
@@ -129,11 +135,12 @@ def _with_comparison(args: argparse.Namespace, use: Callable[[Any, Comparison], 
             )
         except (StoreError, ValueError) as exc:  # no lab there, unknown runs, a bad SLO
             return refused(str(exc))
-        return use(db, selection.comparison)
+        return use(db, selection)
 
 
-def format_comparison(comparison: Comparison) -> str:
-    """The comparison as a plain-text report: checks first, then one table per candidate."""
+def format_comparison(comparison: Comparison, recommendation: str | None = None) -> str:
+    """The comparison as a plain-text report: checks first, then one table per candidate, then
+    the recommendation (keep vLLM's default, set a value, or why neither) when given."""
     from tuning.compare.present import (
         comparability_text,
         failed_text,
@@ -182,6 +189,7 @@ def format_comparison(comparison: Comparison) -> str:
     if not comparison.candidates:
         lines.append("No candidate side: name runs of another value.")
     lines += ["", text] if (text := noise_text(comparison)) else []
+    lines += ["", f"Recommendation: {printable(recommendation)}"] if recommendation else []
     lines += ["", verdict_rule(confidence=comparison.confidence, margin=comparison.margin)]
     return "\n".join(lines)
 
@@ -189,14 +197,16 @@ def format_comparison(comparison: Comparison) -> str:
 def _compare(args: argparse.Namespace) -> int:
     from tuning.output.export import comparison_json
 
-    def show(_db: Any, comparison: Comparison) -> int:
+    def show(_db: Any, selection: Selection) -> int:
+        comparison, preference = selection.comparison, selection.preference
         if args.json:
-            say(comparison_json(comparison).decode("utf-8"))
+            extra = {"prefer_default": preference.to_json()}
+            say(comparison_json(comparison, extra).decode("utf-8"))
         else:
-            say(format_comparison(comparison))
+            say(format_comparison(comparison, preference.text))
         return 0
 
-    return _with_comparison(args, show)
+    return _with_selection(args, show)
 
 
 def compare_experiment(path: Path, exp_id: int) -> int:

@@ -19,6 +19,7 @@ from tuning.cli import (
     findings,
     flags,
     fleet,
+    inert,
     plan,
     predict,
     search,
@@ -36,6 +37,7 @@ MODULES = (
     predict,
     search,
     plan,
+    inert,
     findings,
     workload,
     flags,
@@ -57,7 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Commands that show or act on experiments' status: the reaper runs first, so a run whose runner
 # was SIGKILLed reads `failed`, never `running` (`experiment`, `cancel` and `reap` reap themselves).
-REAP_FIRST = frozenset({"runs", "compare", "chart", "report", "export", "publish", "findings"})
+REAP_FIRST = frozenset(
+    {"runs", "compare", "inert", "chart", "report", "export", "publish", "findings"}
+)
 
 
 def _reap_first(args: argparse.Namespace) -> None:

@@ -40,6 +40,12 @@ def add_arguments(sub: Subparsers) -> None:
         help="runs a side of start vs recommended, interleaved (at least 2)",
     )
     p.add_argument("--report", type=Path, default=None, metavar="FILE", help="offline HTML")
+    p.add_argument(
+        "--include-inert",
+        action="store_true",
+        help="search the parameters the lab found inert on this workload too (by default they "
+        "are skipped, and named: `python -m tuning inert` lists them)",
+    )
     add_search_arguments(p)
 
 
@@ -61,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     from tuning.cli.search import drive, search_options
     from tuning.output.plan_report import write_plan_report
     from tuning.params import ParamError, get_param
-    from tuning.search.plan import PlanSpec, run_plan, summary_lines
+    from tuning.search.plan import PlanSpec, run_plan, skip_inert, skipped_text, summary_lines
 
     try:
         params = [get_param(p.strip()).name for p in args.params.split(",") if p.strip()]
@@ -72,8 +78,11 @@ def run(args: argparse.Namespace) -> int:
             **search_options(args),
         )
         spec.validate()
+        skipped = [] if args.include_inert else skip_inert(db_path(args), spec)
     except (ParamError, ValueError) as exc:
         return refused(str(exc))
+    if skipped:
+        say(f"skipping, inert on this workload: {skipped_text(skipped)}", file=sys.stderr)
 
     def progress(event: str, data: dict[str, Any]) -> None:
         if event == "search":
@@ -89,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
     )
     if code:
         return code
+    result["skipped_inert"] = [k.to_json() for k in skipped]
     if args.report:
         result["report"] = str(write_plan_report(result, args.report))
     if args.json:

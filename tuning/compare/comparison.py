@@ -305,8 +305,10 @@ def build_comparison(
     resamples: int = RESAMPLES,
     seed: int = SEED,
     margin: float = MARGIN,
+    metric_keys: Sequence[str] | None = None,
 ) -> Comparison:
-    """Check, group into sides, and judge every metric of every candidate side.
+    """Check, group into sides, and judge every metric (or only `metric_keys`) of every candidate
+    side.
 
     `runs` are run rows (as `queries.load_runs` returns them); `baseline_ids` picks the baseline
     side. The reference run is the first measured baseline run: every other run is checked
@@ -357,7 +359,12 @@ def build_comparison(
         side.not_applied = not_applied(members, {k for k, _ in key})
         candidates.append(side)
     candidates.sort(key=lambda s: _sort_key(s.value))
-    shown = [x for x in METRICS if any(s.values.get(x.key) for s in [baseline, *candidates])]
+    shown = [
+        x
+        for x in METRICS
+        if (metric_keys is None or x.key in metric_keys)
+        and any(s.values.get(x.key) for s in [baseline, *candidates])
+    ]
     changes = {
         (side.label, metric.key): _unapplied(baseline, side, metric)
         or bootstrap_change(

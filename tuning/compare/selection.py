@@ -15,6 +15,8 @@ from tuning.compare.comparison import (
     repeats_of,
     request_loader,
 )
+from tuning.compare.defaults import engine_default
+from tuning.compare.prefer import Preference, prefer_default
 from tuning.compare.stats import MARGIN
 
 
@@ -27,6 +29,9 @@ class Selection:
     runs: list[dict[str, Any]]  # every run named, in the order named
     experiments: list[dict[str, Any]]  # the experiments named
     comparison: Comparison
+    preference: (
+        Preference  # keep vLLM's default, set a value, or why neither (tuning.compare.prefer)
+    )
 
 
 def _unique(ids: Iterable[int]) -> list[int]:
@@ -77,4 +82,10 @@ def select_runs(
     comparison = build_comparison(
         runs, base, slo_ms=slo, requests=request_loader(db), margin=margin
     )
-    return Selection(runs, experiments, comparison)
+    return Selection(runs, experiments, comparison, preference_of(db, comparison, runs))
+
+
+def preference_of(db: Any, comparison: Comparison, runs: Sequence[Mapping[str, Any]]) -> Preference:
+    """The recommendation for the comparison's parameter: its engine default read for `runs`."""
+    param = comparison.param or ""
+    return prefer_default(comparison, engine_default(db, param, runs))

@@ -144,9 +144,10 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def comparison_json(comparison: Comparison) -> bytes:
-    """The comparison as JSON (strict: NaN and infinities become null)."""
-    data = _clean(comparison.to_json())
+def comparison_json(comparison: Comparison, extra: Mapping[str, Any] | None = None) -> bytes:
+    """The comparison as JSON (strict: NaN and infinities become null), with `extra` keys (the
+    recommendation) at the top."""
+    data = _clean({**comparison.to_json(), **(extra or {})})
     return json.dumps(data, indent=2, allow_nan=False, default=str).encode("utf-8")
 
 

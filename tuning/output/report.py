@@ -25,6 +25,7 @@ from tuning.charts.kinds import CHART_KINDS, CHART_TITLES, PREALLOCATION_NOTE
 from tuning.compare.catalog import METRICS
 from tuning.compare.comparability import run_parameters, run_workload
 from tuning.compare.comparison import Comparison
+from tuning.compare.prefer import Preference
 from tuning.compare.present import (
     CLEAR,
     VERDICT_LABEL,
@@ -226,6 +227,15 @@ def _verdicts_section(comparison: Comparison) -> str:
     return "".join(parts)
 
 
+def _prefer_section(preference: Preference) -> str:
+    """The recommendation: keep vLLM's default, set a value, or why the lab cannot prefer one."""
+    css = {"value": "better", "default": "ok", "none": "muted"}[preference.kind]
+    return (
+        f'<section id="recommendation"><h2>Recommendation</h2>'
+        f'<p class="{css}">{_e(preference.text)}</p></section>'
+    )
+
+
 def _td(cell: Cell) -> str:
     css = " ".join(x for x in ("num" if cell.numeric else "", cell.tone) if x)
     attrs = (f' class="{css}"' if css else "") + (
@@ -393,6 +403,7 @@ def _body(
             *(_experiment_section(exp, secrets) for exp in selection.experiments),
             _checks_section(comparison),
             _verdicts_section(comparison),
+            _prefer_section(selection.preference),
             _config_section(comparison, {int(r["id"]): r for r in runs}),
             _table_section(comparison),
             charts_html,

@@ -29,6 +29,7 @@ from core.status import Status
 from store import connect, queries
 from tuning.compare.catalog import METRIC_BY_KEY, WORKLOAD_PARAMS
 from tuning.compare.comparison import not_applied, request_loader, run_metric_values
+from tuning.compare.inert import InertKnob, inert_for
 from tuning.compare.present import VERDICT_LABEL, verdict_text
 from tuning.compare.stats import bootstrap_change
 from tuning.engine import EngineSpec
@@ -105,6 +106,34 @@ class PlanSpec:
             "engine": self.engine.to_json() if self.engine else self.base_url,
         }
         return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def skip_inert(db_path: Path, spec: PlanSpec) -> list[InertKnob]:
+    """Drop from `spec` the parameters inert on its workload (tuning.compare.inert: every value
+    the stored experiments tried was equivalent), and return them; ValueError when that leaves
+    nothing to search."""
+    found = inert_for(db_path, spec.workload.fingerprint(), spec.params)
+    if not found:
+        return []
+    kept = [p for p in spec.params if p not in found]
+    if not kept:
+        raise ValueError(
+            f"every parameter of --params is inert on this workload ({skipped_text(found)}): "
+            "nothing to search; --include-inert searches them anyway"
+        )
+    spec.params = kept
+    spec.spaces = {p: spec.spaces[p] for p in kept}
+    return list(found.values())
+
+
+def skipped_text(knobs: Mapping[str, InertKnob] | Sequence[InertKnob]) -> str:
+    """'enable-prefix-caching (experiment 3: false, true all within the margin)'."""
+    items = knobs.values() if isinstance(knobs, Mapping) else knobs
+    return "; ".join(
+        f"{k.param} (experiment {', '.join(map(str, k.equivalent))}: values "
+        f"{', '.join(k.values)} all equivalent)"
+        for k in items
+    )
 
 
 def apply_choice(
@@ -306,6 +335,9 @@ def summary_lines(result: Mapping[str, Any]) -> list[str]:
         f"{result['evidence']['confirm_runs']['final']})"
     )
     lines.append(f"recommended: {result['serve_command'] or result['recommended']}")
+    if result.get("skipped_inert"):
+        names = ", ".join(k["param"] for k in result["skipped_inert"])
+        lines.append(f"skipped, inert on this workload: {names} (--include-inert searches them)")
     return lines
 
 
