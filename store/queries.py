@@ -260,6 +260,7 @@ RUN_COLUMNS: tuple[str, ...] = (
     "health_json",
     "effective_config_json",
     "config_mismatch_json",
+    "reused_from_json",
     "node_id",
     "node_host",
     "gpu_model",

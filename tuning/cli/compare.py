@@ -141,6 +141,7 @@ def format_comparison(comparison: Comparison) -> str:
         noise_text,
         not_applied_text,
         pct_text,
+        reused_text,
         slo_text,
         verdict_detail,
         verdict_rule,
@@ -151,7 +152,8 @@ def format_comparison(comparison: Comparison) -> str:
         f"  run {c.run_id} vs baseline run {c.baseline_id}: {printable(c.reason)}"
         for c in comparison.excluded
     ]
-    notes = (not_applied_text(comparison), failed_text(comparison), slo_text(comparison.slo_ms))
+    notes = [not_applied_text(comparison), reused_text(comparison), failed_text(comparison)]
+    notes.append(slo_text(comparison.slo_ms))
     lines += [text for text in notes if text]
     b = comparison.baseline
     lines.append(

@@ -23,8 +23,8 @@ from sqlite_utils import Database
 from store import connect, queries, repo
 from tuning import hardware
 from tuning.experiment import outcome
-from tuning.experiment.planned import spec_of
 from tuning.experiment.plan import is_imported, schedule
+from tuning.experiment.planned import spec_of
 from tuning.experiment.run_unit import new_run_fields
 from tuning.params import format_value
 from tuning.traffic.fingerprint import spec_digest
@@ -33,6 +33,7 @@ from tuning.workload import Workload
 # The run columns a fingerprint holds besides its configuration and workload.
 IDENTITY = ("engine", "backend", "vllm_version", "model", "hardware")
 SHOWN = 5  # matches named per value in the offer's words; the rest are counted
+UNKNOWN = (None, "", "unknown")  # a part no fingerprint can vouch for
 
 
 def decoded(fields: dict[str, Any]) -> dict[str, Any]:
@@ -64,7 +65,7 @@ def fingerprint(run: dict[str, Any]) -> str | None:
     parts: dict[str, Any] = {key: run.get(key) for key in IDENTITY}
     parts["config"] = run.get("config")
     parts["workload"] = _workload_key(run)
-    if any(parts[k] in (None, "") for k in ("engine", "vllm_version", "hardware", "workload")):
+    if any(parts[k] in UNKNOWN for k in ("engine", "vllm_version", "hardware", "workload")):
         return None
     if run.get("engine") == "attached" or not isinstance(parts["config"], dict):
         return None
@@ -215,6 +216,12 @@ def find_offer(
     positions = [format_value(v) for v, _ in schedule(list(exp.get("values") or []), _rounds(exp))]
     offer = Offer(str(exp.get("param")), [ValueOffer(v, positions.count(v)) for v in values])
     if not exp.get("engine") or exp.get("base_url") or is_imported(exp):
+        return offer
+    if (exp["engine"] or {}).get("vllm_version") in UNKNOWN:
+        offer.notes.append(
+            "earlier runs not looked for: this engine's vLLM version is unknown until it starts, "
+            "and a run of another version must not count"
+        )
         return offer
     wanted = _wanted(exp, hw or hardware.describe())
     with connect(db_path, readonly=True) as db:
