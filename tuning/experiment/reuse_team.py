@@ -13,7 +13,7 @@ from store import connect, queries
 from store.bundle import BundleError, import_bundle
 from store.bundle.validate import open_bundle
 from store.team import TeamError, list_team
-from tuning.experiment.reuse import Match, collect
+from tuning.experiment.reuse_match import Match, collect
 
 
 def team_matches(
