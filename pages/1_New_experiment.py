@@ -26,6 +26,7 @@ from tuning.workload import Workload
 from ui.common import ICONS, db, db_path, md_code, md_escape
 from ui.flag_picker import CHECKING, engine_flags, render_picker, resolve_baseline
 from ui.predict import render_prediction
+from ui.reuse import render_reuse_offer, take_offer
 from ui.search import render_search_mode
 from ui.workload import traffic_section
 
@@ -147,37 +148,21 @@ if busy:
     st.warning(
         "An experiment or a search is running; one at a time per machine. Watch it on **Live**."
     )
+workload = Workload(**{**classic, "endpoint": endpoint})
+engine = None if base_url else spec
+plan = dict(param=param.name, values=values, workload=workload, engine=engine)
+plan.update(base_config=baseline, repeats=int(repeats), base_url=base_url or None)
+plan.update(model=model or None, author=settings.resolved_author(), workload_spec=traffic)
+plan.update(host=settings.resolved_host())
+reuse = None if errors or not values else render_reuse_offer(db_path(), plan, settings.team_folder)
 if st.button(
     "Start experiment", type="primary", disabled=busy or bool(errors) or not values, key="new_start"
 ):
-    workload = Workload(
-        num_requests=int(num_requests),
-        concurrency=int(concurrency),
-        input_len=int(input_len),
-        output_len=int(output_len),
-        shared_prefix_len=int(prefix_len),
-        endpoint=endpoint,
-        seed=int(seed),
-    )
     try:
-        engine = None if base_url else spec
         if engine is not None and learned:  # vLLM's own parser has the last word on its flags
             with st.spinner(CHECKING):
                 prepare(db_path(), engine, param.name, values_text, baseline)
-        exp_id = plan_experiment(
-            db_path(),
-            param=param.name,
-            values=values,
-            workload=workload,
-            engine=engine,
-            base_config=baseline,
-            repeats=int(repeats),
-            base_url=base_url or None,
-            model=model or None,
-            author=settings.resolved_author(),
-            host=settings.resolved_host(),
-            workload_spec=traffic,
-        )
+        exp_id = plan_experiment(db_path(), **plan)
     except (ParamError, CatalogError) as exc:
         slot = values_slot if str(exc).startswith(param.name + ":") else baseline_slot
         slot.error(md_escape(exc))
@@ -186,6 +171,7 @@ if st.button(
         st.error(f"refused: {md_escape(exc)}")
     else:
         attach_fleet(db_path(), exp_id, fleet_options if on_fleet and not base_url else None)
+        take_offer(db_path(), exp_id, reuse)
         spawn_runner(db_path(), exp_id)
         st.success(
             f"Experiment {exp_id} started in its own process; closing this tab stops nothing."

@@ -109,6 +109,7 @@ SHAPES: dict[str, Check] = {
     "summary_json": _obj({k: _is_number for k in SUMMARY_COLUMNS}, "a number"),
     "health_json": _obj(),
     "itl_json": _list_of(_is_number, "numbers"),
+    "reused_from_json": _obj(),
 }
 
 

@@ -261,6 +261,7 @@ RUN_COLUMNS: tuple[str, ...] = (
     "startup_json",  # its `anatomy`: Compare's server-start rows
     "effective_config_json",
     "config_mismatch_json",
+    "reused_from_json",
     "node_id",
     "node_host",
     "gpu_model",
@@ -464,4 +465,26 @@ def present_uids(db: Database, table: str, uids: Iterable[str]) -> set[str]:
             r[0]
             for r in db.execute(f'select uid from "{table}" where uid in ({_marks(part)})', part)
         }
+    return out
+
+
+def reusable_runs(db: Database, exclude_experiment_id: int | None = None) -> list[dict[str, Any]]:
+    """Measured runs (done, with a summary, not hidden) outside one experiment: what an experiment
+    with the same fingerprint may count instead of measuring again (tuning.experiment.reuse)."""
+    rows = db.query(
+        "select * from runs where status = 'done' and summary_json is not null "
+        "and coalesce(hidden, 0) = 0 and coalesce(experiment_id, -1) != ? order by id",
+        [-1 if exclude_experiment_id is None else int(exclude_experiment_id)],
+    )
+    return [decode(r) or {} for r in rows]
+
+
+def run_ids_by_uid(db: Database, uids: Iterable[str]) -> dict[str, int]:
+    """uid -> id of the runs of these uids that the lab holds."""
+    wanted = list(dict.fromkeys(uids))
+    out: dict[str, int] = {}
+    for i in range(0, len(wanted), 500):
+        part = wanted[i : i + 500]
+        rows = db.execute(f"select uid, id from runs where uid in ({_marks(part)})", part)
+        out.update({str(uid): int(rid) for uid, rid in rows})
     return out

@@ -97,6 +97,31 @@ def store_summary(db: Database, run_id: int, summary: dict[str, Any]) -> None:
     update_run(db, run_id, summary_json=summary, **columns)
 
 
+def copy_run(db: Database, run_id: int, **fields: Any) -> int:
+    """A new run (fresh id and uid) holding run `run_id`'s row, request rows and samples, with
+    `fields` in place (its experiment, position, `reused_from_json`); returns the new id."""
+    rows = list(db.query("select * from runs where id = ?", [run_id]))
+    if not rows:
+        raise StoreError(f"no run {run_id}")
+    row = dict(rows[0])
+    row.pop("id")
+    row.update(_encode({**fields, "uid": fields.get("uid") or new_uid()}))
+    table = db.table("runs")
+    with write_transaction(db):
+        table.insert(row)
+        if table.last_pk is None:
+            raise StoreError("no id for the copied run")
+        new_id = int(table.last_pk)
+        for child in ("requests", "samples"):
+            cols = ", ".join(f"[{c}]" for c in db.table(child).columns_dict if c != "run_id")
+            db.execute(
+                f"insert into {child} (run_id, {cols}) select ?, {cols} from {child} "
+                "where run_id = ?",
+                [new_id, run_id],
+            )
+    return new_id
+
+
 class ActiveRowError(StoreError):
     """A row that a live runner still writes cannot be deleted."""
 

@@ -65,6 +65,7 @@ JSON_COLUMNS: tuple[str, ...] = (
     "placement_json",
     "result_json",
     "gpu_uuids_json",
+    "reused_from_json",
 )
 
 # Who made a row and where, where it came from (local or a bundle), and the user's own marks:
@@ -363,6 +364,14 @@ def m011_engine_flags(db: Database) -> None:
             pk=("python", "vllm_version"),
             not_null={"python", "vllm_version", "catalog_json"},
         )
+
+
+@migrations()
+def m012_reused_runs(db: Database) -> None:
+    """A run counted in an experiment without being measured again (tuning.experiment.reuse):
+    `reused_from_json` says which earlier run it copies (its uid, id, experiment, when, by whom,
+    from where: this lab or a teammate's bundle); NULL for a run measured for its experiment."""
+    add_missing_columns(db, "runs", {"reused_from_json": str})
 
 
 def lab_uid(db: Database) -> str | None:

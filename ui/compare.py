@@ -22,6 +22,7 @@ from tuning.compare.present import (
     comparability_text,
     failed_text,
     noise_text,
+    reused_text,
     table_columns,
     table_rows,
     verdict_rule,
@@ -160,6 +161,9 @@ def render_checks(comparison: Comparison) -> None:
             st.warning(NOT_APPLIED)
             frame = pd.DataFrame(unapplied, columns=["side", "why"])
             st.dataframe(frame, hide_index=True, key="cmp_not_applied", width="stretch")
+        reused = reused_text(comparison)
+        if reused:  # names and hosts may be a teammate's: text, not markdown
+            st.info(md_escape(reused))
         failed = failed_text(comparison)
         noise = noise_text(comparison)
         if failed or noise:

@@ -148,6 +148,7 @@ def format_comparison(comparison: Comparison, recommendation: str | None = None)
         noise_text,
         not_applied_text,
         pct_text,
+        reused_text,
         slo_text,
         verdict_detail,
         verdict_rule,
@@ -158,7 +159,8 @@ def format_comparison(comparison: Comparison, recommendation: str | None = None)
         f"  run {c.run_id} vs baseline run {c.baseline_id}: {printable(c.reason)}"
         for c in comparison.excluded
     ]
-    notes = (not_applied_text(comparison), failed_text(comparison), slo_text(comparison.slo_ms))
+    notes = [not_applied_text(comparison), reused_text(comparison), failed_text(comparison)]
+    notes.append(slo_text(comparison.slo_ms))
     lines += [text for text in notes if text]
     b = comparison.baseline
     lines.append(

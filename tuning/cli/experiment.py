@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from core.status import Status
 from tuning.cli.args import EXIT_INTERRUPTED, add_db, at_least_one, db_path, printable, refused, say
 from tuning.cli.fleet import add_fleet_arguments, fleet_options
+from tuning.cli.reuse import add_reuse_arguments, offer_reuse
 from tuning.cli.server import parse_sets
 from tuning.traffic.options import TrafficOptions
 
@@ -141,6 +142,7 @@ def add_arguments(sub: Subparsers) -> None:
     add_workload_arguments(exp)
     TrafficOptions.add_cli_args(exp)
     add_fleet_arguments(exp)
+    add_reuse_arguments(exp)
     add_db(exp)
     for name, help_text in (
         ("run-experiment", "(runner process) run a planned experiment"),
@@ -249,10 +251,11 @@ def _experiment(args: argparse.Namespace) -> int:
     if args.base_url and not endpoint_ready(args):
         return 1
     _say_reaped(reap(path))
+    reuse = None
     try:
         if args.resume is not None:
-            if args.param or args.values:
-                raise ValueError("--resume takes the experiment as it was planned: no --param")
+            if args.param or args.values or args.reuse or args.no_reuse:
+                raise ValueError("--resume takes the experiment as planned: no --param or --reuse")
             exp_id = args.resume
             if not prepare_resume(path, exp_id):
                 say(f"experiment {exp_id}: nothing to resume, every run has finished")
@@ -262,6 +265,7 @@ def _experiment(args: argparse.Namespace) -> int:
             from tuning.fleet import attach_fleet
 
             attach_fleet(path, exp_id, fleet)
+            reuse = offer_reuse(args, path, exp_id)  # earlier identical runs: asked, never silent
     except (ParamError, ValueError, ResumeRefused, StoreError, FleetError, CatalogError) as exc:
         return refused(str(exc))
     bar = tqdm(desc=f"experiment {exp_id}", unit="run", file=sys.stderr)
@@ -289,6 +293,7 @@ def _experiment(args: argparse.Namespace) -> int:
     plan = _stored_plan(path, exp_id)
     if args.json:
         out = {"experiment_id": exp_id, "run_ids": run_ids, "status": status, "error": error}
+        out["reuse"] = reuse
         say(json.dumps({**out, "repeats": plan} if plan else out))
     else:
         say(f"experiment {exp_id}: {status}; runs {', '.join(map(str, run_ids)) or 'none'}")

@@ -58,6 +58,11 @@ class Side:
     per_run: dict[str, dict[int, float | None]] = field(default_factory=dict)
     # Runs whose engine did not apply this side's value (tuning.effective): no verdict then.
     not_applied: list[str] = field(default_factory=list)
+    # Runs counted here without being measured again (tuning.experiment.reuse): where from.
+    reused: list[str] = field(default_factory=list)
+
+    def brief(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in ("label", "run_ids", "not_applied", "reused")}
 
     def mean_interval(self, key: str, confidence: float = CONFIDENCE) -> tuple[float, float] | None:
         """The interval of this side's mean (runs as the unit), by the rule the verdicts use
@@ -164,15 +169,8 @@ class Comparison:
                     "undecided": "neither; more_runs_per_side estimates the runs that decide it",
                 },
             },
-            "baseline": {
-                "label": self.baseline.label,
-                "run_ids": self.baseline.run_ids,
-                "not_applied": self.baseline.not_applied,
-            },
-            "candidates": [
-                {"label": s.label, "run_ids": s.run_ids, "not_applied": s.not_applied}
-                for s in self.candidates
-            ],
+            "baseline": self.baseline.brief(),
+            "candidates": [s.brief() for s in self.candidates],
             "not_comparable": [
                 {"run_id": c.run_id, "baseline_id": c.baseline_id, "reasons": c.reasons}
                 for c in self.excluded
@@ -262,6 +260,8 @@ def _make_side(
     )
     for r in members:
         rid = int(r["id"])
+        if isinstance(r.get("reused_from"), Mapping):
+            side.reused.append(reused_words(rid, r["reused_from"]))
         if not _measured(r):
             side.failed.append(
                 {
@@ -478,3 +478,12 @@ def request_columns(db: Any, run_id: int, with_itl: bool = False) -> m.Columns:
 def request_loader(db: Any) -> RequestLoader:
     """A loader bound to one connection, for build_comparison(requests=...)."""
     return lambda run_id: request_columns(db, run_id)
+
+
+def reused_words(run_id: int, source: Mapping[str, Any]) -> str:
+    """'run 9: reused run 2 (2026-12-04, by ana@box)': a counted run that was not measured here."""
+    name = source.get("run_id") or str(source.get("uid") or "?")[:8]
+    when = str(source.get("finished_at") or "")[:10] or "undated"
+    who = f"{source.get('author') or 'unknown'}@{source.get('host') or 'unknown'}"
+    where = source.get("where") or "this lab"
+    return f"run {run_id}: reused run {name} ({when}, by {who}, {where})"

@@ -198,6 +198,17 @@ def not_applied_text(comparison: Comparison) -> str | None:
     )
 
 
+def reused_text(comparison: Comparison) -> str | None:
+    """The runs counted from earlier experiments (same fingerprint) rather than measured again."""
+    reused = [text for s in comparison.sides for text in s.reused]
+    if not reused:
+        return None
+    return (
+        f"Reused from earlier runs (not measured again): {len(reused)} of "
+        f"{comparison.run_count} runs; " + "; ".join(reused)
+    )
+
+
 def noise_text(comparison: Comparison) -> str | None:
     """The baseline's run-to-run spread (A/A) and the smallest change it lets a verdict resolve."""
     floors = [(k, noise_floor(comparison.baseline.values.get(k) or [])) for k in NOISE_METRICS]

@@ -20,8 +20,15 @@ def schedule(values: list[Any], repeats: int) -> list[tuple[Any, int]]:
     return [(value, r) for r in range(max(1, repeats)) for value in values]
 
 
-def plan_experiment(
-    db_path: str | Path,
+def plan_experiment(db_path: str | Path, **plan: Any) -> int:
+    """Validate everything and write the experiment row; returns its id (`experiment_fields`
+    takes the same keywords)."""
+    fields = experiment_fields(**plan)
+    with connect(db_path) as db:
+        return repo.create_experiment(db, **fields)
+
+
+def experiment_fields(
     *,
     param: str,
     values: list[Any],
@@ -36,9 +43,10 @@ def plan_experiment(
     host: str = "",
     auto: AutoRepeats | None = None,
     workload_spec: WorkloadSpec | None = None,
-) -> int:
-    """Validate everything and write the experiment row; returns its id. With `auto` (repeat
-    until decided) it starts with `auto.first_rounds` rounds and the runner adds more."""
+) -> dict[str, Any]:
+    """The experiment row's columns, everything validated, nothing written (a draft can be
+    checked for earlier runs before it is planned). With `auto` (repeat until decided) it starts
+    with `auto.first_rounds` rounds and the runner adds more."""
     learned = engine.learned_params() if engine else {}
     p = get_param(param, learned)
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
@@ -69,24 +77,22 @@ def plan_experiment(
         for value in clean_values:
             apply_value(workload, workload_spec, p.name, value)
     repeats = auto.first_rounds if auto else max(1, repeats)
-    with connect(db_path) as db:
-        return repo.create_experiment(
-            db,
-            name=name or f"{p.name} = {', '.join(format_value(v) for v in clean_values)}",
-            param=p.name,
-            values_json=clean_values,
-            repeats=repeats,
-            config_json=config,
-            workload_json=workload.to_dict(),
-            workload_spec_json=workload_spec.to_dict() if workload_spec else None,
-            engine_json=engine.to_json() if engine else None,
-            base_url=base_url,
-            model=model or (engine.served_model_name if engine else None),
-            runs_total=len(clean_values) * repeats,
-            author=author,
-            host=host,
-            **(auto.columns() if auto else {}),
-        )
+    return dict(
+        name=name or f"{p.name} = {', '.join(format_value(v) for v in clean_values)}",
+        param=p.name,
+        values_json=clean_values,
+        repeats=repeats,
+        config_json=config,
+        workload_json=workload.to_dict(),
+        workload_spec_json=workload_spec.to_dict() if workload_spec else None,
+        engine_json=engine.to_json() if engine else None,
+        base_url=base_url,
+        model=model or (engine.served_model_name if engine else None),
+        runs_total=len(clean_values) * repeats,
+        author=author,
+        host=host,
+        **(auto.columns() if auto else {}),
+    )
 
 
 class ImportedExperimentError(ValueError):

@@ -36,6 +36,7 @@ from tuning.compare.present import (
     noise_text,
     not_applied_text,
     pct_text,
+    reused_text,
     slo_text,
     table_columns,
     table_rows,
@@ -185,6 +186,7 @@ def _checks_section(comparison: Comparison) -> str:
         )
     notes = [
         (not_applied_text(comparison), ' class="warn"'),
+        (reused_text(comparison), ""),
         (failed_text(comparison), ""),
         (noise_text(comparison), ' class="muted"'),
         (slo_text(comparison.slo_ms), ""),
