@@ -49,15 +49,15 @@ GUESSES: dict[str, Guess] = {
         2000.0,
         5.0,
         5.0,
-        "the embedded CPU engine: 40 s to healthy on a cold compile cache (25 s warm), about "
-        "2,000 output tok/s (engine-cpu-measured.md)",
+        "the embedded CPU engine's measured 40 s to healthy on a cold compile cache (25 s warm) "
+        "and about 2,000 output tok/s, engine-cpu-measured.md",
     ),
     "custom": Guess(
         90.0,
         5000.0,
         10.0,
         10.0,
-        "a GPU vLLM: 40-117 s to healthy (a 1B model on an H200, warm to cold), 5,000 output tok/s",
+        "a GPU vLLM: 40-117 s to healthy (a 1B model on an H200, warm to cold), 5,000 tok/s",
     ),
     "attached": Guess(0.0, 2000.0, 2.0, 1.0, "an attached server: no start, 2,000 output tok/s"),
 }
@@ -73,6 +73,7 @@ class Costs:
     experiment_s: float
     basis: str  # "from 7 earlier runs of this engine" or "no runs of this engine yet: a guess"
     measured_runs: int = 0  # 0: every part is a guess
+    source: str = ""  # where a guess comes from
 
     def run_s(self, restart: bool = True) -> float:
         """A run's wall time; without a restart (a workload value on a kept server) no start."""
@@ -82,6 +83,7 @@ class Costs:
         return (
             f"{self.basis}: start {_s(self.start_s)}, load {_s(self.load_s)}, "
             f"stop and the rest {_s(self.rest_s)} a run"
+            + (f"; from {self.source}" if self.source else "")
         )
 
 
@@ -116,7 +118,7 @@ class Estimate:
 
 
 def _s(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 10 else f"{round(seconds):d} s"
+    return f"{seconds:.1f} s" if seconds < 10 else f"{round(seconds):d} s"
 
 
 def about(seconds: float) -> str:
@@ -208,14 +210,14 @@ def costs_from(
     start = _mean(parts.starts)
     rest = _mean(parts.rests)
     outside = [
-        max(0.0, (_span(s["started_at"], s["first_run_at"]) or 0.0))
-        + max(0.0, (_span(s["last_run_end"], s["finished_at"]) or 0.0))
+        max(0.0, (_span(s.get("started_at"), s.get("first_run_at")) or 0.0))
+        + max(0.0, (_span(s.get("last_run_end"), s.get("finished_at")) or 0.0))
         for s in spans
     ]
     n = parts.count
     basis = f"from {n} earlier run{'s' if n != 1 else ''} of this engine"
     if n == 0:
-        basis = f"no runs of this engine yet: a guess ({guess.source})"
+        basis = "no runs of this engine yet: a guess"
     return Costs(
         start_s=guess.start_s if start is None else start,
         load_s=tokens / tok_s,
@@ -223,6 +225,7 @@ def costs_from(
         experiment_s=statistics.median(outside) if outside else guess.experiment_s,
         basis=basis,
         measured_runs=n,
+        source="" if n else guess.source,
     )
 
 
@@ -240,6 +243,7 @@ def blend(costs: Costs, own: Sequence[Mapping[str, Any]]) -> Costs:
         rest_s=costs.rest_s if rest is None else rest,
         basis=f"from this experiment's {n} finished run{'s' if n != 1 else ''}",
         measured_runs=n,
+        source="",
     )
 
 
