@@ -384,6 +384,10 @@ def of_experiment(db: Database, exp: Mapping[str, Any]) -> Estimate:
     costs = costs_of(db, exp)
     own = timings.experiment_run_timings(db, int(exp["id"]))
     stored = sum(finished(r) for r in own)  # a resumed experiment never runs these again
+    if exp.get("fleet"):
+        costs = replace(
+            costs, basis=f"{costs.basis}, one after another (the fleet runs them in parallel)"
+        )
     if not exp.get("repeats_auto"):
         return for_experiment(costs, values, repeats, restarts(exp), stored=stored)
     budget = exp.get("budget_minutes")
@@ -400,9 +404,10 @@ def of_experiment(db: Database, exp: Mapping[str, Any]) -> Estimate:
 
 def seconds_left(db: Database, exp: Mapping[str, Any]) -> float | None:
     """What an experiment still needs by the model, its own finished runs replacing the earlier
-    runs' numbers; None when it is not running. The run in flight counts what it has left."""
+    runs' numbers; None when there is nothing to say (no runs planned; the fleet, where runs go
+    in parallel). The run in flight counts what it has left."""
     total, done = int(exp.get("runs_total") or 0), int(exp.get("runs_done") or 0)
-    if total <= 0:
+    if total <= 0 or exp.get("fleet") or not exp.get("workload"):  # fleet runs go in parallel
         return None
     own = timings.experiment_run_timings(db, int(exp["id"]))
     costs = blend(costs_of(db, exp), own)
