@@ -294,7 +294,7 @@ def for_search(costs: Costs, budget_runs: int, stored: int = 0) -> Estimate:
     """A search runs at most `budget_runs` steps (less `stored` ones, found again on resume),
     each a one-run experiment of its own (a start and a stop each)."""
     runs = max(0, budget_runs - stored)
-    note = f"{stored} step(s) stored, not run again; it may stop earlier" if stored else ""
+    note = f"{stored} run(s) stored, not run again; it may stop earlier" if stored else ""
     return Estimate(
         "search",
         runs,
@@ -313,7 +313,7 @@ def for_plan(costs: Costs, params: int, budget_runs: int, confirm_repeats: int) 
         runs,
         runs_seconds(costs, runs, True, experiments=runs),
         costs,
-        note="searches may converge in fewer; stored steps are not run again",
+        note="searches may converge in fewer; what is stored is not run again",
     )
 
 
