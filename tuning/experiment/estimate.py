@@ -131,7 +131,8 @@ def about(seconds: float) -> str:
 
 
 # -- the parts of stored runs ---------------------------------------------------------------------
-def _span(start: Any, end: Any) -> float | None:
+def span_s(start: Any, end: Any) -> float | None:
+    """Seconds between two stored ISO stamps; None when one is missing or unreadable."""
     if not start or not end:
         return None
     try:
@@ -160,7 +161,7 @@ class Parts:
         starts, loads, tok_s, rests = [], [], [], []
         for row in rows:
             start, load = _num(row.get("time_to_healthy_s")), _num(row.get("duration"))
-            wall = _span(row.get("started_at"), row.get("finished_at"))
+            wall = span_s(row.get("started_at"), row.get("finished_at"))
             if start is not None:
                 starts.append(start)
             if load is not None:
@@ -210,8 +211,8 @@ def costs_from(
     start = _mean(parts.starts)
     rest = _mean(parts.rests)
     outside = [
-        max(0.0, (_span(s.get("started_at"), s.get("first_run_at")) or 0.0))
-        + max(0.0, (_span(s.get("last_run_end"), s.get("finished_at")) or 0.0))
+        max(0.0, (span_s(s.get("started_at"), s.get("first_run_at")) or 0.0))
+        + max(0.0, (span_s(s.get("last_run_end"), s.get("finished_at")) or 0.0))
         for s in spans
     ]
     n = parts.count

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
 from typing import Any, Protocol
 
 from sqlite_utils import Database
@@ -29,7 +28,7 @@ from sqlite_utils import Database
 from core.status import Status
 from store import queries, repo
 from tuning.compare.sequential import Design, Plan, plan_next
-from tuning.experiment.estimate import Costs, about, blend, costs_of, restarts
+from tuning.experiment.estimate import Costs, about, blend, costs_of, restarts, span_s
 from tuning.params import format_value
 
 DEFAULT_MAX_REPEATS = 10
@@ -78,14 +77,8 @@ class AutoRepeats:
 
 
 def _seconds(run: Mapping[str, Any]) -> float | None:
-    start, end = run.get("started_at"), run.get("finished_at")
-    if not start or not end:
-        return None
-    try:
-        elapsed = datetime.fromisoformat(end) - datetime.fromisoformat(start)
-    except ValueError:
-        return None
-    return max(0.0, elapsed.total_seconds())
+    elapsed = span_s(run.get("started_at"), run.get("finished_at"))
+    return None if elapsed is None else max(0.0, elapsed)
 
 
 def _not_applied(run: Mapping[str, Any]) -> bool:
