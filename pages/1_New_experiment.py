@@ -24,6 +24,7 @@ from tuning.search.background import search_running
 from tuning.settings import load_settings
 from tuning.workload import Workload
 from ui.common import ICONS, db, db_path, md_code, md_escape
+from ui.estimate import render_estimate
 from ui.flag_picker import CHECKING, engine_flags, render_picker, resolve_baseline
 from ui.predict import render_prediction
 from ui.reuse import render_reuse_offer, take_offer
@@ -143,6 +144,16 @@ on_fleet = st.checkbox(
     help="Runs in parallel through Ray, as set in Settings → Fleet (not when attaching).",
 )
 st.caption(f"fleet: {md_escape(fleet_error)}" if fleet_error else describe_options(fleet_options))
+render_estimate(
+    db_path(),
+    None if base_url else spec,
+    {**classic, "endpoint": endpoint},
+    len(values),
+    int(repeats),
+    param.restarts_server,
+    base_url=base_url or None,
+    model=model or None,
+)
 busy = bool(queries.active_experiments(db())) or runner_busy() or search_running(db_path())
 if busy:
     st.warning(

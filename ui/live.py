@@ -25,6 +25,7 @@ from tuning.charts.startup import startup_chart
 from tuning.charts.timeseries import live_chart, tokens_rate_from_requests
 from tuning.compare.comparison import request_columns
 from tuning.compare.present import fmt
+from tuning.experiment.estimate import left_text
 from tuning.experiment.supervisor import STALE_AFTER_S, cancel_experiment
 from tuning.reaper import reap_dead
 from tuning.settings import lab_home
@@ -115,7 +116,8 @@ def current_run(db: Any, exp: Mapping[str, Any]) -> dict[str, Any] | None:
     return runs[-1] if runs else None
 
 
-def render_progress(exp: Mapping[str, Any], run: Mapping[str, Any] | None) -> None:
+def render_progress(exp: Mapping[str, Any], run: Mapping[str, Any] | None, left: str = "") -> None:
+    """Runs done of the total, `left` (the estimate's "about 3 min left") while it runs."""
     active = is_active(exp["status"])
     with st.container(key="live_progress", border=True):
         total = max(int(exp.get("runs_total") or 0), 1)
@@ -123,7 +125,7 @@ def render_progress(exp: Mapping[str, Any], run: Mapping[str, Any] | None) -> No
         st.progress(
             min(1.0, done / total),
             text=f"values done: {done} of {int(exp.get('runs_total') or 0)} "
-            f"(runs, repeats included)",
+            f"(runs, repeats included)" + (f"; {left}" if active and left else ""),
         )
         if active and run is not None:
             r_total = int(exp.get("requests_total") or 0)
@@ -293,7 +295,7 @@ def panel(db_path: Path, experiment_id: int, was_active: bool) -> None:
             st.rerun()  # finished: a full rerun swaps to the final view and stops the polling
         run = current_run(db, exp)
         flights = in_flight(db, exp) if exp.get("fleet") and active else []
-        render_progress(exp, run)
+        render_progress(exp, run, left_text(db, exp) if active else "")
         render_stop(db_path, exp)
         if not active:
             st.success(f"Experiment {exp['id']} is {esc(exp['status'])}. Final state below.")

@@ -130,7 +130,7 @@ def add_arguments(sub: Subparsers) -> None:
         type=float,
         default=None,
         metavar="M",
-        help="with --repeats auto: stop adding repeats once the runs took M minutes",
+        help="with --repeats auto: add a round only when the estimate says it fits in M minutes",
     )
     exp.add_argument(
         "--base-url", default=None, help="attach to a running server (workload parameters only)"
@@ -235,6 +235,7 @@ def _experiment(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from store import StoreError, connect
+    from tuning.cli.estimate import experiment_estimate, left_line
     from tuning.experiment.supervisor import ResumeRefused, prepare_resume, reap
     from tuning.flags.catalog import CatalogError
     from tuning.fleet import FleetError
@@ -268,6 +269,7 @@ def _experiment(args: argparse.Namespace) -> int:
             reuse = offer_reuse(args, path, exp_id)  # earlier identical runs: asked, never silent
     except (ParamError, ValueError, ResumeRefused, StoreError, FleetError, CatalogError) as exc:
         return refused(str(exc))
+    estimate = experiment_estimate(path, exp_id)  # one line on stderr before anything starts
     bar = tqdm(desc=f"experiment {exp_id}", unit="run", file=sys.stderr)
 
     def progress(event: str, data: dict[str, Any]) -> None:
@@ -277,6 +279,7 @@ def _experiment(args: argparse.Namespace) -> int:
             bar.total = max(bar.total or 0, int(data["total"]))
             bar.n = int(data.get("done", bar.n + 1))
             bar.refresh()
+            tqdm.write(left_line(path, exp_id, bar.n, bar.total), file=sys.stderr)
         elif event == "repeats" and not data["stop"]:
             tqdm.write(printable(f"repeat until decided: {data['reason']}"), file=sys.stderr)
         elif event == "run_failed":
@@ -294,6 +297,7 @@ def _experiment(args: argparse.Namespace) -> int:
     if args.json:
         out = {"experiment_id": exp_id, "run_ids": run_ids, "status": status, "error": error}
         out["reuse"] = reuse
+        out["estimate"] = estimate
         say(json.dumps({**out, "repeats": plan} if plan else out))
     else:
         say(f"experiment {exp_id}: {status}; runs {', '.join(map(str, run_ids)) or 'none'}")

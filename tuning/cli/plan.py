@@ -64,7 +64,9 @@ def parse_ranges(items: list[str]) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tuning.cli.estimate import say_estimate, search_costs
     from tuning.cli.search import drive, search_options
+    from tuning.experiment.estimate import for_plan
     from tuning.output.plan_report import write_plan_report
     from tuning.params import ParamError, get_param
     from tuning.search.plan import PlanSpec, run_plan, skip_inert, skipped_text, summary_lines
@@ -93,12 +95,21 @@ def run(args: argparse.Namespace) -> int:
             text = f"  step {data['step']}: {data['value']} ({data['why']})"
         say(text, file=sys.stderr)
 
+    estimate = say_estimate(
+        for_plan(
+            search_costs(spec, db_path(args)),
+            len(spec.params),
+            spec.budget_runs,
+            spec.confirm_repeats,
+        )
+    )
     code, result = drive(
         lambda: run_plan(db_path(args), spec, progress, start_timeout=args.start_timeout)
     )
     if code:
         return code
     result["skipped_inert"] = [k.to_json() for k in skipped]
+    result["estimate"] = estimate
     if args.report:
         result["report"] = str(write_plan_report(result, args.report))
     if args.json:

@@ -9,6 +9,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuning.cli.args import EXIT_INTERRUPTED, add_db, db_path, refused, say
@@ -90,6 +91,16 @@ def drive(call: Callable[[], dict[str, Any]]) -> tuple[int, dict[str, Any]]:
         return refused(str(exc)), {}
 
 
+def search_estimate(spec: Any, path: Path) -> dict[str, Any]:
+    """Print a search's estimate (its budget of runs, less the steps stored) and return it."""
+    from tuning.cli.estimate import say_estimate, search_costs
+    from tuning.experiment.estimate import for_search
+    from tuning.search.driver import observations
+
+    stored = len(observations(path, spec)[0])
+    return say_estimate(for_search(search_costs(spec, path), spec.budget_runs, stored))
+
+
 def parse_range(param: str, text: str) -> Any:
     """'1:32' -> Space(1, 32, integer) for an int parameter; floats otherwise."""
     from tuning.params import get_param
@@ -122,6 +133,8 @@ def run(args: argparse.Namespace) -> int:
     def progress(event: str, data: dict[str, Any]) -> None:
         say(f"step {data['step']}: {args.param} = {data['value']} ({data['why']})", file=sys.stderr)
 
+    estimate = search_estimate(spec, db_path(args))
+
     def search() -> dict[str, Any]:
         with recorded(db_path(args), spec, args.record) as keep:
             found = run_search(db_path(args), spec, progress, start_timeout=args.start_timeout)
@@ -131,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
     code, result = drive(search)
     if code:
         return code
+    result["estimate"] = estimate
     if args.json:
         say(json.dumps(result, indent=2))
         return 0

@@ -9,7 +9,10 @@ be decided within max_repeats, or the time budget is spent. Everything it needs 
 each step's plan is stored in `experiments.repeats_plan_json` and reported through `progress`.
 
 The time budget counts the wall time of the experiment's runs (restarts included), not the clock,
-so time spent stopped does not count. The first rounds always run: a verdict needs two runs a side.
+so time spent stopped does not count; a round is added only when the estimate (the run's start,
+load and the rest, from this experiment's runs, and the last server's stop) says it fits in what
+is left, and the stored plan says so in words. The first rounds always run: a verdict needs two
+runs a side.
 A value the engine did not apply (runs.config_mismatch_json) is never repeated: more runs of a
 configuration that was not run cannot decide anything about it.
 """
@@ -17,8 +20,7 @@ configuration that was not run cannot decide anything about it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from sqlite_utils import Database
@@ -26,6 +28,7 @@ from sqlite_utils import Database
 from core.status import Status
 from store import queries, repo
 from tuning.compare.sequential import Design, Plan, plan_next
+from tuning.experiment.estimate import Costs, about, blend, costs_of, restarts, span_s
 from tuning.params import format_value
 
 DEFAULT_MAX_REPEATS = 10
@@ -74,14 +77,8 @@ class AutoRepeats:
 
 
 def _seconds(run: Mapping[str, Any]) -> float | None:
-    start, end = run.get("started_at"), run.get("finished_at")
-    if not start or not end:
-        return None
-    try:
-        elapsed = datetime.fromisoformat(end) - datetime.fromisoformat(start)
-    except ValueError:
-        return None
-    return max(0.0, elapsed.total_seconds())
+    elapsed = span_s(run.get("started_at"), run.get("finished_at"))
+    return None if elapsed is None else max(0.0, elapsed)
 
 
 def _not_applied(run: Mapping[str, Any]) -> bool:
@@ -90,10 +87,16 @@ def _not_applied(run: Mapping[str, Any]) -> bool:
 
 
 def plan_for(
-    values: Sequence[Any], runs: Sequence[Mapping[str, Any]], settings: AutoRepeats
+    values: Sequence[Any],
+    runs: Sequence[Mapping[str, Any]],
+    settings: AutoRepeats,
+    costs: Costs | None = None,
+    restart: bool = True,
 ) -> Plan:
     """The next step for an experiment of `values` (the first is the baseline) given its stored
-    runs in run order: a pure function of what is stored."""
+    runs in run order: a pure function of what is stored. A round is added only when the
+    estimate (tuning.experiment.estimate: `costs`, the engine's earlier runs, with this
+    experiment's finished runs in their place) says it fits in the budget left."""
     labels = [format_value(v) for v in values]
     tried = [r for r in runs if r.get("status") in _TRIED]
     by_label: dict[str, list[Mapping[str, Any]]] = {label: [] for label in labels}
@@ -106,10 +109,11 @@ def plan_for(
         return Plan(0, (), True, "the engine did not apply the baseline's value", None, None, False)
     candidates = {label: by_label[label] for label in others if label not in unapplied}
     timed = [s for s in map(_seconds, tried) if s is not None]
-    per_run = sum(timed) / len(timed) if timed else None
+    model = blend(costs or NO_MODEL, tried)
+    per_run = model.run_s(restart) if model.measured_runs or costs else None
     budget_left = None
-    if settings.budget_minutes is not None:
-        budget_left = settings.budget_minutes * 60.0 - sum(timed)
+    if settings.budget_minutes is not None:  # the last server's stop counts too
+        budget_left = settings.budget_minutes * 60.0 - sum(timed) - model.experiment_s
     plan = plan_next(
         by_label[base_label],
         candidates,
@@ -119,6 +123,28 @@ def plan_for(
     )
     if unapplied and plan.stop and not candidates:
         return Plan(0, (), True, "the engine did not apply the values", None, None, False)
+    if budget_left is not None and per_run is not None and (plan.stop or plan.final_look):
+        return _said(plan, per_run, budget_left, model)
+    return plan
+
+
+# The model before any run: nothing known (plan_for is then told nothing of the time).
+NO_MODEL = Costs(0.0, 0.0, 0.0, 0.0, "no runs measured")
+
+
+def _said(plan: Plan, per_run: float, left: float, model: Costs) -> Plan:
+    """The plan's reason with the estimate behind a budget decision, for the stored plan."""
+    if plan.reason == "the time budget is spent":
+        rnd = per_run * (1 + len([v for v in plan.values.values() if v.state == "budget"]))
+        why = (
+            f"the time budget is spent: one more round needs {about(rnd)} by the estimate, "
+            f"{about(max(0.0, left))} of the budget is left ({model.describe()})"
+        )
+        return replace(plan, reason=why)
+    if plan.final_look and not plan.stop:
+        return replace(
+            plan, reason=f"{plan.reason}; the budget affords no more ({model.describe()})"
+        )
     return plan
 
 
@@ -141,10 +167,11 @@ def extend(runner: _Runner) -> list[int]:
         return []
     values = list(runner.exp["values"])
     by_label = {format_value(v): v for v in values}
+    restart = restarts(runner.exp)
     new_ids: list[int] = []
     while not runner.live.cancel.is_set():
         runs = queries.list_runs(runner.db, runner.experiment_id, include_hidden=True)
-        plan = plan_for(values, runs, settings)
+        plan = plan_for(values, runs, settings, costs_of(runner.db, runner.exp), restart)
         repo.update_experiment(
             runner.db,
             runner.experiment_id,

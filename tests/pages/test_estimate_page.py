@@ -1,0 +1,18 @@
+"""Issue 25, item 2: New experiment says how long the experiment will take before Start, with the
+line `python -m tuning experiment` prints (runs, minutes, what the numbers rest on)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.apptest import open_page, page_text
+
+
+def test_new_experiment_shows_the_estimate_before_start(dashboard_lab: dict[str, Any]) -> None:
+    at = open_page("pages/1_New_experiment.py")
+    assert not at.exception, at.exception
+    text = page_text(at)
+    assert "estimate: 2 runs, about " in text  # the default values 2,16, one run each
+    assert "earlier run" in text or "no runs of this engine yet: a guess" in text
+    at.number_input(key="new_repeats").set_value(3).run()
+    assert "estimate: 6 runs, about " in page_text(at)
