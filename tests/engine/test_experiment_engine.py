@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from store import open_db, queries
-from tuning.cli.experiment import RUN_KEYS
+from tuning.cli.runs import RUN_KEYS
 from tuning.startup_anatomy import describe
 
 pytestmark = pytest.mark.engine

@@ -124,7 +124,7 @@ def test_anatomy_of_a_log_is_its_phases_its_own_words_and_its_cache() -> None:
 
 
 def test_runs_json_carries_each_runs_anatomy() -> None:
-    from tuning.cli.experiment import run_as_dict
+    from tuning.cli.runs import run_as_dict
 
     anat = anatomy({"api_process": 1.0}, 2.0, "")
     assert run_as_dict({"id": 1, "startup": {"anatomy": anat}})["startup_anatomy"] == anat
