@@ -136,6 +136,7 @@ def format_comparison(comparison: Comparison) -> str:
     """The comparison as a plain-text report: checks first, then one table per candidate."""
     from tuning.compare.present import (
         comparability_text,
+        drift_text,
         failed_text,
         fmt,
         noise_text,
@@ -181,6 +182,7 @@ def format_comparison(comparison: Comparison) -> str:
             )
     if not comparison.candidates:
         lines.append("No candidate side: name runs of another value.")
+    lines += ["", text] if (text := drift_text(comparison)) else []
     lines += ["", text] if (text := noise_text(comparison)) else []
     lines += ["", verdict_rule(confidence=comparison.confidence, margin=comparison.margin)]
     return "\n".join(lines)
