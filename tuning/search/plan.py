@@ -93,7 +93,8 @@ class PlanSpec:
             raise ValueError(f"--param-range for {', '.join(extra)}, not in --params")
         if self.confirm_repeats < 2:
             raise ValueError("--confirm-repeats must be at least 2 (an interval needs 2 a side)")
-        self.search_spec(self.params[0], self.base_config, self.workload).validate()
+        for param in self.params:  # each search (its objective against its parameter)
+            self.search_spec(param, self.base_config, self.workload).validate()
 
     def key(self) -> str:
         """What makes two plans the same plan (and a later call a resume)."""
