@@ -386,7 +386,7 @@ def build_comparison(
         param=param,
         load_windows=_load_windows(runs),
         margin=margin,
-        drift=baseline_drift(baseline_members, baseline, shown),
+        drift=baseline_drift(baseline_members, baseline.per_run, shown),
     )
 
 

@@ -8,12 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tuning.compare.catalog import Metric
-
-if TYPE_CHECKING:
-    from tuning.compare.comparison import Side
 
 Run = Mapping[str, Any]
 
@@ -52,18 +49,19 @@ def _time_key(run: Run) -> tuple[str, int, int]:
 
 
 def baseline_drift(
-    members: Sequence[Run], baseline: Side, metrics: Sequence[Metric]
+    members: Sequence[Run],
+    per_run: Mapping[str, Mapping[int, float | None]],
+    metrics: Sequence[Metric],
 ) -> list[Drift]:
-    """For each metric, the baseline's first and last measured runs (in the order they ran)
-    that have a value of it; [] under two such runs."""
-    measured = set(baseline.measured_ids)
-    ordered = [int(r["id"]) for r in sorted(members, key=_time_key) if int(r["id"]) in measured]
+    """For each metric, the baseline's first and last runs (`members`, in the order they ran)
+    with a value of it in `per_run` (metric -> run id -> value, the Side's); [] under two."""
+    ordered = [int(r["id"]) for r in sorted(members, key=_time_key)]
     out = []
     for metric in metrics:
-        values = baseline.per_run.get(metric.key) or {}
-        have = [(rid, values[rid]) for rid in ordered if values.get(rid) is not None]
+        values = per_run.get(metric.key) or {}
+        have = [(rid, v) for rid in ordered if (v := values.get(rid)) is not None]
         if len(have) < 2:
             continue
         (first_id, first), (last_id, last) = have[0], have[-1]
-        out.append(Drift(metric.key, first_id, last_id, float(first), float(last)))
+        out.append(Drift(metric.key, first_id, last_id, first, last))
     return out

@@ -6,12 +6,13 @@ objective, workload, baseline), so a stopped plan resumes from the store: the se
 done are found again and cost no run, the one that was cut short resumes where it was.
 
 The end: the starting and the recommended configuration run `confirm_repeats` times each,
-counterbalanced (start, final, final, start, ...: a linear drift hits both alike), as one-run experiments named
-by the plan's key (found again on resume). The gain is judged by the compare package's verdict
-rule (`stats.bootstrap_change` over per-run values from `comparison.run_metric_values`), in its
-words: better / worse / equivalent / undecided. The two configurations usually differ in more than
-one parameter, which is exactly what the one-at-a-time comparison refuses, so the plan applies the
-rule itself to these runs (same workload, same engine, nothing else differs).
+counterbalanced (start, final, final, start, ...: a linear drift hits both alike), as one-run
+experiments named by the plan's key (found again on resume). The gain is judged by the compare
+package's verdict rule (`stats.bootstrap_change` over per-run values from
+`comparison.run_metric_values`), in its words: better / worse / equivalent / undecided. The two
+configurations usually differ in more than one parameter, which is exactly what the one-at-a-time
+comparison refuses, so the plan applies the rule itself to these runs (same workload, same engine,
+nothing else differs).
 """
 
 from __future__ import annotations
