@@ -1,6 +1,6 @@
 """Issue 13, item 5 end to end on the fake vLLM: a plan over two parameters runs two ordinary
 searches, the second with the first's winner in its baseline, then start vs recommended
-interleaved; it prints the `vllm serve` command and the gain with its verdict words, writes an
+counterbalanced; it prints the `vllm serve` command and the gain with its verdict words, writes an
 offline report, and a second call with the same arguments resumes (no run again)."""
 
 from __future__ import annotations
