@@ -1,8 +1,9 @@
 """How often does "repeat until decided" call a difference where there is none?
 
 Simulates many A/A experiments (baseline and one candidate drawn from the same noise) driven by
-the planner the runner uses (tuning.compare.sequential.plan_next: it says how many interleaved
-rounds to add, the simulation adds them, until it says stop), and prints per noise model:
+the planner the runner uses (tuning.compare.sequential.plan_next: it says how many rounds to add,
+the simulation adds them in the runner's own order, tuning.experiment.order.schedule: A B | B A
+| A B ..., until it says stop), and prints per noise model:
 - the false-alarm rate: the share of A/A comparisons that ended better or worse, for the lab's
   stopping rule (scheduled looks, alpha split across them, futility) and for the naive rule (look
   after every round at 95 %, stop at the first decided verdict), with a 95 % upper bound;
@@ -18,7 +19,11 @@ Noise models, from what this project measured:
   the 1,675 tok/s run taken while other work ran (a heavy tail);
 - stored real repeats: each H200 run of examples/h200/lab-h200.db.xz as its relative deviation from
   its configuration's mean, output throughput, mean TTFT and mean TPOT together (rows resampled
-  whole, so the metrics stay correlated as they were); all three metrics must be decided.
+  whole, so the metrics stay correlated as they were); all three metrics must be decided;
+- a machine that drifts linearly (every run 0.5 % or 1 % slower than the one before: throughput
+  down, latencies up), quiet (normal noise, CV 2 %) and with the stored H200 repeats' noise, run
+  in the lab's order (A B B A) and in the order it used before (A B A B), which hands the drift
+  to the value that runs second.
 
     .venv/bin/python benchmarks/aa_false_alarm.py [--sims 1000] [--max-repeats 10] [--seed 1]
 """
@@ -41,12 +46,24 @@ sys.path.insert(0, str(REPO))
 
 from store import connect, queries, snapshot  # noqa: E402
 from tuning.compare.sequential import Design, ValueStatus, plan_next  # noqa: E402
+from tuning.experiment.order import schedule  # noqa: E402
 
 H200_DB = REPO / "examples" / "h200" / "lab-h200.db.xz"
 H200_METRICS = {"output_throughput": "higher", "mean_ttft_ms": "lower", "mean_tpot_ms": "lower"}
 CPU_RUNS = (3476.0, 4433.0, 4314.0, 4738.0)  # engine-cpu-measured.md: one config, four runs
 CPU_OUTLIER = 1675.0  # "a single run gave 1,675 while other work ran on the machine"
+DRIFTS = (0.005, 0.01)  # a machine getting this much slower every run (linear drift)
 Draw = Callable[[np.random.Generator], dict[str, float]]  # one run's relative deviations
+# The run order: (values, rounds, first round) -> [(value, round), ...], as the runner's schedule.
+Order = Callable[[list[str], int, int], list[tuple[str, int]]]
+
+
+def interleaved(values: list[str], rounds: int, first: int) -> list[tuple[str, int]]:
+    """The order the lab used before issue 25: A B A B (the candidate always second)."""
+    return [(v, r) for r in range(first, first + rounds) for v in values]
+
+
+ORDERS: dict[str, Order] = {"ABBA": schedule, "ABAB": interleaved}
 
 
 def normal_noise(cv: float) -> Draw:
@@ -104,27 +121,52 @@ def simulate(
     effect: Mapping[str, float],
     sims: int,
     seed: int,
-) -> list[ValueStatus]:
-    """`sims` experiments of one candidate vs the baseline, each run by plan_next to its end."""
+    drift: float = 0.0,
+    order: Order = schedule,
+) -> tuple[list[ValueStatus], float]:
+    """`sims` experiments of one candidate vs the baseline, each run by plan_next to its end; the
+    runs go in `order` on a machine that gets `drift` slower a run (0: a steady machine). Also the
+    bias: the mean over experiments of the candidate's change of the first metric (its mean vs
+    the baseline's), which a drift shifts unless the order cancels it."""
     out = []
+    changes = []
     for i in range(sims):
         rng = np.random.default_rng([seed, i])
+        clock = [0]  # runs so far: how far the machine has drifted
 
-        def run(shift: Mapping[str, float], rng: np.random.Generator = rng) -> dict[str, float]:
+        def run(
+            shift: Mapping[str, float], rng: np.random.Generator = rng, clock: list[int] = clock
+        ) -> dict[str, float]:
             dev = draw(rng)
-            return {k: 100.0 * (1.0 + shift.get(k, 0.0)) * (1.0 + dev[k]) for k in metrics}
+            slower = drift * clock[0]
+            clock[0] += 1
+            return {
+                k: 100.0
+                * (1.0 + shift.get(k, 0.0))
+                * (1.0 + dev[k])
+                * (1.0 - slower if better == "higher" else 1.0 + slower)
+                for k, better in metrics.items()
+            }
 
         base: list[dict[str, float]] = []
         cand: list[dict[str, float]] = []
+        rounds = 0
         while True:
             plan = plan_next(base, {"v": cand}, dict(metrics), design)  # type: ignore[arg-type]
             if plan.stop:
                 out.append(plan.values["v"])
+                key = next(iter(metrics))
+                changes.append(
+                    np.mean([c[key] for c in cand]) / np.mean([b[key] for b in base]) - 1
+                )
                 break
-            for _ in range(plan.rounds):
-                base.append(run({}))
-                cand.append(run(effect))
-    return out
+            for side, _ in order(["base", "cand"], plan.rounds, rounds):
+                if side == "base":
+                    base.append(run({}))
+                else:
+                    cand.append(run(effect))
+            rounds += plan.rounds
+    return out, float(np.mean(changes))
 
 
 def wilson_upper(k: int, n: int, z: float = 1.96) -> float:
@@ -175,63 +217,89 @@ def main(argv: list[str] | None = None) -> int:
     naive = Design(max_repeats=args.max_repeats, adjusted=False, growth=1.0, futility=False)
     h200 = h200_pool()
     one = {"output_throughput": "higher"}
-    models: list[tuple[str, Draw, Mapping[str, str]]] = [
-        ("normal, CV 15 %", normal_noise(0.15), one),
-        ("normal, CV 30 %", normal_noise(0.30), one),
-        ("CPU runs resampled (4 runs, CV 13 %)", pool_noise(CPU_RUNS), one),
-        ("CPU runs + the 1,675 outlier", pool_noise((*CPU_RUNS, CPU_OUTLIER)), one),
-        (f"H200 stored repeats ({len(h200)} runs), 3 metrics", row_pool_noise(h200), H200_METRICS),
+    steady: list[tuple[str, Draw, Mapping[str, str], float]] = [
+        ("normal, CV 15 %", normal_noise(0.15), one, 0.0),
+        ("normal, CV 30 %", normal_noise(0.30), one, 0.0),
+        ("CPU runs resampled (4 runs, CV 13 %)", pool_noise(CPU_RUNS), one, 0.0),
+        ("CPU runs + the 1,675 outlier", pool_noise((*CPU_RUNS, CPU_OUTLIER)), one, 0.0),
+        (
+            f"H200 stored repeats ({len(h200)} runs), 3 metrics",
+            row_pool_noise(h200),
+            H200_METRICS,
+            0.0,
+        ),
+    ]
+    drifting = [
+        *((f"normal, CV 2 %, drift {d * 100:g} %/run", normal_noise(0.02), one, d) for d in DRIFTS),
+        *(
+            (f"H200 repeats, drift {d * 100:g} %/run", row_pool_noise(h200), H200_METRICS, d)
+            for d in DRIFTS
+        ),
     ]
     print(
         f"Design: looks at {list(lab.looks())} runs a side, each at "
         f"{lab.look_confidence() * 100:.2f} % (alpha {lab.alpha} / {len(lab.looks())} looks), "
         f"equivalence margin ±{lab.margin * 100:g} %, futility on; naive: a look after every "
         f"round at {(1 - naive.alpha) * 100:.0f} %, up to {naive.max_repeats} runs a side. "
-        f"{args.sims} A/A experiments per line.\n"
+        f"Runs in the lab's order, {' '.join(v[0] for v, _ in schedule(['A', 'B'], 2))} "
+        f"(tuning.experiment.order.schedule). {args.sims} A/A experiments per line.\n"
     )
     head = (
-        f"{'noise model':44} {'rule':6} {'false alarms':>12} {'(95% up)':>9} "
-        f"{'equivalent':>10} {'undecided':>9} {'runs/side':>9}"
+        f"{'noise model':40} {'order':5} {'rule':6} {'false alarms':>12} {'(95% up)':>9} "
+        f"{'equivalent':>10} {'undecided':>9} {'runs/side':>9} {'bias':>7}"
     )
-    print("A/A: no real difference\n" + head)
-    worst = 0.0
+    print(
+        "A/A: no real difference (bias: the mean estimated change of the first metric, "
+        "candidate vs baseline; 0 when nothing favours either)\n" + head
+    )
+    worst, worst_abab = 0.0, 0.0
     t0 = time.monotonic()
-    for name, draw, metrics in models:
-        for label, design in (("lab", lab), ("naive", naive)):
-            s = summarize(simulate(design, draw, metrics, {}, args.sims, args.seed), metrics)
-            if label == "lab":
-                worst = max(worst, *s["per_metric"].values())
-            extra = ""
-            if len(metrics) > 1:
-                extra = "  per metric: " + ", ".join(
-                    f"{k} {v * 100:.1f} %" for k, v in s["per_metric"].items()
-                )
-            print(
-                f"{name[:44]:44} {label:6} {s['alarm'] * 100:11.1f}% "
-                f"{s['alarm_upper'] * 100:8.1f}% "
-                f"{s['equivalent'] * 100:9.1f}% {s['undecided'] * 100:8.1f}% {s['runs']:9.2f}"
-                + extra
+    lines = [(m, o, r) for m in steady for o in ("ABBA",) for r in ("lab", "naive")]
+    lines += [(m, o, "lab") for m in drifting for o in ("ABBA", "ABAB")]
+    for (name, draw, metrics, drift), order, label in lines:
+        design = lab if label == "lab" else naive
+        res, bias = simulate(design, draw, metrics, {}, args.sims, args.seed, drift, ORDERS[order])
+        s = summarize(res, metrics)
+        if label == "lab" and order == "ABBA":
+            worst = max(worst, *s["per_metric"].values())
+        elif label == "lab":
+            worst_abab = max(worst_abab, *s["per_metric"].values())
+        extra = ""
+        if len(metrics) > 1:
+            extra = "  per metric: " + ", ".join(
+                f"{k} {v * 100:.1f} %" for k, v in s["per_metric"].items()
             )
-    print("\nA real change (power): throughput +X %, the share that ends 'better'\n" + head)
+        print(
+            f"{name[:40]:40} {order:5} {label:6} {s['alarm'] * 100:11.1f}% "
+            f"{s['alarm_upper'] * 100:8.1f}% "
+            f"{s['equivalent'] * 100:9.1f}% {s['undecided'] * 100:8.1f}% {s['runs']:9.2f}"
+            f" {bias * 100:+6.2f}%" + extra
+        )
+    print(
+        "\nA real change (power): throughput +X %, the share that ends 'better'\n"
+        + head.removesuffix(f" {'bias':>7}")
+    )
     for name, draw, metrics, shift in (
         ("normal, CV 15 %, +25 %", normal_noise(0.15), one, 0.25),
         ("normal, CV 30 %, +50 %", normal_noise(0.30), one, 0.50),
         ("H200 repeats, +10 % throughput", row_pool_noise(h200), H200_METRICS, 0.10),
     ):
         for label, design in (("lab", lab), ("naive", naive)):
-            res = simulate(
+            res, _ = simulate(
                 design, draw, metrics, {"output_throughput": shift}, args.sims, args.seed
             )
             s = summarize(res, metrics)
             better = s["first_verdict"].get("better", 0) / s["n"]
             print(
-                f"{name[:44]:44} {label:6} {'better':>6} {better * 100:5.1f}%"
+                f"{name[:40]:40} {'ABBA':5} {label:6} {'better':>6} {better * 100:5.1f}%"
                 f"{'':>9} {'':>10} {'':>9} {s['runs']:9.2f}"
             )
     verdict = "PASS" if worst <= 0.05 else "FAIL"
     print(
-        f"\nLab rule, worst per-comparison A/A false-alarm rate: {worst * 100:.1f} % "
-        f"(target <= 5 %): {verdict}. {time.monotonic() - t0:.0f} s."
+        f"\nLab rule in the lab's order (A B B A), worst per-comparison A/A false-alarm rate, "
+        f"drifting machines included: {worst * 100:.1f} % (target <= 5 %): {verdict}. The old "
+        f"order (A B A B) on the drifting machines: {worst_abab * 100:.1f} %. "
+        f"{time.monotonic() - t0:.0f} s."
     )
     return 0 if worst <= 0.05 else 1
 

@@ -590,3 +590,37 @@ def add_measured_experiment(
                 repo.update_run(db, rid, status="done", phase="done", kv_cache_tokens=8192)
                 seq += 1
     return exp
+
+
+def drifting_runs() -> list[dict[str, Any]]:
+    """Two values in A B B A order over four rounds (baseline max-num-seqs = 16: runs 1 4 5 8),
+    on a machine that loses 1 % of throughput and adds 1 ms of TTFT a run: the baseline's first
+    run vs its last says -7 % and +7 %, and the order cancels the drift between the values."""
+    order = [16, 32, 32, 16, 16, 32, 32, 16]
+    return [
+        run_row(
+            rid,
+            value,
+            tput=1000.0 - 10.0 * (rid - 1),
+            ttft=100.0 + (rid - 1),
+            seq=rid - 1,
+            started_at=f"2026-01-01T10:{rid:02d}:00+00:00",
+        )
+        for rid, value in enumerate(order, 1)
+    ]
+
+
+def seed_drifting_lab(path: Path) -> dict[str, Any]:
+    """`seed_clean_lab` (values 2 and 16, four repeats) on a machine losing 1 % of output
+    throughput a run, in run order: the baseline (value 2) runs first at 1000 tok/s and last at
+    940 (-6 %)."""
+    info = seed_clean_lab(path, values=(2, 16), repeats=4)
+    with connect(path) as db:
+        for i, rid in enumerate(info["run_ids"]):
+            repo.update_run(
+                db,
+                rid,
+                output_throughput=1000.0 - 10.0 * i,
+                started_at=f"2026-01-01T10:{i:02d}:00+00:00",
+            )
+    return info

@@ -78,13 +78,13 @@ prompts) |
 ## How data flows
 
 A page or the CLI writes an experiment row (baseline configuration, exactly one parameter and its
-values, the workload, repeats). A runner process takes it: for each value (repeats interleaved A B A
-B) it stops the previous server and waits until its process group is gone and its port is free,
-starts vLLM with the new argv, samples the process tree (and GPUs) from the moment it starts, waits
-for `/health`, warms up, runs the workload while sampling `/metrics`, and writes the run. A failed
-start (bad value, engine refusal, OOM, timeout) is stored as a result with its kind, the engine's
-reason, the log tail and a hint; the experiment goes on. SQLite is the single source of truth: pages
-only read it.
+values, the workload, repeats). A runner process takes it: for each value (repeats counterbalanced,
+A B B A) it stops the previous server and waits until its process group is gone and its port is
+free, starts vLLM with the new argv, samples the process tree (and GPUs) from the moment it starts,
+waits for `/health`, warms up, runs the workload while sampling `/metrics`, and writes the run. A
+failed start (bad value, engine refusal, OOM, timeout) is stored as a result with its kind, the
+engine's reason, the log tail and a hint; the experiment goes on. SQLite is the single source of
+truth: pages only read it.
 
 ## Every module
 

@@ -21,7 +21,7 @@ from tuning.compare.present import fmt
 from tuning.engine import EngineSpec
 from tuning.params import PARAMS, Param, ParamError, format_value, parse_assignments
 from tuning.search.background import SearchBusy, busy_reason, spawn_search, stop_search
-from tuning.search.driver import OBJECTIVES, SearchSpec
+from tuning.search.driver import OBJECTIVES, STARTUP, SearchSpec
 from tuning.search.record import Progress, objective_label, progress, reap_searches
 from tuning.search.strategy import Space
 from tuning.settings import Settings
@@ -31,8 +31,14 @@ from ui.links import compare_link
 
 POLL_S = 2.0
 SLO_NAMES = ("ttft", "tpot", "e2el")
-# What a search can optimise: goodput (with SLOs) and every higher- or lower-is-better metric.
-OBJECTIVE_KEYS = ["output_throughput", *OBJECTIVES, *(m.key for m in METRICS if m.unit == "ms")]
+# What a search can optimise: goodput (with SLOs), every latency, and startup time (a server
+# parameter only: SearchSpec.validate says why otherwise).
+OBJECTIVE_KEYS = [
+    "output_throughput",
+    *OBJECTIVES,
+    *(m.key for m in METRICS if m.unit == "ms"),
+    STARTUP,
+]
 
 
 def searchable(spec: EngineSpec) -> list[str]:

@@ -11,7 +11,7 @@ import streamlit as st
 from tuning.compare.catalog import Metric
 from tuning.compare.comparison import Comparison, Side
 from tuning.compare.prefer import Preference
-from tuning.compare.present import TONE_MARK, fmt, pct_text, tone, verdict_text
+from tuning.compare.present import TONE_MARK, drift_text, fmt, pct_text, tone, verdict_text
 from ui.common import md_escape
 
 
@@ -56,6 +56,8 @@ def render_summary(comparison: Comparison) -> None:
                         for metric in comparison.metrics
                     )
                 )
+        if drift := drift_text(comparison):  # the machine's drift, beside the verdicts
+            st.caption(md_escape(drift))
 
 
 def render_preference(preference: Preference) -> None:

@@ -3,6 +3,8 @@ one reads grey, never green or red by the direction of its change."""
 
 from __future__ import annotations
 
+from streamlit.testing.v1 import AppTest
+
 from tests.factories import undecided_and_better_runs
 from tuning.compare.catalog import METRIC_BY_KEY
 from tuning.compare.comparison import build_comparison
@@ -16,3 +18,22 @@ def test_undecided_summary_line_is_grey_and_decided_one_green() -> None:
     assert "undecided" in tput and ":gray[" in tput and ":green[" not in tput
     ttft = summary_line(cmp, side, METRIC_BY_KEY["mean_ttft_ms"])
     assert ":green[**▲ better" in ttft
+
+
+def _summary_app() -> None:
+    from tests.factories import drifting_runs
+    from tuning.compare.comparison import build_comparison
+    from ui.summary import render_summary
+
+    render_summary(build_comparison(drifting_runs(), [1, 4, 5, 8]))
+
+
+def test_the_summary_states_the_baseline_drift() -> None:
+    """Issue 25, item 5: the drift of the baseline, beside the verdicts on the Compare page."""
+    at = AppTest.from_function(_summary_app, default_timeout=60)
+    at.run()
+    assert not at.exception, at.exception
+    captions = [c.value for c in at.caption]
+    assert any(
+        "first run 1 → last run 8" in c and "output throughput -7.0 %" in c for c in captions
+    ), captions

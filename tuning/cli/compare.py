@@ -143,6 +143,7 @@ def format_comparison(comparison: Comparison, recommendation: str | None = None)
     the recommendation (keep vLLM's default, set a value, or why neither) when given."""
     from tuning.compare.present import (
         comparability_text,
+        drift_text,
         failed_text,
         fmt,
         noise_text,
@@ -190,6 +191,7 @@ def format_comparison(comparison: Comparison, recommendation: str | None = None)
             )
     if not comparison.candidates:
         lines.append("No candidate side: name runs of another value.")
+    lines += ["", text] if (text := drift_text(comparison)) else []
     lines += ["", text] if (text := noise_text(comparison)) else []
     lines += ["", f"Recommendation: {printable(recommendation)}"] if recommendation else []
     lines += ["", verdict_rule(confidence=comparison.confidence, margin=comparison.margin)]

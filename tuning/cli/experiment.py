@@ -67,8 +67,9 @@ def add_arguments(sub: Subparsers) -> None:
         type=_repeats,
         default=1,
         metavar="N|auto",
-        help="runs per value, interleaved; 'auto': repeat the values still undecided against "
-        "the baseline (the first value) until decided (A/A false-alarm rate <= 5 %%)",
+        help="runs per value, counterbalanced (A B B A); 'auto': repeat the values still "
+        "undecided against the baseline (the first value) until decided (A/A false-alarm "
+        "rate <= 5 %%)",
     )
     exp.add_argument(
         "--max-repeats",

@@ -1,7 +1,7 @@
 """`python -m tuning plan --params a,b --param-range a=LO:HI --param-range b=LO:HI
 [--objective METRIC] [--slo ttft:200] [--budget-runs N] [--confirm-repeats R] [--report FILE]
 [--set NAME=VALUE] [workload flags] --db DB [--json]`: one search per parameter, in order, each
-winner the next baseline; then start vs recommended, interleaved, and the recommendation. Run it
+winner the next baseline; then start vs recommended, counterbalanced, and the recommendation. Run it
 again with the same arguments to resume a stopped plan."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def add_arguments(sub: Subparsers) -> None:
         type=at_least_one,
         default=3,
         metavar="R",
-        help="runs a side of start vs recommended, interleaved (at least 2)",
+        help="runs a side of start vs recommended, counterbalanced (at least 2)",
     )
     p.add_argument("--report", type=Path, default=None, metavar="FILE", help="offline HTML")
     p.add_argument(

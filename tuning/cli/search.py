@@ -35,7 +35,9 @@ def add_search_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--objective",
         default="output_throughput",
-        help="a compare metric key (output_throughput, mean_ttft_ms, p99_ttft_ms, ...) or goodput",
+        help="a compare metric key (output_throughput, mean_ttft_ms, p99_ttft_ms, ...), goodput, "
+        "or time_to_healthy_s (startup time, lower is better; a server parameter on a server "
+        "the lab starts)",
     )
     p.add_argument("--slo", nargs="+", default=None, metavar="METRIC:MS", help="e.g. ttft:200")
     p.add_argument("--budget-runs", type=int, default=8, metavar="N", help="runs of a search")

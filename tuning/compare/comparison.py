@@ -28,6 +28,7 @@ from tuning.compare.comparability import (
     run_parameters,
     value_text,
 )
+from tuning.compare.drift import Drift, baseline_drift
 from tuning.compare.stats import (
     CONFIDENCE,
     MARGIN,
@@ -94,6 +95,7 @@ class Comparison:
     param: str | None
     load_windows: dict[int, tuple[float, float]] = field(default_factory=dict)
     margin: float = MARGIN  # the equivalence margin E (a fraction of the baseline's mean)
+    drift: list[Drift] = field(default_factory=list)  # the baseline's first run vs its last
 
     @property
     def excluded(self) -> list[PairCheck]:
@@ -171,6 +173,7 @@ class Comparison:
             },
             "baseline": self.baseline.brief(),
             "candidates": [s.brief() for s in self.candidates],
+            "baseline_drift": [d.to_json() for d in self.drift],
             "not_comparable": [
                 {"run_id": c.run_id, "baseline_id": c.baseline_id, "reasons": c.reasons}
                 for c in self.excluded
@@ -390,6 +393,7 @@ def build_comparison(
         param=param,
         load_windows=_load_windows(runs),
         margin=margin,
+        drift=baseline_drift(baseline_members, baseline.per_run, shown),
     )
 
 

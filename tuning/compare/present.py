@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tuning.compare.catalog import Metric
+from tuning.compare.catalog import METRIC_BY_KEY, Metric
 from tuning.compare.comparison import Comparison
 from tuning.compare.stats import (
     CONFIDENCE,
@@ -221,6 +221,24 @@ def noise_text(comparison: Comparison) -> str | None:
     if not parts:
         return None
     return f"Noise floor from the baseline's {floors[0][1].n} repeats (A/A): " + ", ".join(parts)
+
+
+def drift_text(comparison: Comparison) -> str | None:
+    """The baseline's first run vs its last (same configuration: the machine's drift), for the
+    headline metrics, beside the verdicts; a drift past the equivalence margin is said so."""
+    drifts = [d for d in comparison.drift if d.metric in NOISE_METRICS and d.rel_change is not None]
+    if not drifts:
+        return None
+    parts = ", ".join(f"{METRIC_BY_KEY[d.metric].label} {pct_text(d.rel_change)}" for d in drifts)
+    worst = max(abs(d.rel_change or 0.0) for d in drifts)
+    warn = (
+        f"; more than the {margin_text(comparison.margin)} margin: the machine drifted (the "
+        "A B B A order cancels a steady drift, not a jump)"
+        if worst > comparison.margin
+        else ""
+    )
+    first, last = drifts[0].first_run, drifts[0].last_run
+    return f"Drift of the baseline, first run {first} → last run {last}: {parts}{warn}."
 
 
 def slo_text(slo_ms: dict[str, float]) -> str | None:

@@ -12,6 +12,7 @@ from typing import Any
 from core.records import RequestRecord
 from core.status import Status
 from store import StoreError
+from tuning.params import format_value
 from tuning.server import StopFailure, classify_failure
 
 # Failures of the lab or of the machine, not results of the configuration: a resume runs them again.
@@ -70,9 +71,22 @@ def finished(run: Mapping[str, Any]) -> bool:
 
 
 def remaining(plan: Sequence[tuple[Any, int]], runs: Iterable[Mapping[str, Any]]) -> list[int]:
-    """The schedule positions (seq) with no finished run yet, in order."""
-    done = {int(r["seq"]) for r in runs if r.get("seq") is not None and finished(r)}
-    return [seq for seq in range(len(plan)) if seq not in done]
+    """The schedule positions (seq) whose (value, repeat) pair has no finished run yet, in order.
+    Matched by pair, not by position: an experiment stored in an older order (A B A B) resumes
+    the pairs it lacks, not the positions."""
+    done = Counter(
+        (str(r.get("value")), int(r["repeat_index"]))
+        for r in runs
+        if r.get("repeat_index") is not None and finished(r)
+    )
+    left = []
+    for seq, (value, repeat) in enumerate(plan):
+        pair = (format_value(value), int(repeat))
+        if done[pair] > 0:
+            done[pair] -= 1
+        else:
+            left.append(seq)
+    return left
 
 
 def experiment_verdict(runs: Iterable[Mapping[str, Any]]) -> tuple[Status, str | None]:

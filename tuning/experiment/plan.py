@@ -15,11 +15,6 @@ from tuning.traffic import WorkloadSpec
 from tuning.workload import Workload
 
 
-def schedule(values: list[Any], repeats: int) -> list[tuple[Any, int]]:
-    """Interleaved order, A B A B, so drift on a shared machine hits every value alike."""
-    return [(value, r) for r in range(max(1, repeats)) for value in values]
-
-
 def plan_experiment(db_path: str | Path, **plan: Any) -> int:
     """Validate everything and write the experiment row; returns its id (`experiment_fields`
     takes the same keywords)."""

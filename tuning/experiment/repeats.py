@@ -3,7 +3,8 @@
 The experiment starts like any other with `Design.min_repeats` interleaved rounds (the runner's
 ordinary schedule). Then `extend` asks the stopping rule (tuning.compare.sequential.plan_next)
 what the stored runs leave undecided against the baseline (the first value) and runs the rounds it
-asks for, interleaved (baseline, then each undecided value), until every value is decided, cannot
+asks for, counterbalanced (baseline, then each undecided value; every other round reversed, as
+`plan.schedule` orders them), until every value is decided, cannot
 be decided within max_repeats, or the time budget is spent. Everything it needs is in the store
 (the runs so far and the experiment's settings), so a resumed experiment picks up where it was;
 each step's plan is stored in `experiments.repeats_plan_json` and reported through `progress`.
@@ -29,6 +30,7 @@ from core.status import Status
 from store import queries, repo
 from tuning.compare.sequential import Design, Plan, plan_next
 from tuning.experiment.estimate import Costs, about, blend, costs_of, restarts, span_s
+from tuning.experiment.order import schedule
 from tuning.params import format_value
 
 DEFAULT_MAX_REPEATS = 10
@@ -183,17 +185,18 @@ def extend(runner: _Runner) -> list[int]:
             break
         first = max((int(r.get("seq") or 0) for r in runs), default=-1) + 1
         counts = {label: sum(r.get("value") == label for r in runs) for label in by_label}
-        order = [format_value(values[0]), *plan.pending]
+        base_label = format_value(values[0])
+        # The rounds continue the counterbalanced order: the baseline runs once a round, so its
+        # runs so far are the rounds so far (the parity of the next round).
         jobs: list[tuple[Any, int]] = []
-        for _ in range(plan.rounds):
-            for label in order:
-                jobs.append((by_label[label], counts[label]))
-                counts[label] += 1
+        for label, _ in schedule([base_label, *plan.pending], plan.rounds, counts[base_label]):
+            jobs.append((by_label[label], counts[label]))
+            counts[label] += 1
         # The rounds go where the first ones went (this machine or the fleet): positions before
         # `first` are stored runs, placeholders here that the executor never runs.
-        schedule: list[tuple[Any, int]] = [(None, 0)] * first + jobs
-        todo = list(range(first, len(schedule)))
-        new_ids += runner.run_positions(schedule, todo)
+        positions: list[tuple[Any, int]] = [(None, 0)] * first + jobs
+        todo = list(range(first, len(positions)))
+        new_ids += runner.run_positions(positions, todo)
     return new_ids
 
 

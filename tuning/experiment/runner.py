@@ -29,7 +29,8 @@ from store import repo
 from tuning.experiment import exits, outcome, repeats
 from tuning.experiment.bookkeeping import Bookkeeping, Progress
 from tuning.experiment.lock import RunnerBusy, machine_lock
-from tuning.experiment.plan import is_imported, refuse_imported, schedule
+from tuning.experiment.order import schedule
+from tuning.experiment.plan import is_imported, refuse_imported
 from tuning.experiment.run_unit import RunUnit
 from tuning.experiment.watch import Heartbeat
 
@@ -51,7 +52,7 @@ def run_locally(
             break
         value, repeat = plan[seq]
         run_ids.append(runner.unit.run(seq, value, repeat))
-        done = len(plan) - len(outcome.remaining(plan, runner.runs()))
+        done = sum(outcome.finished(r) for r in runner.runs())
         repo.update_experiment(runner.db, runner.experiment_id, runs_done=done)
         runner.progress("run_done", {"done": done, "total": len(plan), "run_id": run_ids[-1]})
     return run_ids

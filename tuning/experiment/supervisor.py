@@ -19,8 +19,8 @@ from sqlite_utils import Database
 from core.clock import age_s, now_iso
 from core.status import Status, is_active
 from store import connect, queries, repo
+from tuning.experiment.order import schedule
 from tuning.experiment.outcome import remaining
-from tuning.experiment.plan import schedule
 from tuning.procs import pid_alive, process_start_time, same_process, stop_group
 from tuning.settings import REPO_ROOT, lab_home
 

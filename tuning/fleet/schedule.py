@@ -1,7 +1,7 @@
 """Which run goes to which slot: each value's repeats spread over slots (and nodes), so no value is
 tied to one GPU or one machine's noise.
 
-The driver keeps a list of pending jobs in the experiment's interleaved order (A B A B); when a
+The driver keeps a list of pending jobs in the experiment's counterbalanced order (A B B A); when a
 slot is free it asks `pick` for the next job for that slot: the first pending job whose value has
 run least on that slot, then least on that slot's node. A retry (attempt 2) avoids the node it was
 lost on whenever another node has a slot.

@@ -97,7 +97,7 @@ def plan_page(result: Mapping[str, Any]) -> str:
             '<section id="gain"><h2>Gain over the starting configuration</h2>',
             _gain_table(result["gains"]),
             f'<p class="muted">Start runs {_ids(ev["confirm_runs"]["start"])} vs recommended '
-            f"runs {_ids(ev['confirm_runs']['final'])}, interleaved (experiments "
+            f"runs {_ids(ev['confirm_runs']['final'])}, counterbalanced (experiments "
             f"{_ids(ev['confirm_experiments'])}); runs are the unit, the interval is the "
             "compare package's (the wider of the bootstrap and Welch's t).</p></section>",
             '<section id="searches"><h2>Searches, in order</h2>',

@@ -32,6 +32,7 @@ from tuning.compare.present import (
     Cell,
     ci_text,
     comparability_text,
+    drift_text,
     failed_text,
     noise_text,
     not_applied_text,
@@ -224,6 +225,8 @@ def _verdicts_section(comparison: Comparison) -> str:
         )
         if rest:
             parts.append(f'<p class="muted">Other metrics: {rest}.</p>')
+    if drift := drift_text(comparison):
+        parts.append(f'<p class="muted" id="baseline-drift">{_e(drift)}</p>')
     rule = verdict_rule(lambda s: f"<i>{s}</i>", comparison.confidence, comparison.margin)
     parts.append(f'<p class="muted">{rule}</p></section>')
     return "".join(parts)

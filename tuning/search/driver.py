@@ -31,6 +31,7 @@ from tuning.search.strategy import Observation, Space, Step, best, next_step, st
 from tuning.workload import Workload
 
 OBJECTIVES = {"goodput": "request_goodput"}  # names the CLI accepts besides the metric keys
+STARTUP = "time_to_healthy_s"  # an objective only where every value starts its own server
 NAME_PREFIX = "search "
 
 
@@ -60,7 +61,9 @@ class SearchSpec:
             raise ValueError("objective goodput needs --slo (e.g. ttft:200 tpot:50)")
         if self.budget_runs < 2:
             raise ValueError("--budget-runs must be at least 2")
-        get_param(self.param)
+        p = get_param(self.param)
+        if self.metric == STARTUP:
+            _refuse_unstarted(p.name, p.restarts_server, self.base_url)
 
     def key(self) -> str:
         """What makes two searches the same search (and a later call a resume)."""
@@ -74,6 +77,21 @@ class SearchSpec:
             "engine": self.engine.to_json() if self.engine else self.base_url,
         }
         return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def _refuse_unstarted(param: str, restarts: bool, base_url: str | None) -> None:
+    """Startup time is an objective only where each value starts its own server: not on a server
+    the lab attaches to, nor for a workload knob (its values run on one server, no restart)."""
+    if base_url:
+        raise ValueError(
+            f"--objective {STARTUP}: an attached server (--base-url) is never started by the "
+            "lab, so there is no start to time"
+        )
+    if not restarts:
+        raise ValueError(
+            f"--objective {STARTUP}: {param} is a workload parameter, run on one server without "
+            "a restart, so its values have no start of their own to time"
+        )
 
 
 def _meets_slo(run: Mapping[str, Any], slo_ms: Mapping[str, float]) -> bool:

@@ -6,12 +6,13 @@ objective, workload, baseline), so a stopped plan resumes from the store: the se
 done are found again and cost no run, the one that was cut short resumes where it was.
 
 The end: the starting and the recommended configuration run `confirm_repeats` times each,
-interleaved (start, final, start, final, ...: drift hits both alike), as one-run experiments named
-by the plan's key (found again on resume). The gain is judged by the compare package's verdict
-rule (`stats.bootstrap_change` over per-run values from `comparison.run_metric_values`), in its
-words: better / worse / equivalent / undecided. The two configurations usually differ in more than
-one parameter, which is exactly what the one-at-a-time comparison refuses, so the plan applies the
-rule itself to these runs (same workload, same engine, nothing else differs).
+counterbalanced (start, final, final, start, ...: a linear drift hits both alike), as one-run
+experiments named by the plan's key (found again on resume). The gain is judged by the compare
+package's verdict rule (`stats.bootstrap_change` over per-run values from
+`comparison.run_metric_values`), in its words: better / worse / equivalent / undecided. The two
+configurations usually differ in more than one parameter, which is exactly what the one-at-a-time
+comparison refuses, so the plan applies the rule itself to these runs (same workload, same engine,
+nothing else differs).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from tuning.compare.inert import InertKnob, inert_for
 from tuning.compare.present import VERDICT_LABEL, verdict_text
 from tuning.compare.stats import bootstrap_change
 from tuning.engine import EngineSpec
+from tuning.experiment.order import schedule
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.runner import run_experiment
 from tuning.launch import config_args
@@ -93,7 +95,8 @@ class PlanSpec:
             raise ValueError(f"--param-range for {', '.join(extra)}, not in --params")
         if self.confirm_repeats < 2:
             raise ValueError("--confirm-repeats must be at least 2 (an interval needs 2 a side)")
-        self.search_spec(self.params[0], self.base_config, self.workload).validate()
+        for param in self.params:  # each search (its objective against its parameter)
+            self.search_spec(param, self.base_config, self.workload).validate()
 
     def key(self) -> str:
         """What makes two plans the same plan (and a later call a resume)."""
@@ -184,28 +187,30 @@ def _confirm(
     say: Progress,
     start_timeout: float,
 ) -> dict[str, list[dict[str, Any]]]:
-    """Run (or find) the interleaved confirm runs; the runs of each side."""
+    """Run (or find) the confirm runs, counterbalanced (start, final | final, start | ...: a
+    drift of the machine hits both alike); the runs of each side. A step is found again by its
+    round and side, whatever order it ran in."""
     key = spec.key()
     out: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
-    for round_ in range(1, spec.confirm_repeats + 1):
-        for side, (config, workload) in sides.items():
+    for side, index in schedule(list(sides), spec.confirm_repeats):
+        round_, (config, workload) = index + 1, sides[side]
+        found = _confirm_runs(db_path, key, round_, side)
+        if not found:
+            say("confirm", {"round": round_, "side": side})
+            exp_id = plan_experiment(
+                db_path,
+                param=CARRIER,
+                values=[workload.concurrency],
+                workload=workload,
+                engine=spec.engine,
+                base_config=config,
+                base_url=spec.base_url,
+                model=spec.model,
+                name=_confirm_name(key, round_, side),
+            )
+            run_experiment(db_path, exp_id, start_timeout=start_timeout)
             found = _confirm_runs(db_path, key, round_, side)
-            if not found:
-                say("confirm", {"round": round_, "side": side})
-                exp_id = plan_experiment(
-                    db_path,
-                    param=CARRIER,
-                    values=[workload.concurrency],
-                    workload=workload,
-                    engine=spec.engine,
-                    base_config=config,
-                    base_url=spec.base_url,
-                    model=spec.model,
-                    name=_confirm_name(key, round_, side),
-                )
-                run_experiment(db_path, exp_id, start_timeout=start_timeout)
-                found = _confirm_runs(db_path, key, round_, side)
-            out[side] += found
+        out[side] += found
     return out
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.factories import seed_drifting_lab
 from tuning.cli.main import main as cli_main
 from tuning.output import export
 
@@ -98,3 +99,25 @@ def test_cli_compare_json_never_has_a_percent_interval_below_minus_100(
     ttft = [r for r in rows if r["metric"] == "mean_ttft_ms" and r["role"] == "candidate"]
     assert all(r["ci_scale"] == "log" and r["ci_low_pct"] > -100.0 for r in ttft)
     assert all(r["ci_scale"] in ("log", "difference") for r in rows if r["ci_low_pct"] is not None)
+
+
+def test_cli_compare_shows_the_baseline_drift_beside_the_verdicts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 25, item 5: text and --json carry the baseline's first-vs-last drift."""
+    info = seed_drifting_lab(tmp_path / "lab.db")
+    first, last = info["run_ids"][0], info["run_ids"][6]  # the baseline's first and last runs
+    args = ["compare", "--db", str(tmp_path / "lab.db"), "--experiment", str(info["experiment_id"])]
+    assert cli_main(args) == 0
+    out = capsys.readouterr().out
+    line = f"Drift of the baseline, first run {first} → last run {last}: output throughput -6.0 %"
+    assert line in out
+    assert out.index("Candidate: ") < out.index(line) < out.index("Verdict: ")
+    assert cli_main([*args, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    drift = {d["metric"]: d for d in data["baseline_drift"]}
+    assert drift["output_throughput"]["change_pct"] == pytest.approx(-6.0)
+    assert (drift["output_throughput"]["first_run"], drift["output_throughput"]["last_run"]) == (
+        first,
+        last,
+    )

@@ -1,5 +1,5 @@
-"""Planning an experiment: repeats interleave, and a server the lab did not start cannot sweep a
-parameter that needs a server restart."""
+"""Planning an experiment: a server the lab did not start cannot sweep a parameter that needs a
+server restart (the run order is tested in test_order)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.factories import plan_attached
-from tuning.experiment.plan import schedule
 from tuning.workload import Workload
-
-
-def test_schedule_interleaves_repeats() -> None:
-    assert schedule([2, 16], 3) == [(2, 0), (16, 0), (2, 1), (16, 1), (2, 2), (16, 2)]
 
 
 def test_attached_server_refuses_server_parameters(lab_home: Path) -> None:

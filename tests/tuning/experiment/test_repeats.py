@@ -1,4 +1,4 @@
-"""Issue 13, item 2: `experiment --repeats auto` adds interleaved rounds of the values still
+"""Issue 13, item 2: `experiment --repeats auto` adds counterbalanced rounds of the values still
 undecided against the baseline until the stopping rule says stop (decided, max repeats, time
 budget), from what is stored; a value the engine did not apply is never repeated."""
 
@@ -13,6 +13,7 @@ import pytest
 
 from store import open_db, queries
 from tests.fakes.fake_openai import FakeConfig, FakeOpenAIServer
+from tuning.experiment.order import schedule
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.repeats import AutoRepeats, plan_for, summary_lines
 from tuning.experiment.runner import run_experiment
@@ -90,7 +91,7 @@ def _auto_experiment(db_path: Path, base_url: str, auto: AutoRepeats) -> int:
     )
 
 
-def test_auto_repeats_add_interleaved_rounds_until_the_rule_stops(lab_home: Path) -> None:
+def test_auto_repeats_add_counterbalanced_rounds_until_the_rule_stops(lab_home: Path) -> None:
     db_path = lab_home / "lab.db"
     events: list[dict[str, Any]] = []
     done: list[tuple[int, int]] = []
@@ -109,9 +110,8 @@ def test_auto_repeats_add_interleaved_rounds_until_the_rule_stops(lab_home: Path
     runs = queries.list_runs(db, exp_id)
     assert exp["status"] == "done" and exp["repeats_auto"] == 1 and exp["max_repeats"] == 3
     assert [r["id"] for r in runs] == ids and 4 <= len(runs) <= 6
-    # interleaved: the baseline first in every round, each value's repeats numbered in order
-    assert [r["value"] for r in runs[:4]] == ["1", "3", "1", "3"]
-    assert all(r["value"] == "1" for r in runs[4::2])
+    # counterbalanced (issue 25): A B B A, and the added rounds go on with the same order
+    assert [r["value"] for r in runs] == [v for v, _ in schedule(["1", "3"], 3)][: len(runs)]
     for value in ("1", "3"):
         assert [r["repeat_index"] for r in runs if r["value"] == value] == list(
             range(sum(r["value"] == value for r in runs))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from tuning.experiment.plan import schedule
+from tuning.experiment.order import schedule
 from tuning.fleet.schedule import History, Job, Slot, assign, pick
 
 

@@ -13,7 +13,7 @@ from core.redact import REDACTED
 from store import open_db, queries, repo
 from store.bundle import export_bundle, import_bundle
 from tests.checks import start_tags
-from tests.factories import SECRETS, seed_clean_lab, seed_lab
+from tests.factories import SECRETS, seed_clean_lab, seed_drifting_lab, seed_lab
 from tuning.charts import kinds as ch
 from tuning.cli.main import main as cli_main
 from tuning.output.export import network_references
@@ -229,3 +229,15 @@ def test_undecided_rows_are_grey_in_the_report_table() -> None:
     assert "undecided" in tput
     assert not any(c.endswith(("better", "worse")) for c in re.findall(r'class="([^"]*)"', tput))
     assert re.findall(r'class="([^"]*)"', ttft)[-1] == "better"
+
+
+def test_report_states_the_baseline_drift_beside_the_verdicts(tmp_path: Path) -> None:
+    """Issue 25, item 5: the verdicts section says how far the baseline drifted."""
+    info = seed_drifting_lab(tmp_path / "lab.db")
+    page = build_report(tmp_path / "lab.db", experiment_ids=[info["experiment_id"]])
+    verdicts = page[page.index('<section id="verdicts">') :]
+    verdicts = verdicts[: verdicts.index("</section>")]
+    found = re.search(r'<p class="muted" id="baseline-drift">([^<]*)</p>', verdicts)
+    assert found, verdicts
+    assert "output throughput -6.0 %" in found.group(1)
+    assert f"first run {info['run_ids'][0]} → last run {info['run_ids'][6]}" in found.group(1)

@@ -1,6 +1,6 @@
 """Issue 13, item 5 end to end on the fake vLLM: a plan over two parameters runs two ordinary
 searches, the second with the first's winner in its baseline, then start vs recommended
-interleaved; it prints the `vllm serve` command and the gain with its verdict words, writes an
+counterbalanced; it prints the `vllm serve` command and the gain with its verdict words, writes an
 offline report, and a second call with the same arguments resumes (no run again)."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from store import connect, queries
 from tests.factories import run_row
 from tests.fakes.engines import FAKE_MODEL, fake_settings_env
 from tuning.compare.stats import VERDICTS
+from tuning.experiment.order import schedule
 from tuning.search.plan import apply_choice, serve_command
 from tuning.workload import Workload
 
@@ -65,9 +66,9 @@ def test_a_plan_over_two_parameters_on_the_fake_engine(
         assert int(runs[rid]["config"]["max-num-seqs"]) == first["chosen"]
     for rid in confirm["start"]:  # the start is the engine's own default (no --set)
         assert "max-num-seqs" not in runs[rid]["config"]
-    # interleaved: start, final, start, final
+    # counterbalanced (issue 25): start, final, final, start, in the runner's order
     assert sorted(confirm["start"] + confirm["final"]) == [
-        x for pair in zip(confirm["start"], confirm["final"], strict=True) for x in pair
+        confirm[side][index] for side, index in schedule(["start", "final"], 2)
     ]
 
 
@@ -94,3 +95,44 @@ def test_choices_go_to_the_config_or_the_workload() -> None:
     row = run_row(1)  # a stored run's config, as the recommendation prints it
     spec = type("E", (), {"model": "m"})()
     assert serve_command(spec, row["config"]) == "vllm serve m --block-size 32 --max-num-seqs 16"  # type: ignore[arg-type]
+
+
+STARTUP_PLAN = ["plan", "--params", "max-num-seqs", "--param-range", "max-num-seqs=1:4"]
+STARTUP_PLAN += ["--coarse", "2", "--budget-runs", "2", "--confirm-repeats", "2"]
+STARTUP_PLAN += ["--num-requests", "2", "--concurrency", "1", "--input-len", "4"]
+STARTUP_PLAN += ["--output-len", "2", "--num-warmups", "0", "--start-timeout", "240"]
+STARTUP_PLAN += ["--objective", "time_to_healthy_s", "--json"]
+
+
+def test_a_plan_takes_startup_time_as_its_objective(
+    lab_home: Path, tuning_cli: Callable[..., CompletedProcess[str]]
+) -> None:
+    """Issue 25, item 6: `plan --objective time_to_healthy_s`, lower is better: the value that
+    starts 3 s slower (a scripted start delay of the fake engine) is not recommended."""
+    env = fake_settings_env(lab_home, faults="start_delay=3@max-num-seqs=1")
+    done = tuning_cli(STARTUP_PLAN, lab_home, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads(done.stdout)
+    (search,) = result["searches"]
+    assert result["objective"] == search["objective"] == "time_to_healthy_s"
+    assert search["better"] == "lower"
+    seconds = {e["value"]: e["time_to_healthy_s"] for e in search["log"]}
+    assert seconds[1.0] > seconds[4.0] + 2.0, seconds  # the delay is measured per value
+    assert search["chosen"] == 4 and result["recommended"]["max-num-seqs"] == 4
+    assert result["gain"]["metric"] == "time_to_healthy_s"
+    assert result["gain"]["runs_a_side"] == [2, 2]  # every confirm run started its own server
+
+
+def test_a_plan_refuses_startup_time_for_a_workload_parameter(
+    lab_home: Path, tuning_cli: Callable[..., CompletedProcess[str]]
+) -> None:
+    env = fake_settings_env(lab_home)
+    args = ["plan", "--params", "max-num-seqs,concurrency", "--param-range", "max-num-seqs=1:4"]
+    args += ["--param-range", "concurrency=1:8", "--objective", "time_to_healthy_s"]
+    done = tuning_cli(args, lab_home, env=env)
+    assert done.returncode == 2, done.stdout + done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "--objective time_to_healthy_s: concurrency is a workload parameter" in line
+    if (lab_home / "lab.db").exists():  # nothing written
+        with connect(lab_home / "lab.db", readonly=True) as conn:
+            assert not queries.list_experiments(conn, True)
