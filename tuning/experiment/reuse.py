@@ -22,7 +22,8 @@ from sqlite_utils import Database
 from store import connect, queries, repo
 from tuning import hardware
 from tuning.experiment import outcome
-from tuning.experiment.plan import is_imported, schedule
+from tuning.experiment.order import schedule
+from tuning.experiment.plan import is_imported
 from tuning.experiment.reuse_match import UNKNOWN, Match, collect, decoded, fingerprint
 from tuning.experiment.reuse_team import import_sources, team_matches
 from tuning.experiment.run_unit import new_run_fields
