@@ -232,7 +232,7 @@ def _experiment(args: argparse.Namespace) -> int:
             bar.total = max(bar.total or 0, int(data["total"]))
             bar.n = int(data.get("done", bar.n + 1))
             bar.refresh()
-            tqdm.write(left_line(path, exp_id, bar.n, bar.total), file=sys.stderr)
+            tqdm.write(printable(left_line(path, exp_id, bar.n, bar.total)), file=sys.stderr)
         elif event == "repeats" and not data["stop"]:
             tqdm.write(printable(f"repeat until decided: {data['reason']}"), file=sys.stderr)
         elif event == "run_failed":

@@ -284,7 +284,8 @@ def for_experiment(
         fits = int(max(0.0, budget_minutes * 60.0 - costs.experiment_s) // per_run)
         if fits < most:
             most = max(runs, fits)
-            note = f"--budget-minutes {budget_minutes:g} allows about {fits} runs"
+            unit = "run" if fits == 1 else "runs"
+            note = f"--budget-minutes {budget_minutes:g} allows about {fits} {unit}"
             note += f"; {stored} finished run(s) kept" if stored else ""
     return Estimate(
         "experiment", runs, seconds, costs, most, runs_seconds(costs, most, restart), note

@@ -37,7 +37,9 @@ def test_search_is_recorded_and_charted(
     with connect(db, readonly=True) as conn:
         (row,) = queries.list_searches(conn)
         steps = queries.search_experiment_ids(conn, f"search {row['key']}:")
-    assert row["status"] == "done" and row["result"] == result and len(steps) == 3
+    estimate = result.pop("estimate")  # the CLI's own line before it started, not the search's
+    assert estimate["runs"] == 3 and row["status"] == "done" and len(steps) == 3
+    assert row["result"] == result
     assert row["spec"]["objective"] == "p99_ttft_ms" and row["spec"]["slo_ms"] == {"ttft": 5000.0}
     out = tmp_path / "search.png"
     chart_args = ["chart", "--db", str(db), "--kind", "search", "--search", str(row["id"])]
