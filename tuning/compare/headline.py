@@ -75,9 +75,9 @@ class CandidateHeadline:
         parts = [", ".join(d.text for d in self.named) or "no metric decided better or worse"]
         if more := self.more:
             better = sum(d.change.verdict == "better" for d in more)
-            parts.append(
-                f"{len(more)} more decided ({better} better, {len(more) - better} worse)"
-            )
+            counts = [(better, "better"), (len(more) - better, "worse")]
+            split = ", ".join(f"{n} {word}" for n, word in counts if n)
+            parts.append(f"{len(more)} more decided ({split})")
         if self.undecided:
             n = len(self.undecided)
             parts.append(f"{n} metric{'s' if n != 1 else ''} undecided")
