@@ -52,7 +52,9 @@ def render_headline(lead: Headline) -> None:
         st.markdown("\n".join(lines))
 
 
-def _fold(comparison: Comparison, side: Side, metrics: Sequence[Metric], what: str, key: str) -> None:
+def _fold(
+    comparison: Comparison, side: Side, metrics: Sequence[Metric], what: str, key: str
+) -> None:
     """Metrics of one verdict folded into one line: the count and their names; open for the
     whole verdict lines."""
     if not metrics:

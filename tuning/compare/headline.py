@@ -94,7 +94,7 @@ class CandidateHeadline:
                 {
                     "metric": d.metric.key,
                     "verdict": d.change.verdict,
-                    "change_pct": None if d.change.rel_change is None else d.change.rel_change * 100,
+                    "change_pct": None if (r := d.change.rel_change) is None else r * 100,
                 }
                 for d in self.decided
             ],
@@ -106,7 +106,7 @@ class CandidateHeadline:
 
 @dataclass(frozen=True)
 class Headline:
-    """The sentences of a comparison, one per candidate, and the recommendation when there is one."""
+    """A comparison's sentences, one per candidate, and the recommendation when there is one."""
 
     candidates: tuple[CandidateHeadline, ...]
     recommendation: str | None  # Preference.text when it keeps the default or sets a value

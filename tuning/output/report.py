@@ -78,7 +78,8 @@ figure.chart{margin:1rem 0;padding:.5rem;border:1px solid #d0d7de;border-radius:
 overflow-x:auto}figure.chart svg{max-width:100%;height:auto}
 figcaption{font-weight:600;margin-bottom:.3rem}pre{background:#f6f8fa;padding:.5rem;
 overflow-x:auto;font-size:.8rem;white-space:pre-wrap}code{font-size:.9em}
-""" + tone_css() + HEADLINE_STYLE  # the tones every view shares; the decision set apart
+""" + tone_css()  # .better / .worse / .muted: the tones every view shares
+STYLE += HEADLINE_STYLE  # the decision at the top, set apart
 
 
 class ReportError(ValueError):

@@ -41,7 +41,11 @@ def test_the_h200_decision_in_one_sentence() -> None:
         "5 worse); 3 metrics undecided; 1 equivalent"
     ]
     one = lead.candidates[0]
-    assert [m.key for m in one.undecided] == ["p99_tpot_ms", "peak_tree_rss_bytes", "time_to_healthy_s"]
+    assert [m.key for m in one.undecided] == [
+        "p99_tpot_ms",
+        "peak_tree_rss_bytes",
+        "time_to_healthy_s",
+    ]
     assert [m.key for m in one.equivalent] == ["failed"]
     # every metric is counted once: named + more + undecided + equivalent
     assert len(one.decided) + len(one.undecided) + len(one.equivalent) == len(
