@@ -9,12 +9,13 @@ from __future__ import annotations
 import streamlit as st
 
 from store import queries
+from tuning.compare.headline import headline
 from tuning.compare.selection import SelectionError, gather_runs, select_runs
 from ui import compare as view
 from ui.common import ICONS, db, db_path
 from ui.health import warn_unhealthy
 from ui.startup import render_startup
-from ui.summary import render_preference, render_summary
+from ui.summary import render_headline, render_preference, render_summary
 from ui.tradeoff import render_tradeoffs
 
 st.set_page_config(
@@ -42,9 +43,8 @@ if preset:
     index = 0
 elif wanted and wanted[0] in options:
     index = options.index(wanted[0])
-else:
-    done = [i for i, e in enumerate(experiments) if e["status"] == "done"]
-    index = done[0] if done else 0
+else:  # the latest experiment with two or more values: a one-run search step has no candidate
+    index = view.default_experiment(experiments)
 scope = st.selectbox(
     "Runs of",
     options,
@@ -63,8 +63,7 @@ except SelectionError as exc:  # a link naming deleted runs, or an experiment wi
     st.stop()
 scope_key = "runs" if scope is None else f"exp{scope}"
 baseline_ids, candidate_ids = view.pick_sides(runs, scope_key, preset_base)
-slo = view.slo_inputs()
-margin = view.margin_input()
+slo, margin = view.knobs()
 if not baseline_ids:
     st.warning("Pick at least one baseline run.")
     st.stop()
@@ -77,9 +76,12 @@ selection = select_runs(
     margin=margin,
 )
 comparison = selection.comparison
+lead = headline(comparison, selection.preference)
+render_headline(lead)  # the decision, first
 view.render_checks(comparison)
 render_summary(comparison)
-render_preference(selection.preference)
+if lead.recommendation is None:  # why the lab cannot recommend (else the headline says it)
+    render_preference(selection.preference)
 warn_unhealthy(selection.runs)
 if not comparison.candidates:
     st.info("No candidate side yet: pick runs of another value as candidates.")

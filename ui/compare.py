@@ -60,6 +60,25 @@ def parse_id_list(raw: Any) -> list[int]:
     return list(dict.fromkeys(out))
 
 
+def default_experiment(experiments: Sequence[Mapping[str, Any]]) -> int:
+    """The index (in `experiments`, newest first) Compare opens on: the latest done experiment with
+    two or more values (a one-run search step has no candidate side), else the latest with two
+    or more values, else the latest done one, else the latest."""
+
+    def values(e: Mapping[str, Any]) -> int:
+        return len({repr(v) for v in (e.get("values") or [])})
+
+    for wanted in (
+        lambda e: values(e) >= 2 and e.get("status") == "done",
+        lambda e: values(e) >= 2,
+        lambda e: e.get("status") == "done",
+    ):
+        found = next((i for i, e in enumerate(experiments) if wanted(e)), None)
+        if found is not None:
+            return found
+    return 0
+
+
 def run_label(run: Mapping[str, Any]) -> str:
     rep = run.get("repeat_index")
     rep_s = f" · repeat {int(rep) + 1}" if rep is not None else ""
@@ -116,6 +135,17 @@ def _slo_fields() -> dict[str, float]:
         if value and value > 0:
             out[name] = float(value)
     return out
+
+
+def knobs() -> tuple[dict[str, float], float]:
+    """The SLO fields (folded) and the equivalence margin side by side, in one row: the headline
+    under them stays near the top of the page."""
+    left, right = st.columns(2)
+    with left:
+        slo = slo_inputs()
+    with right:
+        margin = margin_input()
+    return slo, margin
 
 
 def margin_input() -> float:

@@ -1,15 +1,20 @@
-"""The Compare page's summary, first on the page: for each candidate, one line per metric with the
-baseline's and the candidate's mean, the change and the verdict with what stands behind it. The
-words come from tuning.compare.present (the CLI and the report say the same); lines wrap, so a
-verdict is never cut the way a table cell is.
+"""The Compare page's summary, first on the page: the headline (one sentence per candidate and the
+recommendation, tuning.compare.headline), then for each candidate one line per decided metric with
+the baseline's and the candidate's mean, the change and the verdict with what stands behind it;
+the undecided and the equivalent metrics folded into one line each. The words come from
+tuning.compare.present (the CLI and the report say the same); lines wrap, so a verdict is never
+cut the way a table cell is.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import streamlit as st
 
 from tuning.compare.catalog import Metric
 from tuning.compare.comparison import Comparison, Side
+from tuning.compare.headline import CandidateHeadline, Headline, candidate_headline
 from tuning.compare.prefer import Preference
 from tuning.compare.present import TONE_MARK, drift_text, fmt, pct_text, tone, verdict_text
 from ui.common import md_escape
@@ -35,27 +40,55 @@ def summary_line(comparison: Comparison, side: Side, metric: Metric) -> str:
     )
 
 
+def render_headline(lead: Headline) -> None:
+    """The decision at a glance, the first thing under the selectors: one sentence per candidate,
+    the recommendation when the lab makes one."""
+    if not lead.lines:
+        return
+    with st.container(border=True, key="cmp_headline"):
+        lines = [f"- {md_escape(text)}" for text in lead.sentences]
+        if lead.recommendation:
+            lines.append(f"**Recommendation:** {md_escape(lead.recommendation)}")
+        st.markdown("\n".join(lines))
+
+
+def _fold(
+    comparison: Comparison, side: Side, metrics: Sequence[Metric], what: str, key: str
+) -> None:
+    """Metrics of one verdict folded into one line: the count and their names; open for the
+    whole verdict lines."""
+    if not metrics:
+        return
+    names = ", ".join(m.label for m in metrics)
+    with st.expander(md_escape(f"{len(metrics)} {what}: {names}"), expanded=False, key=key):
+        st.markdown("\n".join(f"- {summary_line(comparison, side, m)}" for m in metrics))
+
+
+def _candidate_block(comparison: Comparison, side: Side, lead: CandidateHeadline, i: int) -> None:
+    base = comparison.baseline
+    st.markdown(
+        f"**{md_escape(side.label)}** ({len(side.measured_ids)} of "
+        f"{len(side.run_ids)} runs measured) vs baseline "
+        f"**{md_escape(base.label)}** ({len(base.measured_ids)} of "
+        f"{len(base.run_ids)})"
+    )
+    folded = {m.key for m in (*lead.undecided, *lead.equivalent)}
+    shown = [m for m in comparison.metrics if m.key not in folded]
+    if shown:
+        st.markdown("\n".join(f"- {summary_line(comparison, side, m)}" for m in shown))
+    _fold(comparison, side, lead.undecided, "undecided", f"cmp_undecided_{i}")
+    _fold(comparison, side, lead.equivalent, "equivalent", f"cmp_equivalent_{i}")
+
+
 def render_summary(comparison: Comparison) -> None:
     """One bordered block per candidate: who is compared, then the verdict per metric."""
     if not comparison.candidates:
         return
-    base = comparison.baseline
     with st.container(key="cmp_summary"):
         st.markdown("#### Verdict per metric")
         for i, side in enumerate(comparison.candidates):
             with st.container(border=True, key=f"cmp_summary_{i}"):
-                st.markdown(
-                    f"**{md_escape(side.label)}** ({len(side.measured_ids)} of "
-                    f"{len(side.run_ids)} runs measured) vs baseline "
-                    f"**{md_escape(base.label)}** ({len(base.measured_ids)} of "
-                    f"{len(base.run_ids)})"
-                )
-                st.markdown(
-                    "\n".join(
-                        f"- {summary_line(comparison, side, metric)}"
-                        for metric in comparison.metrics
-                    )
-                )
+                _candidate_block(comparison, side, candidate_headline(comparison, side), i)
         if drift := drift_text(comparison):  # the machine's drift, beside the verdicts
             st.caption(md_escape(drift))
 

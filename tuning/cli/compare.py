@@ -199,15 +199,22 @@ def format_comparison(comparison: Comparison, recommendation: str | None = None)
 
 
 def _compare(args: argparse.Namespace) -> int:
+    from tuning.compare.headline import headline
     from tuning.output.export import comparison_json
 
     def show(_db: Any, selection: Selection) -> int:
         comparison, preference = selection.comparison, selection.preference
+        lead = headline(comparison, preference)
         if args.json:
-            extra = {"prefer_default": preference.to_json()}
+            extra = {
+                "headline": lead.sentences,
+                "headline_recommendation": lead.recommendation,
+                "prefer_default": preference.to_json(),
+            }
             say(comparison_json(comparison, extra).decode("utf-8"))
-        else:
-            say(format_comparison(comparison, preference.text))
+        else:  # the decision first; the recommendation once, in the headline when it makes one
+            rest = format_comparison(comparison, None if lead.recommendation else preference.text)
+            say("\n".join([*lead.lines, "", rest]) if lead.lines else rest)
         return 0
 
     return _with_selection(args, show)

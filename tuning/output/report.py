@@ -25,6 +25,7 @@ from tuning.charts.kinds import CHART_KINDS, CHART_TITLES, PREALLOCATION_NOTE
 from tuning.compare.catalog import METRICS
 from tuning.compare.comparability import run_parameters, run_workload
 from tuning.compare.comparison import Comparison
+from tuning.compare.headline import headline
 from tuning.compare.prefer import Preference
 from tuning.compare.present import (
     CLEAR,
@@ -46,6 +47,7 @@ from tuning.compare.present import (
 )
 from tuning.compare.selection import Selection, SelectionError, select_runs
 from tuning.output.export import chart_svg, network_references
+from tuning.output.report_headline import HEADLINE_STYLE, headline_section
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 LOG_TAIL_CHARS = 3000
@@ -77,6 +79,7 @@ overflow-x:auto}figure.chart svg{max-width:100%;height:auto}
 figcaption{font-weight:600;margin-bottom:.3rem}pre{background:#f6f8fa;padding:.5rem;
 overflow-x:auto;font-size:.8rem;white-space:pre-wrap}code{font-size:.9em}
 """ + tone_css()  # .better / .worse / .muted: the tones every view shares
+STYLE += HEADLINE_STYLE  # the decision at the top, set apart
 
 
 class ReportError(ValueError):
@@ -405,6 +408,7 @@ def _body(
             f'<header><h1>{_e(heading)}</h1><p class="meta">vLLM Tuning Lab report · '
             f"generated {_e(now)} · {len(ids)} run(s) by {_e(', '.join(authors))} · "
             f"{n_charts} chart(s) · self-contained, opens offline</p></header>",
+            headline_section(headline(comparison, selection.preference)),
             *(_experiment_section(exp, secrets) for exp in selection.experiments),
             _checks_section(comparison),
             _verdicts_section(comparison),

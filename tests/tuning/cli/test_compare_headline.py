@@ -1,0 +1,50 @@
+"""Issue 23, item 1 in the CLI: `compare` opens with the headline decision, and `--json` carries it
+as `headline`, one sentence per candidate (the committed H200 decisions example, read-only)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.factories import seed_lab
+from tuning.cli.main import main as cli_main
+
+REPO = Path(__file__).resolve().parents[3]
+DECISIONS = REPO / "examples" / "h200" / "lab-h200-decisions.db.xz"
+SENTENCE = (
+    "kv-cache-memory-bytes 17179869184 vs 1073741824: output throughput +212.6 % (better), "
+    "mean TTFT -95.6 % (better), mean TPOT +31.6 % (worse); 14 more decided (9 better, "
+    "5 worse); 3 metrics undecided; 1 equivalent"
+)
+
+
+def test_compare_text_opens_with_the_headline(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["compare", "--db", str(DECISIONS), "--experiment", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == SENTENCE
+    assert lines[1] == "" and lines[2].startswith("All 4 runs are comparable")
+    # no default known for the flag: the reason stays at the end, not in the headline
+    assert lines[-3].startswith("Recommendation: Cannot prefer vLLM's default")
+
+
+def test_compare_json_carries_the_headline(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["compare", "--db", str(DECISIONS), "--experiment", "1", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["headline"] == [SENTENCE]
+    assert data["headline_recommendation"] is None
+    assert len(data["headline"]) == len(data["candidates"])
+
+
+def test_one_sentence_per_candidate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "lab.db"
+    info = seed_lab(path, values=(2, 16, 64), repeats=2, with_secrets=False)
+    args = ["compare", "--db", str(path), "--experiment", str(info["experiment_id"])]
+    assert cli_main([*args, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert len(data["headline"]) == len(data["candidates"]) >= 1
+    assert all(" vs 2: " in s for s in data["headline"])
+    assert cli_main(args) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[: len(data["headline"])] == data["headline"]
