@@ -156,7 +156,7 @@ render_estimate(
     model=model or None,
     auto=repeats.auto,
 )
-busy = render_holder(db_path(), "One at a time per machine: Start waits until it ends.")
+busy = render_holder(db_path(), "One at a time per machine: Start is off until it ends.")
 workload = Workload(**{**classic, "endpoint": endpoint})
 engine = None if base_url else spec
 plan = dict(param=param.name, values=values, workload=workload, engine=engine)
