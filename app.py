@@ -13,6 +13,7 @@ from tuning.search.background import search_running
 from tuning.settings import load_settings
 from ui.common import ICONS, db, db_path, md_code, md_escape
 from ui.engine_card import engine_line
+from ui.holder import render_holder
 
 st.set_page_config(page_title="vLLM Tuning Lab", page_icon=ICONS["lab"], layout="wide")
 st.title("vLLM Tuning Lab")
@@ -38,6 +39,7 @@ conn = db()  # reaps first (ui.common.db)
 settings = load_settings()
 custom = settings.engine == "custom"  # the user's own vLLM: no CPU demo, no `make setup` advice
 active = queries.active_experiments(conn)
+held = render_holder(db_path())  # the same line as Live and New experiment: what runs, where
 if active:
     for exp in active:
         with st.container(border=True, key=f"active-{exp['id']}"):
@@ -52,6 +54,8 @@ if active:
 elif search_running(db_path()):  # between a search's steps no experiment is active
     st.info("A search is running (one at a time per machine): its progress is on New experiment.")
     st.page_link("pages/1_New_experiment.py", label="See the search", icon=ICONS["new"])
+elif held:  # another lab's experiment holds the machine (no demo button: it could not start)
+    st.caption("Its runs are stored in that lab; nothing else starts here until it ends.")
 elif custom:
     st.info("No experiment is running. Start one from **New experiment**.")
 else:

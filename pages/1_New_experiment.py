@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from store import queries
 from tuning.engine import current_spec
-from tuning.experiment.lock import runner_busy
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.supervisor import spawn_runner
 from tuning.flags.catalog import CatalogError
@@ -20,12 +18,13 @@ from tuning.params import (
     parse_values,
     validate_config,
 )
-from tuning.search.background import search_running
 from tuning.settings import load_settings
 from tuning.workload import Workload
-from ui.common import ICONS, db, db_path, md_code, md_escape
+from ui.common import ICONS, db_path, md_code, md_escape
 from ui.estimate import render_estimate
+from ui.experiment_form import render_name, render_repeats, warn_single_value
 from ui.flag_picker import CHECKING, engine_flags, render_picker, resolve_baseline
+from ui.holder import render_holder
 from ui.predict import render_prediction
 from ui.reuse import render_reuse_offer, take_offer
 from ui.search import render_search_mode
@@ -66,7 +65,9 @@ except ParamError as exc:
     values = []
     errors.append(str(exc))
     st.error(md_escape(exc))
+warn_single_value(param.name, values)
 values_slot = st.empty()  # vLLM's own refusal of a value, on Start
+name = render_name(param.name, values)
 
 with st.expander("Baseline configuration", expanded=False):
     baseline_text = st.text_area(
@@ -102,11 +103,11 @@ num_requests = c1.number_input("Requests", 1, 100000, 64, key="new_requests")
 concurrency = c2.number_input("Concurrency", 1, 10000, 16, key="new_concurrency")
 input_len = c3.number_input("Input tokens", 1, 100000, 64, key="new_input")
 output_len = c4.number_input("Output tokens", 1, 100000, 64, key="new_output")
-c5, c6, c7, c8 = st.columns(4)
+c5, c6, c7 = st.columns(3)
 prefix_len = c5.number_input("Shared prefix tokens", 0, 100000, 0, key="new_prefix")
 endpoint = c6.selectbox("Endpoint", ["completions", "chat"], key="new_endpoint")
 seed = c7.number_input("Seed", 0, 2**31 - 1, 0, key="new_seed")
-repeats = c8.number_input("Repeats per value (interleaved A B A B)", 1, 20, 1, key="new_repeats")
+repeats = render_repeats()
 with st.expander("Real traffic: data file, request rate, conversations", expanded=False):
     classic = dict(
         num_requests=int(num_requests),
@@ -149,20 +150,18 @@ render_estimate(
     None if base_url else spec,
     {**classic, "endpoint": endpoint},
     len(values),
-    int(repeats),
+    repeats.first_rounds,
     param.restarts_server,
     base_url=base_url or None,
     model=model or None,
+    auto=repeats.auto,
 )
-busy = bool(queries.active_experiments(db())) or runner_busy() or search_running(db_path())
-if busy:
-    st.warning(
-        "An experiment or a search is running; one at a time per machine. Watch it on **Live**."
-    )
+busy = render_holder(db_path(), "One at a time per machine: Start is off until it ends.")
 workload = Workload(**{**classic, "endpoint": endpoint})
 engine = None if base_url else spec
 plan = dict(param=param.name, values=values, workload=workload, engine=engine)
-plan.update(base_config=baseline, repeats=int(repeats), base_url=base_url or None)
+plan.update(base_config=baseline, repeats=repeats.count, auto=repeats.auto, name=name)
+plan.update(base_url=base_url or None)
 plan.update(model=model or None, author=settings.resolved_author(), workload_spec=traffic)
 plan.update(host=settings.resolved_host())
 reuse = None if errors or not values else render_reuse_offer(db_path(), plan, settings.team_folder)

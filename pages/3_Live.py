@@ -12,6 +12,7 @@ from core.status import is_active
 from store import queries
 from ui import live
 from ui.common import ICONS, db, db_path
+from ui.holder import render_holder
 
 st.set_page_config(page_title="Live · vLLM Tuning Lab", page_icon=ICONS["live"], layout="wide")
 st.title("Live")
@@ -21,6 +22,7 @@ st.caption(
 )
 
 experiments = queries.list_experiments(db(), include_hidden=True)
+render_holder(db_path())  # the same line as Home and New experiment: what runs, in which lab
 exp = live.pick_experiment(experiments, st.query_params.get("experiment"))
 if exp is None:
     st.info("No experiment yet. Start one from **New experiment**.")

@@ -100,7 +100,9 @@ class ModelShape:
         if not path.is_file():
             cached, _why = model_config(str(model))
             if cached is None:
-                raise FileNotFoundError(f"no config.json at {path}: give --model-config")
+                raise FileNotFoundError(
+                    f"no config.json at {path}, and {model} is not in the Hugging Face cache"
+                )
             path = cached
         return cls.from_config(json.loads(path.read_text()))
 

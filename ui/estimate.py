@@ -12,6 +12,7 @@ import streamlit as st
 from store import connect
 from tuning.engine import EngineSpec
 from tuning.experiment.estimate import engine_costs, for_experiment
+from tuning.experiment.repeats import AutoRepeats
 from tuning.workload import Workload
 from ui.common import md_escape
 
@@ -27,8 +28,10 @@ def render_estimate(
     restarts: bool,
     base_url: str | None = None,
     model: str | None = None,
+    auto: AutoRepeats | None = None,
 ) -> None:
-    """One caption: expected runs and minutes, and what the numbers rest on."""
+    """One caption: expected runs and minutes, and what the numbers rest on; until decided
+    (`auto`), the first rounds and the most it may take."""
     if values < 1 or not path.exists():
         return
     try:
@@ -39,5 +42,16 @@ def render_estimate(
         costs = engine_costs(
             db, engine.to_json() if engine else None, wl, base_url=base_url, model=model
         )
-    line = for_experiment(costs, values, repeats, restarts and engine is not None).line()
+    restart = restarts and engine is not None
+    if auto is None:
+        line = for_experiment(costs, values, repeats, restart).line()
+    else:
+        line = for_experiment(
+            costs,
+            values,
+            auto.first_rounds,
+            restart,
+            max_repeats=auto.max_repeats,
+            budget_minutes=auto.budget_minutes,
+        ).line()
     st.caption(f"{CLOCK} {md_escape(line)}")

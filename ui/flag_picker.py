@@ -34,8 +34,8 @@ READING = (
 CHECKING = "Checking the values with your vLLM's own parser (it imports vLLM: 10-30 s)..."
 INERT_HELP = (
     "Every value an experiment with repeats tried on that workload was within the equivalence "
-    "margin of the reference on the watched metrics (python -m tuning inert); plan skips it "
-    "there unless --include-inert."
+    "margin of the reference on the watched metrics; a plan skips it on that workload unless "
+    "told to include inert flags."
 )
 WANT_ALL = "new_flags_wanted"  # a UI choice: the user asked to see every flag
 LAST_PARAM = "new_param_last"  # the parameter the values were typed for

@@ -91,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
         base = validate_config({**spec.baseline, **parse_sets(args.set)}, spec.backend)
         shape = ModelShape.load(args.model_config or spec.model)
         device = device_bytes(args.device_memory_gib)
+    except FileNotFoundError as exc:  # the page says it in its own words; here, the flag
+        return refused(f"{exc}: give --model-config")
     except (ParamError, ValueError, OSError, KeyError) as exc:
         return refused(str(exc))
     rows = predict_values(

@@ -285,7 +285,7 @@ def for_experiment(
         if fits < most:
             most = max(runs, fits)
             unit = "run" if fits == 1 else "runs"
-            note = f"--budget-minutes {budget_minutes:g} allows about {fits} {unit}"
+            note = f"a budget of {budget_minutes:g} min allows about {fits} {unit}"
             note += f"; {stored} finished run(s) kept" if stored else ""
     return Estimate(
         "experiment", runs, seconds, costs, most, runs_seconds(costs, most, restart), note

@@ -153,7 +153,8 @@ def run_experiment(
     """Run a stored experiment in this process, holding the machine lock throughout."""
     with ExitStack() as stack:
         try:
-            stack.enter_context(machine_lock())
+            mine = {"db": str(Path(db_path).resolve()), "experiment": experiment_id}
+            stack.enter_context(machine_lock(holder=mine))  # pages name the holder from it
         except RunnerBusy as busy:
             _refuse_if_queued(db_path, experiment_id, busy)
             raise

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 from store import connect, queries, repo
-from tuning.experiment.lock import runner_busy
 from tuning.experiment.supervisor import cancel_experiment, reap, spawn_detached
+from tuning.holder import machine_holder
 from tuning.params import format_value
 from tuning.procs import process_start_time
 from tuning.search.driver import SearchSpec
@@ -53,17 +53,11 @@ def cli_args(spec: SearchSpec) -> list[str]:
 
 
 def busy_reason(db_path: Path) -> str | None:
-    """Why nothing new may start now (an experiment or a search runs), or None."""
+    """Why nothing new may start now (what holds the machine, tuning.holder), or None."""
     reap(db_path)
     reap_searches(db_path)
-    with connect(db_path) as db:  # a search first: while one of its steps runs, it is the holder
-        for row in queries.list_searches(db, active_only=True):
-            return f"search {row['id']} ({row['param']}) is running; one at a time per machine"
-        for exp in queries.active_experiments(db):
-            return f"experiment {exp['id']} is running; one at a time per machine"
-    if runner_busy():
-        return "another experiment is running on this machine"
-    return None
+    holder = machine_holder(db_path)
+    return None if holder is None else f"{holder.line()} is running; one at a time per machine"
 
 
 def search_running(db_path: Path) -> bool:

@@ -132,7 +132,7 @@ def test_auto_repeats_give_the_first_rounds_and_the_most_within_the_budget() -> 
     assert auto.max_seconds == pytest.approx(costs.experiment_s + 20 * 60)
     assert auto.line().startswith("estimate: 4 runs first, about 4 min; at most 20 runs, about 20")
     capped = for_experiment(costs, 2, 2, max_repeats=10, budget_minutes=10)
-    assert capped.max_runs == 9 and "--budget-minutes 10 allows about 9 runs" in capped.line()
+    assert capped.max_runs == 9 and "a budget of 10 min allows about 9 runs" in capped.line()
     tight = for_experiment(costs, 2, 2, max_repeats=10, budget_minutes=1)
     assert tight.max_runs == 4  # the first rounds always run
     print(capped.line())

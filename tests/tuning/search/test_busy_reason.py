@@ -12,8 +12,8 @@ from tuning.procs import process_start_time
 from tuning.search.background import busy_reason
 
 
-def test_a_running_search_is_named_even_while_one_of_its_steps_runs(tmp_path: Path) -> None:
-    db_path = tmp_path / "lab.db"
+def test_a_running_search_is_named_even_while_one_of_its_steps_runs(lab_home: Path) -> None:
+    db_path = lab_home / "lab.db"
     me, started = os.getpid(), process_start_time(os.getpid())
     with connect(db_path) as db:
         exp = repo.create_experiment(
@@ -25,7 +25,11 @@ def test_a_running_search_is_named_even_while_one_of_its_steps_runs(tmp_path: Pa
             runner_pid=me,
             runner_start_time_s=started,
         )
-    assert busy_reason(db_path) == f"experiment {exp} is running; one at a time per machine"
+    where = f"in {db_path.resolve()}, pid {me}"
+    assert busy_reason(db_path) == (
+        f"experiment {exp} 'search ab12: max-num-seqs = 2' {where} is running; "
+        "one at a time per machine"
+    )
     with connect(db_path) as db:
         repo.create_search(
             db,
@@ -36,4 +40,6 @@ def test_a_running_search_is_named_even_while_one_of_its_steps_runs(tmp_path: Pa
             runner_pid=me,
             runner_start_time_s=started,
         )
-    assert busy_reason(db_path) == "search 1 (max-num-seqs) is running; one at a time per machine"
+    assert busy_reason(db_path) == (
+        f"search 1 (max-num-seqs) {where} is running; one at a time per machine"
+    )

@@ -1,0 +1,24 @@
+"""The one line naming what holds this machine (tuning.holder), drawn the same way on Home, Live
+and New experiment, so no page says "nothing runs" while another says something does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+from tuning.holder import holder_line
+from tuning.reaper import reap_dead
+from ui.common import md_escape
+
+HOLDER_ICON = ":material/lock:"
+
+
+def render_holder(db_path: Path, then: str = "") -> bool:
+    """The holder's line (with `then`, the page's own advice, after it); whether one holds it."""
+    reap_dead(db_path)  # a killed runner's rows hold nothing
+    line = holder_line(db_path)
+    if line is None:
+        return False
+    st.info(f"{md_escape(line)}. {then}".rstrip(), icon=HOLDER_ICON)
+    return True
