@@ -162,6 +162,6 @@ def run(args: argparse.Namespace) -> int:
         )
     say(
         f"chosen: {args.param} = {result['chosen']} ({result['objective']} "
-        f"{result['chosen_value']}); {result['stopped']}"
+        f"{result['chosen_objective']}); {result['stopped']}"
     )
     return 0
