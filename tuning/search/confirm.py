@@ -26,19 +26,25 @@ def confirm_prefix(search_id: int) -> str:
     return f"confirm search {search_id}:"
 
 
-def confirm_values(facts: Mapping[str, Any]) -> list[Any] | None:
-    """[baseline, chosen] for the confirming experiment: the search's baseline value, or the
-    closest rival when the baseline is unknown or is the chosen value itself; None without both."""
-    chosen, base = facts["chosen"], facts["baseline"]
-    other = base if base is not None and base != chosen else facts["rival"]
+AGAINST = ("baseline", "rival")
+
+
+def confirm_values(facts: Mapping[str, Any], against: str = "baseline") -> list[Any] | None:
+    """[other, chosen] for the confirming experiment: against the search's baseline value (else,
+    when that is unknown or the chosen value itself, the closest rival), or against the closest
+    rival (the interval on the choice); None without both."""
+    chosen, base, rival = facts["chosen"], facts["baseline"], facts["rival"]
+    other = base if against == "baseline" and base is not None and base != chosen else rival
     return None if chosen is None or other is None else [other, chosen]
 
 
-def confirm_plan(facts: Mapping[str, Any], spec: SearchSpec, **who: str) -> dict[str, Any]:
+def confirm_plan(
+    facts: Mapping[str, Any], spec: SearchSpec, against: str = "baseline", **who: str
+) -> dict[str, Any]:
     """plan_experiment's keywords for the confirming experiment: the other value first (the side
     every verdict is against), the chosen value second, repeated until decided; the search's
     workload, engine and baseline config. ValueError when there is no pair."""
-    values = confirm_values(facts)
+    values = confirm_values(facts, against)
     if values is None:
         raise ValueError(f"search {facts['search_id']}: no chosen value and rival to confirm")
     name = get_param(spec.param).name
