@@ -50,6 +50,7 @@ def confirm_search(
     path: Path, search_id: int, against: str = "baseline", start_timeout: float = 300.0
 ) -> dict[str, Any]:
     """Plan the confirming experiment and run it here (the machine lock held); the facts after."""
+    from tuning.engine import EngineError, current_spec
     from tuning.experiment.runner import run_experiment
     from tuning.search.confirm import plan_confirm
     from tuning.search.record import spec_from_json
@@ -57,7 +58,11 @@ def confirm_search(
 
     row = find_search(path, search_id)
     known = facts(path, row)
-    exp_id = plan_confirm(path, known, spec_from_json(row["spec"], None), against)
+    try:
+        engine = None if row["spec"].get("base_url") else current_spec()
+    except EngineError as exc:
+        raise ValueError(f"search confirm: {exc}") from None
+    exp_id = plan_confirm(path, known, spec_from_json(row["spec"], engine), against)
     say(f"confirming search {search_id}: experiment {exp_id}", file=sys.stderr)
     run_experiment(path, exp_id, start_timeout=start_timeout)
     return facts(path, find_search(path, search_id))

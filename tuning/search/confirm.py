@@ -63,9 +63,11 @@ def confirm_plan(
     )
 
 
-def plan_confirm(db_path: Path, facts: Mapping[str, Any], spec: SearchSpec, **who: str) -> int:
+def plan_confirm(
+    db_path: Path, facts: Mapping[str, Any], spec: SearchSpec, against: str = "baseline", **who: str
+) -> int:
     """Write the confirming experiment (queued; a runner takes it); its id."""
-    return plan_experiment(db_path, **confirm_plan(facts, spec, **who))
+    return plan_experiment(db_path, **confirm_plan(facts, spec, against, **who))
 
 
 def confirm_verdict(db_path: Path, search_id: int, spec: SearchSpec) -> dict[str, Any] | None:
