@@ -9,12 +9,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tuning.cli.args import EXIT_INTERRUPTED, add_db, db_path, refused, say
-from tuning.cli.search_show import ACTIONS
+from tuning.cli.args import add_db, db_path, refused, say
+from tuning.cli.search_show import ACTIONS, drive
 
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
@@ -91,28 +90,6 @@ def search_options(args: argparse.Namespace) -> dict[str, Any]:
         "base_url": args.base_url,
         "model": args.model,
     }
-
-
-def drive(call: Callable[[], dict[str, Any]]) -> tuple[int, dict[str, Any]]:
-    """Run a search or a plan: (0, its result), or the exit code of a refusal (3: busy) or of
-    Ctrl-C / SIGTERM (130, one line, no traceback)."""
-    from tuning.experiment.lock import RunnerBusy
-    from tuning.params import ParamError
-
-    try:
-        return 0, call()
-    except KeyboardInterrupt:  # the runner has stopped the server; the rows say cancelled
-        say(
-            "interrupted: the search and its step's experiment are cancelled; the finished "
-            "steps are stored",
-            file=sys.stderr,
-        )
-        return EXIT_INTERRUPTED, {}
-    except RunnerBusy as exc:
-        say(f"refused: {exc}", file=sys.stderr)
-        return 3, {}
-    except (ParamError, ValueError) as exc:
-        return refused(str(exc)), {}
 
 
 def search_estimate(spec: Any, path: Path) -> dict[str, Any]:

@@ -8,13 +8,36 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tuning.cli.args import db_path, refused, say
+from tuning.cli.args import EXIT_INTERRUPTED, db_path, refused, say
 
 ACTIONS = ("show", "confirm", "import")
 MAX_JSON_BYTES = 16 << 20  # a search's --json output is a few KiB; refuse anything huge
+
+
+def drive(call: Callable[[], dict[str, Any]]) -> tuple[int, dict[str, Any]]:
+    """Run a search or a plan: (0, its result), or the exit code of a refusal (3: busy) or of
+    Ctrl-C / SIGTERM (130, one line, no traceback)."""
+    from tuning.experiment.lock import RunnerBusy
+    from tuning.params import ParamError
+
+    try:
+        return 0, call()
+    except KeyboardInterrupt:  # the runner has stopped the server; the rows say cancelled
+        say(
+            "interrupted: the search and its step's experiment are cancelled; the finished "
+            "steps are stored",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED, {}
+    except RunnerBusy as exc:
+        say(f"refused: {exc}", file=sys.stderr)
+        return 3, {}
+    except (ParamError, ValueError) as exc:
+        return refused(str(exc)), {}
 
 
 def _search_id(text: str | None) -> int | None:
@@ -70,7 +93,6 @@ def confirm_search(
 
 def _confirm(args: argparse.Namespace, search_id: int) -> int:
     from store import StoreError
-    from tuning.cli.search import drive
     from tuning.search.show import find_search
 
     try:

@@ -1,5 +1,5 @@
-"""Issue 23 item 5 from the CLI: `search import FILE` records the H200 concurrency search (a lab from
-before searches had rows), `search show ID [--json]` prints it as a result of its own (the
+"""Issue 23 item 5 from the CLI: `search import FILE` records the H200 concurrency search (a lab
+from before searches had rows), `search show ID [--json]` prints it as a result of its own (the
 search's id, the chosen value, the objective's value beside it, the SLO, the knee, why each step
 ran), and `search --confirm` repeats the choice against its closest rival until decided (fake
 server, attached), the verdict shown with the search."""
