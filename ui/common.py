@@ -20,6 +20,7 @@ ICONS = {
     "live": ":material/monitoring:",
     "compare": ":material/compare_arrows:",
     "history": ":material/history:",
+    "search": ":material/travel_explore:",
     "settings": ":material/settings:",
     "warning": ":material/warning:",
     "ok": ":material/check_circle:",

@@ -81,7 +81,7 @@ def _metric_vs_value(db: Any, path: Path, comparison: Comparison, scope_id: int 
     if not any(number(side.value) is not None for side in comparison.sides):
         st.caption("The value is not a number: no curve to draw.")
         return
-    objective, chosen = "output_throughput", None
+    objective, chosen, slo = "output_throughput", None, None
     search_ids = ids_of(st.query_params.get("search"))
     if search_ids:
         try:
@@ -89,9 +89,9 @@ def _metric_vs_value(db: Any, path: Path, comparison: Comparison, scope_id: int 
         except StoreError:
             st.caption(f"No search {search_ids[0]} in this lab.")
         else:
-            objective, chosen = done.spec.metric, done.chosen
+            objective, chosen, slo = done.spec.metric, done.chosen, done.spec.slo_ms
             st.caption(f"Search {search_ids[0]}: objective {objective}, chosen value marked.")
-    chart = search_chart(comparison, objective=objective, chosen=chosen)
+    chart = search_chart(comparison, objective=objective, chosen=chosen, slo_ms=slo)
     st.altair_chart(chart, key="chart_search")
     st.caption(KNEE_NOTE)
     export_buttons(chart, "search", scope_id)

@@ -9,7 +9,7 @@ from typing import Any
 from tests.pages.test_icons import EMOJI
 from tools.browser import wait_idle
 
-PAGES = ["", "New_experiment", "Runs", "Live", "Compare", "History", "Settings"]
+PAGES = ["", "New_experiment", "Runs", "Live", "Compare", "History", "Settings", "Searches"]
 # A dataframe cell's text is drawn on a canvas in the theme's font at 14 px.
 MEASURE = """(texts) => {
     const ctx = document.createElement("canvas").getContext("2d");

@@ -127,10 +127,12 @@ def knee_chart(
     keys: Sequence[str] = ("output_throughput", "p99_ttft_ms"),
     error: str = "ci",
     marks: Mapping[str, float] | None = None,
+    limits: Mapping[str, tuple[str, float]] | None = None,
 ) -> alt.HConcatChart:
     """For a numeric parameter: each metric's mean vs the value (line + points + error bars),
     where the curve flattens or turns is the knee; `marks` (label -> value: the chosen value,
-    the knee) are drawn as labelled vertical rules on every panel."""
+    the knee) are drawn as labelled vertical rules on every panel, `limits` (metric key ->
+    (label, y): an SLO) as a labelled horizontal rule on that metric's panel."""
     short = short_labels(comparison)
     values = {short[s.label]: s.value for s in comparison.sides}
     charts = []
@@ -153,6 +155,8 @@ def knee_chart(
             )
         )
         layers = [line, _error_bars(frame, x, y_title), *_mark_rules(marks or {}, x)]
+        if limits and key in limits:
+            layers += _limit_rule(*limits[key])
         charts.append(
             alt.layer(*layers).properties(width=300, height=220, title=f"{metric.label} vs value")
         )
@@ -177,6 +181,18 @@ def _mark_rules(marks: Mapping[str, float], x: alt.X) -> list[alt.Chart]:
     )
     text = base.mark_text(align="left", dx=3, dy=-4, baseline="top", color="#cf222e").encode(
         y=alt.value(0), text="mark:N"
+    )
+    return [rule, text]
+
+
+def _limit_rule(label: str, y: float) -> list[alt.Chart]:
+    """A dashed horizontal rule and its label: a limit the metric must stay under (an SLO)."""
+    base = alt.Chart(pd.DataFrame({"limit": [label], "y": [float(y)]})).encode(y="y:Q")
+    rule = base.mark_rule(strokeDash=[6, 3], color="#9a6700").encode(
+        tooltip=[tooltip("limit:N"), tooltip("y:Q", ",.4g")]
+    )
+    text = base.mark_text(align="right", dy=-6, color="#9a6700").encode(
+        x=alt.value(295), text="limit:N"
     )
     return [rule, text]
 

@@ -114,6 +114,15 @@ def knee_keys(objective: str) -> tuple[str, str]:
     return "output_throughput", "p99_ttft_ms"
 
 
+def slo_limits(slo_ms: Mapping[str, float]) -> dict[str, tuple[str, float]]:
+    """SLOs (ttft: 1000) as the limit lines of their p99 panels: key -> (label, limit in ms)."""
+    return {
+        f"p99_{name}_ms": (f"SLO: p99 {name.upper()} <= {limit:g} ms", float(limit))
+        for name, limit in slo_ms.items()
+        if f"p99_{name}_ms" in METRIC_BY_KEY
+    }
+
+
 def side_knee(comparison: Comparison, keys: tuple[str, str]) -> Knee | None:
     """The knee (tuning.compare.frontier.knee) over the sides' means of a numeric parameter."""
     points = []
@@ -130,21 +139,27 @@ def search_chart(
     objective: str = "output_throughput",
     chosen: float | None = None,
     error: str = "ci",
+    slo_ms: Mapping[str, float] | None = None,
 ) -> alt.HConcatChart:
     """Metric vs value for a search's (or an experiment's) runs: the means with the verdicts'
-    interval as whiskers, the chosen value and the knee as labelled rules."""
+    interval as whiskers, the chosen value and the knee as labelled vertical rules, each SLO
+    (p99 of a latency under its limit) as a horizontal rule on that p99's panel."""
     keys = knee_keys(objective)
     found = side_knee(comparison, ("output_throughput", keys[1]))
+    limits = slo_limits(slo_ms or {})
+    panels = [*keys, *(k for k in limits if k not in keys)]
     marks: dict[float, list[str]] = {}
     if chosen is not None:
         marks.setdefault(float(chosen), []).append("chosen")
     if found is not None:
         marks.setdefault(found.value, []).append("knee")
-    chart = knee_chart(comparison, keys, error, {", ".join(names): x for x, names in marks.items()})
+    named = {", ".join(names): x for x, names in marks.items()}
+    chart = knee_chart(comparison, panels, error, named, limits)
     notes = [f"whiskers: {whisker_note(error)}", KNEE_NOTE]
     notes.append(f"knee at {found.value:g}: {found.why}" if found else "no knee in this range")
     if chosen is not None:
         notes.append(f"chosen by the search: {chosen:g}")
+    notes += [label for label, _ in limits.values()]
     return chart.properties(
         title=alt.TitleParams(
             f"{chart_text(comparison.param or 'value')}: metric vs value", subtitle=notes

@@ -65,7 +65,8 @@ def parse_ranges(items: list[str]) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     from tuning.cli.estimate import say_estimate, search_costs
-    from tuning.cli.search import drive, search_options
+    from tuning.cli.search import search_options
+    from tuning.cli.search_show import drive
     from tuning.experiment.estimate import for_plan
     from tuning.output.plan_report import write_plan_report
     from tuning.params import ParamError, get_param

@@ -1,18 +1,19 @@
 """`python -m tuning search --param NAME --range LO:HI --objective METRIC [--slo ttft:200 tpot:50]
-[--budget-runs N] [workload flags] --db DB [--json]`: the lab chooses the values (a coarse pass,
-then bisection around the best and on the start limit), one ordinary run each; run it again with
-the same arguments to resume a stopped search."""
+[--budget-runs N] [--confirm] [workload flags] --db DB [--json]`: the lab chooses the values (a
+coarse pass, then bisection around the best and on the start limit), one ordinary run each; run it
+again with the same arguments to resume a stopped search. `search show|confirm ID` and
+`search import FILE`: tuning.cli.search_show."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tuning.cli.args import EXIT_INTERRUPTED, add_db, db_path, refused, say
+from tuning.cli.args import add_db, db_path, refused, say
+from tuning.cli.search_show import ACTIONS, drive
 
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
@@ -21,9 +22,29 @@ COMMANDS = ("search",)
 
 
 def add_arguments(sub: Subparsers) -> None:
-    p = sub.add_parser("search", help="search one parameter over a range for the best value")
-    p.add_argument("--param", required=True)
-    p.add_argument("--range", required=True, metavar="LO:HI")
+    p = sub.add_parser(
+        "search",
+        help="search one parameter over a range for the best value; `search show ID` shows a "
+        "search, `search confirm ID` repeats its choice against the baseline until decided, "
+        "`search import FILE` records a search from its --json output",
+    )
+    p.add_argument("action", nargs="?", choices=ACTIONS, help="show, confirm or import")
+    p.add_argument("target", nargs="?", metavar="ID|FILE", help="the search's id, or a file")
+    p.add_argument("--param", help="the parameter to search (a new search)")
+    p.add_argument("--range", metavar="LO:HI", help="its range (a new search)")
+    p.add_argument(
+        "--confirm",
+        action="store_true",
+        help="when the search ends, run the chosen value against its closest rival with "
+        "repeats until decided (`search confirm ID --against rival`): the choice's interval",
+    )
+    p.add_argument(
+        "--against",
+        choices=("baseline", "rival"),
+        default="baseline",
+        help="search confirm: the chosen value against the baseline's value (default) or the "
+        "closest rival",
+    )
     p.add_argument("--record", type=int, default=None, help=argparse.SUPPRESS)  # the UI's row
     add_search_arguments(p)
 
@@ -71,28 +92,6 @@ def search_options(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def drive(call: Callable[[], dict[str, Any]]) -> tuple[int, dict[str, Any]]:
-    """Run a search or a plan: (0, its result), or the exit code of a refusal (3: busy) or of
-    Ctrl-C / SIGTERM (130, one line, no traceback)."""
-    from tuning.experiment.lock import RunnerBusy
-    from tuning.params import ParamError
-
-    try:
-        return 0, call()
-    except KeyboardInterrupt:  # the runner has stopped the server; the rows say cancelled
-        say(
-            "interrupted: the search and its step's experiment are cancelled; the finished "
-            "steps are stored",
-            file=sys.stderr,
-        )
-        return EXIT_INTERRUPTED, {}
-    except RunnerBusy as exc:
-        say(f"refused: {exc}", file=sys.stderr)
-        return 3, {}
-    except (ParamError, ValueError) as exc:
-        return refused(str(exc)), {}
-
-
 def search_estimate(spec: Any, path: Path) -> dict[str, Any]:
     """Print a search's estimate (its budget of runs, less the steps stored) and return it."""
     from tuning.cli.estimate import say_estimate, search_costs
@@ -124,6 +123,13 @@ def run(args: argparse.Namespace) -> int:
     from tuning.search.driver import SearchSpec, run_search
     from tuning.search.record import recorded
 
+    if args.action:
+        from tuning.cli import search_show
+
+        return search_show.run(args)
+    for flag, value in (("--param", args.param), ("--range", args.range)):
+        if not value:
+            return refused(f"search: {flag} is required (or `search show ID`)")
     try:
         spec = SearchSpec(
             param=args.param, space=parse_range(args.param, args.range), **search_options(args)
@@ -147,6 +153,16 @@ def run(args: argparse.Namespace) -> int:
     if code:
         return code
     result["estimate"] = estimate
+    confirmed: dict[str, Any] = {}
+    if args.confirm and result.get("chosen") is not None:
+        from tuning.cli.search_show import confirm_search
+
+        code, confirmed = drive(
+            lambda: confirm_search(db_path(args), result["search_id"], "rival", args.start_timeout)
+        )
+        if code:
+            return code
+        result["confirm"] = confirmed["confirm"]
     if args.json:
         say(json.dumps(result, indent=2))
         return 0
@@ -162,6 +178,10 @@ def run(args: argparse.Namespace) -> int:
         )
     say(
         f"chosen: {args.param} = {result['chosen']} ({result['objective']} "
-        f"{result['chosen_value']}); {result['stopped']}"
+        f"{result['chosen_objective']}); {result['stopped']}"
     )
+    if confirmed:
+        from tuning.search.show import confirm_line
+
+        say(confirm_line(confirmed))
     return 0

@@ -100,12 +100,14 @@ def draw(args: argparse.Namespace, db: Any, comparison: Comparison, kind: str, o
     from tuning.charts.tradeoff import search_chart
     from tuning.output.export import write_chart
 
-    objective, chosen = "output_throughput", None
+    objective, chosen, slo = "output_throughput", None, None
     if args.search is not None:
         from tuning.search.record import progress
 
         done = progress(db_path(args), queries.get_search(db, args.search))
-        objective, chosen = done.spec.metric, done.chosen
-    chart = search_chart(comparison, objective=objective, chosen=chosen, error=args.error)
+        objective, chosen, slo = done.spec.metric, done.chosen, done.spec.slo_ms
+    chart = search_chart(
+        comparison, objective=objective, chosen=chosen, error=args.error, slo_ms=slo
+    )
     say(f"wrote {out} ({write_chart(chart, out)})")
     return 0

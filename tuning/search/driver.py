@@ -193,8 +193,8 @@ def run_search(
         "better": METRIC_BY_KEY[spec.metric].better,
         "slo_ms": spec.slo_ms,
         "search_key": spec.key(),
-        "chosen": chosen,
-        "chosen_value": next((e[spec.metric] for e in log if e["value"] == top.value), None)
+        "chosen": chosen,  # the parameter's value; its objective is chosen_objective
+        "chosen_objective": next((e[spec.metric] for e in log if e["value"] == top.value), None)
         if top
         else None,
         "interval": None,  # one run per value: decide with --repeats auto around the choice

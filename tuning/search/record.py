@@ -92,13 +92,19 @@ def recorded(
     db_path: Path, spec: SearchSpec, search_id: int | None = None
 ) -> Iterator[Callable[[dict[str, Any]], None]]:
     """Keep the search's row up to date around the block: running with this process's pid, then
-    done with the result the block hands to the yielded function, cancelled on SIGTERM or
-    Ctrl-C (SIGTERM unwinds like Ctrl-C here, so the step's server is stopped), else failed."""
+    done with the result the block hands to the yielded function (which adds `search_id`),
+    cancelled on SIGTERM or Ctrl-C (SIGTERM unwinds like Ctrl-C here, so the step's server is
+    stopped), else failed."""
     sid = _begin(db_path, spec, search_id)
     result: dict[str, Any] = {}
+
+    def keep(found: dict[str, Any]) -> None:  # the result names its search's row
+        found["search_id"] = sid
+        result.update(found)
+
     try:
         with exits.sigterm_interrupts():
-            yield result.update
+            yield keep
     except KeyboardInterrupt as exc:
         _end(db_path, sid, Status.CANCELLED, error=f"interrupted by {exits.signal_name(exc)}")
         raise

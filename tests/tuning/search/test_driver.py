@@ -61,7 +61,7 @@ def test_search_takes_startup_time_as_its_objective(
     assert result["objective"] == "time_to_healthy_s" and result["better"] == "lower"
     seconds = {e["value"]: e["time_to_healthy_s"] for e in result["log"]}
     assert seconds[1.0] > seconds[4.0] + 2.0, seconds
-    assert result["chosen"] == 4 and result["chosen_value"] == seconds[4.0]
+    assert result["chosen"] == 4 and result["chosen_objective"] == seconds[4.0]
 
 
 def test_search_refuses_startup_time_where_nothing_starts(

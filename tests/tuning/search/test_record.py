@@ -71,9 +71,15 @@ def test_recorded_writes_the_end_of_a_search(fresh_db: Path) -> None:
         row = _row(fresh_db, 1)
         assert row["status"] == "running" and row["runner_pid"] == os.getpid()
         assert row["key"] == spec.key() and row["spec"]["range"] == [2.0, 8.0]
-        keep({"chosen": 4, "runs": [1, 2]})
+        found = {"chosen": 4, "runs": [1, 2]}
+        keep(found)
+    assert found["search_id"] == 1  # the result names its search's row (what --json prints)
     row = _row(fresh_db, 1)
-    assert row["status"] == "done" and row["result"] == {"chosen": 4, "runs": [1, 2]}
+    assert row["status"] == "done" and row["result"] == {
+        "chosen": 4,
+        "runs": [1, 2],
+        "search_id": 1,
+    }
     with pytest.raises(Interrupted), recorded(fresh_db, spec):
         raise Interrupted()
     assert _row(fresh_db, 2)["status"] == "cancelled" and "SIGTERM" in _row(fresh_db, 2)["error"]

@@ -1,0 +1,20 @@
+"""Searches: a search as a result of its own: the chosen value, the chart with the SLO lines and
+the knee, why each step ran, and one click to confirm the choice with repeats (ui.searches)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from ui import searches
+from ui.common import ICONS, db, db_path
+
+st.set_page_config(
+    page_title="Searches · vLLM Tuning Lab", page_icon=ICONS["search"], layout="wide"
+)
+st.title("Searches")
+st.caption(
+    "Each search on its own: the value it chose under the objective and the SLOs, why each step "
+    "ran, and one click to run the choice against the baseline until the difference is decided."
+)
+db()  # reaps first (ui.common.db)
+searches.render(db_path())

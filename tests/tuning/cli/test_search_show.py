@@ -1,0 +1,111 @@
+"""Issue 23 item 5 from the CLI: `search import FILE` records the H200 concurrency search (a lab
+from before searches had rows), `search show ID [--json]` prints it as a result of its own (the
+search's id, the chosen value, the objective's value beside it, the SLO, the knee, why each step
+ran), and `search --confirm` repeats the choice against its closest rival until decided (fake
+server, attached), the verdict shown with the search."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from subprocess import CompletedProcess
+
+import pytest
+
+from store import connect, queries
+from store.snapshot import expanded
+from tests.fakes.fake_openai import FakeConfig, FakeOpenAIServer
+from tuning.cli.main import main as cli_main
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "h200"
+
+
+@pytest.fixture
+def h200_db(tmp_path: Path) -> Path:
+    db = tmp_path / "lab.db"
+    shutil.copy(expanded(EXAMPLES / "lab-h200-decisions.db.xz"), db)
+    return db
+
+
+def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = cli_main(args)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_import_then_show_names_the_chosen_value_plainly(
+    h200_db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = ["--db", str(h200_db)]
+    code, out, err = _cli(
+        ["search", "import", str(EXAMPLES / "decisions-search.json"), *db], capsys
+    )
+    assert code == 0, err
+    assert "recorded search 1" in err and "chosen 138: output_throughput 8,431 tok/s" in out
+    code, out, err = _cli(["search", "show", "1", *db, "--json"], capsys)
+    facts = json.loads(out)
+    assert (facts["search_id"], facts["chosen"], round(facts["chosen_objective"])) == (1, 138, 8431)
+    assert facts["slo_ms"] == {"ttft": 1000.0} and facts["objective"] == "output_throughput"
+    assert facts["knee"]["value"] == 138 and (facts["baseline"], facts["rival"]) == (16, 101)
+    assert [s["value"] for s in facts["steps"]] == [64, 213, 363, 512, 138, 101]
+    assert [s["meets_slo"] for s in facts["steps"]] == [True, False, False, False, True, True]
+    code, text, _ = _cli(["search", "show", "1", *db], capsys)
+    lines = text.splitlines()
+    assert (
+        lines[1]
+        == "objective: output_throughput (tok/s, higher is better); SLOs: p99 TTFT <= 1000 ms"
+    )
+    assert lines[2].startswith("chosen 138: output_throughput 8,431 tok/s (one run")
+    assert "(refine: between the best so far 64 and its neighbour 213)" in text
+    assert lines[-1].startswith("confirm: run 138 vs 16 with repeats until decided")
+
+
+def test_refusals_are_one_line_and_write_nothing(
+    h200_db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = ["--db", str(h200_db)]
+    data = json.loads((EXAMPLES / "decisions-search.json").read_text())
+    data["search"]["slo_ms"] = {"ttft": 2000.0}  # not what the steps ran under
+    forged = tmp_path / "forged.json"
+    forged.write_text(json.dumps(data))
+    code, _, err = _cli(["search", "import", str(forged), *db], capsys)
+    assert code == 2 and err.count("\n") == 1, err
+    assert "search_key 9036f9681d does not match" in err
+    with connect(h200_db, readonly=True) as conn:
+        assert queries.list_searches(conn) == []
+    for args, words in (
+        (["search", "show", "x"], "the search's id is a whole number"),
+        (["search", "show", "7"], "search 7: no search 7"),
+        (["search", "show"], "give the search's id"),
+        (["search"], "--param is required"),
+    ):
+        code, _, err = _cli([*args, *db], capsys)
+        assert code == 2 and words in err and err.count("\n") == 1, (args, err)
+
+
+def test_search_confirm_repeats_the_choice_against_its_rival_until_decided(
+    lab_home: Path, tuning_cli: Callable[..., CompletedProcess[str]]
+) -> None:
+    db = lab_home / "lab.db"
+    # two steps (1 and 4): the chosen one and its rival, then repeated until decided
+    with FakeOpenAIServer(FakeConfig(model="m", ttft_ms=2.0, itl_ms=5.0)) as srv:
+        flags = (
+            f"--param concurrency --range 1:4 --coarse 2 --budget-runs 2 --base-url {srv.base_url}"
+        )
+        flags += " --model m --objective output_throughput --num-requests 8 --input-len 4"
+        flags += f" --output-len 3 --num-warmups 0 --db {db} --confirm --json"
+        done = tuning_cli(["search", *flags.split()], lab_home)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    confirm = result["confirm"]
+    assert result["search_id"] == 1 and confirm["chosen"] == result["chosen"]
+    assert {confirm["chosen"], confirm["other"]} == {1, 4}
+    assert confirm["verdict"] in ("better", "worse", "equivalent", "undecided")
+    assert confirm["runs_a_side"][0] >= 2 and confirm["runs_a_side"][1] >= 2
+    with connect(db, readonly=True) as conn:
+        exp = queries.get_experiment(conn, confirm["experiment_id"])
+    assert exp["name"].startswith("confirm search 1: concurrency") and exp["repeats_auto"] == 1
+    shown = tuning_cli(["search", "show", "1", "--db", str(db), "--json"], lab_home)
+    assert json.loads(shown.stdout)["confirm"] == confirm

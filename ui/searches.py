@@ -1,0 +1,183 @@
+"""The Searches page (issue 23 item 5): a search as a result of its own. The chosen value and what
+its objective measured first, then the chart (metric vs value, the chosen value, the knee and the
+SLO lines), why each step ran, and one click to confirm the choice: the chosen value against the
+baseline's (or its closest rival) with repeats until decided, planned as an ordinary experiment
+and started in its own process like New experiment's (one runner per machine).
+
+Everything shown comes from tuning.search.show (the same facts `search show ID` prints). Widget
+keys start with `srchs_`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from store import StoreError, connect, queries
+from tuning.charts.tradeoff import KNEE_NOTE, search_chart
+from tuning.compare.present import fmt
+from tuning.compare.selection import SelectionError, select_runs
+from tuning.engine import EngineError, current_spec
+from tuning.experiment.lock import runner_busy
+from tuning.experiment.supervisor import spawn_runner
+from tuning.params import format_value
+from tuning.search.background import search_running
+from tuning.search.confirm import confirm_values, plan_confirm
+from tuning.search.record import reap_searches, spec_from_json
+from tuning.search.show import chosen_line, confirm_line, facts, slo_text, unrecorded_keys
+from tuning.settings import load_settings
+from ui.common import ICONS, md_code, md_escape
+from ui.links import compare_link
+
+
+def _label(row: Mapping[str, Any]) -> str:
+    result = row.get("result") or {}
+    chosen = result.get("chosen")
+    tail = f" · chosen {format_value(chosen)}" if chosen is not None else ""
+    return f"search {row['id']}: {row['param']} · {row['status']}{tail}"
+
+
+def pick_search(path: Path) -> dict[str, Any] | None:
+    """The search to show: ?search=ID, else the newest; None (said why) when there is none."""
+    reap_searches(path)
+    with connect(path, readonly=True) as db:
+        rows = queries.list_searches(db)
+    missing = unrecorded_keys(path)
+    if missing:
+        st.info(
+            f"Steps of {len(missing)} search(es) without a record (a lab from before searches "
+            "were stored: " + ", ".join(map(md_code, missing)) + "). Record one from the JSON it "
+            "printed: " + md_code("python -m tuning search import RESULT.json --db LAB.db")
+        )
+    if not rows:
+        st.info(
+            "No search yet. Start one on **New experiment** (Search one parameter) or with "
+            + md_code("python -m tuning search --param NAME --range LO:HI")
+        )
+        return None
+    ids = [int(r["id"]) for r in rows]
+    wanted = st.query_params.get("search")
+    index = ids.index(int(wanted)) if wanted and wanted.isdigit() and int(wanted) in ids else 0
+    by_id = {int(r["id"]): r for r in rows}
+    sid = st.selectbox(
+        "Search", ids, index=index, key="srchs_pick", format_func=lambda i: _label(by_id[i])
+    )
+    return by_id[int(sid)]
+
+
+def render(path: Path) -> None:
+    row = pick_search(path)
+    if row is None:
+        return
+    f = facts(path, row)
+    headline(f)
+    chart(path, f)
+    st.subheader("Why each step ran")
+    st.dataframe(steps_frame(f), hide_index=True, key="srchs_steps")
+    compare_link(
+        "Compare the search's runs", runs=[e["run_id"] for e in f["steps"]], search=f["search_id"]
+    )
+    confirm(path, row, f)
+
+
+def headline(f: Mapping[str, Any]) -> None:
+    """The decision first: the chosen value, the objective and the SLOs, the knee."""
+    chosen = "none" if f["chosen"] is None else format_value(f["chosen"])
+    st.subheader(f"{md_escape(f['param'])}: chosen {md_escape(chosen)}")
+    st.markdown(md_escape(chosen_line(f)))
+    st.caption(
+        md_escape(
+            f"objective: {f['objective']} ({f['unit']}, {f['better']} is better) · SLOs: "
+            f"{slo_text(f['slo_ms'])} · range {f['range'][0]:g}..{f['range'][1]:g} · "
+            f"{len(f['steps'])} steps · {f['status']}"
+        )
+    )
+    if f["knee"]:
+        st.caption(md_escape(f"knee at {f['knee']['value']:g}: {f['knee']['why']}"))
+    if f["stopped"]:
+        st.caption(md_escape(f"stopped: {f['stopped']}"))
+    if f["error"]:
+        st.warning(md_escape(f["error"]))
+
+
+def chart(path: Path, f: Mapping[str, Any]) -> None:
+    run_ids = [int(e["run_id"]) for e in f["steps"]]
+    if not run_ids:
+        st.caption("No step has run yet.")
+        return
+    try:
+        with connect(path, readonly=True) as db:
+            comparison = select_runs(db, run_ids=run_ids, slo=f["slo_ms"]).comparison
+    except (SelectionError, StoreError) as exc:
+        st.caption(md_escape(f"no chart: {exc}"))
+        return
+    drawn: Any = search_chart(
+        comparison, objective=f["objective"], chosen=f["chosen"], slo_ms=f["slo_ms"]
+    )
+    with st.container(key="srchs_chart"):
+        st.altair_chart(drawn, key="srchs_chart_altair")
+    st.caption(KNEE_NOTE)
+
+
+def steps_frame(f: Mapping[str, Any]) -> pd.DataFrame:
+    """One row per step: its value, why it ran, its run, what the objective measured, the SLOs."""
+    objective, unit = f["objective"], f["unit"]
+    return pd.DataFrame(
+        [
+            {
+                "step": e["step"],
+                f["param"]: format_value(e["value"]),
+                "why": e["why"],
+                "run": e["run_id"],
+                "status": e["status"]
+                + (f" ({e['failure_kind']})" if e.get("failure_kind") else ""),
+                f"{objective} ({unit})": fmt(e.get(objective), unit),
+                "meets SLOs": e.get("meets_slo"),
+                "chosen": f["chosen"] is not None and float(e["value"]) == float(f["chosen"]),
+            }
+            for e in f["steps"]
+        ]
+    )
+
+
+def confirm(path: Path, row: Mapping[str, Any], f: Mapping[str, Any]) -> None:
+    """The confirming experiment's verdict so far, and the buttons that start one."""
+    st.subheader("Confirm the choice")
+    st.markdown(md_escape(confirm_line(f)))
+    with connect(path, readonly=True) as db:
+        busy = bool(queries.active_experiments(db)) or runner_busy() or search_running(path)
+    if busy:
+        st.warning("An experiment or a search is running; one at a time per machine.")
+    for against, key in (("baseline", "srchs_confirm"), ("rival", "srchs_confirm_rival")):
+        values = confirm_values(f, against)
+        if values is None or (against == "rival" and values == confirm_values(f)):
+            continue
+        chosen, other = format_value(values[1]), format_value(values[0])
+        label = f"Confirm: run {chosen} vs {other} with repeats until decided"
+        kind: Any = "primary" if against == "baseline" else "secondary"
+        if st.button(label, type=kind, disabled=busy, key=key):
+            _start(path, row, f, against)
+
+
+def _start(path: Path, row: Mapping[str, Any], f: Mapping[str, Any], against: str) -> None:
+    settings = load_settings()
+    try:
+        engine = None if row["spec"].get("base_url") else current_spec(settings)
+        exp_id = plan_confirm(
+            path,
+            f,
+            spec_from_json(row["spec"], engine),
+            against,
+            author=settings.resolved_author(),
+            host=settings.resolved_host(),
+        )
+    except (ValueError, EngineError) as exc:
+        st.error(f"refused: {md_escape(exc)}")
+        return
+    spawn_runner(path, exp_id)
+    st.success(f"Experiment {exp_id} started in its own process; closing this tab stops nothing.")
+    st.page_link("pages/3_Live.py", label="Watch it live", icon=ICONS["live"])
