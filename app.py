@@ -78,6 +78,11 @@ with left:
         ("pages/3_Live.py", "Live: memory, KV cache and tokens as they happen", "live"),
         ("pages/4_Compare.py", "Compare: baseline vs candidates, with verdicts", "compare"),
         ("pages/5_History.py", "History: filter, tag, hide, share", "history"),
+        (
+            "pages/7_Searches.py",
+            "Searches: the chosen value, its SLO and why each step ran",
+            "search",
+        ),
         ("pages/6_Settings.py", "Settings: engine, author, team folder", "settings"),
     ):
         st.page_link(page, label=label, icon=ICONS[icon])
