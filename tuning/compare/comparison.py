@@ -40,6 +40,7 @@ from tuning.compare.stats import (
     mean_interval,
 )
 from tuning.effective import stored_mismatches
+from tuning.params import show_value
 
 RequestLoader = Callable[[int], m.Columns]
 Run = Mapping[str, Any]
@@ -61,6 +62,11 @@ class Side:
     not_applied: list[str] = field(default_factory=list)
     # Runs counted here without being measured again (tuning.experiment.reuse): where from.
     reused: list[str] = field(default_factory=list)
+
+    @property
+    def shown(self) -> str | None:
+        """The value as a person reads it ('1 GiB' for a bytes-typed parameter)."""
+        return None if self.value is None else show_value(self.param, self.value)
 
     def brief(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in ("label", "run_ids", "not_applied", "reused")}
@@ -225,7 +231,9 @@ def run_metric_values(
 
 
 def _side_label(param: str | None, value: Any) -> str:
-    return f"{param} = {value_text(value)}" if param else "baseline"
+    """'kv-cache-memory-bytes = 1 GiB': what every table, chart and export heads a side with
+    (the side's `value` keeps the canonical text)."""
+    return f"{param} = {show_value(param, value)}" if param else "baseline"
 
 
 def _check(ref: Run, run: Run, base_set: set[int]) -> PairCheck:

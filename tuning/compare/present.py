@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from core.units import format_bytes
 from tuning.compare.catalog import METRIC_BY_KEY, Metric
 from tuning.compare.comparison import Comparison
 from tuning.compare.stats import (
@@ -38,7 +39,6 @@ VERDICT_LABEL: dict[VerdictName, str] = {
 CLEAR: frozenset[str] = frozenset({"better", "worse"})
 # Metrics whose run-to-run spread the noise note reports.
 NOISE_METRICS = ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")
-_BYTE_UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 
 # How a cell looks: green / red only for a decided better / worse verdict; everything else
 # (undecided, equivalent, not applied, no verdict) is the one neutral grey, never tinted by the
@@ -70,8 +70,7 @@ def fmt(value: Any, unit: str = "", *, spec: str | None = None, none: str = NONE
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return str(value)
     if unit == "bytes":
-        name, scale = next(((n, s) for n, s in _BYTE_UNITS if abs(value) >= s), ("B", 1))
-        return f"{value / scale:,.2f} {name}" if scale > 1 else f"{value:,.0f} B"
+        return format_bytes(value)
     if unit == "fraction":
         return f"{value * 100:,.1f} %"
     if spec is not None:
