@@ -505,3 +505,8 @@ def show_value(name: str | None, value: Any, learned: Learned | None = None) -> 
     except ValueError:  # ParamError is one
         pass
     return format_value(value)
+
+
+def run_value(run: Mapping[str, Any]) -> str:
+    """A stored run's value (its `param`, `value`) as a person reads it."""
+    return show_value(run.get("param"), run.get("value"))

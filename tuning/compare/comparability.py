@@ -98,7 +98,9 @@ def value_text(value: Any) -> str:
 
 def describe_changes(changes: Mapping[str, tuple[Any, Any]]) -> str:
     """'block-size 16 vs 8, seed 0 vs 1'."""
-    return ", ".join(f"{k} {show_value(k, a)} vs {show_value(k, b)}" for k, (a, b) in changes.items())
+    return ", ".join(
+        f"{k} {show_value(k, a)} vs {show_value(k, b)}" for k, (a, b) in changes.items()
+    )
 
 
 def _differences(
