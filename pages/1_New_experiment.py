@@ -18,6 +18,7 @@ from tuning.params import (
     format_value,
     parse_assignments,
     parse_values,
+    show_value,
     validate_config,
 )
 from tuning.search.background import search_running
@@ -61,7 +62,10 @@ st.session_state.setdefault("new_values", "2,16")  # a new choice flag suggests 
 values_text = st.text_input("Values (comma-separated)", key="new_values")
 try:
     values = parse_values(param.name, values_text, picked.learned)
-    st.caption("will run: " + " · ".join(md_code(format_value(v)) for v in values))
+    st.caption(
+        "will run: "
+        + " · ".join(md_code(show_value(param.name, v, picked.learned)) for v in values)
+    )
 except ParamError as exc:
     values = []
     errors.append(str(exc))
