@@ -1,5 +1,6 @@
-"""Byte counts for people, in one place: binary units (1 GiB = 2^30 B, as vLLM means them) both
-ways, so a table, a chart, an export and an input box agree on what "1 GiB" is.
+"""Numbers for people, in one place: byte counts in binary units (1 GiB = 2^30 B, as vLLM means
+them) both ways, so a table, a chart, an export and an input box agree on what "1 GiB" is, and
+`fmt`, a number in its unit (times with their unit, counts with separators).
 
 Reading follows vLLM's own `human_readable_int` (vllm/utils/argparse_utils.py): `1K` = 1024,
 `1k` = 1000, `1G` = 2^30, `1g` = 10^9; on top of it the spelled-out binary units a person writes
@@ -8,7 +9,11 @@ Reading follows vLLM's own `human_readable_int` (vllm/utils/argparse_utils.py): 
 
 from __future__ import annotations
 
+import math
 import re
+from typing import Any
+
+NONE = "—"  # a missing number, everywhere
 
 KIB, MIB, GIB, TIB, PIB = (2**10, 2**20, 2**30, 2**40, 2**50)
 # Largest first: the unit a count is written in is the largest it reaches.
@@ -61,6 +66,22 @@ def format_bytes(value: float, decimals: int = 2) -> str:
     return f"{text} {name}"
 
 
-def bytes_axis(largest: float) -> tuple[str, int]:
-    """The unit and scale an axis of byte counts up to `largest` is drawn in ('GiB', 2^30)."""
-    return next(((n, s) for n, s in BYTE_UNITS if abs(largest) >= s), ("B", 1))
+def fmt(value: Any, unit: str = "", *, spec: str | None = None, none: str = NONE) -> str:
+    """A number in its unit: bytes in binary units, fractions in %, counts and tokens whole,
+    anything else with a precision that suits its size; `spec` ('{:.1f}') overrides the number's
+    format. Missing or non-finite -> `none`; text is shown as it is."""
+    if value is None or isinstance(value, float) and not math.isfinite(value):
+        return none
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if unit == "bytes":
+        return format_bytes(value)
+    if unit == "fraction":
+        return f"{value * 100:,.1f} %"
+    if spec is not None:
+        text = spec.format(value)
+    elif unit in ("count", "tokens"):
+        return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
+    else:
+        text = f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.2f}"
+    return f"{text} {unit}" if unit else text

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from core.status import Status, is_active
+from core.units import fmt
 from store import queries
 from tuning import metrics as m
 from tuning.compare.catalog import METRICS, Metric
@@ -125,6 +126,7 @@ class Comparison:
 
     def _row(self, side: Side, metric: Metric) -> dict[str, Any]:
         ch = self.changes.get((side.label, metric.key))
+        stats = side.stats(metric.key)
 
         def pct(x: float | None) -> float | None:
             return None if x is None else x * 100
@@ -141,7 +143,10 @@ class Comparison:
             "metric_label": metric.label,
             "unit": metric.unit,
             "better": metric.better,
-            **side.stats(metric.key),
+            **stats,
+            # For people beside the raw numbers: '16 GiB', '1,198 ms' (core.units.fmt).
+            "value_shown": side.shown,
+            "mean_shown": fmt(stats["mean"], metric.unit, none=""),
             "change_pct": pct(ch.rel_change) if ch else None,
             "ci_low_pct": pct(ch.rel_low) if ch else None,
             "ci_high_pct": pct(ch.rel_high) if ch else None,

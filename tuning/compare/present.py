@@ -8,12 +8,11 @@ decide how to draw: a Streamlit dataframe, an aligned text table, an HTML table.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from core.units import format_bytes
+from core.units import NONE, fmt
 from tuning.compare.catalog import METRIC_BY_KEY, Metric
 from tuning.compare.comparison import Comparison
 from tuning.compare.stats import (
@@ -27,7 +26,6 @@ from tuning.compare.stats import (
     noise_floor,
 )
 
-NONE = "—"
 VERDICT_LABEL: dict[VerdictName, str] = {
     "better": "▲ better",
     "worse": "▼ worse",
@@ -59,27 +57,6 @@ Mark = Callable[[str], str]
 
 def _plain(text: str) -> str:
     return text
-
-
-def fmt(value: Any, unit: str = "", *, spec: str | None = None, none: str = NONE) -> str:
-    """A number in its unit: bytes in binary units, fractions in %, counts and tokens whole,
-    anything else with a precision that suits its size; `spec` ('{:.1f}') overrides the number's
-    format. Missing or non-finite -> `none`; text is shown as it is."""
-    if value is None or isinstance(value, float) and not math.isfinite(value):
-        return none
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return str(value)
-    if unit == "bytes":
-        return format_bytes(value)
-    if unit == "fraction":
-        return f"{value * 100:,.1f} %"
-    if spec is not None:
-        text = spec.format(value)
-    elif unit in ("count", "tokens"):
-        return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
-    else:
-        text = f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.2f}"
-    return f"{text} {unit}" if unit else text
 
 
 def pct_text(fraction: float | None) -> str:
