@@ -15,7 +15,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from core.units import format_bytes, parse_bytes
+from core.units import format_bytes
+from core.units import parse_bytes as parse_bytes  # re-exported for the callers of the registry
 
 Backend = Literal["cpu", "gpu"]
 Kind = Literal["flag", "env", "workload"]

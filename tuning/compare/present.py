@@ -12,7 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from core.units import NONE, fmt
+from core.units import NONE as NONE
+from core.units import fmt as fmt  # re-exported: the Compare page, CLI and report import it here
 from tuning.compare.catalog import METRIC_BY_KEY, Metric
 from tuning.compare.comparison import Comparison
 from tuning.compare.stats import (
