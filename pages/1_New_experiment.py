@@ -18,11 +18,11 @@ from tuning.params import (
     format_value,
     parse_assignments,
     parse_values,
-    show_value,
     validate_config,
 )
 from tuning.search.background import search_running
 from tuning.settings import load_settings
+from tuning.shown import show_value
 from tuning.workload import Workload
 from ui.common import ICONS, db, db_path, md_code, md_escape
 from ui.estimate import render_estimate

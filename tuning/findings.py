@@ -21,7 +21,8 @@ from typing import Any
 from store import queries
 from tuning.compare.comparability import run_config, run_workload
 from tuning.effective import stored_mismatches
-from tuning.params import format_value, get_param, show_value
+from tuning.params import format_value, get_param
+from tuning.shown import show_value
 
 KV_LOW = 0.5  # peak KV usage under this while requests waited: memory was not the limit
 PREFIX_SHARE = 0.5  # a hit rate under this share of the prefix's share of the prompt is low

@@ -490,24 +490,3 @@ def format_value(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:g}"
     return str(value)
-
-
-def show_value(name: str | None, value: Any, learned: Learned | None = None) -> str:
-    """A parameter's value as a person reads it: a bytes-typed one in binary units ('1 GiB'),
-    anything else as `format_value` writes it; unknown parameters and unparsable values as they
-    are. Never for an argv or a stored label: those stay `format_value`'s canonical text."""
-    if value is None:
-        return "unset"
-    try:
-        param = get_param(name, learned) if name else None
-        if param is not None and param.type == "bytes" and not isinstance(value, bool):
-            n = value if isinstance(value, (int, float)) else parse_bytes(str(value))
-            return format_bytes(n)
-    except ValueError:  # ParamError is one
-        pass
-    return format_value(value)
-
-
-def run_value(run: Mapping[str, Any]) -> str:
-    """A stored run's value (its `param`, `value`) as a person reads it."""
-    return show_value(run.get("param"), run.get("value"))

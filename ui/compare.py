@@ -29,7 +29,7 @@ from tuning.compare.present import (
 )
 from tuning.compare.stats import MARGIN
 from tuning.output import export
-from tuning.params import run_value
+from tuning.shown import run_value
 from ui.common import ICONS, md_escape
 
 # A dataframe cell's text: 14 px Source Sans, at most ~7 px a character (digits, wide letters),

@@ -13,8 +13,8 @@ from tuning.engine import current_spec
 from tuning.experiment.lock import runner_busy
 from tuning.experiment.supervisor import spawn_runner
 from tuning.findings import NextExperiment, plan_next, stored_findings
-from tuning.params import show_value
 from tuning.settings import load_settings
+from tuning.shown import show_value
 from ui.common import ICONS, db, db_path, md_code, md_escape
 
 

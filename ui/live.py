@@ -27,9 +27,9 @@ from tuning.compare.comparison import request_columns
 from tuning.compare.present import fmt
 from tuning.experiment.estimate import left_text
 from tuning.experiment.supervisor import STALE_AFTER_S, cancel_experiment
-from tuning.params import run_value
 from tuning.reaper import reap_dead
 from tuning.settings import lab_home
+from tuning.shown import run_value
 from tuning.startup_anatomy import describe, phase_rows
 from ui.common import ICONS
 from ui.common import md_escape as esc

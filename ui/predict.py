@@ -11,8 +11,9 @@ import streamlit as st
 
 from core.units import format_bytes
 from tuning.engine import EngineSpec
-from tuning.params import Param, show_value
+from tuning.params import Param
 from tuning.predict import ModelShape, error_pct, predict_values
+from tuning.shown import show_value
 from ui.common import md_escape
 
 

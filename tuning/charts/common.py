@@ -20,6 +20,7 @@ from core.units import GIB
 from tuning.compare.catalog import METRIC_BY_KEY, Metric
 from tuning.compare.comparison import Comparison
 from tuning.params import get_param
+from tuning.shown import show_value
 
 MAX_POINTS = 2000
 # What the whiskers are, said exactly: stats.mean_interval, the verdicts' rule on one side's mean.
@@ -85,7 +86,8 @@ def short_labels(comparison: Comparison) -> dict[str, str]:
     unique, else the full 'param = value' labels; each as `chart_text`, kept unique."""
     out = {}
     for side in comparison.sides:
-        short = side.shown if side.value is not None and side.param == comparison.param else None
+        mine = side.value is not None and side.param == comparison.param
+        short = show_value(side.param, side.value) if mine else None
         if short is not None and side is comparison.baseline:
             short = f"{short} (baseline)"
         out[side.label] = chart_text(short or side.label)

@@ -17,7 +17,7 @@ from tuning.compare.catalog import METRIC_BY_KEY
 from tuning.compare.comparison import Comparison
 from tuning.compare.frontier import AXES, CLIMB, FLAT, PARETO_VIEWS, Knee, axis_value, knee
 from tuning.compare.frontier import pareto_front as front_of
-from tuning.params import run_value, show_value
+from tuning.shown import run_value, show_value
 
 TRADEOFF_KINDS = ("pareto", "search")
 TRADEOFF_TITLES = {

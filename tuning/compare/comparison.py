@@ -41,7 +41,7 @@ from tuning.compare.stats import (
     mean_interval,
 )
 from tuning.effective import stored_mismatches
-from tuning.params import show_value
+from tuning.shown import show_value
 
 RequestLoader = Callable[[int], m.Columns]
 Run = Mapping[str, Any]
@@ -63,11 +63,6 @@ class Side:
     not_applied: list[str] = field(default_factory=list)
     # Runs counted here without being measured again (tuning.experiment.reuse): where from.
     reused: list[str] = field(default_factory=list)
-
-    @property
-    def shown(self) -> str | None:
-        """The value as a person reads it ('1 GiB' for a bytes-typed parameter)."""
-        return None if self.value is None else show_value(self.param, self.value)
 
     def brief(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in ("label", "run_ids", "not_applied", "reused")}
@@ -144,8 +139,7 @@ class Comparison:
             "unit": metric.unit,
             "better": metric.better,
             **stats,
-            # For people beside the raw numbers: '16 GiB', '1,198 ms' (core.units.fmt).
-            "value_shown": side.shown,
+            "value_shown": None if side.value is None else show_value(side.param, side.value),
             "mean_shown": fmt(stats["mean"], metric.unit, none=""),
             "change_pct": pct(ch.rel_change) if ch else None,
             "ci_low_pct": pct(ch.rel_low) if ch else None,
@@ -236,8 +230,7 @@ def run_metric_values(
 
 
 def _side_label(param: str | None, value: Any) -> str:
-    """'kv-cache-memory-bytes = 1 GiB': what every table, chart and export heads a side with
-    (the side's `value` keeps the canonical text)."""
+    """'kv-cache-memory-bytes = 1 GiB' (the side's `value` keeps the canonical '1073741824')."""
     return f"{param} = {show_value(param, value)}" if param else "baseline"
 
 

@@ -9,8 +9,9 @@ from typing import Any
 from store import connect, repo
 from tuning.engine import EngineSpec
 from tuning.experiment.repeats import AutoRepeats
-from tuning.params import get_param, show_value, validate_config, validate_value
+from tuning.params import get_param, validate_config, validate_value
 from tuning.settings import load_settings
+from tuning.shown import show_value
 from tuning.traffic import WorkloadSpec
 from tuning.workload import Workload
 

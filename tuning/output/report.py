@@ -46,7 +46,7 @@ from tuning.compare.present import (
 )
 from tuning.compare.selection import Selection, SelectionError, select_runs
 from tuning.output.export import chart_svg, network_references
-from tuning.params import run_value, show_value
+from tuning.shown import run_value, show_value
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 LOG_TAIL_CHARS = 3000
