@@ -19,6 +19,7 @@ from tuning.params import (
     validate_config,
 )
 from tuning.settings import load_settings
+from tuning.shown import show_value
 from tuning.workload import Workload
 from ui.common import ICONS, db_path, md_code, md_escape
 from ui.estimate import render_estimate
@@ -60,7 +61,10 @@ st.session_state.setdefault("new_values", "2,16")  # a new choice flag suggests 
 values_text = st.text_input("Values (comma-separated)", key="new_values")
 try:
     values = parse_values(param.name, values_text, picked.learned)
-    st.caption("will run: " + " · ".join(md_code(format_value(v)) for v in values))
+    st.caption(
+        "will run: "
+        + " · ".join(md_code(show_value(param.name, v, picked.learned)) for v in values)
+    )
 except ParamError as exc:
     values = []
     errors.append(str(exc))

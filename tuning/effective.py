@@ -32,11 +32,11 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from core.units import GIB, format_bytes
 from tuning.launch import Launch
 from tuning.params import CPU_KV_ENV, PARAMS, Param, get_param, parse_bytes
 from tuning.server import StartupFacts
 
-GIB = 2**30
 BYTES_TOLERANCE = 1e-3
 FLOAT_TOLERANCE = 1e-6
 
@@ -256,16 +256,14 @@ def _same_json(asked: Any, effective: Any) -> bool:
 
 
 def show(param: Param, value: Any) -> str:
-    """A value as a mismatch line shows it: bytes in binary units with the exact count."""
+    """A value as a mismatch line shows it: bytes in binary units (four decimals tell close
+    counts apart)."""
     if value is None:
         return "nothing (not set)"
     if param.type == "bytes" or param.name == CPU_KV_ENV:
         n = _as_bytes(value)
         if n is not None:
-            for unit, scale in (("GiB", GIB), ("MiB", 2**20), ("KiB", 2**10)):
-                if n >= scale:
-                    return f"{n / scale:,.4g} {unit} ({n:,} B)"
-            return f"{n:,} B"
+            return format_bytes(n, decimals=4)
     if param.type == "bool":
         b = _as_bool(value)
         return str(value) if b is None else ("true" if b else "false")

@@ -22,6 +22,7 @@ from store import queries
 from tuning.compare.comparability import run_config, run_workload
 from tuning.effective import stored_mismatches
 from tuning.params import format_value, get_param
+from tuning.shown import show_value
 
 KV_LOW = 0.5  # peak KV usage under this while requests waited: memory was not the limit
 PREFIX_SHARE = 0.5  # a hit rate under this share of the prefix's share of the prompt is low
@@ -338,7 +339,7 @@ def plan_next(
         base_url=base_url,
         model=experiment.get("model") if base_url else None,
         name=f"next after run {int(run['id'])}: {nxt.param} = "
-        + ", ".join(format_value(v) for v in nxt.values),
+        + ", ".join(show_value(nxt.param, v) for v in nxt.values),
         author=author,
         host=host,
         workload_spec=spec_of(experiment.get("workload_spec")),
@@ -355,6 +356,7 @@ def describe(found: Sequence[Finding], run: Mapping[str, Any]) -> list[str]:
         if f.advice:
             lines.append(f"  {f.advice}")
         for n in f.next:
-            lines.append(f"  next: {n.param} = {', '.join(map(format_value, n.values))} ({n.why})")
+            values = ", ".join(show_value(n.param, v) for v in n.values)
+            lines.append(f"  next: {n.param} = {values} ({n.why})")
             lines.append(f"    {n.command(run)}")
     return lines

@@ -15,6 +15,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from core.units import format_bytes
+from core.units import parse_bytes as parse_bytes  # re-exported for the callers of the registry
+
 Backend = Literal["cpu", "gpu"]
 Kind = Literal["flag", "env", "workload"]
 ValueType = Literal["int", "float", "bool", "choice", "bytes", "text", "json"]
@@ -24,9 +27,6 @@ BOTH: frozenset[str] = frozenset({"cpu", "gpu"})
 FORCED_HOST = "127.0.0.1"
 _SAFE_TEXT = re.compile(r"^[A-Za-z0-9_.]+$")
 _PRINTABLE = re.compile(r"^[\x21-\x7e]+$")  # a learned text flag's value: one argv item, no space
-_BYTES = re.compile(r"^(\d+(?:\.\d+)?)([kKmMgGtT]?)$")
-_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
-_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 # The CPU backend's KV budget in GiB (environment). vLLM's CPU platform copies it over
 # cache_config.kv_cache_memory_bytes, so it silently beats both flags below.
 CPU_KV_ENV = "VLLM_CPU_KVCACHE_SPACE"
@@ -80,6 +80,10 @@ class Param:
             return "true or false"
         if self.type in ("text", "json"):
             return "a JSON object" if self.type == "json" else "text, as your vLLM defines it"
+        if self.type == "bytes":
+            low = "" if self.minimum is None else format_bytes(self.minimum)
+            high = "" if self.maximum is None else format_bytes(self.maximum)
+            return f"{low}..{high} (1 GiB, 512MiB, 1G = 2^30, 1g = 10^9)"
         low = "" if self.minimum is None else f"{self.minimum:g}"
         high = "" if self.maximum is None else f"{self.maximum:g}"
         return f"{low}..{high} {self.unit}".strip()
@@ -285,20 +289,6 @@ def suggest(name: str, known: Iterable[str]) -> str:
     return " (did you mean " + " or ".join(f"`{c}`" for c in close) + "?)"
 
 
-def parse_bytes(text: str) -> int:
-    """vLLM's human-readable ints: 1k = 1000, 1K = 1024, decimals only with a suffix."""
-    m = _BYTES.match(text)
-    if not m:
-        raise ValueError(text)
-    number, suffix = m.groups()
-    if not suffix:
-        if "." in number:
-            raise ValueError(text)
-        return int(number)
-    scale = _BINARY.get(suffix) or _DECIMAL[suffix]
-    return int(float(number) * scale)
-
-
 def _reject_text(param: Param, text: str) -> None:
     if text.startswith("-") and not (param.type in ("int", "float") and param.source != "curated"):
         raise ParamError(f"{param.name}: value {text!r} starts with '-' (it would read as a flag)")
@@ -332,7 +322,8 @@ def validate_value(name: str, raw: Any, learned: Learned | None = None) -> Any:
         text = raw.strip()
         if not text:
             raise ParamError(f"{param.name}: empty value")
-        _reject_text(param, text)
+        # '1 GiB' is one value: the space inside a byte count is not a character of the argv
+        _reject_text(param, "".join(text.split()) if param.type == "bytes" else text)
     else:
         text = None
     value: Any
@@ -442,12 +433,27 @@ def split_values(text: str) -> list[str]:
     return items
 
 
+def _bytes(name: str, text: str) -> bool:
+    """Whether `text` is a byte count ('1 GiB') for a bytes-typed parameter `name`."""
+    try:
+        if get_param(name).type != "bytes":
+            return False
+        parse_bytes(text)
+    except ValueError:
+        return False
+    return True
+
+
 def parse_values(name: str, text: str | Iterable[Any], learned: Learned | None = None) -> list[Any]:
     """'2,16' -> [2, 16], each validated; the UI calls this as the user types."""
     items = split_values(text) if isinstance(text, str) else list(text)
     if not items:
         raise ParamError(f"{name}: give at least one value")
-    spaced = [i for i in items if isinstance(i, str) and len(i.split()) > 1 and i[:1] not in "{["]
+    spaced = [
+        i
+        for i in items
+        if isinstance(i, str) and len(i.split()) > 1 and i[:1] not in "{[" and not _bytes(name, i)
+    ]
     if spaced:
         raise ParamError(f"{name}: separate values with commas: {','.join(spaced[0].split())}")
     values = [validate_value(name, item, learned) for item in items]

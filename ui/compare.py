@@ -29,6 +29,7 @@ from tuning.compare.present import (
 )
 from tuning.compare.stats import MARGIN
 from tuning.output import export
+from tuning.shown import run_value
 from ui.common import ICONS, md_escape
 
 # A dataframe cell's text: 14 px Source Sans, at most ~7 px a character (digits, wide letters),
@@ -82,7 +83,7 @@ def default_experiment(experiments: Sequence[Mapping[str, Any]]) -> int:
 def run_label(run: Mapping[str, Any]) -> str:
     rep = run.get("repeat_index")
     rep_s = f" · repeat {int(rep) + 1}" if rep is not None else ""
-    return f"run {run['id']} · {run.get('param')} = {run.get('value')}{rep_s} · {run.get('status')}"
+    return f"run {run['id']} · {run.get('param')} = {run_value(run)}{rep_s} · {run.get('status')}"
 
 
 def pick_sides(

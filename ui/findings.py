@@ -13,8 +13,8 @@ from tuning.engine import current_spec
 from tuning.experiment.lock import runner_busy
 from tuning.experiment.supervisor import spawn_runner
 from tuning.findings import NextExperiment, plan_next, stored_findings
-from tuning.params import format_value
 from tuning.settings import load_settings
+from tuning.shown import show_value
 from ui.common import ICONS, db, db_path, md_code, md_escape
 
 
@@ -49,7 +49,7 @@ def render_findings(run: Mapping[str, Any], key: str) -> None:
             if f.advice:
                 st.caption(md_escape(f.advice))
             for j, nxt in enumerate(f.next):
-                values = ", ".join(format_value(v) for v in nxt.values)
+                values = ", ".join(show_value(nxt.param, v) for v in nxt.values)
                 st.markdown(
                     f"Next: {md_code(nxt.param)} = {md_code(values)} · {md_escape(nxt.why)}"
                 )

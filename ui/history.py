@@ -19,6 +19,7 @@ from sqlite_utils import Database
 from core.status import is_active
 from store import connect, queries, repo
 from tuning.experiment.history import SORTS, RunFilter, choices
+from tuning.shown import run_value
 from ui.common import md_escape
 from ui.links import compare_link
 from ui.tables import KEY_NUMBERS, KV_USAGE, RUN_IDENTITY, render_run_table
@@ -190,7 +191,7 @@ def runs_tab(db: Database, path: Path) -> None:
 
 
 def _run_label(run: Mapping[str, Any]) -> str:
-    return f"run {run['id']} · {run['param']} = {run['value']} · {run['status']}"
+    return f"run {run['id']} · {run['param']} = {run_value(run)} · {run['status']}"
 
 
 def _experiment_row(e: Mapping[str, Any]) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from tuning.experiment.estimate import left_text
 from tuning.experiment.supervisor import STALE_AFTER_S, cancel_experiment
 from tuning.reaper import reap_dead
 from tuning.settings import lab_home
+from tuning.shown import run_value
 from tuning.startup_anatomy import describe, phase_rows
 from ui.common import ICONS
 from ui.common import md_escape as esc
@@ -142,7 +143,7 @@ def render_progress(exp: Mapping[str, Any], run: Mapping[str, Any] | None, left:
         if run is not None:
             cols[2].markdown(
                 f"**current run**  \n{run['id']}: {esc(run.get('param'))} = "
-                f"{esc(run.get('value'))} ({esc(run.get('phase') or run.get('status'))})"
+                f"{esc(run_value(run))} ({esc(run.get('phase') or run.get('status'))})"
             )
         if active:
             age = age_s(exp.get("heartbeat_at"))  # infinite until the first beat
@@ -269,7 +270,7 @@ def pick_flight(flights: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
         st.markdown(f"**{len(flights)} runs in flight**")
         for r in flights:
             st.markdown(
-                f"- run {r['id']}: {esc(r.get('param'))} = {esc(r.get('value'))}, "
+                f"- run {r['id']}: {esc(r.get('param'))} = {esc(run_value(r))}, "
                 f"{esc(r.get('phase') or r.get('status'))} on slot {esc(r.get('slot') or '—')} "
                 f"({esc(r.get('node_host') or '—')}), attempt {r.get('attempt') or 1}"
             )

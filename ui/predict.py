@@ -9,9 +9,11 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from core.units import format_bytes
 from tuning.engine import EngineSpec
 from tuning.params import Param
 from tuning.predict import ModelShape, error_pct, predict_values
+from tuning.shown import show_value
 from ui.common import md_escape
 
 
@@ -32,10 +34,10 @@ def render_prediction(
     frame = pd.DataFrame(
         [
             {
-                param.name: r.value,
+                param.name: show_value(param.name, r.value),
                 "bytes/token": r.bytes_per_token,
                 "block size": r.block_size,
-                "KV budget (MiB)": None if r.budget_bytes is None else r.budget_bytes / 2**20,
+                "KV budget": None if r.budget_bytes is None else format_bytes(r.budget_bytes),
                 "KV blocks": r.kv_blocks,
                 "KV tokens": r.kv_tokens,
                 "max concurrency": r.max_concurrency,
@@ -52,9 +54,13 @@ def render_prediction(
     )
     for r in rows:
         for problem in r.problems:
-            st.error(md_escape(f"{param.name} = {r.value} cannot start: {problem}"))
+            st.error(
+                md_escape(
+                    f"{param.name} = {show_value(param.name, r.value)} cannot start: {problem}"
+                )
+            )
         for warning in r.warnings:
-            st.warning(md_escape(f"{param.name} = {r.value}: {warning}"))
+            st.warning(md_escape(f"{param.name} = {show_value(param.name, r.value)}: {warning}"))
 
 
 def prediction_columns(run: Mapping[str, Any]) -> dict[str, Any]:

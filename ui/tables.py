@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from tuning.shown import show_value
 from ui.health import config_badge, health_badge
 
 # Decimals a cell of each unit shows; the page test checks every cell against this.
@@ -204,6 +205,8 @@ def run_frame(
             elif key == KV_USAGE:
                 x = _number(r.get(key))
                 row[key] = None if x is None else round(x * 100, PRECISION["%"])
+            elif key == "value":
+                row[key] = show_value(r.get("param"), r.get(key))
             else:
                 row[key] = shown(BY_KEY[key], r.get(key))
         rows.append({**row, **(extra(r) if extra else {})})

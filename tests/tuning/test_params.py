@@ -176,3 +176,25 @@ def test_values_typed_with_spaces_or_twice_are_refused_with_the_fix() -> None:
     with pytest.raises(params.ParamError, match="1073741824 is given twice"):
         params.parse_values("kv-cache-memory-bytes", "1G,1073741824")  # the same bytes
     assert params.parse_values("max-num-seqs", "2, 16") == [2, 16]
+
+
+def test_bytes_values_accept_binary_units_and_store_the_same_count() -> None:
+    """Issue 23 item 4: "1 GiB" was refused; '1 GiB', '1GiB', '1G' and 1073741824 are one value."""
+    for text in ("1 GiB", "1GiB", "1G", "1073741824", " 1 GiB "):
+        assert validate_value("kv-cache-memory-bytes", text) == 2**30
+    assert params.parse_values("kv-cache-memory-bytes", "512MiB, 1 GiB, 1.5 GiB") == [
+        2**29,
+        2**30,
+        3 * 2**29,
+    ]
+    with pytest.raises(params.ParamError, match="separate values with commas: 1,2"):
+        params.parse_values("kv-cache-memory-bytes", "1 2")
+    with pytest.raises(params.ParamError, match="kv-cache-memory-bytes"):
+        validate_value("kv-cache-memory-bytes", "1 GB")
+    # the argv keeps the canonical count vLLM reads
+    assert params.format_value(validate_value("kv-cache-memory-bytes", "1 GiB")) == "1073741824"
+
+
+def test_a_bytes_range_reads_in_binary_units() -> None:
+    allowed = PARAMS["kv-cache-memory-bytes"].describe_range()
+    assert allowed.startswith("1 B..1 PiB") and "e+" not in allowed

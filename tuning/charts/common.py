@@ -16,11 +16,13 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from tuning.compare.catalog import METRIC_BY_KEY
+from core.units import GIB
+from tuning.compare.catalog import METRIC_BY_KEY, Metric
 from tuning.compare.comparison import Comparison
+from tuning.params import get_param
+from tuning.shown import show_value
 
 MAX_POINTS = 2000
-GIB = float(2**30)
 # What the whiskers are, said exactly: stats.mean_interval, the verdicts' rule on one side's mean.
 CI_NOTE = (
     "95 % interval of each side's mean over its runs, the wider of a bootstrap and Student's t "
@@ -57,12 +59,35 @@ def chart_text(value: Any, limit: int = LABEL_CHARS) -> str:
     return _NOT_SHOWN.sub(" ", text)
 
 
+def axis_unit(metric: Metric) -> tuple[str, float]:
+    """The unit a metric is drawn in and the factor to it: byte counts in GiB (an axis of
+    '16,000,000,000' reads as nothing), everything else as stored."""
+    return ("GiB", 1.0 / GIB) if metric.unit == "bytes" else (metric.unit, 1.0)
+
+
+def y_title(metric: Metric) -> str:
+    """'peak GPU memory (server tree) (GiB)': the label and the unit the axis is drawn in."""
+    return f"{metric.label} ({axis_unit(metric)[0]})"
+
+
+def param_axis(param: str | None) -> tuple[str, float]:
+    """A parameter's axis title and the factor its values are drawn with: a bytes-typed one in
+    GiB ('kv-cache-memory-bytes (GiB)'), anything else as it is."""
+    name = chart_text(param or "value")
+    try:
+        bytes_typed = param is not None and get_param(param).type == "bytes"
+    except ValueError:
+        bytes_typed = False
+    return (f"{name} (GiB)", 1.0 / GIB) if bytes_typed else (name, 1.0)
+
+
 def short_labels(comparison: Comparison) -> dict[str, str]:
     """Side label -> what an axis shows: the value alone ('16', '2 (baseline)') when those are
     unique, else the full 'param = value' labels; each as `chart_text`, kept unique."""
     out = {}
     for side in comparison.sides:
-        short = side.value if side.value is not None and side.param == comparison.param else None
+        mine = side.value is not None and side.param == comparison.param
+        short = show_value(side.param, side.value) if mine else None
         if short is not None and side is comparison.baseline:
             short = f"{short} (baseline)"
         out[side.label] = chart_text(short or side.label)
@@ -104,7 +129,8 @@ def downsample(
 
 
 def side_frame(comparison: Comparison, keys: Iterable[str], error: str = "ci") -> pd.DataFrame:
-    """One row per (side, metric): mean and the error bar ends: the interval of the mean by the
+    """One row per (side, metric), in the unit the axis draws (`axis_unit`): mean and the error
+    bar ends: the interval of the mean by the
     verdicts' rule (stats.mean_interval, see CI_NOTE), or the runs' min-max with error='minmax'; one
     run gives no bar."""
     rows = []
@@ -119,15 +145,16 @@ def side_frame(comparison: Comparison, keys: Iterable[str], error: str = "ci") -
                 ci = side.mean_interval(key, comparison.confidence)
                 lo, hi = ci if ci else (st["mean"], st["mean"])
             metric = METRIC_BY_KEY[key]
+            unit, k = axis_unit(metric)
             rows.append(
                 {
                     "side": short[side.label],
                     "metric": key,
                     "label": metric.label,
-                    "unit": metric.unit,
-                    "mean": st["mean"],
-                    "low": lo,
-                    "high": hi,
+                    "unit": unit,
+                    "mean": st["mean"] * k,
+                    "low": None if lo is None else lo * k,
+                    "high": None if hi is None else hi * k,
                     "runs": st["n"],
                 }
             )
@@ -137,12 +164,16 @@ def side_frame(comparison: Comparison, keys: Iterable[str], error: str = "ci") -
 
 
 def run_points(comparison: Comparison, keys: Iterable[str]) -> pd.DataFrame:
-    """Every measured run's value, one row per (side, metric, run): the dots over the bars."""
+    """Every measured run's value, one row per (side, metric, run): the dots over the bars, in
+    the unit the axis draws."""
     rows = []
     short = short_labels(comparison)
     for side in comparison.sides:
         for key in keys:
+            k = axis_unit(METRIC_BY_KEY[key])[1] if key in METRIC_BY_KEY else 1.0
             for rid, v in (side.per_run.get(key) or {}).items():
                 if v is not None:
-                    rows.append({"side": short[side.label], "metric": key, "run": rid, "value": v})
+                    rows.append(
+                        {"side": short[side.label], "metric": key, "run": rid, "value": v * k}
+                    )
     return pd.DataFrame(rows, columns=["side", "metric", "run", "value"])

@@ -13,12 +13,14 @@ from tuning.charts.common import (
     FROM_ZERO,
     chart_text,
     number,
+    param_axis,
     run_points,
     short_labels,
     side_frame,
     side_order,
     tooltip,
     whisker_note,
+    y_title,
 )
 from tuning.compare.catalog import LATENCIES, METRIC_BY_KEY, STATS
 from tuning.compare.comparison import Comparison
@@ -28,11 +30,11 @@ _MEAN_TIPS = (tooltip("side:N"), tooltip("mean:Q", ",.2f"))
 _RANGE_TIPS = (tooltip("low:Q", ",.2f"), tooltip("high:Q", ",.2f"), tooltip("runs:Q"))
 
 
-def _error_bars(frame: pd.DataFrame, x: alt.X, y_title: str) -> alt.Chart:
+def _error_bars(frame: pd.DataFrame, x: alt.X, title: str) -> alt.Chart:
     return (
         alt.Chart(frame)
         .mark_errorbar(ticks=True)
-        .encode(x=x, y=alt.Y("low:Q", title=y_title, scale=FROM_ZERO), y2=alt.Y2("high"))
+        .encode(x=x, y=alt.Y("low:Q", title=title, scale=FROM_ZERO), y2=alt.Y2("high"))
     )
 
 
@@ -43,7 +45,7 @@ def bar_chart(
     metric = METRIC_BY_KEY[key]
     frame = side_frame(comparison, [key], error)
     order = side_order(comparison)
-    y_title = f"{metric.label} ({metric.unit})"
+    title_y = y_title(metric)
     x = alt.X(
         "side:N",
         sort=order,
@@ -55,7 +57,7 @@ def bar_chart(
         .mark_bar(opacity=0.8)
         .encode(
             x=x,
-            y=alt.Y("mean:Q", title=y_title, scale=FROM_ZERO),
+            y=alt.Y("mean:Q", title=title_y, scale=FROM_ZERO),
             color=alt.Color("side:N", sort=order, legend=None),
             tooltip=[*_MEAN_TIPS, *_RANGE_TIPS],
         )
@@ -69,7 +71,7 @@ def bar_chart(
             tooltip=[tooltip("run:N"), tooltip("value:Q", ",.2f")],
         )
     )
-    return alt.layer(bars, _error_bars(frame, x, y_title), points).properties(
+    return alt.layer(bars, _error_bars(frame, x, title_y), points).properties(
         width=max(160, 70 * len(order)),
         height=260,
         title=alt.TitleParams(
@@ -135,26 +137,28 @@ def knee_chart(
     (label, y): an SLO) as a labelled horizontal rule on that metric's panel."""
     short = short_labels(comparison)
     values = {short[s.label]: s.value for s in comparison.sides}
+    x_title, x_scale = param_axis(comparison.param)
+    scaled_marks = {k: v * x_scale for k, v in (marks or {}).items()}
     charts = []
     for key in (k for k in keys if k in METRIC_BY_KEY):
         frame = side_frame(comparison, [key], error)
         if frame.empty:
             continue
-        frame["x"] = frame["side"].map(lambda s: number(values.get(s)))
+        frame["x"] = frame["side"].map(lambda s: _scaled(number(values.get(s)), x_scale))
         frame = frame.dropna(subset=["x"])
         metric = METRIC_BY_KEY[key]
-        x = alt.X("x:Q", title=chart_text(comparison.param or "value"), scale=alt.Scale(zero=False))
-        y_title = f"{metric.label} ({metric.unit})"
+        x = alt.X("x:Q", title=x_title, scale=alt.Scale(zero=False))
+        title_y = y_title(metric)
         line = (
             alt.Chart(frame)
             .mark_line(point=True)
             .encode(
                 x=x,
-                y=alt.Y("mean:Q", title=y_title, scale=FROM_ZERO),
+                y=alt.Y("mean:Q", title=title_y, scale=FROM_ZERO),
                 tooltip=[*_MEAN_TIPS, tooltip("runs:Q")],
             )
         )
-        layers = [line, _error_bars(frame, x, y_title), *_mark_rules(marks or {}, x)]
+        layers = [line, _error_bars(frame, x, title_y), *_mark_rules(scaled_marks, x)]
         if limits and key in limits:
             layers += _limit_rule(*limits[key])
         charts.append(
@@ -168,6 +172,10 @@ def knee_chart(
             subtitle=["mean over runs", f"whiskers: {whisker_note(error)}"],
         )
     )
+
+
+def _scaled(value: float | None, factor: float) -> float | None:
+    return None if value is None else value * factor
 
 
 def _mark_rules(marks: Mapping[str, float], x: alt.X) -> list[alt.Chart]:

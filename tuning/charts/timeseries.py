@@ -10,8 +10,9 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from core.units import GIB
 from tuning import metrics as m
-from tuning.charts.common import GIB, MAX_POINTS, downsample, tooltip
+from tuning.charts.common import MAX_POINTS, downsample, tooltip
 from tuning.charts.kinds import MEMORY_SERIES, PREALLOCATION_NOTE, SERVER_AXIS
 
 Series = Mapping[tuple[str, str], Sequence[tuple[float, float]]]

@@ -17,6 +17,7 @@ from tuning.compare.catalog import METRIC_BY_KEY
 from tuning.compare.comparison import Comparison
 from tuning.compare.frontier import AXES, CLIMB, FLAT, PARETO_VIEWS, Knee, axis_value, knee
 from tuning.compare.frontier import pareto_front as front_of
+from tuning.shown import run_value, show_value
 
 TRADEOFF_KINDS = ("pareto", "search")
 TRADEOFF_TITLES = {
@@ -39,14 +40,12 @@ def pareto_frame(runs: Sequence[Mapping[str, Any]], view: str = "ttft") -> pd.Da
     rows = [
         {
             "run": rid,
-            "label": chart_text(
-                f"run {rid}: {by_id[rid].get('param')} = {by_id[rid].get('value')}"
-            ),
+            "label": chart_text(f"run {rid}: {by_id[rid].get('param')} = {run_value(by_id[rid])}"),
             "x": x,
             "y": y,
             "front": rid in front,
             "param": chart_text(by_id[rid].get("param") or ""),
-            "value": chart_text(by_id[rid].get("value") if by_id[rid].get("value") else ""),
+            "value": chart_text(run_value(by_id[rid]) if by_id[rid].get("value") else ""),
         }
         for rid, x, y in points
         if x is not None and y is not None
@@ -156,9 +155,10 @@ def search_chart(
     named = {", ".join(names): x for x, names in marks.items()}
     chart = knee_chart(comparison, panels, error, named, limits)
     notes = [f"whiskers: {whisker_note(error)}", KNEE_NOTE]
-    notes.append(f"knee at {found.value:g}: {found.why}" if found else "no knee in this range")
+    shown = show_value(comparison.param, found.value) if found else ""
+    notes.append(f"knee at {shown}: {found.why}" if found else "no knee in this range")
     if chosen is not None:
-        notes.append(f"chosen by the search: {chosen:g}")
+        notes.append(f"chosen by the search: {show_value(comparison.param, chosen)}")
     notes += [label for label, _ in limits.values()]
     return chart.properties(
         title=alt.TitleParams(

@@ -11,6 +11,7 @@ from typing import Any
 
 from tuning.compare.catalog import WORKLOAD_IGNORED, WORKLOAD_PARAMS
 from tuning.params import format_value
+from tuning.shown import show_value
 
 # Run facts that must agree; unknown on one side (a failed start) cannot contradict.
 _SAME_FACTS = (
@@ -98,7 +99,9 @@ def value_text(value: Any) -> str:
 
 def describe_changes(changes: Mapping[str, tuple[Any, Any]]) -> str:
     """'block-size 16 vs 8, seed 0 vs 1'."""
-    return ", ".join(f"{k} {value_text(a)} vs {value_text(b)}" for k, (a, b) in changes.items())
+    return ", ".join(
+        f"{k} {show_value(k, a)} vs {show_value(k, b)}" for k, (a, b) in changes.items()
+    )
 
 
 def _differences(

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from core.status import Status, is_active
+from core.units import fmt
 from store import queries
 from tuning import metrics as m
 from tuning.compare.catalog import METRICS, Metric
@@ -40,6 +41,7 @@ from tuning.compare.stats import (
     mean_interval,
 )
 from tuning.effective import stored_mismatches
+from tuning.shown import show_value
 
 RequestLoader = Callable[[int], m.Columns]
 Run = Mapping[str, Any]
@@ -119,6 +121,7 @@ class Comparison:
 
     def _row(self, side: Side, metric: Metric) -> dict[str, Any]:
         ch = self.changes.get((side.label, metric.key))
+        stats = side.stats(metric.key)
 
         def pct(x: float | None) -> float | None:
             return None if x is None else x * 100
@@ -135,7 +138,9 @@ class Comparison:
             "metric_label": metric.label,
             "unit": metric.unit,
             "better": metric.better,
-            **side.stats(metric.key),
+            **stats,
+            "value_shown": None if side.value is None else show_value(side.param, side.value),
+            "mean_shown": fmt(stats["mean"], metric.unit, none=""),
             "change_pct": pct(ch.rel_change) if ch else None,
             "ci_low_pct": pct(ch.rel_low) if ch else None,
             "ci_high_pct": pct(ch.rel_high) if ch else None,
@@ -225,7 +230,8 @@ def run_metric_values(
 
 
 def _side_label(param: str | None, value: Any) -> str:
-    return f"{param} = {value_text(value)}" if param else "baseline"
+    """'kv-cache-memory-bytes = 1 GiB' (the side's `value` keeps the canonical '1073741824')."""
+    return f"{param} = {show_value(param, value)}" if param else "baseline"
 
 
 def _check(ref: Run, run: Run, base_set: set[int]) -> PairCheck:

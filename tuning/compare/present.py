@@ -8,11 +8,12 @@ decide how to draw: a Streamlit dataframe, an aligned text table, an HTML table.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from core.units import NONE as NONE
+from core.units import fmt as fmt  # re-exported: the Compare page, CLI and report import it here
 from tuning.compare.catalog import METRIC_BY_KEY, Metric
 from tuning.compare.comparison import Comparison
 from tuning.compare.stats import (
@@ -26,7 +27,6 @@ from tuning.compare.stats import (
     noise_floor,
 )
 
-NONE = "—"
 VERDICT_LABEL: dict[VerdictName, str] = {
     "better": "▲ better",
     "worse": "▼ worse",
@@ -38,7 +38,6 @@ VERDICT_LABEL: dict[VerdictName, str] = {
 CLEAR: frozenset[str] = frozenset({"better", "worse"})
 # Metrics whose run-to-run spread the noise note reports.
 NOISE_METRICS = ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")
-_BYTE_UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 
 # How a cell looks: green / red only for a decided better / worse verdict; everything else
 # (undecided, equivalent, not applied, no verdict) is the one neutral grey, never tinted by the
@@ -59,28 +58,6 @@ Mark = Callable[[str], str]
 
 def _plain(text: str) -> str:
     return text
-
-
-def fmt(value: Any, unit: str = "", *, spec: str | None = None, none: str = NONE) -> str:
-    """A number in its unit: bytes in binary units, fractions in %, counts and tokens whole,
-    anything else with a precision that suits its size; `spec` ('{:.1f}') overrides the number's
-    format. Missing or non-finite -> `none`; text is shown as it is."""
-    if value is None or isinstance(value, float) and not math.isfinite(value):
-        return none
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return str(value)
-    if unit == "bytes":
-        name, scale = next(((n, s) for n, s in _BYTE_UNITS if abs(value) >= s), ("B", 1))
-        return f"{value / scale:,.2f} {name}" if scale > 1 else f"{value:,.0f} B"
-    if unit == "fraction":
-        return f"{value * 100:,.1f} %"
-    if spec is not None:
-        text = spec.format(value)
-    elif unit in ("count", "tokens"):
-        return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
-    else:
-        text = f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.2f}"
-    return f"{text} {unit}" if unit else text
 
 
 def pct_text(fraction: float | None) -> str:

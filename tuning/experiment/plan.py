@@ -9,8 +9,9 @@ from typing import Any
 from store import connect, repo
 from tuning.engine import EngineSpec
 from tuning.experiment.repeats import AutoRepeats
-from tuning.params import format_value, get_param, validate_config, validate_value
+from tuning.params import get_param, validate_config, validate_value
 from tuning.settings import load_settings
+from tuning.shown import show_value
 from tuning.traffic import WorkloadSpec
 from tuning.workload import Workload
 
@@ -73,7 +74,7 @@ def experiment_fields(
             apply_value(workload, workload_spec, p.name, value)
     repeats = auto.first_rounds if auto else max(1, repeats)
     return dict(
-        name=name or f"{p.name} = {', '.join(format_value(v) for v in clean_values)}",
+        name=name or f"{p.name} = {', '.join(show_value(p.name, v) for v in clean_values)}",
         param=p.name,
         values_json=clean_values,
         repeats=repeats,

@@ -48,6 +48,7 @@ from tuning.compare.present import (
 from tuning.compare.selection import Selection, SelectionError, select_runs
 from tuning.output.export import chart_svg, network_references
 from tuning.output.report_headline import HEADLINE_STYLE, headline_section
+from tuning.shown import run_value, show_value
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 LOG_TAIL_CHARS = 3000
@@ -143,14 +144,15 @@ def _config_section(comparison: Comparison, by_id: Mapping[int, Mapping[str, Any
 
     def kv_rows(items: Iterable[tuple[str, Any]]) -> str:
         return "".join(
-            f"<tr><td><code>{_e(k)}</code></td><td>{_e(norm(v))}</td></tr>" for k, v in items
+            f"<tr><td><code>{_e(k)}</code></td><td>{_e(show_value(k, v))}</td></tr>"
+            for k, v in items
         )
 
     changed = [k for k in keys if len({norm(c.get(k)) for c in cfgs}) > 1]
     head = "".join(f"<th>{_e(s.label)}</th>" for s in sides)
     rows = [
         f'<tr class="changed"><td><code>{_e(key)}</code></td>'
-        + "".join(f"<td>{_e(norm(c.get(key)))}</td>" for c in cfgs)
+        + "".join(f"<td>{_e(show_value(key, c.get(key)))}</td>" for c in cfgs)
         + "</tr>"
         for key in changed
     ]
@@ -328,7 +330,7 @@ def _runs_section(
         origin = more.get("origin") or "local"
         rows.append(
             f"<tr><td>{rid}</td><td><code>{_e(str(run.get('uid') or '')[:12])}</code></td>"
-            f"<td>{_e(side_of.get(rid, 'left out'))}</td><td>{_e(run.get('value'))}</td>"
+            f"<td>{_e(side_of.get(rid, 'left out'))}</td><td>{_e(run_value(run))}</td>"
             f"<td>{_e(run.get('repeat_index'))}</td><td>{_e(run.get('status'))}</td>"
             f"<td>{_e(who)}</td><td>{_e(scrub_text(str(origin), secrets))}</td>"
             f"<td>{_e(more.get('hardware'))}</td><td>{_e(more.get('engine'))} "
@@ -351,11 +353,19 @@ def _runs_section(
     return out
 
 
+def _values_text(exp: Mapping[str, Any]) -> Any:
+    """'1 GiB, 16 GiB': the experiment's values as a person reads them (the stored JSON else)."""
+    values = exp.get("values")
+    if not isinstance(values, list):
+        return exp.get("values_json")
+    return ", ".join(show_value(exp.get("param"), v) for v in values)
+
+
 def _experiment_section(exp: Mapping[str, Any], secrets: Sequence[str]) -> str:
     items = [
         ("name", exp.get("name")),
         ("parameter", exp.get("param")),
-        ("values", exp.get("values_json")),
+        ("values", _values_text(exp)),
         ("repeats", exp.get("repeats")),
         ("model", exp.get("model")),
         ("status", exp.get("status")),

@@ -72,7 +72,7 @@ def test_a_baseline_value_the_engine_ignored_gives_no_verdict() -> None:
     assert ch.rel_change is None and ch.rel_low is None
     assert verdict_text(ch).startswith("⊘ not applied (not applied by the engine: run 1:")
     text = present.not_applied_text(cmp)
-    assert text is not None and "kv-cache-memory-bytes = 2M" in text
+    assert text is not None and "kv-cache-memory-bytes = 2 MiB" in text
     # the table, the JSON/CSV rows and the CLI text say the same, with no other verdict
     cells = [c.text for row in table_rows(cmp) for c in row]
     assert not any(c.startswith(("▲", "▼", "≈", "?")) for c in cells)
