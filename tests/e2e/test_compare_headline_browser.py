@@ -19,7 +19,7 @@ pytestmark = pytest.mark.browser
 SNAPSHOT = REPO / "examples" / "h200" / "lab-h200-decisions.db.xz"
 VIEWPORTS = ((1440, 900), (1024, 768))
 SENTENCE_START = (
-    "kv-cache-memory-bytes 17179869184 vs 1073741824: output throughput +212.6 % (better)"
+    "kv-cache-memory-bytes 16 GiB vs 1 GiB: output throughput +212.6 % (better)"
 )
 
 # In page order, every visible element of the main area (Streamlit's element containers and keyed

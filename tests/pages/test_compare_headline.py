@@ -52,7 +52,7 @@ def test_compare_opens_on_the_latest_experiment_with_two_values_headline_first(
     assert getattr(after, "key", None) == "cmp_headline", [getattr(n, "key", None) for n in top]
     lines = _markdown(after)
     assert lines == [
-        "- kv-cache-memory-bytes 17179869184 vs 1073741824: output throughput +212.6 % "
+        "- kv-cache-memory-bytes 16 GiB vs 1 GiB: output throughput +212.6 % "
         "(better), mean TTFT -95.6 % (better), mean TPOT +31.6 % (worse); 14 more decided "
         "(9 better, 5 worse); 3 metrics undecided; 1 equivalent"
     ]

@@ -6,8 +6,8 @@ with their change, in the catalogue's order: the lab's lead metrics (sequential.
 whenever decided, topped up with other decided metrics to NAMED; the decided metrics past those
 are counted, and the undecided and equivalent ones are folded into one count each:
 
-    kv-cache-memory-bytes 17179869184 vs 1073741824: output throughput +212.6 % (better),
-    mean TTFT -95.6 % (better), mean TPOT +31.6 % (worse); 13 more decided (9 better, 4 worse);
+    kv-cache-memory-bytes 16 GiB vs 1 GiB: output throughput +212.6 % (better),
+    mean TTFT -95.6 % (better), mean TPOT +31.6 % (worse); 14 more decided (9 better, 5 worse);
     3 metrics undecided; 1 equivalent
 
 The recommendation (tuning.compare.prefer) follows the sentences when the lab has one.
@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuning.compare.catalog import Metric
-from tuning.compare.comparability import value_text
 from tuning.compare.comparison import Comparison, Side
 from tuning.compare.prefer import Preference
 from tuning.compare.present import CLEAR, fmt, pct_text
 from tuning.compare.sequential import DEFAULT_METRICS
 from tuning.compare.stats import Change
+from tuning.shown import show_value
 
 # How many decided metrics a sentence names at least (when that many are decided).
 NAMED = 3
@@ -123,10 +123,11 @@ class Headline:
 
 
 def title(side: Side, baseline: Side) -> str:
-    """'kv-cache-memory-bytes 17179869184 vs 1073741824' for two values of one parameter, else
-    the two labels."""
+    """'kv-cache-memory-bytes 16 GiB vs 1 GiB' for two values of one parameter, else the two
+    labels."""
     if side.param and side.param == baseline.param and side.value is not None:
-        return f"{side.param} {value_text(side.value)} vs {value_text(baseline.value)}"
+        base = "unset" if baseline.value is None else show_value(side.param, baseline.value)
+        return f"{side.param} {show_value(side.param, side.value)} vs {base}"
     return f"{side.label} vs {baseline.label}"
 
 

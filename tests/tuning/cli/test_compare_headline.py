@@ -14,7 +14,7 @@ from tuning.cli.main import main as cli_main
 REPO = Path(__file__).resolve().parents[3]
 DECISIONS = REPO / "examples" / "h200" / "lab-h200-decisions.db.xz"
 SENTENCE = (
-    "kv-cache-memory-bytes 17179869184 vs 1073741824: output throughput +212.6 % (better), "
+    "kv-cache-memory-bytes 16 GiB vs 1 GiB: output throughput +212.6 % (better), "
     "mean TTFT -95.6 % (better), mean TPOT +31.6 % (worse); 14 more decided (9 better, "
     "5 worse); 3 metrics undecided; 1 equivalent"
 )

@@ -36,7 +36,7 @@ def test_the_h200_decision_in_one_sentence() -> None:
         selection = select_runs(db, experiment_ids=[1], with_repeats=True)
     lead = headline(selection.comparison, selection.preference)
     assert lead.sentences == [
-        "kv-cache-memory-bytes 17179869184 vs 1073741824: output throughput +212.6 % (better), "
+        "kv-cache-memory-bytes 16 GiB vs 1 GiB: output throughput +212.6 % (better), "
         "mean TTFT -95.6 % (better), mean TPOT +31.6 % (worse); 14 more decided (9 better, "
         "5 worse); 3 metrics undecided; 1 equivalent"
     ]

@@ -22,7 +22,7 @@ def test_the_report_opens_with_the_decision() -> None:
     assert first and first.group(1) == "headline"
     section = body[: body.index("</section>")]
     assert (
-        "kv-cache-memory-bytes 17179869184 vs 1073741824: output throughput +212.6 % (better), "
+        "kv-cache-memory-bytes 16 GiB vs 1 GiB: output throughput +212.6 % (better), "
         "mean TTFT -95.6 % (better), mean TPOT +31.6 % (worse); 14 more decided (9 better, "
         "5 worse); 3 metrics undecided; 1 equivalent"
     ) in section
