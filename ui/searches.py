@@ -115,8 +115,8 @@ def chart(path: Path, f: Mapping[str, Any]) -> None:
     except (SelectionError, StoreError) as exc:
         st.caption(md_escape(f"no chart: {exc}"))
         return
-    drawn: Any = search_chart(
-        comparison, objective=f["objective"], chosen=f["chosen"], slo_ms=f["slo_ms"]
+    drawn: Any = search_chart(  # one panel a row: three side by side overflow 1024 px
+        comparison, objective=f["objective"], chosen=f["chosen"], slo_ms=f["slo_ms"], columns=1
     )
     with st.container(key="srchs_chart"):
         st.altair_chart(drawn, key="srchs_chart_altair")

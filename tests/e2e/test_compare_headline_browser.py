@@ -48,6 +48,7 @@ FIRST_AFTER_SELECTORS = """() => {
 
 
 def test_compare_leads_with_the_headline_at_both_widths(browser: Any, tmp_path: Path) -> None:
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import expect
 
     home = tmp_path / "lab"
@@ -63,6 +64,12 @@ def test_compare_leads_with_the_headline_at_both_widths(browser: Any, tmp_path: 
             headline = page.locator(".st-key-cmp_headline")
             expect(headline).to_be_visible(timeout=60_000)
             assert headline.inner_text().strip().startswith(SENTENCE_START), (width, height)
+            try:  # the page may still be swapping elements in after its first paint
+                page.wait_for_function(
+                    f"() => ({FIRST_AFTER_SELECTORS})().firstInHeadline", timeout=30_000
+                )
+            except PlaywrightTimeout:
+                pass  # the assert below says what came first instead
             found = page.evaluate(FIRST_AFTER_SELECTORS)
             assert found["firstInHeadline"], (width, height, found)
             box = headline.bounding_box()

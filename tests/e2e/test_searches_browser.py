@@ -39,12 +39,14 @@ def test_searches_page_shows_the_choice_and_its_chart_in_view(
         assert heading.is_visible()
         box = heading.bounding_box()
         assert box is not None and box["y"] + box["height"] <= height, box  # above the fold
-        chart = page.locator(".st-key-srchs_chart canvas, .st-key-srchs_chart svg").first
+        # the chart itself (a 14 px icon svg inside the container is not it)
+        chart = page.locator(".st-key-srchs_chart [data-testid='stVegaLiteChart']").first
         chart.wait_for(timeout=30_000)
         drawn = chart.bounding_box()
         assert drawn is not None and drawn["width"] > 300, drawn
         assert drawn["x"] >= 0 and drawn["x"] + drawn["width"] <= width, (drawn, width)
-        shown = page.locator("[data-testid='stMain']").inner_text()
+        # Streamlit's markdown typesets "<=" as "≤"
+        shown = page.locator("[data-testid='stMain']").inner_text().replace("≤", "<=")
         assert "SLOs: p99 TTFT <= 1000 ms" in shown
         assert "Confirm: run 138 vs 16 with repeats until decided" in shown
     assert errors == [], errors[:3]

@@ -59,7 +59,7 @@ def test_the_page_leads_with_the_chosen_value_and_draws_the_slo_line(h200_lab: P
     spec = _chart_spec(at)
     subtitle = spec["title"]["subtitle"]
     assert "chosen by the search: 138" in subtitle and "SLO: p99 TTFT <= 1000 ms" in subtitle
-    throughput, ttft = spec["hconcat"]
+    throughput, ttft = spec["concat"]  # one panel a row (fits 1024 px)
     assert ttft["title"] == "p99 TTFT vs value", ttft["title"]
     assert _rules(throughput) == ["x"] and sorted(_rules(ttft)) == ["x", "y"]
     steps = frame_with(at, "why")

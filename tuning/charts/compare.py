@@ -130,7 +130,8 @@ def knee_chart(
     error: str = "ci",
     marks: Mapping[str, float] | None = None,
     limits: Mapping[str, tuple[str, float]] | None = None,
-) -> alt.HConcatChart:
+    columns: int | None = None,
+) -> alt.HConcatChart | alt.ConcatChart:
     """For a numeric parameter: each metric's mean vs the value (line + points + error bars),
     where the curve flattens or turns is the knee; `marks` (label -> value: the chosen value,
     the knee) are drawn as labelled vertical rules on every panel, `limits` (metric key ->
@@ -166,7 +167,8 @@ def knee_chart(
         )
     if not charts:
         charts.append(alt.Chart(pd.DataFrame({"x": []})).mark_point())
-    return alt.hconcat(*charts).properties(
+    joined = alt.concat(*charts, columns=columns) if columns else alt.hconcat(*charts)
+    return joined.properties(  # `columns`: panels a row, for a narrow page
         title=alt.TitleParams(
             f"Where it bends: metric vs {chart_text(comparison.param or 'value')}",
             subtitle=["mean over runs", f"whiskers: {whisker_note(error)}"],

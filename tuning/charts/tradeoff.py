@@ -139,7 +139,8 @@ def search_chart(
     chosen: float | None = None,
     error: str = "ci",
     slo_ms: Mapping[str, float] | None = None,
-) -> alt.HConcatChart:
+    columns: int | None = None,
+) -> alt.HConcatChart | alt.ConcatChart:
     """Metric vs value for a search's (or an experiment's) runs: the means with the verdicts'
     interval as whiskers, the chosen value and the knee as labelled vertical rules, each SLO
     (p99 of a latency under its limit) as a horizontal rule on that p99's panel."""
@@ -153,7 +154,7 @@ def search_chart(
     if found is not None:
         marks.setdefault(found.value, []).append("knee")
     named = {", ".join(names): x for x, names in marks.items()}
-    chart = knee_chart(comparison, panels, error, named, limits)
+    chart = knee_chart(comparison, panels, error, named, limits, columns)
     notes = [f"whiskers: {whisker_note(error)}", KNEE_NOTE]
     shown = show_value(comparison.param, found.value) if found else ""
     notes.append(f"knee at {shown}: {found.why}" if found else "no knee in this range")
