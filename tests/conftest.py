@@ -171,6 +171,7 @@ def dashboard_lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[d
     home, path = tmp_path / "lab", tmp_path / "lab.db"
     monkeypatch.setenv("TUNING_LAB_HOME", str(home))
     monkeypatch.setenv("TUNING_LAB_DB", str(path))
+    monkeypatch.setenv("TUNING_LAB_LOCK", str(tmp_path / "runner.lock"))  # not the machine's
     done = seed_lab(path, values=(2, 16), repeats=3, with_secrets=False)
     log = home / "logs" / "run-live.log"
     log.parent.mkdir(parents=True)

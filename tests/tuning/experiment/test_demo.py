@@ -32,6 +32,8 @@ def test_the_home_button_plans_the_demo_starts_it_and_opens_live(
     db_path = tmp_path / "lab.db"
     monkeypatch.setenv("TUNING_LAB_HOME", str(tmp_path))
     monkeypatch.setenv("TUNING_LAB_DB", str(db_path))
+    # its own runner lock: another lab's experiment on this machine would hide the demo button
+    monkeypatch.setenv("TUNING_LAB_LOCK", str(tmp_path / "runner.lock"))
     started: list[int] = []
     monkeypatch.setattr("tuning.engine.current_spec", lambda settings=None: fake_spec())
     monkeypatch.setattr(
