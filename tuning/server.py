@@ -25,7 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tuning.launch import Launch
 from tuning.procs import process_start_time, stop_group
-from tuning.startup_anatomy import LogStamps, anatomy
+from tuning.startup_anatomy import INIT_ENGINE, LogStamps, anatomy
 
 LOG_TAIL_LINES = 60
 # Once the API server (the group leader) has exited on SIGTERM, what is left of its group gets this
@@ -116,7 +116,6 @@ _KV_TOKENS_ONLY = re.compile(rf"KV cache size: {_NUM} tokens")
 _AVAILABLE_KV = re.compile(r"Available KV cache memory: ([\d.]+) ?GiB")
 _CPU_KV = re.compile(r"set \(?([\d.]+)(?:/[\d.]+)?\)? GiB for KV cache")
 _WEIGHTS = re.compile(r"Model loading took ([\d.]+) ?GiB")
-_INIT = re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s")
 _VERSION = re.compile(
     r"vLLM (?:API )?server version ([\w.+-]+)"
     r"|Initializing a V1 LLM engine \(v([\w.+-]+)\)"
@@ -139,7 +138,7 @@ def parse_startup_log(text: str) -> StartupFacts:
         facts.kv_cache_memory_gib = float(m.group(1))
     if m := _WEIGHTS.search(text):
         facts.weights_memory_gib = float(m.group(1))
-    if m := _INIT.search(text):
+    if m := INIT_ENGINE.search(text):
         facts.init_engine_seconds = float(m.group(1))
     if m := _VERSION.search(text):
         facts.vllm_version = m.group(1) or m.group(2)

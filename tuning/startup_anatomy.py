@@ -62,7 +62,7 @@ _COMPILE_GRAPH = re.compile(rf"Compiling a graph for .*? takes {_NUM} s")
 _CACHE_LOAD = re.compile(rf"Directly load the compiled graph\(s\) for .*? took {_NUM} s")
 _AOT_LOAD = re.compile(r"Directly load AOT compilation")
 _GRAPHS = re.compile(rf"Graph capturing finished in {_NUM} secs?, took {_NUM} GiB")
-_INIT = re.compile(rf"init engine \(profile, create kv cache, warmup model\) took {_NUM} s")
+INIT_ENGINE = re.compile(rf"init engine \(profile, create kv cache, warmup model\) took {_NUM} s")
 _CACHE_DIR = re.compile(r"Using cache directory: (\S+) for vLLM's torch\.compile")
 _EAGER = re.compile(r"Enforce eager set|disabling torch\.compile")
 _CACHE_OFF = re.compile(r"torch\.compile cache is disabled")
@@ -168,7 +168,7 @@ def reported(text: str) -> dict[str, Any]:
         out["compile_cache_load_s"] = round(sum(loads), 3)
     if m := _GRAPHS.search(text):
         out["graph_capture_s"], out["graph_capture_gib"] = float(m.group(1)), float(m.group(2))
-    if m := _INIT.search(text):
+    if m := INIT_ENGINE.search(text):
         out["init_engine_s"] = float(m.group(1))
     return out
 
