@@ -118,7 +118,7 @@ form = replace(
     fleet_ray_address=address.strip() or "auto",
     fleet_gpus_per_run=gpus.strip(),
 )
-b1, b2 = st.columns([1, 5])
+b1 = b2 = st.container(horizontal=True, key="set_buttons")  # buttons as wide as their words
 if b1.button("Save settings", type="primary", key="set_save"):
     problem = custom_problem(form.engine_command, form.engine_model) if engine == "custom" else ""
     try:

@@ -36,6 +36,8 @@ from ui.common import ICONS, md_escape
 # with 8 px of padding a side.
 VERDICT_PX_PER_CHAR = 7.0
 CELL_PADDING_PX = 8
+# '+1,212.6 %' and a short heading, in 14 px Source Sans.
+CHANGE_WIDTH_PX = 90
 
 # The knee next to the bars it summarises; time series last.
 PAGE_ORDER = ("throughput", "latency", "knee", "cdf", "memory", "kv")
@@ -206,12 +208,14 @@ def render_checks(comparison: Comparison) -> None:
 
 
 def table_frames(comparison: Comparison) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(text table, css table) of the same shape: rows = metrics, columns per side."""
+    """(text table, css table) of the same shape: rows = metrics, columns per side; a "to
+    decide" column with nothing to say is left out."""
     columns = table_columns(comparison)
     rows = table_rows(comparison)
     text = pd.DataFrame([[c.text for c in row] for row in rows], columns=columns)
     css = pd.DataFrame([[TONE_CSS[c.tone] for c in row] for row in rows], columns=columns)
-    return text, css
+    empty = [c for c in columns if c.startswith("to decide ") and not any(text[c])]
+    return text.drop(columns=empty), css.drop(columns=empty)
 
 
 def render_table(comparison: Comparison, scope_id: int | None) -> None:
@@ -220,6 +224,8 @@ def render_table(comparison: Comparison, scope_id: int | None) -> None:
     styler = text.style.apply(lambda _frame: css, axis=None)
     with st.container(key="cmp_table"):
         st.markdown("#### Side by side")
+        if comparison.param:
+            st.caption(f"Values of **{md_escape(comparison.param)}**; metric and verdicts first.")
         st.dataframe(styler, hide_index=True, key="cmp_table_df", column_config=table_widths(text))
         with st.expander("How to read this table and its verdicts", expanded=False):
             st.caption(
@@ -229,26 +235,30 @@ def render_table(comparison: Comparison, scope_id: int | None) -> None:
                 + verdict_rule(lambda s: f"*{s}*", comparison.confidence, comparison.margin)
             )
         tables = (("csv", export.comparison_csv), ("json", export.comparison_json))
-        for col, (fmt, make) in zip(st.columns([1, 1, 4]), tables, strict=False):
+        row = st.container(horizontal=True, key="cmp_table_downloads")
+        for fmt, make in tables:
             _download(
-                col, f"Table as {fmt.upper()}", partial(make, comparison), "table", fmt, scope_id
+                row, f"Table as {fmt.upper()}", partial(make, comparison), "table", fmt, scope_id
             )
 
 
 def verdict_width(texts: Sequence[str]) -> int:
-    """Pixels for a verdict column: the longest verdict at VERDICT_PX_PER_CHAR, at least
-    Streamlit's "large" (400 px), so no verdict is cut (tests/e2e measures the drawn text)."""
+    """Pixels for a verdict column: the longest verdict at VERDICT_PX_PER_CHAR (and room for
+    its heading), so no verdict is cut (tests/e2e measures the drawn text)."""
     longest = max((len(t) for t in texts), default=0)
-    return max(400, math.ceil(longest * VERDICT_PX_PER_CHAR) + 2 * CELL_PADDING_PX)
+    return max(80, math.ceil(longest * VERDICT_PX_PER_CHAR) + 2 * CELL_PADDING_PX)
 
 
 def table_widths(text: pd.DataFrame) -> dict[str, Any]:
-    """Verdict columns wide enough for the whole verdict and its interval (the summary above has
-    them too, wrapped); the metric column pinned while the sides scroll."""
+    """Every verdict column wide enough for its whole verdict and interval, a change column just
+    wide enough for '+212.6 %'; the metric column pinned while the rest scrolls."""
     out: dict[str, Any] = {"metric": st.column_config.Column(pinned=True)}
     for column in text.columns:
-        if column.startswith("verdict "):
-            width = verdict_width([str(t) for t in text[column]])
+        if column.startswith(("verdict ", "to decide ")):
+            texts = [str(t) for t in text[column]] + [column]
+            out[column] = st.column_config.Column(width=verdict_width(texts))
+        elif column.startswith("Δ "):
+            width = max(CHANGE_WIDTH_PX, verdict_width([column]))
             out[column] = st.column_config.Column(width=width)
     return out
 
@@ -275,9 +285,10 @@ def _download(
 
 
 def export_buttons(chart: Any, kind: str, scope_id: int | None) -> None:
-    for col, fmt in zip(st.columns([1, 1, 1, 5]), ("png", "svg", "html"), strict=False):
+    row = st.container(horizontal=True, key=f"cmp_exports_{kind}")
+    for fmt in ("png", "svg", "html"):
         note = "standalone, opens offline" if fmt == "html" else None
-        _download(col, fmt.upper(), partial(export.render, chart, fmt), kind, fmt, scope_id, note)
+        _download(row, fmt.upper(), partial(export.render, chart, fmt), kind, fmt, scope_id, note)
 
 
 def render_charts(db: Any, comparison: Comparison, scope_id: int | None) -> None:

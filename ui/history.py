@@ -22,18 +22,21 @@ from tuning.experiment.history import SORTS, RunFilter, choices
 from tuning.shown import run_value
 from ui.common import md_escape
 from ui.links import compare_link
-from ui.tables import KEY_NUMBERS, KV_USAGE, RUN_IDENTITY, render_run_table
+from ui.tables import KEY_NUMBERS, KV_USAGE, RUN_IDENTITY, RUN_PLACE, render_run_table
 
 FLASH_KEY = "hist_flash"
+# History is where runs get tags and notes: they come right after which run it is.
 RUN_COLUMNS = (
     *RUN_IDENTITY,
+    "tags",
+    "notes",
     *KEY_NUMBERS,
+    "status",
+    *RUN_PLACE,
     "peak_tree_rss_bytes",
     KV_USAGE,
     "failure_kind",
     "author",
-    "tags",
-    "notes",
     "hidden",
     "hardware",
     "finished_at",
@@ -126,7 +129,8 @@ def render_editor(kind: Editable, path: Path, row: Mapping[str, Any]) -> None:
     st.text_input("Tags (comma-separated)", value=row.get("tags") or "", key=f"{k}tags_{row_id}")
     active = is_active(row.get("status"))
     hidden = bool(row.get("hidden"))
-    b1, b2, b3, b4 = st.columns([1, 1, 2, 1])
+    row = st.container(horizontal=True, vertical_alignment="center", key=f"{k}buttons")
+    b1 = b2 = b3 = b4 = row  # one row, each button as wide as its words
     b1.button("Save notes and tags", key=f"{k}save", on_click=_save, args=(kind, path, row_id))
     b2.button(
         "Unhide" if hidden else "Hide",

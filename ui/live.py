@@ -40,9 +40,9 @@ POLL_S = 1.5
 LIVE_KEYS = (
     "id",
     "value",
-    "repeat_index",
-    "status",
     *KEY_NUMBERS,
+    "status",
+    "repeat_index",
     KV_USAGE,
     "peak_tree_rss_bytes",
     "failure_kind",

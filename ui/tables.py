@@ -38,6 +38,9 @@ NOT_REPORTED = (
 # Badges: the good word, the unchecked word, then every problem found (amber).
 GOOD, UNCHECKED = "#1a7f37", "#6e7781"
 PROBLEM = "#bf8700"
+# A badge's text in 14 px Source Sans (at most ~7.5 px a character) plus its pill and the cell's
+# padding; a long problem list is capped (its details are under Run health).
+BADGE_PX_PER_CHAR, BADGE_PAD_PX, BADGE_MAX_PX = 7.5, 40, 320
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,7 @@ COLUMNS: tuple[Col, ...] = (
     Col("experiment_id", "exp"),
     Col("param", "parameter"),
     Col("value", "value"),
-    Col("repeat_index", "repeat", help="0-based repeat of this value"),
+    Col("repeat_index", "repeat", help="the repeat of this value, counted from 1"),
     Col("status", "status"),
     Col(
         "output_throughput",
@@ -122,18 +125,21 @@ BY_KEY = {c.key: c for c in COLUMNS}
 KV_USAGE = "peak_kv_cache_usage_perc"
 HEALTH = "health"
 CONFIG = "config"
-# What every run table starts with (which run it is) and the three numbers each one shows.
-RUN_IDENTITY: tuple[str, ...] = ("id", "experiment_id", "param", "value", "repeat_index", "status")
+# What every run table starts with (which run it is, the run column pinned) and the three numbers
+# each one shows right after it: a 1024 px window shows them before anything scrolls.
+RUN_IDENTITY: tuple[str, ...] = ("id", "param", "value")
 KEY_NUMBERS: tuple[str, ...] = ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")
+# Where the run sits: its experiment and its repeat (1-based, as the Compare page's chips say).
+RUN_PLACE: tuple[str, ...] = ("experiment_id", "repeat_index")
 RUNS_PAGE_KEYS: tuple[str, ...] = (
     *RUN_IDENTITY,
+    *KEY_NUMBERS,
+    "status",
     HEALTH,
     CONFIG,
-    "output_throughput",
+    *RUN_PLACE,
     "request_throughput",
-    "mean_ttft_ms",
     "p99_ttft_ms",
-    "mean_tpot_ms",
     "mean_itl_ms",
     "mean_e2el_ms",
     KV_USAGE,
@@ -177,12 +183,16 @@ def _badge(text: str) -> list[str]:
 
 
 def _badge_column(label: str, good: str, cells: Iterable[list[str]], help_text: str) -> Any:
-    problems = sorted({c[0] for c in cells} - {good, "not checked"})
+    """A badge column as wide as its longest badge (a cut "suspec" reads as nothing)."""
+    shown = {c[0] for c in cells}
+    problems = sorted(shown - {good, "not checked"})
+    longest = max((len(t) for t in shown | {label}), default=0)
     return st.column_config.MultiselectColumn(
         label,
         options=[good, "not checked", *problems],
         color=[GOOD, UNCHECKED, *[PROBLEM] * len(problems)],
         help=help_text,
+        width=min(BADGE_MAX_PX, BADGE_PAD_PX + BADGE_PX_PER_CHAR * longest),
     )
 
 
@@ -207,6 +217,9 @@ def run_frame(
                 row[key] = None if x is None else round(x * 100, PRECISION["%"])
             elif key == "value":
                 row[key] = show_value(r.get("param"), r.get(key))
+            elif key == "repeat_index":
+                rep = _number(r.get(key))
+                row[key] = None if rep is None else int(rep) + 1
             else:
                 row[key] = shown(BY_KEY[key], r.get(key))
         rows.append({**row, **(extra(r) if extra else {})})
@@ -247,6 +260,8 @@ def run_column_config(frame: pd.DataFrame) -> dict[str, Any]:
                 format=f"%.{PRECISION['%']}f %%",
                 help="vLLM's kv_cache_usage_perc, peak over the run. " + NOT_REPORTED,
             )
+        elif key == "id":
+            out[key] = cc.Column("run", pinned=True)
         elif key in BY_KEY:
             col = BY_KEY[key]
             help_text = col.help + (f" {NOT_REPORTED}" if col.engine_fact else "")

@@ -9,6 +9,7 @@ of 20 runs stays a few hundred kilobytes in the browser and in an exported HTML 
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -33,6 +34,10 @@ MINMAX_NOTE = "min–max of the runs"
 # (and the whiskers, on the log scale of the mean, never reach below it).
 FROM_ZERO = alt.Scale(domainMin=0)
 LABEL_CHARS = 80
+SUBTITLE_CHARS = 72
+# Where a chart with a side legend puts it: under the plot, so the chart stays within a narrow
+# window's width (a legend on the right adds its longest label to the chart's width).
+LEGEND_BELOW = alt.Legend(orient="bottom", direction="horizontal", columns=4)
 # C0 and C1 controls, zero-width and bidi format characters, line and paragraph separators.
 _NOT_SHOWN = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
 
@@ -40,6 +45,17 @@ _NOT_SHOWN = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2
 def whisker_note(error: str) -> str:
     """What a chart's whiskers are, for its subtitle: error='ci' or 'minmax'."""
     return CI_NOTE if error == "ci" else MINMAX_NOTE
+
+
+def subtitle_lines(*texts: str) -> list[str]:
+    """A subtitle as lines of at most SUBTITLE_CHARS: Vega does not wrap a title, and one long
+    line widens the whole chart past a 1024 px window."""
+    return [line for text in texts for line in textwrap.wrap(text, SUBTITLE_CHARS)]
+
+
+def whisker_lines(error: str) -> list[str]:
+    """'whiskers: ...' as subtitle lines."""
+    return subtitle_lines(f"whiskers: {whisker_note(error)}")
 
 
 def tooltip(field: str, fmt: str | None = None) -> alt.Tooltip:

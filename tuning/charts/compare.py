@@ -11,6 +11,7 @@ import pandas as pd
 
 from tuning.charts.common import (
     FROM_ZERO,
+    LEGEND_BELOW,
     chart_text,
     number,
     param_axis,
@@ -19,7 +20,7 @@ from tuning.charts.common import (
     side_frame,
     side_order,
     tooltip,
-    whisker_note,
+    whisker_lines,
     y_title,
 )
 from tuning.compare.catalog import LATENCIES, METRIC_BY_KEY, STATS
@@ -76,7 +77,7 @@ def bar_chart(
         height=260,
         title=alt.TitleParams(
             title or metric.label,
-            subtitle=["bars: mean; dots: runs", f"whiskers: {whisker_note(error)}"],
+            subtitle=["bars: mean; dots: runs", *whisker_lines(error)],
         ),
     )
 
@@ -97,7 +98,9 @@ def latency_chart(
     base = alt.Chart().encode(
         x=alt.X("stat:N", sort=list(STATS.values()), title=None, axis=alt.Axis(labelAngle=0)),
         xOffset=alt.XOffset("side:N", sort=order),
-        color=alt.Color("side:N", sort=order, title=chart_text(comparison.param or "side")),
+        color=alt.Color(
+            "side:N", sort=order, title=chart_text(comparison.param or "side"), legend=LEGEND_BELOW
+        ),
     )
     bars = base.mark_bar().encode(
         y=alt.Y("mean:Q", title="ms", scale=FROM_ZERO),
@@ -109,15 +112,18 @@ def latency_chart(
     )
     return (
         alt.layer(bars, rules, data=frame)
-        .properties(width=180, height=220)
-        .facet(column=alt.Column("latency:N", sort=[x.upper() for x in latencies], title=None))
+        .properties(width=190, height=200)
+        .facet(
+            facet=alt.Facet("latency:N", sort=[x.upper() for x in latencies], title=None),
+            columns=2,
+        )
         .resolve_scale(y="independent")
         .properties(
             title=alt.TitleParams(
                 "Latency per value (ms)",
                 subtitle=[
                     "TTFT, TPOT = (E2EL − TTFT)/(output tokens − 1), ITL, E2EL",
-                    f"whiskers: {whisker_note(error)}",
+                    *whisker_lines(error),
                 ],
             )
         )
@@ -130,8 +136,8 @@ def knee_chart(
     error: str = "ci",
     marks: Mapping[str, float] | None = None,
     limits: Mapping[str, tuple[str, float]] | None = None,
-    columns: int | None = None,
-) -> alt.HConcatChart | alt.ConcatChart:
+    columns: int = 2,
+) -> alt.ConcatChart:
     """For a numeric parameter: each metric's mean vs the value (line + points + error bars),
     where the curve flattens or turns is the knee; `marks` (label -> value: the chosen value,
     the knee) are drawn as labelled vertical rules on every panel, `limits` (metric key ->
@@ -163,15 +169,17 @@ def knee_chart(
         if limits and key in limits:
             layers += _limit_rule(*limits[key])
         charts.append(
-            alt.layer(*layers).properties(width=300, height=220, title=f"{metric.label} vs value")
+            alt.layer(*layers).properties(
+                width=300 if columns == 1 else 200, height=220, title=f"{metric.label} vs value"
+            )
         )
     if not charts:
         charts.append(alt.Chart(pd.DataFrame({"x": []})).mark_point())
-    joined = alt.concat(*charts, columns=columns) if columns else alt.hconcat(*charts)
-    return joined.properties(  # `columns`: panels a row, for a narrow page
+    # `columns` panels a row: two of 200 px fit the Compare page in a 1024 px window
+    return alt.concat(*charts, columns=columns).properties(
         title=alt.TitleParams(
             f"Where it bends: metric vs {chart_text(comparison.param or 'value')}",
-            subtitle=["mean over runs", f"whiskers: {whisker_note(error)}"],
+            subtitle=["mean over runs", *whisker_lines(error)],
         )
     )
 
@@ -242,7 +250,7 @@ def cdf_chart(frame: pd.DataFrame, order: Sequence[str] | None = None) -> alt.Fa
         .encode(
             x=alt.X("value_ms:Q", title="ms"),
             y=alt.Y("quantile:Q", title="share of requests ≤ x", axis=alt.Axis(format="%")),
-            color=alt.Color("side:N", sort=order, title="side"),
+            color=alt.Color("side:N", sort=order, title="side", legend=LEGEND_BELOW),
             tooltip=[
                 tooltip("side:N"),
                 tooltip("metric:N"),
@@ -250,8 +258,8 @@ def cdf_chart(frame: pd.DataFrame, order: Sequence[str] | None = None) -> alt.Fa
                 tooltip("quantile:Q", ".0%"),
             ],
         )
-        .properties(width=220, height=200)
-        .facet(column=alt.Column("metric:N", sort=metrics_order, title=None))
+        .properties(width=190, height=180)
+        .facet(facet=alt.Facet("metric:N", sort=metrics_order, title=None), columns=2)
         .resolve_scale(x="independent")
         .properties(
             title=alt.TitleParams(

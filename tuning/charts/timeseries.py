@@ -12,7 +12,7 @@ import pandas as pd
 
 from core.units import GIB
 from tuning import metrics as m
-from tuning.charts.common import MAX_POINTS, downsample, tooltip
+from tuning.charts.common import LEGEND_BELOW, MAX_POINTS, downsample, subtitle_lines, tooltip
 from tuning.charts.kinds import MEMORY_SERIES, PREALLOCATION_NOTE, SERVER_AXIS
 
 Series = Mapping[tuple[str, str], Sequence[tuple[float, float]]]
@@ -47,7 +47,7 @@ def timeline_chart(
         .encode(
             x=alt.X("t_s:Q", title=x_title),
             y=alt.Y("value:Q", title=y_title),
-            color=alt.Color("side:N", sort=order, title="side"),
+            color=alt.Color("side:N", sort=order, title="side", legend=LEGEND_BELOW),
             detail=alt.Detail("run:N"),
             tooltip=[
                 tooltip("side:N"),
@@ -56,7 +56,9 @@ def timeline_chart(
                 tooltip("value:Q", y_format),
             ],
         )
-        .properties(width=640, height=240, title=alt.TitleParams(title, subtitle=subtitle))
+        .properties(
+            width=460, height=240, title=alt.TitleParams(title, subtitle=subtitle_lines(subtitle))
+        )
     )
 
 
@@ -120,7 +122,7 @@ def _panel(
     y: str,
     fmt: str = ",.2f",
     color: bool = False,
-    width: int = 680,
+    width: int = 460,
 ) -> alt.Chart:
     """One strip of the live panel: a step line over the shared time axis."""
     enc: dict[str, Any] = {
@@ -129,7 +131,7 @@ def _panel(
         "tooltip": [tooltip("t_s:Q", ".1f"), tooltip("value:Q", fmt), tooltip("what:N")],
     }
     if color:
-        enc["color"] = alt.Color("what:N", title=None)
+        enc["color"] = alt.Color("what:N", title=None, legend=LEGEND_BELOW)
     return (
         alt.Chart(pd.DataFrame(rows, columns=["t_s", "value", "what"]))
         .mark_line(interpolate="step-after")
@@ -148,7 +150,7 @@ def live_chart(
     series: Mapping[str, Sequence[tuple[float, float]]],
     memory_series: str,
     tokens_per_s: Sequence[tuple[float, float]] | None = None,
-    width: int = 680,
+    width: int = 460,
 ) -> alt.VConcatChart:
     """Memory, KV usage %, output tokens/s and running/waiting of one run, stacked on a shared
     time axis so a climb in one lines up with the others. `series` maps sample series names to
@@ -186,5 +188,7 @@ def live_chart(
         alt.vconcat(*charts)
         .resolve_scale(x="shared", color="independent")
         .resolve_legend(color="independent")
-        .properties(title=alt.TitleParams("This run, live", subtitle=PREALLOCATION_NOTE))
+        .properties(
+            title=alt.TitleParams("This run, live", subtitle=subtitle_lines(PREALLOCATION_NOTE))
+        )
     )

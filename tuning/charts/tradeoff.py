@@ -11,7 +11,7 @@ import altair as alt
 import pandas as pd
 
 from store import queries
-from tuning.charts.common import chart_text, number, tooltip, whisker_note
+from tuning.charts.common import chart_text, number, subtitle_lines, tooltip, whisker_lines
 from tuning.charts.compare import knee_chart
 from tuning.compare.catalog import METRIC_BY_KEY
 from tuning.compare.comparison import Comparison
@@ -139,8 +139,8 @@ def search_chart(
     chosen: float | None = None,
     error: str = "ci",
     slo_ms: Mapping[str, float] | None = None,
-    columns: int | None = None,
-) -> alt.HConcatChart | alt.ConcatChart:
+    columns: int = 2,
+) -> alt.ConcatChart:
     """Metric vs value for a search's (or an experiment's) runs: the means with the verdicts'
     interval as whiskers, the chosen value and the knee as labelled vertical rules, each SLO
     (p99 of a latency under its limit) as a horizontal rule on that p99's panel."""
@@ -155,7 +155,7 @@ def search_chart(
         marks.setdefault(found.value, []).append("knee")
     named = {", ".join(names): x for x, names in marks.items()}
     chart = knee_chart(comparison, panels, error, named, limits, columns)
-    notes = [f"whiskers: {whisker_note(error)}", KNEE_NOTE]
+    notes = [*whisker_lines(error), *subtitle_lines(KNEE_NOTE)]
     shown = show_value(comparison.param, found.value) if found else ""
     notes.append(f"knee at {shown}: {found.why}" if found else "no knee in this range")
     if chosen is not None:

@@ -26,6 +26,7 @@ from tuning.compare.stats import (
     VerdictName,
     noise_floor,
 )
+from tuning.shown import show_value
 
 VERDICT_LABEL: dict[VerdictName, str] = {
     "better": "▲ better",
@@ -79,16 +80,19 @@ def ci_text(change: Change | None, confidence: float = CONFIDENCE) -> str:
     )
 
 
-def verdict_detail(change: Change, confidence: float = CONFIDENCE) -> str:
-    """What stands behind a verdict: its interval, the margin for an equivalence, the reason
-    and the repeat estimate for an undecided one."""
+def _decided_by(change: Change, confidence: float) -> list[str]:
+    """A verdict's interval, the margin of an equivalence and the change's note."""
     parts = [ci_text(change, confidence)]
     if change.verdict == "equivalent":
         parts.append(f"within {margin_text(change.margin)}")
-    parts.append(change.note)
-    if change.more is not None:
-        parts.append(change.more.text)
-    return "; ".join(p for p in parts if p)
+    return [p for p in (*parts, change.note) if p]
+
+
+def verdict_detail(change: Change, confidence: float = CONFIDENCE) -> str:
+    """What stands behind a verdict: its interval, the margin for an equivalence, the reason
+    and the repeat estimate for an undecided one."""
+    more = [change.more.text] if change.more is not None else []
+    return "; ".join(_decided_by(change, confidence) + more)
 
 
 def verdict_text(change: Change | None, confidence: float = CONFIDENCE) -> str:
@@ -97,6 +101,15 @@ def verdict_text(change: Change | None, confidence: float = CONFIDENCE) -> str:
     if change is None:
         return ""
     detail = verdict_detail(change, confidence)
+    return VERDICT_LABEL[change.verdict] + (f" ({detail})" if detail else "")
+
+
+def verdict_cell(change: Change | None, confidence: float = CONFIDENCE) -> str:
+    """The table's verdict cell: `verdict_text` without the repeat estimate, which has a column
+    of its own (a narrow window then still shows the whole verdict)."""
+    if change is None:
+        return ""
+    detail = "; ".join(_decided_by(change, confidence))
     return VERDICT_LABEL[change.verdict] + (f" ({detail})" if detail else "")
 
 
@@ -237,42 +250,60 @@ class Cell:
     title: str = ""
 
 
+def side_heading(comparison: Comparison, side: Any) -> str:
+    """A side's short column heading: its value as people read it ('16 GiB'); the parameter
+    is said once above the table. The whole label where values alone would not tell the sides
+    apart (an A/A repeat, a side without a parameter)."""
+    short = {id(s): show_value(s.param, s.value) if s.param else s.label for s in comparison.sides}
+    if len(set(short.values())) < len(comparison.sides) or "(A/A repeat)" in side.label:
+        return str(side.label)
+    return str(short[id(side)])
+
+
 def table_columns(comparison: Comparison) -> list[str]:
-    """metric, better, the baseline, then value, Δ and verdict of each candidate."""
-    cols = ["metric", "better", f"baseline: {comparison.baseline.label}"]
-    for side in comparison.candidates:
-        cols += [side.label, f"Δ {side.label}", f"verdict {side.label}"]
-    return cols
+    """The metric, then what was decided (each candidate's Δ, verdict, and what would decide an
+    undecided one), then the side means, the baseline's first, and the direction last: a narrow
+    window shows the verdicts, not only the baseline's column."""
+    heads = [side_heading(comparison, s) for s in comparison.sides]
+    cols = ["metric"]
+    for head in heads[1:]:
+        cols += [f"Δ {head}", f"verdict {head}", f"to decide {head}"]
+    return [*cols, f"{heads[0]} (baseline)", *heads[1:], "better"]
 
 
 def table_rows(comparison: Comparison) -> list[list[Cell]]:
     """Rows of `table_columns`: the run counts first, then one row per metric (side means)."""
-    base = comparison.baseline
+    base, candidates = comparison.baseline, comparison.candidates
+    blank = Cell("", "muted")
 
     def runs(side: Any) -> Cell:
         return Cell(f"{len(side.measured_ids)} / {len(side.run_ids)}", "muted", True)
 
     rows = [
-        [Cell("runs (measured / total)", "muted"), Cell("", "muted"), runs(base)]
-        + [
-            c
-            for s in comparison.candidates
-            for c in (runs(s), Cell("", "muted"), Cell("", "muted"))
-        ]
+        [Cell("runs (measured / total)", "muted"), *[blank] * (3 * len(candidates))]
+        + [runs(base), *map(runs, candidates), blank]
     ]
     for metric in comparison.metrics:
-        row = [
-            Cell(f"{metric.label} ({metric.unit})", title=metric.formula),
-            Cell("↑ higher" if metric.better == "higher" else "↓ lower", "muted"),
-            Cell(fmt(base.stats(metric.key)["mean"], metric.unit), numeric=True),
-        ]
-        for side in comparison.candidates:
+        decided: list[Cell] = []
+        for side in candidates:
             change = comparison.changes.get((side.label, metric.key))
             shade = tone(metric, change)
-            row += [
-                Cell(fmt(side.stats(metric.key)["mean"], metric.unit), numeric=True),
+            decided += [
                 Cell(pct_text(change.rel_change if change else None), shade, True),
-                Cell(verdict_text(change, comparison.confidence), shade),
+                Cell(verdict_cell(change, comparison.confidence), shade),
+                Cell(change.more.text if change and change.more else "", "muted"),
             ]
-        rows.append(row)
+        means = [
+            Cell(fmt(s.stats(metric.key)["mean"], metric.unit), numeric=True)
+            for s in (base, *candidates)
+        ]
+        direction = Cell("↑ higher" if metric.better == "higher" else "↓ lower", "muted")
+        rows.append(
+            [
+                Cell(f"{metric.label} ({metric.unit})", title=metric.formula),
+                *decided,
+                *means,
+                direction,
+            ]
+        )
     return rows
