@@ -710,16 +710,19 @@ def plan_result(search_ids: Sequence[int | None] = (None, None)) -> dict[str, An
     }
 
 
-def add_plan(db_path: Path, result: Mapping[str, Any] | None = None) -> int:
+def add_plan(
+    db_path: Path, result: Mapping[str, Any] | None = None, seqs: tuple[int, int] = (1, 64)
+) -> int:
     """A finished plan stored the way `run_plan` stores it (tuning.search.plan_record), its
-    result `plan_result()` unless given; returns the plan's id."""
+    result `plan_result()` unless given; another max-num-seqs range `seqs` is another plan (the
+    same one again is a resume: the same row); returns the plan's id."""
     from tuning.search.plan import PlanSpec
     from tuning.search.plan_record import plan_recorded
     from tuning.search.strategy import Space
 
     spec = PlanSpec(
         params=["max-num-seqs", "block-size"],
-        spaces={"max-num-seqs": Space(1, 64, True), "block-size": Space(16, 32, True)},
+        spaces={"max-num-seqs": Space(*seqs, True), "block-size": Space(16, 32, True)},
         objective="output_throughput",
         workload=Workload(num_requests=8, concurrency=4, input_len=8, output_len=4),
         engine=None,
