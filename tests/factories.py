@@ -729,6 +729,6 @@ def add_plan(
         slo_ms={"ttft": 500.0},
     )
     found = dict(result or plan_result())
-    with plan_recorded(db_path, spec) as keep:
+    with plan_recorded(db_path, spec.key(), spec.to_json()) as keep:
         keep(found)
     return int(found["plan_id"])

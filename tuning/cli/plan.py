@@ -22,9 +22,8 @@ COMMANDS = ("plan",)
 
 
 def add_arguments(sub: Subparsers) -> None:
-    from tuning.cli.search import add_search_arguments
-
     from tuning.cli.plan_show import ACTIONS
+    from tuning.cli.search import add_search_arguments
 
     p = sub.add_parser(
         "plan",

@@ -112,6 +112,22 @@ class PlanSpec:
         }
         return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:10]
 
+    def to_json(self) -> dict[str, Any]:
+        """What a plan's row keeps of its spec (the engine is the lab's at run time)."""
+        return {
+            "params": list(self.params),
+            "ranges": {p: [s.lo, s.hi, s.integer] for p, s in self.spaces.items()},
+            "objective": self.objective,
+            "slo_ms": dict(self.slo_ms),
+            "budget_runs": self.budget_runs,
+            "coarse": self.coarse,
+            "confirm_repeats": self.confirm_repeats,
+            "workload": self.workload.to_dict(),
+            "base_config": dict(self.base_config),
+            "base_url": self.base_url,
+            "model": self.model,
+        }
+
 
 def skip_inert(db_path: Path, spec: PlanSpec) -> list[InertKnob]:
     """Drop from `spec` the parameters inert on its workload (tuning.compare.inert: every value
@@ -274,7 +290,7 @@ def run_plan(
     searches reuse their rows."""
     spec.validate()
     say = progress or (lambda event, data: None)
-    with plan_recorded(db_path, spec) as keep:
+    with plan_recorded(db_path, spec.key(), spec.to_json()) as keep:
         config, workload = dict(spec.base_config), spec.workload
         searches: list[dict[str, Any]] = []
         keep({"plan_key": spec.key(), "params": _names(spec), "searches": searches})

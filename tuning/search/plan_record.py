@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from core.clock import now_iso
 from core.status import Status
@@ -20,35 +20,13 @@ from tuning.procs import process_start_time
 from tuning.search.record import ended, search_alive
 from tuning.settings import load_settings
 
-if TYPE_CHECKING:
-    from tuning.search.plan import PlanSpec
 
-
-def plan_spec_json(spec: PlanSpec) -> dict[str, Any]:
-    """What a plan's row keeps of its spec (the engine is the lab's at run time)."""
-    return {
-        "params": list(spec.params),
-        "ranges": {
-            p: [spec.spaces[p].lo, spec.spaces[p].hi, spec.spaces[p].integer] for p in spec.params
-        },
-        "objective": spec.objective,
-        "slo_ms": dict(spec.slo_ms),
-        "budget_runs": spec.budget_runs,
-        "coarse": spec.coarse,
-        "confirm_repeats": spec.confirm_repeats,
-        "workload": spec.workload.to_dict(),
-        "base_config": dict(spec.base_config),
-        "base_url": spec.base_url,
-        "model": spec.model,
-    }
-
-
-def _begin(db_path: Path, spec: PlanSpec) -> int:
+def _begin(db_path: Path, key: str, spec_json: dict[str, Any]) -> int:
     """The plan's row, running with this process: the row of its key when it resumes, else new."""
-    pid, key = os.getpid(), spec.key()
+    pid = os.getpid()
     fields = {
         "key": key,
-        "spec_json": plan_spec_json(spec),
+        "spec_json": spec_json,
         "status": Status.RUNNING.value,
         "runner_pid": pid,
         "runner_start_time_s": process_start_time(pid),
@@ -73,12 +51,15 @@ def _end(db_path: Path, plan_id: int, status: Status, **fields: Any) -> None:
 
 
 @contextmanager
-def plan_recorded(db_path: Path, spec: PlanSpec) -> Iterator[Callable[[dict[str, Any]], None]]:
-    """Keep the plan's row up to date around the block: running with this process's pid, each
+def plan_recorded(
+    db_path: Path, key: str, spec_json: dict[str, Any]
+) -> Iterator[Callable[[dict[str, Any]], None]]:
+    """Keep the row of the plan with this key (PlanSpec.key(), spec_json PlanSpec.to_json())
+    up to date around the block: running with this process's pid, each
     result the block hands to the yielded function stored at once (so a plan's searches show as
     they end; `plan_id` is added), done at the end; cancelled on SIGTERM or Ctrl-C, else failed
     with the error on one line (tuning.search.record.ended)."""
-    plan_id = _begin(db_path, spec)
+    plan_id = _begin(db_path, key, spec_json)
     result: dict[str, Any] = {}
 
     def keep(found: dict[str, Any]) -> None:

@@ -33,6 +33,10 @@ def plan_spec(hi: int = 8) -> PlanSpec:
     )
 
 
+def _recorded(db_path: Path, spec: PlanSpec) -> Any:
+    return plan_recorded(db_path, spec.key(), spec.to_json())
+
+
 def _row(db_path: Path, plan_id: int) -> dict[str, Any]:
     with connect(db_path, readonly=True) as db:
         return get_plan(db, plan_id)
@@ -40,7 +44,7 @@ def _row(db_path: Path, plan_id: int) -> dict[str, Any]:
 
 def test_the_row_is_written_at_the_start_and_updated_at_the_end(fresh_db: Path) -> None:
     spec = plan_spec()
-    with plan_recorded(fresh_db, spec) as keep:
+    with _recorded(fresh_db, spec) as keep:
         with connect(fresh_db, readonly=True) as db:
             (row,) = list_plans(db)
         assert row["status"] == "running" and row["runner_pid"] == os.getpid()
@@ -59,24 +63,24 @@ def test_the_row_is_written_at_the_start_and_updated_at_the_end(fresh_db: Path) 
 
 
 def test_a_resumed_plan_reuses_its_row_and_another_plan_gets_its_own(fresh_db: Path) -> None:
-    with pytest.raises(RuntimeError), plan_recorded(fresh_db, plan_spec()):
+    with pytest.raises(RuntimeError), _recorded(fresh_db, plan_spec()):
         raise RuntimeError("the engine\nwent away")
     with connect(fresh_db, readonly=True) as db:
         (failed,) = list_plans(db)
     assert failed["status"] == "failed"
     assert failed["error"] == "RuntimeError: the engine went away"  # one line
-    with plan_recorded(fresh_db, plan_spec()) as keep:  # the same arguments: a resume
+    with _recorded(fresh_db, plan_spec()) as keep:  # the same arguments: a resume
         keep({"gain": {"verdict": "undecided"}})
     resumed = _row(fresh_db, failed["id"])
     assert resumed["status"] == "done" and resumed["error"] is None
-    with plan_recorded(fresh_db, plan_spec(hi=16)) as keep:  # another range: another plan
+    with _recorded(fresh_db, plan_spec(hi=16)) as keep:  # another range: another plan
         keep({})
     with connect(fresh_db, readonly=True) as db:
         assert len(list_plans(db)) == 2
 
 
 def test_an_interrupted_plan_is_cancelled_and_a_dead_one_reaped(fresh_db: Path) -> None:
-    with pytest.raises(Interrupted), plan_recorded(fresh_db, plan_spec()):
+    with pytest.raises(Interrupted), _recorded(fresh_db, plan_spec()):
         raise Interrupted()
     with connect(fresh_db, readonly=True) as db:
         (row,) = list_plans(db)
