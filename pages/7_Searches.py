@@ -1,11 +1,13 @@
 """Searches: a search as a result of its own: the chosen value, the chart with the SLO lines and
-the knee, why each step ran, and one click to confirm the choice with repeats (ui.searches)."""
+the knee, why each step ran, and one click to confirm the choice with repeats (ui.searches); then
+the plans, each a result of its own: every search's choice, start vs recommended, the gain and the
+`vllm serve` command (ui.plans)."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from ui import searches
+from ui import plans, searches
 from ui.common import ICONS, db, db_path
 
 st.set_page_config(
@@ -18,3 +20,4 @@ st.caption(
 )
 db()  # reaps first (ui.common.db)
 searches.render(db_path())
+plans.render(db_path())

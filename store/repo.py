@@ -249,6 +249,18 @@ def update_search(db: Database, search_id: int, **fields: Any) -> None:
         db.table("searches").update(search_id, _encode(fields))
 
 
+def create_plan(db: Database, **fields: Any) -> int:
+    """A tuning plan's row (tuning.search.plan_record), with a fresh uid; returns its id."""
+    fields.setdefault("created_at", now_iso())
+    fields.setdefault("status", Status.QUEUED.value)
+    return _insert(db, "plans", fields)
+
+
+def update_plan(db: Database, plan_id: int, **fields: Any) -> None:
+    with write_transaction(db):
+        db.table("plans").update(plan_id, _encode(fields))
+
+
 def save_workload(
     db: Database, name: str, spec: dict[str, Any], spec_fingerprint: str, **fields: Any
 ) -> int:

@@ -374,6 +374,38 @@ def m012_reused_runs(db: Database) -> None:
     add_missing_columns(db, "runs", {"reused_from_json": str})
 
 
+# A tuning plan's row (m013_plans): what, the process running it, how it ended.
+PLAN_COLUMNS: dict[str, type] = {
+    "id": int,
+    "uid": str,
+    "key": str,
+    "spec_json": str,
+    "status": str,
+    "runner_pid": int,
+    "runner_start_time_s": float,
+    "created_at": str,
+    "started_at": str,
+    "finished_at": str,
+    "result_json": str,
+    "error": str,
+    "author": str,
+    "host": str,
+}
+
+
+@migrations()
+def m013_plans(db: Database) -> None:
+    """One row per tuning plan (`python -m tuning plan`, tuning.search.plan_record), as a search
+    has one: its `key` (PlanSpec.key(): a later call with the same arguments resumes, and reuses
+    the row), what it searches (spec_json: the parameters in order, their ranges, objective,
+    SLOs, budget, workload, start), the process running it, its status and, once ended, its
+    result (result_json: run_plan's recommendation, with each search's id). Its searches and
+    confirm runs are ordinary search rows, experiments and runs."""
+    if "plans" not in db.table_names():
+        db.table("plans").create(PLAN_COLUMNS, pk="id", not_null={"key", "spec_json", "status"})
+        db.table("plans").create_index(["key"])
+
+
 def lab_uid(db: Database) -> str | None:
     """This lab's uid (None for a DB not migrated yet, e.g. an old one opened read-only)."""
     if "lab" not in db.table_names():

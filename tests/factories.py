@@ -624,3 +624,111 @@ def seed_drifting_lab(path: Path) -> dict[str, Any]:
                 started_at=f"2026-01-01T10:{i:02d}:00+00:00",
             )
     return info
+
+
+def plan_result(search_ids: Sequence[int | None] = (None, None)) -> dict[str, Any]:
+    """A recommendation shaped as `run_plan` returns it (tuning.search.plan): max-num-seqs then
+    block-size, chosen 16 and 32; output throughput decided better, mean TTFT undecided."""
+
+    def search(param: str, rng: list[float], chosen: int, tput: float, runs: list[int]) -> dict:
+        log = [
+            {
+                "step": i + 1,
+                "value": float(v),
+                "why": "coarse pass",
+                "run_id": r,
+                "status": "done",
+                "failure_kind": None,
+                "output_throughput": tput if v == chosen else tput / 2,
+                "meets_slo": True,
+            }
+            for i, (v, r) in enumerate(zip((rng[0], chosen), runs, strict=True))
+        ]
+        return {
+            "param": param,
+            "range": rng,
+            "objective": "output_throughput",
+            "better": "higher",
+            "slo_ms": {"ttft": 500.0},
+            "search_key": f"k-{param}",
+            "chosen": chosen,
+            "chosen_objective": tput,
+            "interval": None,
+            "runs": runs,
+            "start_limit": None,
+            "stopped": "budget of 2 runs spent",
+            "log": log,
+            "baseline": {"concurrency": 4},
+            "experiment_ids": runs,
+        }
+
+    def gain(key: str, label: str, unit: str, better: str, verdict: str, pct: float) -> dict:
+        texts = {"better": "▲ better", "undecided": "? undecided"}
+        return {
+            "metric": key,
+            "label": label,
+            "unit": unit,
+            "better": better,
+            "start_mean": 1000.0,
+            "recommended_mean": 1000.0 * (1 + pct / 100),
+            "change_pct": pct,
+            "ci_low_pct": pct - 8.0,
+            "ci_high_pct": pct + 8.0,
+            "verdict": verdict,
+            "verdict_text": f"{texts[verdict]} (95 % CI {pct - 8:+.1f} … {pct + 8:+.1f} %)",
+            "more_runs_per_side": None,
+            "runs_a_side": [2, 2],
+            "not_applied": [],
+        }
+
+    first = {**search("max-num-seqs", [1.0, 64.0], 16, 1500.0, [1, 2]), "search_id": search_ids[0]}
+    second = {**search("block-size", [16.0, 32.0], 32, 1800.0, [3, 4]), "search_id": search_ids[1]}
+    second["baseline"] = {"max-num-seqs": 16, "concurrency": 4}
+    gains = [
+        gain("output_throughput", "output throughput", "tok/s", "higher", "better", 21.0),
+        gain("mean_ttft_ms", "mean TTFT", "ms", "lower", "undecided", -3.0),
+    ]
+    return {
+        "plan_key": "k-plan",
+        "params": ["max-num-seqs", "block-size"],
+        "objective": "output_throughput",
+        "slo_ms": {"ttft": 500.0},
+        "start": {"concurrency": 4},
+        "recommended": {"max-num-seqs": 16, "block-size": 32, "concurrency": 4},
+        "chosen": {"max-num-seqs": 16, "block-size": 32},
+        "serve_command": "vllm serve m --max-num-seqs 16 --block-size 32",
+        "start_command": "vllm serve m",
+        "gain": gains[0],
+        "gains": gains,
+        "searches": [first, second],
+        "evidence": {
+            "search_runs": {"max-num-seqs": [1, 2], "block-size": [3, 4]},
+            "search_experiments": {"max-num-seqs": [1, 2], "block-size": [3, 4]},
+            "confirm_runs": {"start": [5, 8], "final": [6, 7]},
+            "confirm_experiments": [5, 6, 7, 8],
+        },
+    }
+
+
+def add_plan(
+    db_path: Path, result: Mapping[str, Any] | None = None, seqs: tuple[int, int] = (1, 64)
+) -> int:
+    """A finished plan stored the way `run_plan` stores it (tuning.search.plan_record), its
+    result `plan_result()` unless given; another max-num-seqs range `seqs` is another plan (the
+    same one again is a resume: the same row); returns the plan's id."""
+    from tuning.search.plan import PlanSpec
+    from tuning.search.plan_record import plan_recorded
+    from tuning.search.strategy import Space
+
+    spec = PlanSpec(
+        params=["max-num-seqs", "block-size"],
+        spaces={"max-num-seqs": Space(*seqs, True), "block-size": Space(16, 32, True)},
+        objective="output_throughput",
+        workload=Workload(num_requests=8, concurrency=4, input_len=8, output_len=4),
+        engine=None,
+        slo_ms={"ttft": 500.0},
+    )
+    found = dict(result or plan_result())
+    with plan_recorded(db_path, spec.key(), spec.to_json()) as keep:
+        keep(found)
+    return int(found["plan_id"])

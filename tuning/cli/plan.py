@@ -2,7 +2,8 @@
 [--objective METRIC] [--slo ttft:200] [--budget-runs N] [--confirm-repeats R] [--report FILE]
 [--set NAME=VALUE] [workload flags] --db DB [--json]`: one search per parameter, in order, each
 winner the next baseline; then start vs recommended, counterbalanced, and the recommendation. Run it
-again with the same arguments to resume a stopped plan."""
+again with the same arguments to resume a stopped plan (it is one row of the store, `plan_id`).
+`plan show ID` and `plan list`: tuning.cli.plan_show."""
 
 from __future__ import annotations
 
@@ -21,10 +22,17 @@ COMMANDS = ("plan",)
 
 
 def add_arguments(sub: Subparsers) -> None:
+    from tuning.cli.plan_show import ACTIONS
     from tuning.cli.search import add_search_arguments
 
-    p = sub.add_parser("plan", help="search several parameters in order; recommend a config")
-    p.add_argument("--params", required=True, help="comma-separated, searched in this order")
+    p = sub.add_parser(
+        "plan",
+        help="search several parameters in order; recommend a config; `plan show ID` shows a "
+        "stored plan, `plan list` lists them",
+    )
+    p.add_argument("action", nargs="?", choices=ACTIONS, help="show or list")
+    p.add_argument("target", nargs="?", metavar="ID", help="the plan's id (plan show)")
+    p.add_argument("--params", help="comma-separated, searched in this order (a new plan)")
     p.add_argument(
         "--param-range",
         action="append",
@@ -72,6 +80,12 @@ def run(args: argparse.Namespace) -> int:
     from tuning.params import ParamError, get_param
     from tuning.search.plan import PlanSpec, run_plan, skip_inert, skipped_text, summary_lines
 
+    if args.action:
+        from tuning.cli import plan_show
+
+        return plan_show.run(args)
+    if not args.params:
+        return refused("plan: --params is required (or `plan show ID`, `plan list`)")
     try:
         params = [get_param(p.strip()).name for p in args.params.split(",") if p.strip()]
         spec = PlanSpec(

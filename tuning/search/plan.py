@@ -40,6 +40,8 @@ from tuning.experiment.runner import run_experiment
 from tuning.launch import config_args
 from tuning.params import format_value, get_param
 from tuning.search.driver import SearchSpec, run_search
+from tuning.search.plan_record import plan_recorded
+from tuning.search.record import recorded, search_id_for_key
 from tuning.search.strategy import Space
 from tuning.workload import Workload
 
@@ -109,6 +111,22 @@ class PlanSpec:
             "engine": self.engine.to_json() if self.engine else self.base_url,
         }
         return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:10]
+
+    def to_json(self) -> dict[str, Any]:
+        """What a plan's row keeps of its spec (the engine is the lab's at run time)."""
+        return {
+            "params": list(self.params),
+            "ranges": {p: [s.lo, s.hi, s.integer] for p, s in self.spaces.items()},
+            "objective": self.objective,
+            "slo_ms": dict(self.slo_ms),
+            "budget_runs": self.budget_runs,
+            "coarse": self.coarse,
+            "confirm_repeats": self.confirm_repeats,
+            "workload": self.workload.to_dict(),
+            "base_config": dict(self.base_config),
+            "base_url": self.base_url,
+            "model": self.model,
+        }
 
 
 def skip_inert(db_path: Path, spec: PlanSpec) -> list[InertKnob]:
@@ -266,21 +284,51 @@ def _gain(
 def run_plan(
     db_path: Path, spec: PlanSpec, progress: Progress | None = None, start_timeout: float = 300.0
 ) -> dict[str, Any]:
-    """Run (or resume) the plan to its end; the recommendation as JSON-ready data."""
+    """Run (or resume) the plan to its end; the recommendation as JSON-ready data. The plan is
+    one row of the store (tuning.search.plan_record, its id in `plan_id`), each search one of
+    its own (tuning.search.record, its id in the search's `search_id`); a resumed plan and its
+    searches reuse their rows."""
     spec.validate()
     say = progress or (lambda event, data: None)
-    config, workload = dict(spec.base_config), spec.workload
-    searches: list[dict[str, Any]] = []
-    for index, param in enumerate(spec.params, 1):
-        search = spec.search_spec(param, config, workload)
-        say("search", {"index": index, "of": len(spec.params), "param": param, "baseline": config})
-        result = run_search(db_path, search, say, start_timeout=start_timeout)
-        result["baseline"] = {**config, **_workload_params(workload)}
-        result["experiment_ids"] = _experiment_ids(db_path, result["runs"])
-        searches.append(result)
-        if result["chosen"] is not None:
-            config, workload = apply_choice(config, workload, param, result["chosen"])
-    sides = {"start": (dict(spec.base_config), spec.workload), "final": (config, workload)}
+    with plan_recorded(db_path, spec.key(), spec.to_json()) as keep:
+        config, workload = dict(spec.base_config), spec.workload
+        searches: list[dict[str, Any]] = []
+        keep({"plan_key": spec.key(), "params": _names(spec), "searches": searches})
+        for index, param in enumerate(spec.params, 1):
+            search = spec.search_spec(param, config, workload)
+            say(
+                "search",
+                {"index": index, "of": len(spec.params), "param": param, "baseline": config},
+            )
+            with recorded(db_path, search, search_id_for_key(db_path, search.key())) as kept:
+                result = run_search(db_path, search, say, start_timeout=start_timeout)
+                kept(result)
+            result["baseline"] = {**config, **_workload_params(workload)}
+            result["experiment_ids"] = _experiment_ids(db_path, result["runs"])
+            searches.append(result)
+            keep({"searches": searches})  # the row shows each search as it ends
+            if result["chosen"] is not None:
+                config, workload = apply_choice(config, workload, param, result["chosen"])
+        out = _recommend(db_path, spec, searches, (config, workload), say, start_timeout)
+        keep(out)
+    return out
+
+
+def _names(spec: PlanSpec) -> list[str]:
+    return [get_param(p).name for p in spec.params]
+
+
+def _recommend(
+    db_path: Path,
+    spec: PlanSpec,
+    searches: list[dict[str, Any]],
+    final: tuple[dict[str, Any], Workload],
+    say: Progress,
+    start_timeout: float,
+) -> dict[str, Any]:
+    """Start vs recommended, counterbalanced, and the recommendation with its evidence."""
+    config, workload = final
+    sides = {"start": (dict(spec.base_config), spec.workload), "final": final}
     runs = _confirm(db_path, spec, sides, say, start_timeout)
     objective = searches[0]["objective"]
     metrics = [objective, *(k for k in GAIN_METRICS if k != objective)]
@@ -289,7 +337,7 @@ def run_plan(
     chosen = {s["param"]: s["chosen"] for s in searches}
     return {
         "plan_key": spec.key(),
-        "params": [get_param(p).name for p in spec.params],
+        "params": _names(spec),
         "objective": objective,
         "slo_ms": spec.slo_ms,
         "start": {**spec.base_config, **_workload_params(spec.workload)},

@@ -87,14 +87,36 @@ def _end(db_path: Path, search_id: int, status: Status, **fields: Any) -> None:
         repo.update_search(db, search_id, status=status.value, finished_at=now_iso(), **fields)
 
 
+def one_line(exc: BaseException) -> str:
+    """'ValueError: what went wrong': an error as a row keeps it, on one line."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+@contextmanager
+def ended(end: Callable[..., None]) -> Iterator[None]:
+    """Around a search's or a plan's block: `end(Status.CANCELLED, error=...)` on SIGTERM or
+    Ctrl-C (SIGTERM unwinds like Ctrl-C here, so the step's server is stopped),
+    `end(Status.FAILED, error=...)` on any other exception (re-raised either way); the block's
+    own success is the caller's to write."""
+    try:
+        with exits.sigterm_interrupts():
+            yield
+    except KeyboardInterrupt as exc:
+        end(Status.CANCELLED, error=f"interrupted by {exits.signal_name(exc)}")
+        raise
+    except BaseException as exc:
+        end(Status.FAILED, error=one_line(exc))
+        raise
+
+
 @contextmanager
 def recorded(
     db_path: Path, spec: SearchSpec, search_id: int | None = None
 ) -> Iterator[Callable[[dict[str, Any]], None]]:
     """Keep the search's row up to date around the block: running with this process's pid, then
     done with the result the block hands to the yielded function (which adds `search_id`),
-    cancelled on SIGTERM or Ctrl-C (SIGTERM unwinds like Ctrl-C here, so the step's server is
-    stopped), else failed."""
+    cancelled on SIGTERM or Ctrl-C, else failed (`ended`)."""
     sid = _begin(db_path, spec, search_id)
     result: dict[str, Any] = {}
 
@@ -102,16 +124,17 @@ def recorded(
         found["search_id"] = sid
         result.update(found)
 
-    try:
-        with exits.sigterm_interrupts():
-            yield keep
-    except KeyboardInterrupt as exc:
-        _end(db_path, sid, Status.CANCELLED, error=f"interrupted by {exits.signal_name(exc)}")
-        raise
-    except BaseException as exc:
-        _end(db_path, sid, Status.FAILED, error=f"{type(exc).__name__}: {exc}")
-        raise
+    with ended(lambda status, **fields: _end(db_path, sid, status, **fields)):
+        yield keep
     _end(db_path, sid, Status.DONE, result_json=result)
+
+
+def search_id_for_key(db_path: Path, key: str) -> int | None:
+    """The newest search row of this key (the same search: a plan resumed reuses it), or None."""
+    if not db_path.exists():
+        return None
+    with connect(db_path, readonly=True) as db:
+        return next((int(r["id"]) for r in queries.list_searches(db) if r["key"] == key), None)
 
 
 def search_alive(row: Mapping[str, Any]) -> bool:

@@ -11,6 +11,7 @@ from pathlib import Path
 from subprocess import CompletedProcess
 
 from store import connect, queries
+from store.plans import list_plans
 from tests.factories import run_row
 from tests.fakes.engines import FAKE_MODEL, fake_settings_env
 from tuning.compare.stats import VERDICTS
@@ -70,6 +71,15 @@ def test_a_plan_over_two_parameters_on_the_fake_engine(
     assert sorted(confirm["start"] + confirm["final"]) == [
         confirm[side][index] for side, index in schedule(["start", "final"], 2)
     ]
+    # issue 23 item 5: the plan is one row (the resume reused it), each search one of its own
+    with connect(db, readonly=True) as conn:
+        (plan,) = list_plans(conn)
+        searches = queries.list_searches(conn)
+    assert result["plan_id"] == plan["id"] and plan["status"] == "done"
+    assert plan["key"] == result["plan_key"] and plan["result"]["gain"] == gain
+    assert plan["spec"]["params"] == ["max-num-seqs", "block-size"]
+    assert sorted(s["id"] for s in searches) == sorted(s["search_id"] for s in result["searches"])
+    assert all(s["status"] == "done" for s in searches) and len(searches) == 2
 
 
 def test_a_plan_is_refused_without_a_range_for_each_parameter(

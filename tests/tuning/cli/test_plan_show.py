@@ -1,0 +1,89 @@
+"""Issue 23 item 5, "a plan likewise", from the CLI: `plan show ID [--json]` prints a stored plan
+as a result of its own (the parameters in order, each search's chosen value with its objective,
+SLOs and search id, start vs recommended, the gain with its interval and verdict, the `vllm
+serve` command, the run and experiment ids behind each number); `plan list` lists the plans; a
+bad id is refused in one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.factories import add_plan, plan_result
+from tuning.cli.main import main as cli_main
+
+
+def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = cli_main(args)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_plan_show_prints_the_recommendation_and_what_stands_behind_it(
+    fresh_db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plan_id = add_plan(fresh_db, plan_result(search_ids=(3, 4)))
+    code, out, err = _cli(["plan", "show", str(plan_id), "--db", str(fresh_db)], capsys)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == f"plan {plan_id} (done): max-num-seqs, then block-size"
+    assert lines[1] == (
+        "objective: output_throughput (tok/s, higher is better); SLOs: p99 TTFT <= 500 ms"
+    )
+    assert lines[3] == (
+        "  1. max-num-seqs 1..64: chosen 16, output_throughput 1,500 tok/s, meets the SLOs "
+        "(search 3; run 2; runs 1, 2; experiments 1, 2)"
+    )
+    assert lines[4].startswith("  2. block-size 16..32: chosen 32, output_throughput 1,800 tok/s")
+    assert "  max-num-seqs: unset → 16" in lines and "  concurrency: 4 → 4 (same)" in lines
+    gain = next(line for line in lines if line.startswith("gain over the start"))
+    assert gain == (
+        "gain over the start, output throughput: 1,000 tok/s → 1,210 tok/s, +21.0 %: ▲ better "
+        "(95 % CI +13.0 … +29.0 %)"
+    )
+    assert (
+        "  behind it: runs 5, 8 (start) vs runs 6, 7 (recommended); experiments 5, 6, 7, 8" in lines
+    )
+    assert "serve: vllm serve m --max-num-seqs 16 --block-size 32" in lines
+
+    code, out, _ = _cli(["plan", "show", str(plan_id), "--db", str(fresh_db), "--json"], capsys)
+    facts = json.loads(out)
+    assert facts["params"] == ["max-num-seqs", "block-size"] and facts["status"] == "done"
+    assert [(s["search_id"], s["chosen"]) for s in facts["steps"]] == [(3, 16), (4, 32)]
+    assert [g["tone"] for g in facts["gains"]] == ["better", "muted"]  # undecided is grey
+    assert facts["gain"]["ci_low_pct"] == 13.0 and facts["confirm_runs"]["final"] == [6, 7]
+    changed = {c["param"]: c["changed"] for c in facts["config"]}
+    assert changed == {"block-size": True, "concurrency": False, "max-num-seqs": True}
+
+
+def test_plan_list_lists_the_plans_newest_first(
+    fresh_db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = _cli(["plan", "list", "--db", str(fresh_db)], capsys)
+    assert code == 0 and out == "" and "no plan yet" in err
+    plan_id = add_plan(fresh_db)
+    code, out, _ = _cli(["plan", "list", "--db", str(fresh_db)], capsys)
+    assert out.splitlines() == [
+        f"plan {plan_id}: max-num-seqs, block-size · done · gain +21.0 %: ▲ better"
+    ]
+    code, out, _ = _cli(["plan", "list", "--db", str(fresh_db), "--json"], capsys)
+    assert [p["plan_id"] for p in json.loads(out)] == [plan_id]
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["plan", "show"], "plan show: give the plan's id (`plan list` lists them)"),
+        (["plan", "show", "two"], "plan show 'two': the plan's id is a whole number"),
+        (["plan", "show", "9"], "plan 9: no plan 9"),
+        (["plan", "list", "3"], "plan list '3': takes no id (`plan show ID` shows one)"),
+        (["plan"], "plan: --params is required (or `plan show ID`, `plan list`)"),
+    ],
+)
+def test_a_bad_plan_command_is_refused_in_one_line(
+    fresh_db: Path, capsys: pytest.CaptureFixture[str], args: list[str], says: str
+) -> None:
+    code, out, err = _cli([*args, "--db", str(fresh_db)], capsys)
+    assert (code, out, err) == (2, "", f"refused: {says}\n")
