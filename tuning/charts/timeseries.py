@@ -12,7 +12,7 @@ import pandas as pd
 
 from core.units import GIB
 from tuning import metrics as m
-from tuning.charts.common import MAX_POINTS, downsample, tooltip
+from tuning.charts.common import MAX_POINTS, downsample, side_color, tooltip
 from tuning.charts.kinds import MEMORY_SERIES, PREALLOCATION_NOTE, SERVER_AXIS
 
 Series = Mapping[tuple[str, str], Sequence[tuple[float, float]]]
@@ -47,7 +47,7 @@ def timeline_chart(
         .encode(
             x=alt.X("t_s:Q", title=x_title),
             y=alt.Y("value:Q", title=y_title),
-            color=alt.Color("side:N", sort=order, title="side"),
+            color=side_color(order, title="side"),
             detail=alt.Detail("run:N"),
             tooltip=[
                 tooltip("side:N"),
