@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import altair as alt
 import numpy as np
@@ -87,7 +87,7 @@ def with_context(chart: alt.TopLevelMixin, lines: Sequence[str]) -> alt.TopLevel
     copy, the chart given is left as it is."""
     if not lines:
         return chart
-    out = chart.copy(deep=False)
+    out = cast(Any, chart).copy(deep=False)  # SchemaBase.copy: its own _kwds, nothing shared
     title = getattr(out, "title", alt.Undefined)
     text: Any = ""
     subtitle: list[str] = []
