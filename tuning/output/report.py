@@ -420,8 +420,8 @@ def _body(
         [
             f'<header><h1>{_e(heading)}</h1><p class="meta">vLLM Tuning Lab report · '
             f"generated {_e(now)} · {len(ids)} run(s) by {_e(', '.join(authors))} · "
-            f"{n_charts} chart(s) · self-contained, opens offline</p></header>",
-            cards_section(runs, selection.experiments, secrets),  # what it is all of, first
+            f"{n_charts} chart(s) · self-contained, opens offline</p>",
+            cards_section(runs, selection.experiments, secrets) + "</header>",  # what it is of
             headline_section(headline(comparison, selection.preference)),
             *(_experiment_section(exp, secrets) for exp in selection.experiments),
             _checks_section(comparison),

@@ -48,13 +48,14 @@ def cards_section(
     experiments: Sequence[Mapping[str, Any]],
     secrets: Sequence[str] = (),
 ) -> str:
-    """The cards as HTML: every text escaped and secret-scrubbed (rows may be a teammate's)."""
+    """The cards as HTML, for the report's header (the decision stays its first section): every
+    text escaped and secret-scrubbed (rows may be a teammate's)."""
     cards = "".join(
         f'<div class="card" data-card="{key}"><div class="k">{key}</div>'
         f'<div class="v">{html.escape(scrub_text(text, secrets), quote=True)}</div></div>'
         for key, text in card_items(runs, experiments)
     )
-    return f'<section id="cards" class="cards">{cards}</section>'
+    return f'<div id="cards" class="cards">{cards}</div>'
 
 
 def chart_lines(runs: Sequence[Mapping[str, Any]], comparison: Comparison) -> list[str]:
