@@ -9,6 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from store import queries
+from tuning.compare.context import comparison_context
 from tuning.compare.headline import headline
 from tuning.compare.selection import SelectionError, gather_runs, select_runs
 from ui import compare as view
@@ -85,8 +86,10 @@ if lead.recommendation is None:  # why the lab cannot recommend (else the headli
 warn_unhealthy(selection.runs)
 if not comparison.candidates:
     st.info("No candidate side yet: pick runs of another value as candidates.")
-view.render_table(comparison, scope)
+report = view.report_request(db_path(), runs, list(picked), baseline_ids, slo, scope)
+view.render_table(comparison, scope, report)
 render_startup(comparison, selection.runs)
-view.render_charts(conn, comparison, scope)
-render_tradeoffs(conn, db_path(), comparison, scope)
+context = comparison_context(selection.runs, comparison).lines()  # what every export says it is of
+view.render_charts(conn, comparison, scope, context)
+render_tradeoffs(conn, db_path(), comparison, scope, context)
 view.render_definitions()

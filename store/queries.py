@@ -239,6 +239,7 @@ RUN_COLUMNS: tuple[str, ...] = (
     "value",
     "config_json",
     "workload_json",
+    "workload_spec_json",  # a data file's or trace's name: the context charts and reports carry
     "workload_fingerprint",
     "engine",
     "vllm_version",

@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Any
 
+import altair as alt
 import pandas as pd
 import streamlit as st
 
 from tuning.charts.build import available_series, build_chart, default_align
+from tuning.charts.common import with_context
 from tuning.charts.kinds import CHART_TITLES, MEMORY_SERIES, PREALLOCATION_NOTE
 from tuning.compare.catalog import METRICS
 from tuning.compare.comparison import Comparison, default_baseline
@@ -29,8 +33,10 @@ from tuning.compare.present import (
 )
 from tuning.compare.stats import MARGIN
 from tuning.output import export
+from tuning.output.report import report_file_name
 from tuning.shown import run_value
 from ui.common import ICONS, md_escape
+from ui.share import report_bytes
 
 # A dataframe cell's text: 14 px Source Sans, at most ~7 px a character (digits, wide letters),
 # with 8 px of padding a side.
@@ -218,8 +224,68 @@ def table_frames(comparison: Comparison) -> tuple[pd.DataFrame, pd.DataFrame]:
     return text.drop(columns=empty), css.drop(columns=empty)
 
 
-def render_table(comparison: Comparison, scope_id: int | None) -> None:
-    """The side-by-side table, decided changes coloured by direction, its CSV / JSON exports."""
+@dataclass(frozen=True)
+class ReportRequest:
+    """What Compare's report button reports: the runs compared, with the page's baseline and SLOs;
+    a whole experiment by its id (the report then opens with it, and is named by it)."""
+
+    db_path: Path
+    run_ids: list[int]
+    experiment_ids: list[int]
+    baseline_ids: list[int]
+    slo_ms: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def file_name(self) -> str:
+        whole = len(self.experiment_ids) == 1 and not self.run_ids
+        return report_file_name(self.experiment_ids[0] if whole else None, self.run_ids)
+
+
+def report_request(
+    db_path: Path,
+    runs: Sequence[Mapping[str, Any]],
+    picked: Sequence[int],
+    baseline_ids: Sequence[int],
+    slo_ms: Mapping[str, float],
+    scope_id: int | None,
+) -> ReportRequest:
+    """The report of the picked runs; every run of the experiment picked: the experiment's."""
+    ids = [int(r["id"]) for r in runs if int(r["id"]) in set(picked)]
+    whole = scope_id is not None and len(ids) == len(runs)
+    return ReportRequest(
+        Path(db_path),
+        [] if whole else ids,
+        [int(scope_id)] if whole and scope_id is not None else [],
+        list(baseline_ids),
+        dict(slo_ms),
+    )
+
+
+def report_button(col: Any, request: ReportRequest) -> None:
+    """The report (HTML) of what the page compares, built only when clicked (as History's)."""
+    col.download_button(
+        "Report (HTML)",
+        data=report_bytes(
+            request.db_path,
+            request.run_ids,
+            request.experiment_ids,
+            request.baseline_ids,
+            request.slo_ms,
+        ),
+        file_name=request.file_name,
+        mime=export.MIME["html"],
+        key="dl_html_report",
+        on_click="ignore",
+        help="The whole comparison in one file: cards, verdicts, table, charts, runs; "
+        "standalone, opens offline.",
+    )
+
+
+def render_table(
+    comparison: Comparison, scope_id: int | None, report: ReportRequest | None = None
+) -> None:
+    """The side-by-side table, decided changes coloured by direction, its CSV / JSON exports and
+    the report of the comparison."""
     text, css = table_frames(comparison)
     styler = text.style.apply(lambda _frame: css, axis=None)
     with st.container(key="cmp_table"):
@@ -240,6 +306,8 @@ def render_table(comparison: Comparison, scope_id: int | None) -> None:
             _download(
                 row, f"Table as {fmt.upper()}", partial(make, comparison), "table", fmt, scope_id
             )
+        if report is not None:
+            report_button(row, report)
 
 
 def verdict_width(texts: Sequence[str]) -> int:
@@ -284,16 +352,30 @@ def _download(
     )
 
 
-def export_buttons(chart: Any, kind: str, scope_id: int | None) -> None:
+def render_export(chart: alt.TopLevelMixin, fmt: str, context: Sequence[str] = ()) -> bytes:
+    """The file of a chart as drawn, with its context under the title (a file travels alone)."""
+    return export.render(with_context(chart, context), fmt)
+
+
+def export_buttons(
+    chart: Any, kind: str, scope_id: int | None, context: Sequence[str] = ()
+) -> None:
+    """PNG / SVG / HTML of `chart`, each carrying `context` (tuning.compare.context's lines)."""
     row = st.container(horizontal=True, key=f"cmp_exports_{kind}")
     for fmt in ("png", "svg", "html"):
         note = "standalone, opens offline" if fmt == "html" else None
-        _download(row, fmt.upper(), partial(export.render, chart, fmt), kind, fmt, scope_id, note)
+        make = partial(render_export, chart, fmt, tuple(context))
+        _download(row, fmt.upper(), make, kind, fmt, scope_id, note)
 
 
-def render_charts(db: Any, comparison: Comparison, scope_id: int | None) -> None:
-    """Every chart with PNG / SVG / HTML export; options above them."""
+def render_charts(
+    db: Any, comparison: Comparison, scope_id: int | None, context: Sequence[str] = ()
+) -> None:
+    """Every chart with PNG / SVG / HTML export; options above them. `context` (model, hardware,
+    vLLM, workload) is said once above the charts and carried by every exported file."""
     st.markdown("#### Charts")
+    if context:  # from run rows, maybe a teammate's: text, not markdown
+        st.caption(md_escape(" · ".join(context)) + " (every exported chart carries this)")
     o1, o2, o3 = st.columns(3)
     error = o1.radio(
         "Error bars",
@@ -336,7 +418,7 @@ def render_charts(db: Any, comparison: Comparison, scope_id: int | None) -> None
                     "usage in the table, not the memory curve's height under load."
                 )
             st.altair_chart(chart, key=f"chart_{kind}")
-            export_buttons(chart, kind, scope_id)
+            export_buttons(chart, kind, scope_id, context)
 
 
 def render_definitions() -> None:

@@ -9,7 +9,7 @@ session state is a one-shot flash message. Widget keys start with `share_`.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,13 +52,25 @@ def _bundle_bytes(
     return make
 
 
-def _report_bytes(
-    db_path: Path, run_ids: Sequence[int], exp_ids: Sequence[int]
+def report_bytes(
+    db_path: Path,
+    run_ids: Sequence[int],
+    exp_ids: Sequence[int],
+    baseline_ids: Sequence[int] = (),
+    slo_ms: Mapping[str, float] | None = None,
 ) -> Callable[[], bytes]:
-    """Deferred like the bundle: the report is built only when its button is clicked."""
+    """Deferred like the bundle: the report is built only when its button is clicked (History's
+    selection, or Compare's runs with its baseline and SLOs)."""
 
     def make() -> bytes:
-        return build_report(db_path, run_ids=run_ids, experiment_ids=exp_ids).encode("utf-8")
+        page = build_report(
+            db_path,
+            run_ids=run_ids,
+            experiment_ids=exp_ids,
+            baseline_ids=baseline_ids,
+            slo_ms=slo_ms,
+        )
+        return page.encode("utf-8")
 
     return make
 
@@ -216,7 +228,7 @@ def render_sharing(db_path: Path) -> None:
         )
         c2.download_button(
             "Report (HTML)",
-            data=_report_bytes(path, run_ids, exp_ids),
+            data=report_bytes(path, run_ids, exp_ids),
             file_name=report_file_name(
                 exp_ids[0] if len(exp_ids) == 1 and not run_ids else None, run_ids
             ),

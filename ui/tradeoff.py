@@ -4,6 +4,7 @@ Folded away by default; widget keys start with `cmp_pareto_` / `cmp_search_`."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from tuning.charts.tradeoff import (
     workload_runs,
 )
 from tuning.compare.comparison import Comparison
+from tuning.compare.context import run_context
 from tuning.search.record import progress
 from ui.compare import export_buttons
 from ui.compare import parse_id_list as ids_of
@@ -31,14 +33,22 @@ VIEWS = {
 }
 
 
-def render_tradeoffs(db: Any, path: Path, comparison: Comparison, scope_id: int | None) -> None:
-    """Both views in tabs inside one expander."""
+def render_tradeoffs(
+    db: Any,
+    path: Path,
+    comparison: Comparison,
+    scope_id: int | None,
+    context: Sequence[str] = (),
+) -> None:
+    """Both views in tabs inside one expander; `context` (the compared runs' model, hardware,
+    vLLM, workload) goes into the metric-vs-value chart's files, the Pareto front's own runs'
+    into its."""
     with st.expander("Trade-offs: Pareto front, metric vs value and the knee", expanded=False):
         pareto_tab, search_tab = st.tabs([TRADEOFF_TITLES["pareto"], TRADEOFF_TITLES["search"]])
         with pareto_tab:
             _pareto(db, comparison, scope_id)
         with search_tab:
-            _metric_vs_value(db, path, comparison, scope_id)
+            _metric_vs_value(db, path, comparison, scope_id, context)
 
 
 def _pareto(db: Any, comparison: Comparison, scope_id: int | None) -> None:
@@ -62,13 +72,14 @@ def _pareto(db: Any, comparison: Comparison, scope_id: int | None) -> None:
     view = c2.radio(
         "Axes", list(VIEWS), key="cmp_pareto_view", format_func=VIEWS.__getitem__, horizontal=True
     )
-    frame = pareto_frame(workload_runs(db, fingerprint), view)
+    runs = workload_runs(db, fingerprint)
+    frame = pareto_frame(runs, view)
     if frame.empty:
         st.caption("These runs lack the numbers for this view.")
         return
     chart: Any = pareto_chart(frame, view, fingerprint)
     st.altair_chart(chart, key="chart_pareto")
-    export_buttons(chart, "pareto", scope_id)
+    export_buttons(chart, "pareto", scope_id, run_context(runs).lines())
     front = frame[frame["front"]].sort_values("x")
     st.dataframe(
         pd.DataFrame({"run": front["run"], "configuration": front["label"]}),
@@ -77,7 +88,9 @@ def _pareto(db: Any, comparison: Comparison, scope_id: int | None) -> None:
     )
 
 
-def _metric_vs_value(db: Any, path: Path, comparison: Comparison, scope_id: int | None) -> None:
+def _metric_vs_value(
+    db: Any, path: Path, comparison: Comparison, scope_id: int | None, context: Sequence[str]
+) -> None:
     if not any(number(side.value) is not None for side in comparison.sides):
         st.caption("The value is not a number: no curve to draw.")
         return
@@ -94,4 +107,4 @@ def _metric_vs_value(db: Any, path: Path, comparison: Comparison, scope_id: int 
     chart = search_chart(comparison, objective=objective, chosen=chosen, slo_ms=slo)
     st.altair_chart(chart, key="chart_search")
     st.caption(KNEE_NOTE)
-    export_buttons(chart, "search", scope_id)
+    export_buttons(chart, "search", scope_id, context)

@@ -3,14 +3,14 @@ the HTML report draw. Reads only what each chart needs (row samples, series down
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import altair as alt
 import numpy as np
 
 from store import queries
-from tuning.charts.common import MAX_POINTS, short_labels, side_order
+from tuning.charts.common import MAX_POINTS, short_labels, side_order, with_context
 from tuning.charts.compare import cdf_chart, cdf_frame, knee_chart, latency_chart, throughput_chart
 from tuning.charts.kinds import (
     CHART_KINDS,
@@ -116,8 +116,22 @@ def build_chart(
     error: str = "ci",
     align: str | None = None,
     memory_series: str | None = None,
+    context: Sequence[str] = (),
 ) -> alt.TopLevelMixin | None:
-    """One chart of a comparison by kind; None when the runs have no data for it."""
+    """One chart of a comparison by kind; None when the runs have no data for it. `context`
+    (tuning.compare.context's lines: model, hardware, vLLM, workload) goes under its title."""
+    chart = _chart(db, comparison, kind, error, align, memory_series)
+    return None if chart is None else with_context(chart, context)
+
+
+def _chart(
+    db: Any,
+    comparison: Comparison,
+    kind: str,
+    error: str,
+    align: str | None,
+    memory_series: str | None,
+) -> alt.TopLevelMixin | None:
     if kind == "throughput":
         return throughput_chart(comparison, error)
     if kind == "latency":

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import textwrap
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import altair as alt
 import numpy as np
@@ -24,6 +24,24 @@ from tuning.params import get_param
 from tuning.shown import show_value
 
 MAX_POINTS = 2000
+# Streamlit's categorical colours (its light theme's chartCategoricalColors), set on every side's
+# colour scale: the page draws with Streamlit's theme, an export with Vega's defaults, and only
+# an explicit range makes both the same. Sides take them in order, the baseline first, so a side
+# keeps its colour on every chart of a comparison.
+PALETTE = (
+    "#0068c9",
+    "#83c9ff",
+    "#ff2b2b",
+    "#ffabab",
+    "#29b09d",
+    "#7defa1",
+    "#ff8700",
+    "#ffd16a",
+    "#6d3fc0",
+    "#d5dae5",
+)
+CAP_PX = 12  # a whisker's cap, whatever the band's width
+LABEL_PX = 6.5  # an axis label's character at Vega's 10 px default font, about
 # What the whiskers are, said exactly: stats.mean_interval, the verdicts' rule on one side's mean.
 CI_NOTE = (
     "95 % interval of each side's mean over its runs, the wider of a bootstrap and Student's t "
@@ -56,6 +74,51 @@ def subtitle_lines(*texts: str) -> list[str]:
 def whisker_lines(error: str) -> list[str]:
     """'whiskers: ...' as subtitle lines."""
     return subtitle_lines(f"whiskers: {whisker_note(error)}")
+
+
+def side_scale(order: Sequence[str]) -> alt.Scale:
+    """The sides' colours: PALETTE in side order (cycled past ten sides)."""
+    return alt.Scale(
+        domain=list(order), range=[PALETTE[i % len(PALETTE)] for i in range(len(order))]
+    )
+
+
+def side_color(order: Sequence[str], field: str = "side:N", **kw: Any) -> alt.Color:
+    """A colour channel by side with the fixed palette; `kw` as alt.Color takes (title, legend)."""
+    return alt.Color(field, sort=list(order), scale=side_scale(order), **kw)
+
+
+def band_axis(labels: Sequence[str], band_px: float) -> alt.Axis:
+    """An axis of side labels that never collide: level when the longest fits its band, else
+    turned 35° and cut at 160 px with an ellipsis."""
+    longest = max((len(x) for x in labels), default=0) * LABEL_PX
+    if longest <= band_px - 6:
+        return alt.Axis(labelAngle=0, labelLimit=int(band_px))
+    return alt.Axis(labelAngle=-35, labelAlign="right", labelLimit=160, labelOverlap=False)
+
+
+def with_context(chart: alt.TopLevelMixin, lines: Sequence[str]) -> alt.TopLevelMixin:
+    """The chart with `lines` (tuning.compare.context: model, hardware, vLLM, workload) under its
+    title, at the top level so a layered, concatenated or faceted chart carries them once; a
+    copy, the chart given is left as it is."""
+    if not lines:
+        return chart
+    out = cast(Any, chart).copy(deep=False)  # SchemaBase.copy: its own _kwds, nothing shared
+    title = getattr(out, "title", alt.Undefined)
+    text: Any = ""
+    subtitle: list[str] = []
+    if isinstance(title, alt.TitleParams):
+        text = title.text
+        old = title.subtitle
+        subtitle = [old] if isinstance(old, str) else [] if old is alt.Undefined else list(old)
+        params = title.copy(deep=True)
+    else:
+        text = "" if title is alt.Undefined else title
+        params = alt.TitleParams(text)
+    params.subtitle = [*(x for x in subtitle if x), *(chart_text(x, 160) for x in lines)]
+    params.text = text
+    out.title = params
+    return out
 
 
 def tooltip(field: str, fmt: str | None = None) -> alt.Tooltip:

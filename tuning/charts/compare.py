@@ -10,13 +10,16 @@ import numpy as np
 import pandas as pd
 
 from tuning.charts.common import (
+    CAP_PX,
     FROM_ZERO,
     LEGEND_BELOW,
+    band_axis,
     chart_text,
     number,
     param_axis,
     run_points,
     short_labels,
+    side_color,
     side_frame,
     side_order,
     tooltip,
@@ -27,6 +30,7 @@ from tuning.compare.catalog import LATENCIES, METRIC_BY_KEY, STATS
 from tuning.compare.comparison import Comparison
 
 CDF_POINTS = 101
+WHISKER = "#31333f"  # Streamlit's text colour
 _MEAN_TIPS = (tooltip("side:N"), tooltip("mean:Q", ",.2f"))
 _RANGE_TIPS = (tooltip("low:Q", ",.2f"), tooltip("high:Q", ",.2f"), tooltip("runs:Q"))
 
@@ -34,7 +38,8 @@ _RANGE_TIPS = (tooltip("low:Q", ",.2f"), tooltip("high:Q", ",.2f"), tooltip("run
 def _error_bars(frame: pd.DataFrame, x: alt.X, title: str) -> alt.Chart:
     return (
         alt.Chart(frame)
-        .mark_errorbar(ticks=True)
+        # Caps a fixed width, not the band's; one colour for stems and caps.
+        .mark_errorbar(color=WHISKER, ticks=alt.MarkConfig(size=CAP_PX, color=WHISKER))
         .encode(x=x, y=alt.Y("low:Q", title=title, scale=FROM_ZERO), y2=alt.Y2("high"))
     )
 
@@ -47,11 +52,12 @@ def bar_chart(
     frame = side_frame(comparison, [key], error)
     order = side_order(comparison)
     title_y = y_title(metric)
+    band = 70
     x = alt.X(
         "side:N",
         sort=order,
         title=chart_text(comparison.param or "side"),
-        axis=alt.Axis(labelAngle=0),
+        axis=band_axis(order, band),
     )
     bars = (
         alt.Chart(frame)
@@ -59,7 +65,7 @@ def bar_chart(
         .encode(
             x=x,
             y=alt.Y("mean:Q", title=title_y, scale=FROM_ZERO),
-            color=alt.Color("side:N", sort=order, legend=None),
+            color=side_color(order, legend=None),
             tooltip=[*_MEAN_TIPS, *_RANGE_TIPS],
         )
     )
@@ -73,7 +79,7 @@ def bar_chart(
         )
     )
     return alt.layer(bars, _error_bars(frame, x, title_y), points).properties(
-        width=max(160, 70 * len(order)),
+        width=max(160, band * len(order)),
         height=260,
         title=alt.TitleParams(
             title or metric.label,
@@ -98,9 +104,7 @@ def latency_chart(
     base = alt.Chart().encode(
         x=alt.X("stat:N", sort=list(STATS.values()), title=None, axis=alt.Axis(labelAngle=0)),
         xOffset=alt.XOffset("side:N", sort=order),
-        color=alt.Color(
-            "side:N", sort=order, title=chart_text(comparison.param or "side"), legend=LEGEND_BELOW
-        ),
+        color=side_color(order, title=chart_text(comparison.param or "side"), legend=LEGEND_BELOW),
     )
     bars = base.mark_bar().encode(
         y=alt.Y("mean:Q", title="ms", scale=FROM_ZERO),
@@ -250,7 +254,7 @@ def cdf_chart(frame: pd.DataFrame, order: Sequence[str] | None = None) -> alt.Fa
         .encode(
             x=alt.X("value_ms:Q", title="ms"),
             y=alt.Y("quantile:Q", title="share of requests ≤ x", axis=alt.Axis(format="%")),
-            color=alt.Color("side:N", sort=order, title="side", legend=LEGEND_BELOW),
+            color=side_color(order, title="side", legend=LEGEND_BELOW),
             tooltip=[
                 tooltip("side:N"),
                 tooltip("metric:N"),

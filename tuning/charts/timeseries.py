@@ -12,7 +12,14 @@ import pandas as pd
 
 from core.units import GIB
 from tuning import metrics as m
-from tuning.charts.common import LEGEND_BELOW, MAX_POINTS, downsample, subtitle_lines, tooltip
+from tuning.charts.common import (
+    LEGEND_BELOW,
+    MAX_POINTS,
+    downsample,
+    side_color,
+    subtitle_lines,
+    tooltip,
+)
 from tuning.charts.kinds import MEMORY_SERIES, PREALLOCATION_NOTE, SERVER_AXIS
 
 Series = Mapping[tuple[str, str], Sequence[tuple[float, float]]]
@@ -47,7 +54,7 @@ def timeline_chart(
         .encode(
             x=alt.X("t_s:Q", title=x_title),
             y=alt.Y("value:Q", title=y_title),
-            color=alt.Color("side:N", sort=order, title="side", legend=LEGEND_BELOW),
+            color=side_color(order, title="side", legend=LEGEND_BELOW),
             detail=alt.Detail("run:N"),
             tooltip=[
                 tooltip("side:N"),

@@ -105,11 +105,6 @@ def margin_pct(text: str) -> float:
     return pct / 100.0
 
 
-def _with_comparison(args: argparse.Namespace, use: Callable[[Any, Comparison], int]) -> int:
-    """Open the lab read-only, compare the runs the arguments name, and hand both to `use`."""
-    return _with_selection(args, lambda db, selection: use(db, selection.comparison))
-
-
 def _with_selection(args: argparse.Namespace, use: Callable[[Any, Selection], int]) -> int:
     """Open the lab read-only, select and compare the runs the arguments name; hand both on."""
     from store import StoreError, connect
@@ -231,6 +226,7 @@ def compare_experiment(path: Path, exp_id: int) -> int:
 
 def _chart(args: argparse.Namespace) -> int:
     from tuning.charts.build import build_chart
+    from tuning.compare.context import comparison_context
     from tuning.output.export import chart_format, write_chart
 
     out = str(args.out)
@@ -250,17 +246,20 @@ def _chart(args: argparse.Namespace) -> int:
     if kind == "pareto" and args.fingerprint and not (args.run_ids or args.experiment):
         return tradeoff.pareto_only(args, out)
 
-    def draw(db: Any, comparison: Comparison) -> int:
+    def draw(db: Any, selection: Selection) -> int:
+        comparison = selection.comparison
         if kind in tradeoff.KINDS:
             return tradeoff.draw(args, db, comparison, kind, out)
-        chart = build_chart(db, comparison, kind, error=args.error)
+        # The file travels alone: it says which model, hardware, vLLM and workload it is of.
+        context = comparison_context(selection.runs, comparison).lines()
+        chart = build_chart(db, comparison, kind, error=args.error, context=context)
         if chart is None:
             say(f"no data for a {kind} chart of these runs", file=sys.stderr)
             return 1
         say(f"wrote {out} ({write_chart(chart, out)})")
         return 0
 
-    return _with_comparison(args, draw)
+    return _with_selection(args, draw)
 
 
 def run(args: argparse.Namespace) -> int:

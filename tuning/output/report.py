@@ -47,6 +47,7 @@ from tuning.compare.present import (
 )
 from tuning.compare.selection import Selection, SelectionError, select_runs
 from tuning.output.export import chart_svg, network_references
+from tuning.output.report_cards import CARDS_STYLE, cards_section, chart_lines
 from tuning.output.report_headline import HEADLINE_STYLE, headline_section
 from tuning.shown import run_value, show_value
 
@@ -80,7 +81,7 @@ overflow-x:auto}figure.chart svg{max-width:100%;height:auto}
 figcaption{font-weight:600;margin-bottom:.3rem}pre{background:#f6f8fa;padding:.5rem;
 overflow-x:auto;font-size:.8rem;white-space:pre-wrap}code{font-size:.9em}
 """ + tone_css()  # .better / .worse / .muted: the tones every view shares
-STYLE += HEADLINE_STYLE  # the decision at the top, set apart
+STYLE += HEADLINE_STYLE + CARDS_STYLE  # the decision at the top, set apart; the cards
 
 
 class ReportError(ValueError):
@@ -266,13 +267,15 @@ def _table_section(comparison: Comparison) -> str:
     )
 
 
-def _charts_section(db: Any, comparison: Comparison, kinds: Sequence[str]) -> tuple[str, int]:
+def _charts_section(
+    db: Any, comparison: Comparison, kinds: Sequence[str], context: list[str]
+) -> tuple[str, int]:
     parts = ['<section id="charts"><h2>Charts</h2>']
     count = 0
     for kind in kinds:
         title = _e(CHART_TITLES.get(kind, kind))
         try:
-            chart = build_chart(db, comparison, kind)
+            chart = build_chart(db, comparison, kind, context=context)  # as exports carry it
             if chart is None:
                 continue
             svg = chart_svg(chart).decode("utf-8")
@@ -410,14 +413,15 @@ def _body(
     runs, comparison = selection.runs, selection.comparison
     ids = [int(r["id"]) for r in runs]
     extra = queries.runs_by_id(db, ids, _EXTRA_COLUMNS)
-    charts_html, n_charts = _charts_section(db, comparison, kinds)
+    charts_html, n_charts = _charts_section(db, comparison, kinds, chart_lines(runs, comparison))
     authors = sorted({f"{r.get('author') or '?'}@{r.get('host') or '?'}" for r in runs})
     now = datetime.now(UTC).isoformat(timespec="seconds")
     return "".join(
         [
             f'<header><h1>{_e(heading)}</h1><p class="meta">vLLM Tuning Lab report · '
             f"generated {_e(now)} · {len(ids)} run(s) by {_e(', '.join(authors))} · "
-            f"{n_charts} chart(s) · self-contained, opens offline</p></header>",
+            f"{n_charts} chart(s) · self-contained, opens offline</p>",
+            cards_section(runs, selection.experiments, secrets) + "</header>",  # what it is of
             headline_section(headline(comparison, selection.preference)),
             *(_experiment_section(exp, secrets) for exp in selection.experiments),
             _checks_section(comparison),
