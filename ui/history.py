@@ -129,8 +129,8 @@ def render_editor(kind: Editable, path: Path, row: Mapping[str, Any]) -> None:
     st.text_input("Tags (comma-separated)", value=row.get("tags") or "", key=f"{k}tags_{row_id}")
     active = is_active(row.get("status"))
     hidden = bool(row.get("hidden"))
-    row = st.container(horizontal=True, vertical_alignment="center", key=f"{k}buttons")
-    b1 = b2 = b3 = b4 = row  # one row, each button as wide as its words
+    buttons = st.container(horizontal=True, vertical_alignment="center", key=f"{k}buttons")
+    b1 = b2 = b3 = b4 = buttons  # one row, each button as wide as its words
     b1.button("Save notes and tags", key=f"{k}save", on_click=_save, args=(kind, path, row_id))
     b2.button(
         "Unhide" if hidden else "Hide",
