@@ -137,6 +137,20 @@ def workload_run_ids(db: Database, fingerprint: str) -> list[int]:
     ]
 
 
+def workload_runs(db: Database, fingerprint: str, columns: Sequence[str]) -> list[dict[str, Any]]:
+    """Chosen plain columns of the finished, shown runs that replayed this workload, oldest first
+    (a trade-off view reads a few numbers of every run: thousands in a big lab)."""
+    cols = ", ".join(dict.fromkeys(["id", *columns]))
+    return [
+        dict(r)
+        for r in db.query(
+            f"select {cols} from runs where workload_fingerprint = ? and status = 'done' "
+            "and coalesce(hidden, 0) = 0 order by id",
+            [fingerprint],
+        )
+    ]
+
+
 def get_run(db: Database, run_id: int) -> dict[str, Any]:
     rows = list(db.query("select * from runs where id = ?", [run_id]))
     if not rows:

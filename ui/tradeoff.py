@@ -1,6 +1,8 @@
 """Compare's trade-off views (issue 13, item 6): the Pareto front over the runs of one workload,
 and metric vs value with the chosen value (for a search: `?search=ID`) and the knee marked.
-Folded away by default; widget keys start with `cmp_pareto_` / `cmp_search_`."""
+Folded away by default and computed only while unfolded (the Pareto front reads every run of the
+workload: thousands in a big lab); open with a search link (`?search=ID`). Widget keys start with
+`cmp_pareto_` / `cmp_search_`; the expander's open state is `cmp_tradeoffs`."""
 
 from __future__ import annotations
 
@@ -32,8 +34,16 @@ VIEWS = {
 
 
 def render_tradeoffs(db: Any, path: Path, comparison: Comparison, scope_id: int | None) -> None:
-    """Both views in tabs inside one expander."""
-    with st.expander("Trade-offs: Pareto front, metric vs value and the knee", expanded=False):
+    """Both views in tabs inside one expander, drawn only when it is open (opening reruns)."""
+    box = st.expander(
+        "Trade-offs: Pareto front, metric vs value and the knee",
+        expanded=bool(st.query_params.get("search")),
+        key="cmp_tradeoffs",
+        on_change="rerun",
+    )
+    if not box.open:
+        return
+    with box:
         pareto_tab, search_tab = st.tabs([TRADEOFF_TITLES["pareto"], TRADEOFF_TITLES["search"]])
         with pareto_tab:
             _pareto(db, comparison, scope_id)
