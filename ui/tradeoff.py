@@ -24,7 +24,7 @@ from tuning.charts.tradeoff import (
 )
 from tuning.compare.comparison import Comparison
 from tuning.search.record import progress
-from ui.compare import export_buttons
+from ui.compare import draw_chart, export_buttons
 from ui.compare import parse_id_list as ids_of
 
 VIEWS = {
@@ -77,7 +77,7 @@ def _pareto(db: Any, comparison: Comparison, scope_id: int | None) -> None:
         st.caption("These runs lack the numbers for this view.")
         return
     chart: Any = pareto_chart(frame, view, fingerprint)
-    st.altair_chart(chart, key="chart_pareto")
+    draw_chart(chart, "chart_pareto")
     export_buttons(chart, "pareto", scope_id)
     front = frame[frame["front"]].sort_values("x")
     st.dataframe(
@@ -102,6 +102,6 @@ def _metric_vs_value(db: Any, path: Path, comparison: Comparison, scope_id: int 
             objective, chosen, slo = done.spec.metric, done.chosen, done.spec.slo_ms
             st.caption(f"Search {search_ids[0]}: objective {objective}, chosen value marked.")
     chart = search_chart(comparison, objective=objective, chosen=chosen, slo_ms=slo)
-    st.altair_chart(chart, key="chart_search")
+    draw_chart(chart, "chart_search")
     st.caption(KNEE_NOTE)
     export_buttons(chart, "search", scope_id)

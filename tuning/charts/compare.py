@@ -71,7 +71,10 @@ def bar_chart(
             tooltip=[tooltip("run:N"), tooltip("value:Q", ",.2f")],
         )
     )
-    return alt.layer(bars, _error_bars(frame, x, title_y), points).properties(
+    return alt.layer(  # top-level properties here: .properties() validates each against the schema
+        bars,
+        _error_bars(frame, x, title_y),
+        points,
         width=max(160, 70 * len(order)),
         height=260,
         title=alt.TitleParams(
@@ -108,19 +111,18 @@ def latency_chart(
         y=alt.Y("low:Q", scale=FROM_ZERO), y2=alt.Y2("high"), color=alt.ColorValue("black")
     )
     return (
-        alt.layer(bars, rules, data=frame)
-        .properties(width=180, height=220)
-        .facet(column=alt.Column("latency:N", sort=[x.upper() for x in latencies], title=None))
-        .resolve_scale(y="independent")
-        .properties(
+        alt.layer(bars, rules, data=frame, width=180, height=220)
+        .facet(
+            column=alt.Column("latency:N", sort=[x.upper() for x in latencies], title=None),
             title=alt.TitleParams(
                 "Latency per value (ms)",
                 subtitle=[
                     "TTFT, TPOT = (E2EL − TTFT)/(output tokens − 1), ITL, E2EL",
                     f"whiskers: {whisker_note(error)}",
                 ],
-            )
+            ),
         )
+        .resolve_scale(y="independent")
     )
 
 
@@ -162,18 +164,16 @@ def knee_chart(
         layers = [line, _error_bars(frame, x, title_y), *_mark_rules(scaled_marks, x)]
         if limits and key in limits:
             layers += _limit_rule(*limits[key])
-        charts.append(
-            alt.layer(*layers).properties(width=300, height=220, title=f"{metric.label} vs value")
-        )
+        charts.append(alt.layer(*layers, width=300, height=220, title=f"{metric.label} vs value"))
     if not charts:
         charts.append(alt.Chart(pd.DataFrame({"x": []})).mark_point())
-    joined = alt.concat(*charts, columns=columns) if columns else alt.hconcat(*charts)
-    return joined.properties(  # `columns`: panels a row, for a narrow page
-        title=alt.TitleParams(
-            f"Where it bends: metric vs {chart_text(comparison.param or 'value')}",
-            subtitle=["mean over runs", f"whiskers: {whisker_note(error)}"],
-        )
+    title = alt.TitleParams(
+        f"Where it bends: metric vs {chart_text(comparison.param or 'value')}",
+        subtitle=["mean over runs", f"whiskers: {whisker_note(error)}"],
     )
+    if columns:  # panels a row, for a narrow page
+        return alt.concat(*charts, columns=columns, title=title)
+    return alt.hconcat(*charts, title=title)
 
 
 def _scaled(value: float | None, factor: float) -> float | None:
@@ -237,7 +237,7 @@ def cdf_chart(frame: pd.DataFrame, order: Sequence[str] | None = None) -> alt.Fa
     order = list(order or dict.fromkeys(frame["side"]))
     metrics_order = [x for x in ("TTFT", "TPOT", "ITL", "E2EL") if x in set(frame["metric"])]
     return (
-        alt.Chart(frame)
+        alt.Chart(frame, width=220, height=200)
         .mark_line(interpolate="step-after")
         .encode(
             x=alt.X("value_ms:Q", title="ms"),
@@ -250,12 +250,11 @@ def cdf_chart(frame: pd.DataFrame, order: Sequence[str] | None = None) -> alt.Fa
                 tooltip("quantile:Q", ".0%"),
             ],
         )
-        .properties(width=220, height=200)
-        .facet(column=alt.Column("metric:N", sort=metrics_order, title=None))
-        .resolve_scale(x="independent")
-        .properties(
+        .facet(
+            column=alt.Column("metric:N", sort=metrics_order, title=None),
             title=alt.TitleParams(
                 "Latency CDF per request", subtitle="pooled over each side's runs (sampled rows)"
-            )
+            ),
         )
+        .resolve_scale(x="independent")
     )

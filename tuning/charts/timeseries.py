@@ -42,7 +42,7 @@ def timeline_chart(
     """Several runs' curves overlaid on one run-time axis, coloured by side (one line per run)."""
     order = list(order or dict.fromkeys(frame["side"]))
     return (
-        alt.Chart(frame)
+        alt.Chart(frame, width=640, height=240, title=alt.TitleParams(title, subtitle=subtitle))
         .mark_line(interpolate="step-after", opacity=0.85)
         .encode(
             x=alt.X("t_s:Q", title=x_title),
@@ -56,7 +56,6 @@ def timeline_chart(
                 tooltip("value:Q", y_format),
             ],
         )
-        .properties(width=640, height=240, title=alt.TitleParams(title, subtitle=subtitle))
     )
 
 
