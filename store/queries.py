@@ -125,12 +125,14 @@ def workload_fingerprints(db: Database) -> list[tuple[str, int]]:
     ]
 
 
-def workload_run_ids(db: Database, fingerprint: str) -> list[int]:
-    """The finished, shown runs that replayed this workload, oldest first."""
+def workload_runs(db: Database, fingerprint: str, columns: Sequence[str]) -> list[dict[str, Any]]:
+    """Chosen plain columns of the finished, shown runs that replayed this workload, oldest first
+    (a trade-off view reads a few numbers of every run: thousands in a big lab)."""
+    cols = ", ".join(dict.fromkeys(["id", *columns]))
     return [
-        int(r[0])
-        for r in db.execute(
-            "select id from runs where workload_fingerprint = ? and status = 'done' "
+        dict(r)
+        for r in db.query(
+            f"select {cols} from runs where workload_fingerprint = ? and status = 'done' "
             "and coalesce(hidden, 0) = 0 order by id",
             [fingerprint],
         )

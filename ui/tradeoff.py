@@ -1,6 +1,8 @@
 """Compare's trade-off views (issue 13, item 6): the Pareto front over the runs of one workload,
 and metric vs value with the chosen value (for a search: `?search=ID`) and the knee marked.
-Folded away by default; widget keys start with `cmp_pareto_` / `cmp_search_`."""
+Folded away by default and computed only while unfolded (the Pareto front reads every run of the
+workload: thousands in a big lab); open with a search link (`?search=ID`). Widget keys start with
+`cmp_pareto_` / `cmp_search_`; the expander's open state is `cmp_tradeoffs`."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from tuning.charts.tradeoff import (
 from tuning.compare.comparison import Comparison
 from tuning.compare.context import run_context
 from tuning.search.record import progress
-from ui.compare import export_buttons
+from ui.compare import draw_chart, export_buttons
 from ui.compare import parse_id_list as ids_of
 
 VIEWS = {
@@ -40,10 +42,18 @@ def render_tradeoffs(
     scope_id: int | None,
     context: Sequence[str] = (),
 ) -> None:
-    """Both views in tabs inside one expander; `context` (the compared runs' model, hardware,
-    vLLM, workload) goes into the metric-vs-value chart's files, the Pareto front's own runs'
-    into its."""
-    with st.expander("Trade-offs: Pareto front, metric vs value and the knee", expanded=False):
+    """Both views in tabs inside one expander, drawn only when it is open (opening reruns);
+    `context` (the compared runs' model, hardware, vLLM, workload) goes into the metric-vs-value
+    chart's files, the Pareto front's own runs' into its."""
+    box = st.expander(
+        "Trade-offs: Pareto front, metric vs value and the knee",
+        expanded=bool(st.query_params.get("search")),
+        key="cmp_tradeoffs",
+        on_change="rerun",
+    )
+    if not box.open:
+        return
+    with box:
         pareto_tab, search_tab = st.tabs([TRADEOFF_TITLES["pareto"], TRADEOFF_TITLES["search"]])
         with pareto_tab:
             _pareto(db, comparison, scope_id)
@@ -78,7 +88,7 @@ def _pareto(db: Any, comparison: Comparison, scope_id: int | None) -> None:
         st.caption("These runs lack the numbers for this view.")
         return
     chart: Any = pareto_chart(frame, view, fingerprint)
-    st.altair_chart(chart, key="chart_pareto")
+    draw_chart(chart, "chart_pareto")
     export_buttons(chart, "pareto", scope_id, run_context(runs).lines())
     front = frame[frame["front"]].sort_values("x")
     st.dataframe(
@@ -105,6 +115,6 @@ def _metric_vs_value(
             objective, chosen, slo = done.spec.metric, done.chosen, done.spec.slo_ms
             st.caption(f"Search {search_ids[0]}: objective {objective}, chosen value marked.")
     chart = search_chart(comparison, objective=objective, chosen=chosen, slo_ms=slo)
-    st.altair_chart(chart, key="chart_search")
+    draw_chart(chart, "chart_search")
     st.caption(KNEE_NOTE)
     export_buttons(chart, "search", scope_id, context)

@@ -78,7 +78,10 @@ def bar_chart(
             tooltip=[tooltip("run:N"), tooltip("value:Q", ",.2f")],
         )
     )
-    return alt.layer(bars, _error_bars(frame, x, title_y), points).properties(
+    return alt.layer(  # top-level properties here: .properties() validates each against the schema
+        bars,
+        _error_bars(frame, x, title_y),
+        points,
         width=max(160, band * len(order)),
         height=260,
         title=alt.TitleParams(
@@ -115,22 +118,19 @@ def latency_chart(
         y=alt.Y("low:Q", scale=FROM_ZERO), y2=alt.Y2("high"), color=alt.ColorValue("black")
     )
     return (
-        alt.layer(bars, rules, data=frame)
-        .properties(width=190, height=200)
+        alt.layer(bars, rules, data=frame, width=190, height=200)
         .facet(
             facet=alt.Facet("latency:N", sort=[x.upper() for x in latencies], title=None),
             columns=2,
-        )
-        .resolve_scale(y="independent")
-        .properties(
             title=alt.TitleParams(
                 "Latency per value (ms)",
                 subtitle=[
                     "TTFT, TPOT = (E2EL − TTFT)/(output tokens − 1), ITL, E2EL",
                     *whisker_lines(error),
                 ],
-            )
+            ),
         )
+        .resolve_scale(y="independent")
     )
 
 
@@ -173,19 +173,21 @@ def knee_chart(
         if limits and key in limits:
             layers += _limit_rule(*limits[key])
         charts.append(
-            alt.layer(*layers).properties(
-                width=300 if columns == 1 else 200, height=220, title=f"{metric.label} vs value"
+            alt.layer(
+                *layers,
+                width=300 if columns == 1 else 200,
+                height=220,
+                title=f"{metric.label} vs value",
             )
         )
     if not charts:
         charts.append(alt.Chart(pd.DataFrame({"x": []})).mark_point())
-    # `columns` panels a row: two of 200 px fit the Compare page in a 1024 px window
-    return alt.concat(*charts, columns=columns).properties(
-        title=alt.TitleParams(
-            f"Where it bends: metric vs {chart_text(comparison.param or 'value')}",
-            subtitle=["mean over runs", *whisker_lines(error)],
-        )
+    title = alt.TitleParams(
+        f"Where it bends: metric vs {chart_text(comparison.param or 'value')}",
+        subtitle=["mean over runs", *whisker_lines(error)],
     )
+    # `columns` panels a row: two of 200 px fit the Compare page in a 1024 px window
+    return alt.concat(*charts, columns=columns, title=title)
 
 
 def _scaled(value: float | None, factor: float) -> float | None:
@@ -249,7 +251,7 @@ def cdf_chart(frame: pd.DataFrame, order: Sequence[str] | None = None) -> alt.Fa
     order = list(order or dict.fromkeys(frame["side"]))
     metrics_order = [x for x in ("TTFT", "TPOT", "ITL", "E2EL") if x in set(frame["metric"])]
     return (
-        alt.Chart(frame)
+        alt.Chart(frame, width=190, height=180)
         .mark_line(interpolate="step-after")
         .encode(
             x=alt.X("value_ms:Q", title="ms"),
@@ -262,12 +264,12 @@ def cdf_chart(frame: pd.DataFrame, order: Sequence[str] | None = None) -> alt.Fa
                 tooltip("quantile:Q", ".0%"),
             ],
         )
-        .properties(width=190, height=180)
-        .facet(facet=alt.Facet("metric:N", sort=metrics_order, title=None), columns=2)
-        .resolve_scale(x="independent")
-        .properties(
+        .facet(
+            facet=alt.Facet("metric:N", sort=metrics_order, title=None),
+            columns=2,
             title=alt.TitleParams(
                 "Latency CDF per request", subtitle="pooled over each side's runs (sampled rows)"
-            )
+            ),
         )
+        .resolve_scale(x="independent")
     )

@@ -49,7 +49,12 @@ def timeline_chart(
     """Several runs' curves overlaid on one run-time axis, coloured by side (one line per run)."""
     order = list(order or dict.fromkeys(frame["side"]))
     return (
-        alt.Chart(frame)
+        alt.Chart(
+            frame,
+            width=460,
+            height=240,
+            title=alt.TitleParams(title, subtitle=subtitle_lines(subtitle)),
+        )
         .mark_line(interpolate="step-after", opacity=0.85)
         .encode(
             x=alt.X("t_s:Q", title=x_title),
@@ -62,9 +67,6 @@ def timeline_chart(
                 tooltip("t_s:Q", ".1f"),
                 tooltip("value:Q", y_format),
             ],
-        )
-        .properties(
-            width=460, height=240, title=alt.TitleParams(title, subtitle=subtitle_lines(subtitle))
         )
     )
 

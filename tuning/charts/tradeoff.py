@@ -15,7 +15,16 @@ from tuning.charts.common import chart_text, number, subtitle_lines, tooltip, wh
 from tuning.charts.compare import knee_chart
 from tuning.compare.catalog import METRIC_BY_KEY
 from tuning.compare.comparison import Comparison
-from tuning.compare.frontier import AXES, CLIMB, FLAT, PARETO_VIEWS, Knee, axis_value, knee
+from tuning.compare.frontier import (
+    AXES,
+    AXIS_COLUMNS,
+    CLIMB,
+    FLAT,
+    PARETO_VIEWS,
+    Knee,
+    axis_value,
+    knee,
+)
 from tuning.compare.frontier import pareto_front as front_of
 from tuning.shown import run_value, show_value
 
@@ -54,8 +63,9 @@ def pareto_frame(runs: Sequence[Mapping[str, Any]], view: str = "ttft") -> pd.Da
 
 
 def workload_runs(db: Any, fingerprint: str) -> list[dict[str, Any]]:
-    """The finished runs of one workload (same fingerprint), from the store."""
-    return queries.load_runs(db, queries.workload_run_ids(db, fingerprint))
+    """The finished runs of one workload (same fingerprint), from the store: the columns
+    pareto_frame reads, not whole runs (no JSON to parse for thousands of runs)."""
+    return queries.workload_runs(db, fingerprint, ("param", "value", *AXIS_COLUMNS))
 
 
 def pareto_chart(frame: pd.DataFrame, view: str = "ttft", workload: str = "") -> alt.TopLevelMixin:

@@ -3,6 +3,8 @@ of a sweep, as defined in tuning.compare.frontier."""
 
 from __future__ import annotations
 
+import random
+
 from tuning.compare.frontier import axis_value, dominates, knee, pareto_front
 
 UP_DOWN = ("lower", "higher")  # x = p99 TTFT (lower is better), y = throughput (higher)
@@ -65,3 +67,18 @@ def test_no_knee_while_throughput_scales_or_latency_holds() -> None:
     # a throughput fall with latency up is saturated too
     fall = knee([(2, 100.0, 10.0), (4, 90.0, 30.0)])
     assert fall is not None and fall.value == 2
+
+
+def test_front_sweep_agrees_with_the_pairwise_definition() -> None:
+    """The one-sweep front is the definition's: no other point dominates (ties and repeats
+    included, every direction pair)."""
+    rng = random.Random(7)
+    for better in (UP_DOWN, ("higher", "higher"), ("lower", "lower"), ("higher", "lower")):
+        for _ in range(50):
+            points = [(i, float(rng.randint(0, 6)), float(rng.randint(0, 6))) for i in range(30)]
+            brute = {
+                k
+                for k, x, y in points
+                if not any(dominates((a, b), (x, y), better) for _o, a, b in points)
+            }
+            assert pareto_front(points, better) == brute
