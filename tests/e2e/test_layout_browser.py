@@ -5,11 +5,13 @@ viewport; no button, heading, tab or expander title is cut to "…"; the Runs ta
 and its numbers before anything scrolls, History its tags and notes, and Compare's side-by-side
 table the first candidate's change and whole verdict (Glide's grid lists in its accessible table
 only the columns it draws, so the column after the verdict being listed means the verdict's right
-edge is inside the table); every verdict cell is drawn within its column."""
+edge is inside the table); every verdict cell is drawn within its column; no raw byte count of the lab's bytes-typed values
+and no change or interval end below -100 % in what any page shows."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,9 @@ TEXTS = (
     "button p, h1, h2, h3, h4, [data-testid='stExpander'] summary p, [data-testid='stTab'] p, "
     "[data-testid='stMetricLabel'] p, [data-testid='stWidgetLabel'] p"
 )
+# A negative change, '-95.6 %', or an interval's low end, '-110.9 … -80.3 %' (the minus sign as
+# typed or as U+2212).
+PCT = re.compile(r"[-−](\d[\d,]*(?:\.\d+)?)(?= ?%| … [-−+]?\d[\d,.]* ?%)")
 # What lies outside the viewport, and what text is cut short, in the main area.
 OUT_OF_BOUNDS = """([boxed, texts, width]) => {
     const main = document.querySelector("[data-testid='stMain']");
@@ -81,10 +86,32 @@ def table_index(page: Any, key: str) -> int:
     )
 
 
-def check_page(page: Any, path: str, width: int) -> None:
+def raw_bytes(db_path: Path) -> re.Pattern[str]:
+    """The lab's bytes-typed values (kv-cache-memory-bytes 1G, 16G) as raw counts, plain or with
+    separators: none may be shown (a value over 9,999 bytes reads in KiB/MiB/GiB)."""
+    from store import connect
+    from tuning.params import get_param
+
+    with connect(db_path, readonly=True) as db:
+        rows = db.conn.execute("select distinct param, value from runs").fetchall()
+    counts = {int(v) for p, v in rows if get_param(p).type == "bytes" and int(v) > 9999}
+    assert counts, "the lab has no bytes-typed values to look for"
+    forms = {f for n in counts for f in (str(n), f"{n:,}")}
+    return re.compile(r"(?<![\d,])(" + "|".join(map(re.escape, sorted(forms))) + r")(?![\d,])")
+
+
+def below_minus_100(text: str) -> list[str]:
+    """Every change or interval end in the text below -100 % (impossible for a non-negative
+    quantity: the ratio's interval is on the log scale)."""
+    return [m.group(0) for m in PCT.finditer(text) if float(m.group(1).replace(",", "")) > 100]
+
+
+def check_page(page: Any, path: str, width: int, raw: re.Pattern[str]) -> None:
     no_exception(page)
     shown = page.locator("[data-testid='stMain']").inner_text()
     assert not EMOJI.search(shown), (path, EMOJI.findall(shown)[:5])
+    assert not raw.search(shown), (path, raw.findall(shown)[:3])
+    assert below_minus_100(shown) == [], (path, below_minus_100(shown)[:3])
     found = page.evaluate(OUT_OF_BOUNDS, [BOXED, TEXTS, width])
     assert found["outside"] == [], (path, width, found["outside"][:5])
     assert found["cut"] == [], (path, width, found["cut"][:5])
@@ -95,6 +122,7 @@ def test_every_page_holds_at_1440_and_1024(browser: Any, tmp_path: Path) -> None
     copy_db(EXAMPLES / "lab-h200-decisions.db.xz", home / "lab.db")
     search = json.loads((EXAMPLES / "decisions-search.json").read_text())
     assert import_result(home / "lab.db", search) == 1
+    raw = raw_bytes(home / "lab.db")
     errors: list[str] = []
     verdicts = 0
     with serve_app(home, tmp_path / "streamlit.log") as url:
@@ -105,7 +133,7 @@ def test_every_page_holds_at_1440_and_1024(browser: Any, tmp_path: Path) -> None
                 page.goto(f"{url}/{path}{QUERY.get(path, '')}")
                 wait_idle(page)
                 page.wait_for_timeout(1000)  # a fragment's first draw, Vega's first layout
-                check_page(page, path or "Home", width)
+                check_page(page, path or "Home", width, raw)
                 if path == "Runs":
                     columns = drawn_columns(page)
                     assert columns[0] == "run" and "output" in columns, (width, columns)
