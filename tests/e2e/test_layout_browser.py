@@ -5,8 +5,8 @@ viewport; no button, heading, tab or expander title is cut to "…"; the Runs ta
 and its numbers before anything scrolls, History its tags and notes, and Compare's side-by-side
 table the first candidate's change and whole verdict (Glide's grid lists in its accessible table
 only the columns it draws, so the column after the verdict being listed means the verdict's right
-edge is inside the table); every verdict cell is drawn within its column; no raw byte count of the lab's bytes-typed values
-and no change or interval end below -100 % in what any page shows."""
+edge is inside the table); every verdict cell is drawn within its column; no raw byte count of
+the lab's bytes-typed values and no change or interval end below -100 % in what any page shows."""
 
 from __future__ import annotations
 

@@ -19,7 +19,9 @@ def test_new_experiment_shows_the_estimate_before_start(dashboard_lab: dict[str,
     assert "estimate: 6 runs, about " in page_text(at)
 
 
-def test_a_twenty_value_experiment_shows_its_runs_and_minutes(dashboard_lab: dict[str, Any]) -> None:
+def test_a_twenty_value_experiment_shows_its_runs_and_minutes(
+    dashboard_lab: dict[str, Any],
+) -> None:
     """Issue 23's acceptance: 20 values, one run each, say 20 runs and the minutes before Start."""
     at = open_page("pages/1_New_experiment.py")
     at.text_input(key="new_values").set_value(",".join(str(v) for v in range(1, 21))).run()
