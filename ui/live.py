@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,8 @@ LIVE_KEYS = (
     "failure_kind",
 )
 LOG_TAIL_BYTES = 12_000
+# uvicorn's access line: 'INFO:     127.0.0.1:52310 - "POST /v1/completions HTTP/1.1" 200 OK'
+ACCESS_LINE = re.compile(r'" *[A-Z]+ /\S* HTTP/\d(?:\.\d)?" \d{3}')
 
 
 def pick_experiment(
@@ -201,14 +204,16 @@ def render_run_charts(db: Any, run: Mapping[str, Any]) -> None:
     if not series and not tokens:
         st.caption("No samples for this run yet (they start with the server process).")
         return
-    chart = live_chart(series, memory or "tree_rss_bytes", tokens)
+    live = is_active(run.get("status"))
+    title = "This run, live" if live else f"Run {run['id']} ({run.get('status')})"
+    chart = live_chart(series, memory or "tree_rss_bytes", tokens, title=title)
     with st.container(key="live_charts"):
         st.altair_chart(chart, key="live_chart")
+        sampled = dict(MEMORY_SERIES).get(memory or "")
         st.caption(
             "Output tokens/s = increase of vllm:generation_tokens_total / time between "
-            "scrapes. Memory = "
-            + dict(MEMORY_SERIES).get(memory or "", "—")
-            + ". "
+            "scrapes. "
+            + (f"Memory = {sampled}. " if sampled else "No memory series was sampled. ")
             + PREALLOCATION_NOTE
         )
 
@@ -224,14 +229,24 @@ def render_startup(run: Mapping[str, Any]) -> None:
         st.caption(describe(anat))
 
 
+def without_access_lines(text: str) -> tuple[str, int]:
+    """The log without the API server's one-line-per-request access log (under load it is all
+    a tail shows); returns the rest and how many lines were left out."""
+    lines = text.splitlines()
+    kept = [line for line in lines if not ACCESS_LINE.search(line)]
+    return "\n".join(kept), len(lines) - len(kept)
+
+
 def render_log(run: Mapping[str, Any]) -> None:
-    tail = read_log_tail(run)
+    tail, dropped = without_access_lines(read_log_tail(run))
     with st.container(key="live_log"):
         st.markdown(f"**Server log** (run {run['id']}, last lines)")
         if tail:
             st.code(tail[-LOG_TAIL_BYTES:], language="text", height=260)
+            if dropped:
+                st.caption(f"{dropped:,} HTTP access lines (one per request) left out.")
         else:
-            st.caption("no log yet")
+            st.caption("no log yet" if is_active(run.get("status")) else "no server log kept")
 
 
 def render_runs_table(db: Any, exp: Mapping[str, Any]) -> None:

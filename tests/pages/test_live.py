@@ -49,3 +49,20 @@ def test_live_page_query_param_picks_experiment(dashboard_lab: dict[str, Any]) -
     at = open_page("pages/3_Live.py", with_query("experiment", dashboard_lab["done_exp"]))
     assert not at.exception, at.exception
     assert at.selectbox(key="live_experiment").value == dashboard_lab["done_exp"]
+
+
+def test_the_log_tail_leaves_out_the_access_lines() -> None:
+    """Issue 23 (smaller): under load a server log's tail is all HTTP access lines; Live shows the
+    rest and says how many it left out."""
+    from ui.live import without_access_lines
+
+    log = "\n".join(
+        [
+            'INFO:     127.0.0.1:52310 - "POST /v1/completions HTTP/1.1" 200 OK',
+            "(APIServer pid=12) INFO [loggers.py:123] Engine 000: Avg prompt throughput: 9.1",
+            'INFO:     127.0.0.1:52311 - "GET /metrics HTTP/1.1" 200 OK',
+        ]
+    )
+    kept, dropped = without_access_lines(log)
+    assert kept == "(APIServer pid=12) INFO [loggers.py:123] Engine 000: Avg prompt throughput: 9.1"
+    assert dropped == 2

@@ -160,6 +160,7 @@ def live_chart(
     memory_series: str,
     tokens_per_s: Sequence[tuple[float, float]] | None = None,
     width: int = 460,
+    title: str = "This run, live",
 ) -> alt.VConcatChart:
     """Memory, KV usage %, output tokens/s and running/waiting of one run, stacked on a shared
     time axis so a climb in one lines up with the others. `series` maps sample series names to
@@ -197,7 +198,5 @@ def live_chart(
         alt.vconcat(*charts)
         .resolve_scale(x="shared", color="independent")
         .resolve_legend(color="independent")
-        .properties(
-            title=alt.TitleParams("This run, live", subtitle=subtitle_lines(PREALLOCATION_NOTE))
-        )
+        .properties(title=alt.TitleParams(title, subtitle=subtitle_lines(PREALLOCATION_NOTE)))
     )
