@@ -111,7 +111,7 @@ def test_the_compare_page_gives_no_verdict(pages: None) -> None:
     why = next(df.value for df in at.dataframe if "why" in df.value.columns)
     assert set(why["side"]) == {"block-size = 64"} and len(why) == 2  # its two repeats
     table = next(df.value for df in at.dataframe if "metric" in df.value.columns)
-    verdicts = table["verdict block-size = 64"].tolist()
+    verdicts = table["verdict 64"].tolist()
     assert verdicts and all(v.startswith("⊘ not applied") for v in verdicts[1:])
 
 
