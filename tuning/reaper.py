@@ -1,4 +1,4 @@
-"""The reaper for everything that shows status: experiments and searches whose process is gone
+"""The reaper for everything that shows status: experiments, searches and plans whose process is gone
 (SIGKILLed, the machine rebooted) are marked failed before their status is read, so no command or
 page shows a dead run as `running`.
 
@@ -14,17 +14,21 @@ from pathlib import Path
 
 from store import connect, queries
 from tuning.experiment.supervisor import Reaped, reap, runner_died
+from store.plans import list_plans
+from tuning.search.plan_record import reap_plans
 from tuning.search.record import reap_searches, search_alive
 
 
-def _stale(db_path: Path) -> tuple[bool, bool]:
-    """(an active experiment's runner is gone, an active search's process is gone)."""
+def _stale(db_path: Path) -> tuple[bool, bool, bool]:
+    """(an active experiment's runner is gone, an active search's process is gone, an active
+    plan's process is gone)."""
     with connect(db_path, readonly=True) as db:
         if "experiments" not in db.table_names():  # an empty file: a lab not started yet
-            return False, False
+            return False, False, False
         experiments = any(runner_died(e) for e in queries.active_experiments(db))
         searches = any(not search_alive(r) for r in queries.list_searches(db, active_only=True))
-    return experiments, searches
+        plans = any(not search_alive(r) for r in list_plans(db, active_only=True))
+    return experiments, searches, plans
 
 
 def _writable(db_path: Path) -> bool:
@@ -37,12 +41,14 @@ def reap_dead(db_path: str | Path) -> list[Reaped]:
     path = Path(db_path)
     if not path.is_file():
         return []
-    experiments, searches = _stale(path)
-    if not (experiments or searches) or not _writable(path):
+    experiments, searches, plans = _stale(path)
+    if not (experiments or searches or plans) or not _writable(path):
         return []
     reaped = reap(path) if experiments else []
     if searches:
         reap_searches(path)
+    if plans:
+        reap_plans(path)
     return reaped
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from store import connect, queries, repo
+from store.plans import list_plans
 from tests.factories import plan_attached
 from tuning.procs import process_start_time
 from tuning.reaper import reap_dead
@@ -64,3 +65,30 @@ def test_nothing_to_reap_writes_nothing(lab_home: Path, tuning_cli: Cli) -> None
     out = tuning_cli(["runs", "--db", str(db_path)], lab_home, timeout=120)
     assert out.returncode == 0 and "reaped" not in out.stderr, out.stderr
     assert hashlib.sha256(db_path.read_bytes()).hexdigest() == sha
+
+
+def test_plan_show_and_every_status_command_reap_a_dead_plan(
+    lab_home: Path, tuning_cli: Cli
+) -> None:
+    """A plan whose process was SIGKILLed is marked failed by `runs` too (the shared reaper), not
+    only by `plan show`."""
+    db_path = lab_home / "lab.db"
+    plan_attached(db_path)
+    runner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    started = process_start_time(runner.pid)
+    runner.send_signal(signal.SIGKILL)
+    runner.wait()
+    with connect(db_path) as db:
+        plan_id = repo.create_plan(
+            db,
+            key="k",
+            spec_json={},
+            status="running",
+            runner_pid=runner.pid,
+            runner_start_time_s=started,
+        )
+    out = tuning_cli(["runs", "--db", str(db_path)], lab_home, timeout=120)
+    assert out.returncode == 0, out.stderr
+    with connect(db_path, readonly=True) as db:
+        (row,) = [p for p in list_plans(db) if int(p["id"]) == plan_id]
+    assert row["status"] == "failed" and "run the same `plan` command again" in row["error"]
