@@ -1,5 +1,5 @@
-"""The reaper for everything that shows status: experiments, searches and plans whose process is gone
-(SIGKILLed, the machine rebooted) are marked failed before their status is read, so no command or
+"""The reaper for everything that shows status: experiments, searches and plans whose process is
+gone (SIGKILLed, the machine rebooted) are marked failed before their status is read, so no command or
 page shows a dead run as `running`.
 
 It looks first with a read-only connection and writes only when something is to be reaped, so
@@ -13,8 +13,8 @@ import os
 from pathlib import Path
 
 from store import connect, queries
-from tuning.experiment.supervisor import Reaped, reap, runner_died
 from store.plans import list_plans
+from tuning.experiment.supervisor import Reaped, reap, runner_died
 from tuning.search.plan_record import reap_plans
 from tuning.search.record import reap_searches, search_alive
 
