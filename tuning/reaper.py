@@ -1,6 +1,6 @@
 """The reaper for everything that shows status: experiments, searches and plans whose process is
-gone (SIGKILLed, the machine rebooted) are marked failed before their status is read, so no command or
-page shows a dead run as `running`.
+gone (SIGKILLed, the machine rebooted) are marked failed before their status is read, so no
+command or page shows a dead run as `running`.
 
 It looks first with a read-only connection and writes only when something is to be reaped, so
 reading a lab that has nothing to reap (the committed example, a read-only copy) changes nothing;
