@@ -72,10 +72,13 @@ test-fast: $(VENV)/.deps
 	$(BIN)/pytest -m "not engine and not browser and not fleet"
 
 # The README's screenshots of every page (tools/screenshots.py): chromium on a copy of a lab DB of
-# real runs (the H200 snapshot); SHOTS_DB=data/lab.db (after the demo) or any lab.db[.xz].
-SHOTS_DB ?= examples/h200/lab-h200.db.xz
+# real runs (the H200 decisions lab and its concurrency search); SHOTS_DB=data/lab.db (after the
+# demo, with SHOTS_SEARCH= empty) or any lab.db[.xz].
+SHOTS_DB ?= examples/h200/lab-h200-decisions.db.xz
+SHOTS_SEARCH ?= examples/h200/decisions-search.json
 screenshots: setup browser
-	$(BIN)/python tools/screenshots.py --db $(SHOTS_DB) --out docs/screenshots
+	$(BIN)/python tools/screenshots.py --db $(SHOTS_DB) --out docs/screenshots \
+		$(if $(SHOTS_SEARCH),--search $(SHOTS_SEARCH))
 
 bench-agreement: setup
 	$(BIN)/python benchmarks/agreement.py

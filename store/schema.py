@@ -423,9 +423,14 @@ def pending_migrations(db: Database) -> list[str]:
     return [m.name for m in migrations.pending(db)]
 
 
+def known_migrations() -> list[str]:
+    """The schema steps this lab knows, in order (its schema version)."""
+    return [m.name for m in migrations._migrations]
+
+
 def unknown_migrations(db: Database) -> list[str]:
     """Schema steps the DB has and this lab does not know: it was written by a newer lab."""
-    known = {m.name for m in migrations._migrations}
+    known = set(known_migrations())
     if not db.table(Migrations.migrations_table).exists():
         return []
     return [m.name for m in migrations.applied(db) if m.name not in known]

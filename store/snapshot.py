@@ -1,8 +1,11 @@
 """Compressed lab DBs (`lab.db.xz`, `lab.db.gz`): committed examples and archived labs stay small
 (what travels to a GPU box with every call is capped), and looking at one never changes it.
 
-A compressed path is expanded once into a cache folder keyed by the file's hash; the lab then opens
-that copy. The compressed file itself is never written.
+A compressed path is expanded once into a cache folder keyed by the file's hash and by this lab's
+schema version; the lab then opens that copy (and migrates it, as any DB it opens). The compressed
+file itself is never written. The schema in the key keeps two checkouts of the lab on one machine
+apart: a newer lab's migrated copy refused an older lab ("written by a newer version") when both
+shared one expansion under ~/.cache.
 """
 
 from __future__ import annotations
@@ -32,8 +35,11 @@ def expanded(path: Path) -> Path:
     """The SQLite file to open for `path`: itself, or the cached expansion of a compressed DB."""
     if not is_compressed(path):
         return path
+    from store.schema import known_migrations  # here: `--help` starts without sqlite-utils
+
     digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-    target = cache_dir() / f"{path.with_suffix('').stem}-{digest}.db"
+    schema = hashlib.sha256(" ".join(known_migrations()).encode()).hexdigest()[:8]
+    target = cache_dir() / f"{path.with_suffix('').stem}-{digest}-s{schema}.db"
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)

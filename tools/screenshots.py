@@ -3,11 +3,12 @@ Playwright) from a lab database of real runs.
 
     .venv/bin/python tools/screenshots.py [--db LAB.db|LAB.db.xz] [--out docs/screenshots]
 
-The default database is examples/h200/lab-h200.db.xz: real runs of vLLM on an H200 (README, "On a
-real GPU"); `--db` takes any lab's, e.g. data/lab.db after the demo. The app is served on a copy
-of it in a temporary lab home, so the database given is never written. Pages: home, New
-experiment (with the workload preview), Live, Runs, Compare and History, each written as a
-palette PNG of a few hundred KB at most.
+The default database is examples/h200/lab-h200-decisions.db.xz: real runs of vLLM on an H200
+(README, "On a real GPU"), with `--search examples/h200/decisions-search.json` its concurrency
+search; `--db` takes any lab's, e.g. data/lab.db after the demo. The app is served on a copy of it
+in a temporary lab home, so the database given is never written. Pages: home, New experiment (with
+the workload preview), Live, Runs, Compare (on the experiment it opens on), History and Searches,
+each written as a palette PNG of a few hundred KB at most.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tools.browser import REPO, chromium, serve_app, wait_idle  # noqa: E402
 
-DEFAULT_DB = REPO / "examples" / "h200" / "lab-h200.db.xz"
+DEFAULT_DB = REPO / "examples" / "h200" / "lab-h200-decisions.db.xz"
 DEFAULT_OUT = REPO / "docs" / "screenshots"
 MAX_HEIGHT = 2400  # px of a page kept; a longer page is cut at the bottom
 VIEWPORT = {"width": 1280, "height": MAX_HEIGHT}
@@ -42,14 +43,17 @@ def copy_db(source: Path, target: Path) -> None:
         shutil.copyfile(source, target)
 
 
-def latest_experiment(db_path: Path) -> int:
+def compared_experiment(db_path: Path) -> int:
+    """The experiment Compare opens on (the latest with two or more values: a one-run search step
+    has nothing to compare)."""
     from store import connect, queries
+    from ui.compare import default_experiment
 
     with connect(db_path, readonly=True) as db:
-        experiments = queries.list_experiments(db, include_hidden=True)
+        experiments = queries.list_experiments(db)
     if not experiments:
         raise SystemExit(f"{db_path}: no experiment to show")
-    return max(int(e["id"]) for e in experiments)
+    return int(experiments[default_experiment(experiments)]["id"])
 
 
 def save_small(png: bytes, path: Path) -> int:
@@ -111,16 +115,23 @@ def shots(exp_id: int) -> list[tuple[str, str, Callable[[Any], None] | None]]:
         ("runs.png", "Runs", None),
         ("compare.png", f"Compare?experiment={exp_id}", None),
         ("history.png", "History", None),
+        ("searches.png", "Searches", None),
     ]
 
 
-def take(db: Path, out: Path) -> list[tuple[Path, int]]:
+def take(db: Path, out: Path, search: Path | None = None) -> list[tuple[Path, int]]:
     out.mkdir(parents=True, exist_ok=True)
     written = []
     with tempfile.TemporaryDirectory(prefix="lab-shots-") as tmp:
         home = Path(tmp) / "lab"
         copy_db(db, home / "lab.db")
-        exp_id = latest_experiment(home / "lab.db")
+        if search is not None:  # a search's --json output, recorded as the CLI's `search import`
+            import json
+
+            from tuning.search.adopt import import_result
+
+            import_result(home / "lab.db", json.loads(search.read_text()))
+        exp_id = compared_experiment(home / "lab.db")
         with serve_app(home, Path(tmp) / "streamlit.log") as url, chromium() as browser:
             page = browser.new_page(viewport=VIEWPORT)
             for name, path, before in shots(exp_id):
@@ -142,8 +153,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", type=Path, default=DEFAULT_DB, help="lab DB (.db or .db.xz)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="folder for the PNGs")
+    parser.add_argument(
+        "--search", type=Path, default=None, help="a search's --json output to show on Searches"
+    )
     args = parser.parse_args(argv)
-    for path, size in take(args.db, args.out):
+    for path, size in take(args.db, args.out, args.search):
         print(f"{path.relative_to(REPO) if path.is_relative_to(REPO) else path}: {size:,} bytes")
         if size > MAX_BYTES:
             print(f"  warning: over {MAX_BYTES:,} bytes", file=sys.stderr)
