@@ -5,6 +5,7 @@ instead of a fixed sleep."""
 from __future__ import annotations
 
 import hashlib
+import re
 import sqlite3
 import struct
 import time
@@ -137,3 +138,16 @@ def start_tags(page: str) -> list[tuple[str, dict[str, str | None]]]:
     parser = _StartTags()
     parser.feed(page)
     return parser.tags
+
+
+# A negative change, '-95.6 %', or an interval's low end, '-110.9 … -80.3 %' (the minus sign as
+# typed or as U+2212).
+NEGATIVE_PCT = re.compile(r"[-−](\d[\d,]*(?:\.\d+)?)(?= ?%| … [-−+]?\d[\d,.]* ?%)")
+
+
+def below_minus_100(text: str) -> list[str]:
+    """Every change or interval end in `text` below -100 % (impossible for a non-negative
+    quantity: the ratio's interval is on the log scale)."""
+    return [
+        m.group(0) for m in NEGATIVE_PCT.finditer(text) if float(m.group(1).replace(",", "")) > 100
+    ]

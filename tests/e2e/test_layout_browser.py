@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.checks import below_minus_100
 from tests.e2e.pages import PAGES, assert_verdicts_fit, no_exception
 from tests.pages.test_icons import EMOJI
 from tools.browser import REPO, serve_app, wait_idle
@@ -35,9 +36,6 @@ TEXTS = (
     "button p, h1, h2, h3, h4, [data-testid='stExpander'] summary p, [data-testid='stTab'] p, "
     "[data-testid='stMetricLabel'] p, [data-testid='stWidgetLabel'] p"
 )
-# A negative change, '-95.6 %', or an interval's low end, '-110.9 … -80.3 %' (the minus sign as
-# typed or as U+2212).
-PCT = re.compile(r"[-−](\d[\d,]*(?:\.\d+)?)(?= ?%| … [-−+]?\d[\d,.]* ?%)")
 # What lies outside the viewport, and what text is cut short, in the main area.
 OUT_OF_BOUNDS = """([boxed, texts, width]) => {
     const main = document.querySelector("[data-testid='stMain']");
@@ -98,12 +96,6 @@ def raw_bytes(db_path: Path) -> re.Pattern[str]:
     assert counts, "the lab has no bytes-typed values to look for"
     forms = {f for n in counts for f in (str(n), f"{n:,}")}
     return re.compile(r"(?<![\d,])(" + "|".join(map(re.escape, sorted(forms))) + r")(?![\d,])")
-
-
-def below_minus_100(text: str) -> list[str]:
-    """Every change or interval end in the text below -100 % (impossible for a non-negative
-    quantity: the ratio's interval is on the log scale)."""
-    return [m.group(0) for m in PCT.finditer(text) if float(m.group(1).replace(",", "")) > 100]
 
 
 def check_page(page: Any, path: str, width: int, raw: re.Pattern[str]) -> None:

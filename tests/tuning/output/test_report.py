@@ -242,3 +242,20 @@ def test_report_states_the_baseline_drift_beside_the_verdicts(tmp_path: Path) ->
     assert found, verdicts
     assert "output throughput -6.0 %" in found.group(1)
     assert f"first run {info['run_ids'][0]} → last run {info['run_ids'][6]}" in found.group(1)
+
+
+def test_the_h200_reports_show_no_change_below_minus_100() -> None:
+    """Issue 23, item 2 in the report: on the H200 decisions lab, experiment 1 read "mean TTFT
+    -95.6 % (95 % CI -110.9 ... -80.3 %)"; its report now shows no change or interval end below
+    -100 %, and the checker finds the old line."""
+    from store.snapshot import expanded
+    from tests.checks import below_minus_100
+    from tuning.output.report import build_report
+
+    db = expanded(
+        Path(__file__).resolve().parents[3] / "examples" / "h200" / "lab-h200-decisions.db.xz"
+    )
+    html = build_report(db, experiment_ids=[1])
+    assert "mean TTFT" in html and "95 % CI" in html
+    assert below_minus_100(html) == []
+    assert below_minus_100("-95.6 % (95 % CI -110.9 … -80.3 %)") == ["-110.9"]
