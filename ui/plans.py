@@ -16,9 +16,9 @@ import pandas as pd
 import streamlit as st
 
 from tuning.compare.present import TONE_MARK, fmt
-from tuning.params import format_value
 from tuning.search.plan_show import facts, gain_line, label, plan_rows, step_line
 from tuning.search.show import slo_text
+from tuning.shown import show_value
 from ui.common import ICONS, md_code, md_escape
 from ui.links import compare_link
 
@@ -108,7 +108,7 @@ def steps_frame(f: Mapping[str, Any]) -> pd.DataFrame:
             {
                 "#": s["index"],
                 "parameter": s["param"],
-                "chosen": "—" if s.get("chosen") is None else format_value(s["chosen"]),
+                "chosen": "—" if s.get("chosen") is None else show_value(s["param"], s["chosen"]),
                 f"{f['objective']}": fmt(s.get("chosen_objective"), f["unit"]),
                 "meets SLOs": s.get("meets_slo"),
                 "search": s.get("search_id"),
@@ -120,15 +120,12 @@ def steps_frame(f: Mapping[str, Any]) -> pd.DataFrame:
 
 
 def config_frame(f: Mapping[str, Any]) -> pd.DataFrame:
-    def shown(value: Any) -> str:
-        return "unset" if value is None else format_value(value)
-
     return pd.DataFrame(
         [
             {
                 "parameter": c["param"],
-                "start": shown(c["start"]),
-                "recommended": shown(c["recommended"]),
+                "start": show_value(c["param"], c["start"]),  # 'unset' for None, bytes in GiB
+                "recommended": show_value(c["param"], c["recommended"]),
                 "changed": c["changed"],
             }
             for c in f["config"]

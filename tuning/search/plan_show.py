@@ -18,10 +18,10 @@ from store import connect
 from store.plans import get_plan, list_plans
 from tuning.compare.catalog import METRIC_BY_KEY
 from tuning.compare.present import Tone, fmt
-from tuning.params import format_value
 from tuning.search.plan import verdict_text_of
 from tuning.search.plan_record import reap_plans
 from tuning.search.show import slo_text
+from tuning.shown import show_value
 
 
 def find_plan(db_path: Path, plan_id: int) -> dict[str, Any]:
@@ -135,12 +135,13 @@ def step_line(f: Mapping[str, Any], s: Mapping[str, Any]) -> str:
     if s["status"] != "done":
         return f"{head}: {s['status']}"
     lo, hi = s["range"] or (None, None)
-    head += "" if lo is None else f" {lo:g}..{hi:g}"
+    param = s["param"]
+    head += "" if lo is None else f" {show_value(param, lo)}..{show_value(param, hi)}"
     if s["chosen"] is None:
         text = f"{head}: no usable value"
     else:
         measured = fmt(s["chosen_objective"], f["unit"])
-        text = f"{head}: chosen {format_value(s['chosen'])}, {s['objective']} {measured}"
+        text = f"{head}: chosen {show_value(s['param'], s['chosen'])}, {s['objective']} {measured}"
         if s["slo_ms"]:
             text += ", meets the SLOs" if s["meets_slo"] else ", breaks the SLOs"
     where = [f"search {s['search_id']}"] if s.get("search_id") else []
@@ -168,8 +169,8 @@ def lines(f: Mapping[str, Any]) -> list[str]:
     if f["config"]:
         out.append("recommended vs start:")
         for c in f["config"]:
-            start = "unset" if c["start"] is None else format_value(c["start"])
-            final = "unset" if c["recommended"] is None else format_value(c["recommended"])
+            start = show_value(c["param"], c["start"])  # 'unset' for None, bytes in GiB
+            final = show_value(c["param"], c["recommended"])
             out.append(f"  {c['param']}: {start} → {final}{'' if c['changed'] else ' (same)'}")
     if f["gain"]:
         runs = f["confirm_runs"]

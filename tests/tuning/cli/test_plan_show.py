@@ -87,3 +87,22 @@ def test_a_bad_plan_command_is_refused_in_one_line(
 ) -> None:
     code, out, err = _cli([*args, "--db", str(fresh_db)], capsys)
     assert (code, out, err) == (2, "", f"refused: {says}\n")
+
+
+def test_a_bytes_typed_plan_reads_in_gib(
+    fresh_db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 23 item 4 in a plan: a kv-cache-memory-bytes search reads 1 GiB..16 GiB, chosen 4 GiB,
+    and its recommended value 4 GiB: no raw byte count."""
+    result = plan_result()
+    first = result["searches"][0]
+    first.update(param="kv-cache-memory-bytes", range=[float(2**30), float(2**34)], chosen=2**32)
+    first["log"][1]["value"] = float(2**32)
+    result["params"][0] = "kv-cache-memory-bytes"
+    result["recommended"] = {"kv-cache-memory-bytes": 2**32, "block-size": 32, "concurrency": 4}
+    plan_id = add_plan(fresh_db, result)
+    code, out, err = _cli(["plan", "show", str(plan_id), "--db", str(fresh_db)], capsys)
+    assert code == 0, err
+    assert "1. kv-cache-memory-bytes 1 GiB..16 GiB: chosen 4 GiB" in out
+    assert "  kv-cache-memory-bytes: unset → 4 GiB" in out.splitlines()
+    assert "4294967296" not in out and "17179869184" not in out
