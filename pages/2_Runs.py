@@ -46,7 +46,7 @@ st.caption(
     "Hover a column's name for its formula; — = not reported (by the engine, for its facts). "
     "TTFT client − server = the client's mean TTFT minus vLLM's own time_to_first_token "
     "histogram mean over the same window (HTTP, tokenizing and the client's own delay); a run "
-    "beyond the bound is flagged in its health."
+    "beyond the bound is flagged in its health. "
     "KV tokens predicted: tuning.predict from the model's config.json before the start; "
     "prediction error %: against the engine's KV capacity."
 )

@@ -222,7 +222,7 @@ def experiments_tab(db: Database, path: Path) -> None:
     show_hidden = st.checkbox("Show hidden experiments", key="hist_exp_show_hidden")
     by_id = {int(e["id"]): e for e in exps if show_hidden or not e.get("hidden")}
     frame = pd.DataFrame([_experiment_row(e) for e in by_id.values()], columns=EXPERIMENT_COLUMNS)
-    st.dataframe(frame, hide_index=True, key="hist_experiments_table")
+    st.dataframe(frame, hide_index=True, key="hist_experiments_table", placeholder="—")
     if not by_id:
         return
     eid = st.selectbox(

@@ -203,7 +203,7 @@ def noise_text(comparison: Comparison) -> str | None:
     """The baseline's run-to-run spread (A/A) and the smallest change it lets a verdict resolve."""
     floors = [(k, noise_floor(comparison.baseline.values.get(k) or [])) for k in NOISE_METRICS]
     parts = [
-        f"{k}: run-to-run CV {x.cv * 100:.1f} %, smallest resolvable change "
+        f"{METRIC_BY_KEY[k].label}: run-to-run CV {x.cv * 100:.1f} %, smallest resolvable change "
         f"≈ {x.min_detectable * 100:.1f} %"
         for k, x in floors
         if x.cv is not None and x.min_detectable is not None

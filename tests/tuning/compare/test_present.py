@@ -39,3 +39,12 @@ def test_the_tones_are_defined_once_and_grey_is_neutral() -> None:
     css = tone_css()
     assert ".muted{color: #6e7781}" in css and "faint" not in css
     assert TONE_MARK["muted"] == "gray"
+
+
+def test_the_noise_floor_names_metrics_as_people_read_them() -> None:
+    """Issue 23 (smaller): the noise-floor note said `mean_ttft_ms`; it says "mean TTFT"."""
+    from tuning.compare.present import noise_text
+
+    text = noise_text(undecided_and_better()) or ""
+    assert "output throughput: run-to-run CV" in text and "mean TTFT: run-to-run CV" in text
+    assert "mean_ttft_ms" not in text and "output_throughput" not in text
