@@ -43,7 +43,7 @@ engine-auto: $(VENV)/.deps
 	@$(BIN)/python -m tuning engine detect --save || { test $$? -eq 3 && $(MAKE) --no-print-directory engine; }
 
 run: $(if $(filter embedded,$(ENGINE)),engine,engine-auto)
-	$(if $(filter embedded,$(ENGINE)),TUNING_LAB_ENGINE=embedded )$(BIN)/streamlit run app.py --server.port $(PORT)
+	$(if $(filter embedded,$(ENGINE)),TUNING_LAB_ENGINE=embedded )$(BIN)/streamlit run Home.py --server.port $(PORT)
 
 # Lint, format, types and the house rules (imports, sizes, SQL): part of `make test`.
 lint: $(VENV)/.deps

@@ -297,7 +297,7 @@ def render_first(db_path: Path, run_ids: list[int], slo: float | None) -> tuple[
     # AppTest's bare mode warns once per session that it has no script context: noise here.
     logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").disabled = True
     os.environ["TUNING_LAB_DB"] = str(db_path)
-    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=120)
+    at = AppTest.from_file(str(REPO / "Home.py"), default_timeout=120)
     at.run()
     at.query_params["runs"] = ",".join(map(str, run_ids))
     if slo:

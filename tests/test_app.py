@@ -1,4 +1,4 @@
-"""The app's pages through app.py on an empty lab and on edge cases: a queued experiment with no
+"""The app's pages through Home.py on an empty lab and on edge cases: a queued experiment with no
 run, a single-run experiment, and runs of two experiments with different parameters from a link."""
 
 from __future__ import annotations

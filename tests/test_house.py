@@ -14,7 +14,7 @@ APP_DIRS = ("core", "store", "tuning", "ui", "pages")
 APP = [
     p
     for p in SOURCES
-    if p.relative_to(REPO).parts[0] in APP_DIRS or p.name == "app.py" and p.parent == REPO
+    if p.relative_to(REPO).parts[0] in APP_DIRS or p.name == "Home.py" and p.parent == REPO
 ]
 MAKE_AND_SH = [REPO / "Makefile", *REPO.glob(".ci/*"), *REPO.rglob("*.sh")]
 MAX_LINES = 500
@@ -201,7 +201,7 @@ def sql_outside_store(rel: Path, tree: ast.AST) -> list[str]:
 
 
 def test_sources_were_found() -> None:
-    assert len(APP) > 30 and any(p.name == "app.py" for p in APP)
+    assert len(APP) > 30 and any(p.name == "Home.py" for p in APP)
 
 
 def test_layers_import_one_way() -> None:

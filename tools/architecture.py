@@ -43,7 +43,7 @@ INTRO = f"""# Architecture
 
 One direction of imports, visible in the folders and enforced by `tests/test_house.py` (layers, no
 SQL outside `store/`, no app module over 500 lines): `core/` <- `store/` <- `tuning/` <- `ui/`,
-`pages/`, `app.py` and the CLI (`tuning/cli/`). `store/` and `tuning/` never import Streamlit.
+`pages/`, `Home.py` and the CLI (`tuning/cli/`). `store/` and `tuning/` never import Streamlit.
 
 | layer | what lives there |
 |---|---|
@@ -56,7 +56,7 @@ output, charts); never imports Streamlit |
 | `tuning/cli/` | the command line, the outermost layer of the lab (`python -m tuning`, \
 `tuning-lab`) |
 | `ui/` | render helpers the pages share, taking domain rows (no module-level state) |
-| `pages/`, `app.py` | one file per screen, thin: read `store/`, call `tuning/`, draw |
+| `pages/`, `Home.py` | one file per screen, thin: read `store/`, call `tuning/`, draw |
 
 Beside the app:
 
@@ -96,7 +96,7 @@ TITLES = {
     "store": "`store/`: all SQL",
     "tuning": "`tuning/`: the lab",
     "ui": "`ui/`: render helpers",
-    "pages": "`pages/` and `app.py`: the screens",
+    "pages": "`pages/` and `Home.py`: the screens",
 }
 
 
@@ -137,7 +137,7 @@ def render() -> str:
     for layer in LAYERS:
         files = modules(layer)
         if layer == "pages":
-            files = [REPO / "app.py", *files]
+            files = [REPO / "Home.py", *files]
         out += [f"### {TITLES[layer]}", "", "| module | purpose |", "|---|---|"]
         out += [f"| `{name(p)}` | {_cell(purpose(p))} |" for p in files]
         out.append("")

@@ -1,5 +1,5 @@
 """The app in a real browser, shared by the browser tests (tests/e2e) and `make screenshots`:
-`streamlit run app.py` on a lab home of its own, and Debian's chromium through Playwright
+`streamlit run Home.py` on a lab home of its own, and Debian's chromium through Playwright
 (Playwright's own browser download fails on these machines)."""
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def lab_env(home: Path) -> dict[str, str]:
 
 @contextmanager
 def serve_app(home: Path, log_path: Path, *, start_timeout: float = 90.0) -> Iterator[str]:
-    """`streamlit run app.py` on the lab in `home` (its DB is home/lab.db); yields its URL and
+    """`streamlit run Home.py` on the lab in `home` (its DB is home/lab.db); yields its URL and
     stops its process group afterwards."""
     home.mkdir(parents=True, exist_ok=True)
     port = free_port()
@@ -61,7 +61,7 @@ def serve_app(home: Path, log_path: Path, *, start_timeout: float = 90.0) -> Ite
         "-m",
         "streamlit",
         "run",
-        "app.py",
+        "Home.py",
         "--server.port",
         str(port),
         "--server.address",

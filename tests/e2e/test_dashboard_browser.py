@@ -1,4 +1,4 @@
-"""A real browser (Debian's chromium through Playwright) against `streamlit run app.py`: start an
+"""A real browser (Debian's chromium through Playwright) against `streamlit run Home.py`: start an
 experiment on the embedded engine, watch the live page reach completion, open the compare page and
 download a PNG. (The README's screenshots come from `make screenshots`: tools/screenshots.py.)"""
 

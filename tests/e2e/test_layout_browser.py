@@ -126,7 +126,10 @@ def test_every_page_holds_at_1440_and_1024(browser: Any, tmp_path: Path) -> None
                 wait_idle(page)
                 page.wait_for_timeout(1000)  # a fragment's first draw, Vega's first layout
                 check_page(page, path or "Home", width, raw)
-                if path == "Runs":
+                if path == "":  # the sidebar's first entry names the page, not the file ("app")
+                    first = page.locator("[data-testid='stSidebarNav'] a").first
+                    assert first.inner_text().strip() == "Home"
+                elif path == "Runs":
                     columns = drawn_columns(page)
                     assert columns[0] == "run" and "output" in columns, (width, columns)
                     assert "mean TTFT" in columns, (width, columns)

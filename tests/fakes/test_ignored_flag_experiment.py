@@ -84,7 +84,7 @@ def pages(ignored_block_size: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -
 
 
 def page(path: str) -> AppTest:
-    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=60)
+    at = AppTest.from_file(str(REPO / "Home.py"), default_timeout=60)
     at.run()
     at.switch_page(path).run()
     assert not at.exception, at.exception
