@@ -200,29 +200,58 @@ def _number(value: Any) -> float:
 NOT_REPORTED = "not reported by the engine"
 
 
-def _fact(value: Any, why: str, unit: str = "", spec: str | None = None, suffix: str = "") -> str:
-    """A memory fact in its unit, or 'not reported by the engine' and why (escaped either way)."""
-    text = fmt(value, unit, spec=spec, none="")
-    return e(text + suffix) if text else f"*{NOT_REPORTED}* ({e(why)})"
+class _Facts:
+    """Memory facts in their units; a missing one shows "—" and is named once, with why, on the
+    last line (a run with no engine facts said "not reported by the engine" eight times)."""
+
+    def __init__(self) -> None:
+        self.missing: dict[str, list[str]] = {}  # why -> the facts missing for that reason
+
+    def __call__(
+        self,
+        name: str,
+        value: Any,
+        why: str,
+        unit: str = "",
+        spec: str | None = None,
+        suffix: str = "",
+    ) -> str:
+        text = fmt(value, unit, spec=spec, none="")
+        if text:
+            return e(text + suffix)
+        self.missing.setdefault(why, []).append(name)
+        return "—"
+
+    def line(self) -> str | None:
+        if not self.missing:
+            return None
+        parts = [f"{', '.join(names)} ({why})" for why, names in self.missing.items()]
+        return f"— = *{NOT_REPORTED}*: " + e("; ".join(parts))
 
 
 def _memory_lines(run: Mapping[str, Any]) -> list[str]:
     kv = run.get("peak_kv_cache_usage_perc")
     kv_peak = None if kv is None else _number(kv) * 100
     log = "its start log had no such line"
-    return [
-        f"KV cache: **{_fact(run.get('kv_cache_tokens'), log, spec='{:,.0f}', suffix=' tokens')}**"
-        f", {_fact(run.get('kv_cache_memory_bytes'), log, 'bytes')}; max concurrency "
-        f"{_fact(run.get('max_concurrency'), log, spec='{:,.1f}', suffix='x')}; block size "
-        f"{_fact(run.get('block_size'), log, 'count')}",
-        f"weights: {_fact(run.get('weights_memory_gib'), log, spec='{:.2f}', suffix=' GiB')}; "
-        f"time to healthy {_fact(run.get('time_to_healthy_s'), 'no /health answer', 's')}",
-        f"peak process-tree RSS "
-        f"{_fact(run.get('peak_tree_rss_bytes'), 'no sample of the server process', 'bytes')}; "
-        f"peak GPU (tree) {_fact(run.get('peak_gpu_tree_bytes'), 'no GPU or NVML here', 'bytes')}",
-        f"peak KV-cache usage {_fact(kv_peak, 'no /metrics sample', spec='{:.1f}', suffix=' %')}; "
-        f"preemptions {_fact(run.get('preemptions'), 'no /metrics counter', 'count')}",
+    f = _Facts()
+    tokens = f("KV tokens", run.get("kv_cache_tokens"), log, spec="{:,.0f}", suffix=" tokens")
+    kv_bytes = f("KV memory", run.get("kv_cache_memory_bytes"), log, "bytes")
+    most = f("max concurrency", run.get("max_concurrency"), log, spec="{:,.1f}", suffix="x")
+    block = f("block size", run.get("block_size"), log, "count")
+    weights = f("weights", run.get("weights_memory_gib"), log, spec="{:.2f}", suffix=" GiB")
+    healthy = f("time to healthy", run.get("time_to_healthy_s"), "no /health answer", "s")
+    rss = f("peak RSS", run.get("peak_tree_rss_bytes"), "no sample of the server process", "bytes")
+    gpu = f("peak GPU", run.get("peak_gpu_tree_bytes"), "no GPU or NVML here", "bytes")
+    usage = f("peak KV usage", kv_peak, "no /metrics sample", spec="{:.1f}", suffix=" %")
+    preempted = f("preemptions", run.get("preemptions"), "no /metrics counter", "count")
+    lines = [
+        f"KV cache: **{tokens}**, {kv_bytes}; max concurrency {most}; block size {block}",
+        f"weights: {weights}; time to healthy {healthy}",
+        f"peak process-tree RSS {rss}; peak GPU (tree) {gpu}",
+        f"peak KV-cache usage {usage}; preemptions {preempted}",
     ]
+    missing = f.line()
+    return [*lines, missing] if missing else lines
 
 
 def warn_unhealthy(runs: Iterable[Mapping[str, Any]]) -> None:
