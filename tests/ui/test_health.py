@@ -1,4 +1,4 @@
-"""The run health section's memory facts (ui.health): what the engine did not report is said once."""
+"""The run health section's memory facts (ui.health): what the engine did not report, said once."""
 
 from __future__ import annotations
 
