@@ -232,6 +232,11 @@ def _printf(unit: str) -> str:
     return spec if unit == "count" else f"{spec} {unit}"
 
 
+def is_number_column(column: pd.Series) -> bool:
+    types = pd.api.types
+    return bool(types.is_numeric_dtype(column) and not types.is_bool_dtype(column))
+
+
 def run_column_config(frame: pd.DataFrame) -> dict[str, Any]:
     """How each column of `frame` (a `run_frame`) is drawn."""
     cc = st.column_config
@@ -271,6 +276,9 @@ def run_column_config(frame: pd.DataFrame) -> dict[str, Any]:
                 )
             else:
                 out[key] = cc.Column(col.label, help=help_text or None)
+        elif is_number_column(frame[key]):  # a page's own column: separators too
+            whole = frame[key].dropna().map(lambda x: float(x).is_integer()).all()
+            out[key] = cc.NumberColumn(format="%,.0f" if whole else "%,.2f")
     return out
 
 

@@ -20,6 +20,24 @@ def test_frame_badges_progress_and_extra_columns() -> None:
     assert list(frame.columns) == ["id", HEALTH, KV_USAGE, "output_throughput", "x"]
     assert frame.loc[0, HEALTH] == ["not checked"] and frame.loc[0, KV_USAGE] == 45.7
     config = run_column_config(frame)
-    assert "x" not in config and config["output_throughput"]["label"] == "output"
+    assert config["output_throughput"]["label"] == "output"
+    assert config["x"]["type_config"]["format"] == "%,.0f"  # a page's own number: separators
     empty = run_frame([], ("id", "param"))
     assert list(empty.columns) == ["id", "param"] and len(empty) == 0
+
+
+def test_a_pages_own_number_columns_get_separators() -> None:
+    """Issue 23 (smaller): Runs showed "393216" (KV tokens predicted, a page's own column) beside
+    "393,216" (KV capacity); every number column now has separators."""
+    import pandas as pd
+
+    from ui.tables import run_column_config
+
+    frame = pd.DataFrame(
+        {"KV tokens predicted": [393216, None], "prediction error %": [1.25, 0.5], "ok": [1, 0]}
+    )
+    frame["ok"] = frame["ok"].astype(bool)
+    config = run_column_config(frame)
+    assert config["KV tokens predicted"]["type_config"]["format"] == "%,.0f"
+    assert config["prediction error %"]["type_config"]["format"] == "%,.2f"
+    assert "ok" not in config
