@@ -32,6 +32,25 @@ from tuning.procs import pid_alive, same_process, stop_group
 
 POLL_S = 0.2
 REPORTS_ENV = "TUNING_LAB_GUARD_REPORTS"  # a folder for every guard's report (tests)
+# Set by a fleet worker in its own environment, so every server it starts inherits it: the guard
+# finds a server its last poll missed (started just before the worker was killed) by this mark.
+OWNER_ENV = "TUNING_LAB_GUARD_OWNER"
+
+
+def owner_mark(pid: int, started: float) -> str:
+    """The mark of one process (pid and start time: a reused pid is another owner)."""
+    return f"{pid}:{started:.3f}"
+
+
+def marked(mark: str, seen: dict[int, tuple[float, int]]) -> None:
+    """Add to `seen` every live process whose environment carries `mark`."""
+    me = os.getpid()  # the guard inherits its worker's mark too
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if proc.pid != me and proc.environ().get(OWNER_ENV) == mark:
+                seen.setdefault(proc.pid, (proc.create_time(), os.getpgid(proc.pid)))
+        except (psutil.Error, OSError):
+            continue
 
 
 def _snapshot(worker: psutil.Process, seen: dict[int, tuple[float, int]]) -> None:
@@ -111,6 +130,7 @@ def watch(worker_pid: int, groups: list[int] | None = None, report: Path | None 
             _report(report, seen)
             reported = set(seen)
         time.sleep(POLL_S)
+    marked(owner_mark(worker_pid, started), seen)
     reap(seen)
 
 

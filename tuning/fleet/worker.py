@@ -58,13 +58,17 @@ class RunWorker:
     in turn, `cancel()` and `status()` meanwhile, `close()` at the end."""
 
     def __init__(self) -> None:
-        from tuning.fleet.guard import start_guard
+        import psutil
+
+        from tuning.fleet.guard import OWNER_ENV, owner_mark, start_guard
 
         self._cancel = threading.Event()
         self._lock = threading.Lock()
         self._phase = "queued"
         self._book: Bookkeeping | None = None
         self._unit: RunUnit | None = None
+        # every server this worker starts inherits the mark (tuning.server copies os.environ)
+        os.environ[OWNER_ENV] = owner_mark(os.getpid(), psutil.Process().create_time())
         self._guard = start_guard(os.getpid())
 
     def pid(self) -> int:

@@ -99,3 +99,37 @@ def test_a_killed_driver_takes_its_local_cluster_group_with_it(tmp_path: Path) -
     driver.wait(10)
     wait_until(lambda: not group_alive(pgid), 30, "the cluster's group to go with its driver")
     wait_until(lambda: not pid_alive(guard_pid), 30, "the guard to end once it has reaped")
+
+
+def test_a_server_the_guard_never_polled_is_found_by_its_workers_mark(tmp_path: Path) -> None:
+    """A fresh-clone run leaked a fleet server (alive 518 s after its driver was SIGKILLed): it was
+    started after the guard's last poll of the worker's tree and, its worker gone, reparented to
+    init. A worker marks its environment (OWNER_ENV) and its servers inherit the mark; the guard,
+    when its worker is gone, stops every process carrying it. Here the "server" has left the
+    worker's tree before any poll: only the mark can find it."""
+    from tuning.fleet.guard import OWNER_ENV, marked, owner_mark, reap
+
+    mark = owner_mark(12345, 1.0)
+    stray = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(300)"],
+        env={**os.environ, OWNER_ENV: mark},
+        start_new_session=True,
+    )
+    other = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(300)"],
+        env={**os.environ, OWNER_ENV: owner_mark(12345, 2.0)},  # another worker's (a reused pid)
+        start_new_session=True,
+    )
+    try:
+        wait_until(lambda: OWNER_ENV in psutil.Process(stray.pid).environ(), 30, "its environment")
+        seen: dict[int, tuple[float, int]] = {}
+        marked(mark, seen)
+        assert set(seen) == {stray.pid}
+        reap(seen, grace=2.0)
+        assert stray.wait(timeout=30) is not None
+        assert other.poll() is None
+    finally:
+        for proc in (stray, other):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
