@@ -4,6 +4,7 @@ safe for Streamlit's Markdown."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -70,3 +71,22 @@ def md_code(value: Any) -> str:
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * (longest + 1)
     return f"{fence} {text} {fence}"
+
+
+def pick_by_query(
+    rows: Sequence[Mapping[str, Any]],
+    query: str,
+    title: str,
+    key: str,
+    label: Callable[[Mapping[str, Any]], str],
+) -> dict[str, Any]:
+    """A selector over `rows` (newest first) that opens on ?`query`=ID when it names one of them;
+    the row picked."""
+    import streamlit as st
+
+    ids = [int(r["id"]) for r in rows]
+    wanted = st.query_params.get(query)
+    index = ids.index(int(wanted)) if wanted and wanted.isdigit() and int(wanted) in ids else 0
+    by_id = {int(r["id"]): r for r in rows}
+    picked = st.selectbox(title, ids, index=index, key=key, format_func=lambda i: label(by_id[i]))
+    return dict(by_id[int(picked)])

@@ -19,7 +19,7 @@ from tuning.compare.present import TONE_MARK, fmt
 from tuning.search.plan_show import facts, gain_line, label, plan_rows, step_line
 from tuning.search.show import slo_text
 from tuning.shown import show_value
-from ui.common import ICONS, md_code, md_escape
+from ui.common import ICONS, md_code, md_escape, pick_by_query
 from ui.links import compare_link
 
 SEARCHES_PAGE = "pages/7_Searches.py"
@@ -37,14 +37,7 @@ def pick_plan(path: Path) -> dict[str, Any] | None:
             )
         )
         return None
-    ids = [int(r["id"]) for r in rows]
-    wanted = st.query_params.get("plan")
-    index = ids.index(int(wanted)) if wanted and wanted.isdigit() and int(wanted) in ids else 0
-    by_id = {int(r["id"]): r for r in rows}
-    pid = st.selectbox(
-        "Plan", ids, index=index, key="plans_pick", format_func=lambda i: label(by_id[i])
-    )
-    return by_id[int(pid)]
+    return pick_by_query(rows, "plan", "Plan", "plans_pick", label)
 
 
 def render(path: Path) -> None:

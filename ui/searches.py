@@ -30,7 +30,7 @@ from tuning.search.confirm import confirm_values, plan_confirm
 from tuning.search.record import reap_searches, spec_from_json
 from tuning.search.show import chosen_line, confirm_line, facts, slo_text, unrecorded_keys
 from tuning.settings import load_settings
-from ui.common import ICONS, md_code, md_escape
+from ui.common import ICONS, md_code, md_escape, pick_by_query
 from ui.links import compare_link
 
 
@@ -59,14 +59,7 @@ def pick_search(path: Path) -> dict[str, Any] | None:
             + md_code("python -m tuning search --param NAME --range LO:HI")
         )
         return None
-    ids = [int(r["id"]) for r in rows]
-    wanted = st.query_params.get("search")
-    index = ids.index(int(wanted)) if wanted and wanted.isdigit() and int(wanted) in ids else 0
-    by_id = {int(r["id"]): r for r in rows}
-    sid = st.selectbox(
-        "Search", ids, index=index, key="srchs_pick", format_func=lambda i: _label(by_id[i])
-    )
-    return by_id[int(sid)]
+    return pick_by_query(rows, "search", "Search", "srchs_pick", _label)
 
 
 def render(path: Path) -> None:
