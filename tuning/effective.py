@@ -69,6 +69,10 @@ _ENGINE_LINE = re.compile(r"Initializing a V1 LLM engine \([^)]*\) with config: 
 _ENGINE_FIELD = re.compile(r"(?<![\w.])(\w+)=([^,\s]+)")
 _MAX_LEN = re.compile(r"Using max model len (\d+)")
 _NON_DEFAULT = re.compile(r"non-default args: (\{.*\})\s*$", re.M)
+# An enum member in a config's repr (`<CUDAGraphMode.NONE: 0>`) is no Python literal: it is read as
+# the text "NONE (0)", which a JSON value matches by name or by value.
+_ENUM_REPR = re.compile(r"<(?:\w+\.)+(\w+): ([^<>]*)>")
+_ENUM_TEXT = re.compile(r"^(\w+) \((.*)\)$")
 _ARG_ITEM = re.compile(r"'(\w+)': ('[^']*'|\"[^\"]*\"|True|False|None|-?[\d.]+(?:e[+-]?\d+)?)")
 _CPU_KV_SET = re.compile(r"\b(Explicitly|Auto) set \(?([\d.]+)(?:/[\d.]+)?\)? GiB for KV cache")
 _AUTO = {"dtype": "auto", "kv-cache-dtype": "auto"}
@@ -130,7 +134,7 @@ def parse_non_default_args(
     found = _NON_DEFAULT.findall(log_text)
     if not found:
         return None
-    raw = found[-1]
+    raw = _ENUM_REPR.sub(lambda m: repr(f"{m[1]} ({m[2].strip(chr(39))})"), found[-1])
     parsed: Any
     try:
         parsed = ast.literal_eval(raw)
@@ -250,9 +254,17 @@ def _same_json(asked: Any, effective: Any) -> bool:
         except ValueError:
             pass
     if isinstance(effective, dict):
-        return all(effective.get(k) == v for k, v in wanted.items())
+        return all(_same_field(v, effective.get(k)) for k, v in wanted.items())
     text = str(effective)  # a config object's repr: `field=value` or `'field': value`
     return all(f"{k}={v!r}" in text or f"'{k}': {v!r}" in text for k, v in wanted.items())
+
+
+def _same_field(wanted: Any, got: Any) -> bool:
+    """A JSON field as asked against the engine's: an enum member matches its name or value."""
+    if wanted == got:
+        return True
+    enum = _ENUM_TEXT.match(got) if isinstance(got, str) else None
+    return enum is not None and str(wanted).upper() in (enum[1].upper(), enum[2].upper())
 
 
 def show(param: Param, value: Any) -> str:

@@ -81,6 +81,13 @@ EXPERIMENTS = {
     # (i) a flag outside the curated registry, learned from this vLLM's own parser (issue 21);
     # compiled, not eager: the first start compiles cold, the later ones hit the compile cache.
     "i": ("async-scheduling", "false,true", 256),
+    # (j) a JSON-valued flag outside the registry: CUDA graphs on (vLLM's default mode, asked
+    # explicitly) vs off, through compilation-config; each value checked by vLLM's own parser.
+    "j": (
+        "compilation-config",
+        '{"cudagraph_mode":"FULL_AND_PIECEWISE"},{"cudagraph_mode":"NONE"}',
+        256,
+    ),
 }
 EXPERIMENT_REPEATS = os.environ.get("H200_REPEATS", "2")  # "auto": repeat until decided
 # Steps with their own workload (input, output, requests): >= 30 s of load per run.
@@ -90,6 +97,7 @@ STEP_WORKLOAD = {
     "g": (512, 256, 2048),
     "h": (512, 256, 2048),
     "i": (512, 256, 3072),
+    "j": (512, 256, 2048),
 }
 # Steps with their own flags (the last --repeats wins over the default one).
 STEP_FLAGS = {
@@ -98,6 +106,7 @@ STEP_FLAGS = {
     "g": ["--repeats", "1", "--fleet", "local", "--slots", "1", "--set", "enforce-eager=true"],
     "h": ["--repeats", "1", "--set", "enforce-eager=true"],
     "i": ["--repeats", "auto", "--max-repeats", "3", "--budget-minutes", "9"],
+    "j": ["--repeats", "auto", "--max-repeats", "3", "--budget-minutes", "14"],
 }
 # (f) one search under a TTFT SLO: the highest concurrency whose p99 TTFT meets the SLO, on one
 # server kept up (a 4 GiB KV budget: about 170 requests of 768 tokens fit at once).
@@ -280,7 +289,9 @@ def start(args: argparse.Namespace) -> int:
 def experiment(key: str) -> dict[str, Any]:
     param, values, concurrency = EXPERIMENTS[key]
     input_len, output_len, requests = STEP_WORKLOAD.get(key, (INPUT_LEN, OUTPUT_LEN, NUM_REQUESTS))
-    name = f"H200 ({key}) {param} {values.replace(',', ' vs ')}, C={concurrency}"
+    json_values = values.startswith("{")
+    shown = values.replace("},{", "} vs {") if json_values else values.replace(",", " vs ")
+    name = f"H200 ({key}) {param} {shown}, C={concurrency}"
     argv = [
         sys.executable,
         "-m",
