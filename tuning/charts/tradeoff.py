@@ -28,6 +28,9 @@ from tuning.compare.frontier import (
 from tuning.compare.frontier import pareto_front as front_of
 from tuning.shown import run_value, show_value
 
+# The columns tuning.compare.context.run_context reads: what the runs were measured on.
+CONTEXT = ("model", "hardware", "vllm_version", "engine", "experiment_id", "workload_json")
+
 TRADEOFF_KINDS = ("pareto", "search")
 TRADEOFF_TITLES = {
     "pareto": "Pareto front over the runs of one workload",
@@ -64,8 +67,8 @@ def pareto_frame(runs: Sequence[Mapping[str, Any]], view: str = "ttft") -> pd.Da
 
 def workload_runs(db: Any, fingerprint: str) -> list[dict[str, Any]]:
     """The finished runs of one workload (same fingerprint), from the store: the columns
-    pareto_frame reads, not whole runs (no JSON to parse for thousands of runs)."""
-    return queries.workload_runs(db, fingerprint, ("param", "value", *AXIS_COLUMNS))
+    pareto_frame and an export's context lines (tuning.compare.context) read, not whole runs."""
+    return queries.workload_runs(db, fingerprint, ("param", "value", *AXIS_COLUMNS, *CONTEXT))
 
 
 def pareto_chart(frame: pd.DataFrame, view: str = "ttft", workload: str = "") -> alt.TopLevelMixin:

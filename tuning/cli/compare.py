@@ -248,10 +248,10 @@ def _chart(args: argparse.Namespace) -> int:
 
     def draw(db: Any, selection: Selection) -> int:
         comparison = selection.comparison
-        if kind in tradeoff.KINDS:
-            return tradeoff.draw(args, db, comparison, kind, out)
         # The file travels alone: it says which model, hardware, vLLM and workload it is of.
         context = comparison_context(selection.runs, comparison).lines()
+        if kind in tradeoff.KINDS:
+            return tradeoff.draw(args, db, comparison, kind, out, context)
         chart = build_chart(db, comparison, kind, error=args.error, context=context)
         if chart is None:
             say(f"no data for a {kind} chart of these runs", file=sys.stderr)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tuning.cli.args import db_path, refused, say
@@ -76,27 +77,41 @@ def pareto_only(args: argparse.Namespace, out: str) -> int:
 
 
 def _write_pareto(db: Any, fingerprint: str | None, view: str, out: str) -> int:
+    from tuning.charts.common import with_context
     from tuning.charts.tradeoff import pareto_chart, pareto_frame, workload_runs
+    from tuning.compare.context import run_context
     from tuning.output.export import write_chart
 
-    frame = pareto_frame(workload_runs(db, fingerprint), view) if fingerprint else None
+    runs = workload_runs(db, fingerprint) if fingerprint else []
+    frame = pareto_frame(runs, view) if fingerprint else None
     if frame is None or frame.empty:
         say(f"no finished runs of workload {fingerprint} with both numbers", file=sys.stderr)
         return 1
-    say(f"wrote {out} ({write_chart(pareto_chart(frame, view, fingerprint or ''), out)})")
+    # The file travels alone: it says which model, hardware, vLLM and workload it is of.
+    chart = with_context(pareto_chart(frame, view, fingerprint or ""), run_context(runs).lines())
+    say(f"wrote {out} ({write_chart(chart, out)})")
     front = frame[frame["front"]]
     say(f"non-dominated: runs {', '.join(map(str, front['run']))} of {len(frame)}")
     return 0
 
 
-def draw(args: argparse.Namespace, db: Any, comparison: Comparison, kind: str, out: str) -> int:
-    """Draw a trade-off kind for the selected runs and write it to `out`."""
+def draw(
+    args: argparse.Namespace,
+    db: Any,
+    comparison: Comparison,
+    kind: str,
+    out: str,
+    context: Sequence[str],
+) -> int:
+    """Draw a trade-off kind for the selected runs and write it to `out`; a metric-vs-value chart
+    carries `context` (the selected runs'); a Pareto chart its workload's runs' own."""
     from store import queries
 
     if kind == "pareto":
         first = queries.load_runs(db, comparison.baseline.run_ids[:1])
         fingerprint = args.fingerprint or (first[0].get("workload_fingerprint") if first else None)
         return _write_pareto(db, fingerprint, args.view, out)
+    from tuning.charts.common import with_context
     from tuning.charts.tradeoff import search_chart
     from tuning.output.export import write_chart
 
@@ -109,5 +124,5 @@ def draw(args: argparse.Namespace, db: Any, comparison: Comparison, kind: str, o
     chart = search_chart(
         comparison, objective=objective, chosen=chosen, error=args.error, slo_ms=slo
     )
-    say(f"wrote {out} ({write_chart(chart, out)})")
+    say(f"wrote {out} ({write_chart(with_context(chart, context), out)})")
     return 0

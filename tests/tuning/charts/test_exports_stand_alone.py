@@ -121,3 +121,16 @@ def test_with_context_leaves_the_chart_given_alone(charts_lab: dict[str, Any]) -
     assert carried.to_dict()["title"]["text"] == before["title"]["text"]
     plain = with_context(chart.properties(title="T"), ["a"])
     assert plain.to_dict()["title"] == {"text": "T", "subtitle": ["a"]}
+
+
+@pytest.mark.parametrize("kind", ["pareto", "search"])
+def test_cli_trade_off_files_say_what_they_are_of(
+    charts_lab: dict[str, Any], tmp_path: Path, kind: str
+) -> None:
+    """The trade-off kinds too: before, `chart --kind pareto|search` wrote a bare title."""
+    out = tmp_path / f"{kind}.html"
+    args = ["chart", "--db", str(charts_lab["path"]), "--experiment", str(charts_lab["exp"])]
+    assert cli_main([*args, "--kind", kind, "--out", str(out)]) == 0
+    spec = out.read_text()
+    for word in WORDS:
+        assert word in spec, (kind, word)
