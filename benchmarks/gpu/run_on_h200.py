@@ -106,7 +106,7 @@ STEP_FLAGS = {
     "g": ["--repeats", "1", "--fleet", "local", "--slots", "1", "--set", "enforce-eager=true"],
     "h": ["--repeats", "1", "--set", "enforce-eager=true"],
     "i": ["--repeats", "auto", "--max-repeats", "3", "--budget-minutes", "9"],
-    "j": ["--repeats", "auto", "--max-repeats", "3", "--budget-minutes", "13"],
+    "j": ["--repeats", "auto", "--max-repeats", "3", "--budget-minutes", "11"],
 }
 # (f) one search under a TTFT SLO: the highest concurrency whose p99 TTFT meets the SLO, on one
 # server kept up (a 4 GiB KV budget: about 170 requests of 768 tokens fit at once).
