@@ -291,7 +291,7 @@ def experiment(key: str) -> dict[str, Any]:
     input_len, output_len, requests = STEP_WORKLOAD.get(key, (INPUT_LEN, OUTPUT_LEN, NUM_REQUESTS))
     json_values = values.startswith("{")
     shown = values.replace("},{", "} vs {") if json_values else values.replace(",", " vs ")
-    name = f"H200 ({key}) {param} {shown}, C={concurrency}"
+    name = f"GPU ({key}) {param} {shown}, C={concurrency}"  # the runs store which GPU
     argv = [
         sys.executable,
         "-m",

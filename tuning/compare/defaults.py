@@ -80,9 +80,9 @@ def _from_catalog(db: Any, name: str, version: str, python: str | None) -> Engin
     if info is None:
         return None
     where = f"vLLM {version}'s parser"
-    if info.default is None:
+    if info.runnable_default is None:
         return EngineDefault(name, None, f"{where} gives {name} no fixed default", False)
-    return EngineDefault(name, info.default, where, True)
+    return EngineDefault(name, info.runnable_default, where, True)
 
 
 def engine_default(db: Any, param: str, runs: Sequence[Run]) -> EngineDefault:

@@ -43,6 +43,20 @@ class FlagInfo:
     aliases: tuple[str, ...] = ()
     deprecated: bool = False
 
+    @property
+    def runnable_default(self) -> Any:
+        """The default as a value the flag could be given; None when the parser's default is
+        not one: a JSON-valued flag's default is the engine's own config object, read back as
+        its repr (`{'mode': None, ... <DynamicShapesType.BACKED: 'backed'>}`)."""
+        if not isinstance(self.default, (bool, int, float, str)):
+            return None
+        if self.kind != "json":
+            return self.default
+        try:
+            return self.default if isinstance(json.loads(str(self.default)), dict) else None
+        except ValueError:
+            return None
+
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> FlagInfo:
         return cls(

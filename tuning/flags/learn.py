@@ -62,7 +62,7 @@ def to_param(info: FlagInfo) -> Param:
         )
     if info.kind == "bytes":  # vLLM's human-readable ints (1k, 1K, 1G)
         kind = "bytes" if "bytes" in info.name or "memory" in info.name else "int"
-    default = info.default if isinstance(info.default, (bool, int, float, str)) else None
+    default = info.runnable_default
     return Param(
         name=info.name,
         type=kind,
