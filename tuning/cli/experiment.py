@@ -54,7 +54,9 @@ def add_arguments(sub: Subparsers) -> None:
         type=int,
         default=None,
         metavar="ID",
-        help="run what experiment ID has left (its finished runs are kept); no --param/--values",
+        help="run what experiment ID has left (its finished runs are kept); no --param/--values; "
+        "with --max-repeats/--budget-minutes, one that repeats until decided goes on under "
+        "these limits (the budget counts its runs so far)",
     )
     exp.add_argument(
         "--set",
@@ -138,7 +140,8 @@ def _auto(args: argparse.Namespace) -> Any:
     from tuning.experiment.repeats import DEFAULT_MAX_REPEATS, AutoRepeats
 
     if args.repeats != "auto":
-        if args.max_repeats is not None or args.budget_minutes is not None:
+        limits = args.max_repeats is not None or args.budget_minutes is not None
+        if limits and args.resume is None:  # a resumed experiment keeps its own --repeats
             raise ValueError("--max-repeats and --budget-minutes need --repeats auto")
         return None
     return AutoRepeats(
@@ -189,7 +192,7 @@ def _experiment(args: argparse.Namespace) -> int:
 
     from store import StoreError, connect
     from tuning.cli.estimate import experiment_estimate, left_line
-    from tuning.experiment.supervisor import ResumeRefused, prepare_resume, reap
+    from tuning.experiment.supervisor import ResumeRefused, prepare_resume, raise_limits, reap
     from tuning.flags.catalog import CatalogError
     from tuning.fleet import FleetError
     from tuning.params import ParamError
@@ -211,6 +214,8 @@ def _experiment(args: argparse.Namespace) -> int:
             if args.param or args.values or args.reuse or args.no_reuse:
                 raise ValueError("--resume takes the experiment as planned: no --param or --reuse")
             exp_id = args.resume
+            if args.max_repeats is not None or args.budget_minutes is not None:
+                raise_limits(path, exp_id, args.max_repeats, args.budget_minutes)
             if not prepare_resume(path, exp_id):
                 say(f"experiment {exp_id}: nothing to resume, every run has finished")
                 return 0

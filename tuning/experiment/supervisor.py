@@ -174,7 +174,7 @@ def prepare_resume(db_path: str | Path, experiment_id: int) -> int:
             raise ResumeRefused(f"experiment {experiment_id} was imported: it is read-only here")
         plan = schedule(list(exp["values"] or []), int(exp["repeats"] or 1))
         runs = queries.list_runs(db, experiment_id, include_hidden=True)
-        left = remaining(plan, runs)
+        left = len(remaining(plan, runs)) or _rounds_left(db, exp, runs)
         if left:
             repo.update_experiment(
                 db,
@@ -187,4 +187,40 @@ def prepare_resume(db_path: str | Path, experiment_id: int) -> int:
                 runner_pid=None,
                 runner_start_time_s=None,
             )
-        return len(left)
+        return left
+
+
+def _rounds_left(db: Database, exp: dict[str, Any], runs: list[dict[str, Any]]) -> int:
+    """The runs a repeat-until-decided experiment would still add (0 for any other): its stopping
+    rule asked again, with the limits as stored now (`raise_limits`)."""
+    from tuning.experiment.estimate import costs_of, restarts
+    from tuning.experiment.repeats import AutoRepeats, plan_for
+
+    settings = AutoRepeats.of(exp)
+    if settings is None:
+        return 0
+    plan = plan_for(list(exp["values"] or []), runs, settings, costs_of(db, exp), restarts(exp))
+    return 0 if plan.stop else plan.runs
+
+
+def raise_limits(
+    db_path: str | Path, experiment_id: int, max_repeats: int | None, budget_minutes: float | None
+) -> None:
+    """New limits for a repeat-until-decided experiment that stopped on its budget or its
+    max_repeats, before `prepare_resume`: the budget is the whole experiment's (its runs so far
+    count), so only a larger one buys more rounds."""
+    from tuning.experiment.repeats import AutoRepeats
+
+    with connect(db_path) as db:
+        exp = queries.get_experiment(db, experiment_id)
+        stored = AutoRepeats.of(exp)
+        if stored is None:
+            raise ResumeRefused(
+                f"experiment {experiment_id} has a fixed number of repeats: --max-repeats and "
+                "--budget-minutes apply to one run with --repeats auto"
+            )
+        new = AutoRepeats(
+            max_repeats=stored.max_repeats if max_repeats is None else max_repeats,
+            budget_minutes=stored.budget_minutes if budget_minutes is None else budget_minutes,
+        )
+        repo.update_experiment(db, experiment_id, **new.columns())

@@ -139,3 +139,50 @@ def test_cli_refuses_limits_without_auto_and_a_word_for_repeats(
     assert bad.returncode != 0 and "need --repeats auto" in bad.stderr
     word = tuning_cli([*base, "--repeats", "lots"], lab_home)
     assert word.returncode != 0 and "a number of runs or 'auto'" in word.stderr
+
+
+def test_an_experiment_stopped_on_its_budget_goes_on_under_a_larger_one(
+    lab_home: Path, tuning_cli: Callable[..., CompletedProcess[str]]
+) -> None:
+    """`experiment --resume ID --budget-minutes M`: an H100 run's 11-minute budget ran out one run
+    a side short of a verdict (examples/h200/cudagraph-h100-*); before, resume said "nothing to
+    resume, every run has finished" and the only way on was a new experiment from zero."""
+    db_path = lab_home / "lab.db"
+    with FakeOpenAIServer(FakeConfig(model="m", ttft_ms=5.0, itl_ms=5.0)) as srv:
+        exp_id = _auto_experiment(db_path, srv.base_url, AutoRepeats(3, budget_minutes=0.01))
+        run_experiment(db_path, exp_id)
+        db = open_db(db_path)
+        first = queries.list_runs(db, exp_id)
+        # the stored numbers of an undecided pair (the fake's own are decided or not by chance)
+        for run, tput in zip(first, (100.0, 100.0, 130.0, 70.0), strict=True):
+            db.table("runs").update(run["id"], {"output_throughput": tput})
+        base = ["experiment", "--resume", str(exp_id), "--db", str(db_path)]
+        fixed = tuning_cli([*base, "--budget-minutes", "0"], lab_home)
+        assert fixed.returncode == 2 and "--budget-minutes must be more than 0" in fixed.stderr
+        again = tuning_cli([*base, "--budget-minutes", "30"], lab_home)
+    assert again.returncode == 0, again.stderr
+    exp = queries.get_experiment(db, exp_id)
+    runs = queries.list_runs(db, exp_id)
+    assert len(first) == 4 and exp["budget_minutes"] == 30 and exp["max_repeats"] == 3
+    assert [r["value"] for r in runs] == [v for v, _ in schedule(["1", "3"], 3)]
+    assert exp["status"] == "done" and exp["repeats_plan"]["stop"]
+
+
+def test_resume_refuses_limits_for_an_experiment_of_fixed_repeats(
+    lab_home: Path, tuning_cli: Callable[..., CompletedProcess[str]]
+) -> None:
+    db_path = lab_home / "lab.db"
+    wl = Workload(num_requests=2, concurrency=1, input_len=4, output_len=3, num_warmups=0)
+    exp_id = plan_experiment(
+        db_path,
+        param="concurrency",
+        values=[1, 2],
+        workload=wl,
+        engine=None,
+        base_url="http://127.0.0.1:9",
+        model="m",
+    )
+    args = ["experiment", "--resume", str(exp_id), "--max-repeats", "4", "--db", str(db_path)]
+    done = tuning_cli(args, lab_home)
+    assert done.returncode == 2 and "has a fixed number of repeats" in done.stderr
+    assert queries.get_experiment(open_db(db_path), exp_id)["status"] == "queued"
