@@ -165,13 +165,7 @@ def prepare_resume(db_path: str | Path, experiment_id: int) -> int:
     reap(db_path)
     with connect(db_path) as db:
         exp = queries.get_experiment(db, experiment_id)
-        if is_active(exp["status"]):
-            raise ResumeRefused(
-                f"experiment {experiment_id} is {exp['status']} (runner pid "
-                f"{exp.get('runner_pid')}); stop it first"
-            )
-        if (exp.get("origin") or "local") != "local":
-            raise ResumeRefused(f"experiment {experiment_id} was imported: it is read-only here")
+        _refuse_unresumable(exp)
         plan = schedule(list(exp["values"] or []), int(exp["repeats"] or 1))
         runs = queries.list_runs(db, experiment_id, include_hidden=True)
         left = len(remaining(plan, runs)) or _rounds_left(db, exp, runs)
@@ -188,6 +182,17 @@ def prepare_resume(db_path: str | Path, experiment_id: int) -> int:
                 runner_start_time_s=None,
             )
         return left
+
+
+def _refuse_unresumable(exp: dict[str, Any]) -> None:
+    """ResumeRefused for an experiment that is running or was imported."""
+    if is_active(exp["status"]):
+        raise ResumeRefused(
+            f"experiment {exp['id']} is {exp['status']} (runner pid "
+            f"{exp.get('runner_pid')}); stop it first"
+        )
+    if (exp.get("origin") or "local") != "local":
+        raise ResumeRefused(f"experiment {exp['id']} was imported: it is read-only here")
 
 
 def _rounds_left(db: Database, exp: dict[str, Any], runs: list[dict[str, Any]]) -> int:
@@ -213,6 +218,7 @@ def raise_limits(
 
     with connect(db_path) as db:
         exp = queries.get_experiment(db, experiment_id)
+        _refuse_unresumable(exp)  # a running runner keeps the limits it read
         stored = AutoRepeats.of(exp)
         if stored is None:
             raise ResumeRefused(

@@ -173,16 +173,19 @@ def test_resume_refuses_limits_for_an_experiment_of_fixed_repeats(
 ) -> None:
     db_path = lab_home / "lab.db"
     wl = Workload(num_requests=2, concurrency=1, input_len=4, output_len=3, num_warmups=0)
-    exp_id = plan_experiment(
-        db_path,
-        param="concurrency",
-        values=[1, 2],
-        workload=wl,
-        engine=None,
-        base_url="http://127.0.0.1:9",
-        model="m",
-    )
+    with FakeOpenAIServer(FakeConfig(model="m", ttft_ms=5.0, itl_ms=5.0)) as srv:
+        exp_id = plan_experiment(
+            db_path,
+            param="concurrency",
+            values=[1, 2],
+            workload=wl,
+            engine=None,
+            base_url=srv.base_url,
+            model="m",
+        )
+        run_experiment(db_path, exp_id)
     args = ["experiment", "--resume", str(exp_id), "--max-repeats", "4", "--db", str(db_path)]
     done = tuning_cli(args, lab_home)
     assert done.returncode == 2 and "has a fixed number of repeats" in done.stderr
-    assert queries.get_experiment(open_db(db_path), exp_id)["status"] == "queued"
+    exp = queries.get_experiment(open_db(db_path), exp_id)
+    assert exp["status"] == "done" and exp["max_repeats"] is None
