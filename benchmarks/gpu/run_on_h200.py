@@ -88,6 +88,9 @@ EXPERIMENTS = {
         '{"cudagraph_mode":"FULL_AND_PIECEWISE"},{"cudagraph_mode":"NONE"}',
         256,
     ),
+    # (k) the memory wall through a flag outside the registry: the KV cache's size in blocks
+    # (16 tokens each: 32,768 vs 524,288 tokens; C=256 of 768 tokens needs about 196,608).
+    "k": ("num-gpu-blocks-override", "2048,32768", 256),
 }
 EXPERIMENT_REPEATS = os.environ.get("H200_REPEATS", "2")  # "auto": repeat until decided
 # Steps with their own workload (input, output, requests): >= 30 s of load per run.
@@ -98,6 +101,7 @@ STEP_WORKLOAD = {
     "h": (512, 256, 2048),
     "i": (512, 256, 3072),
     "j": (512, 256, 2048),
+    "k": (512, 256, 2048),
 }
 # Steps with their own flags (the last --repeats wins over the default one).
 STEP_FLAGS = {
@@ -107,6 +111,8 @@ STEP_FLAGS = {
     "h": ["--repeats", "1", "--set", "enforce-eager=true"],
     "i": ["--repeats", "auto", "--max-repeats", "3", "--budget-minutes", "9"],
     "j": ["--repeats", "auto", "--max-repeats", "3", "--budget-minutes", "11"],
+    "k": ["--repeats", "auto", "--max-repeats", "3", "--budget-minutes", "14"]
+    + ["--set", "enforce-eager=true"],
 }
 # (f) one search under a TTFT SLO: the highest concurrency whose p99 TTFT meets the SLO, on one
 # server kept up (a 4 GiB KV budget: about 170 requests of 768 tokens fit at once).
