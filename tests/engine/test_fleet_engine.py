@@ -14,7 +14,11 @@ import pytest
 from store import connect, queries
 
 pytestmark = [pytest.mark.usefixtures("ray_installed"), pytest.mark.engine, pytest.mark.fleet]
-SPREAD = 2.0  # one configuration's runs vary by up to this factor here (load average 5-15)
+# One configuration's runs vary by up to this factor here (load average 5-15); a fresh-clone
+# `make test` beside a busy loop measured 2,926 tok/s local vs 1,452 on the fleet (Ray's own
+# processes share the 2 cores): 2.0 was too tight. The exact checks are the token totals and KV
+# tokens the test asserts before this spread.
+SPREAD = 3.0
 
 
 def test_a_fleet_run_measures_what_a_local_run_measures(
