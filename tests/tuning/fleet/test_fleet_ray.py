@@ -28,7 +28,7 @@ from tuning.experiment.plan import plan_experiment
 from tuning.experiment.runner import run_experiment
 from tuning.fleet.cluster import FleetOptions, LocalNode, start_node
 from tuning.fleet.executor import run_on_fleet
-from tuning.fleet.guard import REPORTS_ENV, read_report
+from tuning.fleet.guard import OWNER_ENV, REPORTS_ENV, read_report
 from tuning.procs import group_alive
 from tuning.workload import Workload
 
@@ -62,6 +62,34 @@ def _servers(name: str) -> list[psutil.Process]:
         if name in (proc.info["cmdline"] or []):
             found.append(proc)
     return found
+
+
+def _describe(name: str) -> list[dict[str, Any]]:
+    """What a failure needs to say about the servers left: their parent, owner mark and guard."""
+    out = []
+    for server in _servers(name):
+        try:
+            mark = server.environ().get(OWNER_ENV, "")
+            owner = int(mark.split(":")[0]) if mark else 0
+            guards = [
+                p.pid
+                for p in psutil.process_iter(["cmdline"])
+                if "tuning.fleet.guard" in (p.info["cmdline"] or [])
+                and str(owner) in (p.info["cmdline"] or [])
+            ]
+            out.append(
+                {
+                    "pid": server.pid,
+                    "ppid": server.ppid(),
+                    "status": server.status(),
+                    "owner": mark,
+                    "owner_alive": bool(owner) and psutil.pid_exists(owner),
+                    "guards": guards,
+                }
+            )
+        except psutil.Error as exc:
+            out.append({"pid": server.pid, "error": repr(exc)})
+    return out
 
 
 def _guard_has_seen(reports: Path, worker: int, server: int) -> bool:
@@ -209,7 +237,8 @@ def test_resume_after_the_driver_is_killed_picks_up_from_the_store(
     cut = {i for i, r in before.items() if r["status"] == "running"}
     assert kept and cut
     # Ray ends the dead driver's workers; their guards the servers
-    wait_until(lambda: not _servers(name), 120, "every server to end with its killed driver")
+    if not wait_for(lambda: not _servers(name), 120):
+        pytest.fail(f"120 s after the driver was killed, servers live on: {_describe(name)}")
 
     out = tuning_cli(["experiment", "--resume", str(exp_id), "--db", str(fresh_db)], lab_home)
     assert out.returncode == 0, out.stderr[-3000:]
