@@ -7,7 +7,13 @@ session of its own, remembers every process below the worker (and their process 
 the worker lives, and once the worker is gone stops those groups by group with escalation, then
 any remembered process left, each checked by start time so a reused pid is never signalled.
 
-    python -m tuning.fleet.guard WORKER_PID [PGID ...] [--report FILE]
+    python -m tuning.fleet.guard WORKER_PID [PGID ...] [--report FILE] [--detach]
+
+A fleet worker's guard is detached (`start_detached_guard`: not the worker's child). Ray kills an
+actor whose driver died by killing the worker's direct children, then the worker
+(`kill_child_processes_on_worker_exit`): a guard among those children died with them, and a
+server the worker started in between (the next run, dispatched just before the driver died) lived
+on with no one to stop it.
 
 With PGIDs it also stops those groups when the worker dies: a driver's local Ray cluster (its
 `ray start` processes are not below the driver) goes when the driver is killed. With a report
@@ -153,12 +159,55 @@ def start_guard(
     )
 
 
+def start_detached_guard(worker_pid: int | None = None) -> psutil.Process:
+    """Start the guard for `worker_pid` (this process by default) outside its tree: the guard
+    forks, prints its child's pid and exits; that child, reparented to init, watches."""
+    root = Path(__file__).resolve().parents[2]
+    argv = [sys.executable, "-m", "tuning.fleet.guard", str(worker_pid or os.getpid()), "--detach"]
+    out = subprocess.run(
+        argv,
+        cwd=root,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        check=True,
+        timeout=60,
+    )
+    return psutil.Process(int(out.stdout.split()[0]))
+
+
+def stop_guard(guard: psutil.Process) -> None:
+    """End a detached guard whose worker ends normally (its servers are already stopped)."""
+    try:
+        guard.terminate()
+        guard.wait(timeout=5)
+    except psutil.TimeoutExpired:
+        guard.kill()
+    except psutil.NoSuchProcess:
+        pass
+
+
+def _detach() -> None:
+    """Fork: the parent prints the child's pid and exits, the child goes on to watch."""
+    child = os.fork()
+    if child:
+        print(child, flush=True)
+        os._exit(0)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)  # the starter reads stdout to its end: let it go
+    os.close(devnull)
+
+
 if __name__ == "__main__":
     cli = argparse.ArgumentParser(prog="python -m tuning.fleet.guard")
     cli.add_argument("worker_pid", type=int)
     cli.add_argument("groups", type=int, nargs="*")
     cli.add_argument("--report", type=Path)
+    cli.add_argument("--detach", action="store_true", help="fork away from the caller's tree")
     args = cli.parse_args()
+    if args.detach:
+        _detach()
     reports = os.environ.get(REPORTS_ENV)
     if args.report is None and reports:
         args.report = Path(reports) / f"guard-{args.worker_pid}.txt"

@@ -60,7 +60,7 @@ class RunWorker:
     def __init__(self) -> None:
         import psutil
 
-        from tuning.fleet.guard import OWNER_ENV, owner_mark, start_guard
+        from tuning.fleet.guard import OWNER_ENV, owner_mark, start_detached_guard
 
         self._cancel = threading.Event()
         self._lock = threading.Lock()
@@ -69,7 +69,7 @@ class RunWorker:
         self._unit: RunUnit | None = None
         # every server this worker starts inherits the mark (tuning.server copies os.environ)
         os.environ[OWNER_ENV] = owner_mark(os.getpid(), psutil.Process().create_time())
-        self._guard = start_guard(os.getpid())
+        self._guard = start_detached_guard(os.getpid())
 
     def pid(self) -> int:
         return os.getpid()
@@ -141,9 +141,6 @@ class RunWorker:
 
     def close(self) -> None:
         """Stop the guard (the run's servers are already stopped)."""
-        if self._guard.poll() is None:
-            self._guard.terminate()
-            try:
-                self._guard.wait(timeout=5)
-            except Exception:
-                self._guard.kill()
+        from tuning.fleet.guard import stop_guard
+
+        stop_guard(self._guard)

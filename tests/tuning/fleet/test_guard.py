@@ -133,3 +133,60 @@ def test_a_server_the_guard_never_polled_is_found_by_its_workers_mark(tmp_path: 
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(10)
+
+
+# A fleet worker as RunWorker is: its mark in its environment, a detached guard, one server; on
+# a line on stdin it starts one more server (the next run) and prints its pid.
+_RAY_WORKER = """
+import os, subprocess, sys, time
+import psutil
+from tuning.fleet.guard import OWNER_ENV, owner_mark, start_detached_guard
+os.environ[OWNER_ENV] = owner_mark(os.getpid(), psutil.Process().create_time())
+guard = start_detached_guard()
+server = [sys.executable, "-c", "import time; time.sleep(300)"]
+first = subprocess.Popen(server, start_new_session=True)
+print(first.pid, guard.pid, flush=True)
+sys.stdin.readline()
+print(subprocess.Popen(server, start_new_session=True).pid, flush=True)
+time.sleep(300)
+"""
+
+
+def test_a_server_started_after_ray_killed_the_workers_children_is_still_stopped(
+    tmp_path: Path,
+) -> None:
+    """Two fresh-clone runs (2026-12-05) left a fleet server alive 120 s after its driver was
+    SIGKILLed. Ray ends an actor whose owner died by killing the worker's direct children, then
+    the worker: a guard among those children died first, and a server the worker started in
+    between (its next run, dispatched just before the driver died) lived on. Here Ray's two steps
+    are played in that order, with the late server between them."""
+    from tuning.fleet.guard import REPORTS_ENV
+
+    worker = subprocess.Popen(
+        [sys.executable, "-c", _RAY_WORKER],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=os.getcwd(),
+        env={**os.environ, REPORTS_ENV: str(tmp_path)},
+    )
+    assert worker.stdin is not None and worker.stdout is not None
+    first, guard_pid = map(int, worker.stdout.readline().split())
+    late = 0
+    try:
+        assert guard_pid not in {c.pid for c in psutil.Process(worker.pid).children()}
+        report = tmp_path / f"guard-{worker.pid}.txt"
+        wait_until(lambda: first in read_report(report), 30, "the guard to report the server")
+        for child in psutil.Process(worker.pid).children():  # Ray's KillChildProcs
+            child.kill()
+        worker.stdin.write("next run\n")
+        worker.stdin.flush()
+        late = int(worker.stdout.readline())
+        worker.kill()  # Ray's QuickExit
+        worker.wait(10)
+        wait_until(lambda: not pid_alive(late), 30, "the guard to stop the late server")
+        wait_until(lambda: not pid_alive(guard_pid), 30, "the guard to end once it has reaped")
+    finally:
+        for pid in (late, first, guard_pid):
+            if pid and pid_alive(pid):
+                os.kill(pid, signal.SIGKILL)
