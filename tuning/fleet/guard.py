@@ -41,6 +41,7 @@ REPORTS_ENV = "TUNING_LAB_GUARD_REPORTS"  # a folder for every guard's report (t
 # Set by a fleet worker in its own environment, so every server it starts inherits it: the guard
 # finds a server its last poll missed (started just before the worker was killed) by this mark.
 OWNER_ENV = "TUNING_LAB_GUARD_OWNER"
+LAB_ROOT = Path(__file__).resolve().parents[2]  # the lab, wherever Ray started the worker
 
 
 def owner_mark(pid: int, started: float) -> str:
@@ -140,18 +141,24 @@ def watch(worker_pid: int, groups: list[int] | None = None, report: Path | None 
     reap(seen)
 
 
-def start_guard(
-    worker_pid: int | None = None, groups: list[int] | None = None, report: Path | None = None
-) -> subprocess.Popen[bytes]:
-    """Start the guard for `worker_pid` (this process by default) in its own session."""
-    root = Path(__file__).resolve().parents[2]  # the lab, wherever Ray started this worker
+def _guard_argv(
+    worker_pid: int | None, groups: list[int] | None = None, report: Path | None = None
+) -> list[str]:
+    """The guard's command line for `worker_pid` (this process by default)."""
     argv = [sys.executable, "-m", "tuning.fleet.guard", str(worker_pid or os.getpid())]
     argv += [str(g) for g in groups or []]
     if report is not None:
         argv += ["--report", str(report)]
+    return argv
+
+
+def start_guard(
+    worker_pid: int | None = None, groups: list[int] | None = None, report: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """Start the guard for `worker_pid` (this process by default) in its own session."""
     return subprocess.Popen(
-        argv,
-        cwd=root,
+        _guard_argv(worker_pid, groups, report),
+        cwd=LAB_ROOT,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -162,13 +169,11 @@ def start_guard(
 def start_detached_guard(worker_pid: int | None = None) -> psutil.Process:
     """Start the guard for `worker_pid` (this process by default) outside its tree: the guard
     forks, prints its child's pid and exits; that child, reparented to init, watches."""
-    root = Path(__file__).resolve().parents[2]
-    argv = [sys.executable, "-m", "tuning.fleet.guard", str(worker_pid or os.getpid()), "--detach"]
     out = subprocess.run(
-        argv,
-        cwd=root,
+        [*_guard_argv(worker_pid), "--detach"],
+        cwd=LAB_ROOT,
         stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
+        stdout=subprocess.PIPE,  # the pid; the watching child lets go of it (_detach)
         stderr=subprocess.DEVNULL,
         start_new_session=True,
         check=True,
