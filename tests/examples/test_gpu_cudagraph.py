@@ -6,16 +6,12 @@ its value and no mismatch, and the engine's log agrees (graphs captured, or capt
 
 from __future__ import annotations
 
-import io
-import tarfile
-from pathlib import Path
-
 import pytest
 
 from store import open_db, queries, snapshot
+from tests.examples import H200, server_logs
 from tuning.cli.main import main as cli_main
 
-H200 = Path(__file__).resolve().parents[2] / "examples" / "h200"
 ON, OFF = '{"cudagraph_mode":"FULL_AND_PIECEWISE"}', '{"cudagraph_mode":"NONE"}'
 
 
@@ -35,12 +31,7 @@ def test_each_run_stored_the_engines_record_of_its_cudagraph_mode() -> None:
 
 
 def test_the_engine_log_agrees_graphs_captured_or_skipped() -> None:
-    with tarfile.open(H200 / "cudagraph-h100-server-logs.tar.gz") as tar:
-        logs = [
-            io.TextIOWrapper(tar.extractfile(m) or io.BytesIO()).read()
-            for m in tar.getmembers()
-            if m.isfile()
-        ]
+    logs = server_logs("cudagraph-h100-server-logs.tar.gz")
     captured = sum("Graph capturing finished" in text for text in logs)
     skipped = sum("Skipping CUDA graph capture" in text for text in logs)
     assert (captured, skipped) == (2, 2)
