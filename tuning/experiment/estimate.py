@@ -280,8 +280,9 @@ def for_experiment(
         return Estimate("experiment", runs, seconds, costs, note=note)
     most = max(runs, values * max(max_repeats, repeats) - stored)
     if budget_minutes is not None:  # the first rounds always run; then what the budget affords
-        per_run = max(costs.run_s(restart), 1e-9)
-        fits = int(max(0.0, budget_minutes * 60.0 - costs.experiment_s) // per_run)
+        per_run = max(costs.run_s(restart), 1e-9)  # the budget is the whole experiment's:
+        whole = int(max(0.0, budget_minutes * 60.0 - costs.experiment_s) // per_run)
+        fits = max(0, whole - stored)  # the finished runs of a resumed one spent part of it
         if fits < most:
             most = max(runs, fits)
             unit = "run" if fits == 1 else "runs"
@@ -383,8 +384,8 @@ def of_experiment(db: Database, exp: Mapping[str, Any]) -> Estimate:
     """The estimate of a planned experiment, as printed before it starts."""
     values = len(exp.get("values") or [])
     repeats = int(exp.get("repeats") or 1)
-    costs = costs_of(db, exp)
     own = timings.experiment_run_timings(db, int(exp["id"]))
+    costs = blend(costs_of(db, exp), own)  # a resumed experiment: its own runs say best
     stored = sum(finished(r) for r in own)  # a resumed experiment never runs these again
     if exp.get("fleet"):
         costs = replace(

@@ -212,3 +212,27 @@ def test_about_rounds_like_an_estimate() -> None:
         "about 2 min",
         "about 4 min",
     ]
+
+
+def test_a_resumed_experiment_is_estimated_from_its_own_runs_and_what_its_budget_has_left(
+    fresh_db: Path,
+) -> None:
+    """Seen on the GPU (2026-12-05): `experiment --resume 1 --budget-minutes 22` on a DB whose only
+    runs were the experiment's own 4 printed "no runs of this engine yet: a guess: start 90 s";
+    and the budget is the whole experiment's, so its finished runs spend part of it."""
+    own = [timed(t, 10, 20, 2) for t in (0, 40, 80, 120)]  # 4 finished runs: 32 s each
+    exp_id = seed(
+        fresh_db,
+        ENGINE,
+        own,
+        status="stopped",
+        repeats_auto=1,
+        max_repeats=5,
+        budget_minutes=3.0,  # 180 s: 5 runs of 32 s after the runner's start; 4 are spent
+    )
+    with connect(fresh_db) as db:
+        line = experiment_line(db, exp_id).line()
+    print(line)
+    assert "from this experiment's 4 finished runs" in line and "a guess" not in line
+    assert "a budget of 3 min allows about 1 run" in line
+    assert "at most 2 runs" in line  # the 2 pending runs of the first rounds always run
