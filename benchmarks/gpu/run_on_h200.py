@@ -14,6 +14,9 @@ back ~30 s after a command ends, and then everything under ACC is gone):
     H200_STEPS=c python3 benchmarks/gpu/run_on_h200.py start --until 540
                                                                   # call 3: run (c)
     python3 benchmarks/gpu/run_on_h200.py wait --until 540        # only if a step outlived its call
+    python3 benchmarks/gpu/run_on_h200.py lab experiment --resume 1 --budget-minutes 22
+                                                                  # any lab command, same settings
+                                                                  # and DB; then `collect`
 
 The pipeline (`pipeline`, started by stage2/start in its own session so it runs on between calls;
 H200_STEPS picks the steps, default a,b,c):
@@ -775,10 +778,15 @@ def main() -> int:
             help="stop following after this many seconds since the call began",
         )
     sub.add_parser("pipeline")
+    lab = sub.add_parser("lab", help="one lab CLI command with the lab's GPU settings")
+    lab.add_argument("argv", nargs=argparse.REMAINDER, help="e.g. experiment --resume 1 ...")
     s = sub.add_parser("summary")
     s.add_argument("--db", type=Path, required=True)
     s.add_argument("--bench", type=Path, default=None)
     args = ap.parse_args()
+    if args.cmd == "lab":  # e.g. go on with a budget-stopped experiment on the warm machine
+        argv = [a for a in args.argv if a != "--"]
+        return call([sys.executable, "-m", "tuning", *argv, "--db", str(DB)], 590).returncode
     if args.cmd == "summary":
         if args.db.suffix in (".xz", ".gz"):  # the committed example: expanded, never written
             from store import snapshot
