@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
+import shutil
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from subprocess import CompletedProcess
@@ -82,3 +85,24 @@ def test_the_compressed_example_opens_and_is_never_written(
 def test_a_plain_path_is_opened_as_given(tmp_path: Path) -> None:
     plain = tmp_path / "lab.db"
     assert snapshot.expanded(plain) == plain
+
+
+def test_the_gpu_script_runs_any_lab_command_on_its_db(tmp_path: Path) -> None:
+    """`run_on_h200.py lab ...`: how a budget-stopped experiment goes on on the warm machine,
+    with the script's settings and its DB (`--db` added)."""
+    shutil.copy(
+        snapshot.expanded(REPO / "examples/h200/lab-h100-gpu-blocks.db.xz"), tmp_path / "lab.db"
+    )
+    out = subprocess.run(
+        [sys.executable, "benchmarks/gpu/run_on_h200.py", "lab", "runs", "--json"],
+        cwd=REPO,
+        env={"PATH": "/usr/bin:/bin", "H200_ACC": str(tmp_path), "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert f"--json --db {tmp_path / 'lab.db'}" in out.stdout  # the script's log line
+    runs = json.loads(out.stdout[out.stdout.index("\n[") :])
+    values = [r["value"] for r in sorted(runs, key=lambda r: int(r["id"]))]
+    assert values == ["2048", "32768", "32768", "2048", "2048", "32768"]
