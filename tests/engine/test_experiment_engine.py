@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from store import open_db, queries
+from tests.engine import starved
 from tuning.cli.runs import RUN_KEYS
 from tuning.startup_anatomy import describe
 
@@ -49,8 +50,10 @@ def test_max_num_seqs_2_vs_16_end_to_end(real_lab: dict[str, Any]) -> None:
         k: v for k, v in runs[1]["config"].items() if k != "max-num-seqs"
     }
     two, sixteen = runs
-    assert sixteen["output_throughput"] > two["output_throughput"]
-    assert sixteen["mean_ttft_ms"] < two["mean_ttft_ms"]
+    # A stalled client only slows the value-2 run further; a stalled 16 run says nothing of speed.
+    if not starved(sixteen):
+        assert sixteen["output_throughput"] > two["output_throughput"]
+        assert sixteen["mean_ttft_ms"] < two["mean_ttft_ms"]
     # vLLM's own queue shows the cap: never more than 2 running with max-num-seqs 2.
     running = queries.get_samples(db, two["id"], ["num_requests_running"])
     assert max(s["value"] for s in running) <= 2
