@@ -111,3 +111,22 @@ def chromium() -> Iterator[Any]:
 def wait_idle(page: Any, timeout_ms: int = 60_000) -> None:
     """Wait until the page's script has run to its end."""
     page.wait_for_selector(IDLE, timeout=timeout_ms)
+
+
+def pick_option(page: Any, box: Any, option: Any, tries: int = 4) -> None:
+    """Open the Streamlit selectbox `box` and click `option` (a role=option locator). A click that
+    lands while Streamlit re-renders the box is lost: a fresh clone's `make test` waited 30 s for
+    a list that never opened. So: open, wait a few seconds for the option, else close and again."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for _ in range(tries):
+        wait_idle(page)
+        box.click()
+        try:
+            option.wait_for(state="visible", timeout=5_000)
+        except PlaywrightTimeout:
+            page.keyboard.press("Escape")
+            continue
+        option.click()
+        return
+    raise AssertionError(f"the selectbox never offered {option} in {tries} tries")

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from store import connect, queries
-from tools.browser import wait_idle
+from tools.browser import pick_option, wait_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.engine]
 
@@ -54,8 +54,8 @@ def test_pick_a_flag_by_search_see_its_help_and_run_it(
     _type(page, "new_flag_search", "long-prefill", FIRST_READ_MS)  # "Reading the flags of..."
     offered = page.get_by_text(re.compile(r"more of vLLM .* flags offered"))
     expect(offered).to_be_visible(timeout=FIRST_READ_MS)  # the catalog has been read
-    page.locator(".st-key-new_param").click()
-    page.get_by_role("option", name=re.compile("^" + re.escape(FLAG) + " ")).click()
+    option = page.get_by_role("option", name=re.compile("^" + re.escape(FLAG) + " "))
+    pick_option(page, page.locator(".st-key-new_param"), option)
     wait_idle(page)
     card = page.locator(".st-key-new_flag_card")
     expect(card).to_be_visible()

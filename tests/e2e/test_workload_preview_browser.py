@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.checks import png_size
+from tools.browser import pick_option
 from tools.browser import wait_idle as _idle
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,8 +33,7 @@ def test_workload_preview(browser: Any, app_url: str, tmp_path: Path) -> None:
     _idle(page)
     page.get_by_text("Real traffic: data file, request rate, conversations").click()
     section = page.locator("[data-testid='stSelectbox']").filter(has_text="Traffic")
-    section.click()
-    page.get_by_role("option", name="chat-500.sharegpt.json").click()
+    pick_option(page, section, page.get_by_role("option", name="chat-500.sharegpt.json"))
     _idle(page)
     for label, value in (
         ("Request rate (req/s, 0 = closed loop)", "4"),
