@@ -71,6 +71,17 @@ def damaged_message(path: str | Path, exc: BaseException) -> str:
     )
 
 
+def locked_message(path: str | Path, exc: BaseException, holders: list[str] | None = None) -> str:
+    """What to say when another connection kept the DB locked past the wait: the file is sound,
+    so never the damaged-DB advice (moving a locked DB aside loses what its writer still adds)."""
+    who = f" It is open in: {'; '.join(holders)}." if holders else ""
+    return (
+        f"the lab database {Path(path)} is locked by another writer ({exc}); the file is not "
+        f"damaged and nothing was changed.{who} Run the command again when that one has "
+        "finished; do not move the file aside."
+    )
+
+
 def is_busy(exc: BaseException) -> bool:
     """SQLITE_BUSY or SQLITE_LOCKED (`database is locked`), whatever the extended code."""
     if not isinstance(exc, sqlite3.OperationalError):

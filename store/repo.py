@@ -269,7 +269,7 @@ def save_workload(
         raise StoreError("a named workload needs a name")
     now = now_iso()
     row = {"name": name, "spec_json": spec, "spec_fingerprint": spec_fingerprint, **fields}
-    with db.atomic():
+    with write_transaction(db):
         found = list(db.execute("select id from workloads where name = ?", [name]))
         if found:
             db.table("workloads").update(found[0][0], _encode({**row, "updated_at": now}))

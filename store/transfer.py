@@ -14,6 +14,8 @@ from typing import Any
 
 from sqlite_utils import Database
 
+from store.db import write_transaction
+
 # Columns of the run row the target keeps: who the run is and where it belongs in the lab.
 KEEP_COLUMNS = frozenset(
     {"id", "uid", "experiment_id", "seq", "repeat_index", "author", "host", "origin", "notes"}
@@ -37,10 +39,12 @@ def run_rows(db: Database, run_id: int) -> dict[str, Any]:
 
 def store_run_rows(db: Database, run_id: int, rows: dict[str, Any]) -> None:
     """Write a worker's `run_rows` onto run `run_id`: its columns (those this database has),
-    its requests and its samples, replacing any the run had, in one transaction."""
+    its requests and its samples, replacing any the run had, in one write transaction (BEGIN
+    IMMEDIATE: sqlite-utils' `atomic()` begins deferred, and its update reads the row first, so a
+    heartbeat committed in between failed the whole store with `database is locked` at once)."""
     columns = set(db.table("runs").columns_dict)
     fields = {k: v for k, v in rows["run"].items() if k in columns and k not in KEEP_COLUMNS}
-    with db.atomic():
+    with write_transaction(db):
         if fields:
             db.table("runs").update(run_id, fields)
         db.execute("delete from requests where run_id = ?", [run_id])

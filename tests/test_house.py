@@ -282,6 +282,30 @@ def test_nothing_is_killed_by_name() -> None:
     assert not offenders, offenders
 
 
+def deferred_writes(rel: Path, tree: ast.AST) -> list[str]:
+    """Calls of sqlite-utils' `atomic()` outside store/db.py: it begins deferred, so a write after a
+    read in it fails at once with `database is locked` when another connection committed between
+    (how a fleet resume was refused); `store.db.write_transaction` is the one way to write."""
+    if rel == Path("store/db.py"):
+        return []
+    return [
+        f"{rel}:{c.lineno}"
+        for c in _calls(tree)
+        if isinstance(c.func, ast.Attribute) and c.func.attr == "atomic"
+    ]
+
+
+def test_every_write_takes_the_write_lock_first() -> None:
+    offenders = [v for p in APP for v in deferred_writes(p.relative_to(REPO), _tree(p))]
+    assert not offenders, offenders
+
+
+def test_the_deferred_write_check_sees_one() -> None:
+    tree = ast.parse("with db.atomic():\n    db.table('runs').update(1, {})\n")
+    assert deferred_writes(Path("store/transfer.py"), tree) == ["store/transfer.py:1"]
+    assert not deferred_writes(Path("store/db.py"), tree)
+
+
 def test_nothing_binds_all_interfaces() -> None:
     offenders = [
         str(p)

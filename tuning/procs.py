@@ -52,6 +52,21 @@ def same_process(pid: int, start_time: float) -> bool:
     return now is not None and abs(now - start_time) <= START_TIME_TOLERANCE_S
 
 
+def holders(path: str | os.PathLike[str]) -> list[str]:
+    """Which other processes have `path` open ("pid N: command"), to name who holds a lock."""
+    target = os.path.realpath(path)
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        if proc.pid == os.getpid():
+            continue
+        try:
+            if any(os.path.realpath(f.path) == target for f in proc.open_files()):
+                found.append(f"pid {proc.pid}: {' '.join(proc.info['cmdline'] or [])[:160]}")
+        except psutil.Error:
+            continue
+    return found
+
+
 def group_members(pgid: int) -> list[psutil.Process]:
     """The live (non-zombie) processes of process group `pgid`."""
     if pgid <= 0:

@@ -31,6 +31,7 @@ import numpy as np
 from core.clock import now_iso
 from store import connect, queries, repo
 from store.bundle import export_bundle, import_bundle
+from store.transfer import run_rows, store_run_rows
 from tests.factories import Load, records, samples, seed_clean_lab, workload
 
 REPO = Path(__file__).resolve().parents[2]
@@ -220,6 +221,57 @@ def test_a_deferred_writer_that_read_first_still_waits_its_turn(tmp_path: Path) 
             releaser.join()
     other.close()
     assert failures == []
+
+
+def _another_commit_before_the_first_write(db: Any, path: Path) -> list[str]:
+    """While `db` runs a transaction: as its first write statement starts, another connection
+    commits (without waiting: when `db` already holds the write lock, it cannot). A transaction
+    that began deferred and read first then holds a stale snapshot: SQLITE_BUSY at once."""
+    other = sqlite3.connect(path, timeout=0, isolation_level=None, check_same_thread=False)
+    seen: list[str] = []
+
+    def trace(sql: str) -> None:
+        first = sql.lstrip().split(" ", 1)[0].upper()
+        if seen or not db.conn.in_transaction or first not in {"UPDATE", "INSERT", "DELETE"}:
+            return
+        try:
+            other.execute("UPDATE experiments SET heartbeat_at = 'beat' WHERE id = 1")
+            seen.append("committed")
+        except sqlite3.OperationalError as exc:
+            seen.append(str(exc))
+
+    db.conn.set_trace_callback(trace)
+    return seen
+
+
+def test_a_fleet_run_s_rows_are_stored_whatever_commits_beside_them(tmp_path: Path) -> None:
+    """Fresh-clone run 2 of 0bcb7f4: the fleet test's resume was refused with `database is
+    locked`: `store_run_rows` wrote a worker's rows in sqlite-utils' `atomic()` (BEGIN deferred),
+    whose update reads the row first, so the runner's heartbeat committing in between failed the
+    store at once. Through `write_transaction` the heartbeat waits its turn instead."""
+    lab = tmp_path / "lab.db"
+    info = seed_clean_lab(lab, values=(2, 4), repeats=1, wl=WL, load=TINY)
+    done, target = info["run_ids"]
+    with connect(lab) as db:
+        rows = run_rows(db, done)
+        seen = _another_commit_before_the_first_write(db, lab)
+        store_run_rows(db, target, rows)
+        db.conn.set_trace_callback(None)
+        stored = db.execute("select count(*) from requests where run_id = ?", [target])
+        assert stored.fetchone()[0] == len(rows["requests"]) > 0
+    assert seen and "locked" in seen[0], seen  # the other writer waited; it did not cut in
+
+
+def test_a_workload_is_saved_whatever_commits_beside_it(tmp_path: Path) -> None:
+    """`save_workload` looked its name up and then wrote, in the same deferred `atomic()`."""
+    lab = tmp_path / "lab.db"
+    seed_clean_lab(lab, values=(2,), repeats=1, wl=WL, load=TINY)
+    with connect(lab) as db:
+        seen = _another_commit_before_the_first_write(db, lab)
+        wid = repo.save_workload(db, "chat", {"num_requests": 4}, "f" * 16)
+        db.conn.set_trace_callback(None)
+        assert db.table("workloads").get(wid)["name"] == "chat"
+    assert seen and "locked" in seen[0], seen
 
 
 if __name__ == "__main__":

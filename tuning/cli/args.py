@@ -94,12 +94,15 @@ def store_refusal(args: argparse.Namespace, exc: BaseException) -> str | None:
     for too long), or None for any other error."""
     import sqlite3
 
-    from store.db import StoreError, damaged_message
+    from store.db import StoreError, damaged_message, is_busy, locked_message
+    from tuning.procs import holders
 
     if isinstance(exc, StoreError):
         return str(exc)
     if isinstance(exc, sqlite3.DatabaseError):
         where = db_path(args) if hasattr(args, "db") else default_db_path()
+        if is_busy(exc):
+            return locked_message(where, exc, holders(where))
         return damaged_message(where, exc)
     return None
 

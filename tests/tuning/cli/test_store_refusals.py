@@ -8,6 +8,8 @@ from __future__ import annotations
 import hashlib
 import shutil
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from subprocess import CompletedProcess
@@ -208,3 +210,44 @@ def test_an_empty_or_missing_file_is_still_a_new_lab(tmp_path: Path) -> None:
     for path in (empty, tmp_path / "missing.db"):
         with connect(path) as db:
             assert "experiments" in db.table_names()
+
+
+HOLD = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("PRAGMA locking_mode = EXCLUSIVE")
+conn.execute("BEGIN EXCLUSIVE")
+conn.execute("UPDATE experiments SET notes = 'held' WHERE 0")
+print("holding", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.parametrize("command", [["runs"], ["reap"]])
+def test_a_locked_db_is_called_locked_not_damaged(
+    command: list[str], tmp_path: Path, tuning_cli: Cli
+) -> None:
+    """Fresh-clone run 2 of 0bcb7f4: a resume whose store met `database is locked` was refused with
+    "cannot be read ... It is damaged ... move it aside": advice that loses the rows a live writer
+    still adds. A lock is a lock: named as one, with the process that holds the file, no recovery
+    advice, nothing changed."""
+    path = tmp_path / "lab.db"
+    seed_clean_lab(path, values=(2,), repeats=1)
+    before = db_fingerprint(path)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+        out = tuning_cli([*command, "--db", str(path)], tmp_path / "home", timeout=120)
+    finally:
+        holder.communicate("", timeout=30)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "Traceback" not in out.stderr, out.stderr
+    assert "is locked by another writer" in out.stderr and "not damaged" in out.stderr
+    assert f"pid {holder.pid}" in out.stderr, out.stderr
+    assert "move it aside" not in out.stderr and ".recover" not in out.stderr
+    assert db_fingerprint(path) == before
