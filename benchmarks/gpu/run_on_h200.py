@@ -104,7 +104,7 @@ STEP_WORKLOAD = {
     "h": (512, 256, 2048),
     "i": (512, 256, 3072),
     "j": (512, 256, 2048),
-    "k": (512, 256, 2048),
+    "k": (512, 256, int(os.environ.get("H200_K_REQUESTS", "2048"))),
 }
 # Steps with their own flags (the last --repeats wins over the default one).
 STEP_FLAGS = {
@@ -114,7 +114,8 @@ STEP_FLAGS = {
     "h": ["--repeats", "1", "--set", "enforce-eager=true"],
     "i": ["--repeats", "auto", "--max-repeats", "3", "--budget-minutes", "9"],
     "j": ["--repeats", "auto", "--max-repeats", "3", "--budget-minutes", "11"],
-    "k": ["--repeats", "auto", "--max-repeats", "3", "--budget-minutes", "14"]
+    "k": ["--repeats", "auto", "--max-repeats", "3"]
+    + ["--budget-minutes", os.environ.get("H200_K_BUDGET", "14")]
     + ["--set", "enforce-eager=true"],
 }
 # (f) one search under a TTFT SLO: the highest concurrency whose p99 TTFT meets the SLO, on one
