@@ -23,6 +23,7 @@ from typing import Any, Self
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
+from tuning import ipc_dir
 from tuning.launch import Launch
 from tuning.procs import process_start_time, stop_group
 from tuning.startup_anatomy import INIT_ENGINE, LogStamps, anatomy
@@ -276,6 +277,7 @@ class ServerProcess:
         self.facts = StartupFacts()
         self.start_time: float | None = None  # the leader's start time, its identity with the pid
         self.stamps: LogStamps | None = None  # the start's milestones, on the lab's clock
+        self.ipc_dir: Path | None = None  # the engine's sockets (tuning.ipc_dir), removed on stop
         self._stopped = False
 
     def __enter__(self) -> Self:
@@ -307,16 +309,24 @@ class ServerProcess:
         for name in self.launch.unset_env:  # e.g. a KV budget that would override a flag
             env.pop(name, None)
         env.pop("OPENAI_API_KEY", None)  # a secret for remote endpoints never reaches the engine
+        if ipc_dir.VAR not in env:
+            ipc_dir.sweep()
+            self.ipc_dir = ipc_dir.create()
+            env[ipc_dir.VAR] = str(self.ipc_dir)
         # A new file for each launch (never appended to): the facts read from it are this launch's.
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(
-                self.launch.argv,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                start_new_session=True,
-            )
+        try:
+            with open(self.log_path, "wb") as log:
+                self.proc = subprocess.Popen(
+                    self.launch.argv,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=env,
+                    start_new_session=True,
+                )
+        except BaseException:
+            ipc_dir.remove(self.ipc_dir)
+            raise
         self.pgid = self.proc.pid
         self.started_at = time.monotonic()
         self.start_time = process_start_time(self.proc.pid)
@@ -438,6 +448,7 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 pass
             self._stopped = True
+        ipc_dir.remove(self.ipc_dir)  # the group is gone (a survivor raised above: swept later)
         if port_was_ours:
             self._wait_port_released(timeout)
 

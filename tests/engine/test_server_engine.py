@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +32,11 @@ def _assert_gone(server: ServerProcess, pids: list[int]) -> None:
         psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids
     )
     assert port_is_free(server.launch.host, server.launch.port)
+    assert server.ipc_dir is not None and not server.ipc_dir.exists()
+
+
+def _sockets(folder: Path) -> list[Path]:
+    return [p for p in folder.iterdir() if stat.S_ISSOCK(p.lstat().st_mode)]
 
 
 def test_start_health_kv_capacity_and_clean_stop(engine: EngineSpec, tmp_path: Path) -> None:
@@ -48,6 +54,8 @@ def test_start_health_kv_capacity_and_clean_stop(engine: EngineSpec, tmp_path: P
         assert facts.max_concurrency and facts.block_size == 128
         assert facts.kv_cache_memory_bytes == 2**30  # VLLM_CPU_KVCACHE_SPACE=1
         assert facts.time_to_healthy_s and facts.time_to_healthy_s > 1
+        # vLLM bound its ZMQ sockets in the start's own folder, not in /tmp (tuning.ipc_dir).
+        assert server.ipc_dir is not None and _sockets(server.ipc_dir)
     finally:
         server.stop()
     _assert_gone(server, tree)
@@ -85,10 +93,12 @@ def test_cli_server_start_status_stop(engine: EngineSpec, lab_home: Path) -> Non
     assert started.returncode == 0, started.stdout + started.stderr
     state = json.loads(started.stdout[started.stdout.index("{") :])
     assert state["facts"]["kv_cache_tokens"] > 0
+    assert _sockets(Path(state["ipc_dir"]))  # the detached server's sockets, for `stop` to remove
     status = run("status", "--json")
     assert json.loads(status.stdout)["healthy"] is True
     stopped = run("stop")
     assert stopped.returncode == 0 and "is free" in stopped.stdout
     assert group_members(int(state["pgid"])) == []
     assert port_is_free("127.0.0.1", int(state["port"]))
+    assert not Path(state["ipc_dir"]).exists()
     assert run("status").returncode == 1

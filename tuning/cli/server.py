@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tuning import effective
+from tuning import effective, ipc_dir
 from tuning.cli.args import say
 from tuning.engine import EngineError, current_spec, engine_info, setup_embedded
 from tuning.params import ParamError, parse_assignments
@@ -171,6 +171,7 @@ def _start(args: argparse.Namespace) -> int:
         "log": str(log),
         "argv": launch.argv,
         "model": spec.served_model_name,
+        "ipc_dir": str(server.ipc_dir or ""),  # removed by `server stop` (tuning.ipc_dir)
     }
     state_path().parent.mkdir(parents=True, exist_ok=True)
     state_path().write_text(json.dumps(state, indent=2))
@@ -210,6 +211,7 @@ def _stop() -> int:
         say("no server recorded")
         return 0
     stop_group(int(state["pgid"]))
+    ipc_dir.remove(state.get("ipc_dir") or None)
     deadline = time.monotonic() + 30
     while not port_is_free("127.0.0.1", int(state["port"])) and time.monotonic() < deadline:
         time.sleep(0.2)
