@@ -5,8 +5,9 @@ vLLM binds the sockets between its API server and engine core at
 when its processes die by signal, as a stop in a tuning loop often does: 7 per start of the CPU
 engine, 4,499 in our test machine's /tmp after ten hours of `make test`. Each start gets its own
 folder (mode 0700) instead, removed when `ServerProcess.stop` or `server stop` is done with its
-group. A folder left by a lab that died first is swept at a later start once none of its sockets
-is bound any more (the kernel's /proc/net/unix) and it is older than STALE_AFTER_S. A
+group. A folder whose server was stopped from outside (the reaper after a killed runner, a lost
+fleet worker's guard) is swept at a later start once none of its sockets is bound any more (the
+kernel's /proc/net/unix) and it is older than STALE_AFTER_S. A
 VLLM_RPC_BASE_PATH the user set is theirs: the lab neither replaces nor removes it.
 """
 
