@@ -5,9 +5,10 @@ vLLM binds the sockets between its API server and engine core at
 when its processes die by signal, as a stop in a tuning loop often does: 7 per start of the CPU
 engine, 4,499 in our test machine's /tmp after ten hours of `make test`. Each start gets its own
 folder (mode 0700) instead, removed when `ServerProcess.stop` or `server stop` is done with its
-group. A folder whose server was stopped from outside (the reaper after a killed runner, a lost
-fleet worker's guard) is swept at a later start once none of its sockets is bound any more (the
-kernel's /proc/net/unix) and it is older than STALE_AFTER_S. A
+group, and by the reaper and a fleet worker's guard when they stop a server from outside
+(`folder_of`). A folder left anyway (the lab killed itself; Ray killing a dead driver's servers
+before their guard could stop them) is swept at a later start once none of its sockets is bound
+any more (the kernel's /proc/net/unix) and it is older than STALE_AFTER_S. A
 VLLM_RPC_BASE_PATH the user set is theirs: the lab neither replaces nor removes it.
 """
 
@@ -18,6 +19,8 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+
+import psutil
 
 VAR = "VLLM_RPC_BASE_PATH"
 PREFIX = "vllm-lab-ipc-"
@@ -37,6 +40,16 @@ def remove(folder: str | os.PathLike[str] | None) -> None:
     left alone)."""
     if folder is not None and Path(folder).name.startswith(PREFIX):
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def folder_of(pid: int) -> Path | None:
+    """The folder `create` made for a running server (from its environment), for whoever stops
+    that server from outside: read it before the stop, remove it after."""
+    try:
+        value = psutil.Process(pid).environ().get(VAR)
+    except psutil.Error:
+        return None
+    return Path(value) if value and Path(value).name.startswith(PREFIX) else None
 
 
 def bound_paths() -> set[str] | None:

@@ -19,6 +19,7 @@ from sqlite_utils import Database
 from core.clock import age_s, now_iso
 from core.status import Status, is_active
 from store import connect, queries, repo
+from tuning import ipc_dir
 from tuning.experiment.order import schedule
 from tuning.experiment.outcome import remaining
 from tuning.procs import pid_alive, process_start_time, same_process, stop_group
@@ -131,7 +132,9 @@ def _fail_orphan_runs(db: Database, item: Reaped) -> None:
         server_pid = int(run.get("server_pid") or 0)
         started = run.get("server_start_time_s")
         if started and same_process(server_pid, float(started)):
+            folder = ipc_dir.folder_of(server_pid)
             stop_group(server_pid)  # its own session: the group id is its pid
+            ipc_dir.remove(folder)
             item.servers_stopped.append(server_pid)
         elif pid_alive(server_pid):  # no start time stored, or the pid is someone else's now
             item.servers_left.append(server_pid)

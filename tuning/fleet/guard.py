@@ -34,6 +34,7 @@ from pathlib import Path
 
 import psutil
 
+from tuning import ipc_dir
 from tuning.procs import pid_alive, same_process, stop_group
 
 POLL_S = 0.2
@@ -83,6 +84,7 @@ def reap(seen: dict[int, tuple[float, int]], grace: float = 5.0) -> None:
         for pid, (started, pgid) in seen.items()
         if (pid == pgid and same_process(pid, started)) or pid == -pgid
     }
+    folders = {ipc_dir.folder_of(pid) for pid, (t, _) in seen.items() if same_process(pid, t)}
     for pgid in groups:
         try:
             stop_group(pgid, grace=grace, timeout=30.0)
@@ -94,6 +96,8 @@ def reap(seen: dict[int, tuple[float, int]], grace: float = 5.0) -> None:
                 psutil.Process(pid).kill()
             except psutil.Error:
                 pass
+    for folder in folders:  # the stopped servers' sockets
+        ipc_dir.remove(folder)
 
 
 def _report(path: Path, seen: dict[int, tuple[float, int]]) -> None:

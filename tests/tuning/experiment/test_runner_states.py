@@ -25,6 +25,7 @@ from tests.checks import wait_until
 from tests.factories import plan_attached
 from tests.fakes.engines import fake_settings_env
 from tests.fakes.fake_openai import FakeConfig, FakeOpenAIServer
+from tuning import ipc_dir
 from tuning.experiment import runner as runner_module
 from tuning.experiment.lock import machine_lock
 from tuning.experiment.run_unit import RunUnit
@@ -269,8 +270,11 @@ def test_a_live_runner_with_its_start_time_is_left_alone(lab_home: Path) -> None
 
 def test_a_dead_runners_server_is_stopped_when_provably_ours(lab_home: Path) -> None:
     db_path = lab_home / "lab.db"
+    folder = ipc_dir.create()  # its sockets' folder, as ServerProcess.start gives every server
     server = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True
+        [sys.executable, "-c", "import time; time.sleep(120)"],
+        start_new_session=True,
+        env={**os.environ, ipc_dir.VAR: str(folder)},
     )
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
@@ -291,10 +295,12 @@ def test_a_dead_runners_server_is_stopped_when_provably_ours(lab_home: Path) -> 
         [item] = json.loads(out)
         assert item["experiment_id"] == exp_id and item["servers_stopped"] == [server.pid]
         assert server.wait(10) is not None
+        assert not folder.exists()  # removed with the server it stopped
     finally:
         if server.poll() is None:
             server.kill()
             server.wait()
+        ipc_dir.remove(folder)
 
 
 def test_every_cli_start_reaps_dead_runners(lab_home: Path) -> None:

@@ -24,6 +24,7 @@ import pytest
 from store import connect, queries, repo
 from tests.checks import wait_for, wait_until
 from tests.fakes.engines import fake_spec
+from tuning import ipc_dir
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.runner import run_experiment
 from tuning.fleet.cluster import FleetOptions, LocalNode, start_node
@@ -131,7 +132,8 @@ def test_runs_spread_over_both_nodes_and_a_lost_worker_is_retried(
                     if not wait_for(seen, timeout=60):
                         killed["error"] = f"worker {worker.pid}'s guard never reported its server"
                         return
-                    killed.update(worker=worker.pid, server=server.pid)
+                    folder = ipc_dir.folder_of(server.pid)
+                    killed.update(worker=worker.pid, server=server.pid, folder=folder)
                     os.kill(worker.pid, signal.SIGKILL)
                     return
             time.sleep(0.2)  # a poll for the first server, not a guess of how long it takes
@@ -168,6 +170,9 @@ def test_runs_spread_over_both_nodes_and_a_lost_worker_is_retried(
     assert len(set(ports)) == len(ports)  # each run its own port
     wait_until(lambda: not _servers(name), 30, "every server to end with its run")
     assert not psutil.pid_exists(killed["server"]) or not _servers(name)
+    # the guard removed the lost server's socket folder with it (tuning.ipc_dir)
+    assert killed["folder"] is not None
+    wait_until(lambda: not killed["folder"].exists(), 30, "the guard to remove its socket folder")
 
 
 def test_cancel_stops_every_server_on_the_fleet(cluster: list[LocalNode], fresh_db: Path) -> None:
