@@ -27,6 +27,7 @@ from ui.common import md_escape
 
 ALL = "All groups"
 CURATED = "Curated by the lab"
+ENV = "Environment knobs (VLLM_*)"  # vLLM's own variables, offered only in their own group
 READING = (
     "Reading the flags of your vLLM from its own parser: it imports vLLM, about 10-30 s the "
     "first time, then cached."
@@ -128,6 +129,8 @@ def offers(
     """(the names to offer: curated first, then the engine's tunable flags by help group; the
     flags the search found that are never offered, each with why)."""
     w = word.strip().lower().removeprefix("--")
+    if group == ENV:
+        return _env_offers(catalog, backend, w)
     infos = catalog.flags if catalog else {}
     names: list[str] = []
     for name, p in PARAMS.items():
@@ -149,10 +152,27 @@ def offers(
     return names, refused
 
 
+def _env_offers(
+    catalog: Catalog | None, backend: str, word: str
+) -> tuple[list[str], list[tuple[str, str]]]:
+    """The knobs of vLLM's environment the search found: tunable ones (and the lab's curated
+    ones for this backend) offered, refused ones listed with why."""
+    names: list[str] = []
+    refused: list[tuple[str, str]] = []
+    for info in catalog.search(word or None, env=True) if catalog else []:
+        status, why = flag_status(info)
+        if status == "refused":
+            if word:
+                refused.append((info.name, why or "never tuned"))
+        elif status == "tunable" or backend in PARAMS[info.name].backends:
+            names.append(info.name)
+    return names, refused
+
+
 def _label(name: str, catalog: Catalog | None) -> str:
     if name in PARAMS:
         return f"{name} · curated ({PARAMS[name].type})"
-    info = catalog.flags.get(name) if catalog else None
+    info = catalog.get(name) if catalog else None
     if info is None:
         return name
     return (
@@ -189,8 +209,9 @@ def render_picker(db_path: str | Path, spec: EngineSpec, baseline_names: Iterabl
         groups = sorted({f.group for f in catalog.flags.values() if f.group})
         group = st.selectbox(
             "Help group (as your vLLM groups its flags)",
-            [ALL, CURATED, *groups],
+            [ALL, CURATED, *groups, *([ENV] if catalog.env else [])],
             key="new_flag_group",
+            help=f"{ENV}: the variables vLLM reads at start, each set in the server's environment.",
         )
     elif flags.error and want:
         st.warning(md_escape(f"Only the lab's curated parameters: {flags.error}"))
@@ -208,7 +229,7 @@ def render_picker(db_path: str | Path, spec: EngineSpec, baseline_names: Iterabl
         st.caption(
             md_escape(
                 f"{len(names) - learned} curated and {learned} more of vLLM "
-                f"{catalog.vllm_version}'s flags offered"
+                f"{catalog.vllm_version}'s {'knobs' if group == ENV else 'flags'} offered"
             )
         )
     inert = inert_notes(str(db_path)) if Path(db_path).exists() else {}
@@ -255,7 +276,7 @@ def render_learned(param: Param, info: FlagInfo | None, version: str) -> None:
     """A flag as the user's vLLM defines it: type, default, choices, help group and help."""
     kind = info.kind if info else param.type
     lines = [
-        f"**{param.name}** · {md_escape(info.group if info else '')} · as your vLLM "
+        f"**{md_escape(param.name)}** · {md_escape(info.group if info else '')} · as your vLLM "
         f"{md_escape(version)} defines it"
     ]
     lines.append(
@@ -268,9 +289,10 @@ def render_learned(param: Param, info: FlagInfo | None, version: str) -> None:
     if info and info.help:
         lines.append(md_escape(info.help))
     st.info("  \n".join(lines))
+    checker = "reader of the variable" if param.kind == "env" else "parser"
     st.caption(
-        "The lab has no units or ranges for it: each value is checked by your vLLM's own parser "
-        "when you start, before any server starts."
+        f"The lab has no units or ranges for it: each value is checked by your vLLM's own "
+        f"{checker} when you start, before any server starts."
     )
 
 

@@ -60,6 +60,13 @@ def test_every_flag_of_vllm_cpu_and_refusals_before_any_restart(
     env = {k["name"]: k for k in knobs["flags"]}
     assert env["VLLM_CPU_OMP_THREADS_BIND"]["default"] == "auto"
     assert env["VLLM_HOST_IP"]["status"] == "refused"
+    # vLLM's own knobs only, documented from the comments of vllm/envs.py, refused word by word
+    assert all(name.startswith("VLLM_") for name in env) and "LD_LIBRARY_PATH" not in env
+    assert sum(1 for k in env.values() if k["help"]) >= 0.9 * len(env)
+    assert "OpenMP" in env["VLLM_CPU_OMP_THREADS_BIND"]["help"]
+    assert env["VLLM_WORKER_MULTIPROC_METHOD"]["choices"] == ["spawn", "fork"]
+    assert env["VLLM_MULTI_STREAM_GEMM_TOKEN_THRESHOLD"]["status"] == "tunable"
+    assert "vLLM's log" in str(env["VLLM_LOGGING_LEVEL"]["reason"])
     refusals = {
         "trust-remote-code": ("false,true", "never tuned by the lab"),
         "max-num-seq": ("2,4", "did you mean `max-num-seqs`?"),

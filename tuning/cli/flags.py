@@ -13,7 +13,7 @@ from tuning.cli.args import add_db, db_path, refused, say
 
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
-    from tuning.flags.catalog import Catalog, FlagInfo
+    from tuning.flags.catalog import FlagInfo
 
 COMMANDS = ("flags",)
 
@@ -33,11 +33,6 @@ def add_arguments(sub: Subparsers) -> None:
         help="vLLM's environment knobs (VLLM_*) instead: tuned only when an experiment names one",
     )
     add_db(p)
-
-
-def _env(catalog: Catalog, word: str | None) -> list[FlagInfo]:
-    knobs = sorted(catalog.env.values(), key=lambda f: f.name)
-    return [k for k in knobs if not word or word.lower() in k.name.lower()]
 
 
 def _row(info: FlagInfo) -> dict[str, Any]:
@@ -68,9 +63,7 @@ def run(args: argparse.Namespace) -> int:
         catalog = catalog_for(db_path(args), spec, refresh=args.refresh)
     except (EngineError, CatalogError) as exc:
         return refused(str(exc))
-    rows = [
-        _row(f) for f in (_env(catalog, args.search) if args.env else catalog.search(args.search))
-    ]
+    rows = [_row(f) for f in catalog.search(args.search, env=args.env)]
     if args.json:
         say(
             json.dumps(

@@ -19,8 +19,9 @@ from typing import Any
 
 PROBE = Path(__file__).with_name("engine_probe.py")
 PROBE_TIMEOUT_S = 300.0  # a cold import of vLLM on a busy 2-core machine
-# What a catalog holds; a cached one of another format is read again (2: `env`; 3: help texts).
-FORMAT = 3
+# What a catalog holds; a cached one of another format is read again (2: `env`; 3: help texts;
+# 4: only vLLM's own VLLM_* knobs, with their help and choices).
+FORMAT = 4
 
 
 class CatalogError(RuntimeError):
@@ -87,23 +88,30 @@ class Catalog:
     env: dict[str, FlagInfo] = field(default_factory=dict)
 
     def get(self, name: str) -> FlagInfo | None:
-        """A flag by its name, an alias or its dest (`max_num_seqs`)."""
+        """A flag by its name, an alias or its dest (`max_num_seqs`); an environment knob by its
+        name (`VLLM_...`)."""
         key = name.strip().removeprefix("--")
         if key in self.flags:
             return self.flags[key]
+        if key in self.env:
+            return self.env[key]
         dashed = key.replace("_", "-")
         for info in self.flags.values():
             if dashed == info.name or dashed in info.aliases or key == info.dest:
                 return info
         return None
 
-    def search(self, word: str | None = None) -> list[FlagInfo]:
-        """Flags whose name, group or help mention `word` (case-insensitive); all without one."""
-        items = sorted(self.flags.values(), key=lambda f: (f.group, f.name))
+    def search(self, word: str | None = None, env: bool = False) -> list[FlagInfo]:
+        """Flags (with `env`, environment knobs) whose name, group or help mention `word`
+        (case-insensitive); all without one."""
+        pool = self.env if env else self.flags
+        items = sorted(pool.values(), key=lambda f: (f.group, f.name))
         if not word:
             return items
         w = word.lower()
-        return [f for f in items if w in f.name or w in f.group.lower() or w in f.help.lower()]
+        return [
+            f for f in items if w in f.name.lower() or w in f.group.lower() or w in f.help.lower()
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)

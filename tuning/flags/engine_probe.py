@@ -16,9 +16,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import inspect
 import io
 import json
 import os
+import re
 import sys
 from typing import Any
 
@@ -142,16 +144,58 @@ def _env_kind(default: Any) -> str:
     return "str"
 
 
+def _env_comments(module: Any) -> dict[str, str]:
+    """The comment lines right above each entry of `environment_variables` in vllm/envs.py: vLLM
+    documents its knobs there and nowhere a program can read (the readers are bare lambdas)."""
+    try:
+        lines = inspect.getsource(module).splitlines()
+    except (OSError, TypeError):
+        return {}
+    found: dict[str, str] = {}
+    comments: list[str] = []
+    for line in lines:
+        text = line.strip()
+        if text.startswith("#"):
+            words = text.lstrip("#").strip()
+            if words and not words.startswith("="):  # not a "=== Runtime Env Vars ===" banner
+                comments.append(words)
+            continue
+        entry = re.match(r'"([A-Z][A-Z0-9_]*)":', text)
+        if entry and comments and entry.group(1) not in found:
+            found[entry.group(1)] = " ".join(comments)
+        comments = []
+    return found
+
+
+def _env_choices(reader: Any) -> list[str]:
+    """The fixed choices of a knob made by vLLM's `env_with_choices`, kept in its closure."""
+    if getattr(reader, "__name__", "") != "_get_validated_env":
+        return []
+    try:
+        choices = inspect.getclosurevars(reader).nonlocals.get("choices")
+        choices = choices() if callable(choices) else choices
+    except Exception:  # a lazy list that needs a platform: no choices shown, vLLM still checks
+        return []
+    if isinstance(choices, (list, tuple)) and all(isinstance(c, str) for c in choices):
+        return list(choices)
+    return []
+
+
 def list_env() -> list[dict[str, Any]]:
-    """vLLM's environment knobs (`vllm.envs.environment_variables`) with their defaults: each
-    reader called with the variable unset (they only read os.environ)."""
+    """vLLM's own environment knobs (the VLLM_* names of `vllm.envs.environment_variables`; the
+    table also reads system and other libraries' variables such as LD_LIBRARY_PATH or
+    S3_SECRET_ACCESS_KEY, which are not vLLM's to tune) with their defaults, help and choices:
+    each reader called with the variable unset (they only read os.environ)."""
     try:
         import vllm.envs as envs  # type: ignore[import-not-found]
     except ImportError:
         return []
     table = getattr(envs, "environment_variables", {})
+    helps = _env_comments(envs)
     out = []
     for name, reader in table.items():
+        if not name.startswith("VLLM_"):
+            continue
         saved = os.environ.pop(name, None)
         try:
             default = _plain(reader())
@@ -160,7 +204,17 @@ def list_env() -> list[dict[str, Any]]:
         finally:
             if saved is not None:
                 os.environ[name] = saved
-        out.append({"name": name, "kind": _env_kind(default), "default": default})
+        choices = _env_choices(reader)
+        kind = "choice" if choices else _env_kind(default)
+        out.append(
+            {
+                "name": name,
+                "kind": kind,
+                "default": default,
+                "help": helps.get(name, ""),
+                "choices": choices,
+            }
+        )
     return out
 
 

@@ -56,6 +56,7 @@ def to_param(info: FlagInfo) -> Param:
             help=info.help or "vLLM environment variable, as your vLLM reads it",
             kind="env",
             env=info.name,
+            choices=info.choices,
             default=info.default if isinstance(info.default, (bool, int, float, str)) else None,
             source="learned",
             group="environment",

@@ -85,21 +85,64 @@ _GROUPS: dict[str, tuple[str, ...]] = {
 DENIED: dict[str, str] = {name: why for why, names in _GROUPS.items() for name in names}
 
 
-# vLLM's environment knobs (VLLM_*): refused by what their names say they hold.
-_ENV_WORDS: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("KEY", "TOKEN", "SECRET", "HOST", "PORT", "URL", "ADDR", "ENDPOINT", "RPC"), REACH),
-    (("PATH", "ROOT", "DIR", "FILE", "PLUGIN", "MODELSCOPE", "INSECURE", "DEV_MODE"), CODE),
-    (("LOG", "USAGE", "TRACK", "CONFIGURE"), LAB),
+# vLLM's environment knobs (VLLM_*): by name where the name does not say, else by the words of
+# the name, whole words only (VLLM_MULTI_STREAM_GEMM_TOKEN_THRESHOLD counts tokens: it is no auth
+# token, and VLLM_USE_FASTOKENS picks a tokenizer).
+LOGS = "the lab reads vLLM's log for what each run applied, so its log stays as vLLM writes it"
+USAGE = "the lab turns vLLM's usage reporting off for every start"
+BUILD = "vLLM reads it only when it is built or packaged: a running server never sees it"
+_ENV_NAMES: dict[str, str] = {
+    "VLLM_ALLOW_RUNTIME_LORA_UPDATING": CODE,  # clients may then load adapters from files
+    "VLLM_LORA_RESOLVER_HF_REPO_LIST": CODE,  # adapters downloaded from the hub
+    "VLLM_ASSETS_CACHE": CODE,  # a directory
+    "VLLM_MEDIA_CACHE": CODE,  # a directory
+    "VLLM_MEDIA_URL_ALLOW_REDIRECTS": CODE,  # what the server fetches
+    "VLLM_HUMMING_INPUT_QUANT_CONFIG": CODE,  # JSON or a file's path
+    "VLLM_HUMMING_ONLINE_QUANT_CONFIG": CODE,
+    "VLLM_SERVER_DEV_MODE": CODE,  # endpoints that run methods on the workers
+    "VLLM_GPT_OSS_HARMONY_SYSTEM_INSTRUCTIONS": WHAT,
+    "VLLM_TEST_FORCE_LOAD_FORMAT": LAB,  # as --load-format
+    "VLLM_DISABLE_LOG_LOGO": LAB,
+    "VLLM_TARGET_DEVICE": BUILD,
+    "VLLM_MAIN_CUDA_VERSION": BUILD,
+    "VLLM_DOCKER_BUILD_CONTEXT": BUILD,
+    "VLLM_IMAGE_TAG": BUILD,
+    "VLLM_SKIP_VERSION_SUFFIX": BUILD,
+}
+_ENV_WORDS: tuple[tuple[frozenset[str], str], ...] = (
+    (frozenset({"BUILD", "PRECOMPILED"}), BUILD),
+    (
+        frozenset(
+            {"KEY", "SECRET", "PASSWORD", "CREDENTIALS", "AUTH", "HOST", "HOSTNAME", "PORT"}
+            | {"URL", "ADDR", "ADDRESS", "IP", "IPS", "ENDPOINT", "RPC"}
+        ),
+        REACH,
+    ),
+    (
+        frozenset({"PATH", "ROOT", "DIR", "FILE", "FOLDER", "PLUGIN", "PLUGINS", "MODELSCOPE"})
+        | {"INSECURE"},
+        CODE,
+    ),
+    (frozenset({"LOG", "LOGGING"}), LOGS),
+    (frozenset({"USAGE", "TRACK"}), USAGE),
 )
+
+
+def _env_refusal(name: str) -> str | None:
+    if name in _ENV_NAMES:
+        return _ENV_NAMES[name]
+    words = name.split("_")[1:]
+    if words and words[-1] == "TOKEN":  # a secret (HF_TOKEN's kind), not a count of tokens
+        return REACH
+    for listed, why in _ENV_WORDS:
+        if listed.intersection(words):
+            return why
+    return None
 
 
 def refusal(name: str) -> str | None:
     """Why `name` (a flag without `--`, or a VLLM_* variable) is never tuned, or None."""
     key = name.strip().removeprefix("--")
     if key.startswith("VLLM_"):
-        parts = set(key.split("_"))
-        for words, why in _ENV_WORDS:
-            if any(w in parts or (len(w) > 4 and w in key) for w in words):
-                return why
-        return None
+        return _env_refusal(key)
     return DENIED.get(key.replace("_", "-"))

@@ -73,3 +73,22 @@ def test_the_interpreter_behind_a_vllm_script(tmp_path: Path) -> None:
     (tmp_path / "bin").write_bytes(b"\x7fELF")
     with pytest.raises(CatalogError, match="not a Python script"):
         engine_python([str(tmp_path / "bin")])
+
+
+def test_vllms_own_knobs_only_with_their_help_and_choices(fake_vllm_python: str) -> None:
+    env = read_catalog(fake_vllm_python).env
+    # the table also reads the system's and other libraries' variables: not vLLM's to tune
+    assert "LD_LIBRARY_PATH" not in env and "S3_SECRET_ACCESS_KEY" not in env
+    assert all(name.startswith("VLLM_") for name in env) and "VLLM_FAKE_STEPS" in env
+    # vLLM documents a knob in the comment lines above it (a banner is no help)
+    assert env["VLLM_HOST_IP"].help == (
+        "used in distributed environment to determine the ip address of the current node"
+    )
+    assert env["VLLM_FAKE_STEPS"].help == "Decode steps per fake scheduler tick"
+    assert env["VLLM_FAKE_ASYNC"].help == ""  # the comment after VLLM_FAKE_SPLIT is no header
+    method = env["VLLM_WORKER_MULTIPROC_METHOD"]
+    assert method.kind == "choice" and method.choices == ("spawn", "fork")
+    assert method.default == "fork"
+    # searched by help as flags are: a knob is found by what it does, not only by its name
+    found = read_catalog(fake_vllm_python).search("openmp", env=True)
+    assert [k.name for k in found] == ["VLLM_CPU_OMP_THREADS_BIND"]

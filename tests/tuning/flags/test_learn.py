@@ -35,6 +35,37 @@ def test_what_must_never_be_tuned_says_why() -> None:
     assert all(why.strip() for why in DENIED.values())
 
 
+def test_an_environment_knob_is_refused_by_the_words_of_its_name() -> None:
+    # counts of tokens and a tokenizer's name are no auth tokens (all were refused "who can reach")
+    for name in (
+        "VLLM_MULTI_STREAM_GEMM_TOKEN_THRESHOLD",
+        "VLLM_MAX_BAD_WORDS_TOTAL_TOKENS",
+        "VLLM_MAX_TOKENS_PER_EXPERT_FP4_MOE",
+        "VLLM_USE_FASTOKENS",
+        "VLLM_CPU_OMP_THREADS_BIND",
+        "VLLM_FLOAT32_MATMUL_PRECISION",
+    ):
+        assert refusal(name) is None, name
+    reasons = {
+        "VLLM_HOST_IP": "who can reach",
+        "VLLM_DP_MASTER_IP": "who can reach",  # were tunable
+        "VLLM_LOOPBACK_IP": "who can reach",
+        "VLLM_API_KEY": "who can reach",
+        "VLLM_SOME_HUB_TOKEN": "who can reach",  # a secret ends in _TOKEN
+        "VLLM_TUNED_CONFIG_FOLDER": "reads a file",
+        "VLLM_PLUGINS": "reads a file",
+        "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "reads a file",
+        "VLLM_LOGGING_LEVEL": "the lab reads vLLM's log",  # would hide what each run applied
+        "VLLM_CONFIGURE_LOGGING": "the lab reads vLLM's log",
+        "VLLM_NO_USAGE_STATS": "usage reporting off",
+        "VLLM_USE_PRECOMPILED": "only when it is built",
+        "VLLM_BUILD_URL": "only when it is built",
+        "VLLM_TEST_FORCE_LOAD_FORMAT": "the lab sets it",
+    }
+    for name, why in reasons.items():
+        assert why in str(refusal(name)), (name, refusal(name))
+
+
 def test_a_typo_gets_did_you_mean() -> None:
     assert (
         suggest("max-num-seq", ["max-num-seqs", "max-model-len"])
@@ -152,6 +183,14 @@ def test_an_environment_knob_is_tuned_when_named_and_checked_by_vllms_reader(
     )
     with pytest.raises(ParamError, match="VLLM_FAKE_SPLIT: refused by vLLM's own reader of it: Va"):
         prepare(db, _spec(fake_vllm_python), "VLLM_FAKE_SPLIT", "2,abc", {})  # typed only by vLLM
+    # a knob with fixed choices (vLLM's env_with_choices) is a choice: the lab checks it first
+    method = "VLLM_WORKER_MULTIPROC_METHOD"
+    assert prepare(db, _spec(fake_vllm_python), method, "spawn,fork", {}) == (
+        method,
+        ["spawn", "fork"],
+    )
+    with pytest.raises(ParamError, match="forkserver"):
+        prepare(db, _spec(fake_vllm_python), method, "fork,forkserver", {})
     with pytest.raises(ParamError, match="VLLM_HOST_IP: never tuned by the lab: it changes who"):
         prepare(db, _spec(fake_vllm_python), "VLLM_HOST_IP", "1.2.3.4", {})
     with pytest.raises(ParamError, match="did you mean `VLLM_FAKE_STEPS`"):

@@ -1,0 +1,40 @@
+"""New experiment's picker over the engine's catalog: which names it offers for a search and a
+group, and which it lists as never tuned, without a browser or an engine."""
+
+from __future__ import annotations
+
+from tuning.flags.catalog import Catalog, FlagInfo
+from ui.flag_picker import ALL, ENV, offers
+
+
+def _catalog() -> Catalog:
+    flags = [
+        FlagInfo("async-scheduling", "async_scheduling", "bool", group="SchedulerConfig"),
+        FlagInfo("max-num-seqs", "max_num_seqs", "int", group="SchedulerConfig"),
+        FlagInfo("trust-remote-code", "trust_remote_code", "bool", group="ModelConfig"),
+    ]
+    knobs = [
+        FlagInfo("VLLM_CPU_OMP_THREADS_BIND", "x", "str", group="environment", help="OpenMP cores"),
+        FlagInfo("VLLM_CPU_KVCACHE_SPACE", "x", "int", group="environment", help="KV cache GiB"),
+        FlagInfo("VLLM_HOST_IP", "x", "str", group="environment", help="the node's ip address"),
+        FlagInfo("VLLM_USE_FASTOKENS", "x", "bool", group="environment", help="a tokenizer shim"),
+    ]
+    return Catalog(
+        "python", "0.32.0", "p", {f.name: f for f in flags}, env={k.name: k for k in knobs}
+    )
+
+
+def test_environment_knobs_are_offered_in_their_own_group_only() -> None:
+    catalog = _catalog()
+    names, _ = offers(catalog, "cpu", "", ALL)
+    assert "async-scheduling" in names and "VLLM_USE_FASTOKENS" not in names  # flags only
+    assert "VLLM_CPU_KVCACHE_SPACE" in names  # the curated knob, as before
+    names, refused = offers(catalog, "cpu", "", ENV)
+    assert names == ["VLLM_CPU_KVCACHE_SPACE", "VLLM_CPU_OMP_THREADS_BIND", "VLLM_USE_FASTOKENS"]
+    assert refused == []  # a refused knob is named only when a search asked for it
+    names, refused = offers(catalog, "gpu", "ip address", ENV)  # found by its help
+    assert names == [] and [n for n, _ in refused] == ["VLLM_HOST_IP"]
+    assert "who can reach" in refused[0][1]
+    names, _ = offers(catalog, "gpu", "", ENV)  # the curated CPU knob is not a GPU's
+    assert "VLLM_CPU_KVCACHE_SPACE" not in names and "VLLM_USE_FASTOKENS" in names
+    assert catalog.get("VLLM_HOST_IP") is catalog.env["VLLM_HOST_IP"]
