@@ -91,6 +91,7 @@ DENIED: dict[str, str] = {name: why for why, names in _GROUPS.items() for name i
 LOGS = "the lab reads vLLM's log for what each run applied, so its log stays as vLLM writes it"
 USAGE = "the lab turns vLLM's usage reporting off for every start"
 BUILD = "vLLM reads it only when it is built or packaged: a running server never sees it"
+SECRET = "it holds a secret, and the lab stores every value it tunes"
 _ENV_NAMES: dict[str, str] = {
     "VLLM_ALLOW_RUNTIME_LORA_UPDATING": CODE,  # clients may then load adapters from files
     "VLLM_LORA_RESOLVER_HF_REPO_LIST": CODE,  # adapters downloaded from the hub
@@ -111,16 +112,29 @@ _ENV_NAMES: dict[str, str] = {
 }
 _ENV_WORDS: tuple[tuple[frozenset[str], str], ...] = (
     (frozenset({"BUILD", "PRECOMPILED"}), BUILD),
+    (frozenset({"SECRET", "PASSWORD", "CREDENTIALS", "AUTH"}), SECRET),
     (
         frozenset(
-            {"KEY", "SECRET", "PASSWORD", "CREDENTIALS", "AUTH", "HOST", "HOSTNAME", "PORT"}
-            | {"URL", "ADDR", "ADDRESS", "IP", "IPS", "ENDPOINT", "RPC"}
+            {
+                "KEY",
+                "HOST",
+                "HOSTNAME",
+                "PORT",
+                "URL",
+                "ADDR",
+                "ADDRESS",
+                "IP",
+                "IPS",
+                "ENDPOINT",
+                "RPC",
+            }
         ),
         REACH,
     ),
     (
-        frozenset({"PATH", "ROOT", "DIR", "FILE", "FOLDER", "PLUGIN", "PLUGINS", "MODELSCOPE"})
-        | {"INSECURE"},
+        frozenset(
+            {"PATH", "ROOT", "DIR", "FILE", "FOLDER", "PLUGIN", "PLUGINS", "MODELSCOPE", "INSECURE"}
+        ),
         CODE,
     ),
     (frozenset({"LOG", "LOGGING"}), LOGS),
@@ -133,7 +147,7 @@ def _env_refusal(name: str) -> str | None:
         return _ENV_NAMES[name]
     words = name.split("_")[1:]
     if words and words[-1] == "TOKEN":  # a secret (HF_TOKEN's kind), not a count of tokens
-        return REACH
+        return SECRET
     for listed, why in _ENV_WORDS:
         if listed.intersection(words):
             return why

@@ -51,7 +51,8 @@ def test_an_environment_knob_is_refused_by_the_words_of_its_name() -> None:
         "VLLM_DP_MASTER_IP": "who can reach",  # were tunable
         "VLLM_LOOPBACK_IP": "who can reach",
         "VLLM_API_KEY": "who can reach",
-        "VLLM_SOME_HUB_TOKEN": "who can reach",  # a secret ends in _TOKEN
+        "VLLM_SOME_HUB_TOKEN": "holds a secret",  # a secret ends in _TOKEN
+        "VLLM_S3_SECRET_ACCESS_KEY": "holds a secret",
         "VLLM_TUNED_CONFIG_FOLDER": "reads a file",
         "VLLM_PLUGINS": "reads a file",
         "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "reads a file",
