@@ -180,17 +180,28 @@ def _label(name: str, catalog: Catalog | None) -> str:
     )
 
 
+def suggested_values(param: Param) -> str | None:
+    """The values a newly picked parameter starts with, or None to keep what was typed: a choice
+    or true/false one compares all its values; a text or JSON flag of the user's vLLM starts from
+    its own default (numbers typed for the last flag would be launched as, say, OpenMP core ids)."""
+    if param.type == "bool":
+        return "false,true"
+    if param.type == "choice" and param.choices:
+        return ",".join(param.choices[:4])
+    if param.source == "learned" and param.type in ("text", "json"):
+        return "" if param.default is None else format_value(param.default)
+    return None
+
+
 def _suggest_values(param: Param) -> None:
-    """When the parameter changes (picked, or the search left the old one out), a choice or
-    true/false one starts with all its values to compare; others keep what was typed."""
+    """When the parameter changes (picked, or the search left the old one out), start its values
+    as `suggested_values` says; the first render keeps the page's own default."""
     last = st.session_state.get(LAST_PARAM)
     st.session_state[LAST_PARAM] = param.name
     if last is None or last == param.name:
         return
-    if param.type == "bool":
-        st.session_state["new_values"] = "false,true"
-    elif param.type == "choice" and param.choices:
-        st.session_state["new_values"] = ",".join(param.choices[:4])
+    if (values := suggested_values(param)) is not None:
+        st.session_state["new_values"] = values
 
 
 def render_picker(db_path: str | Path, spec: EngineSpec, baseline_names: Iterable[str]) -> Picked:

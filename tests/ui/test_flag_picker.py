@@ -4,7 +4,9 @@ group, and which it lists as never tuned, without a browser or an engine."""
 from __future__ import annotations
 
 from tuning.flags.catalog import Catalog, FlagInfo
-from ui.flag_picker import ALL, ENV, offers
+from tuning.flags.learn import resolve
+from tuning.params import PARAMS
+from ui.flag_picker import ALL, ENV, offers, suggested_values
 
 
 def _catalog() -> Catalog:
@@ -38,3 +40,29 @@ def test_environment_knobs_are_offered_in_their_own_group_only() -> None:
     names, _ = offers(catalog, "gpu", "", ENV)  # the curated CPU knob is not a GPU's
     assert "VLLM_CPU_KVCACHE_SPACE" not in names and "VLLM_USE_FASTOKENS" in names
     assert catalog.get("VLLM_HOST_IP") is catalog.env["VLLM_HOST_IP"]
+
+
+def test_a_picked_flag_starts_from_values_that_fit_it() -> None:
+    catalog = _catalog()
+    learned = [
+        FlagInfo("VLLM_CPU_OMP_THREADS_BIND", "x", "str", default="auto", group="environment"),
+        FlagInfo("compilation-config", "c", "json", default="{'mode': None}"),  # vLLM's repr
+        FlagInfo("long-prefill-token-threshold", "l", "int", default=0),
+        FlagInfo("scheduling-policy", "s", "choice", choices=("fcfs", "priority")),
+    ]
+    starts = {
+        info.name: suggested_values(resolve(info.name, _with(catalog, learned))) for info in learned
+    }
+    # a text knob starts from its default, not the last flag's "2,16" (OpenMP cores 2 and 16)
+    assert starts["VLLM_CPU_OMP_THREADS_BIND"] == "auto"
+    assert starts["compilation-config"] == ""  # no runnable default: the user types JSON
+    assert starts["long-prefill-token-threshold"] is None  # numbers typed stay
+    assert starts["scheduling-policy"] == "fcfs,priority"
+    assert suggested_values(PARAMS["enforce-eager"]) == "false,true"
+    assert suggested_values(PARAMS["max-num-seqs"]) is None
+
+
+def _with(catalog: Catalog, infos: list[FlagInfo]) -> Catalog:
+    flags = {**catalog.flags, **{i.name: i for i in infos if not i.name.startswith("VLLM_")}}
+    env = {**catalog.env, **{i.name: i for i in infos if i.name.startswith("VLLM_")}}
+    return Catalog(catalog.python, catalog.vllm_version, catalog.parser, flags, env=env)
