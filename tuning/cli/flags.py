@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 from typing import TYPE_CHECKING, Any
 
 from tuning.cli.args import add_db, db_path, refused, say
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     from tuning.flags.catalog import FlagInfo
 
 COMMANDS = ("flags",)
+HELP_WIDTH = 95  # the start of each help text, on the line under its flag (all of it: --json)
 
 
 def add_arguments(sub: Subparsers) -> None:
@@ -91,5 +93,7 @@ def run(args: argparse.Namespace) -> int:
         say(f" {mark} {dashes}{row['name']} ({kind}; default {row['default']!r})")
         if row["reason"]:
             say(f"     never tuned: {row['reason']}")
+        elif row["help"]:
+            say("     " + textwrap.shorten(row["help"], HELP_WIDTH, placeholder=" ..."))
     say("\n* curated (the lab knows its units and checks it)   x never tuned (the reason is given)")
     return 0

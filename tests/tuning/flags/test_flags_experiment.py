@@ -23,6 +23,12 @@ def test_scheduling_policy_runs_and_the_engine_record_is_stored(
     flags = {f["name"]: f for f in json.loads(listed.stdout)["flags"]}
     assert flags["scheduling-policy"]["choices"] == ["fcfs", "priority"]
     assert flags["async-scheduling"]["status"] == "tunable"
+    text = fake_cli(tmp_path, "flags", "--search", "schedul").stdout  # each flag with its help
+    assert "--scheduling-policy (choice {fcfs,priority}; default 'fcfs')\n     " in text
+    assert "(default fcfs)" in text
+    knobs = fake_cli(tmp_path, "flags", "--env").stdout
+    assert "VLLM_FAKE_STEPS (int; default 4)\n     Decode steps per fake scheduler tick" in knobs
+    assert "LD_LIBRARY_PATH" not in knobs  # not vLLM's own
     args = ["--param", "scheduling-policy", "--values", "fcfs,priority", *WORKLOAD, "--json"]
     done = fake_cli(tmp_path, "experiment", *args)
     assert done.returncode == 0, done.stdout + done.stderr
