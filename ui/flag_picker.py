@@ -126,16 +126,19 @@ def _matches(word: str, *texts: str) -> bool:
 def offers(
     catalog: Catalog | None, backend: str, word: str = "", group: str = ALL
 ) -> tuple[list[str], list[tuple[str, str]]]:
-    """(the names to offer: curated first, then the engine's tunable flags by help group; the
-    flags the search found that are never offered, each with why)."""
+    """(the names to offer: curated first, then the engine's tunable flags by help group, or
+    its environment knobs in their own group; the ones the search found that are never offered,
+    each with why)."""
     w = word.strip().lower().removeprefix("--")
-    if group == ENV:
-        return _env_offers(catalog, backend, w)
-    infos = catalog.flags if catalog else {}
+    env = group == ENV
+    infos = (catalog.env if env else catalog.flags) if catalog else {}
     names: list[str] = []
     for name, p in PARAMS.items():
         info = infos.get(name)
-        in_group = group in (ALL, CURATED) or (info is not None and info.group == group)
+        if env:
+            in_group = p.kind == "env"
+        else:
+            in_group = group in (ALL, CURATED) or (info is not None and info.group == group)
         if (
             backend in p.backends
             and in_group
@@ -143,28 +146,11 @@ def offers(
         ):
             names.append(name)
     refused: list[tuple[str, str]] = []
-    for info in catalog.search(w or None) if catalog else []:
+    for info in catalog.search(w or None, env=env) if catalog else []:
         status, why = flag_status(info)
         if status == "refused" and w:
             refused.append((info.name, why or "never tuned"))
-        elif status == "tunable" and group in (ALL, info.group):
-            names.append(info.name)
-    return names, refused
-
-
-def _env_offers(
-    catalog: Catalog | None, backend: str, word: str
-) -> tuple[list[str], list[tuple[str, str]]]:
-    """The knobs of vLLM's environment the search found: tunable ones (and the lab's curated
-    ones for this backend) offered, refused ones listed with why."""
-    names: list[str] = []
-    refused: list[tuple[str, str]] = []
-    for info in catalog.search(word or None, env=True) if catalog else []:
-        status, why = flag_status(info)
-        if status == "refused":
-            if word:
-                refused.append((info.name, why or "never tuned"))
-        elif status == "tunable" or backend in PARAMS[info.name].backends:
+        elif status == "tunable" and (env or group in (ALL, info.group)):
             names.append(info.name)
     return names, refused
 
