@@ -1,6 +1,6 @@
-"""The app in a real browser, shared by the browser tests (tests/e2e) and `make screenshots`:
-`streamlit run Home.py` on a lab home of its own, and Debian's chromium through Playwright
-(Playwright's own browser download fails on these machines)."""
+"""The app in a real browser, shared by the browser tests (tests/e2e) and `make screenshots`: the
+app as `make run` starts it (`python -m ui.serve Home.py`, its host check on) on a lab home of its
+own, and Debian's chromium through Playwright (Playwright's own download fails here)."""
 
 from __future__ import annotations
 
@@ -52,15 +52,14 @@ def lab_env(home: Path) -> dict[str, str]:
 
 @contextmanager
 def serve_app(home: Path, log_path: Path, *, start_timeout: float = 90.0) -> Iterator[str]:
-    """`streamlit run Home.py` on the lab in `home` (its DB is home/lab.db); yields its URL and
-    stops its process group afterwards."""
+    """The app (as `make run` starts it) on the lab in `home` (its DB is home/lab.db); yields its
+    URL and stops its process group afterwards."""
     home.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    argv = [
+    argv = [  # as `make run` starts it: through the launcher, with its host check
         sys.executable,
         "-m",
-        "streamlit",
-        "run",
+        "ui.serve",
         "Home.py",
         "--server.port",
         str(port),

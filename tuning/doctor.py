@@ -16,11 +16,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from store.health import inspect_db
 from tuning.engine import EngineError, EngineSpec, current_spec
 from tuning.engine_find import COMMAND_FIX, locate, model_config, read_gpus, vllm_version
 from tuning.flags.catalog import CatalogError, engine_python
-from tuning.server import describe_holders, port_is_free
+from tuning.server import describe_holders, port_holders, port_is_free
 from tuning.settings import Settings, default_db_path, lab_home, load_settings
 
 APP_PORT = 8501  # `make run` and .streamlit/config.toml
@@ -130,12 +132,21 @@ def engine_findings(settings: Settings, import_check: bool = True) -> list[Findi
     return [*check_engine(spec, import_check), check_gpu(spec.backend)]
 
 
+def _is_the_app(pid: int) -> bool:
+    """Whether `pid` is the lab's app: `streamlit run`, or `python -m ui.serve` (`make run`)."""
+    try:
+        argv = psutil.Process(pid).cmdline()
+    except psutil.Error:
+        return False
+    return "ui.serve" in argv or any(Path(a).name == "streamlit" for a in argv[:2])
+
+
 def check_port(port: int, host: str = "127.0.0.1") -> Finding:
     """The app's port: free, or held by the lab's own app, or a problem naming who holds it."""
     if port_is_free(host, port):
         return Finding("port", True, f"{host}:{port} is free")
     holders = describe_holders(port)
-    if "streamlit" in holders:
+    if "streamlit" in holders or any(_is_the_app(pid) for pid in port_holders(port)):
         return Finding("port", True, f"{host}:{port} is served by {holders} (the app, running)")
     return Finding(
         "port",

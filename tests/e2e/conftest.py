@@ -33,7 +33,7 @@ def app_home(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def app_url(built_engine: EngineSpec, app_home: Path, tmp_path: Path) -> Iterator[str]:
-    """`streamlit run Home.py` on a fresh lab with the embedded engine; any runner the page
+    """The app as `make run` starts it on a fresh lab with the embedded engine; any runner the page
     started is stopped afterwards."""
     try:
         with serve_app(app_home, tmp_path / "streamlit.log") as url:

@@ -1,6 +1,7 @@
-"""A real browser (Debian's chromium through Playwright) against `streamlit run Home.py`: start an
-experiment on the embedded engine, watch the live page reach completion, open the compare page and
-download a PNG. (The README's screenshots come from `make screenshots`: tools/screenshots.py.)"""
+"""A real browser (Debian's chromium through Playwright) against the app as `make run` serves it:
+start an experiment on the embedded engine, watch the live page reach completion, open the compare
+page and download a PNG. (The README's screenshots come from `make screenshots`:
+tools/screenshots.py.)"""
 
 from __future__ import annotations
 
