@@ -12,6 +12,7 @@ from tuning.fleet import INSTALL_HINT, FleetError, options_from_settings, ray_av
 from tuning.settings import load_settings, save_settings, settings_path
 from ui.common import ICONS, md_code, md_escape
 from ui.engine_card import draw_check
+from ui.terminal_token import approve, guarded_changes
 
 st.set_page_config(
     page_title="Settings · vLLM Tuning Lab", page_icon=ICONS["settings"], layout="wide"
@@ -118,6 +119,18 @@ form = replace(
     fleet_ray_address=address.strip() or "auto",
     fleet_gpus_per_run=gpus.strip(),
 )
+token = ""
+if guarded_changes(s, form):  # a program this machine will run: only the terminal may say so
+    token = st.text_input(
+        "Terminal token",
+        key="set_token",
+        type="password",
+        help="printed by `make run` in its terminal when the app started",
+    )
+    st.caption(
+        "A new engine command is a program this machine will run: Save and Check engine ask for "
+        "the token `make run` printed in its terminal (or set `TUNING_LAB_ENGINE_COMMAND` there)."
+    )
 b1 = b2 = st.container(horizontal=True, key="set_buttons")  # buttons as wide as their words
 if b1.button("Save settings", type="primary", key="set_save"):
     problem = custom_problem(form.engine_command, form.engine_model) if engine == "custom" else ""
@@ -125,11 +138,16 @@ if b1.button("Save settings", type="primary", key="set_save"):
         options_from_settings(form)
     except FleetError as exc:
         problem = problem or str(exc)
+    problem = problem or approve("save", s, form, token)
     if problem:
         st.error(f"not saved: {md_escape(problem)}")
     else:
         save_settings(form)
         st.success("saved")
 if b2.button("Check engine", key="set_check", help="the engine as entered: vLLM, model, GPUs"):
-    with st.spinner("asking the engine's interpreter for its vLLM..."):
-        draw_check(engine_findings(form), find_vllm(form), engine)
+    problem = approve("check", s, form, token)
+    if problem:
+        st.error(f"not checked: {md_escape(problem)}")
+    else:
+        with st.spinner("asking the engine's interpreter for its vLLM..."):
+            draw_check(engine_findings(form), find_vllm(form), engine)

@@ -41,10 +41,13 @@ def box(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lab_home: Path) -> dict
     return {"shim": str(shim), "model": str(model)}
 
 
-def test_check_engine_shows_the_vllm_found_in_a_status_card(box: dict[str, Any]) -> None:
+def test_check_engine_shows_the_vllm_found_in_a_status_card(
+    box: dict[str, Any], terminal_token_issued: str
+) -> None:
     at = open_page("pages/6_Settings.py")
     at.radio(key="set_engine").set_value("custom").run()
     at.text_input(key="set_command").set_value(f"{box['shim']} serve").run()
+    at.text_input(key="set_token").set_value(terminal_token_issued).run()
     at.text_input(key="set_model").set_value(box["model"]).run()
     at.button(key="set_check").click().run()
     assert not at.exception, at.exception
@@ -66,11 +69,12 @@ def test_check_engine_on_the_embedded_engine_says_a_vllm_was_found(box: dict[str
 
 
 def test_a_command_that_does_not_exist_is_not_saved_and_says_how_to_fix_it(
-    box: dict[str, Any],
+    box: dict[str, Any], terminal_token_issued: str
 ) -> None:
     at = open_page("pages/6_Settings.py")
     at.radio(key="set_engine").set_value("custom").run()
     at.text_input(key="set_command").set_value("/opt/vllm/bin/vllm serve").run()
+    at.text_input(key="set_token").set_value(terminal_token_issued).run()
     at.text_input(key="set_model").set_value(box["model"]).run()
     at.button(key="set_save").click().run()
     errors = [e.value for e in at.error]
