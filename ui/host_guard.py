@@ -122,8 +122,12 @@ def refusal(headers: Iterable[tuple[bytes, bytes]], allowed: frozenset[str]) -> 
     for key, value in headers:
         name = key.lower()
         if name == b"host":
+            if host is not None:
+                return "two Host headers"
             host = value.decode("latin-1")
         elif name == b"origin":
+            if origin is not None:
+                return "two Origin headers"
             origin = value.decode("latin-1")
     if host_name(host) not in allowed:
         return f"Host {_shown(host)} is not a name this lab serves"

@@ -64,6 +64,9 @@ def test_refusal_reads_host_then_origin() -> None:
     )
     assert refusal(_headers("127.0.0.1", "null"), ALLOWED).startswith("Origin 'null'")
     assert refusal(_headers(None), ALLOWED) == "Host None is not a name this lab serves"
+    assert refusal(_headers("evil.example") + _headers("127.0.0.1"), ALLOWED) == "two Host headers"
+    two_origins = _headers("127.0.0.1", "http://evil.example") + [(b"Origin", b"http://127.0.0.1")]
+    assert refusal(two_origins, ALLOWED) == "two Origin headers"
     long = refusal(_headers("x" * 10_000), ALLOWED)
     assert len(long) < 200  # the caller's value is cut before it reaches the terminal
 
