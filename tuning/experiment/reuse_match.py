@@ -120,13 +120,19 @@ def _match(run: dict[str, Any], where: str, bundle: str | None = None) -> Match:
     )
 
 
+def wanted_value(run: dict[str, Any], wanted: dict[str, str]) -> str | None:
+    """The planned value `run` could stand for (its fingerprint is wanted), or None."""
+    fp = fingerprint(run) if usable(run) else None
+    return wanted.get(fp) if fp else None
+
+
 def collect(
     runs: list[dict[str, Any]], wanted: dict[str, str], where: str, bundle: str | None = None
 ) -> dict[str, list[Match]]:
     """value -> matches among `runs` (copies and their original count once)."""
     found: dict[str, list[Match]] = {}
     for run in runs:
-        fp = fingerprint(run) if usable(run) else None
-        if fp in wanted:
-            found.setdefault(wanted[str(fp)], []).append(_match(run, where, bundle))
+        value = wanted_value(run, wanted)
+        if value is not None:
+            found.setdefault(value, []).append(_match(run, where, bundle))
     return found
