@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from core.redact import is_secret_key, scrub_argv
+from core.redact import is_secret_key, scrub_json
 from tuning.engine import EngineSpec
 from tuning.engine_find import is_local_model, model_config
 
@@ -86,15 +86,19 @@ def inherited_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def engine_identity(engine: EngineSpec, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """What `runs.engine_identity_json` holds for a run of `engine` started from this process."""
-    return {
-        "command": scrub_argv(list(engine.command)),
+    """What `runs.engine_identity_json` holds for a run of `engine` started from this process:
+    scrubbed as every stored value is (no secret-named variable, no secret-shaped text), the
+    same way each time, so the identity stays comparable."""
+    identity = {
+        "command": list(engine.command),
         **model_identity(engine.model, environ),
         "served_model_name": engine.served_model_name,
         "load_format": engine.load_format or None,
         "env": {k: str(v) for k, v in sorted(engine.env.items()) if not is_secret_key(k)},
         "inherited_env": inherited_env(environ),
     }
+    clean: dict[str, Any] = scrub_json(identity)
+    return clean
 
 
 def identity_problem(identity: Any) -> str | None:
