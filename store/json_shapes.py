@@ -110,6 +110,7 @@ SHAPES: dict[str, Check] = {
     "health_json": _obj(),
     "itl_json": _list_of(_is_number, "numbers"),
     "reused_from_json": _obj(),
+    "engine_identity_json": _obj(),
 }
 
 

@@ -66,6 +66,7 @@ JSON_COLUMNS: tuple[str, ...] = (
     "result_json",
     "gpu_uuids_json",
     "reused_from_json",
+    "engine_identity_json",
 )
 
 # Who made a row and where, where it came from (local or a bundle), and the user's own marks:
@@ -404,6 +405,15 @@ def m013_plans(db: Database) -> None:
     if "plans" not in db.table_names():
         db.table("plans").create(PLAN_COLUMNS, pk="id", not_null={"key", "spec_json", "status"})
         db.table("plans").create_index(["key"])
+
+
+@migrations()
+def m014_run_engine_identity(db: Database) -> None:
+    """Which engine measured a run, as reuse compares it (tuning.engine_identity): the engine
+    command, the model with its config's sha256, the served name, the load format, the engine's
+    and the inherited environment knobs. NULL on a run written before: such a run is never
+    offered for reuse (nothing says which model or command measured it)."""
+    add_missing_columns(db, "runs", {"engine_identity_json": str})
 
 
 def lab_uid(db: Database) -> str | None:

@@ -24,6 +24,7 @@ from tests.factories import (
     Load,
     add_experiment,
     add_run,
+    engine_json,
     seed_clean_lab,
     seed_lab,
     workload,
@@ -108,13 +109,22 @@ def source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 @pytest.fixture
 def team(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """Two teammates' labs (ada on box-a, bob on box-b with other hardware) and a shared folder;
-    `publish_bob()` puts bob's sweep in the folder."""
+    `publish_bob()` puts bob's sweep in the folder. Both run the embedded engine on the same
+    tiny model folder (`engine`), so a run of one can match a planned run of the other."""
     monkeypatch.setenv("TUNING_LAB_HOME", str(tmp_path / "home"))
     folder = tmp_path / "share"
     folder.mkdir()
+    model = tmp_path / "models" / "tiny-llama"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text(json.dumps(TINY_MODEL))
+    engine = engine_json(model=str(model))
     ada, bob = tmp_path / "ada.db", tmp_path / "bob.db"
-    ada_info = seed_lab(ada, author="ada", host="box-a", hardware="cpu-2core", with_secrets=False)
-    bob_info = seed_clean_lab(bob, "bob", "box-b", hardware="gpu-h100", seed=5, name="bob's sweep")
+    ada_info = seed_lab(
+        ada, author="ada", host="box-a", hardware="cpu-2core", with_secrets=False, engine=engine
+    )
+    bob_info = seed_clean_lab(
+        bob, "bob", "box-b", hardware="gpu-h100", seed=5, name="bob's sweep", engine=engine
+    )
 
     def publish_bob() -> Path:
         experiment_ids = [bob_info["experiment_id"]]
@@ -127,6 +137,7 @@ def team(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         "ada_info": ada_info,
         "bob_info": bob_info,
         "publish_bob": publish_bob,
+        "engine": engine,
     }
 
 

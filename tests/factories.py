@@ -5,6 +5,7 @@ copies of a seeder)."""
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +17,8 @@ from core.clock import now_iso
 from core.records import RequestRecord, SampleRow
 from store import connect, repo
 from tuning.bench import add_bench_arguments
-from tuning.engine import TINY_MODEL_SHAPE
+from tuning.engine import TINY_MODEL_SHAPE, EngineSpec
+from tuning.engine_identity import engine_identity
 from tuning.experiment.plan import plan_experiment
 from tuning.metrics import summarize
 from tuning.params import format_value
@@ -220,14 +222,17 @@ def samples(load: Load, kv_peak: float, rss: float) -> list[SampleRow]:
 # --------------------------------------------------------------------------------------------
 
 
-def engine_json(*, secrets: bool = False) -> dict[str, Any]:
+def engine_json(*, secrets: bool = False, model: str = ENGINE_MODEL) -> dict[str, Any]:
+    """The embedded engine as an experiment stores it; `model` a folder that exists (e.g. the
+    `tiny_model` fixture) for runs reuse may match: a model whose config.json cannot be read
+    here is an unknown part of a run's identity."""
     env = {"VLLM_CPU_KVCACHE_SPACE": "1"}
     if secrets:
         env["HF_TOKEN"] = SECRET_ENV
     return {
         "name": "embedded-cpu",
         "command": [ENGINE_PYTHON, "-m", API_SERVER],
-        "model": ENGINE_MODEL,
+        "model": model,
         "served_model_name": "tiny",
         "backend": "cpu",
         "env": env,
@@ -293,7 +298,8 @@ def add_run(
 ) -> int:
     """One run as the runner leaves it. `done`: requests, samples and a stored summary; `failed`: a
     start failure (out of KV memory) with its log tail; `running`: requests and samples so far.
-    `secrets` plants the canaries (argv, env; a failed run's log tail and base URL)."""
+    `secrets` plants the canaries (argv, env; a failed run's log tail and base URL). Its engine
+    identity is the experiment's engine's, as the runner stores it (tuning.engine_identity)."""
     config = {**BASE_CONFIG, param: value}
     env = {"VLLM_CPU_KVCACHE_SPACE": "1", **({"HF_TOKEN": SECRET_ENV} if secrets else {})}
     rid = repo.create_run(
@@ -306,6 +312,7 @@ def add_run(
         config_json=config,
         workload_json=wl,
         **ENGINE_FIELDS,
+        engine_identity_json=_identity(db, experiment_id),
         hardware=hardware,
         hardware_json={"summary": hardware, "cpus": 2},
         argv_json=_argv(config, secrets),
@@ -334,6 +341,13 @@ def add_run(
     if status == "done":
         _finish(db, rid, recs, value, load)
     return rid
+
+
+def _identity(db: Any, experiment_id: int) -> dict[str, Any] | None:
+    """The engine identity the runner stores on a run of this experiment (None: attached)."""
+    row = db.execute("select engine_json from experiments where id = ?", [experiment_id]).fetchone()
+    engine = json.loads(row[0]) if row and row[0] else None
+    return engine_identity(EngineSpec(**engine)) if engine else None
 
 
 def _fail_start(db: Any, rid: int, secrets: bool) -> None:
@@ -390,10 +404,12 @@ def seed_lab(
     name: str | None = None,
     wl: dict[str, Any] = WORKLOAD,
     load: Load = LOAD,
+    engine: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One finished experiment over `param`: values x repeats measured runs (repeats interleaved)
     with request rows and samples, plus (optionally) a value whose start failed with a log tail,
-    and (optionally) secrets planted where a careless setup leaks them. Returns the ids."""
+    and (optionally) secrets planted where a careless setup leaks them. Returns the ids. `engine`
+    replaces `engine_json(...)` (e.g. a model folder that exists, for reuse)."""
     all_values = list(values) + ([FAILED_VALUE] if with_failed else [])
     rng = np.random.default_rng(seed)
     with connect(path) as db:
@@ -404,7 +420,7 @@ def seed_lab(
             repeats=repeats,
             name=name,
             workload_json=wl,
-            engine_json=engine_json(secrets=with_secrets),
+            engine_json=engine or engine_json(secrets=with_secrets),
             runner_pid=4321,
             author=author,
             host=host,

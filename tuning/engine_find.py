@@ -239,6 +239,12 @@ def _hub_caches(env: Mapping[str, str]) -> list[Path]:
     return out
 
 
+def is_local_model(model: str) -> bool:
+    """A model given as a folder or file on this machine (it exists, or it is written as a path),
+    not as a Hugging Face hub id."""
+    return Path(model).expanduser().exists() or model.startswith(("/", ".", "~"))
+
+
 def model_config(model: str, environ: Mapping[str, str] | None = None) -> tuple[Path | None, str]:
     """(the model's config.json, "") from a local folder or a Hugging Face cache hit, else
     (None, why): it is what KV prediction reads, and the lab downloads nothing."""
@@ -246,7 +252,7 @@ def model_config(model: str, environ: Mapping[str, str] | None = None) -> tuple[
     if not model.strip():
         return None, "no model set"
     local = Path(model).expanduser()
-    if local.exists() or model.startswith(("/", ".", "~")):
+    if is_local_model(model):
         path = local / "config.json" if local.is_dir() else local
         if not path.is_file():
             return None, f"{path} does not exist"

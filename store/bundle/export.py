@@ -26,6 +26,8 @@ from store.bundle.format import (
     DATA_NAME,
     FORMAT,
     FORMAT_VERSION,
+    LISTED_EXPERIMENT_FIELDS,
+    LISTED_RUN_FIELDS,
     LOCAL_ONLY,
     MANIFEST_NAME,
     TABLES,
@@ -273,20 +275,16 @@ def _scrub_bundle(conn: sqlite3.Connection, secrets: Sequence[str]) -> None:
                 conn.execute(f'UPDATE "{table}" SET "{col}" = ? WHERE "{col}" = ?', [clean, value])
 
 
-_EXPERIMENT_FIELDS = ("uid", "name", "param", "status", "author", "host")
-_RUN_FIELDS = ("uid", "experiment_uid", "param", "value", "status", "author", "host", "started_at")
-
-
 def _manifest_rows(conn: sqlite3.Connection) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """What the manifest lists of each experiment and run (a listing needs no SQLite)."""
     conn.row_factory = sqlite3.Row
     try:
         exps = [
-            {k: r[k] for k in _EXPERIMENT_FIELDS}
+            {k: r[k] for k in LISTED_EXPERIMENT_FIELDS}
             for r in conn.execute("select * from experiments order by id")
         ]
         runs = [
-            {k: r[k] for k in _RUN_FIELDS}
+            {k: r[k] for k in LISTED_RUN_FIELDS}
             for r in conn.execute(
                 "select r.*, e.uid as experiment_uid from runs r left join "
                 "experiments e on e.id = r.experiment_id order by r.id"

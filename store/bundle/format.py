@@ -49,6 +49,19 @@ LOCAL_ONLY: dict[str, dict[str, Any]] = {
     },
     "runs": {"log_path": None, "server_pid": None, "server_start_time_s": None},
 }
+# What the manifest lists of each experiment and run (a listing needs no SQLite); an import
+# checks each against its row (store.bundle.rows).
+LISTED_EXPERIMENT_FIELDS = ("uid", "name", "param", "status", "author", "host")
+LISTED_RUN_FIELDS = (
+    "uid",
+    "experiment_uid",
+    "param",
+    "value",
+    "status",
+    "author",
+    "host",
+    "started_at",
+)
 REQUIRED_COLUMNS = {
     "experiments": ("id", "uid"),
     "runs": ("id", "uid", "experiment_id"),

@@ -9,13 +9,21 @@ error texts and sample labels of its children are scrubbed once. Inside `write_t
 merge only looks up uids and inserts.
 
 Ownership: a bundle never changes an experiment it does not own. Rows whose uid is already here
-are left as they are (never updated). Runs join an experiment already here only from the lab that
-made it (`experiments.lab_uid`; NULL on a local experiment means this lab): a bundle whose
-manifest names that lab, and that describes the experiment the same way (parameter, values,
+are left as they are (never updated), so a round trip (this lab's runs coming back in a
+teammate's bundle) adds nothing and refuses nothing.
+
+An experiment made in this lab (its `origin` is local: this lab's own record, which no bundle
+writes, since every imported row's origin names its bundle; or its `lab_uid` is this lab's) takes
+no new run from any bundle, whatever lab uid the manifest names: the uid is printed in every
+manifest the lab publishes, so a forger can copy it (issue 41: a forged bundle put 252,453 tok/s
+into Compare that way), and a backup or second checkout of this lab names it the same way; the two
+cannot be told apart, so neither adds runs.
+
+Runs join an imported experiment only from the lab that made it (`experiments.lab_uid`): a bundle
+whose manifest names that lab, and that describes the experiment the same way (parameter, values,
 configuration, workload), as when a teammate shares more runs of one experiment later. A bundle
-from anyone else, or from a lab that does not say which it is, is refused; an experiment of this
-lab takes runs only from a bundle this lab made. The lab's word is the manifest's: this keeps
-honest teammates' bundles apart, it is no signature.
+from anyone else, or from a lab that does not say which it is, is refused. That lab's word is the
+manifest's: it keeps honest teammates' bundles apart, it is no signature.
 """
 
 from __future__ import annotations
@@ -69,12 +77,14 @@ def import_bundle(
 
 @dataclass(frozen=True)
 class _Here:
-    """An experiment of the bundle already in this lab: its id, origin, and the uid of the lab
-    that made it (None: not known, so no bundle may add to it)."""
+    """An experiment of the bundle already in this lab: its id, origin, the uid of the lab that
+    made it (None: not known, so no bundle may add to it), and whether this lab made it (then no
+    bundle may add to it either)."""
 
     id: int
     origin: str
     maker: str | None
+    made_here: bool
 
 
 @dataclass
@@ -152,8 +162,10 @@ class _Merger:
         if row is None:
             return None
         origin = str(row[1] or "local")
-        maker = row[2] or (None if origin.startswith("bundle:") else self.here_lab)
-        return _Here(int(row[0]), origin, maker)
+        imported = origin.startswith("bundle:")  # set by the import, never taken from a bundle
+        maker = row[2] or (None if imported else self.here_lab)
+        made_here = not imported or (maker is not None and maker == self.here_lab)
+        return _Here(int(row[0]), origin, maker, made_here)
 
     # -- under the lock -------------------------------------------------------------------------
     def merge(self, prepared: _Prepared) -> ImportResult:
@@ -187,21 +199,25 @@ class _Merger:
         return result
 
     def _may_add_to(self, bundled: Mapping[str, Any], here: _Here, run_uid: str) -> None:
-        """A new run for an experiment already here: only from the lab that made it, and only
-        when the bundle describes the experiment the same way."""
+        """A new run for an experiment already here: never for one made in this lab; for an
+        imported one only from the lab that made it, and only when the bundle describes the
+        experiment the same way."""
         name = bundled.get("name") or bundled["uid"]
         m = self.manifest
         where = f"bundle {m.bundle_uid} ({m.author}@{m.host}) adds run {run_uid} to experiment "
         where += f"{here.id} ({name!r}), "
-        if here.maker is None or m.lab_uid != here.maker:
-            made = (
-                "which was made in this lab"
-                if here.maker is not None and here.maker == self.here_lab
-                else f"which came from another lab ({here.origin})"
-            )
+        if here.made_here:
             raise BundleError(
-                f"{where}{made}: refused (runs join an experiment only from the lab that made "
-                "it; a bundle never changes an experiment it does not own; nothing was imported)",
+                f"{where}which was made in this lab: refused (no bundle adds runs to an "
+                "experiment made here, whatever lab it names: a lab uid is a name, not a proof; "
+                "a bundle never changes an experiment it does not own; nothing was imported)",
+                "ownership",
+            )
+        if here.maker is None or m.lab_uid != here.maker:
+            raise BundleError(
+                f"{where}which came from another lab ({here.origin}): refused (runs join an "
+                "experiment only from the lab that made it; a bundle never changes an experiment "
+                "it does not own; nothing was imported)",
                 "ownership",
             )
         cols = ", ".join(f'"{c}"' for c in _DEFINITION)

@@ -1,7 +1,9 @@
 """The rows of an untrusted bundle: counts as the manifest says and within limits, every value of
 its declared type and JSON of its shape, no cell over its cap, the fields the lab reads present,
-valid unique uids, finished rows, and references that stay inside the bundle. Run on the private
-read-only copy `store.bundle.validate` extracted; BundleError names the table and the field."""
+valid unique uids, finished rows, references that stay inside the bundle, and each experiment and
+run as the manifest lists it (a listing is what the team folder shows without opening SQLite).
+Run on the private read-only copy `store.bundle.validate` extracted; BundleError names the table
+and the field."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ import sqlite3
 from core.status import ACTIVE
 from store.bundle.format import (
     DATA_NAME,
+    LISTED_EXPERIMENT_FIELDS,
+    LISTED_RUN_FIELDS,
     TABLES,
     BundleError,
     Limits,
@@ -59,6 +63,33 @@ def check_rows(conn: sqlite3.Connection, manifest: Manifest, limits: Limits) -> 
     runs = {r[0] for r in conn.execute("SELECT uid FROM runs")}
     if exps != set(manifest.experiment_uids) or runs != set(manifest.run_uids):
         raise BundleError(f"manifest's uids do not match {DATA_NAME}", "manifest")
+    _check_listing(conn, manifest)
+
+
+def _check_listing(conn: sqlite3.Connection, manifest: Manifest) -> None:
+    """Every field the manifest lists of an experiment or run (uid, name, parameter, value,
+    status, author, host, start) is the row's: a bundle whose data was changed after its manifest
+    was written (the checksum fixed, the listing not) is refused. A field a manifest does not
+    list (an older lab's) is not compared."""
+    for table, listed in (("experiments", manifest.experiments), ("runs", manifest.runs)):
+        by_uid = {str(item["uid"]): item for item in listed}
+        names, cur = _listed_rows(conn, table)
+        for values in cur:
+            row = dict(zip(names, values, strict=True))
+            item = by_uid.get(str(row["uid"]), {})
+            for key, said in item.items():
+                if key in row and row[key] != said:  # a field it lists and the row holds
+                    raise BundleError(
+                        f"manifest lists {table[:-1]} {row['uid']} with {key} {_short(said)} but "
+                        f"{DATA_NAME} holds {_short(row[key])}: the data was changed after the "
+                        "manifest was written",
+                        "manifest",
+                    )
+
+
+def _short(value: object, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _check_types(conn: sqlite3.Connection, table: str) -> None:
@@ -197,3 +228,17 @@ def _check_references(conn: sqlite3.Connection) -> None:
         "SELECT 1 FROM requests GROUP BY run_id, idx HAVING count(*) > 1 LIMIT 1"
     ).fetchone():
         raise BundleError("requests has a duplicate (run_id, idx)", "invalid")
+
+
+def _listed_rows(conn: sqlite3.Connection, table: str) -> tuple[list[str], sqlite3.Cursor]:
+    """(names, cursor) of the listed fields of `table` that its rows hold (a bundle may lack a
+    column the lab added later); a run's experiment by uid."""
+    have = set(table_columns(conn, table))
+    if table == "experiments":
+        names = [c for c in LISTED_EXPERIMENT_FIELDS if c in have]
+        listed = ", ".join(f'"{c}"' for c in names)
+        return names, conn.execute(f"SELECT {listed} FROM experiments")
+    names = [c for c in LISTED_RUN_FIELDS if c in have or c == "experiment_uid"]
+    cols = ["e.uid" if c == "experiment_uid" else f'r."{c}"' for c in names]
+    sql = f"SELECT {', '.join(cols)} FROM runs r LEFT JOIN experiments e ON e.id = r.experiment_id"
+    return names, conn.execute(sql)

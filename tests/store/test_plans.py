@@ -14,7 +14,7 @@ from store.schema import PLAN_COLUMNS, code_migrations
 
 
 def test_the_migration_makes_the_plans_table(fresh_db: Path) -> None:
-    assert code_migrations()[-1] == "m013_plans"
+    assert "m013_plans" in code_migrations()  # later steps may follow it
     with connect(fresh_db, readonly=True) as db:
         assert "plans" in db.table_names()
         assert set(db.table("plans").columns_dict) == set(PLAN_COLUMNS)

@@ -18,9 +18,10 @@ def add_reuse_arguments(p: argparse.ArgumentParser) -> None:
     choice.add_argument(
         "--reuse",
         action="store_true",
-        help="count earlier runs with this run's exact fingerprint (engine, vLLM version, flags, "
-        "model, hardware, workload; this lab and the team folder) toward the repeats; only "
-        "the missing runs are measured",
+        help="count earlier runs with this run's exact fingerprint (engine command and its "
+        "arguments, model path or hub id and its config.json, load format, vLLM version, flags, "
+        "environment knobs, hardware, workload; this lab and the team folder's bundles whose "
+        "integrity holds) toward the repeats; only the missing runs are measured",
     )
     choice.add_argument(
         "--no-reuse", action="store_true", help="measure every run even when earlier ones match"

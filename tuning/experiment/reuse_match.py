@@ -1,7 +1,14 @@
-"""What makes two runs the same measurement (issue 25 item 3): a run's fingerprint (engine and
-its vLLM version, the whole flag configuration, model, hardware, workload), which stored runs may
-stand for a planned one, and a match as the offer names it. tuning.experiment.reuse makes the
-offer; tuning.experiment.reuse_team looks in the team folder."""
+"""What makes two runs the same measurement (issue 25 item 3, issue 41): a run's fingerprint,
+which stored runs may stand for a planned one, and a match as the offer names it.
+tuning.experiment.reuse makes the offer; tuning.experiment.reuse_team looks in the team folder.
+
+The fingerprint is computed from what the run row itself stores, never from a stored fingerprint
+nor from the served name: the engine's identity (tuning.engine_identity: its command and
+arguments, the model as a path or hub id with its config.json's hash, the load format, the
+engine's and the inherited environment knobs), the engine kind, backend and vLLM version, the
+whole flag configuration, the hardware description and the workload (recomputed from the stored
+workload or spec). A run with any unknown part (a row written before the lab stored its engine's
+identity, a model whose config could not be read) has no fingerprint and is never offered."""
 
 from __future__ import annotations
 
@@ -10,12 +17,14 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from tuning.engine_identity import identity_problem
 from tuning.experiment.planned import spec_of
 from tuning.traffic.fingerprint import spec_digest
 from tuning.workload import Workload
 
-# The run columns a fingerprint holds besides its configuration and workload.
-IDENTITY = ("engine", "backend", "vllm_version", "model", "hardware")
+# The run columns a fingerprint holds besides its configuration and workload: `model` is only the
+# served name; the model itself (path or hub id, config hash) is in `engine_identity`.
+IDENTITY = ("engine", "backend", "vllm_version", "model", "hardware", "hardware_info")
 UNKNOWN = (None, "", "unknown")  # a part no fingerprint can vouch for
 
 
@@ -48,9 +57,12 @@ def fingerprint(run: dict[str, Any]) -> str | None:
     parts: dict[str, Any] = {key: run.get(key) for key in IDENTITY}
     parts["config"] = run.get("config")
     parts["workload"] = _workload_key(run)
+    parts["engine_identity"] = identity = run.get("engine_identity")
     if any(parts[k] in UNKNOWN for k in ("engine", "vllm_version", "hardware", "workload")):
         return None
     if run.get("engine") == "attached" or not isinstance(parts["config"], dict):
+        return None
+    if identity_problem(identity) is not None:
         return None
     blob = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
@@ -108,13 +120,19 @@ def _match(run: dict[str, Any], where: str, bundle: str | None = None) -> Match:
     )
 
 
+def wanted_value(run: dict[str, Any], wanted: dict[str, str]) -> str | None:
+    """The planned value `run` could stand for (its fingerprint is wanted), or None."""
+    fp = fingerprint(run) if usable(run) else None
+    return wanted.get(fp) if fp else None
+
+
 def collect(
     runs: list[dict[str, Any]], wanted: dict[str, str], where: str, bundle: str | None = None
 ) -> dict[str, list[Match]]:
     """value -> matches among `runs` (copies and their original count once)."""
     found: dict[str, list[Match]] = {}
     for run in runs:
-        fp = fingerprint(run) if usable(run) else None
-        if fp in wanted:
-            found.setdefault(wanted[str(fp)], []).append(_match(run, where, bundle))
+        value = wanted_value(run, wanted)
+        if value is not None:
+            found.setdefault(value, []).append(_match(run, where, bundle))
     return found

@@ -1,6 +1,9 @@
 """The team folder's side of reuse: runs in teammates' bundles not imported yet that measured
 exactly what a planned run would, and the import that makes them this lab's evidence once the
-user counts them. Imported bundles need nothing here: their runs are in the lab already."""
+user counts them. Imported bundles need nothing here: their runs are in the lab already.
+
+A bundle is offered only when its integrity holds (tuning.experiment.reuse_trust says what is
+checked and what no check can tell: a copied hardware string is one)."""
 
 from __future__ import annotations
 
@@ -13,7 +16,8 @@ from store import connect, queries
 from store.bundle import BundleError, import_bundle
 from store.bundle.validate import open_bundle
 from store.team import TeamError, list_team
-from tuning.experiment.reuse_match import Match, collect
+from tuning.experiment.reuse_match import Match, collect, wanted_value
+from tuning.experiment.reuse_trust import evidence_problem
 
 
 def team_matches(
@@ -29,20 +33,40 @@ def team_matches(
     found: dict[str, list[Match]] = {}
     for item in bundles:
         try:
-            with open_bundle(item.path) as (manifest, conn):
-                runs = queries.reusable_runs(Database(conn))
+            with open_bundle(item.path) as (manifest, conn):  # every integrity check of import
+                theirs = _new_matching(db_path, Database(conn), wanted)
+                why = _first_problem(Database(conn), theirs)
         except (BundleError, OSError) as exc:
-            notes.append(f"team bundle {item.name} not searched: {exc}")
+            notes.append(f"team bundle {item.name} not offered: {exc}")
             continue
-        with connect(db_path, readonly=True) as db:
-            here = queries.run_ids_by_uid(db, [str(r["uid"]) for r in runs])
-        theirs: list[dict[str, Any]] = [
-            {**r, "origin": manifest.origin} for r in runs if str(r["uid"]) not in here
-        ]
+        if why:
+            notes.append(f"team bundle {item.name} not offered: {why}")
+            continue
         where = f"team folder: {item.name}"
-        for value, matches in collect(theirs, wanted, where, str(item.path)).items():
+        runs = [{**r, "origin": manifest.origin} for r in theirs]
+        for value, matches in collect(runs, wanted, where, str(item.path)).items():
             found.setdefault(value, []).extend(matches)
     return found
+
+
+def _new_matching(
+    db_path: str | Path, bundle: Database, wanted: dict[str, str]
+) -> list[dict[str, Any]]:
+    """The bundle's runs whose fingerprint, recomputed from their rows, a planned run wants and
+    whose uid this lab does not hold yet."""
+    runs = [r for r in queries.reusable_runs(bundle) if wanted_value(r, wanted)]
+    with connect(db_path, readonly=True) as db:
+        here = queries.run_ids_by_uid(db, [str(r["uid"]) for r in runs])
+    return [r for r in runs if str(r["uid"]) not in here]
+
+
+def _first_problem(bundle: Database, runs: list[dict[str, Any]]) -> str | None:
+    """The first of these runs whose numbers its own request rows do not give, said in a line."""
+    for run in runs:
+        why = evidence_problem(bundle, run)
+        if why:
+            return f"run {str(run['uid'])[:8]} ({run.get('param')} = {run.get('value')}): {why}"
+    return None
 
 
 def import_sources(db_path: str | Path, matches: list[Match], notes: list[str]) -> dict[str, int]:

@@ -23,6 +23,7 @@ from core.status import Status
 from store import repo
 from tuning import effective, hardware, predict
 from tuning.engine import EngineSpec
+from tuning.engine_identity import engine_identity
 from tuning.experiment import outcome, planned
 from tuning.experiment.bookkeeping import Bookkeeping
 from tuning.experiment.measure import measure
@@ -96,6 +97,7 @@ def new_run_fields(
         "vllm_version": engine.vllm_version if engine else None,
         "model": exp.get("model"),
         "backend": engine.backend if engine else None,
+        "engine_identity_json": engine_identity(engine) if engine else None,  # what reuse matches
         "hardware": hw["summary"] if on_engine and hw else None,
         "hardware_json": hw if on_engine else None,
         "base_url": exp.get("base_url"),

@@ -1,5 +1,6 @@
 """Issue 11, items 7, 8 and 10: a bundle is trusted no further than its checks. Every JSON column
-has its shape, a bundle never merges into an experiment it does not own, a cell has a size cap,
+has its shape, its rows are what its manifest lists (issue 41), a bundle never merges into an
+experiment it does not own, a cell has a size cap,
 no scrubbing runs while the write lock is held, a zip bomb stops at the manifest's declared size,
 and SIGTERM during an import leaves no scratch file."""
 
@@ -68,6 +69,26 @@ def test_json_of_the_wrong_shape_is_refused(
     with pytest.raises(BundleError, match=column.replace(".", r"\.")) as err:
         import_bundle(target, bad)
     assert err.value.kind == "types"
+    assert db_fingerprint(target) == before
+
+
+@pytest.mark.parametrize(
+    ("sql", "field"),
+    [
+        ("UPDATE runs SET author = 'bob', host = 'box-b'", "run .* with author 'ada'"),
+        ("UPDATE runs SET value = '4096' WHERE id = 1", "run .* with value '2'"),
+        ("UPDATE experiments SET name = 'bob''s sweep'", "experiment .* with name"),
+    ],
+)
+def test_data_changed_after_its_manifest_was_written_is_refused(
+    sql: str, field: str, bundle: Path, target: Path, tmp_path: Path
+) -> None:
+    """Issue 41: the checksum fixed, the listing (what the team folder shows) left as it was."""
+    changed = _edit_bundle(bundle, tmp_path / "changed.bundle.zip", sql)
+    before = db_fingerprint(target)
+    with pytest.raises(BundleError, match=f"manifest lists {field}") as err:
+        import_bundle(target, changed)
+    assert err.value.kind == "manifest" and "changed after the manifest" in str(err.value)
     assert db_fingerprint(target) == before
 
 

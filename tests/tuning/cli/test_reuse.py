@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from store import connect, queries
+from tests.fakes.engines import fake_settings_env
 
 FakeCli = Callable[..., CompletedProcess[str]]
 FAKE_PKG = Path(__file__).resolve().parents[2] / "fakes" / "fake_vllm_pkg"
@@ -98,3 +99,29 @@ def test_compare_counts_the_reused_runs_and_says_so(lab: dict[str, Any], fake_cl
     assert len(data["baseline"]["reused"]) == 3 and len(data["candidates"][0]["reused"]) == 3
     text = fake_cli(lab["home"], "compare", "--experiment", exp).stdout
     assert "Reused from earlier runs (not measured again): 6 of 8 runs" in text
+
+
+def test_another_model_serving_the_same_name_is_measured_not_reused(
+    tmp_path: Path, tuning_cli: Callable[..., CompletedProcess[str]]
+) -> None:
+    """Issue 41 case 1 as it was seen: `meta-llama/Llama-3.1-8B`, then `evil-org/Llama-3.1-8B`
+    with --reuse; both serve the name `Llama-3.1-8B`. The second model is measured."""
+    home = tmp_path / "home"
+    env = {
+        **fake_settings_env(home),
+        "TUNING_LAB_SERVED_MODEL_NAME": "",  # the served name follows the model: Llama-3.1-8B
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(FAKE_PKG), PYTHONPATH])),
+    }
+    args = ["experiment", *SWEEP[:3], "16", *SWEEP[4:], "--json"]
+    out = []
+    for model, extra in (("meta-llama/Llama-3.1-8B", []), ("evil-org/Llama-3.1-8B", ["--reuse"])):
+        done = tuning_cli(
+            [*args, *extra], home, env={**env, "TUNING_LAB_ENGINE_MODEL": model}, timeout=400
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        out.append(json.loads(done.stdout))
+    assert out[1]["reuse"]["count"] == 0 and out[1]["reuse"]["reused_run_ids"] == []
+    with connect(home / "lab.db", readonly=True) as db:
+        (run,) = queries.list_runs(db, out[1]["experiment_id"], include_hidden=True)
+    assert run["reused_from"] is None and run["id"] in out[1]["run_ids"]  # measured here
+    assert run["model"] == "Llama-3.1-8B" and run["engine_identity"]["model"] == model
