@@ -17,6 +17,9 @@ from typing import Any, Literal
 
 from core.units import format_bytes
 from core.units import parse_bytes as parse_bytes  # re-exported for the callers of the registry
+from tuning.value_text import Item, ambiguous_split, value_items
+from tuning.value_text import format_value as format_value  # re-exported: the registry's callers
+from tuning.value_text import split_values as split_values
 
 Backend = Literal["cpu", "gpu"]
 Kind = Literal["flag", "env", "workload"]
@@ -414,25 +417,6 @@ def _refuse_ignored_budget(config: Mapping[str, Any]) -> None:
         )
 
 
-def split_values(text: str) -> list[str]:
-    """'2,16' -> ['2', '16']; a JSON value's own commas stay inside it: '{"a":1,"b":2},{}'."""
-    if not text.lstrip().startswith(("{", "[")):
-        return [t.strip() for t in text.split(",") if t.strip()]
-    decoder, items, i = json.JSONDecoder(), [], 0
-    while i < len(text):
-        while i < len(text) and text[i] in " ,":
-            i += 1
-        if i >= len(text):
-            break
-        try:
-            _, end = decoder.raw_decode(text, i)
-        except ValueError:
-            return [text.strip()]  # refused, with the JSON error, by validate_value
-        items.append(text[i:end])
-        i = end
-    return items
-
-
 def _bytes(name: str, text: str) -> bool:
     """Whether `text` is a byte count ('1 GiB') for a bytes-typed parameter `name`."""
     try:
@@ -445,17 +429,25 @@ def _bytes(name: str, text: str) -> bool:
 
 
 def parse_values(name: str, text: str | Iterable[Any], learned: Learned | None = None) -> list[Any]:
-    """'2,16' -> [2, 16], each validated; the UI calls this as the user types."""
-    items = split_values(text) if isinstance(text, str) else list(text)
-    if not items:
+    """'2,16' -> [2, 16], each validated; the UI calls this as the user types. The list syntax
+    (JSON values, text in double quotes holding commas) is tuning.value_text's."""
+    try:
+        found = value_items(text) if isinstance(text, str) else [Item(i) for i in text]
+    except ValueError as exc:
+        raise ParamError(f"{name}: {exc}") from None
+    if not found:
         raise ParamError(f"{name}: give at least one value")
-    spaced = [
-        i
-        for i in items
-        if isinstance(i, str) and len(i.split()) > 1 and i[:1] not in "{[" and not _bytes(name, i)
-    ]
+    items = [item.text for item in found]
+    spaced = [i.text for i in found if not i.quoted and _spaced(name, i.text)]
     if spaced:
         raise ParamError(f"{name}: separate values with commas: {','.join(spaced[0].split())}")
+    param = _known(name, learned) if isinstance(text, str) else None  # a list is split already
+    if (
+        param
+        and param.type == "text"
+        and (why := ambiguous_split(found, param.help, param.default))
+    ):
+        raise ParamError(f"{param.name} {why}")
     values = [validate_value(name, item, learned) for item in items]
     seen: list[Any] = []
     for raw, value in zip(items, values, strict=True):
@@ -463,6 +455,23 @@ def parse_values(name: str, text: str | Iterable[Any], learned: Learned | None =
             raise ParamError(f"{name}: {raw} is given twice; each value runs once per repeat")
         seen.append(value)
     return values
+
+
+def _spaced(name: str, text: Any) -> bool:
+    """'2 16': two values typed without their comma (a JSON value or '1 GiB' is one)."""
+    return (
+        isinstance(text, str)
+        and len(text.split()) > 1
+        and text[:1] not in "{["
+        and not _bytes(name, text)
+    )
+
+
+def _known(name: str, learned: Learned | None) -> Param | None:
+    try:
+        return get_param(name, learned)
+    except ParamError:
+        return None  # refused by name when the values are checked
 
 
 def parse_assignments(items: Iterable[str], label: str) -> tuple[dict[str, str], list[str]]:
@@ -482,11 +491,3 @@ def parse_assignments(items: Iterable[str], label: str) -> tuple[dict[str, str],
         key, value = item.split("=", 1)
         values[key.strip()] = value.strip()
     return values, errors
-
-
-def format_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)

@@ -10,9 +10,14 @@ from collections.abc import Callable
 from pathlib import Path
 from subprocess import CompletedProcess
 
+import pytest
+
+from store import connect, queries
+
 FakeCli = Callable[..., CompletedProcess[str]]
 WORKLOAD = ["--num-requests", "4", "--concurrency", "2", "--input-len", "8", "--output-len", "4"]
 WORKLOAD += ["--num-warmups", "0", "--start-timeout", "240"]
+KNOB = "VLLM_RAY_EXTRA_ENV_VAR_PREFIXES_TO_COPY"  # "Comma-separated ... prefixes", as in vLLM
 
 
 def test_scheduling_policy_runs_and_the_engine_record_is_stored(
@@ -57,3 +62,27 @@ def test_refusals_write_nothing(fake_cli: FakeCli, fake_vllm_python: str, tmp_pa
         done = fake_cli(tmp_path, "experiment", "--param", param, "--values", values, *WORKLOAD)
         assert done.returncode == 2 and message in done.stderr, (param, done.stderr)
     assert json.loads(fake_cli(tmp_path, "runs", "--json").stdout) == []
+
+
+def test_a_comma_inside_a_text_value_is_refused_unquoted_and_one_value_quoted(
+    fake_cli: FakeCli, fake_vllm_python: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 41 case 12: `--values AWS_,HF_` for a knob whose value is a comma-separated list
+    became two runs, AWS_ and HF_ (the fake records each start's VLLM_ environment)."""
+    record = tmp_path / "starts.jsonl"
+    monkeypatch.setenv("FAKE_VLLM_RECORD", str(record))
+    refused = fake_cli(tmp_path, "experiment", "--param", KNOB, "--values", "AWS_,HF_", *WORKLOAD)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert refused.stderr.count("\n") == 1 and "comma-separated list" in refused.stderr
+    assert "--values '\"AWS_,HF_\"'" in refused.stderr
+    assert not record.exists()
+    with connect(tmp_path / "lab.db") as db:
+        assert queries.list_experiments(db) == []
+    done = fake_cli(tmp_path, "experiment", "--param", KNOB, "--values", '"AWS_,HF_"', *WORKLOAD)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (start,) = [json.loads(x) for x in record.read_text().splitlines()]
+    assert start["env"][KNOB] == "AWS_,HF_"
+    with connect(tmp_path / "lab.db") as db:
+        (exp,) = queries.list_experiments(db)
+        (run,) = queries.list_runs(db, int(exp["id"]))
+    assert exp["values"] == ["AWS_,HF_"] and run["value"] == "AWS_,HF_"
