@@ -8,7 +8,6 @@ message the UI can show next to the field.
 from __future__ import annotations
 
 import difflib
-import json
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -17,7 +16,8 @@ from typing import Any, Literal
 
 from core.units import format_bytes
 from core.units import parse_bytes as parse_bytes  # re-exported for the callers of the registry
-from tuning.value_text import Item, ambiguous_split, value_items
+from tuning.flags.policy import CODE
+from tuning.value_text import Item, ambiguous_split, json_object_text, value_items
 from tuning.value_text import format_value as format_value  # re-exported: the registry's callers
 from tuning.value_text import split_values as split_values
 
@@ -59,6 +59,10 @@ class Param:
     # Where it is defined: the lab's curated table, or the user's vLLM ("learned", tuning.flags).
     source: str = "curated"
     group: str = ""
+    # From the engine's config classes (tuning.flags): dotted keys of a JSON value that name code
+    # or a file; `names_code`: the value itself would, beyond its named `choices`.
+    code_keys: tuple[str, ...] = ()
+    names_code: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -70,6 +74,7 @@ class Param:
         fields = dict(raw)
         fields["backends"] = frozenset(fields.get("backends") or BOTH)
         fields["choices"] = tuple(fields.get("choices") or ())
+        fields["code_keys"] = tuple(fields.get("code_keys") or ())
         return cls(**fields)
 
     @property
@@ -78,7 +83,8 @@ class Param:
 
     def describe_range(self) -> str:
         if self.type == "choice":
-            return "one of " + ", ".join(self.choices)
+            named = "one of " + ", ".join(self.choices)
+            return named + (f" (any other is a class to import: {CODE})" if self.names_code else "")
         if self.type == "bool":
             return "true or false"
         if self.type in ("text", "json"):
@@ -306,14 +312,11 @@ def _reject_text(param: Param, text: str) -> None:
 
 
 def _json_value(param: Param, raw: Any) -> str:
-    """A dict-valued flag's value as compact JSON (vLLM's own type function checks the rest)."""
+    """A dict-valued flag's value as compact JSON, its keys held to the flag policy."""
     try:
-        value = json.loads(raw) if isinstance(raw, str) else raw
+        return json_object_text(raw, param.code_keys)
     except ValueError as exc:
-        raise ParamError(f"{param.name}: {raw!r} is not JSON ({exc})") from None
-    if not isinstance(value, dict):
-        raise ParamError(f'{param.name}: expected a JSON object such as {{"key": 1}}, got {raw!r}')
-    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+        raise ParamError(f"{param.name}: {exc}") from None
 
 
 def validate_value(name: str, raw: Any, learned: Learned | None = None) -> Any:

@@ -1,6 +1,6 @@
 """A parameter value as text, both ways: a typed value list (`--values`, New experiment's field)
-split into its items, and a value written back as the exact text vLLM, the environment, a stored
-label and a command line get.
+split into its items, a JSON value read under the flag policy, and a value written back as the
+exact text vLLM, the environment, a stored label and a command line get.
 
 The list syntax: items separated by commas. An item that starts with `{` or `[` is one JSON value
 with its own commas (`{"a":1,"b":2},{}`; `[1,2,4],[1,2]` for list-valued flags); an item in
@@ -14,6 +14,8 @@ import json
 import re
 from collections.abc import Iterable
 from typing import Any, NamedTuple
+
+from tuning.flags.policy import json_refusal
 
 _JSON_STARTS = '{["'
 _DECODER = json.JSONDecoder()
@@ -87,6 +89,25 @@ def format_value(value: Any) -> str:
         short = f"{value:g}"
         return short if float(short) == value else repr(value)
     return str(value)
+
+
+def json_object_text(raw: Any, code_keys: Iterable[str] = ()) -> str:
+    """A dict-valued flag's value (JSON text or a dict) as compact JSON; ValueError saying why not:
+    not JSON, not an object, a number JSON cannot carry (NaN, 1e400), or a key the flag policy
+    refuses at any depth (a plugin, a class path, a file; `code_keys` are those the engine's
+    config classes name). vLLM's own type function checks the rest."""
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError as exc:
+        raise ValueError(f"{raw!r} is not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f'expected a JSON object such as {{"key": 1}}, got {raw!r}')
+    if refused := json_refusal(value, code_keys):
+        raise ValueError(f"{refused[0]} inside it is never tuned by the lab: {refused[1]}")
+    try:
+        return json.dumps(value, separators=(",", ":"), sort_keys=True, allow_nan=False)
+    except ValueError:
+        raise ValueError(f"{raw!r} holds a number that is not finite") from None
 
 
 def join_values(values: Iterable[Any]) -> str:

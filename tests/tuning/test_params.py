@@ -256,3 +256,21 @@ def test_a_text_value_that_is_a_comma_list_is_refused_unquoted_and_kept_whole_qu
     assert params.parse_values("max-num-seqs", '"2",16') == [2, 16]
     with pytest.raises(ParamError, match="max-num-seqs: the quote at character 1 is not closed"):
         params.parse_values("max-num-seqs", '"2,16')
+
+
+def test_a_json_value_keeps_its_numbers_or_is_refused() -> None:
+    """Issue 41 case 5 inside JSON: 1e400 became `Infinity` (and NaN passed) on its way to vLLM;
+    a float keeps every digit."""
+    learned = {
+        "compilation-config": params.Param(
+            name="compilation-config", type="json", help="", flag="--compilation-config",
+            source="learned",
+        )
+    }  # fmt: skip
+    exact = validate_value(
+        "compilation-config", '{"ratio": 0.9000001, "n": 12345678901234567890}', learned
+    )
+    assert exact == '{"n":12345678901234567890,"ratio":0.9000001}'
+    for raw in ('{"ratio": 1e400}', '{"ratio": NaN}', '{"ratio": -Infinity}'):
+        with pytest.raises(ParamError, match="compilation-config: .* not finite"):
+            validate_value("compilation-config", raw, learned)

@@ -57,6 +57,13 @@ def test_refusals_write_nothing(fake_cli: FakeCli, fake_vllm_python: str, tmp_pa
         ),
         "max-num-seq": ("2,4", "did you mean `max-num-seqs`?"),
         "compilation-config": ('{"mode": 3,}', "is not JSON"),
+        # issue 41 case 10: code and files inside JSON values and class-typed fields
+        "structured-outputs-config": (
+            '{"reasoning_parser_plugin": "/tmp/evil.py"}',
+            "reasoning_parser_plugin inside it is never tuned by the lab: it reads a file",
+        ),
+        "distributed-executor-backend": ("mp,some.module.Class", "is a class to import"),
+        "scheduler-cls": ("some.module.Sched", "never tuned by the lab: it reads a file"),
     }
     for param, (values, message) in cases.items():
         done = fake_cli(tmp_path, "experiment", "--param", param, "--values", values, *WORKLOAD)
