@@ -49,6 +49,25 @@ def test_scheduling_policy_runs_and_the_engine_record_is_stored(
         assert run["config_mismatch"] == []
 
 
+def test_flags_shows_what_is_never_tuned_inside_a_flag(fake_cli: FakeCli, fake_vllm_python: str,
+                                                       tmp_path: Path) -> None:  # fmt: skip
+    """Issue 41 case 10 in the listing: a class-typed flag offers only its named options, a JSON
+    flag names the keys the lab refuses inside it, and a class flag is refused with the code
+    reason."""
+    listed = fake_cli(tmp_path, "flags", "--json")
+    assert listed.returncode == 0, listed.stderr
+    flags = {f["name"]: f for f in json.loads(listed.stdout)["flags"]}
+    backend = flags["distributed-executor-backend"]
+    assert backend["status"] == "tunable"
+    assert backend["choices"] == ["external_launcher", "mp", "ray", "uni"]
+    assert flags["structured-outputs-config"]["code_keys"] == ["reasoning_parser_plugin"]
+    for name in ("scheduler-cls", "fake-worker-hook", "fake-dump-path"):
+        assert flags[name]["status"] == "refused", name
+        assert "reads a file or loads code" in flags[name]["reason"], name
+    text = fake_cli(tmp_path, "flags", "--search", "structured").stdout
+    assert "never tuned inside it: reasoning_parser_plugin" in text
+
+
 def test_refusals_write_nothing(fake_cli: FakeCli, fake_vllm_python: str, tmp_path: Path) -> None:
     cases = {
         "trust-remote-code": (
