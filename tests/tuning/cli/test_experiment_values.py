@@ -44,4 +44,8 @@ def test_close_floats_launch_and_store_as_two_values(
         ("0.9000002", "done"),
     ]
     assert exp["values"] == [0.9000001, 0.9000002]  # the DB gives back the very numbers
+    for run in runs:  # what the engine reports it ran with is compared with every digit
+        eff = run["effective_config"]
+        assert eff["values"]["gpu-memory-utilization"] == run["value"], eff
+        assert run["config_mismatch"] == [], run["config_mismatch"]
     assert exp["name"] == "gpu-memory-utilization = 0.9000001, 0.9000002"
