@@ -58,7 +58,12 @@ param = picked.param
 
 errors: list[str] = []
 st.session_state.setdefault("new_values", "2,16")  # a new choice flag suggests its choices
-values_text = st.text_input("Values (comma-separated)", key="new_values")
+values_text = st.text_input(
+    "Values (comma-separated)",
+    key="new_values",
+    help="A JSON value keeps its own commas; text that holds a comma goes in double quotes: "
+    '"AWS_,HF_",OTHER_ is two values.',
+)
 try:
     values = parse_values(param.name, values_text, picked.learned)
     st.caption(

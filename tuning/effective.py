@@ -17,9 +17,9 @@ to flag, never a comparison to judge. So every start is read back from the engin
 
 Only parameters of the registry are kept (so nothing else from the log, a secret included, is
 stored). The rules of equality: byte sizes compare as integers (8M = 8,388,608, within 0.1 %),
-floats within 1e-6, booleans from True/False/1/0, dtypes without `torch.`, and `auto` accepts
-whatever the engine resolved it to. A parameter no source reports is listed as unverified, not as a
-mismatch.
+floats to 12 significant digits (0.9 is not 0.9000001), booleans from True/False/1/0, dtypes
+without `torch.`, and `auto` accepts whatever the engine resolved it to. A parameter no source
+reports is listed as unverified, not as a mismatch.
 """
 
 from __future__ import annotations
@@ -38,7 +38,9 @@ from tuning.params import CPU_KV_ENV, PARAMS, Param, get_param, parse_bytes
 from tuning.server import StartupFacts
 
 BYTES_TOLERANCE = 1e-3
-FLOAT_TOLERANCE = 1e-6
+# Floats reach vLLM with every digit (tuning.value_text.format_value) and vLLM prints them with
+# every digit (repr), so only representation noise is forgiven: 0.9 ran for 0.9000001 is flagged.
+FLOAT_TOLERANCE = 1e-12
 
 SRC_CACHE = "vllm:cache_config_info"
 SRC_ENGINE = "engine config log line"
@@ -227,7 +229,7 @@ def same(param: Param, asked: Any, effective: Any) -> bool:
         return _as_bool(asked) is not None and _as_bool(asked) == _as_bool(effective)
     if param.type == "float":
         try:
-            return abs(float(asked) - float(effective)) <= FLOAT_TOLERANCE
+            return math.isclose(float(asked), float(effective), rel_tol=FLOAT_TOLERANCE)
         except (TypeError, ValueError):
             return False
     if param.type == "int":

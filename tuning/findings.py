@@ -23,6 +23,7 @@ from tuning.compare.comparability import run_config, run_workload
 from tuning.effective import stored_mismatches
 from tuning.params import format_value, get_param
 from tuning.shown import show_value
+from tuning.value_text import join_values
 
 KV_LOW = 0.5  # peak KV usage under this while requests waited: memory was not the limit
 PREFIX_SHARE = 0.5  # a hit rate under this share of the prefix's share of the prompt is low
@@ -48,7 +49,7 @@ class NextExperiment:
         """The same experiment from the CLI (the run's baseline as --set, its workload's flags)."""
         config = {k: v for k, v in run_config(run).items() if k != self.param}
         words = ["python", "-m", "tuning", "experiment", "--param", self.param]
-        words += ["--values", ",".join(format_value(v) for v in self.values)]
+        words += ["--values", join_values(self.values)]
         for key, value in sorted(config.items()):
             words += ["--set", f"{key}={format_value(value)}"]
         wl = run_workload(run)

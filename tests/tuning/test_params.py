@@ -198,3 +198,79 @@ def test_bytes_values_accept_binary_units_and_store_the_same_count() -> None:
 def test_a_bytes_range_reads_in_binary_units() -> None:
     allowed = PARAMS["kv-cache-memory-bytes"].describe_range()
     assert allowed.startswith("1 B..1 PiB") and "e+" not in allowed
+
+
+def test_floats_reach_the_argv_and_env_with_every_digit() -> None:
+    """Issue 41 case 5: 0.9000001 and 0.9000002 both launched as 0.9 (`:g`), and a learned float
+    flag's 1234567.5 as 1.23457e+06."""
+    values = params.parse_values("gpu-memory-utilization", "0.9000001,0.9000002")
+    argvs = [
+        build_launch(["vllm"], "m", "m", {"gpu-memory-utilization": v}, "gpu").argv for v in values
+    ]
+    assert [a[a.index("--gpu-memory-utilization") + 1] for a in argvs] == ["0.9000001", "0.9000002"]
+    learned = {
+        "cpu-offload-gb": params.Param(
+            name="cpu-offload-gb", type="float", help="", flag="--cpu-offload-gb", source="learned"
+        ),
+        "VLLM_FAKE_RATIO": params.Param(
+            name="VLLM_FAKE_RATIO", type="float", help="", kind="env", env="VLLM_FAKE_RATIO",
+            source="learned",
+        ),
+    }  # fmt: skip
+    config = {"cpu-offload-gb": "1234567.5", "VLLM_FAKE_RATIO": "0.30000000000000004"}
+    made = build_launch(["vllm"], "m", "m", config, "gpu", learned=learned)
+    assert made.argv[made.argv.index("--cpu-offload-gb") + 1] == "1234567.5"
+    assert made.env["VLLM_FAKE_RATIO"] == "0.30000000000000004"
+
+
+def test_a_text_value_that_is_a_comma_list_is_refused_unquoted_and_kept_whole_quoted() -> None:
+    """Issue 41 case 12: `--values AWS_,HF_` for a knob whose value is a comma-separated list
+    became two runs, AWS_ and HF_; now it is refused in one line saying how to quote, and the
+    quoted forms give one value or two."""
+    knob = "VLLM_RAY_EXTRA_ENV_VAR_PREFIXES_TO_COPY"
+    learned = {
+        knob: params.Param(
+            name=knob, type="text", kind="env", env=knob, source="learned",
+            help="Comma-separated *additional* prefixes of env vars to copy to Ray workers.",
+        ),
+        "tool-call-parser": params.Param(
+            name="tool-call-parser", type="text", help="The tool call parser.",
+            flag="--tool-call-parser", source="learned",
+        ),
+    }  # fmt: skip
+    with pytest.raises(ParamError) as err:
+        params.parse_values(knob, "AWS_,HF_", learned)
+    message = str(err.value)
+    assert message.startswith(f"{knob} takes a comma-separated list") and "\n" not in message
+    assert '"AWS_,HF_" for one value or "AWS_","HF_" for 2' in message
+    assert params.parse_values(knob, '"AWS_,HF_"', learned) == ["AWS_,HF_"]
+    assert params.parse_values(knob, '"AWS_","HF_"', learned) == ["AWS_", "HF_"]
+    assert params.parse_values(knob, '"AWS_,HF_",OTHER_', learned) == ["AWS_,HF_", "OTHER_"]
+    assert params.parse_values(knob, "AWS_", learned) == ["AWS_"]  # one value: nothing to ask
+    assert params.parse_values(knob, ["AWS_", "HF_"], learned) == ["AWS_", "HF_"]  # split already
+    # a text flag whose value is no list: a bare comma still separates values, as it always did
+    assert params.parse_values("tool-call-parser", "hermes,mistral", learned) == [
+        "hermes",
+        "mistral",
+    ]
+    assert params.parse_values("max-num-seqs", '"2",16') == [2, 16]
+    with pytest.raises(ParamError, match="max-num-seqs: the quote at character 1 is not closed"):
+        params.parse_values("max-num-seqs", '"2,16')
+
+
+def test_a_json_value_keeps_its_numbers_or_is_refused() -> None:
+    """Issue 41 case 5 inside JSON: 1e400 became `Infinity` (and NaN passed) on its way to vLLM;
+    a float keeps every digit."""
+    learned = {
+        "compilation-config": params.Param(
+            name="compilation-config", type="json", help="", flag="--compilation-config",
+            source="learned",
+        )
+    }  # fmt: skip
+    exact = validate_value(
+        "compilation-config", '{"ratio": 0.9000001, "n": 12345678901234567890}', learned
+    )
+    assert exact == '{"n":12345678901234567890,"ratio":0.9000001}'
+    for raw in ('{"ratio": 1e400}', '{"ratio": NaN}', '{"ratio": -Infinity}'):
+        with pytest.raises(ParamError, match="compilation-config: .* not finite"):
+            validate_value("compilation-config", raw, learned)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tuning.flags.catalog import Catalog, FlagInfo
 from tuning.flags.learn import resolve
-from tuning.params import PARAMS
+from tuning.params import PARAMS, parse_values
 from ui.flag_picker import ALL, ENV, offers, suggested_values
 
 
@@ -49,6 +49,14 @@ def test_a_picked_flag_starts_from_values_that_fit_it() -> None:
         FlagInfo("compilation-config", "c", "json", default="{'mode': None}"),  # vLLM's repr
         FlagInfo("long-prefill-token-threshold", "l", "int", default=0),
         FlagInfo("scheduling-policy", "s", "choice", choices=("fcfs", "priority")),
+        FlagInfo(
+            "VLLM_RAY_EXTRA_ENV_VAR_PREFIXES_TO_COPY",
+            "r",
+            "str",
+            default="MYLIB_,OTHER_",
+            help="Comma-separated *additional* prefixes of env vars to copy",
+            group="environment",
+        ),
     ]
     starts = {
         info.name: suggested_values(resolve(info.name, _with(catalog, learned))) for info in learned
@@ -58,6 +66,11 @@ def test_a_picked_flag_starts_from_values_that_fit_it() -> None:
     assert starts["compilation-config"] == ""  # no runnable default: the user types JSON
     assert starts["long-prefill-token-threshold"] is None  # numbers typed stay
     assert starts["scheduling-policy"] == "fcfs,priority"
+    # issue 41 case 12: a default that holds a comma starts quoted, as one value
+    knob = "VLLM_RAY_EXTRA_ENV_VAR_PREFIXES_TO_COPY"
+    assert starts[knob] == '"MYLIB_,OTHER_"'
+    param = resolve(knob, _with(catalog, learned))
+    assert parse_values(knob, str(starts[knob]), {knob: param}) == ["MYLIB_,OTHER_"]
     assert suggested_values(PARAMS["enforce-eager"]) == "false,true"
     assert suggested_values(PARAMS["max-num-seqs"]) is None
 

@@ -48,7 +48,12 @@ def add_arguments(sub: Subparsers) -> None:
     )
     exp = sub.add_parser("experiment", help="run a one-parameter experiment in the foreground")
     exp.add_argument("--param", default=None, help="the one parameter to vary (required)")
-    exp.add_argument("--values", default=None, help="comma-separated, e.g. 2,16 (required)")
+    exp.add_argument(
+        "--values",
+        default=None,
+        help="comma-separated, e.g. 2,16 (required); a JSON value keeps its commas, and text "
+        "that holds a comma goes in double quotes: '\"AWS_,HF_\",OTHER_' is two values",
+    )
     exp.add_argument(
         "--resume",
         type=int,

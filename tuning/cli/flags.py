@@ -44,12 +44,13 @@ def _row(info: FlagInfo) -> dict[str, Any]:
     return {
         "name": info.name,
         "type": info.kind,
-        "choices": list(info.choices),
+        "choices": list(info.options if info.names_code else info.choices),
         "default": info.default,
         "group": info.group,
         "help": info.help,
         "status": status,
         "reason": why,
+        "code_keys": list(info.code_keys),  # keys of its JSON value never tuned (code, files)
     }
 
 
@@ -95,5 +96,8 @@ def run(args: argparse.Namespace) -> int:
             say(f"     never tuned: {row['reason']}")
         elif row["help"]:
             say("     " + textwrap.shorten(row["help"], HELP_WIDTH, placeholder=" ..."))
+        if row["code_keys"] and not row["reason"]:
+            keys = ", ".join(row["code_keys"])
+            say("     " + textwrap.shorten(f"never tuned inside it: {keys}", HELP_WIDTH))
     say("\n* curated (the lab knows its units and checks it)   x never tuned (the reason is given)")
     return 0

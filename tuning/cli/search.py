@@ -166,9 +166,12 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         say(json.dumps(result, indent=2))
         return 0
+    from tuning.value_text import format_value
+
     for e in result["log"]:
         say(
-            f"step {e['step']}: {args.param} = {e['value']:g} run {e['run_id']} {e['status']} "
+            f"step {e['step']}: {args.param} = {format_value(e['value'])} run {e['run_id']} "
+            f"{e['status']} "
             f"{result['objective']} = {e[result['objective']]} ({e['why']})"
         )
     if limit := result["start_limit"]:

@@ -20,8 +20,9 @@ from typing import Any
 PROBE = Path(__file__).with_name("engine_probe.py")
 PROBE_TIMEOUT_S = 300.0  # a cold import of vLLM on a busy 2-core machine
 # What a catalog holds; a cached one of another format is read again (2: `env`; 3: help texts;
-# 4: only vLLM's own VLLM_* knobs, with their help and choices).
-FORMAT = 4
+# 4: only vLLM's own VLLM_* knobs, with their help and choices; 5: what in a flag names code or a
+# file, from the engine's config classes).
+FORMAT = 5
 
 
 class CatalogError(RuntimeError):
@@ -43,6 +44,12 @@ class FlagInfo:
     nargs: str | None = None
     aliases: tuple[str, ...] = ()
     deprecated: bool = False
+    # Read from the engine's config classes (engine_probe): the value itself is a class to import
+    # (`scheduler-cls`), except its named `options` (`distributed-executor-backend mp`); dotted
+    # keys of its JSON value typed or documented as code or a file (`reasoning_parser_plugin`).
+    names_code: bool = False
+    options: tuple[str, ...] = ()
+    code_keys: tuple[str, ...] = ()
 
     @property
     def runnable_default(self) -> Any:
@@ -72,6 +79,9 @@ class FlagInfo:
             nargs=raw.get("nargs"),
             aliases=tuple(str(a) for a in raw.get("aliases") or ()),
             deprecated=bool(raw.get("deprecated")),
+            names_code=bool(raw.get("names_code")),
+            options=tuple(str(o) for o in raw.get("options") or ()),
+            code_keys=tuple(str(k) for k in raw.get("code_keys") or ()),
         )
 
 

@@ -7,21 +7,32 @@ parser of the vLLM it belongs to, or check values with it.
 
 `check` reads [[flag, value-or-null], ...]; each is parsed alone with the engine's own types and
 choices (a null value is a bare flag), so a malformed value is refused with vLLM's own message
-before any server starts. Which parser: the API server's (`make_arg_parser`, the place moved
-between vLLM versions), else the engine's (`AsyncEngineArgs.add_cli_args`).
+before any server starts. `list` also reads, from the engine's config classes (a flag's group is
+its class, its dest the field), which flags take a class to import and which keys of a JSON value
+name code or a file, for the lab's policy (tuning.flags.policy). Which parser: the API server's
+(`make_arg_parser`, the place moved between vLLM versions), else the engine's
+(`AsyncEngineArgs.add_cli_args`).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import collections.abc
 import contextlib
+import dataclasses
+import functools
 import importlib
 import inspect
 import io
 import json
 import os
+import pathlib
 import re
 import sys
+import textwrap
+import types
+import typing
 from typing import Any
 
 _SERVER_PARSERS = (
@@ -102,6 +113,177 @@ def _help(action: argparse.Action) -> str:
         return text
 
 
+# What a config field is, read from the engine's own config classes (vLLM builds most flags from
+# their fields: the flag's group is the class, its dest the field): a type that takes a class or a
+# callable (`scheduler_cls: str | type[object]`) or a path, or text documented as a qualified
+# name, a module path, a path or a directory (`CompilationConfig.backend`, `inductor_passes`).
+_CODE_DOC = re.compile(
+    r"qualified|class name|module path|dynamically load|\bpath\b|director(y|ies)|\bfolder\b",
+    re.IGNORECASE,
+)
+_CONTAINERS = (list, set, frozenset, tuple, dict, collections.abc.Sequence, collections.abc.Mapping)
+
+
+def _members(hint: Any) -> list[Any]:
+    """The types a hint allows: unions and Optional flattened, Annotated unwrapped."""
+    origin = typing.get_origin(hint)
+    if origin is typing.Annotated:
+        return _members(typing.get_args(hint)[0])
+    if origin in (typing.Union, types.UnionType):
+        return [m for arg in typing.get_args(hint) for m in _members(arg)]
+    return [hint]
+
+
+def _takes_code(hint: Any) -> bool:
+    """A class, a callable or a path (in a list or dict too); an unresolved hint by its text."""
+    for member in _members(hint):
+        origin = typing.get_origin(member)
+        if member is type or origin is type:
+            return True
+        if origin is collections.abc.Callable or member in (
+            collections.abc.Callable,
+            typing.Callable,
+        ):
+            return True
+        if isinstance(member, type) and issubclass(member, pathlib.PurePath):
+            return True
+        if origin in _CONTAINERS and any(_takes_code(a) for a in typing.get_args(member)):
+            return True
+        if isinstance(member, (str, typing.ForwardRef)) and re.search(
+            r"\btype\[|Callable|\bPath\b", str(member)
+        ):
+            return True
+    return False
+
+
+def _holds_text(hint: Any) -> bool:
+    """Could the value be a free name (str, Any, a container of them), not only fixed choices?"""
+    for member in _members(hint):
+        if member is str or member is Any or isinstance(member, (str, typing.ForwardRef)):
+            return True
+        if typing.get_origin(member) in _CONTAINERS and any(
+            _holds_text(a) for a in typing.get_args(member)
+        ):
+            return True
+    return False
+
+
+def _options(hint: Any) -> list[str]:
+    """The named options of a Literal in the hint (`mp`, `ray`, ... of a backend)."""
+    return sorted(
+        str(a)
+        for m in _members(hint)
+        if typing.get_origin(m) is typing.Literal
+        for a in typing.get_args(m)
+        if isinstance(a, str)
+    )
+
+
+def _dataclasses(hint: Any) -> list[type]:
+    return [m for m in _members(hint) if isinstance(m, type) and dataclasses.is_dataclass(m)]
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(cls)
+    except Exception:  # a name only importable under TYPE_CHECKING: the raw annotations
+        return {f.name: f.type for f in dataclasses.fields(cls)}
+
+
+@functools.cache
+def _field_docs(cls: type) -> dict[str, str]:
+    """The docstring under each field of `cls` and its bases (vLLM documents fields there)."""
+    docs: dict[str, str] = {}
+    for base in reversed(cls.__mro__):
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(base)))
+        except (OSError, TypeError, SyntaxError):
+            continue
+        body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+        for node, after in zip(body, body[1:], strict=False):
+            if (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)
+                and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)
+            ):
+                docs[node.target.id] = after.value.value
+    return docs
+
+
+def _code_keys(cls: type, prefix: str = "", depth: int = 0) -> list[str]:
+    """Dotted keys of a JSON value for config class `cls` that name code or a file."""
+    out: list[str] = []
+    hints, docs = _hints(cls), _field_docs(cls)
+    for field in dataclasses.fields(cls):
+        hint = hints.get(field.name, field.type)
+        path = prefix + field.name
+        doc = docs.get(field.name, "")
+        if _takes_code(hint) or (_holds_text(hint) and _CODE_DOC.search(doc)):
+            out.append(path)
+        for inner in _dataclasses(hint):
+            if depth < 4 and inner is not cls:
+                out += _code_keys(inner, path + ".", depth + 1)
+    return out
+
+
+def _config_class(title: str, parser_module: str) -> type | None:
+    """The config class a parser group is titled after (`SchedulerConfig`, `Frontend`...)."""
+    places = ["vllm.config", parser_module.rsplit(".", 1)[0]]
+    for place in places:
+        try:
+            module = importlib.import_module(place)
+        except ImportError:
+            continue
+        for name in (title, title + "Args"):
+            found = getattr(module, name, None)
+            if isinstance(found, type) and dataclasses.is_dataclass(found):
+                return found
+    return None
+
+
+def _type_dataclass(fn: Any, depth: int = 0) -> type | None:
+    """The config class a JSON flag's type function validates against (vLLM's parse_dataclass
+    keeps it as a default argument, wrapped in optional_type's closure)."""
+    if depth > 3 or not callable(fn):
+        return None
+    inner = [*(getattr(fn, "__defaults__", None) or ())]
+    inner += [c.cell_contents for c in getattr(fn, "__closure__", None) or () if _filled(c)]
+    for value in inner:
+        if isinstance(value, type) and dataclasses.is_dataclass(value):
+            return value
+    for value in inner:
+        if found := _type_dataclass(value, depth + 1):
+            return found
+    return None
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018
+    except ValueError:
+        return False
+    return True
+
+
+def _code_facts(action: argparse.Action, title: str, origin: str) -> dict[str, Any]:
+    """{names_code, options, code_keys} of one flag; nothing known when its class is not found."""
+    owner = _config_class(title, origin)
+    hint = _hints(owner).get(action.dest) if owner else None
+    names_code = hint is not None and _takes_code(hint) and not _dataclasses(hint)
+    inner = _dataclasses(hint) if hint is not None else []
+    if not inner and (typed := _type_dataclass(action.type)) is not None:
+        inner = [typed]
+    keys = sorted({k for cls in inner for k in _code_keys(cls)})
+    return {
+        "names_code": names_code,
+        "options": _options(hint) if names_code else [],
+        "code_keys": keys,
+    }
+
+
 def list_flags() -> dict[str, Any]:
     parser, origin = _parser()
     flags = []
@@ -124,6 +306,7 @@ def list_flags() -> dict[str, Any]:
                     "group": group.title or "",
                     "nargs": None if action.nargs in (None, 0) else str(action.nargs),
                     "deprecated": bool(getattr(action, "deprecated", False)),
+                    **_safe_code_facts(action, group.title or "", origin),
                 }
             )
     import vllm  # type: ignore[import-not-found]
@@ -134,6 +317,13 @@ def list_flags() -> dict[str, Any]:
         "flags": flags,
         "env": list_env(),
     }
+
+
+def _safe_code_facts(action: argparse.Action, title: str, origin: str) -> dict[str, Any]:
+    try:
+        return _code_facts(action, title, origin)
+    except Exception:  # a class this reading cannot follow: the lab's policy by name still holds
+        return {}
 
 
 def _env_kind(default: Any) -> str:

@@ -22,7 +22,7 @@ from tuning.flags.catalog import (
     engine_python,
     read_catalog,
 )
-from tuning.flags.policy import refusal
+from tuning.flags.policy import CODE, flag_refusal, refusal
 from tuning.params import (
     PARAMS,
     Param,
@@ -64,26 +64,40 @@ def to_param(info: FlagInfo) -> Param:
     if info.kind == "bytes":  # vLLM's human-readable ints (1k, 1K, 1G)
         kind = "bytes" if "bytes" in info.name or "memory" in info.name else "int"
     default = info.runnable_default
+    choices = info.choices
+    if info.names_code:  # a class path or one of its named options: the options only
+        kind, choices = "choice", info.options
+        default = default if default in choices else None
     return Param(
         name=info.name,
         type=kind,
         help=info.help,
         flag="--" + info.name,
-        choices=info.choices,
+        choices=choices,
         default=default,
         negatable=info.kind == "bool",
         source="learned",
         group=info.group,
+        code_keys=info.code_keys,
+        names_code=info.names_code,
     )
+
+
+def why_refused(info: FlagInfo) -> str | None:
+    """Why the lab never tunes this flag of the engine: the policy by its name (and kind), or its
+    value is a class to import with no named option to choose instead."""
+    if why := flag_refusal(info.name, info.kind):
+        return why
+    return CODE if info.names_code and not info.options else None
 
 
 def flag_status(info: FlagInfo) -> tuple[str, str | None]:
     """("curated" | "tunable" | "refused", why refused): how the lab treats one flag of the
     engine, for the CLI's listing and New experiment's picker alike."""
-    if why := refusal(info.name):
-        return "refused", why
     if info.name in PARAMS:
         return "curated", None
+    if why := why_refused(info):
+        return "refused", why
     if info.nargs is not None:
         return "refused", f"takes several values at once (nargs {info.nargs})"
     return "tunable", None
@@ -105,7 +119,7 @@ def resolve(name: str, catalog: Catalog | None) -> Param:
         known = [*PARAMS, *(catalog.flags if catalog else ()), *(catalog.env if catalog else ())]
         where = f"vLLM {catalog.vllm_version}" if catalog else "the lab's table"
         raise ParamError(f"unknown parameter {key!r} in {where}{suggest(key, known)}")
-    if why := refusal(info.name):
+    if why := why_refused(info):
         raise ParamError(f"{info.name}: never tuned by the lab: {why}")
     if info.nargs is not None:
         raise ParamError(

@@ -1,13 +1,18 @@
-"""Which of the engine's flags the lab never tunes, and why.
+"""Which of the engine's flags the lab never tunes, and why; the same inside a JSON value.
 
 A tuning run changes how vLLM serves, never what it serves or who can reach it: the model, the
 tokenizer and the served name are the lab's to set (the workload and the tokenizer depend on
 them); network, TLS and keys would expose the server the lab binds to 127.0.0.1; flags that read
 a file or import code would let a value run something. Every other flag of the user's vLLM is
-tunable "as your vLLM defines it".
+tunable "as your vLLM defines it". The deny-list names today's flags; the words of a flag's name
+(`-cls`, `-plugin`, `-path`, `-port`, ...) catch tomorrow's, and a JSON value's keys (at any depth)
+are held to both, so a plugin refused as a flag is refused inside `structured-outputs-config` too.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
 
 WHAT = "it changes what is served, so runs would not measure the same thing"
 REACH = "it changes who can reach the server (the lab binds it to 127.0.0.1 itself)"
@@ -57,6 +62,10 @@ _GROUPS: dict[str, tuple[str, ...]] = {
         "data-parallel-rpc-port",
         "kv-transfer-config",
         "kv-events-config",
+        "ec-transfer-config",  # as kv-transfer-config: connects instances, loads a connector
+        "master-addr",
+        "master-port",
+        "tool-server",
         "otlp-traces-endpoint",
         "headless",
         "grpc",
@@ -75,6 +84,11 @@ _GROUPS: dict[str, tuple[str, ...]] = {
         "reasoning-parser-plugin",
         "worker-cls",
         "worker-extension-cls",
+        "scheduler-cls",
+        "io-processor-plugin",
+        "model-class-overrides",
+        "mm-encoder-fp8-scale-path",
+        "mm-encoder-fp8-scale-save-path",
         "model-loader-extra-config",
         "pt-load-map-location",
         "trust-request-chat-template",
@@ -160,3 +174,75 @@ def refusal(name: str) -> str | None:
     if key.startswith("VLLM_"):
         return _env_refusal(key)
     return DENIED.get(key.replace("_", "-"))
+
+
+# The words of a flag's (or a JSON key's) name that say what its value is: code to import or a
+# file, somewhere on the network, a secret. Whole words only (`max-lora-cls-labels` counts labels:
+# a number names no class, so the code words apply to text values only).
+_CODE_WORDS = frozenset(
+    {"cls", "class", "plugin", "plugins", "module", "path", "paths", "dir", "directory"}
+    | {"file", "files", "folder", "root"}
+)
+_REACH_WORDS = frozenset(
+    {"host", "hostname", "port", "url", "urls", "addr", "address", "ip", "ips", "endpoint", "rpc"}
+)
+_SECRET_WORDS = frozenset({"secret", "password", "credentials", "auth"})
+_TEXT_KINDS = frozenset({"str", "json", "text"})
+_NO_VALUE_KINDS = frozenset({"bool", "switch"})
+
+
+def _by_words(name: str, text: bool) -> str | None:
+    """The reason the words of `name` give, for a value that is text (`text`) or a number."""
+    words = name.lower().replace("-", "_").split("_")
+    if words[-1] in ("token", "key") or _SECRET_WORDS.intersection(words):
+        return SECRET
+    if _REACH_WORDS.intersection(words):
+        return REACH
+    if text and _CODE_WORDS.intersection(words):
+        return CODE
+    return None
+
+
+def flag_refusal(name: str, kind: str) -> str | None:
+    """Why a flag of the engine (`kind` as its catalog reads it) is never tuned: the deny-list,
+    else the words of its name; a switch (true/false) names nothing."""
+    if why := refusal(name):
+        return why
+    if kind in _NO_VALUE_KINDS or name.startswith("VLLM_"):
+        return None
+    return _by_words(name.removeprefix("--"), kind in _TEXT_KINDS)
+
+
+def key_refusal(key: str, value: Any) -> str | None:
+    """Why the key `key` of a JSON value, holding `value`, is never tuned: a key named as a
+    refused flag (`trust_remote_code`, `model`) gets that flag's reason, else its words do (a
+    true/false or null names nothing)."""
+    if why := DENIED.get(key.replace("_", "-")):
+        return why
+    if value is None or isinstance(value, bool):
+        return None
+    return _by_words(key, not isinstance(value, (int, float)))
+
+
+def json_refusal(value: Any, code_keys: Iterable[str] = ()) -> tuple[str, str] | None:
+    """(the dotted key, why) of the first key of a parsed JSON value that is never tuned, or None.
+    `code_keys`: dotted keys the engine's own config classes type or document as code to import
+    or a file (tuning.flags.engine_probe), whatever their names. Walked without recursion."""
+    known = set(code_keys)
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        where, node = stack.pop()
+        if isinstance(node, list):
+            stack.extend((where, item) for item in reversed(node))
+            continue
+        if not isinstance(node, dict):
+            continue
+        for key, inner in node.items():
+            path = f"{where}.{key}" if where else str(key)
+            why = CODE if path in known and inner is not None else key_refusal(str(key), inner)
+            if why:
+                return path, why
+        stack.extend(
+            (f"{where}.{k}" if where else str(k), v) for k, v in reversed(list(node.items()))
+        )
+    return None

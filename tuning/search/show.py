@@ -110,7 +110,7 @@ def lines(f: Mapping[str, Any]) -> list[str]:
         chosen_line(f),
     ]
     if f["knee"]:
-        out.append(f"knee at {f['knee']['value']:g}: {f['knee']['why']}")
+        out.append(f"knee at {format_value(f['knee']['value'])}: {f['knee']['why']}")
     if f["start_limit"]:
         lim = f["start_limit"]
         out.append(f"start limit: {lim['starts']} starts, {lim['fails']} does not")
@@ -124,7 +124,8 @@ def lines(f: Mapping[str, Any]) -> list[str]:
             else (" meets SLOs" if e["meets_slo"] else " breaks SLOs")
         )
         out.append(
-            f"  step {e['step']}: {f['param']} = {e['value']:g}, run {e['run_id']} {e['status']}, "
+            f"  step {e['step']}: {f['param']} = {format_value(e['value'])}, "
+            f"run {e['run_id']} {e['status']}, "
             f"{objective} {measured}{slo} ({e['why']})"
         )
     out.append(confirm_line(f))

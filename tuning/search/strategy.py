@@ -21,6 +21,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tuning.value_text import format_value
+
 
 @dataclass(frozen=True)
 class Space:
@@ -144,4 +146,4 @@ def next_step(
 
 
 def _num(value: float) -> str:
-    return f"{value:g}"
+    return format_value(value)

@@ -50,3 +50,14 @@ def test_resume_matches_value_and_repeat_not_the_position() -> None:
     assert remaining(plan, []) == [0, 1, 2, 3]
     floats = schedule([0.5, 0.9], 1)  # values compare as the runs store them (format_value)
     assert remaining(floats, [_run("0.9", 0, 1)]) == [0]
+
+
+def test_close_floats_resume_as_two_values() -> None:
+    """Issue 41 case 5: 0.9000001 and 0.9000002 were stored under one label ("0.9"), so a resume
+    after only the second one ran counted its run for the first, ran the second again and never
+    measured the first."""
+    from tuning.params import format_value
+
+    plan = schedule([0.9000001, 0.9000002], 1)
+    stored = [_run(format_value(0.9000002), 0, 1)]  # as run_unit stores the run's value
+    assert remaining(plan, stored) == [0]

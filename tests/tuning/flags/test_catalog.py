@@ -92,3 +92,24 @@ def test_vllms_own_knobs_only_with_their_help_and_choices(fake_vllm_python: str)
     # searched by help as flags are: a knob is found by what it does, not only by its name
     found = read_catalog(fake_vllm_python).search("openmp", env=True)
     assert [k.name for k in found] == ["VLLM_CPU_OMP_THREADS_BIND"]
+
+
+def test_the_engines_config_classes_say_which_flags_and_keys_name_code(
+    fake_vllm_python: str,
+) -> None:
+    """Issue 41 case 10: read from the fake's vllm.config as from vLLM's own (a flag's group is its
+    class, its dest the field): a class-typed field, its named options, and the keys of a JSON
+    value typed or documented as code or a file, nested ones too."""
+    flags = read_catalog(fake_vllm_python).flags
+    assert flags["scheduler-cls"].names_code and flags["scheduler-cls"].options == ()
+    assert flags["fake-worker-hook"].names_code  # by its type alone
+    backend = flags["distributed-executor-backend"]
+    assert backend.names_code and backend.options == ("external_launcher", "mp", "ray", "uni")
+    assert flags["structured-outputs-config"].code_keys == ("reasoning_parser_plugin",)
+    assert flags["compilation-config"].code_keys == (
+        "backend",  # documented as "a qualified name ... to import"
+        "debug_dump_path",  # a Path
+        "pass_config.post_pass",  # a Callable, one level down
+    )
+    for plain in ("max-num-seqs", "scheduling-policy", "reasoning-parser", "max-lora-cls-labels"):
+        assert not flags[plain].names_code and flags[plain].code_keys == (), plain

@@ -10,9 +10,14 @@ from collections.abc import Callable
 from pathlib import Path
 from subprocess import CompletedProcess
 
+import pytest
+
+from store import connect, queries
+
 FakeCli = Callable[..., CompletedProcess[str]]
 WORKLOAD = ["--num-requests", "4", "--concurrency", "2", "--input-len", "8", "--output-len", "4"]
 WORKLOAD += ["--num-warmups", "0", "--start-timeout", "240"]
+KNOB = "VLLM_RAY_EXTRA_ENV_VAR_PREFIXES_TO_COPY"  # "Comma-separated ... prefixes", as in vLLM
 
 
 def test_scheduling_policy_runs_and_the_engine_record_is_stored(
@@ -44,6 +49,25 @@ def test_scheduling_policy_runs_and_the_engine_record_is_stored(
         assert run["config_mismatch"] == []
 
 
+def test_flags_shows_what_is_never_tuned_inside_a_flag(fake_cli: FakeCli, fake_vllm_python: str,
+                                                       tmp_path: Path) -> None:  # fmt: skip
+    """Issue 41 case 10 in the listing: a class-typed flag offers only its named options, a JSON
+    flag names the keys the lab refuses inside it, and a class flag is refused with the code
+    reason."""
+    listed = fake_cli(tmp_path, "flags", "--json")
+    assert listed.returncode == 0, listed.stderr
+    flags = {f["name"]: f for f in json.loads(listed.stdout)["flags"]}
+    backend = flags["distributed-executor-backend"]
+    assert backend["status"] == "tunable"
+    assert backend["choices"] == ["external_launcher", "mp", "ray", "uni"]
+    assert flags["structured-outputs-config"]["code_keys"] == ["reasoning_parser_plugin"]
+    for name in ("scheduler-cls", "fake-worker-hook", "fake-dump-path"):
+        assert flags[name]["status"] == "refused", name
+        assert "reads a file or loads code" in flags[name]["reason"], name
+    text = fake_cli(tmp_path, "flags", "--search", "structured").stdout
+    assert "never tuned inside it: reasoning_parser_plugin" in text
+
+
 def test_refusals_write_nothing(fake_cli: FakeCli, fake_vllm_python: str, tmp_path: Path) -> None:
     cases = {
         "trust-remote-code": (
@@ -52,8 +76,39 @@ def test_refusals_write_nothing(fake_cli: FakeCli, fake_vllm_python: str, tmp_pa
         ),
         "max-num-seq": ("2,4", "did you mean `max-num-seqs`?"),
         "compilation-config": ('{"mode": 3,}', "is not JSON"),
+        # issue 41 case 10: code and files inside JSON values and class-typed fields
+        "structured-outputs-config": (
+            '{"reasoning_parser_plugin": "/tmp/evil.py"}',
+            "reasoning_parser_plugin inside it is never tuned by the lab: it reads a file",
+        ),
+        "distributed-executor-backend": ("mp,some.module.Class", "is a class to import"),
+        "scheduler-cls": ("some.module.Sched", "never tuned by the lab: it reads a file"),
     }
     for param, (values, message) in cases.items():
         done = fake_cli(tmp_path, "experiment", "--param", param, "--values", values, *WORKLOAD)
         assert done.returncode == 2 and message in done.stderr, (param, done.stderr)
     assert json.loads(fake_cli(tmp_path, "runs", "--json").stdout) == []
+
+
+def test_a_comma_inside_a_text_value_is_refused_unquoted_and_one_value_quoted(
+    fake_cli: FakeCli, fake_vllm_python: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 41 case 12: `--values AWS_,HF_` for a knob whose value is a comma-separated list
+    became two runs, AWS_ and HF_ (the fake records each start's VLLM_ environment)."""
+    record = tmp_path / "starts.jsonl"
+    monkeypatch.setenv("FAKE_VLLM_RECORD", str(record))
+    refused = fake_cli(tmp_path, "experiment", "--param", KNOB, "--values", "AWS_,HF_", *WORKLOAD)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert refused.stderr.count("\n") == 1 and "comma-separated list" in refused.stderr
+    assert "--values '\"AWS_,HF_\"'" in refused.stderr
+    assert not record.exists()
+    with connect(tmp_path / "lab.db") as db:
+        assert queries.list_experiments(db) == []
+    done = fake_cli(tmp_path, "experiment", "--param", KNOB, "--values", '"AWS_,HF_"', *WORKLOAD)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (start,) = [json.loads(x) for x in record.read_text().splitlines()]
+    assert start["env"][KNOB] == "AWS_,HF_"
+    with connect(tmp_path / "lab.db") as db:
+        (exp,) = queries.list_experiments(db)
+        (run,) = queries.list_runs(db, int(exp["id"]))
+    assert exp["values"] == ["AWS_,HF_"] and run["value"] == "AWS_,HF_"

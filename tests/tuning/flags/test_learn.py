@@ -12,7 +12,7 @@ from store import connect
 from tuning.engine import EngineSpec
 from tuning.flags import catalog as catalog_mod
 from tuning.flags.learn import catalog_for, prepare, resolve
-from tuning.flags.policy import DENIED, refusal
+from tuning.flags.policy import CODE, DENIED, refusal
 from tuning.params import ParamError, suggest
 
 
@@ -196,3 +196,79 @@ def test_an_environment_knob_is_tuned_when_named_and_checked_by_vllms_reader(
         prepare(db, _spec(fake_vllm_python), "VLLM_HOST_IP", "1.2.3.4", {})
     with pytest.raises(ParamError, match="did you mean `VLLM_FAKE_STEPS`"):
         prepare(db, _spec(fake_vllm_python), "VLLM_FAKE_STEP", "4", {})
+
+
+CODE_REASON = f"never tuned by the lab: {CODE}"
+
+
+def test_code_and_files_are_refused_inside_json_values_and_class_fields(
+    fake_vllm_python: str, tmp_path: Path
+) -> None:
+    """Issue 41 case 10: `structured-outputs-config {"reasoning_parser_plugin": ...}` got through
+    while `--reasoning-parser-plugin` was refused; `distributed-executor-backend some.module.Class`,
+    `scheduler-cls` and dump paths were tunable. Each is refused with the flag policy's reason,
+    before anything starts; what is left of each flag stays tunable."""
+    db = tmp_path / "lab.db"
+
+    def refused(param: str, values: str, base: dict[str, str] | None = None) -> str:
+        with pytest.raises(ParamError) as err:
+            prepare(db, _spec(fake_vllm_python), param, values, base or {})
+        return str(err.value)
+
+    plugin = '{"reasoning_parser_plugin": "/tmp/evil.py"}'
+    assert refused("structured-outputs-config", f'{{"backend": "auto"}},{plugin}') == (
+        "structured-outputs-config: reasoning_parser_plugin inside it is " + CODE_REASON
+    )
+    assert refused("reasoning-parser-plugin", "/tmp/evil.py").endswith(CODE_REASON)  # as ever
+    # the same in the baseline (--set), and for keys only the engine's config classes name
+    assert CODE_REASON in refused("max-num-seqs", "2,4", {"structured-outputs-config": plugin})
+    for value, key in (
+        ('{"debug_dump_path": "/tmp/dump"}', "debug_dump_path"),
+        ('{"backend": "evil.module.compile"}', "backend"),
+        ('{"pass_config": {"post_pass": "evil.module.fn"}}', "pass_config.post_pass"),
+    ):
+        message = refused("compilation-config", value)
+        assert message == f"compilation-config: {key} inside it is {CODE_REASON}", message
+    # a value that is a class to import; a flag whose name or type says it takes one
+    message = refused("distributed-executor-backend", "mp,some.module.Class")
+    assert "'some.module.Class' is not one of external_launcher, mp, ray, uni" in message
+    assert "class to import: it reads a file or loads code" in message
+    assert refused("scheduler-cls", "some.module.Sched").endswith(CODE_REASON)
+    assert refused("fake-worker-hook", "some.module.Hook").endswith(CODE_REASON)  # by its type
+    assert refused("fake-dump-path", "/tmp/x").endswith(CODE_REASON)  # by its name
+    assert refused("ec-transfer-config", '{"ec_connector_module_path": "evil"}').endswith(
+        "it changes who can reach the server (the lab binds it to 127.0.0.1 itself)"
+    )
+    # what is left stays tunable, checked by vLLM's own parser as before
+    spec = _spec(fake_vllm_python)
+    assert prepare(db, spec, "distributed-executor-backend", "mp,uni", {}) == (
+        "distributed-executor-backend",
+        ["mp", "uni"],
+    )
+    assert spec.launch({"distributed-executor-backend": "uni"}).argv[-2:] == [
+        "--distributed-executor-backend",
+        "uni",
+    ]
+    assert prepare(db, _spec(fake_vllm_python), "structured-outputs-config", '{"backend": "auto"}',
+                   {})[1] == ['{"backend":"auto"}']  # fmt: skip
+    assert prepare(db, _spec(fake_vllm_python), "max-lora-cls-labels", "2,4", {})[1] == [2, 4]
+
+
+def test_a_stored_experiment_cannot_smuggle_a_plugin_into_a_start(
+    fake_vllm_python: str, tmp_path: Path
+) -> None:
+    """The runner rebuilds each start from the stored experiment: a JSON value edited into the
+    DB (or stored by an older lab) is held to the same policy when it is launched."""
+    spec = _spec(fake_vllm_python)
+    prepare(tmp_path / "lab.db", spec, "structured-outputs-config", '{"backend": "auto"}', {})
+    stored = EngineSpec(**spec.to_json())
+    plugin = {"structured-outputs-config": '{"reasoning_parser_plugin": "/tmp/e.py"}'}
+    with pytest.raises(ParamError, match="reasoning_parser_plugin inside it is never tuned"):
+        stored.launch(plugin)
+    assert list(stored.learned["structured-outputs-config"]["code_keys"]) == [
+        "reasoning_parser_plugin"
+    ]
+    old = dict(stored.learned["structured-outputs-config"], code_keys=[])  # an older lab's record
+    stored.learned = {"structured-outputs-config": old}
+    with pytest.raises(ParamError, match="reasoning_parser_plugin inside it is never tuned"):
+        stored.launch(plugin)

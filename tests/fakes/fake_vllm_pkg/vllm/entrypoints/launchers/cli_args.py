@@ -1,16 +1,24 @@
 """Flags of each kind the real parser has: bool with --no-, a switch, a choice, ints, a JSON
-model with its own validation, a several-values flag, and the ones the lab never tunes."""
+model with its own validation, a several-values flag, and the ones the lab never tunes. As in
+vLLM, a group is titled after its config class (vllm.config) and a JSON flag's type function keeps
+that class as a default argument."""
 
 import argparse
+import dataclasses
 import json
 
+from vllm.config import CompilationConfig, StructuredOutputsConfig
 
-def parse_dataclass(text):
-    value = json.loads(text)
-    unknown = sorted(set(value) - {"cudagraph_capture_sizes", "mode"})
-    if unknown:
-        raise ValueError(f"1 validation error for CompilationConfig; {unknown[0]}; Extra inputs")
-    return value
+
+def _dataclass_type(config_cls):  # type: ignore[no-untyped-def]
+    def parse_dataclass(text, cls=config_cls):  # type: ignore[no-untyped-def]
+        value = json.loads(text)
+        unknown = sorted(set(value) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise ValueError(f"1 validation error for {cls.__name__}; {unknown[0]}; Extra inputs")
+        return value
+
+    return parse_dataclass
 
 
 def make_arg_parser(parser):
@@ -42,8 +50,31 @@ def make_arg_parser(parser):
     sched.add_argument(
         "--async-scheduling", action=argparse.BooleanOptionalAction, default=None, help="Async."
     )
+    sched.add_argument("--scheduler-cls", type=str, default=None, help="The scheduler class.")
+    sched.add_argument("--max-lora-cls-labels", type=int, default=None, help="Labels.")
+    parallel = parser.add_argument_group("ParallelConfig")
+    parallel.add_argument(
+        "--distributed-executor-backend", type=str, default=None, help="Executor backend."
+    )
+    parallel.add_argument("--fake-worker-hook", type=str, default=None, help="Renamed cls.")
+    outputs = parser.add_argument_group("StructuredOutputsConfig")
+    outputs.add_argument("--reasoning-parser", type=str, default="", help="Reasoning parser.")
+    outputs.add_argument("--reasoning-parser-plugin", type=str, default="", help="Plugin.")
     comp = parser.add_argument_group("VllmConfig")
-    comp.add_argument("--compilation-config", "-cc", type=parse_dataclass, default=None, help="C.")
+    comp.add_argument(
+        "--compilation-config",
+        "-cc",
+        type=_dataclass_type(CompilationConfig),
+        default=None,
+        help="C.",
+    )
+    comp.add_argument(
+        "--structured-outputs-config",
+        type=_dataclass_type(StructuredOutputsConfig),
+        default=None,
+        help="Structured outputs.",
+    )
+    comp.add_argument("--fake-dump-path", type=str, default=None, help="A path by its name.")
     comp.add_argument("--cudagraph-capture-sizes", type=int, nargs="+", default=None, help="S.")
     comp.add_argument("--enable-log-outputs", action="store_true", help="Log outputs.")
     return parser
