@@ -151,18 +151,24 @@ class _Client:
         return SSEReader(rec, st)
 
     async def _request(
-        self, rec: RequestRecord, prompt: str | bytes, slot: http1.Slot
+        self,
+        rec: RequestRecord,
+        prompt: str | bytes,
+        slot: http1.Slot,
+        max_tokens: int | None = None,
     ) -> SSEReader:
         """Send one streaming request and fill `rec`; never raises except on cancellation.
 
-        `prompt` is a prompt text, or a whole request body already encoded. `slot` is the worker's
-        own state: the raw transport keeps its keep-alive connection there.
+        `prompt` is a prompt text, or a whole request body already encoded (with its own
+        `max_tokens`; the workload's output length otherwise). `slot` is the worker's own state:
+        the raw transport keeps its keep-alive connection there.
         """
         body = prompt if isinstance(prompt, bytes) else self._body(prompt)
         st = time.perf_counter()
         rec.start = st - self.t0
         self.inflight += 1
         sse = self._reader(rec, st)
+        sse.asked = (self.workload.output_len if max_tokens is None else max_tokens, len(body))
         try:
             async with asyncio.timeout(self.timeout) as deadline:
                 self._streams[sse] = deadline

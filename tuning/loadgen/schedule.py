@@ -256,7 +256,7 @@ class _PlanClient(_Client):
             )
             phase.records[req.index] = rec
             body = self.bodies.pop(req.index, None) or self.body(req, answers)
-            sse = await self._send(rec, body, gate, slot)
+            sse = await self._send(rec, body, gate, slot, req.output_len)
             if planned is not None:
                 rec.dispatch_lag = rec.start + self.t0 - planned
             phase.done += 1
@@ -269,14 +269,15 @@ class _PlanClient(_Client):
         body: bytes,
         gate: asyncio.Semaphore | None,
         slot: http1.Slot | None,
+        max_tokens: int,
     ) -> SSEReader:
         if slot is not None:  # a closed-loop worker's own connection
-            return await self._request(rec, body, slot)
+            return await self._request(rec, body, slot, max_tokens)
         if gate is not None:
             await gate.acquire()
         own: http1.Slot = self._slots.pop() if self._slots else [None]
         try:
-            return await self._request(rec, body, own)
+            return await self._request(rec, body, own, max_tokens)
         finally:
             self._slots.append(own)
             if gate is not None:
