@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from core.status import MEASURED, Status, is_active, suspect_reasons
+from core.status import Status, is_active, suspect_reasons
 from core.units import fmt
 from store import queries
 from tuning import metrics as m
@@ -30,6 +30,7 @@ from tuning.compare.comparability import (
     value_text,
 )
 from tuning.compare.drift import Drift, baseline_drift
+from tuning.compare.standing import counted, not_applied, reused_words
 from tuning.compare.stats import (
     CONFIDENCE,
     MARGIN,
@@ -40,7 +41,6 @@ from tuning.compare.stats import (
     bootstrap_change,
     mean_interval,
 )
-from tuning.effective import stored_mismatches
 from tuning.shown import show_value
 
 RequestLoader = Callable[[int], m.Columns]
@@ -208,12 +208,6 @@ def parse_slo(items: Iterable[str] | None) -> dict[str, float]:
     return out
 
 
-def _measured(run: Run, include_suspect: bool = False) -> bool:
-    """A run that counts: done (or suspect, when the user includes those) with a summary."""
-    counted = MEASURED if include_suspect else {Status.DONE}
-    return run.get("status") in counted and run.get("completed") is not None
-
-
 def _finite(value: Any) -> float | None:
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     return float(value) if ok else None
@@ -279,7 +273,7 @@ def _make_side(
         if isinstance(r.get("reused_from"), Mapping):
             side.reused.append(reused_words(rid, r["reused_from"]))
         why = "; ".join(suspect_reasons(r))
-        if not _measured(r, include_suspect):
+        if not counted(r, include_suspect):
             side.failed.append(
                 {
                     "run_id": rid,
@@ -340,7 +334,7 @@ def build_comparison(
     base_runs = [r for r in runs if int(r["id"]) in base_set]
     if not base_runs:
         raise ValueError("pick at least one baseline run")
-    ref = next((r for r in base_runs if _measured(r, include_suspect)), base_runs[0])
+    ref = next((r for r in base_runs if counted(r, include_suspect)), base_runs[0])
     checks: list[PairCheck] = []
     baseline_members: list[Run] = [ref]
     groups: dict[tuple[tuple[str, str], ...], list[Run]] = {}
@@ -421,21 +415,6 @@ def build_comparison(
     )
 
 
-def _mismatches(run: Run) -> list[Any]:
-    """A run's stored config mismatches; [] when none or not checked."""
-    return stored_mismatches(run) or []
-
-
-def not_applied(members: Sequence[Run], params: set[str]) -> list[str]:
-    """Why a side's value was not what its engine ran with: each run's mismatch on `params`."""
-    return [
-        f"run {r['id']}: {m.get('reason') or m['param']}"
-        for r in members
-        for m in _mismatches(r)
-        if isinstance(m, Mapping) and isinstance(m.get("param"), str) and m["param"] in params
-    ]
-
-
 def _unapplied(baseline: Side, side: Side, metric: Metric) -> Change | None:
     """No verdict when either side's value did not reach its engine: the runs measured something
     else than the comparison claims."""
@@ -506,12 +485,3 @@ def request_columns(db: Any, run_id: int, with_itl: bool = False) -> m.Columns:
 def request_loader(db: Any) -> RequestLoader:
     """A loader bound to one connection, for build_comparison(requests=...)."""
     return lambda run_id: request_columns(db, run_id)
-
-
-def reused_words(run_id: int, source: Mapping[str, Any]) -> str:
-    """'run 9: reused run 2 (2026-12-04, by ana@box)': a counted run that was not measured here."""
-    name = source.get("run_id") or str(source.get("uid") or "?")[:8]
-    when = str(source.get("finished_at") or "")[:10] or "undated"
-    who = f"{source.get('author') or 'unknown'}@{source.get('host') or 'unknown'}"
-    where = source.get("where") or "this lab"
-    return f"run {run_id}: reused run {name} ({when}, by {who}, {where})"

@@ -146,29 +146,23 @@ class _Client:
     def _body(self, prompt: str) -> bytes:
         return self._body_head + json.dumps(prompt).encode() + self._body_tail
 
-    def _reader(self, rec: RequestRecord, st: float) -> SSEReader:
-        """The SSE reader of one request (a subclass may keep more of the stream)."""
-        return SSEReader(rec, st)
+    def _reader(self, rec: RequestRecord, st: float, size: int) -> SSEReader:
+        """The SSE reader of one request of `size` bytes (a subclass may keep more of it)."""
+        return SSEReader(rec, st, (self.workload.output_len, size))
 
     async def _request(
-        self,
-        rec: RequestRecord,
-        prompt: str | bytes,
-        slot: http1.Slot,
-        max_tokens: int | None = None,
+        self, rec: RequestRecord, prompt: str | bytes, slot: http1.Slot
     ) -> SSEReader:
         """Send one streaming request and fill `rec`; never raises except on cancellation.
 
-        `prompt` is a prompt text, or a whole request body already encoded (with its own
-        `max_tokens`; the workload's output length otherwise). `slot` is the worker's own state:
-        the raw transport keeps its keep-alive connection there.
+        `prompt` is a prompt text, or a whole request body already encoded. `slot` is the worker's
+        own state: the raw transport keeps its keep-alive connection there.
         """
         body = prompt if isinstance(prompt, bytes) else self._body(prompt)
         st = time.perf_counter()
         rec.start = st - self.t0
         self.inflight += 1
-        sse = self._reader(rec, st)
-        sse.asked = (self.workload.output_len if max_tokens is None else max_tokens, len(body))
+        sse = self._reader(rec, st, len(body))
         try:
             async with asyncio.timeout(self.timeout) as deadline:
                 self._streams[sse] = deadline

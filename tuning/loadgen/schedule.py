@@ -120,8 +120,8 @@ class _Capture(SSEReader):
 
     __slots__ = ("raw", "finishing")
 
-    def __init__(self, rec: RequestRecord, st: float) -> None:
-        super().__init__(rec, st)
+    def __init__(self, rec: RequestRecord, st: float, asked: tuple[int | None, int]) -> None:
+        super().__init__(rec, st, asked)
         self.raw = bytearray()
         self.finishing = False
 
@@ -154,8 +154,11 @@ class _PlanClient(_Client):
                 self.conversations.append([])
             self.conversations[-1].append(r)
 
-    def _reader(self, rec: RequestRecord, st: float) -> SSEReader:
-        return _Capture(rec, st) if self.capture and self.measuring else SSEReader(rec, st)
+    def _reader(self, rec: RequestRecord, st: float, size: int) -> SSEReader:
+        if not self.measuring:  # a warm-up: the workload's own request
+            return super()._reader(rec, st, size)
+        asked = (self.plan.requests[rec.index].output_len, size)  # this request's max_tokens
+        return _Capture(rec, st, asked) if self.capture else SSEReader(rec, st, asked)
 
     def body(self, req: PlannedRequest, answers: dict[int, str]) -> bytes:
         data: dict[str, Any] = {
@@ -256,7 +259,7 @@ class _PlanClient(_Client):
             )
             phase.records[req.index] = rec
             body = self.bodies.pop(req.index, None) or self.body(req, answers)
-            sse = await self._send(rec, body, gate, slot, req.output_len)
+            sse = await self._send(rec, body, gate, slot)
             if planned is not None:
                 rec.dispatch_lag = rec.start + self.t0 - planned
             phase.done += 1
@@ -269,15 +272,14 @@ class _PlanClient(_Client):
         body: bytes,
         gate: asyncio.Semaphore | None,
         slot: http1.Slot | None,
-        max_tokens: int,
     ) -> SSEReader:
         if slot is not None:  # a closed-loop worker's own connection
-            return await self._request(rec, body, slot, max_tokens)
+            return await self._request(rec, body, slot)
         if gate is not None:
             await gate.acquire()
         own: http1.Slot = self._slots.pop() if self._slots else [None]
         try:
-            return await self._request(rec, body, own, max_tokens)
+            return await self._request(rec, body, own)
         finally:
             self._slots.append(own)
             if gate is not None:

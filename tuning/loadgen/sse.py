@@ -54,7 +54,10 @@ class SSEReader:
         "asked",
     )
 
-    def __init__(self, rec: RequestRecord, st: float) -> None:
+    def __init__(
+        self, rec: RequestRecord, st: float, asked: tuple[int | None, int] = (None, 0)
+    ) -> None:
+        """`asked`: what the request asked for, for the usage check: (max_tokens, body bytes)."""
         self.rec = rec
         self.st = st
         self.itl = rec.itl
@@ -64,8 +67,7 @@ class SSEReader:
         self.usage: Any = None  # the server's `usage` as it came: checked in finish()
         self.fail: tuple[str, str] | None = None
         self.pending = b""
-        # What the request asked for, for the usage check: (max_tokens or None, body bytes).
-        self.asked: tuple[int | None, int] = (None, 0)
+        self.asked = asked
 
     def http_error(self, status: int, reason: str, raw: bytes) -> None:
         excerpt = raw.decode("utf-8", "replace").strip()[:ERROR_EXCERPT]

@@ -29,9 +29,10 @@ from typing import Any
 from core.status import MEASURED, Status
 from store import connect, queries
 from tuning.compare.catalog import METRIC_BY_KEY, WORKLOAD_PARAMS
-from tuning.compare.comparison import not_applied, request_loader, run_metric_values
+from tuning.compare.comparison import request_loader, run_metric_values
 from tuning.compare.inert import InertKnob, inert_for
 from tuning.compare.present import VERDICT_LABEL, verdict_text
+from tuning.compare.standing import not_applied
 from tuning.compare.stats import bootstrap_change
 from tuning.engine import EngineSpec
 from tuning.experiment.order import schedule

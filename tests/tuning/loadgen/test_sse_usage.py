@@ -8,12 +8,22 @@ infinite or non-numeric count, more input tokens than the request could hold) fa
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from core.records import RequestRecord
+from tests.factories import load_workload as wl
+from tests.factories import prompts_for
+from tests.fakes.fake_openai import fake_server
+from tuning.loadgen.client import run_load_sync
+from tuning.loadgen.schedule import plan_workload, run_plan_sync
 from tuning.loadgen.sse import SSEReader
+from tuning.traffic import LengthDist, WorkloadSpec, materialize
+from tuning.workload import LocalTokenizer
+
+MODEL = "fake-model"
 
 
 def stream(
@@ -21,8 +31,7 @@ def stream(
 ) -> RequestRecord:
     """A vLLM-like completion stream of `chunks` content chunks, then `usage`, then [DONE]."""
     rec = RequestRecord(index=0, start=0.0)
-    sse = SSEReader(rec, 0.0)
-    sse.asked = (max_tokens, body)
+    sse = SSEReader(rec, 0.0, (max_tokens, body))
     events = [
         b'data: {"id":"c","choices":[{"index":0,"text":" tok","finish_reason":null}]}'
         for _ in range(chunks)
@@ -67,8 +76,7 @@ def test_counts_that_cannot_be_true_are_refused(usage: Any, words: str) -> None:
 def test_infinite_and_huge_counts_never_crash_the_reader(raw: bytes) -> None:
     """JSON lets a server send Infinity, NaN or a 400-digit count; int(inf) used to raise."""
     rec = RequestRecord(index=0, start=0.0)
-    sse = SSEReader(rec, 0.0)
-    sse.asked = (3, 200)
+    sse = SSEReader(rec, 0.0, (3, 200))
     sse.feed(b'data: {"choices":[{"index":0,"text":"a"}]}\n\n', 0.01)
     sse.feed(b'data: {"choices":[],"usage":{"completion_tokens":' + raw + b"}}\n\n", 0.02)
     sse.feed(b"data: [DONE]\n\n", 0.03)
@@ -85,3 +93,32 @@ def test_a_true_usage_is_kept_and_many_tokens_in_few_chunks_are_true() -> None:
     # a whole float is a count as JSON may carry it; a missing prompt_tokens stays unknown
     rec = stream({"completion_tokens": 3.0}, max_tokens=3)
     assert rec.ok and rec.output_tokens == 3 and rec.prompt_tokens is None
+
+
+def test_both_transports_check_the_usage_against_the_requests_own_max_tokens(
+    transport: str,
+) -> None:
+    """The closed loop asks the workload's output length: a server saying one more is refused."""
+    w = wl(n=3, c=3, out=3)
+    with fake_server(usage_override={"completion_tokens": 4}) as srv:
+        res = run_load_sync(srv.base_url, MODEL, prompts_for(w), w, transport=transport)
+    assert [r.error_kind for r in res.records] == ["implausible_usage"] * 3
+    assert all("3 were asked for" in str(r.error) for r in res.records)
+
+
+def test_a_plan_checks_each_request_against_its_own_max_tokens(tiny_tokenizer: Path) -> None:
+    """Planned traffic asks each request's own output length (here 2 to 6): a server that says
+    4 tokens lies only to the requests that asked for fewer."""
+    spec = WorkloadSpec(
+        input=LengthDist("fixed", 8),
+        output=LengthDist("uniform", 4, range_ratio=0.5),
+        num_requests=12,
+        seed=3,
+    )
+    plan = materialize(spec, LocalTokenizer(tiny_tokenizer))
+    asked = [r.output_len for r in plan.requests]
+    assert min(asked) < 4 <= max(asked)
+    with fake_server(usage_override={"completion_tokens": 4}) as srv:
+        res = run_plan_sync(srv.base_url, MODEL, plan, [], plan_workload(plan, 0, "completions"))
+    for r, n in zip(res.records, asked, strict=True):
+        assert r.ok == (n >= 4) and (r.error_kind == "implausible_usage") == (n < 4), (n, r)
