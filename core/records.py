@@ -11,7 +11,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 # Why a request failed; None when it succeeded. "timeout": no complete response within the request
-# timeout; "stalled": no data for the stall timeout after the first token.
+# timeout; "stalled": no data for the stall timeout after the first token; "implausible_usage": the
+# server's token counts cannot be true (core.plausible), so none is kept and the run is suspect.
 FAILURE_KINDS = (
     "http",
     "exception",
@@ -20,6 +21,7 @@ FAILURE_KINDS = (
     "early_end",
     "stream_error",
     "no_usage",
+    "implausible_usage",
 )
 
 
@@ -32,8 +34,8 @@ class RequestRecord:
     ttft: float | None = None  # first chunk carrying `choices`, minus start
     end: float | None = None  # last content chunk (the usage-only chunk does not move it)
     itl: list[float] = field(default_factory=list)  # every gap between consecutive content chunks
-    prompt_tokens: int | None = None  # from the server's `usage`
-    output_tokens: int | None = None  # from the server's `usage`, never from counting chunks
+    prompt_tokens: int | None = None  # from the server's `usage`, when plausible
+    output_tokens: int | None = None  # from the server's `usage` (never counted chunks), plausible
     ok: bool = False
     http_status: int | None = None
     error: str | None = None

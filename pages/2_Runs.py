@@ -1,10 +1,11 @@
-"""Every run with its key numbers, side by side; a failed start shows its kind and hint."""
+"""Every run with its key numbers, side by side; a failed start shows its kind and hint, a
+suspect run why its numbers cannot be true."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from core.status import Status
+from core.status import Status, suspect_reasons
 from store import queries
 from ui.common import ICONS, db, md_escape
 from ui.findings import render_findings
@@ -63,6 +64,13 @@ if measured:
     chosen = st.selectbox("Run", list(by_id), key="runs_health_run", format_func=label)
     render_run_health(by_id[int(chosen)])
     render_findings(by_id[int(chosen)], "runs_findings")
+for r in (r for r in runs if r["status"] == Status.SUSPECT):
+    with st.expander(f"run {r['id']} suspect: not counted in verdicts", expanded=True):
+        st.markdown(  # the words quote a server's numbers: escaped, not markdown
+            "A number from the server failed a plausibility check, so the run is kept but left "
+            "out of Compare's verdicts, reuse and estimates (Compare can count it on request):\n\n"
+            + "\n".join(f"- {md_escape(why)}" for why in suspect_reasons(r))
+        )
 failed = [r for r in runs if r["status"] == Status.FAILED]
 for r in failed:
     with st.expander(f"run {r['id']} failed: {md_escape(r['failure_kind'])}", expanded=False):

@@ -69,12 +69,14 @@ if not baseline_ids:
     st.warning("Pick at least one baseline run.")
     st.stop()
 picked = set(baseline_ids) | set(candidate_ids)
+include_suspect = view.suspect_toggle([r for r in runs if int(r["id"]) in picked])
 selection = select_runs(
     conn,
     run_ids=[int(r["id"]) for r in runs if int(r["id"]) in picked],
     baseline_ids=baseline_ids,
     slo=slo,
     margin=margin,
+    include_suspect=include_suspect,
 )
 comparison = selection.comparison
 lead = headline(comparison, selection.preference)

@@ -23,6 +23,7 @@ from typing import Any, Self
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
+from core.plausible import count
 from tuning import ipc_dir
 from tuning.launch import Launch
 from tuning.procs import process_start_time, stop_group
@@ -160,9 +161,9 @@ def parse_cache_config(metrics_text: str) -> dict[str, str]:
 
 
 def apply_cache_config(facts: StartupFacts, labels: dict[str, str]) -> None:
-    def as_int(key: str) -> int | None:
+    def as_int(key: str) -> int | None:  # a count (core.plausible): inf, -5 or 1.5 is none
         try:
-            return int(float(labels[key]))
+            return count(float(labels[key]))
         except (KeyError, ValueError):
             return None
 

@@ -16,6 +16,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
+from core.status import Status
 from tuning.charts.build import available_series, build_chart, default_align
 from tuning.charts.common import with_context
 from tuning.charts.kinds import CHART_TITLES, MEMORY_SERIES, PREALLOCATION_NOTE
@@ -27,6 +28,7 @@ from tuning.compare.present import (
     failed_text,
     noise_text,
     reused_text,
+    suspect_text,
     table_columns,
     table_rows,
     verdict_rule,
@@ -146,6 +148,21 @@ def _slo_fields() -> dict[str, float]:
     return out
 
 
+def suspect_toggle(runs: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether to count suspect runs: a checkbox, shown only when one is among `runs` (off by
+    default: their numbers failed a plausibility check)."""
+    n = sum(1 for r in runs if r.get("status") == Status.SUSPECT)
+    if not n:
+        return False
+    return st.checkbox(
+        f"Count the {n} suspect run{'s' if n != 1 else ''} in the verdicts",
+        value=False,
+        key="cmp_include_suspect",
+        help="A suspect run measured to the end, but a number the server gave cannot be true "
+        "(the Runs page says which); it is left out of the sides and verdicts unless counted here.",
+    )
+
+
 def knobs() -> tuple[dict[str, float], float]:
     """The SLO fields (folded) and the equivalence margin side by side, in one row: the headline
     under them stays near the top of the page."""
@@ -203,6 +220,9 @@ def render_checks(comparison: Comparison) -> None:
         reused = reused_text(comparison)
         if reused:  # names and hosts may be a teammate's: text, not markdown
             st.info(md_escape(reused))
+        suspect = suspect_text(comparison)
+        if suspect:  # the words quote a server's numbers: text, not markdown
+            st.warning(md_escape(suspect))
         failed = failed_text(comparison)
         noise = noise_text(comparison)
         if failed or noise:

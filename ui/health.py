@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from core.status import suspect_reasons
 from tuning.compare.present import fmt
 from tuning.effective import stored_mismatches
 from ui.common import md_escape as e
@@ -30,11 +31,9 @@ def _health(run: Mapping[str, Any]) -> dict[str, Any]:
 def health_problems(run: Mapping[str, Any]) -> list[str]:
     """Why this run's numbers deserve suspicion; empty when healthy or not measured."""
     h = _health(run)
-    problems = (
-        [f"client-bound ({'; '.join(h.get('client_bound_reasons') or [])})"]
-        if h.get("client_bound")
-        else []
-    )
+    problems = [f"numbers that cannot be true: {why}" for why in suspect_reasons(run)]
+    if h.get("client_bound"):
+        problems.append(f"client-bound ({'; '.join(h.get('client_bound_reasons') or [])})")
     if h.get("slow_start"):
         w = h.get("warmup_check") or {}
         problems.append(

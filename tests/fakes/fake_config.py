@@ -43,6 +43,8 @@ class FakeConfig:
     # /metrics counts a request's tokens and latencies this late, as vLLM's stat logger runs after
     # the output handler has already handed the tokens to the HTTP response.
     counter_lag_ms: float = 0.0
+    # A lying server: these fields replace the usage chunk's own (e.g. completion_tokens=1e9).
+    usage_override: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

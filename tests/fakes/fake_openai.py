@@ -3,7 +3,8 @@
 It streams like vLLM (compact JSON chunks, a usage-only chunk with `"choices":[]`, `data: [DONE]`),
 and can misbehave on purpose: HTTP 500, an error object inside a 200 stream, a hang, a stream that
 ends early, one that stalls after N tokens, one without usage or without any choices chunk, 401 on a
-wrong key, 404 on an unknown model. A misbehaviour is chosen per request either by arrival order
+wrong key, 404 on an unknown model, a forged usage (`FakeConfig.usage_override`, every stream). A
+misbehaviour is chosen per request either by arrival order
 (`FakeConfig.*_on` sets, 0-based, warm-ups included) or by a marker inside the prompt, e.g.
 `[[http500]]`, `[[error_after=3]]`, `[[hang]]`, `[[early_end=2]]`, `[[stall_after=1]]`,
 `[[no_usage]]`, `[[no_choices]]`.
@@ -395,6 +396,7 @@ class FakeOpenAIServer(ServerAccounting):
                             "prompt_tokens": prompt_tokens,
                             "total_tokens": prompt_tokens + max_tokens,
                             "completion_tokens": max_tokens,
+                            **c.usage_override,
                         },
                     }
                 ),

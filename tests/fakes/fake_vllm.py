@@ -72,6 +72,8 @@ class Faults:
     ttft_ms: float = 0.0
     itl_ms: float = 0.0
     counter_lag: float = 0.0  # seconds /metrics counts tokens and latencies after sending them
+    forged_output_tokens: float | None = None  # each stream's usage.completion_tokens says this
+    forged_prompt_tokens: float | None = None  # ... and its usage.prompt_tokens this
 
 
 # Each fault's value type; a bool fault takes no value.
@@ -90,6 +92,8 @@ FAULT_TYPES: dict[str, type] = {
     "ttft_ms": float,
     "itl_ms": float,
     "counter_lag": float,
+    "forged_output_tokens": float,
+    "forged_prompt_tokens": float,
 }
 
 
@@ -385,6 +389,14 @@ def serve(argv: list[str]) -> int:
         ttft_ms=faults.ttft_ms,
         itl_ms=faults.itl_ms,
         counter_lag_ms=faults.counter_lag * 1000.0,
+        usage_override={
+            key: value
+            for key, value in (
+                ("completion_tokens", faults.forged_output_tokens),
+                ("prompt_tokens", faults.forged_prompt_tokens),
+            )
+            if value is not None
+        },
     )
     server = FakeVllmServer(config, sock, faults, state).start()
     print("INFO:     Application startup complete.", flush=True)

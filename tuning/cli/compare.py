@@ -50,6 +50,12 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="SLOs for goodput, e.g. --slo ttft:500 tpot:50 (ttft, tpot, e2el; "
         "repeatable); goodput is recomputed from the stored request rows",
     )
+    p.add_argument(
+        "--include-suspect",
+        action="store_true",
+        help="count suspect runs (numbers from the server that failed a plausibility check; "
+        "`runs` says why) in the sides and verdicts; by default they are listed, not counted",
+    )
 
 
 def add_arguments(sub: Subparsers) -> None:
@@ -127,6 +133,7 @@ def _with_selection(args: argparse.Namespace, use: Callable[[Any, Selection], in
                 with_repeats=True,
                 slo=slo,
                 margin=getattr(args, "margin", None) or MARGIN,
+                include_suspect=bool(getattr(args, "include_suspect", False)),
             )
         except (StoreError, ValueError) as exc:  # no lab there, unknown runs, a bad SLO
             return refused(str(exc))
@@ -146,6 +153,7 @@ def format_comparison(comparison: Comparison, recommendation: str | None = None)
         pct_text,
         reused_text,
         slo_text,
+        suspect_text,
         verdict_detail,
         verdict_rule,
     )
@@ -156,6 +164,7 @@ def format_comparison(comparison: Comparison, recommendation: str | None = None)
         for c in comparison.excluded
     ]
     notes = [not_applied_text(comparison), reused_text(comparison), failed_text(comparison)]
+    notes.append(suspect_text(comparison))
     notes.append(slo_text(comparison.slo_ms))
     lines += [text for text in notes if text]
     b = comparison.baseline

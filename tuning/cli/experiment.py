@@ -250,6 +250,12 @@ def _experiment(args: argparse.Namespace) -> int:
                 printable(f"run {data['run_id']} failed [{data['kind']}]: {data['reason']}"),
                 file=sys.stderr,
             )
+        elif event == "run_suspect":
+            why = "; ".join(data["reasons"])
+            tqdm.write(
+                printable(f"run {data['run_id']} suspect (not counted in verdicts): {why}"),
+                file=sys.stderr,
+            )
         elif event == "note":
             tqdm.write(printable(f"run {data['run_id']}: note: {data['note']}"), file=sys.stderr)
 

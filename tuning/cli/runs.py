@@ -6,6 +6,7 @@ import argparse
 import json
 from typing import Any
 
+from core.status import suspect_reasons
 from tuning.cli.args import db_path, printable, refused, say
 
 RUN_KEYS = (
@@ -64,6 +65,7 @@ def run_as_dict(run: dict[str, Any]) -> dict[str, Any]:
     out["repeat"] = run.get("repeat_index")
     out["kv_capacity_tokens"] = run.get("kv_cache_tokens")
     out["startup_anatomy"] = (run.get("startup") or {}).get("anatomy")  # tuning.startup_anatomy
+    out["suspect_reasons"] = suspect_reasons(run)  # why a `suspect` run is not counted; [] else
     out.update({key: summary.get(key) for key in RUN_KEYS})
     return out
 
@@ -92,5 +94,6 @@ def runs(args: argparse.Namespace) -> int:
             f"{r['id']:>4} {r['experiment_id']:>4} {param:22} {value:>8} "
             f"{status:9} {tps:>9} {ttft:>8} {tpot:>8} {fmt(r['failed'], 'count', none='-'):>4}"
             + (f"  [{kind}]" if kind else "")
+            + "".join(f"  [suspect: {printable(why)}]" for why in r["suspect_reasons"])
         )
     return 0

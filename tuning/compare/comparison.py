@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from core.status import Status, is_active
+from core.status import Status, is_active, suspect_reasons
 from core.units import fmt
 from store import queries
 from tuning import metrics as m
@@ -30,6 +30,7 @@ from tuning.compare.comparability import (
     value_text,
 )
 from tuning.compare.drift import Drift, baseline_drift
+from tuning.compare.standing import counted, not_applied, reused_words
 from tuning.compare.stats import (
     CONFIDENCE,
     MARGIN,
@@ -40,7 +41,6 @@ from tuning.compare.stats import (
     bootstrap_change,
     mean_interval,
 )
-from tuning.effective import stored_mismatches
 from tuning.shown import show_value
 
 RequestLoader = Callable[[int], m.Columns]
@@ -63,9 +63,12 @@ class Side:
     not_applied: list[str] = field(default_factory=list)
     # Runs counted here without being measured again (tuning.experiment.reuse): where from.
     reused: list[str] = field(default_factory=list)
+    # Suspect runs (core.status) counted here because the user included them: why suspect.
+    suspect: list[str] = field(default_factory=list)
 
     def brief(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in ("label", "run_ids", "not_applied", "reused")}
+        keys = ("label", "run_ids", "not_applied", "reused", "suspect")
+        return {k: getattr(self, k) for k in keys}
 
     def mean_interval(self, key: str, confidence: float = CONFIDENCE) -> tuple[float, float] | None:
         """The interval of this side's mean (runs as the unit), by the rule the verdicts use
@@ -205,10 +208,6 @@ def parse_slo(items: Iterable[str] | None) -> dict[str, float]:
     return out
 
 
-def _measured(run: Run) -> bool:
-    return run.get("status") == Status.DONE and run.get("completed") is not None
-
-
 def _finite(value: Any) -> float | None:
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     return float(value) if ok else None
@@ -256,8 +255,10 @@ def _make_side(
     members: list[Run],
     slo: Mapping[str, float],
     requests: RequestLoader | None,
+    include_suspect: bool = False,
 ) -> Side:
-    """The runs of one configuration as a Side: measured runs give values, others a reason."""
+    """The runs of one configuration as a Side: measured runs give values, others a reason (a
+    suspect run is one of those unless `include_suspect`)."""
     side = Side(
         label=label,
         param=param,
@@ -271,16 +272,19 @@ def _make_side(
         rid = int(r["id"])
         if isinstance(r.get("reused_from"), Mapping):
             side.reused.append(reused_words(rid, r["reused_from"]))
-        if not _measured(r):
+        why = "; ".join(suspect_reasons(r))
+        if not counted(r, include_suspect):
             side.failed.append(
                 {
                     "run_id": rid,
                     "status": r.get("status"),
                     "kind": r.get("failure_kind"),
-                    "reason": r.get("failure_reason"),
+                    "reason": why or r.get("failure_reason"),
                 }
             )
             continue
+        if why:
+            side.suspect.append(f"run {rid}: {why}")
         side.measured_ids.append(rid)
         for key, v in run_metric_values(r, slo, requests).items():
             side.per_run.setdefault(key, {})[rid] = v
@@ -315,6 +319,7 @@ def build_comparison(
     seed: int = SEED,
     margin: float = MARGIN,
     metric_keys: Sequence[str] | None = None,
+    include_suspect: bool = False,
 ) -> Comparison:
     """Check, group into sides, and judge every metric (or only `metric_keys`) of every candidate
     side.
@@ -322,13 +327,14 @@ def build_comparison(
     `runs` are run rows (as `queries.load_runs` returns them); `baseline_ids` picks the baseline
     side. The reference run is the first measured baseline run: every other run is checked
     against it, and runs that are not comparable (or not finished) are left out, with a reason.
+    A suspect run (numbers that cannot be true) gives no values unless `include_suspect`.
     """
     slo = dict(slo_ms or {})
     base_set = {int(i) for i in baseline_ids}
     base_runs = [r for r in runs if int(r["id"]) in base_set]
     if not base_runs:
         raise ValueError("pick at least one baseline run")
-    ref = next((r for r in base_runs if _measured(r)), base_runs[0])
+    ref = next((r for r in base_runs if counted(r, include_suspect)), base_runs[0])
     checks: list[PairCheck] = []
     baseline_members: list[Run] = [ref]
     groups: dict[tuple[tuple[str, str], ...], list[Run]] = {}
@@ -356,7 +362,13 @@ def build_comparison(
     else:
         base_value = ref.get("value")
     baseline = _make_side(
-        _side_label(base_param, base_value), base_param, base_value, baseline_members, slo, requests
+        _side_label(base_param, base_value),
+        base_param,
+        base_value,
+        baseline_members,
+        slo,
+        requests,
+        include_suspect,
     )
     changed = {k for key in groups for k, _ in key} | ({base_param} if base_param else set())
     baseline.not_applied = not_applied(baseline_members, changed)
@@ -364,7 +376,7 @@ def build_comparison(
     for key, members in groups.items():
         name, value = group_info[key]
         label = _side_label(name, value) if name else f"{baseline.label} (A/A repeat)"
-        side = _make_side(label, name, value, members, slo, requests)
+        side = _make_side(label, name, value, members, slo, requests, include_suspect)
         side.not_applied = not_applied(members, {k for k, _ in key})
         candidates.append(side)
     candidates.sort(key=lambda s: _sort_key(s.value))
@@ -401,21 +413,6 @@ def build_comparison(
         margin=margin,
         drift=baseline_drift(baseline_members, baseline.per_run, shown),
     )
-
-
-def _mismatches(run: Run) -> list[Any]:
-    """A run's stored config mismatches; [] when none or not checked."""
-    return stored_mismatches(run) or []
-
-
-def not_applied(members: Sequence[Run], params: set[str]) -> list[str]:
-    """Why a side's value was not what its engine ran with: each run's mismatch on `params`."""
-    return [
-        f"run {r['id']}: {m.get('reason') or m['param']}"
-        for r in members
-        for m in _mismatches(r)
-        if isinstance(m, Mapping) and isinstance(m.get("param"), str) and m["param"] in params
-    ]
 
 
 def _unapplied(baseline: Side, side: Side, metric: Metric) -> Change | None:
@@ -488,12 +485,3 @@ def request_columns(db: Any, run_id: int, with_itl: bool = False) -> m.Columns:
 def request_loader(db: Any) -> RequestLoader:
     """A loader bound to one connection, for build_comparison(requests=...)."""
     return lambda run_id: request_columns(db, run_id)
-
-
-def reused_words(run_id: int, source: Mapping[str, Any]) -> str:
-    """'run 9: reused run 2 (2026-12-04, by ana@box)': a counted run that was not measured here."""
-    name = source.get("run_id") or str(source.get("uid") or "?")[:8]
-    when = str(source.get("finished_at") or "")[:10] or "undated"
-    who = f"{source.get('author') or 'unknown'}@{source.get('host') or 'unknown'}"
-    where = source.get("where") or "this lab"
-    return f"run {run_id}: reused run {name} ({when}, by {who}, {where})"

@@ -178,6 +178,24 @@ def failed_text(comparison: Comparison) -> str | None:
     )
 
 
+def suspect_text(comparison: Comparison) -> str | None:
+    """The suspect runs (numbers from outside that cannot be true): left out, or counted because
+    the user included them, each with why it is suspect; None when there is none."""
+    left = [
+        f"run {f['run_id']}: {f.get('reason') or 'suspect'}"
+        for s in comparison.sides
+        for f in s.failed
+        if f.get("status") == "suspect"
+    ]
+    counted = [text for s in comparison.sides for text in s.suspect]
+    parts = []
+    if left:
+        parts.append("Suspect runs, not counted in the verdicts: " + "; ".join(left) + ".")
+    if counted:
+        parts.append("Counted although suspect (included by choice): " + "; ".join(counted) + ".")
+    return " ".join(parts) or None
+
+
 def not_applied_text(comparison: Comparison) -> str | None:
     """The sides whose value the engine did not run with, and why: they get no verdict."""
     sides = [s for s in comparison.sides if s.not_applied]

@@ -70,17 +70,24 @@ def select_runs(
     with_repeats: bool = False,
     slo: Mapping[str, float] | None = None,
     margin: float = MARGIN,
+    include_suspect: bool = False,
 ) -> Selection:
     """The named runs compared. The baseline side is `baseline_ids` (added to the selection when
     not named otherwise; with their repeats among the runs if `with_repeats`), by default the runs
-    of the first value. `margin` is the equivalence margin E (a fraction; stats.MARGIN)."""
+    of the first value. `margin` is the equivalence margin E (a fraction; stats.MARGIN). Suspect
+    runs are left out of the values unless `include_suspect`."""
     base = _unique(baseline_ids)
     runs, experiments = gather_runs(db, run_ids=run_ids, experiment_ids=experiment_ids, first=base)
     if with_repeats:
         base = _unique(i for b in base for i in repeats_of(runs, b))
     base = base or default_baseline(runs)
     comparison = build_comparison(
-        runs, base, slo_ms=slo, requests=request_loader(db), margin=margin
+        runs,
+        base,
+        slo_ms=slo,
+        requests=request_loader(db),
+        margin=margin,
+        include_suspect=include_suspect,
     )
     return Selection(runs, experiments, comparison, preference_of(db, comparison, runs))
 

@@ -9,11 +9,12 @@ of each part over the newest measured runs of the same engine (its command and m
 lab's DB; with none, a stated guess per engine kind. While an experiment runs, its own finished
 runs replace those numbers part by part as they come in (`blend`), and the budget of
 `--repeats auto` (tuning.experiment.repeats) asks the same model whether one more round fits.
+A stored value outside a sane range (core.plausible: not finite, negative, a part over a day, a
+throughput no server reaches) is not a measurement: it is ignored, and the estimate says so.
 """
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -23,6 +24,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from core.clock import age_s
+from core.plausible import MAX_PART_S, MAX_TOKENS_PER_S, in_range, shown
 from store import queries, timings
 from tuning.experiment.outcome import finished
 from tuning.workload import Workload
@@ -74,6 +76,7 @@ class Costs:
     basis: str  # "from 7 earlier runs of this engine" or "no runs of this engine yet: a guess"
     measured_runs: int = 0  # 0: every part is a guess
     source: str = ""  # where a guess comes from
+    ignored: str = ""  # stored values left out as outside a sane range, in words
 
     def run_s(self, restart: bool = True) -> float:
         """A run's wall time; without a restart (a workload value on a kept server) no start."""
@@ -84,6 +87,7 @@ class Costs:
             f"{self.basis}: start {_s(self.start_s)}, load {_s(self.load_s)}, "
             f"stop and the rest {_s(self.rest_s)} a run"
             + (f"; from {self.source}" if self.source else "")
+            + (f"; {self.ignored}" if self.ignored else "")
         )
 
 
@@ -141,37 +145,73 @@ def span_s(start: Any, end: Any) -> float | None:
         return None
 
 
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+class _Sane:
+    """Stored values read through a sane range; what falls outside is kept in words."""
+
+    def __init__(self) -> None:
+        self.ignored: list[str] = []
+
+    def part(self, row: Mapping[str, Any], what: str, value: Any) -> float | None:
+        """`value` (seconds) when it is a part one run can take; None, noted, when it is not."""
+        if value is None:
+            return None
+        sane = in_range(value, 0.0, MAX_PART_S)
+        if sane is None:
+            self.ignored.append(f"run {row.get('id', '?')}'s {what} {shown(value)} s")
+        return sane
+
+    def rate(self, row: Mapping[str, Any], tokens: Any, load: float) -> float | None:
+        """Output tokens of a load when tokens / load is a throughput a server can reach."""
+        got = in_range(tokens, 0.0, MAX_TOKENS_PER_S * MAX_PART_S)
+        if got and load > 0 and got / load <= MAX_TOKENS_PER_S:
+            return got
+        if tokens is not None and got != 0:
+            self.ignored.append(f"run {row.get('id', '?')}'s {shown(tokens)} tokens in {_s(load)}")
         return None
-    return float(value) if math.isfinite(value) and value >= 0 else None
+
+    def note(self) -> str:
+        if not self.ignored:
+            return ""
+        n = len(self.ignored)
+        head = f"ignored {n} stored value{'s' if n != 1 else ''} outside a sane range"
+        return f"{head}: {', '.join(self.ignored[:3])}" + (", ..." if n > 3 else "")
 
 
 @dataclass(frozen=True)
 class Parts:
-    """The measured parts of some runs (each list holds the runs that measured it)."""
+    """The measured parts of some runs (each list holds the runs that measured it), and the
+    stored values left out as outside a sane range (`ignored`, in words)."""
 
     starts: list[float]
     loads: list[float]
     tok_s: list[tuple[float, float]]  # (output tokens, load seconds)
     rests: list[float]
+    ignored: str = ""
 
     @classmethod
     def of(cls, rows: Sequence[Mapping[str, Any]]) -> Parts:
         starts, loads, tok_s, rests = [], [], [], []
+        sane = _Sane()
         for row in rows:
-            start, load = _num(row.get("time_to_healthy_s")), _num(row.get("duration"))
+            noted = len(sane.ignored)
+            start = sane.part(row, "time to healthy", row.get("time_to_healthy_s"))
+            load = sane.part(row, "load", row.get("duration"))
             wall = span_s(row.get("started_at"), row.get("finished_at"))
+            if len(sane.ignored) > noted:  # a part left out: the rest cannot be told either
+                wall = None
             if start is not None:
                 starts.append(start)
             if load is not None:
                 loads.append(load)
-                tokens = _num(row.get("total_output_tokens"))
+                tokens = sane.rate(row, row.get("total_output_tokens"), load)
                 if tokens and load > 0:
                     tok_s.append((tokens, load))
             if wall is not None:  # a row without parts is all rest
-                rests.append(max(0.0, wall - (start or 0.0) - (load or 0.0)))
-        return cls(starts, loads, tok_s, rests)
+                rest = wall - (start or 0.0) - (load or 0.0)
+                kept = 0.0 if rest <= 0 else sane.part(row, "stop and rest", rest)
+                if kept is not None:
+                    rests.append(kept)
+        return cls(starts, loads, tok_s, rests, sane.note())
 
     @property
     def count(self) -> int:
@@ -211,9 +251,17 @@ def costs_from(
     start = _mean(parts.starts)
     rest = _mean(parts.rests)
     outside = [
-        max(0.0, (span_s(s.get("started_at"), s.get("first_run_at")) or 0.0))
-        + max(0.0, (span_s(s.get("last_run_end"), s.get("finished_at")) or 0.0))
+        x
         for s in spans
+        if (
+            x := in_range(
+                max(0.0, (span_s(s.get("started_at"), s.get("first_run_at")) or 0.0))
+                + max(0.0, (span_s(s.get("last_run_end"), s.get("finished_at")) or 0.0)),
+                0.0,
+                MAX_PART_S,
+            )
+        )
+        is not None
     ]
     n = parts.count
     basis = f"from {n} earlier run{'s' if n != 1 else ''} of this engine"
@@ -227,6 +275,7 @@ def costs_from(
         basis=basis,
         measured_runs=n,
         source="" if n else guess.source,
+        ignored=parts.ignored,
     )
 
 
@@ -245,6 +294,7 @@ def blend(costs: Costs, own: Sequence[Mapping[str, Any]]) -> Costs:
         basis=f"from this experiment's {n} finished run{'s' if n != 1 else ''}",
         measured_runs=n,
         source="",
+        ignored="; ".join(x for x in (costs.ignored, parts.ignored) if x),
     )
 
 

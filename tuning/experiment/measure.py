@@ -1,5 +1,6 @@
 """The measured part of one run (tuning.experiment.run_unit): warm up, load while the samplers
-record, watch the engine for death, then store the requests, the summary and the verdict."""
+record, watch the engine for death, then store the requests, the summary and the verdict (done,
+suspect when numbers from outside cannot be true, failed, cancelled)."""
 
 from __future__ import annotations
 
@@ -148,7 +149,8 @@ def measure(
     cancelled = book.live.cancel.is_set() or (result.cancelled and died is None)
     log_tail = unit.server.log_tail(200) if unit.server else None
     verdict = ("engine_died", outcome.engine_words(died, log_tail)) if died else None
-    if verdict is None and not cancelled:
+    suspect = [] if verdict or cancelled else outcome.suspect_reasons(result.records, summary)
+    if verdict is None and not cancelled and not suspect:
         verdict = outcome.requests_verdict(result.records)
     if verdict is not None:
         kind, reason = verdict
@@ -156,6 +158,10 @@ def measure(
             run_id, kind, reason, outcome.HINTS[kind], log_tail=log_tail, health_json=health
         )
         book.progress("run_failed", {"run_id": run_id, "kind": kind, "reason": reason})
+    elif suspect:  # measured, but numbers from outside that cannot be true: flagged, not done
+        health["suspect"] = suspect
+        book.finish_run(run_id, Status.SUSPECT, health_json=health, log_tail=log_tail)
+        book.progress("run_suspect", {"run_id": run_id, "reasons": suspect})
     else:
         book.finish_run(
             run_id,

@@ -1,6 +1,6 @@
 """How a run and an experiment end, decided in one place: the failure kind of an exception, a run
-whose every request failed, which (value, repeat) pairs are still to do on a resume, and the
-experiment's own verdict once its runs are in."""
+whose every request failed, a run whose numbers cannot be true (`suspect`), which (value, repeat)
+pairs are still to do on a resume, and the experiment's own verdict once its runs are in."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from core.plausible import summary_problems
 from core.records import RequestRecord
-from core.status import Status
+from core.status import MEASURED, Status
 from store import StoreError
 from tuning.params import format_value
 from tuning.server import StopFailure, classify_failure
@@ -63,9 +64,28 @@ def requests_verdict(records: Sequence[RequestRecord]) -> tuple[str, str] | None
     return "requests_failed", (reason + (f"; first error: {first}" if first else ""))[:2000]
 
 
+def suspect_reasons(records: Sequence[RequestRecord], summary: Mapping[str, Any]) -> list[str]:
+    """Why a measured run's numbers cannot be trusted, in words a user reads; [] when they can.
+    Once per run: the requests whose `usage` failed its check (tuning.loadgen.sse), then the
+    summary's own numbers (core.plausible.summary_problems)."""
+    out = []
+    bad = [r for r in records if r.error_kind == "implausible_usage"]
+    if bad:
+        first = next((r.error for r in bad if r.error), "")
+        out.append(
+            f"{len(bad)} of {len(records)} requests had a usage that cannot be true, so their "
+            f"tokens are not counted" + (f"; first: {first}" if first else "")
+        )
+    problems = summary_problems(dict(summary))
+    if problems:
+        out.append("summary numbers that cannot be true: " + ", ".join(problems))
+    return [words[:2000] for words in out]
+
+
 def finished(run: Mapping[str, Any]) -> bool:
-    """A run that is a result: done, or failed for a reason of its configuration."""
-    if run.get("status") == Status.DONE:
+    """A run that is a result: measured (done or suspect), or failed for a reason of its
+    configuration."""
+    if run.get("status") in MEASURED:
         return True
     return run.get("status") == Status.FAILED and run.get("failure_kind") not in LAB_KINDS
 
@@ -90,9 +110,10 @@ def remaining(plan: Sequence[tuple[Any, int]], runs: Iterable[Mapping[str, Any]]
 
 
 def experiment_verdict(runs: Iterable[Mapping[str, Any]]) -> tuple[Status, str | None]:
-    """DONE when at least one run measured something; FAILED, saying why, when every run failed."""
+    """DONE when at least one run measured something (done or suspect); FAILED, saying why, when
+    every run failed."""
     runs = list(runs)
-    if any(r.get("status") == Status.DONE for r in runs):
+    if any(r.get("status") in MEASURED for r in runs):
         return Status.DONE, None
     failed = [r for r in runs if r.get("status") == Status.FAILED]
     if not failed:

@@ -28,6 +28,7 @@ from sqlite_utils import Database
 
 from core.status import Status
 from store import queries, repo
+from tuning.compare.catalog import METRICS
 from tuning.compare.sequential import Design, Plan, plan_next
 from tuning.experiment.estimate import Costs, about, blend, costs_of, restarts, span_s
 from tuning.experiment.order import schedule
@@ -35,7 +36,7 @@ from tuning.params import format_value
 
 DEFAULT_MAX_REPEATS = 10
 # Runs in one of these states count as tried; a cancelled or unfinished one does not.
-_TRIED = frozenset({Status.DONE, Status.FAILED})
+_TRIED = frozenset({Status.DONE, Status.SUSPECT, Status.FAILED})
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,15 @@ def _seconds(run: Mapping[str, Any]) -> float | None:
     return None if elapsed is None else max(0.0, elapsed)
 
 
+def _suspect(run: Mapping[str, Any]) -> bool:
+    return run.get("status") == Status.SUSPECT
+
+
+def _unmeasured(run: Mapping[str, Any]) -> dict[str, Any]:
+    """A suspect run as the stopping rule sees it: tried, with no metric to count."""
+    return {**run, **{m.key: None for m in METRICS}}
+
+
 def _not_applied(run: Mapping[str, Any]) -> bool:
     mismatch = run.get("config_mismatch")
     return isinstance(mismatch, list) and bool(mismatch)
@@ -103,8 +113,8 @@ def plan_for(
     tried = [r for r in runs if r.get("status") in _TRIED]
     by_label: dict[str, list[Mapping[str, Any]]] = {label: [] for label in labels}
     for run in tried:
-        if run.get("value") in by_label:
-            by_label[str(run["value"])].append(run)
+        if run.get("value") in by_label:  # a suspect run is a try without a measurement
+            by_label[str(run["value"])].append(_unmeasured(run) if _suspect(run) else run)
     base_label, *others = labels
     unapplied = {label for label in labels if any(_not_applied(r) for r in by_label[label])}
     if base_label in unapplied:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from core.clock import now_iso
+from core.plausible import amount, count
 from core.status import Status
 from store import repo
 from tuning import effective, hardware, predict
@@ -239,12 +240,13 @@ class RunUnit:
         repo.update_run(
             self.book.db,
             run_id,
-            time_to_healthy_s=None if reused else f.get("time_to_healthy_s"),
-            kv_cache_tokens=f.get("kv_cache_tokens"),
-            kv_cache_memory_bytes=f.get("kv_cache_memory_bytes"),
-            max_concurrency=f.get("max_concurrency"),
-            block_size=f.get("block_size"),
-            weights_memory_gib=f.get("weights_memory_gib"),
+            time_to_healthy_s=None if reused else amount(f.get("time_to_healthy_s")),
+            # the engine's own numbers, each only when it can be true (core.plausible)
+            kv_cache_tokens=count(f.get("kv_cache_tokens")),
+            kv_cache_memory_bytes=count(f.get("kv_cache_memory_bytes")),
+            max_concurrency=amount(f.get("max_concurrency")),
+            block_size=count(f.get("block_size")),
+            weights_memory_gib=amount(f.get("weights_memory_gib")),
             startup_json={**f, "reused_server": reused},
             server_pid=self.server.pid if self.server else None,
             **effective.columns(self.server_check),

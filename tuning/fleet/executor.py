@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from core.clock import now_iso
-from core.status import Status
+from core.status import Status, suspect_reasons
 from store import repo
 from store.transfer import experiment_row, store_run_rows
 from tuning.experiment.run_unit import new_run_fields
@@ -158,6 +158,9 @@ class FleetDriver:
                         "reason": rows["run"].get("failure_reason"),
                     },
                 )
+            elif rows["run"].get("status") == Status.SUSPECT:  # its numbers failed a check
+                reasons = suspect_reasons(rows["run"])
+                self.runner.progress("run_suspect", {"run_id": flight.run_id, "reasons": reasons})
         self.flights.pop(flight.ref, None)
         if kind is not None:  # a lost or broken worker is not reused
             self._release(flight.slot)

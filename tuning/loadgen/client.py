@@ -146,9 +146,9 @@ class _Client:
     def _body(self, prompt: str) -> bytes:
         return self._body_head + json.dumps(prompt).encode() + self._body_tail
 
-    def _reader(self, rec: RequestRecord, st: float) -> SSEReader:
-        """The SSE reader of one request (a subclass may keep more of the stream)."""
-        return SSEReader(rec, st)
+    def _reader(self, rec: RequestRecord, st: float, size: int) -> SSEReader:
+        """The SSE reader of one request of `size` bytes (a subclass may keep more of it)."""
+        return SSEReader(rec, st, (self.workload.output_len, size))
 
     async def _request(
         self, rec: RequestRecord, prompt: str | bytes, slot: http1.Slot
@@ -162,7 +162,7 @@ class _Client:
         st = time.perf_counter()
         rec.start = st - self.t0
         self.inflight += 1
-        sse = self._reader(rec, st)
+        sse = self._reader(rec, st, len(body))
         try:
             async with asyncio.timeout(self.timeout) as deadline:
                 self._streams[sse] = deadline

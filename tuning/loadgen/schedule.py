@@ -120,8 +120,8 @@ class _Capture(SSEReader):
 
     __slots__ = ("raw", "finishing")
 
-    def __init__(self, rec: RequestRecord, st: float) -> None:
-        super().__init__(rec, st)
+    def __init__(self, rec: RequestRecord, st: float, asked: tuple[int | None, int]) -> None:
+        super().__init__(rec, st, asked)
         self.raw = bytearray()
         self.finishing = False
 
@@ -154,8 +154,11 @@ class _PlanClient(_Client):
                 self.conversations.append([])
             self.conversations[-1].append(r)
 
-    def _reader(self, rec: RequestRecord, st: float) -> SSEReader:
-        return _Capture(rec, st) if self.capture and self.measuring else SSEReader(rec, st)
+    def _reader(self, rec: RequestRecord, st: float, size: int) -> SSEReader:
+        if not self.measuring:  # a warm-up: the workload's own request
+            return super()._reader(rec, st, size)
+        asked = (self.plan.requests[rec.index].output_len, size)  # this request's max_tokens
+        return _Capture(rec, st, asked) if self.capture else SSEReader(rec, st, asked)
 
     def body(self, req: PlannedRequest, answers: dict[int, str]) -> bytes:
         data: dict[str, Any] = {

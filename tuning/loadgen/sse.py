@@ -6,6 +6,10 @@ parsing and no per-chunk objects beyond the ITL floats the record keeps. Only th
 chunk, the usage chunk, errors and anything unusual are parsed (`classify`).
 A stream that ends without a `usage` chunk is a failure (`no_usage`), its timings kept: the lab
 never counts chunks as tokens, and a silent fallback would mix two ways of counting in one number.
+A `usage` that cannot be true (`core.plausible`: a count that is negative, not whole or not
+finite, more output tokens than max_tokens asked, more input tokens than the request could hold)
+fails the same way (`implausible_usage`), its numbers kept out of the record and quoted in its
+error; checked once per request in `finish`, never per chunk.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import time
 from itertools import repeat
 from typing import Any
 
+from core.plausible import count, input_tokens_problem, output_tokens_problem
 from core.records import RequestRecord
 from tuning.loadgen.endpoint import scrub_key
 
@@ -36,18 +41,33 @@ class SSEReader:
     `classify` one by one.
     """
 
-    __slots__ = ("rec", "st", "itl", "last", "first", "done", "usage", "fail", "pending")
+    __slots__ = (
+        "rec",
+        "st",
+        "itl",
+        "last",
+        "first",
+        "done",
+        "usage",
+        "fail",
+        "pending",
+        "asked",
+    )
 
-    def __init__(self, rec: RequestRecord, st: float) -> None:
+    def __init__(
+        self, rec: RequestRecord, st: float, asked: tuple[int | None, int] = (None, 0)
+    ) -> None:
+        """`asked`: what the request asked for, for the usage check: (max_tokens, body bytes)."""
         self.rec = rec
         self.st = st
         self.itl = rec.itl
         self.last = st
         self.first = True
         self.done = False
-        self.usage: dict[str, Any] | None = None
+        self.usage: Any = None  # the server's `usage` as it came: checked in finish()
         self.fail: tuple[str, str] | None = None
         self.pending = b""
+        self.asked = asked
 
     def http_error(self, status: int, reason: str, raw: bytes) -> None:
         excerpt = raw.decode("utf-8", "replace").strip()[:ERROR_EXCERPT]
@@ -121,7 +141,6 @@ class SSEReader:
             pending, self.pending = self.pending, b""
             if not self.feed(pending + _SEP, time.perf_counter()):
                 return
-        rec = self.rec
         if self.first:
             self.fail = ("early_end", "the stream ended without any choices chunk")
         elif not self.done:
@@ -132,11 +151,33 @@ class SSEReader:
                 "the stream had no usage chunk; output tokens unknown "
                 "(the lab does not count chunks as tokens)",
             )
+        elif not isinstance(self.usage, dict):
+            words = f"server's usage is {str(self.usage)[:ERROR_EXCERPT]!r}, not an object"
+            self.fail = ("implausible_usage", words)
+        elif self.usage.get("completion_tokens") is None:
+            self.fail = ("no_usage", "the usage chunk had no completion_tokens")
         else:
-            rec.output_tokens = _int_or_none(self.usage.get("completion_tokens"))
-            rec.prompt_tokens = _int_or_none(self.usage.get("prompt_tokens"))
-            if rec.output_tokens is None:
-                self.fail = ("no_usage", "the usage chunk had no completion_tokens")
+            self._take_usage(self.usage)
+
+    def _take_usage(self, usage: dict[str, Any]) -> None:
+        """The usage's token counts into the record, or `implausible_usage` when they cannot be
+        true (then neither is kept: one lie makes the other unsure)."""
+        max_tokens, request_bytes = self.asked
+        chunks = 1 + len(self.itl)  # content chunks: the first, then one per gap
+        output, prompt = usage.get("completion_tokens"), usage.get("prompt_tokens")
+        problems = [
+            p
+            for p in (
+                output_tokens_problem(output, chunks, max_tokens),
+                input_tokens_problem(prompt, request_bytes),
+            )
+            if p
+        ]
+        if problems:
+            self.fail = ("implausible_usage", "; ".join(problems))
+            return
+        self.rec.output_tokens = count(output)
+        self.rec.prompt_tokens = count(prompt)
 
     def close(self, t0: float, secret: str | None) -> None:
         """Write the outcome into the record: times relative to t0, the error text scrubbed."""
@@ -149,10 +190,6 @@ class SSEReader:
             rec.ok = False
             rec.error_kind = self.fail[0]
             rec.error = scrub_key(self.fail[1], secret)[: ERROR_EXCERPT + 100]
-
-
-def _int_or_none(value: Any) -> int | None:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def classify(event: bytes) -> tuple[str, dict[str, Any] | None]:

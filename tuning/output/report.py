@@ -40,6 +40,7 @@ from tuning.compare.present import (
     pct_text,
     reused_text,
     slo_text,
+    suspect_text,
     table_columns,
     table_rows,
     tone_css,
@@ -195,6 +196,7 @@ def _checks_section(comparison: Comparison) -> str:
         (not_applied_text(comparison), ' class="warn"'),
         (reused_text(comparison), ""),
         (failed_text(comparison), ""),
+        (suspect_text(comparison), ' class="warn"'),
         (noise_text(comparison), ' class="muted"'),
         (slo_text(comparison.slo_ms), ""),
     ]

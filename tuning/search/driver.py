@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.status import Status
+from core.status import MEASURED, Status
 from store import connect, queries
 from tuning.compare.catalog import METRIC_BY_KEY
 from tuning.compare.comparison import request_loader, run_metric_values
@@ -124,8 +124,9 @@ def observations(
                 continue
             run = runs[-1]
             value = float(exp["values"][0])
-            # a failed start (bad value, OOM, KV too small) vs a load that failed after it
-            started = run["status"] == Status.DONE or run.get("failure_kind") == "measurement_error"
+            # a failed start (bad value, OOM, KV too small) vs a load that failed after it; a
+            # suspect run started and measured, but its numbers are not trusted: no score
+            started = run["status"] in MEASURED or run.get("failure_kind") == "measurement_error"
             metric = run_metric_values(run, spec.slo_ms, loader).get(spec.metric)
             ok = run["status"] == Status.DONE and metric is not None
             slo_ok = ok and _meets_slo(run, spec.slo_ms)

@@ -26,12 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.status import Status
+from core.status import MEASURED, Status
 from store import connect, queries
 from tuning.compare.catalog import METRIC_BY_KEY, WORKLOAD_PARAMS
-from tuning.compare.comparison import not_applied, request_loader, run_metric_values
+from tuning.compare.comparison import request_loader, run_metric_values
 from tuning.compare.inert import InertKnob, inert_for
 from tuning.compare.present import VERDICT_LABEL, verdict_text
+from tuning.compare.standing import not_applied
 from tuning.compare.stats import bootstrap_change
 from tuning.engine import EngineSpec
 from tuning.experiment.order import schedule
@@ -192,7 +193,7 @@ def _confirm_runs(db_path: Path, key: str, round_: int, side: str) -> list[dict[
         for exp in queries.list_experiments(db, True):
             if exp["name"] == name:
                 runs = queries.list_runs(db, exp["id"], True)
-                kept = [r for r in runs if r["status"] in (Status.DONE, Status.FAILED)]
+                kept = [r for r in runs if r["status"] in (*MEASURED, Status.FAILED)]
                 if kept:
                     return kept[-1:]
     return []

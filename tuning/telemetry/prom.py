@@ -1,5 +1,6 @@
 """vLLM's own view of a run, scraped from its Prometheus /metrics: KV cache usage, queue,
-preemptions, prefix cache and token counters, parsed with prometheus_client.
+preemptions, prefix cache and token counters, parsed with prometheus_client; a value no such
+series can hold (NaN, inf, negative, a usage fraction over 1) is dropped.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Mapping
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from core.plausible import in_range
 from core.records import SampleRow
 from tuning.telemetry.recorder import Sampler
 
@@ -31,6 +33,13 @@ METRIC_SERIES: dict[str, str] = {
 METRIC_ALIASES: dict[str, str] = {"gpu_cache_usage_perc": "kv_cache_usage_perc"}
 # Fractions are averaged over engines (DP); counts and counters are summed.
 AVERAGED_SERIES = frozenset({"kv_cache_usage_perc"})
+
+
+def _plausible(series: str, value: float) -> bool:
+    """A value the series can hold (core.plausible): finite and non-negative, a fraction at most
+    1; NaN, inf or a negative count from a server is dropped, never stored as a sample."""
+    high = 1.0 if series in AVERAGED_SERIES else math.inf
+    return in_range(value, 0.0, high) is not None
 
 
 def _base_name(name: str) -> str:
@@ -65,7 +74,7 @@ def parse_vllm_metrics(text: str) -> dict[str, float]:
         for sample in family.samples:
             base = _base_name(sample.name)
             value = float(sample.value)
-            if math.isnan(value):
+            if not _plausible(METRIC_SERIES.get(base) or METRIC_ALIASES.get(base, ""), value):
                 continue
             if base in METRIC_SERIES:
                 series = METRIC_SERIES[base]

@@ -23,6 +23,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from core.plausible import number
 from tuning.telemetry.prom import parse_vllm_metrics
 
 # The lab's latency name -> vLLM's histogram (seconds), as vllm/v1/metrics/loggers.py names them.
@@ -56,8 +57,11 @@ def parse_histogram_totals(text: str) -> Values:
         return out
     for family in text_string_to_metric_families("\n".join(kept) + "\n"):
         for sample in family.samples:
+            value = number(sample.value)
+            if value is None or value < 0:  # NaN, inf or a negative total cannot be a latency
+                continue
             key = sample.name[5:]
-            out[key] = out.get(key, 0.0) + float(sample.value)
+            out[key] = out.get(key, 0.0) + value
     return out
 
 
