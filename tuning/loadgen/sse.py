@@ -36,7 +36,18 @@ class SSEReader:
     `classify` one by one.
     """
 
-    __slots__ = ("rec", "st", "itl", "last", "first", "done", "usage", "fail", "pending")
+    __slots__ = (
+        "rec",
+        "st",
+        "itl",
+        "last",
+        "first",
+        "done",
+        "usage",
+        "fail",
+        "pending",
+        "kept_alive",
+    )
 
     def __init__(self, rec: RequestRecord, st: float) -> None:
         self.rec = rec
@@ -48,6 +59,16 @@ class SSEReader:
         self.usage: dict[str, Any] | None = None
         self.fail: tuple[str, str] | None = None
         self.pending = b""
+        # Only comments so far (keep-alives, no data): the stream has begun, so its silence of
+        # data counts toward the stall timeout from the request's start (client._sweep_stalls).
+        self.kept_alive = False
+
+    def stalled(self, limit: float) -> None:
+        """No data for `limit` s after the first token, or only comments since it was sent."""
+        if self.first:
+            self.fail = ("stalled", f"only keep-alive comments, no data, for {limit:g} s")
+        else:
+            self.fail = ("stalled", f"no data for {limit:g} s after the first token")
 
     def http_error(self, status: int, reason: str, raw: bytes) -> None:
         excerpt = raw.decode("utf-8", "replace").strip()[:ERROR_EXCERPT]
@@ -112,6 +133,8 @@ class SSEReader:
                 self.fail = ("stream_error", _error_text(obj))
                 self.first, self.last = first, last
                 return False
+            elif first:  # a comment before any data (a content chunk never comes here)
+                self.kept_alive = True
         self.first, self.last = first, last
         return True
 
