@@ -50,7 +50,12 @@ MEASURED, STARTED, NO_START, NOTHING = "measured", "started", "no_start", "nothi
 
 class StepUnmeasured(RuntimeError):
     """A step's run measured nothing (cancelled, interrupted, a lab failure); the search stops
-    with its finished steps kept, and the same search run again measures the value anew."""
+    with its finished steps kept, and the same search run again measures the value anew.
+    `cancelled`: the step was stopped by the user (the search ends cancelled, not failed)."""
+
+    def __init__(self, message: str, cancelled: bool = False) -> None:
+        super().__init__(message)
+        self.cancelled = cancelled
 
 
 @dataclass
@@ -182,18 +187,22 @@ def observations(
     return obs, log
 
 
-def _unmeasured(db_path: Path, exp_id: int) -> str | None:
-    """Why a step's experiment measured nothing ('run 7 failed (port_in_use: ...)'), or None
-    when one of its runs says something of its value."""
+def _unmeasured(db_path: Path, exp_id: int, step: str) -> StepUnmeasured | None:
+    """The error for a step whose experiment measured nothing, saying why ('run 7 failed
+    (port_in_use: ...)'), or None when one of its runs says something of its value."""
     with connect(db_path, readonly=True) as db:
         runs = queries.list_runs(db, exp_id, True)
     if any(evidence(r) != NOTHING for r in runs):
         return None
-    if not runs:
-        return "no run was written"
-    last = runs[-1]
+    last = runs[-1] if runs else {}
     why = ": ".join(str(x) for x in (last.get("failure_kind"), last.get("failure_reason")) if x)
-    return f"run {last['id']} {last['status']}" + (f" ({why[:300]})" if why else "")
+    said = f"run {last['id']} {last['status']}" if last else "no run was written"
+    return StepUnmeasured(
+        f"{step} measured nothing: {said}"
+        + (f" ({why[:300]})" if why else "")
+        + "; the measured steps are kept: run the same search again to measure this value",
+        cancelled=last.get("status") == Status.CANCELLED,
+    )
 
 
 def run_search(
@@ -233,12 +242,9 @@ def run_search(
         except KeyboardInterrupt:  # before its runner began: cancelled, not queued for ever
             settle(db_path, exp_id, Status.CANCELLED, "interrupted before it started")
             raise
-        if (why := _unmeasured(db_path, exp_id)) is not None:
-            raise StepUnmeasured(
-                f"search step {len(obs) + 1}, {p.name} = {format_value(value)}, measured "
-                f"nothing: {why}; the measured steps are kept: run the same search again to "
-                "measure this value"
-            )
+        step_name = f"search step {len(obs) + 1}, {p.name} = {format_value(value)},"
+        if (unmeasured := _unmeasured(db_path, exp_id, step_name)) is not None:
+            raise unmeasured
     top = best(obs)
     limit = start_limit(obs)
     chosen: Any = None

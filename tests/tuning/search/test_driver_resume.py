@@ -28,7 +28,7 @@ from tests.fakes.engines import fake_settings_env
 from tuning.procs import same_process, stop_group
 from tuning.search import driver
 from tuning.search.driver import SearchSpec, StepUnmeasured, observations, run_search
-from tuning.search.record import step_prefix
+from tuning.search.record import recorded, step_prefix
 from tuning.search.strategy import Space, next_step, start_limit
 from tuning.workload import Workload
 
@@ -112,24 +112,38 @@ def test_a_value_whose_server_was_healthy_started(fresh_db: Path, kind: str) -> 
     assert start_limit(obs) is None
 
 
+# How the step's run ends -> what the search's row says, and the reason's words.
+STEP_ENDS = {
+    "lab_error": (
+        {"status": "failed", "failure_kind": "lab_error"},
+        "failed",
+        "failed (lab_error: x)",
+    ),
+    "cancelled": ({"status": "cancelled"}, "cancelled", "cancelled (x)"),
+}
+
+
+@pytest.mark.parametrize("how", sorted(STEP_ENDS))
 def test_a_step_that_measures_nothing_stops_the_search_instead_of_looping(
-    fresh_db: Path, monkeypatch: pytest.MonkeyPatch
+    fresh_db: Path, monkeypatch: pytest.MonkeyPatch, how: str
 ) -> None:
-    """A lab failure in a step (here lab_error, each time) ends the search with a one-line reason;
-    it is not a failed start, and the same value is not tried again and again."""
+    """A lab failure in a step (here each time), or a step the user cancelled, ends the search
+    with a one-line reason (failed, or cancelled); it is not a failed start, and the same value
+    is not tried again and again."""
+    fields, search_status, words = STEP_ENDS[how]
     calls: list[int] = []
 
-    def lab_fails(db_path: Path, exp_id: int, **_: Any) -> list[int]:
+    def step_ends(db_path: Path, exp_id: int, **_: Any) -> list[int]:
         calls.append(exp_id)
         with connect(db_path) as db:
             rid = repo.create_run(
                 db, experiment_id=exp_id, seq=0, param="concurrency", value="1", status="running"
             )
-            repo.update_run(db, rid, status="failed", failure_kind="lab_error", failure_reason="x")
-            repo.update_experiment(db, exp_id, status="failed")
+            repo.update_run(db, rid, failure_reason="x", **fields)
+            repo.update_experiment(db, exp_id, status=fields["status"])
         return [rid]
 
-    monkeypatch.setattr(driver, "run_experiment", lab_fails)
+    monkeypatch.setattr(driver, "run_experiment", step_ends)
     spec = SearchSpec(
         param="concurrency",
         space=Space(1, 4, True),
@@ -141,13 +155,16 @@ def test_a_step_that_measures_nothing_stops_the_search_instead_of_looping(
         budget_runs=4,
         coarse=2,
     )
-    with pytest.raises(StepUnmeasured) as stopped:
+    with pytest.raises(StepUnmeasured) as stopped, recorded(fresh_db, spec):
         run_search(fresh_db, spec)
     assert len(calls) == 1
     message = str(stopped.value)
-    assert "concurrency = 1, measured nothing: run 1 failed (lab_error: x)" in message
+    assert f"concurrency = 1, measured nothing: run 1 {words}" in message
     assert "run the same search again" in message and "\n" not in message
     assert observations(fresh_db, spec) == ([], [])
+    with connect(fresh_db, readonly=True) as db:
+        (row,) = queries.list_searches(db)
+    assert row["status"] == search_status and "measured nothing" in row["error"]
 
 
 # ------------------------------------------------------------------------------------------------
