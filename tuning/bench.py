@@ -112,8 +112,8 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         "--stall-timeout",
         type=float,
         default=60.0,
-        help="seconds without data after a stream's first token before it counts as stalled "
-        "(a request that has not started streaming waits for --request-timeout)",
+        help="seconds without data after a stream's first token (or of SSE comments only) "
+        "before it counts as stalled (a request with no answer yet waits for --request-timeout)",
     )
     parser.add_argument(
         "--goodput",

@@ -32,6 +32,8 @@ class FakeConfig:
     early_end_on: dict[int, int] = field(default_factory=dict)  # ordinal -> chunks before the end
     no_usage: bool = False
     no_choices_on: set[int] = field(default_factory=set)
+    keepalive_only: bool = False  # every stream: SSE keep-alive comments only, no data, ever
+    keepalive_ms: float = 100.0  # between two keep-alive comments
     error_style: str = "error"  # "error": {"error": {...}}; "object": {"object": "error", ...}
     spaced_json: bool = False  # `"choices": [` with spaces, like json.dumps defaults
     crlf: bool = False  # events separated by \r\n\r\n

@@ -2,12 +2,13 @@
 
 It streams like vLLM (compact JSON chunks, a usage-only chunk with `"choices":[]`, `data: [DONE]`),
 and can misbehave on purpose: HTTP 500, an error object inside a 200 stream, a hang, a stream that
-ends early, one that stalls after N tokens, one without usage or without any choices chunk, 401 on a
-wrong key, 404 on an unknown model, a forged usage (`FakeConfig.usage_override`, every stream). A
-misbehaviour is chosen per request either by arrival order
-(`FakeConfig.*_on` sets, 0-based, warm-ups included) or by a marker inside the prompt, e.g.
-`[[http500]]`, `[[error_after=3]]`, `[[hang]]`, `[[early_end=2]]`, `[[stall_after=1]]`,
-`[[no_usage]]`, `[[no_choices]]`.
+ends early, one that stalls after N tokens, one that sends only SSE keep-alive comments after N
+tokens (none: `FakeConfig.keepalive_only`, every stream), one without usage or without any choices
+chunk, 401 on a wrong key, 404 on an unknown model, a forged usage (`FakeConfig.usage_override`,
+every stream). A misbehaviour is chosen per request either by
+arrival order (`FakeConfig.*_on` sets, 0-based, warm-ups included) or by a marker inside the
+prompt, e.g. `[[http500]]`, `[[error_after=3]]`, `[[hang]]`, `[[early_end=2]]`,
+`[[stall_after=1]]`, `[[keepalive_after=1]]`, `[[no_usage]]`, `[[no_choices]]`.
 
 Run in-process with `with FakeOpenAIServer(FakeConfig(...)) as srv: srv.base_url`, or standalone:
 `python -m tests.fakes.fake_openai --port 8123 --ttft-ms 20 --itl-ms 5`.
@@ -49,7 +50,8 @@ __all__ = [
 ]
 
 _MARKER = re.compile(
-    r"\[\[(http500|error_after|hang|early_end|stall_after|no_usage|no_choices)(?:=(\d+))?\]\]"
+    r"\[\[(http500|error_after|hang|early_end|stall_after|keepalive_after|no_usage|no_choices)"
+    r"(?:=(\d+))?\]\]"
 )
 
 
@@ -237,6 +239,8 @@ class FakeOpenAIServer(ServerAccounting):
             return "early_end", c.early_end_on[ordinal]
         if ordinal in c.no_choices_on:
             return "no_choices", 0
+        if c.keepalive_only:
+            return "keepalive_after", 0
         if c.no_usage:
             return "no_usage", 0
         return "ok", 0
@@ -285,6 +289,15 @@ class FakeOpenAIServer(ServerAccounting):
         finally:
             s.current -= 1
 
+    async def _keep_alive(self, request: web.Request, resp: web.StreamResponse) -> None:
+        """Alive, saying nothing: SSE comments until the client gives up."""
+        while request.transport is not None and not request.transport.is_closing():
+            try:
+                await resp.write(b": keep-alive\n\n")
+            except ConnectionError:  # the client closed between the check and the write
+                return
+            await asyncio.sleep(self.config.keepalive_ms / 1000.0)
+
     async def _stream(
         self,
         request: web.Request,
@@ -301,6 +314,9 @@ class FakeOpenAIServer(ServerAccounting):
         if mode == "hang":  # until the client gives up and closes the connection
             while request.transport is not None and not request.transport.is_closing():
                 await asyncio.sleep(0.02)
+            return resp
+        if mode == "keepalive_after" and arg == 0:  # not even chat's role chunk
+            await self._keep_alive(request, resp)
             return resp
         max_tokens = int(body.get("max_tokens") or 16)
         prompt_tokens = len(fake_tokens(prompt))
@@ -333,7 +349,10 @@ class FakeOpenAIServer(ServerAccounting):
                     ),
                 )
             for n, size in enumerate(sizes):
-                if mode in ("error_after", "early_end", "stall_after") and n >= arg:
+                if (
+                    mode in ("error_after", "early_end", "stall_after", "keepalive_after")
+                    and n >= arg
+                ):
                     break
                 if n and c.itl_ms:
                     await asyncio.sleep(c.itl_ms / 1000.0)
@@ -362,6 +381,9 @@ class FakeOpenAIServer(ServerAccounting):
         if mode == "stall_after":  # silence on an open connection until the client gives up
             while request.transport is not None and not request.transport.is_closing():
                 await asyncio.sleep(0.02)
+            return resp
+        if mode == "keepalive_after":
+            await self._keep_alive(request, resp)
             return resp
         if mode == "error_after":
             if c.error_style == "object":

@@ -20,7 +20,10 @@ if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
     from tuning.experiment.runner import Executor
 
-STALL_HELP = "seconds without data after a stream's first token before it counts as stalled"
+STALL_HELP = (
+    "seconds without data after a stream's first token (or of SSE comments only) before it "
+    "counts as stalled"
+)
 COMMANDS = ("bench", "experiment", "run-experiment", "cancel", "runs", "reap")
 # Exit codes of `experiment` and `run-experiment` by the experiment's final status.
 EXIT_FAILED, EXIT_BUSY = 1, 3
@@ -357,12 +360,29 @@ def _reap(args: argparse.Namespace) -> int:
 
 def endpoint_ready(args: argparse.Namespace) -> bool:
     """An attached endpoint answers before anything is planned: its model list and a one-token
-    probe (the `openai` package), or a plain message about the key, the URL or the model name."""
-    from tuning.loadgen.endpoint import EndpointError, check_endpoint, probe_endpoint
+    probe (the `openai` package), or a plain message about the key, the URL or the model name.
+    The probe is bounded by its own deadlines, or by --request-timeout / --stall-timeout where
+    they are shorter."""
+    from tuning.loadgen.endpoint import (
+        PROBE_STALL_S,
+        PROBE_TIMEOUT_S,
+        EndpointError,
+        check_endpoint,
+        probe_endpoint,
+    )
+
+    def shorter(flag: Any, own: float) -> float:  # a bad value is refused with the workload
+        return float(flag) if isinstance(flag, float) and 0 < flag < own else own
 
     try:
         check_endpoint(args.base_url, args.model)
-        probe_endpoint(args.base_url, args.model, endpoint=args.endpoint)
+        probe_endpoint(
+            args.base_url,
+            args.model,
+            endpoint=args.endpoint,
+            timeout_s=shorter(args.request_timeout, PROBE_TIMEOUT_S),
+            stall_s=shorter(args.stall_timeout, PROBE_STALL_S),
+        )
     except EndpointError as exc:
         say(f"error: {exc}", file=sys.stderr)
         return False

@@ -59,8 +59,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Commands that show or act on experiments' status: the reaper runs first, so a run whose runner
 # was SIGKILLed reads `failed`, never `running` (`experiment`, `cancel` and `reap` reap themselves).
+# `search` and `plan` reap first too: a killed search run again says what it reaped.
 REAP_FIRST = frozenset(
-    {"runs", "compare", "inert", "chart", "report", "export", "publish", "findings"}
+    {
+        "runs",
+        "compare",
+        "inert",
+        "chart",
+        "report",
+        "export",
+        "publish",
+        "findings",
+        "search",
+        "plan",
+    }
 )
 
 

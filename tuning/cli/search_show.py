@@ -19,10 +19,12 @@ MAX_JSON_BYTES = 16 << 20  # a search's --json output is a few KiB; refuse anyth
 
 
 def drive(call: Callable[[], dict[str, Any]]) -> tuple[int, dict[str, Any]]:
-    """Run a search or a plan: (0, its result), or the exit code of a refusal (3: busy) or of
-    Ctrl-C / SIGTERM (130, one line, no traceback)."""
+    """Run a search or a plan: (0, its result), or the exit code of a refusal (3: busy), of a
+    step that measured nothing (1: the search stopped, its measured steps kept; 130 when the user
+    cancelled it) or of Ctrl-C / SIGTERM (130, one line, no traceback)."""
     from tuning.experiment.lock import RunnerBusy
     from tuning.params import ParamError
+    from tuning.search.driver import StepUnmeasured
 
     try:
         return 0, call()
@@ -36,6 +38,9 @@ def drive(call: Callable[[], dict[str, Any]]) -> tuple[int, dict[str, Any]]:
     except RunnerBusy as exc:
         say(f"refused: {exc}", file=sys.stderr)
         return 3, {}
+    except StepUnmeasured as exc:  # a step the user cancelled reads like Ctrl-C
+        say(f"{'stopped' if exc.cancelled else 'error'}: {exc}", file=sys.stderr)
+        return (EXIT_INTERRUPTED if exc.cancelled else 1), {}
     except (ParamError, ValueError) as exc:
         return refused(str(exc)), {}
 

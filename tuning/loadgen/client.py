@@ -12,10 +12,10 @@ Why it is built this way:
   client).
 - uvloop when present; the GC heap frozen and automatic GC off while measuring (process-wide: a
   young-generation collection runs from the monitor task only when garbage piles up).
-- A stream silent for `stall_timeout_s` after its first token fails `stalled` (before the first
-  token a request may be queued, and only the request timeout ends it). No per-chunk work: the
-  monitor sweeps the in-flight streams every 0.5 s, reading the last-chunk time the SSE reader
-  keeps, and fires a stalled request's own timeout early.
+- A stream silent for `stall_timeout_s` after its first token, or with only SSE comments (keep-
+  alives) that long since it was sent, fails `stalled` (before any byte a request may be queued:
+  only the request timeout ends it). No per-chunk work: the monitor sweeps the in-flight streams
+  every 0.5 s, reading the times the SSE reader keeps, and fires a stalled request's own timeout.
 - Failures are counted, never dropped: every dispatched measured request yields a record, `ok=False`
   with an `error_kind` from `core.records.FAILURE_KINDS` when it failed.
 - The API key comes from OPENAI_API_KEY (or an explicit argument); it is sent as a Bearer header and
@@ -392,14 +392,14 @@ class _Client:
                 self._progress(phase.done, total)
 
     def _sweep_stalls(self, now: float) -> None:
-        """Fail every stream silent for the stall timeout since its last chunk (after the first):
-        mark it `stalled` and fire its request timeout now, which ends the request the way a
-        timeout does (the raw socket is dropped, aiohttp's response released)."""
+        """Fail every stream without data for the stall timeout (since its last chunk, or since
+        it was sent if it sent only comments): mark it `stalled` and fire its request timeout
+        now, which ends it the way a timeout does (raw socket dropped, aiohttp's released)."""
         limit = self.stall_timeout
         loop_now = asyncio.get_running_loop().time()
         for sse, deadline in list(self._streams.items()):
-            if not sse.first and sse.fail is None and now - sse.last > limit:
-                sse.fail = ("stalled", f"no data for {limit:g} s after the first token")
+            if (not sse.first or sse.kept_alive) and sse.fail is None and now - sse.last > limit:
+                sse.stalled(limit)
                 try:
                     deadline.reschedule(loop_now)
                 except RuntimeError:  # already leaving its timeout block

@@ -52,6 +52,7 @@ class SSEReader:
         "fail",
         "pending",
         "asked",
+        "kept_alive",
     )
 
     def __init__(
@@ -68,6 +69,16 @@ class SSEReader:
         self.fail: tuple[str, str] | None = None
         self.pending = b""
         self.asked = asked
+        # Only comments so far (keep-alives, no data): the stream has begun, so its silence of
+        # data counts toward the stall timeout from the request's start (client._sweep_stalls).
+        self.kept_alive = False
+
+    def stalled(self, limit: float) -> None:
+        """No data for `limit` s after the first token, or only comments since it was sent."""
+        if self.first:
+            self.fail = ("stalled", f"only keep-alive comments, no data, for {limit:g} s")
+        else:
+            self.fail = ("stalled", f"no data for {limit:g} s after the first token")
 
     def http_error(self, status: int, reason: str, raw: bytes) -> None:
         excerpt = raw.decode("utf-8", "replace").strip()[:ERROR_EXCERPT]
@@ -132,6 +143,8 @@ class SSEReader:
                 self.fail = ("stream_error", _error_text(obj))
                 self.first, self.last = first, last
                 return False
+            elif first:  # a comment before any data (a content chunk never comes here)
+                self.kept_alive = True
         self.first, self.last = first, last
         return True
 

@@ -3,6 +3,14 @@ experiment in the store (its notes say why the value was chosen), so the search 
 Runs and Compare like any other, and a stopped or crashed search resumes where it was: the steps
 are found again by the search's key (parameter, range, objective, SLOs, workload, baseline).
 
+What a step's run says of its value (`evidence`): measured (done), started without a usable
+load (every request failed, or the engine died under load), did not start (invalid argument,
+engine init, out of memory, start timeout: the only evidence of a start limit), or nothing: a
+run cancelled or interrupted (Ctrl-C, SIGTERM), reaped after its process was killed
+(`runner_died`), still open, or failed for the lab's own reason (`outcome.LAB_KINDS`). A value
+with nothing is measured again on the next call and spends no run of the budget; a step that
+measures nothing ends the search (StepUnmeasured) instead of trying the same value for ever.
+
 A value's score: the objective of its run (tuning.compare's metric values; goodput recomputed from
 the stored requests for the SLOs), None when it failed or broke an SLO (p99 of each SLO metric
 above its limit). One run per value: the chosen value has no interval yet (repeat it with
@@ -18,14 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.status import MEASURED, Status
+from core.status import Status, is_active
 from store import connect, queries
 from tuning.compare.catalog import METRIC_BY_KEY
 from tuning.compare.comparison import request_loader, run_metric_values
 from tuning.engine import EngineSpec
+from tuning.experiment.outcome import LAB_KINDS
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.runner import run_experiment
-from tuning.experiment.supervisor import settle
+from tuning.experiment.supervisor import reap, settle
 from tuning.params import format_value, get_param
 from tuning.search.strategy import Observation, Space, Step, best, next_step, start_limit
 from tuning.workload import Workload
@@ -33,6 +42,20 @@ from tuning.workload import Workload
 OBJECTIVES = {"goodput": "request_goodput"}  # names the CLI accepts besides the metric keys
 STARTUP = "time_to_healthy_s"  # an objective only where every value starts its own server
 NAME_PREFIX = "search "
+# Failures after the server was healthy: the value started, its load gave nothing usable.
+AFTER_START = frozenset({"requests_failed", "engine_died"})
+# What a step's run says of its value (`evidence`).
+MEASURED, STARTED, NO_START, NOTHING = "measured", "started", "no_start", "nothing"
+
+
+class StepUnmeasured(RuntimeError):
+    """A step's run measured nothing (cancelled, interrupted, a lab failure); the search stops
+    with its finished steps kept, and the same search run again measures the value anew.
+    `cancelled`: the step was stopped by the user (the search ends cancelled, not failed)."""
+
+    def __init__(self, message: str, cancelled: bool = False) -> None:
+        super().__init__(message)
+        self.cancelled = cancelled
 
 
 @dataclass
@@ -102,11 +125,28 @@ def _meets_slo(run: Mapping[str, Any], slo_ms: Mapping[str, float]) -> bool:
     return True
 
 
+def evidence(run: Mapping[str, Any]) -> str:
+    """What one step's run says of its value: MEASURED (done, or any other terminal status of a
+    run that started), STARTED (healthy, but its load failed), NO_START (a failed start: evidence
+    of a start limit) or NOTHING (still open, cancelled, interrupted, reaped as runner_died, or
+    a lab failure: measured again, never evidence of anything)."""
+    status = run.get("status")
+    kind = run.get("failure_kind")
+    if is_active(status) or status == Status.CANCELLED:
+        return NOTHING
+    if status != Status.FAILED:
+        return MEASURED
+    if kind in LAB_KINDS:
+        return NOTHING
+    return STARTED if kind in AFTER_START else NO_START
+
+
 def observations(
     db_path: Path, spec: SearchSpec, key: str | None = None
 ) -> tuple[list[Observation], list[dict[str, Any]]]:
     """The steps of this search (or of the stored `key`) found in the store, in order:
-    observations and the log."""
+    observations and the log. Each step's last run with evidence counts; a step whose run is
+    still open is in the log (the step in progress) but not an observation."""
     prefix = f"{NAME_PREFIX}{key or spec.key()}:"
     sign = 1.0 if METRIC_BY_KEY[spec.metric].better == "higher" else -1.0
     obs: list[Observation] = []
@@ -119,19 +159,19 @@ def observations(
             e for e in queries.list_experiments(db, True) if (e["name"] or "").startswith(prefix)
         ]
         for exp in sorted(mine, key=lambda e: int(e["id"])):
-            runs = [r for r in queries.list_runs(db, exp["id"], True) if r["status"] != "cancelled"]
-            if not runs:
+            runs = queries.list_runs(db, exp["id"], True)
+            said = [r for r in runs if evidence(r) != NOTHING]
+            open_ = [r for r in runs if is_active(r["status"])]
+            if not said and not open_:
                 continue
-            run = runs[-1]
+            run = (said or open_)[-1]
             value = float(exp["values"][0])
-            # a failed start (bad value, OOM, KV too small) vs a load that failed after it; a
-            # suspect run started and measured, but its numbers are not trusted: no score
-            started = run["status"] in MEASURED or run.get("failure_kind") == "measurement_error"
             metric = run_metric_values(run, spec.slo_ms, loader).get(spec.metric)
             ok = run["status"] == Status.DONE and metric is not None
             slo_ok = ok and _meets_slo(run, spec.slo_ms)
             score = sign * float(metric) if ok and slo_ok and metric is not None else None
-            obs.append(Observation(value, score, started))
+            if said:
+                obs.append(Observation(value, score, evidence(run) != NO_START))
             log.append(
                 {
                     "step": len(log) + 1,
@@ -147,6 +187,24 @@ def observations(
     return obs, log
 
 
+def _unmeasured(db_path: Path, exp_id: int, step: str) -> StepUnmeasured | None:
+    """The error for a step whose experiment measured nothing, saying why ('run 7 failed
+    (port_in_use: ...)'), or None when one of its runs says something of its value."""
+    with connect(db_path, readonly=True) as db:
+        runs = queries.list_runs(db, exp_id, True)
+    if any(evidence(r) != NOTHING for r in runs):
+        return None
+    last = runs[-1] if runs else {}
+    why = ": ".join(str(x) for x in (last.get("failure_kind"), last.get("failure_reason")) if x)
+    said = f"run {last['id']} {last['status']}" if last else "no run was written"
+    return StepUnmeasured(
+        f"{step} measured nothing: {said}"
+        + (f" ({why[:300]})" if why else "")
+        + "; the measured steps are kept: run the same search again to measure this value",
+        cancelled=last.get("status") == Status.CANCELLED,
+    )
+
+
 def run_search(
     db_path: Path,
     spec: SearchSpec,
@@ -157,6 +215,8 @@ def run_search(
     spec.validate()
     say = progress or (lambda event, data: None)
     p = get_param(spec.param)
+    if db_path.exists():  # a killed search's step: its run failed (runner_died), its server stopped
+        reap(db_path)
     while True:
         obs, log = observations(db_path, spec)
         step: Step = next_step(spec.space, obs, budget_runs=spec.budget_runs, coarse=spec.coarse)
@@ -182,6 +242,9 @@ def run_search(
         except KeyboardInterrupt:  # before its runner began: cancelled, not queued for ever
             settle(db_path, exp_id, Status.CANCELLED, "interrupted before it started")
             raise
+        step_name = f"search step {len(obs) + 1}, {p.name} = {format_value(value)},"
+        if (unmeasured := _unmeasured(db_path, exp_id, step_name)) is not None:
+            raise unmeasured
     top = best(obs)
     limit = start_limit(obs)
     chosen: Any = None

@@ -25,7 +25,7 @@ from tuning.compare.stats import mean_interval
 from tuning.engine import EngineSpec
 from tuning.experiment import exits
 from tuning.procs import process_start_time, same_process
-from tuning.search.driver import NAME_PREFIX, SearchSpec, observations
+from tuning.search.driver import NAME_PREFIX, SearchSpec, StepUnmeasured, observations
 from tuning.search.strategy import Space, best
 from tuning.workload import Workload
 
@@ -96,7 +96,8 @@ def one_line(exc: BaseException) -> str:
 @contextmanager
 def ended(end: Callable[..., None]) -> Iterator[None]:
     """Around a search's or a plan's block: `end(Status.CANCELLED, error=...)` on SIGTERM or
-    Ctrl-C (SIGTERM unwinds like Ctrl-C here, so the step's server is stopped),
+    Ctrl-C (SIGTERM unwinds like Ctrl-C here, so the step's server is stopped) or a step the user
+    cancelled (StepUnmeasured),
     `end(Status.FAILED, error=...)` on any other exception (re-raised either way); the block's
     own success is the caller's to write."""
     try:
@@ -104,6 +105,9 @@ def ended(end: Callable[..., None]) -> Iterator[None]:
             yield
     except KeyboardInterrupt as exc:
         end(Status.CANCELLED, error=f"interrupted by {exits.signal_name(exc)}")
+        raise
+    except StepUnmeasured as exc:  # a step stopped by the user ends the search cancelled
+        end(Status.CANCELLED if exc.cancelled else Status.FAILED, error=one_line(exc))
         raise
     except BaseException as exc:
         end(Status.FAILED, error=one_line(exc))

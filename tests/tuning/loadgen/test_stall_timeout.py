@@ -1,6 +1,7 @@
 """Issue 11 item 3: a stream that goes silent after its first token fails as `stalled` after the
 stall timeout, not after the whole request timeout; silence before the first token is queueing and
-only the request timeout ends it. Both transports; the fake vLLM process for the `bench` case."""
+only the request timeout ends it. Issue 41, case 9: a stream of keep-alive comments only is no
+queue: it stalls too. Both transports; the fake vLLM process for the `bench` case."""
 
 from __future__ import annotations
 
@@ -65,6 +66,58 @@ def test_silence_before_the_first_token_is_queueing_and_times_out(transport: str
         res = run_load_sync(srv.base_url, MODEL, ["[[hang]]", "fine"], w, transport=transport)
     assert [r.error_kind for r in res.records] == ["timeout", None]
     assert time.monotonic() - t0 >= 1.4
+
+
+def test_a_stream_of_keepalive_comments_only_fails_as_stalled(transport: str) -> None:
+    """Issue 41, case 9: a server that answers with SSE comments and never a data event is
+    answering, with nothing: `stalled` after the stall timeout (it used to run to the request
+    timeout, 600 s by default, for every request)."""
+    w = _wl(num_requests=2, concurrency=2, stall_timeout_s=0.5, request_timeout_s=30)
+    t0 = time.monotonic()
+    with fake_server(keepalive_ms=50) as srv:
+        res = run_load_sync(
+            srv.base_url, MODEL, ["[[keepalive_after=0]]", "fine"], w, transport=transport
+        )
+    took = time.monotonic() - t0
+    assert [r.error_kind for r in res.records] == ["stalled", None], [r.error for r in res.records]
+    assert took < 10, took  # the stall timeout (0.5 s + one sweep), not the 30 s request timeout
+    stalled = res.records[0]
+    assert stalled.ttft is None and stalled.error == "only keep-alive comments, no data, for 0.5 s"
+
+
+def test_keepalive_comments_after_the_first_token_are_no_data(transport: str) -> None:
+    """Comments after the first token do not hold the stall off either (this held already)."""
+    w = _wl(num_requests=2, concurrency=2, stall_timeout_s=0.5, request_timeout_s=30)
+    with fake_server(keepalive_ms=50) as srv:
+        res = run_load_sync(
+            srv.base_url, MODEL, ["[[keepalive_after=1]]", "ok"], w, transport=transport
+        )
+    assert [r.error_kind for r in res.records] == ["stalled", None], [r.error for r in res.records]
+    assert res.records[0].error == "no data for 0.5 s after the first token"
+
+
+def test_bench_against_a_server_of_keepalive_comments_ends_in_seconds(tmp_path: Path) -> None:
+    """`bench --base-url` (it has no probe: the load is its first request) against a server that
+    answers every stream with keep-alive comments only: every request `stalled` at
+    --stall-timeout, exit 1, instead of 600 s (the request timeout) a wave."""
+    out = tmp_path / "result.json"
+    args = ["bench", "--model", MODEL, "--concurrency", "4", "--num-requests", "4"]
+    args += ["--input-len", "8", "--output-len", "4", "--stall-timeout", "1"]
+    args += ["--result-json", str(out)]
+    with fake_server(keepalive_only=True) as srv:
+        t0 = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "-m", "tuning", *args, "--base-url", srv.base_url],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        took = time.monotonic() - t0
+    assert done.returncode == 1, done.stdout + done.stderr  # no request succeeded
+    result = json.loads(out.read_text())
+    assert result["completed"] == 0 and result["lab"]["failed_by_kind"] == {"stalled": 4}
+    assert took < 60, took  # warm-up wave + measured wave, 1 s each, plus start-up
 
 
 def test_a_slow_but_steady_stream_is_not_stalled(transport: str) -> None:
