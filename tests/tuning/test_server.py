@@ -4,6 +4,7 @@ wrote, and ServerProcess as a context that stops its whole group."""
 from __future__ import annotations
 
 import sys
+import tracemalloc
 from pathlib import Path
 
 from tests.checks import wait_for
@@ -150,3 +151,22 @@ def test_a_server_that_took_our_port_is_not_taken_for_ours(tmp_path: Path) -> No
         server.stop(port_was_ours=False)
         other.kill()
         other.wait()
+
+
+def test_the_tail_of_a_huge_log_is_read_from_its_end(tmp_path: Path) -> None:
+    """Issue 41, case 8: each run's tail (200 lines, twice a run) read and split the whole log: a
+    200 MB log cost 770 MB. Now it is read from the end, whatever the size of what comes before."""
+    log = tmp_path / "s.log"
+    with open(log, "w") as fh:
+        fh.write("(APIServer pid=6) INFO " + "x" * 60_000_000 + "\n")
+        fh.writelines(f"(APIServer pid=6) INFO line {i}\n" for i in range(500))
+    server = ServerProcess(Launch(argv=["true"], env={}, host=FORCED_HOST, port=9), log)
+    tracemalloc.start()
+    try:
+        got = server.log_tail(200)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    lines = got.splitlines()
+    assert len(lines) == 200 and lines[-1] == "(APIServer pid=6) INFO line 499"
+    assert peak < 4_000_000  # the log is 60 MB
