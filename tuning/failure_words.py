@@ -1,9 +1,10 @@
-"""Why a start failed, in the engine's own words: a failed start's log read line by line.
+"""Why a start failed, in the engine's own words: a failed start's log read a block at a time.
 
-Every line counts here, not only vLLM's logger's: the argument parser's usage and the API server's
-last traceback are printed without its prefix. What is kept is bounded (a flag per marker, the
-first exception of each kind, the last line), and each line is matched in time linear in its
-length (lines come from `tuning.server_log`, cut to a few KB).
+Every line can count here, not only vLLM's logger's: the argument parser's usage and the API
+server's last traceback are printed without its prefix. Only a line holding one of ANCHORS (in any
+case) is looked at, found in a whole block at once; what is kept is bounded (a flag per marker,
+the first exception of each kind, the last line), and each line is matched in time linear in its
+length (cut to a few KB by `tuning.server_log`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tuning.server_log import Lines, LogLine
+from tuning.server_log import Block, Lines, LogLine, last_line, log_line, marked_lines
 
 _ARGPARSE_WORDS = ("error: argument", "error: unrecognized arguments", "error: the following")
 _EXC_AT = re.compile(r"(?:\w+\.)*(\w*(?:Error|Exception)): (.+)")
@@ -28,6 +29,24 @@ _OOM_MARKERS = (
     "larger than the available kv cache memory",
     "is less than desired gpu memory",
     "cannot allocate memory",
+)
+
+
+# Every marker below holds one of these, lowercased (the block is searched in its lowercase).
+ANCHORS = (
+    b"error: ",
+    b"exception: ",
+    b"usage:",
+    b"address already in use",
+    b"out of memory",
+    b"outofmemoryerror",
+    b"no available memory",
+    b"larger than the available",
+    b"less than desired",
+    b"cannot allocate memory",
+    b"engine core initialization failed",
+    b"enginecore failed to start",
+    b"see root cause above",
 )
 
 
@@ -54,6 +73,13 @@ class FailureWords:
         self.generic = False
         self.specific: str | None = None  # the first exception that is not a generic one
         self.oom_specific: str | None = None
+
+    def feed_block(self, block: Block) -> None:
+        """The lines of a block that can say why (one of ANCHORS), and its last line."""
+        for raw, cut in marked_lines(block, ANCHORS, within=block.data.lower()):
+            self.feed(log_line(raw, cut))
+        if last := last_line(block).decode("utf-8", "replace").strip():
+            self.last = last
 
     def feed(self, line: LogLine) -> None:
         text = line.text
@@ -93,6 +119,6 @@ class FailureWords:
 def classify_failure(log: str | Path, returncode: int | None) -> tuple[str, str]:
     """(kind, reason) for a start that died; the reason is the engine's words where it gave any."""
     words = FailureWords()
-    for line in Lines(log):
-        words.feed(line)
+    for block in Lines(log).blocks():
+        words.feed_block(block)
     return words.verdict(returncode)

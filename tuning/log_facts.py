@@ -24,13 +24,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tuning.server_log import Lines, LogLine
+from tuning.server_log import Block, Lines, LogLine, log_line, marked_lines
 
 SOURCE = "the server log's own lines"
 MAX_ROLES = 64  # process roles kept per launch (vLLM has a handful)
 MAX_VALUES = 4  # distinct values a conflict keeps
 SHOWN_CHARS = 120  # of a value, in a conflict's words
 FOREIGN_PIDS_KEPT = 8
+MAX_LOOKED_UP = 256  # pids a following sheet asks the process tree about, at most
 
 # Facts checked for disagreement, in words; "launch": one value for the whole server, "role": one
 # per process (a TP worker's weights, an engine rank's config).
@@ -77,16 +78,25 @@ def _short(value: str) -> str:
 
 
 class Sheet:
-    """The facts of one log, filled line by line (`feed`); bounded whatever the log holds."""
+    """The facts of one log, filled line by line (`feed`); bounded whatever the log holds.
 
-    def __init__(self, pids: Collection[int] | None = None) -> None:
-        self.pids = frozenset(pids) if pids is not None else None
+    `pids` is read as it is when a line comes: a sheet that follows a log while its server starts
+    is given the server's own set, and `look_up` to call once for a pid it does not hold yet (a
+    process started since the last look): after that call, a pid still missing is not ours.
+    """
+
+    def __init__(
+        self, pids: Collection[int] | None = None, look_up: Callable[[], None] | None = None
+    ) -> None:
+        self.pids = pids
+        self.look_up = look_up
+        self._looked_up: set[int] = set()
         self.values: dict[str, Any] = {}
         self.sums: dict[str, float] = {}
         self.seen: set[str] = set()
         self.engine_pids: dict[str, int] = {}
         self.conflicts: dict[str, Conflict] = {}
-        self.foreign_lines = 0  # vLLM-style lines naming a pid outside the launch
+        self.foreign_lines = 0  # lines that could hold a fact, naming a pid outside the launch
         self.foreign_pids: list[int] = []
         self.complete = True  # False: a deadline cut the read short
         self.bytes_read = 0
@@ -95,12 +105,26 @@ class Sheet:
     def accepts(self, line: LogLine) -> bool:
         if line.pid is None or line.role is None:
             return False
-        if self.pids is None or line.pid in self.pids:
+        if self.pids is None or line.pid in self.pids or self._new_of_ours(line.pid):
             return line.role in self.engine_pids or len(self.engine_pids) < MAX_ROLES
         self.foreign_lines += 1
         if line.pid not in self.foreign_pids and len(self.foreign_pids) < FOREIGN_PIDS_KEPT:
             self.foreign_pids.append(line.pid)
         return False
+
+    def _new_of_ours(self, pid: int) -> bool:
+        if self.look_up is None or pid in self._looked_up:
+            return False
+        if len(self._looked_up) >= MAX_LOOKED_UP:
+            return False
+        self._looked_up.add(pid)
+        self.look_up()
+        return self.pids is not None and pid in self.pids
+
+    def feed_block(self, block: Block) -> None:
+        """The lines of a block that can hold a fact (one of ANCHORS within its cap)."""
+        for raw, cut in marked_lines(block, ANCHORS):
+            self.feed(log_line(raw, cut))
 
     def feed(self, line: LogLine) -> None:
         if self.accepts(line):
@@ -147,19 +171,19 @@ def read_sheet(
     source: Path | str | Sheet,
     pids: Collection[int] | None = None,
     deadline: float | None = None,
-    also: Iterable[Callable[[LogLine], None]] = (),
+    also: Iterable[Callable[[Block], None]] = (),
 ) -> Sheet:
-    """One pass over a log file (or a text): its facts, with each line also handed to `also`
-    (e.g. a failure's words). A Sheet is returned as it is."""
+    """One pass over a log file (or a text), a block of whole lines at a time: its facts, and
+    each block handed to `also` too (e.g. a failed start's words). A Sheet is returned as is."""
     if isinstance(source, Sheet):
         return source
     sheet = Sheet(pids)
     lines = Lines(source, deadline)
     more = list(also)
-    for line in lines:
-        sheet.feed(line)
+    for block in lines.blocks():
+        sheet.feed_block(block)
         for consume in more:
-            consume(line)
+            consume(block)
     sheet.complete, sheet.bytes_read = lines.complete, lines.bytes_read
     return sheet
 
@@ -188,6 +212,21 @@ _COMPILE_TOTAL = (
 )
 _MEMORY_MARKERS = ("Free memory on device", "GiB for KV cache", "Available KV cache memory")
 INIT_ENGINE_MARKER = "init engine (profile, create kv cache, warmup model) took "
+# A line can hold a fact only if it holds one of these (each marker `_read` looks for contains
+# one): they are found in a whole block at once, so the other lines cost nothing.
+ANCHORS = (
+    b"KV cache",
+    b"Free memory on device",
+    b" took ",
+    b"Compiling a graph",
+    b"torch.compile",
+    b"Directly load",
+    b"Enforce eager",
+    b"server version",
+    b"LLM engine (",
+    b"max model len",
+    b"non-default args",
+)
 
 
 def _at(message: str, marker: str) -> int:

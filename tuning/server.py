@@ -28,7 +28,7 @@ from tuning.failure_words import classify_failure as classify_failure  # its hom
 from tuning.launch import Launch
 from tuning.log_facts import Sheet, read_sheet
 from tuning.procs import process_start_time, stop_group
-from tuning.server_log import LogLine, tail
+from tuning.server_log import Block, tail
 from tuning.startup_anatomy import LogStamps, anatomy
 
 LOG_TAIL_LINES = 60
@@ -234,7 +234,7 @@ class ServerProcess:
         # The launch's processes (the leader and each descendant seen while it started): the only
         # pids whose log lines are facts (tuning.log_facts).
         self.pids: set[int] = set()
-        self.sheet: Sheet | None = None  # what its log said, read once at healthy
+        self.sheet: Sheet | None = None  # what its log said, read while it started
         self._stopped = False
 
     def __enter__(self) -> Self:
@@ -288,7 +288,9 @@ class ServerProcess:
         self.pids = {self.proc.pid}
         self.started_at = time.monotonic()
         self.start_time = process_start_time(self.proc.pid)
-        self.stamps = LogStamps(self.log_path, self.started_at).start()
+        # One reader follows the log while the server starts: its milestones and its facts.
+        self.sheet = Sheet(self.pids, look_up=self.note_pids)
+        self.stamps = LogStamps(self.log_path, self.started_at, self.sheet).start()
         self._stopped = False
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
@@ -304,9 +306,7 @@ class ServerProcess:
         except psutil.Error:
             pass
 
-    def read_log(
-        self, deadline: float, also: list[Callable[[LogLine], None]] | None = None
-    ) -> Sheet:
+    def read_log(self, deadline: float, also: list[Callable[[Block], None]] | None = None) -> Sheet:
         """One pass over the log until `deadline`: the facts of the launch's own lines."""
         self.note_pids()
         return read_sheet(self.log_path, self.pids, deadline, also or [])
@@ -325,7 +325,7 @@ class ServerProcess:
             if code is not None:
                 words = FailureWords()
                 read_until = max(deadline, time.monotonic() + FAILED_READ_S)
-                version = self.read_log(read_until, [words.feed]).get("vllm_version")
+                version = self.read_log(read_until, [words.feed_block]).get("vllm_version")
                 kind, reason = words.verdict(code)
                 self.stop(port_was_ours=kind != "port_in_use")
                 raise StartFailure(kind, reason, self.log_tail(), code, version)
@@ -348,8 +348,11 @@ class ServerProcess:
                 on_poll(time.monotonic() - self.started_at)
             time.sleep(0.5)
         healthy_s = round(time.monotonic() - self.started_at, 3)
-        stamps = self.stamps.stop(until_s=healthy_s, deadline=deadline) if self.stamps else {}
-        sheet = self.read_log(deadline)
+        if self.stamps is not None and self.sheet is not None:  # what was written since its read
+            stamps = self.stamps.stop(until_s=healthy_s, deadline=deadline)
+            sheet = self.sheet
+        else:
+            stamps, sheet = {}, self.read_log(deadline)
         if not sheet.complete:
             self.stop()
             raise StartFailure(
@@ -360,7 +363,6 @@ class ServerProcess:
                 None,
                 sheet.get("vllm_version"),
             )
-        self.sheet = sheet
         self.facts = startup_facts(sheet)
         self.facts.time_to_healthy_s = healthy_s
         self.facts.anatomy = anatomy(stamps, healthy_s, sheet)
@@ -404,7 +406,7 @@ class ServerProcess:
         if self.proc is None or self.pgid is None or self._stopped:
             return
         if self.stamps is not None:  # a start that failed or was cancelled: stop following
-            self.stamps.stop()
+            self.stamps.stop(deadline=time.monotonic())
         try:  # children that left the group (setsid) are still ours to stop
             tree = psutil.Process(self.proc.pid).children(recursive=True)
         except psutil.Error:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,9 +50,71 @@ def log_line(raw: bytes, cut: bool = False) -> LogLine:
     return LogLine(text, m.group(1), int(m.group(2)), text[m.end() :], cut)
 
 
-class LineSplitter:
-    """Bytes in, whole lines out, each cut to its cap; a line still being written holds at most
-    its cap in memory, whatever its length."""
+@dataclass(frozen=True, slots=True)
+class Block:
+    """Whole lines of a log, `\\n` between them: a chunk's complete lines (each no longer than a
+    chunk), or one line that spanned chunks, already cut to its cap (`cut`: it was longer)."""
+
+    data: bytes
+    cut: bool = False
+
+
+def line_cap(data: bytes, start: int = 0) -> int:
+    """The cap of the line that starts at `start` of `data`: ARGS_CAP for vLLM's non-default
+    args line (its marker within the first PROBE bytes), else LINE_CAP."""
+    return ARGS_CAP if ARGS_MARKER in data[start : start + PROBE] else LINE_CAP
+
+
+def cap_line(raw: bytes) -> tuple[bytes, bool]:
+    """A line cut to its cap, and whether it was cut."""
+    if len(raw) <= LINE_CAP:
+        return raw, False
+    cap = line_cap(raw)
+    return (raw[:cap], True) if len(raw) > cap else (raw, False)
+
+
+def block_lines(block: Block) -> Iterator[tuple[bytes, bool]]:
+    """Each line of a block, cut to its cap."""
+    if block.cut:
+        yield block.data, True
+        return
+    for raw in block.data.split(b"\n"):
+        yield cap_line(raw)
+
+
+def marked_lines(
+    block: Block, anchors: Iterable[bytes], within: bytes | None = None
+) -> Iterator[tuple[bytes, bool]]:
+    """The lines of a block holding one of `anchors` within their cap, in order. The anchors are
+    found in the whole block at once (bytes.find), so a line without one costs no Python step;
+    `within` is searched instead of the block when given (its lowercase, for anchors in any case:
+    the same length, the same lines)."""
+    data = block.data
+    hay = data if within is None else within
+    anchors = tuple(anchors)
+    starts = set()
+    for anchor in anchors:
+        i = hay.find(anchor)
+        while i >= 0:
+            starts.add(hay.rfind(b"\n", 0, i) + 1)
+            end = hay.find(b"\n", i)
+            i = hay.find(anchor, end) if end >= 0 else -1  # one hit a line is enough
+    for start in sorted(starts):
+        end = data.find(b"\n", start)
+        raw, cut = cap_line(data[start : end if end >= 0 else len(data)])
+        if any(anchor in hay[start : start + len(raw)] for anchor in anchors):
+            yield raw, cut or block.cut
+
+
+def last_line(block: Block) -> bytes:
+    """The block's last line that is not blank, cut to its cap (b"" when there is none)."""
+    data = block.data.rstrip()
+    return cap_line(data[data.rfind(b"\n") + 1 :])[0]
+
+
+class Blocks:
+    """Bytes in, blocks of whole lines out (`feed`); a line still being written is held only up
+    to its cap in memory, however long it grows."""
 
     def __init__(self, cap: int = LINE_CAP, args_cap: int = ARGS_CAP) -> None:
         self.cap = cap
@@ -66,49 +128,47 @@ class LineSplitter:
             limit = self.args_cap
         return limit - len(self._line)
 
-    def _keep(self, data: bytes | memoryview, start: int, end: int) -> None:
+    def _keep(self, data: bytes) -> None:
         room = self._room()
         if room > 0:
-            self._line += data[start : min(end, start + room)]
-            if end - start > room and self._room() > 0:  # the cap widened: keep on
-                self._keep(data, start + room, end)
+            self._line += data[:room]
+            if len(data) > room and self._room() > 0:  # the cap widened: keep on
+                self._keep(data[room:])
                 return
-        if end - start > max(room, 0):
+        if len(data) > max(room, 0):
             self._cut = True
 
-    def feed(self, data: bytes) -> list[tuple[bytes, bool]]:
-        """The lines `data` completes, as (capped bytes, cut)."""
-        out: list[tuple[bytes, bool]] = []
-        view = memoryview(data)
-        start, size = 0, len(data)
-        while start < size:
-            nl = data.find(b"\n", start)
-            if nl < 0:
-                self._keep(view, start, size)
-                break
-            if not self._line and not self._cut and nl - start <= self.cap:
-                out.append((data[start:nl], False))  # the common case: one slice
-            else:
-                self._keep(view, start, nl)
-                out.append((bytes(self._line), self._cut))
-                self._line.clear()
-                self._cut = False
-            start = nl + 1
-        return out
-
-    def end(self) -> list[tuple[bytes, bool]]:
-        """The last line, when the log does not end in a newline."""
-        if not self._line and not self._cut:
-            return []
-        last = [(bytes(self._line), self._cut)]
+    def _carried(self) -> Block:
+        block = Block(bytes(self._line), self._cut)
         self._line.clear()
         self._cut = False
-        return last
+        return block
+
+    def feed(self, data: bytes) -> list[Block]:
+        """The blocks of whole lines that `data` completes."""
+        first = data.find(b"\n")
+        if first < 0:
+            self._keep(data)
+            return []
+        out, body = [], 0
+        if self._line or self._cut:
+            self._keep(data[:first])
+            out.append(self._carried())
+            body = first + 1
+        last = data.rfind(b"\n")
+        if body <= last:
+            out.append(Block(data[body:last]))
+        self._keep(data[last + 1 :])
+        return out
+
+    def end(self) -> list[Block]:
+        """The last line, when the log does not end in a newline."""
+        return [self._carried()] if self._line or self._cut else []
 
 
 class Lines:
-    """The lines of a log file (or a text), read once from the start, until `deadline`
-    (`time.monotonic()`); `complete` is False when the deadline cut the read short."""
+    """A log file (or a text) as blocks of whole lines, read once from the start in chunks until
+    `deadline` (`time.monotonic()`); `complete` is False when the deadline cut the read short."""
 
     def __init__(self, source: Path | str, deadline: float | None = None) -> None:
         self.source = source
@@ -116,27 +176,30 @@ class Lines:
         self.complete = True
         self.bytes_read = 0
 
-    def __iter__(self) -> Iterator[LogLine]:
-        splitter = LineSplitter()
+    def blocks(self) -> Iterator[Block]:
+        split = Blocks()
         if isinstance(self.source, str):
             data = self.source.encode("utf-8", "replace")
             self.bytes_read = len(data)
-            for raw, cut in [*splitter.feed(data), *splitter.end()]:
-                yield log_line(raw, cut)
+            yield from [*split.feed(data), *split.end()]
             return
         try:
             with open(self.source, "rb") as fh:
                 while chunk := fh.read(CHUNK):
                     self.bytes_read += len(chunk)
-                    for raw, cut in splitter.feed(chunk):
-                        yield log_line(raw, cut)
+                    yield from split.feed(chunk)
                     if self.deadline is not None and time.monotonic() > self.deadline:
                         self.complete = False
                         return
         except OSError:
             return  # no log (yet): nothing said
-        for raw, cut in splitter.end():
-            yield log_line(raw, cut)
+        yield from split.end()
+
+    def __iter__(self) -> Iterator[LogLine]:
+        """Every line, cut to its cap, its prefix split off."""
+        for block in self.blocks():
+            for raw, cut in block_lines(block):
+                yield log_line(raw, cut)
 
 
 def tail(path: Path, lines: int, max_bytes: int = TAIL_BYTES) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tuning.log_facts import Sheet, read_sheet
-from tuning.server_log import CHUNK, LineSplitter, log_line
+from tuning.server_log import CHUNK, Block, Blocks, line_cap
 
 POLL_S = 0.1
 # (key, what the phase that ends at this milestone did, the first log line that marks it), in
@@ -52,21 +52,38 @@ MILESTONES: tuple[tuple[str, str, re.Pattern[str]], ...] = (
         re.compile(r"Starting vLLM (?:API )?server on|Uvicorn running on|Application startup"),
     ),
 )
+# The same patterns on bytes, for a block of lines at once (tuning.server_log), each after a
+# literal that a line it matches must hold (found at C speed: a block without it costs no regex).
+_ON_BYTES = {key: re.compile(rx.pattern.encode()) for key, _, rx in MILESTONES}
+_ANCHORS: dict[str, tuple[bytes, ...]] = {
+    "api_process": (b"(APIServer pid=",),
+    "engine_process": (b"Initializing a V1 LLM engine",),
+    "worker_process": (b"Worker",),
+    "weights": (b" took ",),
+    "compile": (b"torch.compile ",),
+    "kv_cache": (b"KV cache size: ",),
+    "graphs": (b"Graph capturing finished in",),
+    "engine_ready": (b"init engine (profile",),
+    "api_listening": (b"Starting vLLM ", b"Uvicorn running on", b"Application startup"),
+}
 HEALTHY = ("healthy", "first /health 200")
 LABELS = {key: label for key, label, _ in MILESTONES} | {HEALTHY[0]: HEALTHY[1]}
 
 
 class LogStamps:
     """Follows a server's log from its launch and stamps each milestone's first line with the
-    lab's clock (seconds since `t0`, `time.monotonic()`), in a daemon thread."""
+    lab's clock (seconds since `t0`, `time.monotonic()`), in a daemon thread. Given a `sheet`
+    (tuning.log_facts), it fills it from the same reads: the log is read once, while the server
+    starts, and what is left at healthy is what was written since the last read."""
 
-    def __init__(self, path: Path, t0: float):
+    def __init__(self, path: Path, t0: float, sheet: Sheet | None = None):
         self.path = path
         self.t0 = t0
+        self.sheet = sheet
         self.stamps: dict[str, float] = {}
-        self._pending = [(key, rx) for key, _, rx in MILESTONES]
+        self._pending = [key for key, _, _ in MILESTONES]
         self._offset = 0
-        self._splitter = LineSplitter()  # a line being written is held only up to its cap
+        self._blocks = Blocks()  # a line being written is held only up to its cap
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._follow, name="log-stamps", daemon=True)
@@ -77,47 +94,72 @@ class LogStamps:
 
     def _follow(self) -> None:
         while not self._stop.wait(POLL_S):
-            self.read()
+            self.read(follow=True)
 
-    def read(self, deadline: float | None = None) -> None:
-        """Stamp the milestones among the lines written since the last read (in chunks, until
-        `deadline`); nothing is read once every milestone is stamped."""
+    def read(self, deadline: float | None = None, follow: bool = False) -> bool:
+        """Take in the lines written since the last read (in chunks, until `deadline`; the
+        follower's own reads end when it is stopped); without a sheet, nothing is read once every
+        milestone is stamped. False: the deadline came first."""
         with self._lock:
-            if not self._pending:
-                return
+            if not self._pending and self.sheet is None:
+                return True
             try:
                 with open(self.path, "rb") as fh:
                     fh.seek(self._offset)
                     while chunk := fh.read(CHUNK):
                         now = time.monotonic() - self.t0
                         self._offset += len(chunk)
-                        lines = self._splitter.feed(chunk)
-                        self._stamp((log_line(raw).text for raw, _ in lines), now)
-                        if not self._pending:
-                            return
+                        for block in self._blocks.feed(chunk):
+                            self._take(block, now)
+                        if not self._pending and self.sheet is None:
+                            return True
                         if deadline is not None and time.monotonic() > deadline:
-                            return
+                            return False
+                        if follow and self._stop.is_set():  # stop() reads on, to its deadline
+                            return True
             except OSError:
-                return
+                pass
+            return True
 
-    def _stamp(self, lines: Iterable[str], now: float) -> None:
-        for line in lines:
-            if not self._pending:
-                return
-            for item in [p for p in self._pending if p[1].search(line)]:
-                self.stamps[item[0]] = round(now, 3)
-                self._pending.remove(item)
+    def _take(self, block: Block, now: float) -> None:
+        """Stamp each pending milestone that a line of `block` shows within its cap; the sheet
+        takes the block's facts."""
+        for key in list(self._pending):
+            if any(a in block.data for a in _ANCHORS[key]) and _shows(block.data, _ON_BYTES[key]):
+                self.stamps[key] = round(now, 3)
+                self._pending.remove(key)
+        if self.sheet is not None:
+            self.sheet.feed_block(block)
 
     def stop(self, until_s: float | None = None, deadline: float | None = None) -> dict[str, float]:
-        """One last read (until `deadline`), then the stamps; none later than `until_s` (a line
-        read after the healthy answer was written before it)."""
+        """One last read (until `deadline`; a sheet it did not finish says so), then the stamps;
+        none later than `until_s` (a line read after the healthy answer was written before it).
+        A line still being written is left out: half a line is no milestone, and no fact."""
+        if self._stop.is_set():  # stopped before: nothing more is read (the load's own lines)
+            return dict(self.stamps)
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=2)
-        self.read(deadline)
+        done = self.read(deadline)
+        if self.sheet is not None:
+            self.sheet.complete = self.sheet.complete and done
+            self.sheet.bytes_read = self._offset
         if until_s is not None:
             self.stamps = {k: min(v, until_s) for k, v in self.stamps.items()}
         return dict(self.stamps)
+
+
+def _shows(data: bytes, rx: re.Pattern[bytes]) -> bool:
+    """Does a line of `data` (lines between newlines) match `rx` within its cap?"""
+    pos = 0
+    while m := rx.search(data, pos):
+        start = data.rfind(b"\n", 0, m.start()) + 1
+        if m.end() - start <= line_cap(data, start):
+            return True
+        pos = data.find(b"\n", m.start()) + 1
+        if pos == 0:
+            return False
+    return False
 
 
 def phases(stamps: dict[str, float], healthy_s: float) -> list[dict[str, Any]]:

@@ -1,65 +1,20 @@
-"""Startup facts come only from vLLM's own lines of the launched server (issue 41, case 2): an
-engine that printed vLLM-like lines before vLLM's own got KV tokens 999,999,999 (real 3,643,792),
-version 9.9.9-evil and pids 1 stored from the first matching line, the run `done` with no mismatch.
-Now a line counts only when its prefix names a process of the launch, the last value wins, and a
-fact the launch's own lines disagree on is a mismatch the run shows. The fake vLLM's `fake_lines`
-fault prints the lies (`foreign`: as pid 1; `own`: with its own pid)."""
+"""The facts of a server log (issue 41, case 2): only vLLM's own lines of the launch count (its
+prefix names a process of the launch), the last value wins, a disagreement is a conflict; the
+log is searched a block at a time for the anchors of its facts and of a failure's words, which
+must find on real vLLM logs what handing every line to the parsers finds. The runs behind the
+case: tests/tuning/test_server.py (lines of pid 1 ignored) and
+tests/tuning/experiment/test_log_conflicts.py (the launch's own lies stored as a mismatch)."""
 
 from __future__ import annotations
 
+import tarfile
 from pathlib import Path
 
-from store import connect, queries
-from tests.fakes.engines import fake_launch, fake_spec
 from tuning import effective
-from tuning.effective import stored_mismatches
-from tuning.experiment.plan import plan_experiment
-from tuning.experiment.runner import run_experiment
-from tuning.server import ServerProcess, parse_startup_log
-from tuning.workload import Workload
-
-REAL_TOKENS = 3_643_792  # the fake's KV cache at its defaults (8 GiB x 0.9 - 0.25 GiB weights)
-QUICK = Workload(num_requests=4, concurrency=2, input_len=8, output_len=4, num_warmups=0)
-
-
-def test_lines_of_a_pid_outside_the_launch_are_never_facts(tmp_path: Path) -> None:
-    with ServerProcess(fake_launch(None, "fake_lines=foreign"), tmp_path / "s.log") as server:
-        facts = server.wait_healthy(timeout=30)
-    assert facts.kv_cache_tokens == REAL_TOKENS
-    assert facts.vllm_version == "0.32.0+fake"
-    assert facts.kv_cache_memory_gib is not None and facts.kv_cache_memory_gib < 100
-    assert 1 not in facts.engine_pids.values()
-    launched = server.pids
-    assert set(facts.engine_pids.values()) <= launched
-    assert facts.engine_pids["EngineCore"] != facts.engine_pids["APIServer"]
-    assert facts.log_read["foreign_lines"] == 3 and facts.log_read["foreign_pids"] == [1]
-    assert facts.log_conflicts == []  # lines of another pid are ignored, not weighed
-
-
-def test_what_the_launchs_own_lines_disagree_on_is_stored_as_a_mismatch(lab_home: Path) -> None:
-    db = lab_home / "lab.db"
-    exp_id = plan_experiment(
-        db,
-        param="max-num-seqs",
-        values=[4],
-        workload=QUICK,
-        engine=fake_spec("fake_lines=own"),
-    )
-    run_experiment(db, exp_id, start_timeout=60)
-    with connect(db, readonly=True) as conn:
-        (run,) = queries.list_runs(conn, exp_id, include_hidden=True)
-    assert run["status"] == "done", (run["failure_kind"], run["failure_reason"])
-    assert run["kv_cache_tokens"] == REAL_TOKENS  # the last word is vLLM's own
-    assert run["vllm_version"] == "0.32.0+fake"
-    found = stored_mismatches(run) or []
-    params = {m["param"] for m in found}
-    assert {"log:kv_cache_tokens", "log:vllm_version", "log:kv_gib_available"} <= params
-    kv = next(m for m in found if m["param"] == "log:kv_cache_tokens")
-    assert kv["effective"] == ["999999999", str(REAL_TOKENS)]
-    assert kv["source"] == "the server log's own lines"
-    assert "999999999" in kv["reason"] and "kept the last" in kv["reason"]
-    reasons = effective.mismatch_reasons(found)  # what the Runs page and the findings show
-    assert any(r.startswith("KV cache size (tokens): the engine's own log") for r in reasons)
+from tuning.failure_words import FailureWords
+from tuning.log_facts import Sheet, read_sheet
+from tuning.server import parse_startup_log
+from tuning.server_log import Lines, log_line
 
 
 def test_the_last_word_wins_and_only_a_disagreement_is_a_conflict() -> None:
@@ -94,8 +49,58 @@ def test_a_line_without_vllms_prefix_or_of_another_pid_is_no_fact() -> None:
     assert facts.kv_cache_tokens is None and facts.vllm_version == "0.32.0"
     assert facts.engine_pids == {"EngineCore": 7}
     assert facts.log_read["foreign_lines"] == 1
-    from tuning.log_facts import read_sheet  # (here: the module's other tests run on any lab)
-
     eff = effective.read_effective(read_sheet(text, {7}), None)
     assert eff.values["max-model-len"] == "2048"
     assert parse_startup_log(text).kv_cache_tokens == 6  # without the launch: any vLLM line
+
+
+def real_logs() -> list[str]:
+    """The real vLLM logs of tests/data and examples/h200."""
+    data = Path(__file__).resolve().parents[1] / "data"
+    texts = [p.read_text() for p in sorted(data.glob("*.log"))]
+    h200 = Path(__file__).resolve().parents[2] / "examples" / "h200" / "server-logs.tar.gz"
+    with tarfile.open(h200) as tar:
+        for member in tar.getmembers():
+            if member.name.endswith(".log") and (fh := tar.extractfile(member)):
+                texts.append(fh.read().decode("utf-8", "replace"))
+    assert len(texts) == 13  # the 4 of tests/data and the H200's 9
+    return texts
+
+
+def test_the_anchored_read_finds_what_reading_every_line_finds() -> None:
+    """A log is searched a block at a time for the anchors of its facts (and of a failure's
+    words): on real vLLM logs that must say what handing every line to the parsers says."""
+    for text in real_logs():
+        fast, every = read_sheet(text), Sheet()
+        words, every_words = FailureWords(), FailureWords()
+        for block in Lines(text).blocks():
+            words.feed_block(block)
+        for line in Lines(text):
+            every.feed(line)
+            every_words.feed(line)
+        assert fast.values == every.values
+        assert (fast.sums, fast.seen) == (every.sums, every.seen)
+        assert fast.conflicts.keys() == every.conflicts.keys()
+        assert fast.engine_pids.items() <= every.engine_pids.items()
+        for code in (1, 2, None):
+            assert words.verdict(code) == every_words.verdict(code)
+    assert sum(bool(read_sheet(text).values) for text in real_logs()) == 12  # not argparse's
+
+
+def test_a_following_sheet_looks_a_pid_it_does_not_hold_up_once() -> None:
+    """While the server starts, its EngineCore may print before the lab has seen it: the sheet
+    asks the process tree once for a pid it does not hold; a pid still missing is not ours."""
+    pids: set[int] = {6}
+    looked: list[int] = []
+
+    def look_up() -> None:
+        looked.append(len(looked))
+        pids.add(7)  # the engine the launch started since the last look
+
+    sheet = Sheet(pids, look_up)
+    sheet.feed(log_line(b"(EngineCore pid=7) INFO GPU KV cache size: 5 tokens"))
+    for _ in range(3):
+        sheet.feed(log_line(b"(EngineCore pid=1) INFO GPU KV cache size: 9 tokens"))
+    assert sheet.get("kv_cache_tokens") == 5 and sheet.engine_pids == {"EngineCore": 7}
+    assert len(looked) == 2  # pid 7 once, pid 1 once
+    assert sheet.foreign_lines == 3 and sheet.foreign_pids == [1]

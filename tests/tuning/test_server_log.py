@@ -11,7 +11,17 @@ from pathlib import Path
 from typing import TypeVar
 
 from tuning.server import parse_startup_log
-from tuning.server_log import ARGS_CAP, CUT_MARK, LINE_CAP, Lines, LineSplitter, tail
+from tuning.server_log import (
+    ARGS_CAP,
+    CUT_MARK,
+    LINE_CAP,
+    Block,
+    Blocks,
+    Lines,
+    block_lines,
+    marked_lines,
+    tail,
+)
 from tuning.startup_anatomy import LogStamps
 
 T = TypeVar("T")
@@ -50,24 +60,34 @@ def test_a_long_line_is_cut_before_any_pattern_and_never_held_whole(tmp_path: Pa
 
 
 def test_a_line_written_in_pieces_is_held_only_up_to_its_cap() -> None:
-    splitter = LineSplitter()
-    assert splitter.feed(b"(APIServer pid=6) INFO ") == []
+    split = Blocks()
+    assert split.feed(b"(APIServer pid=6) INFO ") == []
     for _ in range(100):
-        assert splitter.feed(b"y" * 100_000) == []
-        assert len(splitter._line) <= LINE_CAP
-    ((raw, cut),) = splitter.feed(b"tail\nnext")
-    assert cut and len(raw) == LINE_CAP and raw.startswith(b"(APIServer pid=6) INFO yyy")
-    assert splitter.end() == [(b"next", False)]
+        assert split.feed(b"y" * 100_000) == []
+        assert len(split._line) <= LINE_CAP
+    (block, rest) = split.feed(b"tail\nnext line\nnext")
+    assert block.cut and len(block.data) == LINE_CAP
+    assert block.data.startswith(b"(APIServer pid=6) INFO yyy")
+    assert rest == Block(b"next line") and split.end() == [Block(b"next")]
 
 
-def test_the_non_default_args_line_is_kept_longer_and_its_cut_is_said(tmp_path: Path) -> None:
+def test_the_non_default_args_line_is_kept_longer_and_its_cut_is_said() -> None:
     value = "{'mode': 3, 'compile_sizes': [" + ", ".join(["8"] * 20_000) + "]}"  # 60 KB
     line = f"(APIServer pid=6) INFO non-default args: {{'max_num_seqs': 4, 'c': {value}}}"
-    ((kept, cut),) = LineSplitter().feed(line.encode() + b"\n")
-    assert not cut and kept == line.encode()
-    huge = line + "x" * ARGS_CAP
-    ((kept, cut),) = LineSplitter().feed(huge.encode() + b"\n")
+    (block,) = Blocks().feed(line.encode() + b"\nshort\n")
+    assert list(block_lines(block)) == [(line.encode(), False), (b"short", False)]
+    huge = (line + "x" * ARGS_CAP).encode()
+    ((kept, cut),) = block_lines(Block(huge))
     assert cut and len(kept) == ARGS_CAP
+    other = b"(APIServer pid=6) INFO " + b"z" * ARGS_CAP
+    ((kept, cut),) = block_lines(Block(other))
+    assert cut and len(kept) == LINE_CAP
+
+
+def test_only_the_lines_with_an_anchor_are_looked_at() -> None:
+    data = b"a KV cache line\nnothing here\n" + b"q" * LINE_CAP + b" took 1 s\nlast took 2 s"
+    got = list(marked_lines(Block(data), (b"KV cache", b" took ")))
+    assert got == [(b"a KV cache line", False), (b"last took 2 s", False)]  # not past a cap
 
 
 def test_a_tail_that_begins_inside_a_line_shows_its_end_as_cut(tmp_path: Path) -> None:
