@@ -34,6 +34,8 @@ from typing import Any
 
 from core.units import GIB, format_bytes
 from tuning.launch import Launch
+from tuning.log_facts import SOURCE as SRC_LOG
+from tuning.log_facts import Sheet, read_sheet
 from tuning.params import CPU_KV_ENV, PARAMS, Param, get_param, parse_bytes
 from tuning.server import StartupFacts
 
@@ -67,16 +69,12 @@ _ENGINE_KEYS = {
     "enable-chunked-prefill": "enable_chunked_prefill",
     "tensor-parallel-size": "tensor_parallel_size",
 }
-_ENGINE_LINE = re.compile(r"Initializing a V1 LLM engine \([^)]*\) with config: (.*)$", re.M)
 _ENGINE_FIELD = re.compile(r"(?<![\w.])(\w+)=([^,\s]+)")
-_MAX_LEN = re.compile(r"Using max model len (\d+)")
-_NON_DEFAULT = re.compile(r"non-default args: (\{.*\})\s*$", re.M)
 # An enum member in a config's repr (`<CUDAGraphMode.NONE: 0>`) is no Python literal: it is read as
 # the text "NONE (0)", which a JSON value matches by name or by value.
 _ENUM_REPR = re.compile(r"<(?:\w+\.)+(\w+): ([^<>]*)>")
 _ENUM_TEXT = re.compile(r"^(\w+) \((.*)\)$")
 _ARG_ITEM = re.compile(r"'(\w+)': ('[^']*'|\"[^\"]*\"|True|False|None|-?[\d.]+(?:e[+-]?\d+)?)")
-_CPU_KV_SET = re.compile(r"\b(Explicitly|Auto) set \(?([\d.]+)(?:/[\d.]+)?\)? GiB for KV cache")
 _AUTO = {"dtype": "auto", "kv-cache-dtype": "auto"}
 
 
@@ -106,6 +104,7 @@ class Effective:
     values: dict[str, Any] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
     non_default_args: dict[str, Any] | None = None  # registry keys only; None: no such line
+    non_default_args_cut: bool = False  # the line was longer than it is read: absent != lost
     kv_budget: str | None = None  # CPU worker: "explicit" or "auto"
     kv_cache_tokens: int | None = None
 
@@ -129,14 +128,14 @@ def _literal(text: str) -> Any:
 
 
 def parse_non_default_args(
-    log_text: str, learned: Mapping[str, Param] | None = None
+    log: str | Sheet, learned: Mapping[str, Param] | None = None
 ) -> dict[str, Any] | None:
     """The registry's flags (and the learned ones the run used) among vLLM's `non-default args:
-    {...}` (the last start in the log)."""
-    found = _NON_DEFAULT.findall(log_text)
-    if not found:
+    {...}` (the last one of the launch's own lines)."""
+    found = read_sheet(log).get("non_default_args")
+    if found is None:
         return None
-    raw = _ENUM_REPR.sub(lambda m: repr(f"{m[1]} ({m[2].strip(chr(39))})"), found[-1])
+    raw = _ENUM_REPR.sub(lambda m: repr(f"{m[1]} ({m[2].strip(chr(39))})"), found)
     parsed: Any
     try:
         parsed = ast.literal_eval(raw)
@@ -149,17 +148,19 @@ def parse_non_default_args(
     return {dests[k]: v for k, v in parsed.items() if k in dests}
 
 
-def _engine_fields(log_text: str) -> dict[str, str]:
-    found = _ENGINE_LINE.findall(log_text)
-    return dict(_ENGINE_FIELD.findall(found[-1])) if found else {}
+def _engine_fields(sheet: Sheet) -> dict[str, str]:
+    found = sheet.get("engine_config")
+    return dict(_ENGINE_FIELD.findall(found)) if found else {}
 
 
 def read_effective(
-    log_text: str,
+    log: str | Sheet,
     cache_labels: Mapping[str, str] | None,
     learned: Mapping[str, Param] | None = None,
 ) -> Effective:
-    """Everything the engine said about its configuration, most resolved source first."""
+    """Everything the engine said about its configuration, most resolved source first (from its
+    own log lines: `tuning.log_facts`)."""
+    sheet = read_sheet(log)
     eff = Effective()
     labels = dict(cache_labels or {})
     for name, label in _CACHE_LABELS.items():
@@ -168,16 +169,16 @@ def read_effective(
             eff.put(name, value, SRC_CACHE)
     if labels.get("kv_cache_size_tokens") not in (None, "", "None"):
         eff.kv_cache_tokens = _as_int(labels["kv_cache_size_tokens"])
-    engine = _engine_fields(log_text)
+    engine = _engine_fields(sheet)
     for name, key in _ENGINE_KEYS.items():
         if key in engine:
             eff.put(name, engine[key], SRC_ENGINE)
-    if m := _MAX_LEN.findall(log_text):
-        eff.put("max-model-len", m[-1], SRC_MAX_LEN)
-    if m := _CPU_KV_SET.findall(log_text):
-        # GiB with one or two decimals: too coarse for a byte count, enough to tell who sized it
-        eff.kv_budget = "explicit" if m[-1][0] == "Explicitly" else "auto"
-    eff.non_default_args = parse_non_default_args(log_text, learned)
+    if (max_len := sheet.get("max_model_len")) is not None:
+        eff.put("max-model-len", max_len, SRC_MAX_LEN)
+    # GiB with one or two decimals: too coarse for a byte count, enough to tell who sized it
+    eff.kv_budget = sheet.get("cpu_kv_budget")
+    eff.non_default_args = parse_non_default_args(sheet, learned)
+    eff.non_default_args_cut = bool(sheet.get("non_default_args_cut"))
     for name, value in (eff.non_default_args or {}).items():
         eff.put(name, value, SRC_ARGS)
     return eff
@@ -339,7 +340,11 @@ def compare(
             effective, source = eff.values[param.name], eff.sources[param.name]
             if not same(param, value, effective):
                 mismatches.append(_mismatch(param, value, effective, source))
-        elif eff.non_default_args is not None and param.kind == "flag":
+        elif (
+            eff.non_default_args is not None
+            and not eff.non_default_args_cut
+            and param.kind == "flag"
+        ):
             # The parser saw the argv; a flag absent from it is either vLLM's default or lost.
             if param.default is not None and same(param, value, param.default):
                 continue
@@ -374,12 +379,24 @@ class Check:
     mismatches: list[dict[str, Any]]
 
 
+def log_conflicts(facts: StartupFacts) -> list[Mismatch]:
+    """The facts the launch's own log lines disagreed on (tuning.log_facts), as mismatches: what
+    the lab stored from its log may not be what the engine runs with."""
+    out = []
+    for c in facts.log_conflicts:
+        values = c.get("values") or []
+        out.append(Mismatch(f"log:{c.get('fact')}", None, values, SRC_LOG, str(c.get("reason"))))
+    return out
+
+
 def check_start(
-    launch: Launch, log_text: str, facts: StartupFacts, backend: str | None = None
+    launch: Launch, log: str | Sheet, facts: StartupFacts, backend: str | None = None
 ) -> Check:
-    """Asked (the launch's validated config) vs what the engine's log and /metrics say."""
-    eff = read_effective(log_text, facts.cache_config, launch.learned)
+    """Asked (the launch's validated config) vs what the engine's log and /metrics say; a fact
+    its own lines disagreed on is a mismatch too."""
+    eff = read_effective(log, facts.cache_config, launch.learned)
     mismatches, unverified = compare(launch.config, eff, backend, launch.learned)
+    mismatches += log_conflicts(facts)
     record = {**eff.to_dict(), "unverified": unverified}
     return Check(dict(launch.config), record, [m.to_dict() for m in mismatches])
 

@@ -8,14 +8,13 @@ gone and the port is free, so the next start of an experiment never meets the pr
 from __future__ import annotations
 
 import os
-import re
 import signal
 import socket
 import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Self
@@ -25,11 +24,17 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from core.plausible import count
 from tuning import ipc_dir
+from tuning.failure_words import FailureWords
+from tuning.failure_words import classify_failure as classify_failure  # its home before
 from tuning.launch import Launch
+from tuning.log_facts import Sheet, read_sheet
 from tuning.procs import process_start_time, stop_group
-from tuning.startup_anatomy import INIT_ENGINE, LogStamps, anatomy
+from tuning.server_log import Block, tail
+from tuning.startup_anatomy import LogStamps, anatomy
 
 LOG_TAIL_LINES = 60
+# A failed start's log is read for its words until the start timeout, and at least this long.
+FAILED_READ_S = 2.0
 # Once the API server (the group leader) has exited on SIGTERM, what is left of its group gets this
 # long before SIGKILL: a straggler that ignores SIGTERM must not cost the whole grace per stop.
 STRAGGLER_GRACE_S = 2.0
@@ -104,51 +109,37 @@ class StartupFacts:
     cache_config: dict[str, str] = field(default_factory=dict)
     time_to_healthy_s: float | None = None
     anatomy: dict[str, Any] = field(default_factory=dict)  # tuning.startup_anatomy
+    # Facts the launch's own lines gave different values for (tuning.log_facts.Conflict), shown
+    # with the run's config mismatches; and how the log was read (bytes, complete, foreign lines).
+    log_conflicts: list[dict[str, Any]] = field(default_factory=list)
+    log_read: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-_NUM = r"([\d,]+)"
-_KV_LINE = re.compile(
-    rf"(?:CPU|GPU|XPU)[^:\n]*KV cache size: {_NUM} tokens, Maximum concurrency "
-    rf"for {_NUM} tokens per request: ([\d.]+)x"
-)
-_KV_TOKENS_ONLY = re.compile(rf"KV cache size: {_NUM} tokens")
-_AVAILABLE_KV = re.compile(r"Available KV cache memory: ([\d.]+) ?GiB")
-_CPU_KV = re.compile(r"set \(?([\d.]+)(?:/[\d.]+)?\)? GiB for KV cache")
-_WEIGHTS = re.compile(r"Model loading took ([\d.]+) ?GiB")
-_VERSION = re.compile(
-    r"vLLM (?:API )?server version ([\w.+-]+)"
-    r"|Initializing a V1 LLM engine \(v([\w.+-]+)\)"
-)
-_PROC = re.compile(r"\((\w+) pid=(\d+)\)")
-_MEMORY_LINE = re.compile(
-    r".*(?:Free memory on device|GiB for KV cache|Available KV cache memory).*"
-)
+def startup_facts(sheet: Sheet) -> StartupFacts:
+    """The startup facts of a read log (`tuning.log_facts`): vLLM's own lines, the last word."""
+    said = sheet.values
+    available = said.get("kv_gib_available")
+    return StartupFacts(
+        kv_cache_tokens=said.get("kv_cache_tokens"),
+        max_concurrency=said.get("max_concurrency"),
+        max_concurrency_tokens_per_request=said.get("max_concurrency_tokens_per_request"),
+        kv_cache_memory_gib=available if available is not None else said.get("kv_gib_cpu"),
+        weights_memory_gib=said.get("weights_gib"),
+        memory_line=said.get("memory_line"),
+        init_engine_seconds=said.get("init_engine_seconds"),
+        vllm_version=said.get("vllm_version"),
+        engine_pids=dict(sheet.engine_pids),
+        log_conflicts=[c.to_dict() for c in sheet.conflicts.values()],
+        log_read=sheet.read_record(),
+    )
 
 
-def parse_startup_log(text: str) -> StartupFacts:
-    facts = StartupFacts()
-    if m := _KV_LINE.search(text):
-        facts.kv_cache_tokens = int(m.group(1).replace(",", ""))
-        facts.max_concurrency_tokens_per_request = int(m.group(2).replace(",", ""))
-        facts.max_concurrency = float(m.group(3))
-    elif m := _KV_TOKENS_ONLY.search(text):
-        facts.kv_cache_tokens = int(m.group(1).replace(",", ""))
-    if m := _AVAILABLE_KV.search(text) or _CPU_KV.search(text):
-        facts.kv_cache_memory_gib = float(m.group(1))
-    if m := _WEIGHTS.search(text):
-        facts.weights_memory_gib = float(m.group(1))
-    if m := INIT_ENGINE.search(text):
-        facts.init_engine_seconds = float(m.group(1))
-    if m := _VERSION.search(text):
-        facts.vllm_version = m.group(1) or m.group(2)
-    if m := _MEMORY_LINE.search(text):
-        facts.memory_line = m.group(0).strip()[-400:]
-    for name, pid in _PROC.findall(text):
-        facts.engine_pids.setdefault(name, int(pid))
-    return facts
+def parse_startup_log(log: str | Path | Sheet, pids: Collection[int] | None = None) -> StartupFacts:
+    """What vLLM's own lines say at start; with `pids`, only the lines of those processes."""
+    return startup_facts(read_sheet(log, pids))
 
 
 def parse_cache_config(metrics_text: str) -> dict[str, str]:
@@ -175,44 +166,6 @@ def apply_cache_config(facts: StartupFacts, labels: dict[str, str]) -> None:
         facts.kv_cache_tokens = as_int("kv_cache_size_tokens")
     if "enable_prefix_caching" in labels:
         facts.enable_prefix_caching = labels["enable_prefix_caching"] == "True"
-
-
-_ARGPARSE = re.compile(r"^.*error: (?:argument|unrecognized arguments|the following).*$", re.M)
-_EXC_LINE = re.compile(r"^(?:.*[\])] )?(?:\w+\.)*(\w*(?:Error|Exception)): (.+)$", re.M)
-_GENERIC = (
-    "Engine core initialization failed",
-    "EngineCore failed to start",
-    "See root cause above",
-)
-
-
-def classify_failure(log_text: str, returncode: int | None) -> tuple[str, str]:
-    """(kind, reason) for a start that died; the reason is the engine's words where it gave any."""
-    if m := _ARGPARSE.search(log_text):
-        return "invalid_argument", m.group(0).strip()
-    if returncode == 2 and "usage:" in log_text:
-        last = [ln for ln in log_text.splitlines() if ln.strip()][-1:]
-        return "invalid_argument", last[0].strip() if last else "argument parser exited with code 2"
-    if "Address already in use" in log_text:
-        return "port_in_use", "OSError: [Errno 98] Address already in use"
-    lowered = log_text.lower()
-    oom_markers = (
-        "out of memory",
-        "outofmemoryerror",
-        "no available memory for the cache blocks",
-        "larger than the available kv cache memory",
-        "is less than desired gpu memory",
-        "cannot allocate memory",
-    )
-    exceptions = [(m.group(1), m.group(2).strip()) for m in _EXC_LINE.finditer(log_text)]
-    specific = [f"{name}: {msg}" for name, msg in exceptions if not any(g in msg for g in _GENERIC)]
-    if any(marker in lowered for marker in oom_markers):
-        oom = [s for s in specific if any(k in s.lower() for k in oom_markers)]
-        return "out_of_memory", (oom or specific or ["out of memory"])[0][:500]
-    if specific or any(g in log_text for g in _GENERIC):
-        reason = specific[0] if specific else "Engine core initialization failed"
-        return "engine_init", reason[:500]
-    return "crashed", f"the server exited with code {returncode}"
 
 
 def port_is_free(host: str, port: int) -> bool:
@@ -279,6 +232,10 @@ class ServerProcess:
         self.start_time: float | None = None  # the leader's start time, its identity with the pid
         self.stamps: LogStamps | None = None  # the start's milestones, on the lab's clock
         self.ipc_dir: Path | None = None  # the engine's sockets (tuning.ipc_dir), removed on stop
+        # The launch's processes (the leader and each descendant seen while it started): the only
+        # pids whose log lines are facts (tuning.log_facts).
+        self.pids: set[int] = set()
+        self.sheet: Sheet | None = None  # what its log said, read while it started
         self._stopped = False
 
     def __enter__(self) -> Self:
@@ -329,34 +286,49 @@ class ServerProcess:
             ipc_dir.remove(self.ipc_dir)
             raise
         self.pgid = self.proc.pid
+        self.pids = {self.proc.pid}
         self.started_at = time.monotonic()
         self.start_time = process_start_time(self.proc.pid)
-        self.stamps = LogStamps(self.log_path, self.started_at).start()
+        # One reader follows the log while the server starts: its milestones and its facts.
+        self.sheet = Sheet(self.pids, look_up=self.note_pids)
+        self.stamps = LogStamps(self.log_path, self.started_at, self.sheet).start()
         self._stopped = False
 
-    def log_text(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
-        return "\n".join(self.log_text().splitlines()[-lines:])
+        """The last lines of the log, read from its end (each cut to a few KB)."""
+        return tail(self.log_path, lines)
+
+    def note_pids(self) -> None:
+        """Add the launch's processes alive now (the leader's descendants) to `pids`."""
+        if self.proc is None:
+            return
+        try:
+            self.pids.update(p.pid for p in psutil.Process(self.proc.pid).children(recursive=True))
+        except psutil.Error:
+            pass
+
+    def read_log(self, deadline: float, also: list[Callable[[Block], None]] | None = None) -> Sheet:
+        """One pass over the log until `deadline`: the facts of the launch's own lines."""
+        self.note_pids()
+        return read_sheet(self.log_path, self.pids, deadline, also or [])
 
     def wait_healthy(
         self, timeout: float = 300.0, on_poll: Callable[[float], None] | None = None
     ) -> StartupFacts:
-        """Poll /health until 200; a process exit or the timeout raises StartFailure."""
+        """Poll /health until 200, then read the log; a process exit or the timeout (which covers
+        the read too) raises StartFailure."""
         assert self.proc is not None and self.started_at is not None
         deadline = self.started_at + timeout
         url = self.launch.base_url
         while True:
+            self.note_pids()
             code = self.proc.poll()
             if code is not None:
-                text = self.log_text()
-                kind, reason = classify_failure(text, code)
+                words = FailureWords()
+                read_until = max(deadline, time.monotonic() + FAILED_READ_S)
+                version = self.read_log(read_until, [words.feed_block]).get("vllm_version")
+                kind, reason = words.verdict(code)
                 self.stop(port_was_ours=kind != "port_in_use")
-                version = parse_startup_log(text).vllm_version
                 raise StartFailure(kind, reason, self.log_tail(), code, version)
             try:
                 status, _ = http_get(url + "/health", timeout=2.0)
@@ -371,19 +343,33 @@ class ServerProcess:
                     f"/health did not answer 200 within {timeout:.0f} s",
                     self.log_tail(),
                     None,
-                    parse_startup_log(self.log_text()).vllm_version,
+                    self.read_log(time.monotonic() + FAILED_READ_S).get("vllm_version"),
                 )
             if on_poll:
                 on_poll(time.monotonic() - self.started_at)
             time.sleep(0.5)
         healthy_s = round(time.monotonic() - self.started_at, 3)
-        stamps = self.stamps.stop(until_s=healthy_s) if self.stamps else {}
-        text = self.log_text()
-        self.facts = parse_startup_log(text)
+        if self.stamps is not None and self.sheet is not None:  # what was written since its read
+            stamps = self.stamps.stop(until_s=healthy_s, deadline=deadline)
+            sheet = self.sheet
+        else:
+            stamps, sheet = {}, self.read_log(deadline)
+        if not sheet.complete:
+            self.stop()
+            raise StartFailure(
+                "timeout",
+                f"/health answered 200 after {healthy_s:.0f} s, but reading the server log "
+                f"({sheet.bytes_read / 1e6:.0f} MB so far) did not end within {timeout:.0f} s",
+                self.log_tail(),
+                None,
+                sheet.get("vllm_version"),
+            )
+        self.facts = startup_facts(sheet)
         self.facts.time_to_healthy_s = healthy_s
-        self.facts.anatomy = anatomy(stamps, healthy_s, text)
+        self.facts.anatomy = anatomy(stamps, healthy_s, sheet)
         try:
-            _, metrics = http_get(url + "/metrics", timeout=5.0)
+            left = max(1.0, min(5.0, deadline - time.monotonic()))
+            _, metrics = http_get(url + "/metrics", timeout=left)
             apply_cache_config(self.facts, parse_cache_config(metrics))
         except (OSError, urllib.error.URLError, ValueError):
             pass
@@ -421,7 +407,7 @@ class ServerProcess:
         if self.proc is None or self.pgid is None or self._stopped:
             return
         if self.stamps is not None:  # a start that failed or was cancelled: stop following
-            self.stamps.stop()
+            self.stamps.stop(deadline=time.monotonic())
         try:  # children that left the group (setsid) are still ours to stop
             tree = psutil.Process(self.proc.pid).children(recursive=True)
         except psutil.Error:

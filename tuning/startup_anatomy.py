@@ -18,6 +18,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from tuning.log_facts import Sheet, read_sheet
+from tuning.server_log import CHUNK, Block, Blocks, line_cap
+
 POLL_S = 0.1
 # (key, what the phase that ends at this milestone did, the first log line that marks it), in
 # the order vLLM reaches them. A milestone a backend never logs (CUDA graphs on CPU, a worker
@@ -49,36 +52,38 @@ MILESTONES: tuple[tuple[str, str, re.Pattern[str]], ...] = (
         re.compile(r"Starting vLLM (?:API )?server on|Uvicorn running on|Application startup"),
     ),
 )
+# The same patterns on bytes, for a block of lines at once (tuning.server_log), each after a
+# literal that a line it matches must hold (found at C speed: a block without it costs no regex).
+_ON_BYTES = {key: re.compile(rx.pattern.encode()) for key, _, rx in MILESTONES}
+_ANCHORS: dict[str, tuple[bytes, ...]] = {
+    "api_process": (b"(APIServer pid=",),
+    "engine_process": (b"Initializing a V1 LLM engine",),
+    "worker_process": (b"Worker",),
+    "weights": (b" took ",),
+    "compile": (b"torch.compile ",),
+    "kv_cache": (b"KV cache size: ",),
+    "graphs": (b"Graph capturing finished in",),
+    "engine_ready": (b"init engine (profile",),
+    "api_listening": (b"Starting vLLM ", b"Uvicorn running on", b"Application startup"),
+}
 HEALTHY = ("healthy", "first /health 200")
 LABELS = {key: label for key, label, _ in MILESTONES} | {HEALTHY[0]: HEALTHY[1]}
-
-_NUM = r"([\d.]+)"
-_WEIGHTS = re.compile(rf"Model loading took {_NUM} ?GiB (?:memory )?and {_NUM} s")
-_LOAD_WEIGHTS = re.compile(rf"Loading weights took {_NUM} s")
-_COMPILE_TOTAL = re.compile(
-    rf"torch\.compile (?:took|and initial profiling/warmup run together took) {_NUM} s"
-)
-_COMPILE_GRAPH = re.compile(rf"Compiling a graph for .*? takes {_NUM} s")
-_CACHE_LOAD = re.compile(rf"Directly load the compiled graph\(s\) for .*? took {_NUM} s")
-_AOT_LOAD = re.compile(r"Directly load AOT compilation")
-_GRAPHS = re.compile(rf"Graph capturing finished in {_NUM} secs?, took {_NUM} GiB")
-INIT_ENGINE = re.compile(rf"init engine \(profile, create kv cache, warmup model\) took {_NUM} s")
-_CACHE_DIR = re.compile(r"Using cache directory: (\S+) for vLLM's torch\.compile")
-_EAGER = re.compile(r"Enforce eager set|disabling torch\.compile")
-_CACHE_OFF = re.compile(r"torch\.compile cache is disabled")
 
 
 class LogStamps:
     """Follows a server's log from its launch and stamps each milestone's first line with the
-    lab's clock (seconds since `t0`, `time.monotonic()`), in a daemon thread."""
+    lab's clock (seconds since `t0`, `time.monotonic()`), in a daemon thread. Given a `sheet`
+    (tuning.log_facts), it fills it from the same reads: the log is read once, while the server
+    starts, and what is left at healthy is what was written since the last read."""
 
-    def __init__(self, path: Path, t0: float):
+    def __init__(self, path: Path, t0: float, sheet: Sheet | None = None):
         self.path = path
         self.t0 = t0
+        self.sheet = sheet
         self.stamps: dict[str, float] = {}
-        self._pending = [(key, rx) for key, _, rx in MILESTONES]
+        self._pending = [key for key, _, _ in MILESTONES]
         self._offset = 0
-        self._rest = b""
+        self._blocks = Blocks()  # a line being written is held only up to its cap
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._follow, name="log-stamps", daemon=True)
@@ -89,41 +94,72 @@ class LogStamps:
 
     def _follow(self) -> None:
         while not self._stop.wait(POLL_S):
-            self.read()
+            self.read(follow=True)
 
-    def read(self) -> None:
-        """Stamp the milestones among the lines written since the last read."""
+    def read(self, deadline: float | None = None, follow: bool = False) -> bool:
+        """Take in the lines written since the last read (in chunks, until `deadline`; the
+        follower's own reads end when it is stopped); without a sheet, nothing is read once every
+        milestone is stamped. False: the deadline came first."""
         with self._lock:
+            if not self._pending and self.sheet is None:
+                return True
             try:
                 with open(self.path, "rb") as fh:
                     fh.seek(self._offset)
-                    chunk = fh.read()
+                    while chunk := fh.read(CHUNK):
+                        now = time.monotonic() - self.t0
+                        self._offset += len(chunk)
+                        for block in self._blocks.feed(chunk):
+                            self._take(block, now)
+                        if not self._pending and self.sheet is None:
+                            return True
+                        if deadline is not None and time.monotonic() > deadline:
+                            return False
+                        if follow and self._stop.is_set():  # stop() reads on, to its deadline
+                            return True
             except OSError:
-                return
-            now = time.monotonic() - self.t0
-            self._offset += len(chunk)
-            lines = (self._rest + chunk).split(b"\n")
-            self._rest = lines.pop()
-            self._stamp((ln.decode("utf-8", "replace") for ln in lines), now)
+                pass
+            return True
 
-    def _stamp(self, lines: Iterable[str], now: float) -> None:
-        for line in lines:
-            if not self._pending:
-                return
-            for item in [p for p in self._pending if p[1].search(line)]:
-                self.stamps[item[0]] = round(now, 3)
-                self._pending.remove(item)
+    def _take(self, block: Block, now: float) -> None:
+        """Stamp each pending milestone that a line of `block` shows within its cap; the sheet
+        takes the block's facts."""
+        for key in list(self._pending):
+            if any(a in block.data for a in _ANCHORS[key]) and _shows(block.data, _ON_BYTES[key]):
+                self.stamps[key] = round(now, 3)
+                self._pending.remove(key)
+        if self.sheet is not None:
+            self.sheet.feed_block(block)
 
-    def stop(self, until_s: float | None = None) -> dict[str, float]:
-        """One last read, then the stamps; none later than `until_s` (a line read after the
-        healthy answer was written before it)."""
+    def stop(self, until_s: float | None = None, deadline: float | None = None) -> dict[str, float]:
+        """One last read (until `deadline`; a sheet it did not finish says so), then the stamps;
+        none later than `until_s` (a line read after the healthy answer was written before it).
+        A line still being written is left out: half a line is no milestone, and no fact."""
+        if self._stop.is_set():  # stopped before: nothing more is read (the load's own lines)
+            return dict(self.stamps)
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=2)
-        self.read()
+        done = self.read(deadline)
+        if self.sheet is not None:
+            self.sheet.complete = self.sheet.complete and done
+            self.sheet.bytes_read = self._offset
         if until_s is not None:
             self.stamps = {k: min(v, until_s) for k, v in self.stamps.items()}
         return dict(self.stamps)
+
+
+def _shows(data: bytes, rx: re.Pattern[bytes]) -> bool:
+    """Does a line of `data` (lines between newlines) match `rx` within its cap?"""
+    pos = 0
+    while m := rx.search(data, pos):
+        start = data.rfind(b"\n", 0, m.start()) + 1
+        if m.end() - start <= line_cap(data, start):
+            return True
+        pos = data.find(b"\n", m.start()) + 1
+        if pos == 0:
+            return False
+    return False
 
 
 def phases(stamps: dict[str, float], healthy_s: float) -> list[dict[str, Any]]:
@@ -149,56 +185,55 @@ def phases(stamps: dict[str, float], healthy_s: float) -> list[dict[str, Any]]:
     return out
 
 
-def _floats(rx: re.Pattern[str], text: str) -> list[float]:
-    return [float(m.group(1)) for m in rx.finditer(text)]
-
-
-def reported(text: str) -> dict[str, Any]:
+def reported(log: str | Sheet) -> dict[str, Any]:
     """What vLLM's own log lines say each part took (its clock, its words); None: not said."""
+    sheet = read_sheet(log)
+    said, sums = sheet.values, sheet.sums
     out: dict[str, Any] = {}
-    if m := _WEIGHTS.search(text):
-        out["weights_gib"], out["weights_s"] = float(m.group(1)), float(m.group(2))
-    elif m := _LOAD_WEIGHTS.search(text):
-        out["weights_s"] = float(m.group(1))
-    if m := _COMPILE_TOTAL.search(text):
-        out["compile_s"] = float(m.group(1))
-    if graphs := _floats(_COMPILE_GRAPH, text):
-        out["compile_graphs_s"] = round(sum(graphs), 3)
-    if loads := _floats(_CACHE_LOAD, text):
-        out["compile_cache_load_s"] = round(sum(loads), 3)
-    if m := _GRAPHS.search(text):
-        out["graph_capture_s"], out["graph_capture_gib"] = float(m.group(1)), float(m.group(2))
-    if m := INIT_ENGINE.search(text):
-        out["init_engine_s"] = float(m.group(1))
+    if weights := said.get("weights_reported"):
+        out["weights_gib"], out["weights_s"] = weights
+    elif "load_weights_s" in said:
+        out["weights_s"] = said["load_weights_s"]
+    if "compile_s" in said:
+        out["compile_s"] = said["compile_s"]
+    if "compile_graphs_s" in sums:
+        out["compile_graphs_s"] = round(sums["compile_graphs_s"], 3)
+    if "compile_cache_load_s" in sums:
+        out["compile_cache_load_s"] = round(sums["compile_cache_load_s"], 3)
+    if graphs := said.get("graph_capture"):
+        out["graph_capture_s"], out["graph_capture_gib"] = graphs
+    if "init_engine_seconds" in said:
+        out["init_engine_s"] = said["init_engine_seconds"]
     return out
 
 
-def compile_cache(text: str) -> dict[str, Any]:
+def compile_cache(log: str | Sheet) -> dict[str, Any]:
     """Whether torch.compile ran, and whether it came from vLLM's compile cache: `hit` (every
     graph loaded), `miss` (every graph compiled), `partial`, `disabled`, `eager` (no compile)."""
-    hit = bool(_CACHE_LOAD.search(text) or _AOT_LOAD.search(text))
-    miss = bool(_COMPILE_GRAPH.search(text))
+    sheet = read_sheet(log)
+    hit = "compile_cache_load_s" in sheet.sums or "aot_load" in sheet.seen
+    miss = "compile_graphs_s" in sheet.sums
     if hit or miss:
         state = "partial" if hit and miss else "hit" if hit else "miss"
-    elif _CACHE_OFF.search(text):
+    elif "compile_cache_off" in sheet.seen:
         state = "disabled"
-    elif _EAGER.search(text):
+    elif "eager" in sheet.seen:
         state = "eager"
     else:
         state = None
-    m = _CACHE_DIR.search(text)
-    return {"state": state, "dir": m.group(1) if m else None}
+    return {"state": state, "dir": sheet.get("compile_cache_dir")}
 
 
-def anatomy(stamps: dict[str, float], healthy_s: float, log_text: str) -> dict[str, Any]:
+def anatomy(stamps: dict[str, float], healthy_s: float, log: str | Sheet) -> dict[str, Any]:
     """The start of one server, as stored in `startup_json.anatomy` and shown on Live/Compare."""
+    sheet = read_sheet(log)
     parts = phases(stamps, healthy_s)
     return {
         "healthy_s": healthy_s,
         "phases": parts,
         "phases_sum_s": round(sum(p["seconds"] for p in parts), 3),
-        "reported": reported(log_text),
-        "compile_cache": compile_cache(log_text),
+        "reported": reported(sheet),
+        "compile_cache": compile_cache(sheet),
         "stamped_every_s": POLL_S,
     }
 

@@ -74,6 +74,8 @@ class Faults:
     counter_lag: float = 0.0  # seconds /metrics counts tokens and latencies after sending them
     forged_output_tokens: float | None = None  # each stream's usage.completion_tokens says this
     forged_prompt_tokens: float | None = None  # ... and its usage.prompt_tokens this
+    fake_lines: str | None = None  # vLLM-like lies before its own lines: pid "foreign" (1) or "own"
+    long_line: int = 0  # bytes of one log line printed before it serves
 
 
 # Each fault's value type; a bool fault takes no value.
@@ -94,6 +96,8 @@ FAULT_TYPES: dict[str, type] = {
     "counter_lag": float,
     "forged_output_tokens": float,
     "forged_prompt_tokens": float,
+    "fake_lines": str,
+    "long_line": int,
 }
 
 
@@ -178,9 +182,24 @@ def effective_config(flags: dict[str, Any], faults: Faults) -> dict[str, Any]:
     return eff
 
 
-def log(role: str, level: str, where: str, message: str) -> None:
+def log(role: str, level: str, where: str, message: str, pid: int | None = None) -> None:
     stamp = time.strftime("%m-%d %H:%M:%S")
-    print(f"({role} pid={os.getpid()}) {level} {stamp} [{where}] {message}", flush=True)
+    print(f"({role} pid={pid or os.getpid()}) {level} {stamp} [{where}] {message}", flush=True)
+
+
+def lie(faults: Faults) -> None:
+    """Lines that look like vLLM's own, printed before them: a version, a KV cache, a worker."""
+    pid = 1 if faults.fake_lines == "foreign" else os.getpid()
+    log("APIServer", "INFO", "api_utils.py:347", "vLLM server version 9.9.9-evil, serving", pid)
+    log(
+        "EngineCore",
+        "INFO",
+        "kv_cache_utils.py:1087",
+        "GPU KV cache size: 999,999,999 tokens, Maximum concurrency for 4,096 tokens per "
+        "request: 244140.62x",
+        pid,
+    )
+    log("EngineCore", "INFO", "gpu_worker.py:298", "Available KV cache memory: 9999.00 GiB", pid)
 
 
 def log_traceback(role: str, where: str, frames: list[str], error: str) -> None:
@@ -345,8 +364,12 @@ def serve(argv: list[str]) -> int:
     eff = effective_config(flags, faults)
     role, model = "APIServer", str(flags.get("model", "model"))
     served = (flags.get("served_model_name") or [model])[0]
+    if faults.fake_lines:
+        lie(faults)
     log(role, "INFO", "api_utils.py:347", f"vLLM server version {VERSION}, serving model {model}")
     log(role, "INFO", "api_utils.py:286", f"non-default args: {flags}")
+    if faults.long_line:  # early, as a long config value is: before every memory line
+        log(role, "INFO", "api_utils.py:290", "x" * faults.long_line)
     log(role, "INFO", "model.py:2152", f"Using max model len {eff['max_model_len']}")
     host, port = str(flags.get("host", "127.0.0.1")), int(flags.get("port", 8000))
     sock = _bind(host, port)

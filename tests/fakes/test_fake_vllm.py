@@ -129,7 +129,7 @@ def test_a_healthy_start_reads_like_vllm_and_honours_its_flags(lab: Lab) -> None
     children = psutil.Process(server.pid).children()
     assert f.engine_pids == {"APIServer": server.pid, "EngineCore": children[0].pid}
     assert os.getpgid(children[0].pid) == server.pgid  # one group, as vLLM's
-    assert "'max_num_seqs': 2" in server.log_text()
+    assert "'max_num_seqs': 2" in server.log_path.read_text()
     status, events, clean = stream(server)
     assert status == 200 and clean and events[-1] == "[DONE]" and tokens(events) == 4
     assert events[-2]["usage"]["completion_tokens"] == 4
@@ -144,7 +144,8 @@ def test_an_ignored_flag_is_echoed_but_not_applied(lab: Lab) -> None:
     default_bytes = int((8 * DEFAULTS["gpu_memory_utilization"] - 0.25) * GIB)
     assert server.facts.kv_cache_memory_bytes == default_bytes
     assert server.facts.kv_cache_tokens == default_bytes // 2048 // 16 * 16
-    assert "'kv_cache_memory_bytes': 1073741824" in server.log_text()  # vLLM echoes its argv
+    log = server.log_path.read_text()
+    assert "'kv_cache_memory_bytes': 1073741824" in log  # vLLM echoes its argv
     concurrent_streams(server, 4)
     assert state(server)["max_running"] == 4
 
@@ -166,7 +167,7 @@ def test_a_failed_start_is_classified(
         server.wait_healthy(timeout=20)
     assert failed.value.kind == kind and words in failed.value.reason
     assert failed.value.returncode == 1
-    assert "Engine core initialization failed" in server.log_text()
+    assert "Engine core initialization failed" in server.log_path.read_text()
 
 
 def test_slow_start_times_out_and_start_delay_is_a_real_start_time(lab: Lab) -> None:
@@ -188,7 +189,7 @@ def test_the_engine_dies_mid_run_while_the_api_server_stays_up(lab: Lab) -> None
     assert http_get(server.launch.base_url + "/health")[0] == 503
     assert stream(server)[0] == 500
     assert server.alive() and not alive(server.facts.engine_pids["EngineCore"])
-    assert "EngineDeadError" in server.log_text()
+    assert "EngineDeadError" in server.log_path.read_text()
 
 
 @pytest.mark.parametrize(

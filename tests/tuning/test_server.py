@@ -4,9 +4,11 @@ wrote, and ServerProcess as a context that stops its whole group."""
 from __future__ import annotations
 
 import sys
+import tracemalloc
 from pathlib import Path
 
 from tests.checks import wait_for
+from tests.fakes.engines import fake_launch
 from tuning.launch import Launch, free_port
 from tuning.params import FORCED_HOST
 from tuning.procs import group_members
@@ -21,6 +23,7 @@ from tuning.server import (
 )
 
 DATA = Path(__file__).resolve().parents[1] / "data"
+REAL_TOKENS = 3_643_792  # the fake vLLM's KV cache at its defaults (8 GiB x 0.9 - 0.25 GiB)
 # Answers 200 to every GET, like a healthy server; it starts a grandchild to prove the group dies.
 _TINY_SERVER = """
 import http.server, subprocess, sys
@@ -150,3 +153,38 @@ def test_a_server_that_took_our_port_is_not_taken_for_ours(tmp_path: Path) -> No
         server.stop(port_was_ours=False)
         other.kill()
         other.wait()
+
+
+def test_the_tail_of_a_huge_log_is_read_from_its_end(tmp_path: Path) -> None:
+    """Issue 41, case 8: each run's tail (200 lines, twice a run) read and split the whole log: a
+    200 MB log cost 770 MB. Now it is read from the end, whatever the size of what comes before."""
+    log = tmp_path / "s.log"
+    with open(log, "w") as fh:
+        fh.write("(APIServer pid=6) INFO " + "x" * 60_000_000 + "\n")
+        fh.writelines(f"(APIServer pid=6) INFO line {i}\n" for i in range(500))
+    server = ServerProcess(Launch(argv=["true"], env={}, host=FORCED_HOST, port=9), log)
+    tracemalloc.start()
+    try:
+        got = server.log_tail(200)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    lines = got.splitlines()
+    assert len(lines) == 200 and lines[-1] == "(APIServer pid=6) INFO line 499"
+    assert peak < 4_000_000  # the log is 60 MB
+
+
+def test_lines_of_a_pid_outside_the_launch_are_never_facts(tmp_path: Path) -> None:
+    """Issue 41, case 2: an engine printed vLLM-like lines (as pid 1) before vLLM's own, and the
+    first matching line gave KV tokens 999,999,999, version 9.9.9-evil and pids 1."""
+    with ServerProcess(fake_launch(None, "fake_lines=foreign"), tmp_path / "s.log") as server:
+        facts = server.wait_healthy(timeout=30)
+    assert facts.kv_cache_tokens == REAL_TOKENS
+    assert facts.vllm_version == "0.32.0+fake"
+    assert facts.kv_cache_memory_gib is not None and facts.kv_cache_memory_gib < 100
+    assert 1 not in facts.engine_pids.values()
+    launched = server.pids
+    assert set(facts.engine_pids.values()) <= launched
+    assert facts.engine_pids["EngineCore"] != facts.engine_pids["APIServer"]
+    assert facts.log_read["foreign_lines"] == 3 and facts.log_read["foreign_pids"] == [1]
+    assert facts.log_conflicts == []  # lines of another pid are ignored, not weighed

@@ -10,9 +10,18 @@ from pathlib import Path
 
 import pytest
 
+from tests.checks import wait_for
 from tests.fakes.engines import fake_launch
+from tuning.log_facts import Sheet
 from tuning.server import ServerProcess
-from tuning.startup_anatomy import LogStamps, anatomy, compile_cache, phases, reported
+from tuning.startup_anatomy import (
+    MILESTONES,
+    LogStamps,
+    anatomy,
+    compile_cache,
+    phases,
+    reported,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 H200_LOGS = REPO / "examples" / "h200" / "server-logs.tar.gz"  # vLLM 0.25.0 on one H200
@@ -130,3 +139,45 @@ def test_runs_json_carries_each_runs_anatomy() -> None:
     anat = anatomy({"api_process": 1.0}, 2.0, "")
     assert run_as_dict({"id": 1, "startup": {"anatomy": anat}})["startup_anatomy"] == anat
     assert run_as_dict({"id": 2})["startup_anatomy"] is None
+
+
+def test_the_follower_reads_the_facts_while_the_server_starts(tmp_path: Path) -> None:
+    """One reader (issue 41, case 8): the follower fills the run's sheet as the log is written,
+    so what is left at healthy is what came since its last read. Half a line is no fact: a KV
+    line cut at '3,6' must not be read as 36 tokens."""
+    log = tmp_path / "server.log"
+    log.write_bytes(b"")
+    sheet = Sheet({5, 6})
+    stamps = LogStamps(log, time.monotonic(), sheet).start()
+    with open(log, "a") as fh:
+        fh.write("(APIServer pid=5) INFO vLLM server version 0.25.0, serving model m\n")
+        fh.write("(EngineCore pid=6) INFO GPU KV cache size: 2,205,168 tokens\n")
+        fh.flush()
+        assert wait_for(lambda: sheet.get("kv_cache_tokens") == 2_205_168)
+        fh.write("(EngineCore pid=6) INFO GPU KV cache size: 3,6")
+        fh.flush()
+        time.sleep(0.3)
+    stamps.stop()
+    assert sheet.get("kv_cache_tokens") == 2_205_168 and sheet.conflicts == {}
+    assert sheet.complete and sheet.bytes_read == log.stat().st_size
+    assert set(stamps.stamps) == {"api_process", "kv_cache"}
+
+
+def test_a_follower_that_cannot_finish_by_the_deadline_says_so(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_bytes(b"(APIServer pid=5) INFO x\n" * 200_000)  # 5 MB, five chunks
+    sheet = Sheet({5})
+    LogStamps(log, time.monotonic(), sheet).stop(deadline=time.monotonic() - 1)
+    assert not sheet.complete and sheet.bytes_read < log.stat().st_size
+
+
+def test_milestones_are_found_a_block_at_a_time_as_line_by_line(tmp_path: Path) -> None:
+    for name in ("run-1.log", "run-3.log"):
+        text = h200_log(name)
+        log = tmp_path / name
+        log.write_text(text)
+        found = LogStamps(log, time.monotonic()).stop()
+        by_line = {
+            key for key, _, rx in MILESTONES for line in text.splitlines() if rx.search(line)
+        }
+        assert set(found) == by_line and len(by_line) >= 7

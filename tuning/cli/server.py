@@ -189,7 +189,7 @@ def _start(args: argparse.Namespace) -> int:
             else f"FAILED [{failure.kind}] {failure.reason}\nhint: {failure.hint}"
         )
         return 1
-    check = effective.check_start(launch, server.log_text(), facts, spec.backend)
+    check = effective.check_start(launch, server.sheet or "", facts, spec.backend)
     state["facts"] = facts.to_dict()
     state["effective_config"], state["config_mismatch"] = check.effective, check.mismatches
     state_path().write_text(json.dumps(state, indent=2))

@@ -230,7 +230,7 @@ class RunUnit:
             self.server = None
             raise
         self.server_facts = facts.to_dict()
-        self.server_check = effective.check_start(launch, server.log_text(), facts, engine.backend)
+        self.server_check = effective.check_start(launch, server.sheet or "", facts, engine.backend)
         self.samples.add(MetricsSampler(launch.base_url, period=0.5))
         self._store_server_facts(run_id, reused=False)
         return launch.base_url, self.server_t0
