@@ -27,6 +27,17 @@ def add_db(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_yes(p: argparse.ArgumentParser) -> None:
+    from tuning.experiment.size import MAX_RUNS_UNASKED
+
+    p.add_argument(
+        "--yes",
+        action="store_true",
+        help=f"start it even when it asks for more than {MAX_RUNS_UNASKED} runs (without "
+        "--yes such a request is refused before anything starts)",
+    )
+
+
 def db_path(args: argparse.Namespace) -> Path:
     from store import snapshot  # here: `--help` starts without sqlite-utils and pandas
 
