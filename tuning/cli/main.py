@@ -73,6 +73,11 @@ def _reap_first(args: argparse.Namespace) -> None:
         return
     for item in reap_dead(db_path(args)):
         say(describe(item), file=sys.stderr)
+    if args.command == "runs":  # requests a run could not store (a full disk) arrive now
+        from tuning.experiment.spool import store_spooled
+
+        for line in store_spooled(db_path(args)):
+            say(line, file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
