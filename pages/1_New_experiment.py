@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from core.json_depth import nesting_words, too_deep
 from tuning.engine import current_spec
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.supervisor import spawn_runner
@@ -23,7 +24,12 @@ from tuning.shown import show_value
 from tuning.workload import Workload
 from ui.common import ICONS, db_path, md_code, md_escape
 from ui.estimate import render_estimate
-from ui.experiment_form import render_name, render_repeats, warn_single_value
+from ui.experiment_form import (
+    confirm_many_runs,
+    render_name,
+    render_repeats,
+    warn_single_value,
+)
 from ui.flag_picker import CHECKING, engine_flags, render_picker, resolve_baseline
 from ui.holder import render_holder
 from ui.predict import render_prediction
@@ -60,6 +66,8 @@ errors: list[str] = []
 st.session_state.setdefault("new_values", "2,16")  # a new choice flag suggests its choices
 values_text = st.text_input("Values (comma-separated)", key="new_values")
 try:
+    if too_deep(values_text):  # refused before the JSON parser recurses
+        raise ParamError(f"{param.name}: {nesting_words()}")
     values = parse_values(param.name, values_text, picked.learned)
     st.caption(
         "will run: "
@@ -81,7 +89,10 @@ with st.expander("Baseline configuration", expanded=False):
         height=120,
     )
     typed, bad_lines = parse_assignments(baseline_text.splitlines(), "baseline line")
-    errors += bad_lines
+    errors += bad_lines + [
+        f"baseline {k}: {nesting_words()}" for k, v in typed.items() if too_deep(v)
+    ]
+    typed = {k: v for k, v in typed.items() if not too_deep(v)}
     catalog = picked.catalog  # read by the picker when the baseline needs it
     if catalog is None and needs_catalog(typed):  # the baseline was just edited
         catalog = engine_flags(db_path(), spec, read=True).catalog
@@ -169,8 +180,12 @@ plan.update(base_url=base_url or None)
 plan.update(model=model or None, author=settings.resolved_author(), workload_spec=traffic)
 plan.update(host=settings.resolved_host())
 reuse = None if errors or not values else render_reuse_offer(db_path(), plan, settings.team_folder)
+many_ok = confirm_many_runs(len(values), repeats)  # over the cap: a tick first
 if st.button(
-    "Start experiment", type="primary", disabled=busy or bool(errors) or not values, key="new_start"
+    "Start experiment",
+    type="primary",
+    disabled=busy or bool(errors) or not values or not many_ok,
+    key="new_start",
 ):
     try:
         if engine is not None and learned:  # vLLM's own parser has the last word on its flags
