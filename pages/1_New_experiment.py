@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from core.json_depth import nesting_words, too_deep
+from store.snapshot import is_compressed, read_only_words
 from tuning.engine import current_spec
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.supervisor import spawn_runner
@@ -19,7 +20,7 @@ from tuning.params import (
     parse_values,
     validate_config,
 )
-from tuning.settings import load_settings
+from tuning.settings import configured_db_path, load_settings
 from tuning.shown import show_value
 from tuning.workload import Workload
 from ui.common import ICONS, db_path, md_code, md_escape
@@ -172,6 +173,9 @@ render_estimate(
     auto=repeats.auto,
 )
 busy = render_holder(db_path(), "One at a time per machine: Start is off until it ends.")
+if is_compressed(configured_db_path()):  # results would live only in the cached expansion
+    busy = True
+    st.error(md_escape(read_only_words(configured_db_path(), "TUNING_LAB_DB={plain}")))
 workload = Workload(**{**classic, "endpoint": endpoint})
 engine = None if base_url else spec
 plan = dict(param=param.name, values=values, workload=workload, engine=engine)

@@ -23,7 +23,7 @@ from tuning.settings import configured_db_path
 
 # Commands that write to the lab's DB (a search's or plan's `show`/`list` only read).
 _WRITERS = frozenset({"experiment", "run-experiment", "cancel", "reap", "import", "demo"})
-_UNPACK = {".xz": "xz -dk", ".gz": "gunzip -k"}
+_COMPRESSED = (".xz", ".gz")  # store.snapshot's (not imported here: `--help` stays light)
 
 
 def configured_db(args: argparse.Namespace) -> Path | None:
@@ -34,7 +34,7 @@ def configured_db(args: argparse.Namespace) -> Path | None:
 
 
 def is_compressed(path: Path | None) -> bool:
-    return path is not None and path.suffix in _UNPACK
+    return path is not None and path.suffix in _COMPRESSED
 
 
 def writes_db(args: argparse.Namespace) -> bool:
@@ -52,12 +52,9 @@ def snapshot_problem(args: argparse.Namespace) -> str | None:
     db = configured_db(args)
     if db is None or not is_compressed(db) or not writes_db(args):
         return None
-    plain = db.with_suffix("")
-    how = f"--db {plain}" if args.db else f"TUNING_LAB_DB={plain}"
-    return (
-        f"{db} is a compressed snapshot, read-only: `{_UNPACK[db.suffix]} {db}` and use {how} "
-        f"(nothing was written)"
-    )
+    from store.snapshot import read_only_words
+
+    return read_only_words(db, "--db {plain}" if args.db else "TUNING_LAB_DB={plain}")
 
 
 def _set_items(args: argparse.Namespace) -> list[tuple[str, str]]:
