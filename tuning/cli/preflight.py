@@ -91,6 +91,8 @@ def _fights(args: argparse.Namespace, params: list[str]) -> list[tuple[str, str]
 def set_problem(args: argparse.Namespace) -> str | None:
     from tuning.params import PARAMS
 
+    if args.command not in ("experiment", "search", "plan"):
+        return None  # `server start` and `predict` refuse a workload knob in their own words
     for name, value in _set_items(args):
         param = PARAMS.get(canonical(name))
         if param is not None and param.kind == "workload":
@@ -98,7 +100,7 @@ def set_problem(args: argparse.Namespace) -> str | None:
                 f"--set {name}={value}: {param.name} is a workload setting, not a server flag: "
                 f"give it as --{param.name} {value}"
             )
-    if getattr(args, "base_url", None) and args.command in ("experiment", "search", "plan"):
+    if getattr(args, "base_url", None):
         for name, value in _set_items(args):
             return (
                 f"--set {name}={value}: an attached server (--base-url) runs with its own "
