@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from core.json_depth import nesting_words, too_deep
+from store.snapshot import is_compressed, read_only_words
 from tuning.engine import current_spec
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.supervisor import spawn_runner
@@ -18,12 +20,17 @@ from tuning.params import (
     parse_values,
     validate_config,
 )
-from tuning.settings import load_settings
+from tuning.settings import configured_db_path, load_settings
 from tuning.shown import show_value
 from tuning.workload import Workload
 from ui.common import ICONS, db_path, md_code, md_escape
 from ui.estimate import render_estimate
-from ui.experiment_form import render_name, render_repeats, warn_single_value
+from ui.experiment_form import (
+    confirm_many_runs,
+    render_name,
+    render_repeats,
+    warn_single_value,
+)
 from ui.flag_picker import CHECKING, engine_flags, render_picker, resolve_baseline
 from ui.holder import render_holder
 from ui.predict import render_prediction
@@ -65,6 +72,8 @@ values_text = st.text_input(
     '"AWS_,HF_",OTHER_ is two values.',
 )
 try:
+    if too_deep(values_text):  # refused before the JSON parser recurses
+        raise ParamError(f"{param.name}: {nesting_words()}")
     values = parse_values(param.name, values_text, picked.learned)
     st.caption(
         "will run: "
@@ -86,7 +95,10 @@ with st.expander("Baseline configuration", expanded=False):
         height=120,
     )
     typed, bad_lines = parse_assignments(baseline_text.splitlines(), "baseline line")
-    errors += bad_lines
+    errors += bad_lines + [
+        f"baseline {k}: {nesting_words()}" for k, v in typed.items() if too_deep(v)
+    ]
+    typed = {k: v for k, v in typed.items() if not too_deep(v)}
     catalog = picked.catalog  # read by the picker when the baseline needs it
     if catalog is None and needs_catalog(typed):  # the baseline was just edited
         catalog = engine_flags(db_path(), spec, read=True).catalog
@@ -166,6 +178,9 @@ render_estimate(
     auto=repeats.auto,
 )
 busy = render_holder(db_path(), "One at a time per machine: Start is off until it ends.")
+if is_compressed(configured_db_path()):  # results would live only in the cached expansion
+    busy = True
+    st.error(md_escape(read_only_words(configured_db_path(), "TUNING_LAB_DB={plain}")))
 workload = Workload(**{**classic, "endpoint": endpoint})
 engine = None if base_url else spec
 plan = dict(param=param.name, values=values, workload=workload, engine=engine)
@@ -174,8 +189,12 @@ plan.update(base_url=base_url or None)
 plan.update(model=model or None, author=settings.resolved_author(), workload_spec=traffic)
 plan.update(host=settings.resolved_host())
 reuse = None if errors or not values else render_reuse_offer(db_path(), plan, settings.team_folder)
+many_ok = confirm_many_runs(len(values), repeats)  # over the cap: a tick first
 if st.button(
-    "Start experiment", type="primary", disabled=busy or bool(errors) or not values, key="new_start"
+    "Start experiment",
+    type="primary",
+    disabled=busy or bool(errors) or not values or not many_ok,
+    key="new_start",
 ):
     try:
         if engine is not None and learned:  # vLLM's own parser has the last word on its flags

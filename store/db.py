@@ -14,13 +14,15 @@ cannot write and that no writer has open (no `-wal` beside it) is opened `immuta
 A DB written by a newer lab (schema steps this lab does not know) is refused before anything is
 read or written, by readers and writers alike; an SQLite file of something else (tables, none of
 the lab's) is refused rather than given the lab's tables; and a damaged file is refused with what
-to do about it.
+to do about it. A read-only file and a full disk are not damage: `refusal` names each as what it
+is (moving such a file aside, the damaged-DB advice, helps nothing and loses nothing only by luck).
 """
 
 from __future__ import annotations
 
 import os
 import random
+import shutil
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -41,7 +43,10 @@ BUSY_TIMEOUT_MS = 10_000
 # How long a writer keeps trying to get the write lock before it gives up (each try waits up to
 # the busy timeout, then backs off).
 WRITE_WAIT_S = 120.0
-_SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
+_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_FULL = 5, 6, 8, 10, 13
+# An I/O error with less than this free on the DB's disk is a full disk (SQLite reports a failed
+# write as SQLITE_IOERR on some file systems).
+NEARLY_FULL_BYTES = 1 << 20
 
 
 class StoreError(RuntimeError):
@@ -58,6 +63,14 @@ class ForeignDatabaseError(StoreError):
 
 class DamagedDatabaseError(StoreError):
     """The file is not a SQLite database, or SQLite finds it malformed."""
+
+
+class ReadOnlyDatabaseError(StoreError):
+    """The DB (its file, its folder or its file system) cannot be written: not damage."""
+
+
+class DiskFullError(StoreError):
+    """The disk holding the DB is full (or SQLite hit a size limit): not damage."""
 
 
 def damaged_message(path: str | Path, exc: BaseException) -> str:
@@ -80,6 +93,81 @@ def locked_message(path: str | Path, exc: BaseException, holders: list[str] | No
         f"damaged and nothing was changed.{who} Run the command again when that one has "
         "finished; do not move the file aside."
     )
+
+
+def _code(exc: BaseException) -> int | None:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code & 0xFF if isinstance(code, int) else None
+
+
+def free_bytes(path: str | Path) -> int | None:
+    """Free bytes on the file system holding `path` (its nearest existing folder)."""
+    folder = Path(path).resolve().parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return None
+
+
+def is_read_only(exc: BaseException) -> bool:
+    """SQLITE_READONLY (`attempt to write a readonly database`), whatever the extended code."""
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return False
+    code = _code(exc)
+    return code == _SQLITE_READONLY if code is not None else "readonly" in str(exc).lower()
+
+
+def is_full(exc: BaseException, path: str | Path) -> bool:
+    """SQLITE_FULL (`database or disk is full`), or an I/O error on a disk with nothing left."""
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return False
+    code = _code(exc)
+    if code == _SQLITE_FULL or (code is None and "is full" in str(exc).lower()):
+        return True
+    free = free_bytes(path)
+    return code == _SQLITE_IOERR and free is not None and free < NEARLY_FULL_BYTES
+
+
+def read_only_message(path: str | Path, exc: BaseException) -> str:
+    p = Path(path)
+    if not os.access(p, os.W_OK):
+        where = "the file is"
+    elif not os.access(p.parent, os.W_OK):
+        where = "its folder is"
+    else:
+        where = "the file or its file system is"
+    return (
+        f"the lab database {p} is read-only ({where} read-only: {exc}); it is not damaged and "
+        f"nothing was changed: make it writable (chmod u+w {p}), or give --db a writable copy "
+        f"(cp {p} elsewhere.db); read-only commands (runs, compare, report) still work"
+    )
+
+
+def full_message(path: str | Path, exc: BaseException) -> str:
+    p = Path(path)
+    free = free_bytes(p)
+    if free is not None and free < NEARLY_FULL_BYTES:
+        return (
+            f"the disk holding {p} is full: {free:,} bytes free ({exc}); the DB is not damaged "
+            "and what it held is kept: free some space and run the command again (do not move "
+            "the file aside)"
+        )
+    left = f"{free:,} bytes are free on its disk" if free is not None else "its disk"
+    return (
+        f"SQLite could not grow {p} ({exc}) though {left}: a quota or a size limit; the DB is "
+        "not damaged: lift the limit and run the command again"
+    )
+
+
+def refusal(path: str | Path, exc: BaseException) -> StoreError:
+    """An SQLite error on `path` as the lab's refusal: read-only, full, or damaged."""
+    if is_read_only(exc):
+        return ReadOnlyDatabaseError(read_only_message(path, exc))
+    if is_full(exc, path):
+        return DiskFullError(full_message(path, exc))
+    return DamagedDatabaseError(damaged_message(path, exc))
 
 
 def is_busy(exc: BaseException) -> bool:
@@ -207,7 +295,7 @@ def _probe(conn: sqlite3.Connection, target: Path) -> None:
         if is_busy(exc):
             raise
         conn.close()
-        raise DamagedDatabaseError(damaged_message(target, exc)) from None
+        raise refusal(target, exc) from None
 
 
 def _refuse_foreign_or_newer(db: Database, target: Path) -> None:
@@ -258,7 +346,7 @@ def open_db(path: str | Path, *, readonly: bool = False) -> Database:
         conn.close()
         if is_busy(exc):
             raise
-        raise DamagedDatabaseError(damaged_message(target, exc)) from None
+        raise refusal(target, exc) from None
     return db
 
 
@@ -270,7 +358,7 @@ def _checked(db: Database, target: Path, check: Callable[[Database, Path], None]
         db.conn.close()
         if is_busy(exc):
             raise
-        raise DamagedDatabaseError(damaged_message(target, exc)) from None
+        raise refusal(target, exc) from None
 
 
 @contextmanager

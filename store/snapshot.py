@@ -3,9 +3,10 @@
 
 A compressed path is expanded once into a cache folder keyed by the file's hash and by this lab's
 schema version; the lab then opens that copy (and migrates it, as any DB it opens). The compressed
-file itself is never written. The schema in the key keeps two checkouts of the lab on one machine
-apart: a newer lab's migrated copy refused an older lab ("written by a newer version") when both
-shared one expansion under ~/.cache.
+file itself is never written, and nothing is stored in the copy either: commands that would write
+are refused with the way out (`read_only_words`). The schema in the key keeps two checkouts of
+the lab on one machine apart: a newer lab's migrated copy refused an older lab ("written by a
+newer version") when both shared one expansion under ~/.cache.
 """
 
 from __future__ import annotations
@@ -22,8 +23,21 @@ from typing import IO, Any
 OPENERS: dict[str, Any] = {".xz": lzma.open, ".gz": gzip.open}
 
 
+UNPACK = {".xz": "xz -dk", ".gz": "gunzip -k"}
+
+
 def is_compressed(path: Path) -> bool:
     return path.suffix in OPENERS
+
+
+def read_only_words(path: Path, how: str) -> str:
+    """Why nothing is written to a compressed snapshot, and the way out; `how` says how to name
+    the expanded file (`--db {plain}`, `TUNING_LAB_DB={plain}`)."""
+    plain = path.with_suffix("")
+    return (
+        f"{path} is a compressed snapshot, read-only: `{UNPACK[path.suffix]} {path}` and use "
+        f"{how.format(plain=plain)} (nothing was written)"
+    )
 
 
 def cache_dir() -> Path:

@@ -24,19 +24,21 @@ backend refuses (not a multiple of 32), max-model-len beyond the model's, fp8 KV
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from core import json_depth
 from tuning.params import CPU_KV_ENV, format_value, get_param, parse_bytes, validate_value
 
 if TYPE_CHECKING:
     from tuning.engine import EngineSpec
 
 GIB = 2**30
+# A model's config.json is a few KB; a larger file is not one (read whole, so it is capped).
+MAX_CONFIG_BYTES = 16 * 2**20
 # Default block size per backend when --block-size is not given (vllm-facts: CPU 128, CUDA 16).
 DEFAULT_BLOCK = {"cpu": 128, "gpu": 16}
 # GPU memory neither weights nor KV: activations at the profile run, the CUDA context, NCCL. The
@@ -104,7 +106,14 @@ class ModelShape:
                     f"no config.json at {path}, and {model} is not in the Hugging Face cache"
                 )
             path = cached
-        return cls.from_config(json.loads(path.read_text()))
+        if path.stat().st_size > MAX_CONFIG_BYTES:
+            raise ValueError(
+                f"{path}: over {MAX_CONFIG_BYTES >> 20} MiB, not a model's config.json"
+            )
+        try:
+            return cls.from_config(json_depth.loads(path.read_text()))
+        except json_depth.TooDeep as exc:
+            raise ValueError(f"{path}: {exc}") from None
 
     def kv_bytes_per_token(self, kv_dtype: str = "auto") -> int:
         kind = self.dtype if kv_dtype in ("auto", "", None) else kv_dtype

@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from core import json_depth
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -84,7 +86,7 @@ def load_settings(path: Path | None = None) -> Settings:
     data: dict[str, Any] = {}
     if target.exists():
         try:
-            data = json.loads(target.read_text())
+            data = json_depth.loads(target.read_text())  # TooDeep is a ValueError
         except (OSError, ValueError):
             data = {}
     known = {f.name for f in fields(Settings)}

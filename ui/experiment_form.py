@@ -1,6 +1,8 @@
 """Parts of New experiment's form that say how much to run: a fixed number of repeats or "until
 decided" with its limits (the CLI's `experiment --repeats auto --max-repeats N --budget-minutes M`,
-tuning.experiment.repeats), the experiment's name, and a warning for a single value."""
+tuning.experiment.repeats), the experiment's name, a warning for a single value, and a tick asked
+before Start when the values ask for more runs than the lab starts unasked (the CLI's `--yes`,
+tuning.experiment.size)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from typing import Any
 import streamlit as st
 
 from tuning.experiment.repeats import DEFAULT_MAX_REPEATS, AutoRepeats
+from tuning.experiment.size import MAX_RUNS_UNASKED, experiment_runs, needs_yes
 from tuning.params import format_value
 from ui.common import md_escape
 
@@ -90,3 +93,20 @@ def warn_single_value(param: str, values: Sequence[Any]) -> None:
             f"Only one value of {md_escape(param)}: its runs are measured but nothing is compared "
             "with them. Add the value to compare against (the baseline first)."
         )
+
+
+def confirm_many_runs(values: int, repeats: Repeats) -> bool:
+    """Whether Start may start: yes, unless the values ask for more runs than the lab starts
+    unasked, then only once the user ticks the box that says how many."""
+    most = experiment_runs(
+        values, repeats.count, repeats.auto.max_repeats if repeats.auto else None
+    )
+    if not needs_yes(most):
+        return True
+    return st.checkbox(
+        f"Yes, start up to {most:,} runs ({values:,} values): more than the "
+        f"{MAX_RUNS_UNASKED} the lab starts without asking",
+        value=False,
+        key="new_many_runs",
+        help="Each run restarts the server for its value; a long list takes hours or days.",
+    )

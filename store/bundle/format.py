@@ -23,7 +23,6 @@ that Datasette or the sqlite3 shell open as is.
 from __future__ import annotations
 
 import functools
-import json
 import re
 import sqlite3
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from typing import Any
 
 from sqlite_utils import Database
 
+from core import json_depth
 from store.schema import apply_migrations, schema_version
 
 FORMAT = "vllm-tuning-lab-bundle"
@@ -313,7 +313,7 @@ def parse_manifest(raw: Any, limits: Limits = DEFAULT_LIMITS) -> Manifest:
 def manifest_from_bytes(data: bytes, limits: Limits = DEFAULT_LIMITS) -> Manifest:
     """The bytes of ``manifest.json`` -> Manifest (BundleError for bad JSON or a bad field)."""
     try:
-        raw = json.loads(data.decode("utf-8"))
+        raw = json_depth.loads(data.decode("utf-8"))  # a RecursionError never gets this far
     except (UnicodeDecodeError, ValueError) as exc:
         raise BundleError(f"{MANIFEST_NAME} is not valid JSON ({exc})", "manifest") from None
     return parse_manifest(raw, limits)

@@ -280,6 +280,6 @@ def _same(column: str, a: Any, b: Any) -> bool:
     if column.endswith("_json") and isinstance(a, str) and isinstance(b, str):
         try:
             return bool(json.loads(a) == json.loads(b))
-        except ValueError:
+        except (ValueError, RecursionError):
             return False
     return False

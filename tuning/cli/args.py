@@ -27,6 +27,17 @@ def add_db(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_yes(p: argparse.ArgumentParser) -> None:
+    from tuning.experiment.size import MAX_RUNS_UNASKED
+
+    p.add_argument(
+        "--yes",
+        action="store_true",
+        help=f"start it even when it asks for more than {MAX_RUNS_UNASKED} runs (without "
+        "--yes such a request is refused before anything starts)",
+    )
+
+
 def db_path(args: argparse.Namespace) -> Path:
     from store import snapshot  # here: `--help` starts without sqlite-utils and pandas
 
@@ -90,11 +101,13 @@ def say(text: object = "", *, file: TextIO | None = None, flush: bool = False) -
 
 
 def store_refusal(args: argparse.Namespace, exc: BaseException) -> str | None:
-    """What to say when the lab's DB refused a command (damaged, written by a newer lab, locked
-    for too long), or None for any other error."""
+    """What to say when the lab's DB refused a command (damaged, read-only, on a full disk,
+    written by a newer lab, locked for too long) or a file could not be written for want of
+    space, or None for any other error."""
+    import errno
     import sqlite3
 
-    from store.db import StoreError, damaged_message, is_busy, locked_message
+    from store.db import StoreError, is_busy, locked_message, refusal
     from tuning.procs import holders
 
     if isinstance(exc, StoreError):
@@ -103,7 +116,13 @@ def store_refusal(args: argparse.Namespace, exc: BaseException) -> str | None:
         where = db_path(args) if hasattr(args, "db") else default_db_path()
         if is_busy(exc):
             return locked_message(where, exc, holders(where))
-        return damaged_message(where, exc)
+        return str(refusal(where, exc))  # read-only, full, or damaged: each named as it is
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+        what = "read-only file system" if exc.errno == errno.EROFS else "full disk"
+        return (
+            f"{exc.filename or 'a file'}: not written, a {what} ({exc.strerror}); free space or "
+            "choose another place and run the command again"
+        )
     return None
 
 

@@ -10,7 +10,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.status import Status
-from tuning.cli.args import EXIT_INTERRUPTED, add_db, at_least_one, db_path, printable, refused, say
+from tuning.cli.args import (
+    EXIT_INTERRUPTED,
+    add_db,
+    add_yes,
+    at_least_one,
+    db_path,
+    printable,
+    refused,
+    say,
+)
 from tuning.cli.fleet import add_fleet_arguments, fleet_options
 from tuning.cli.reuse import add_reuse_arguments, offer_reuse
 from tuning.cli.server import parse_sets
@@ -102,6 +111,7 @@ def add_arguments(sub: Subparsers) -> None:
     exp.add_argument("--name", default=None)
     exp.add_argument("--start-timeout", type=float, default=300.0)
     exp.add_argument("--json", action="store_true", help="print the run ids as JSON")
+    add_yes(exp)
     add_workload_arguments(exp)
     TrafficOptions.add_cli_args(exp)
     add_fleet_arguments(exp)

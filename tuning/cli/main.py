@@ -78,10 +78,18 @@ REAP_FIRST = frozenset(
 
 def _reap_first(args: argparse.Namespace) -> None:
     from tuning.cli.args import db_path, say
+    from tuning.cli.preflight import configured_db, is_compressed
     from tuning.reaper import describe, reap_dead
 
+    if is_compressed(configured_db(args)):  # a snapshot is a record: read, never reaped
+        return
     for item in reap_dead(db_path(args)):
         say(describe(item), file=sys.stderr)
+    if args.command == "runs":  # requests a run could not store (a full disk) arrive now
+        from tuning.experiment.spool import store_spooled
+
+        for line in store_spooled(db_path(args)):
+            say(line, file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -90,6 +98,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     module = next(m for m in MODULES if args.command in m.COMMANDS)
     if problem := base_url_problem(args):
         return refused(problem)
+    from tuning.cli import preflight
+
+    if problem := preflight.problem(args):  # before the DB, the engine or a server is touched
+        return refused(problem)
+    for line in preflight.notes(args):
+        say(line, file=sys.stderr)
     try:
         if args.command in REAP_FIRST and hasattr(args, "db"):
             _reap_first(args)

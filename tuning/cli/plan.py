@@ -67,7 +67,9 @@ def parse_ranges(items: list[str]) -> dict[str, Any]:
         name, sep, text = item.partition("=")
         if not sep:
             raise ValueError(f"--param-range {item!r}: expected NAME=LO:HI")
-        out[get_param(name.strip()).name] = parse_range(name.strip(), text.strip())
+        out[get_param(name.strip()).name] = parse_range(
+            name.strip(), text.strip(), f"--param-range {name.strip()}"
+        )
     return out
 
 

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tuning.cli.args import add_db, db_path, refused, say
+from tuning.cli.args import add_db, add_yes, db_path, refused, say
 from tuning.cli.search_show import ACTIONS, drive
 
 if TYPE_CHECKING:
@@ -68,28 +68,62 @@ def add_search_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None)
     p.add_argument("--start-timeout", type=float, default=300.0)
     p.add_argument("--json", action="store_true")
+    add_yes(p)
     add_workload_arguments(p)
     add_db(p)
 
 
 def search_options(args: argparse.Namespace) -> dict[str, Any]:
-    """What a search spec takes from the shared flags (ParamError or ValueError when wrong)."""
+    """What a search spec takes from the shared flags (ParamError or ValueError when wrong, one
+    line naming the flag: a first pass or an SLO the search could not use is refused here)."""
     from tuning.cli.server import parse_sets
-    from tuning.compare.comparison import parse_slo
     from tuning.engine import current_spec
     from tuning.workload import workload_from_args
 
+    if args.budget_runs < 2:
+        raise ValueError(f"--budget-runs {args.budget_runs}: a search needs at least 2 runs")
+    if args.coarse < 2:
+        raise ValueError(
+            f"--coarse {args.coarse}: the first pass needs at least 2 points (both ends of the "
+            "range)"
+        )
+    slo_ms = search_slo(args)
     return {
         "objective": args.objective,
         "workload": workload_from_args(args),
         "engine": None if args.base_url else current_spec(),
         "base_config": parse_sets(args.set),
-        "slo_ms": parse_slo(args.slo),
+        "slo_ms": slo_ms,
         "budget_runs": args.budget_runs,
         "coarse": args.coarse,
         "base_url": args.base_url,
         "model": args.model,
     }
+
+
+def search_slo(args: argparse.Namespace) -> dict[str, float]:
+    """--slo as the search uses it; an SLO named twice (the last would win unseen) or one no run
+    can meet (TPOT of 1-token outputs: no gap between tokens) is refused."""
+    from tuning.compare.comparison import parse_slo
+
+    named = [
+        p.strip().partition(":")[0]
+        for item in args.slo or []
+        for p in str(item).split(",")
+        if p.strip()
+    ]
+    slo_ms = parse_slo(args.slo)
+    twice = sorted({n for n in named if named.count(n) > 1})
+    if twice:
+        raise ValueError(f"--slo names {', '.join(twice)} twice: give one limit each")
+    searched = [getattr(args, "param", None) or "", *(getattr(args, "params", "") or "").split(",")]
+    varies_output = any(s.strip().replace("_", "-") == "output-len" for s in searched)
+    if "tpot" in slo_ms and args.output_len < 2 and not varies_output:
+        raise ValueError(
+            f"--slo tpot:{slo_ms['tpot']:g} with --output-len {args.output_len}: a one-token "
+            "output has no time per output token, so no run could meet it"
+        )
+    return slo_ms
 
 
 def search_estimate(spec: Any, path: Path) -> dict[str, Any]:
@@ -102,20 +136,40 @@ def search_estimate(spec: Any, path: Path) -> dict[str, Any]:
     return say_estimate(for_search(search_costs(spec, path), spec.budget_runs, stored))
 
 
-def parse_range(param: str, text: str) -> Any:
-    """'1:32' -> Space(1, 32, integer) for an int parameter; floats otherwise."""
-    from tuning.params import get_param
+# The parameter types a search can bisect, and whether their values are whole numbers.
+SEARCHABLE = {"int": True, "bytes": True, "float": False}
+
+
+def parse_range(param: str, text: str, flag: str = "--range") -> Any:
+    """'1:32' -> Space(1, 32, integer) for an int (or byte-count) parameter; floats otherwise.
+    A range the search could not use is refused: a parameter that is not a number, an end the
+    parameter does not accept (every step there would be refused mid-search), or LO >= HI."""
+    from tuning.params import ParamError, get_param, validate_value
     from tuning.search.strategy import Space
 
+    p = get_param(param)
+    if p.type not in SEARCHABLE:
+        raise ValueError(
+            f"{flag} {text!r}: {p.name} is {p.type}, not a number, so there is no range to "
+            f"search; run its values with `experiment --param {p.name} --values ...`"
+        )
     lo_text, sep, hi_text = text.partition(":")
     if not sep:
-        raise ValueError(f"--range {text!r}: expected LO:HI")
-    integer = get_param(param).type == "int"
+        raise ValueError(f"{flag} {text!r}: expected LO:HI")
+    integer = SEARCHABLE[p.type]
     try:
         lo, hi = (int(lo_text), int(hi_text)) if integer else (float(lo_text), float(hi_text))
     except ValueError:
-        raise ValueError(f"--range {text!r}: LO and HI must be numbers") from None
-    return Space(float(lo), float(hi), integer)
+        raise ValueError(f"{flag} {text!r}: LO and HI must be numbers") from None
+    for end in (lo, hi):
+        try:
+            validate_value(p.name, end)
+        except ParamError as exc:
+            raise ValueError(f"{flag} {text!r}: {exc}") from None
+    try:
+        return Space(float(lo), float(hi), integer)
+    except ValueError as exc:
+        raise ValueError(f"{flag} {text!r}: {exc}") from None
 
 
 def run(args: argparse.Namespace) -> int:

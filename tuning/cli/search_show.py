@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from core import json_depth
 from tuning.cli.args import EXIT_INTERRUPTED, db_path, refused, say
 
 ACTIONS = ("show", "confirm", "import")
@@ -118,7 +119,7 @@ def _import(args: argparse.Namespace, file: Path) -> int:
     try:
         if file.stat().st_size > MAX_JSON_BYTES:
             return refused(f"{file}: over {MAX_JSON_BYTES >> 20} MiB, not a search's --json output")
-        data = json.loads(file.read_text())
+        data = json_depth.loads(file.read_text())  # TooDeep (a ValueError), never RecursionError
     except (OSError, ValueError) as exc:
         return refused(f"{file}: {exc}")
     if not isinstance(data, dict):

@@ -1,6 +1,7 @@
 """The measured part of one run (tuning.experiment.run_unit): warm up, load while the samplers
 record, watch the engine for death, then store the requests, the summary and the verdict (done,
-suspect when numbers from outside cannot be true, failed, cancelled)."""
+suspect when numbers from outside cannot be true, failed, cancelled), the requests kept in a spool
+file until every write went through (tuning.experiment.spool)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from core.status import Status
 from store import queries, repo
 from tuning import effective
 from tuning.engine import EngineSpec
-from tuning.experiment import outcome, planned
+from tuning.experiment import outcome, planned, spool
 from tuning.experiment.bookkeeping import Bookkeeping
 from tuning.experiment.sampling import RunSamples
 from tuning.experiment.watch import EngineWatch
@@ -110,6 +111,9 @@ def measure(
     started = result.started_monotonic
     load_start = started - t0 if started is not None else returned - result.duration_s
     load_end = min(returned, load_start + result.duration_s)
+    spooled = spool.keep(book.db_path, run_id, result.records, result.duration_s)  # until stored
+    if spooled is None:
+        book.progress("note", {"run_id": run_id, "note": spool.NOT_KEPT})
     book.phase("storing", run_id)
     if attached:
         unit.samples.finish()
@@ -169,6 +173,7 @@ def measure(
             health_json=health,
             log_tail=log_tail,
         )
+    spool.release(spooled)  # every write of the run went through
     book.progress("measured", {"run_id": run_id, "summary": summary})
     return run_id
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from core.status import Status
 from store import repo
-from tuning.experiment import exits, outcome, repeats
+from tuning.experiment import exits, outcome, repeats, spool
 from tuning.experiment.bookkeeping import Bookkeeping, Progress
 from tuning.experiment.lock import RunnerBusy, machine_lock
 from tuning.experiment.order import schedule
@@ -158,6 +158,8 @@ def run_experiment(
         except RunnerBusy as busy:
             _refuse_if_queued(db_path, experiment_id, busy)
             raise
+        for line in spool.store_spooled(db_path):  # requests an earlier run could not store
+            print(f"runner: {line}", file=sys.stderr, flush=True)
         stack.enter_context(exits.sigterm_interrupts())
         runner = stack.enter_context(
             ExperimentRunner(db_path, experiment_id, progress, start_timeout, executor)

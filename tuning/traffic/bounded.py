@@ -4,9 +4,10 @@ The caps are named here so that a refusal can quote them: bytes per file (`MAX_D
 from the file's size before a byte is read, and again while reading in case it grows), bytes per
 line (`MAX_LINE_BYTES`, read with a bounded `readline`, so a 50 MB line costs 4 MiB, not the whole
 line), bytes per ShareGPT entry, and JSON nesting (`MAX_NESTING`, counted before `json` recurses,
-so `[[[[...]]]]` is a one-line refusal and never a RecursionError). A UTF-8 BOM (what Excel writes)
-is skipped; a lone surrogate in text (`"\\ud800"`) is refused, not cleaned, so nothing sent or
-hashed later can fail to encode.
+so `[[[[...]]]]` is a one-line refusal and never a RecursionError; the scan is core.json_depth's,
+shared with every other JSON the lab reads from outside). A UTF-8 BOM (what Excel writes) is
+skipped; a lone surrogate in text (`"\\ud800"`) is refused, not cleaned, so nothing sent or hashed
+later can fail to encode.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ from __future__ import annotations
 import codecs
 import hashlib
 import json
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from core.json_depth import MAX_NESTING as MAX_NESTING  # re-exported: the one scan, named here too
+from core.json_depth import nesting_words
+from core.json_depth import too_deep as too_deep
 from tuning.traffic.errors import DataError
 
 # Larger files are refused: sample them down first. A stated limit keeps a stray 10 GB upload from
@@ -27,13 +30,9 @@ MAX_DATA_BYTES = 100 * 1024 * 1024
 # One line of a JSONL/CSV/trace file, and one ShareGPT entry: a 1M-token prompt is about 4 MB.
 MAX_LINE_BYTES = 4 * 1024 * 1024
 MAX_ENTRY_CHARS = MAX_LINE_BYTES
-# Workload data nests a few levels (an object, its messages, their content parts).
-MAX_NESTING = 64
 _CHUNK = 1024 * 1024
 _BOM = codecs.BOM_UTF8
 WORKLOADS_DIR = Path(__file__).resolve().parents[2] / "workloads"
-# A JSON string (closing quote optional: an unterminated one is one linear match) or a bracket.
-_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{}]', re.S)
 
 
 def resolve_path(path: str | Path) -> Path:
@@ -44,25 +43,8 @@ def resolve_path(path: str | Path) -> Path:
     return p
 
 
-def too_deep(text: str, start: int = 0, limit: int = MAX_NESTING, whole: bool = True) -> bool:
-    """Whether the JSON value in `text` from `start` nests deeper than `limit` brackets. With
-    `whole` False the scan stops where the first value's brackets close (one array entry)."""
-    depth = 0
-    for m in _TOKENS.finditer(text, start):
-        tok = m.group()
-        if tok in "[{":
-            depth += 1
-            if depth > limit:
-                return True
-        elif tok in "]}":
-            depth -= 1
-            if depth <= 0 and not whole:
-                return False
-    return False
-
-
 def nesting_error(path: Path, line: int | None = None) -> DataError:
-    return DataError(path, f"JSON nested deeper than {MAX_NESTING} levels", line=line)
+    return DataError(path, nesting_words(MAX_NESTING), line=line)
 
 
 def check_text(path: Path, line: int | None, field: str, text: str) -> str:

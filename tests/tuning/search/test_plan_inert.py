@@ -11,13 +11,16 @@ from typing import Any
 import pytest
 
 from tests.factories import add_measured_experiment
+from tests.fakes.engines import fake_settings_env
 from tuning.cli.main import build_parser, main
 from tuning.cli.search import search_options
 
 FLAT = {"output_throughput": [1000.0, 1003.0, 998.0], "mean_ttft_ms": [100.0, 100.4, 99.7]}
 SAME = {"output_throughput": [1001.0, 999.0, 1002.0], "mean_ttft_ms": [100.0, 100.2, 99.9]}
-PLAN = ["plan", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--json"]
-PLAN += ["--param-range", "block-size=16:32", "--num-requests", "24", "--concurrency", "8"]
+# On the fake vLLM's settings (`lab` below): block-size needs a server the lab starts (an
+# attached --base-url is refused for it before any work, issue 41).
+PLAN = ["plan", "--json", "--param-range", "block-size=16:32", "--num-requests", "24"]
+PLAN += ["--concurrency", "8"]
 
 
 def plan_args(db: Path, params: str, *more: str) -> list[str]:
@@ -25,8 +28,11 @@ def plan_args(db: Path, params: str, *more: str) -> list[str]:
 
 
 @pytest.fixture
-def planned(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
-    """The parameters each plan would have searched (run_plan stubbed: nothing starts)."""
+def planned(fresh_db: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The parameters each plan would have searched (run_plan stubbed: nothing starts), with the
+    fake vLLM as the lab's engine."""
+    for key, value in fake_settings_env(fresh_db.parent).items():
+        monkeypatch.setenv(key, value)
     calls: list[list[str]] = []
 
     def fake_run_plan(db_path: Path, spec: Any, *_: Any, **__: Any) -> dict[str, Any]:
