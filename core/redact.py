@@ -323,3 +323,10 @@ def clean_url(url: str) -> str:
     return urllib.parse.urlunsplit(
         (parts.scheme, parts.netloc, parts.path, urllib.parse.urlencode(query), parts.fragment)
     )
+
+
+def scrub_key(text: str, key: str | None) -> str:
+    """`text` without the API key: a careless server may echo the Authorization header."""
+    if key:
+        text = text.replace(key, "***")
+    return text

@@ -19,6 +19,7 @@ import threading
 from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING, Unpack
 
+from core.redact import scrub_key
 from tuning.loadgen.client import (
     DEFAULT_TRANSPORT,
     LoadError,
@@ -27,7 +28,6 @@ from tuning.loadgen.client import (
     check_prompts,
     run_load_sync,
 )
-from tuning.loadgen.endpoint import scrub_key
 from tuning.settings import REPO_ROOT
 from tuning.workload import Workload
 

@@ -20,7 +20,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
-from core.redact import display_url
+from core.redact import display_url, scrub_key
 from tuning.workload import WorkloadError, server_root
 
 if TYPE_CHECKING:
@@ -40,13 +40,6 @@ def api_key_from_env() -> str | None:
     """The only source of the key besides an explicit argument: never a flag, never argv."""
     key = os.environ.get("OPENAI_API_KEY", "").strip()
     return key or None
-
-
-def scrub_key(text: str, key: str | None) -> str:
-    """`text` without the API key: a careless server may echo the Authorization header."""
-    if key:
-        text = text.replace(key, "***")
-    return text
 
 
 def _root(base_url: str) -> str:

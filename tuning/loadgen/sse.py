@@ -21,7 +21,7 @@ from typing import Any
 
 from core.plausible import count, input_tokens_problem, output_tokens_problem
 from core.records import RequestRecord
-from tuning.loadgen.endpoint import scrub_key
+from core.redact import scrub_key
 
 ERROR_EXCERPT = 300  # characters of a server's error body kept in a record
 
