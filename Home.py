@@ -6,10 +6,11 @@ import streamlit as st
 
 from store import queries
 from tuning.compare.present import fmt
-from tuning.engine import EngineError, current_spec, engine_info
+from tuning.decide.search.background import search_running
+from tuning.engine.current import current_spec, engine_info
+from tuning.engine.spec import EngineError
 from tuning.experiment import demo
 from tuning.experiment.supervisor import spawn_runner
-from tuning.search.background import search_running
 from tuning.settings import load_settings
 from ui.common import ICONS, db, db_path, md_code, md_escape
 from ui.engine_card import engine_line

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import common
-from tuning.engine import embedded_spec, model_dir
-from tuning.server import ServerProcess, StartupFacts
+from tuning.engine.embedded import embedded_spec, model_dir
+from tuning.engine.server import ServerProcess, StartupFacts
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks import ab_engine, common  # noqa: E402
-from tuning.engine import embedded_spec  # noqa: E402
+from tuning.engine.embedded import embedded_spec  # noqa: E402
 
 
 def run_one(

@@ -36,7 +36,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks import common  # noqa: E402
-from tuning.launch import free_port  # noqa: E402
+from tuning.engine.launch import free_port  # noqa: E402
 
 LAB_PYTHON = REPO / ".venv" / "bin" / "python"
 ENGINE_PYTHON = REPO / ".engine" / "venv" / "bin" / "python"

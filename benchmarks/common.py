@@ -28,7 +28,7 @@ VLLM_LAUNCHER = (
 # The lab's client through its CLI, as a user runs it; and the same command without the CLI around
 # it (a lighter start: no parser for every other command).
 LAB_CLI = ("-m", "tuning", "bench")
-LAB_MODULE = ("-m", "tuning.bench")
+LAB_MODULE = ("-m", "tuning.cli.bench")
 # The numbers both clients write to their result JSON under the same names (vLLM's definitions).
 AGREEMENT_KEYS = ("output_throughput", "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms")
 

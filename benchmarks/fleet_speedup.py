@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tests.fakes.engines import fake_command, fake_settings_env  # noqa: E402
-from tuning.fleet.cluster import start_node  # noqa: E402
+from tuning.decide.fleet.cluster import start_node  # noqa: E402
 
 
 def experiment(home: Path, values: int, delay: float, fleet: list[str]) -> tuple[float, dict]:

@@ -3,12 +3,14 @@
 Issue 41 (case 8): a 200 MB log was read whole several times (100 s, 770 MB of RSS), and one long
 line cost minutes in a regex. What the lab does with one run's log, done here exactly so:
 
-1. while the server starts, one follower reads the log as it is written (tuning.startup_anatomy.
-   LogStamps with the run's tuning.log_facts.Sheet): the start's milestones and its facts;
+1. while the server starts, one follower reads the log as it is written
+(tuning.engine.startup_anatomy.
+   LogStamps with the run's tuning.engine.log_facts.Sheet): the start's milestones and its facts;
 2. at /health 200, the follower's last read (what was written since), the startup facts, the
-   anatomy, what the engine runs with (tuning.effective.check_start): the "after healthy" time,
+   anatomy, what the engine runs with (tuning.engine.effective.check_start): the "after healthy"
+   time,
    what the start timeout must also cover;
-3. at the end of the run, the stored tail (200 lines, tuning.server_log.tail).
+3. at the end of the run, the stored tail (200 lines, tuning.engine.server_log.tail).
 
 The logs are built from a real vLLM 0.25 start on the H200 (examples/h200, run-1.log), written by
 another process as the engine would, as fast as it can:
@@ -93,12 +95,12 @@ def build(folder: Path, megabytes: int) -> dict[str, tuple[Path, Path]]:
 
 def lab_work(written: Path, at_end: Path, log: Path, settle: float) -> dict[str, Any]:
     """A start (the engine writes `written` into `log`), then what the runner does with it."""
-    from tuning import effective
-    from tuning.launch import Launch
-    from tuning.log_facts import Sheet, read_sheet
-    from tuning.server import startup_facts
-    from tuning.server_log import tail
-    from tuning.startup_anatomy import LogStamps, anatomy
+    from tuning.engine import effective
+    from tuning.engine.launch import Launch
+    from tuning.engine.log_facts import Sheet, read_sheet
+    from tuning.engine.server import startup_facts
+    from tuning.engine.server_log import tail
+    from tuning.engine.startup_anatomy import LogStamps, anatomy
 
     launch = Launch(argv=["vllm"], env={}, host="127.0.0.1", port=9, config={"max-num-seqs": 64})
     cpu0, t0 = time.process_time(), time.monotonic()
@@ -142,8 +144,8 @@ def _status_kib(field: str) -> int:
 def child(written: Path, at_end: Path, log: Path, settle: float) -> None:
     """One measurement: the peak RSS is reset after the imports (Linux: clear_refs 5 resets
     VmHWM), so what is printed is what the log work added to the process's resident set."""
-    import tuning.effective  # noqa: F401 (imported before the baseline)
-    import tuning.server  # noqa: F401
+    import tuning.engine.effective  # noqa: F401 (imported before the baseline)
+    import tuning.engine.server  # noqa: F401
 
     Path("/proc/self/clear_refs").write_text("5")
     base = _status_kib("VmRSS")

@@ -22,9 +22,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from store import connect, queries, snapshot  # noqa: E402
-from tuning.engine import embedded_spec  # noqa: E402
-from tuning.predict import ModelShape, error_pct, predict_config  # noqa: E402
-from tuning.server import ServerProcess, StartFailure  # noqa: E402
+from tuning.engine.embedded import embedded_spec  # noqa: E402
+from tuning.engine.predict import ModelShape, error_pct, predict_config  # noqa: E402
+from tuning.engine.server import ServerProcess, StartFailure  # noqa: E402
 
 H200_DB = REPO / "examples" / "h200" / "lab-h200.db.xz"
 # The 1B dummy Llama of ../shared/tools/gpu-vllm/make_tiny_model.py (vocab ~1k: tiny embeddings).

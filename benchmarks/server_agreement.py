@@ -3,7 +3,8 @@
 Starts the embedded engine once, warms it with one unmeasured run, then at each concurrency runs
 `python -m tuning bench` (lab) and vLLM's serving benchmark (vllm) interleaved, A B B A ..., both
 without their own warm-ups, so that every request the server finishes between two settled /metrics
-reads (tuning.telemetry.server_stats) is a measured request of that one client. For each run it
+reads (tuning.measure.telemetry.server_stats) is a measured request of that one client. For each
+run it
 prints the client's mean TTFT, E2EL and TPOT beside vLLM's histogram means over the same window
 (time_to_first_token, e2e_request_latency, request_time_per_output_token), their difference
 (client - server = HTTP, tokenizing, detokenizing and the client's own delay) and the server's mean
@@ -26,8 +27,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks import ab_engine, common  # noqa: E402
-from tuning.engine import embedded_spec  # noqa: E402
-from tuning.telemetry.server_stats import (  # noqa: E402
+from tuning.engine.embedded import embedded_spec  # noqa: E402
+from tuning.measure.telemetry.server_stats import (  # noqa: E402
     MetricsReader,
     read_settled,
     tokens_counted,

@@ -39,8 +39,8 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tuning.engine import current_spec  # noqa: E402
-from tuning.server import ServerProcess, port_is_free  # noqa: E402
+from tuning.engine.embedded import current_spec  # noqa: E402
+from tuning.engine.server import ServerProcess, port_is_free  # noqa: E402
 
 MARKER = "TUNING_LAB_SOAK"
 

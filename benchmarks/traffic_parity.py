@@ -3,7 +3,8 @@
     .venv/bin/python benchmarks/traffic_parity.py [--num-requests 200] [--seed 0]
 
 Runs vLLM's `ShareGPTDataset` and `RandomDataset` (vllm.benchmarks.datasets, in the engine's venv)
-and the lab's materializer (tuning.traffic) on the same inputs with the same seed and the embedded
+and the lab's materializer (tuning.measure.traffic) on the same inputs with the same seed and the
+embedded
 engine's tokenizer: the shipped ShareGPT file, and random lengths with a range ratio. Prints, for
 each: the number of requests, whether the output lengths are the same request by request, and the
 input length differences in tokens (acceptance: within 1). vLLM's input length is its `prompt_len`
@@ -25,9 +26,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tuning.engine import embedded_spec, venv_python  # noqa: E402
-from tuning.traffic import LengthDist, Limits, Source, WorkloadSpec, materialize  # noqa: E402
-from tuning.workload import LocalTokenizer  # noqa: E402
+from tuning.engine.embedded import embedded_spec, venv_python  # noqa: E402
+from tuning.measure.traffic import LengthDist, Limits, Source, WorkloadSpec, materialize  # noqa: E402
+from tuning.measure.workload import LocalTokenizer  # noqa: E402
 
 SHAREGPT = ROOT / "workloads" / "chat-500.sharegpt.json"
 RANDOM_CASES = ((256, 64, 0.5), (1024, 128, 0.25), (100, 400, 0.9))

@@ -2,7 +2,8 @@
 
 Starts the instant stub (benchmarks/stub_server.py --whole, its own process: each response in one
 write, so the stub costs the shared cores as little as it can), then for each target rate sends a
-synthetic plan of `seconds * rate` Poisson arrivals (tuning.loadgen.schedule, raw transport) and
+synthetic plan of `seconds * rate` Poisson arrivals (tuning.measure.loadgen.schedule, raw
+transport) and
 prints the planned rate, the achieved one (first-turn dispatches over their span), the dispatch
 lag, the client's CPU per request and the machine's 1-minute load average when the rate ran (the
 stub and the client share the machine with whatever else runs). The issue's bar: achieved within
@@ -24,12 +25,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tuning.engine import model_dir  # noqa: E402
-from tuning.launch import free_port  # noqa: E402
-from tuning.loadgen.schedule import dispatch_lags, plan_workload, run_plan_sync  # noqa: E402
-from tuning.traffic import Arrival, LengthDist, WorkloadSpec, materialize  # noqa: E402
-from tuning.traffic.arrival import gap_stats  # noqa: E402
-from tuning.workload import LocalTokenizer  # noqa: E402
+from tuning.engine.embedded import model_dir  # noqa: E402
+from tuning.engine.launch import free_port  # noqa: E402
+from tuning.measure.loadgen.schedule import dispatch_lags, plan_workload, run_plan_sync  # noqa: E402
+from tuning.measure.traffic import Arrival, LengthDist, WorkloadSpec, materialize  # noqa: E402
+from tuning.measure.traffic.arrival import gap_stats  # noqa: E402
+from tuning.measure.workload import LocalTokenizer  # noqa: E402
 
 MODEL = "stub"
 

@@ -125,7 +125,7 @@ NON_NEGATIVE_SUMMARY = (
 
 def summary_problems(summary: dict[str, Any]) -> list[str]:
     """Words for each summary number that cannot be true: negative or not finite, or an output
-    throughput over MAX_TOKENS_PER_S. Once per run, after `tuning.metrics.summarize`."""
+    throughput over MAX_TOKENS_PER_S. Once per run, after `tuning.measure.metrics.summarize`."""
     out = []
     for key in NON_NEGATIVE_SUMMARY:
         value = summary.get(key)

@@ -40,7 +40,8 @@ class RequestRecord:
     http_status: int | None = None
     error: str | None = None
     error_kind: str | None = None
-    # Planned traffic (tuning.traffic): which conversation and turn (0-based) this request was,
+    # Planned traffic (tuning.measure.traffic): which conversation and turn (0-based) this request
+    # was,
     # and how late it went out against its planned send time (None where nothing was planned).
     conversation: int | None = None
     turn: int | None = None

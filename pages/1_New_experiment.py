@@ -7,22 +7,17 @@ import streamlit as st
 
 from core.json_depth import nesting_words, too_deep
 from store.snapshot import is_compressed, read_only_words
-from tuning.engine import current_spec
+from tuning.decide.fleet import FleetError, attach_fleet, describe_options, options_from_settings
+from tuning.engine.current import current_spec
+from tuning.engine.flags.catalog import CatalogError
+from tuning.engine.flags.learn import needs_catalog, prepare
+from tuning.engine.params import ParamError, format_value
+from tuning.engine.shown import show_value
+from tuning.engine.validate import parse_assignments, parse_values, validate_config
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.supervisor import spawn_runner
-from tuning.flags.catalog import CatalogError
-from tuning.flags.learn import needs_catalog, prepare
-from tuning.fleet import FleetError, attach_fleet, describe_options, options_from_settings
-from tuning.params import (
-    ParamError,
-    format_value,
-    parse_assignments,
-    parse_values,
-    validate_config,
-)
+from tuning.measure.workload import Workload
 from tuning.settings import configured_db_path, load_settings
-from tuning.shown import show_value
-from tuning.workload import Workload
 from ui.common import ICONS, db_path, md_code, md_escape
 from ui.estimate import render_estimate
 from ui.experiment_form import (

@@ -48,7 +48,7 @@ st.caption(
     "TTFT client − server = the client's mean TTFT minus vLLM's own time_to_first_token "
     "histogram mean over the same window (HTTP, tokenizing and the client's own delay); a run "
     "beyond the bound is flagged in its health. "
-    "KV tokens predicted: tuning.predict from the model's config.json before the start; "
+    "KV tokens predicted: tuning.engine.predict from the model's config.json before the start; "
     "prediction error %: against the engine's KV capacity."
 )
 render_config_mismatches(runs, "runs_config_mismatch")

@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import streamlit as st
 
-from tuning.doctor import engine_findings
-from tuning.engine_find import custom_problem, find_vllm, served_name_for
-from tuning.fleet import INSTALL_HINT, FleetError, options_from_settings, ray_available
+from tuning.decide.fleet import INSTALL_HINT, FleetError, options_from_settings, ray_available
+from tuning.engine.doctor import engine_findings
+from tuning.engine.find import custom_problem, find_vllm, served_name_for
 from tuning.settings import load_settings, save_settings, settings_path
 from ui.common import ICONS, md_code, md_escape
 from ui.engine_card import draw_check

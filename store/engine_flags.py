@@ -9,7 +9,7 @@ from sqlite_utils import Database
 
 
 def load(db: Database, python: str, vllm_version: str) -> dict[str, Any] | None:
-    """The cached catalog (as tuning.flags.catalog.Catalog.to_dict), or None."""
+    """The cached catalog (as tuning.engine.flags.catalog.Catalog.to_dict), or None."""
     row = db.execute(
         "SELECT catalog_json FROM engine_flags WHERE python = ? AND vllm_version = ?",
         [python, vllm_version],

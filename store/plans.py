@@ -1,5 +1,5 @@
 """Reads of the tuning plans' rows (schema m013_plans; written by store.repo.create_plan and
-update_plan for tuning.search.plan_record): none in a lab that predates them."""
+update_plan for tuning.decide.search.plan_record): none in a lab that predates them."""
 
 from __future__ import annotations
 

@@ -233,7 +233,7 @@ def relabel_processes(db: Database, run_id: int, names_by_pid: dict[int, str]) -
 
 
 def create_search(db: Database, **fields: Any) -> int:
-    """A search's row (tuning.search.record); returns its id."""
+    """A search's row (tuning.decide.search.record); returns its id."""
     fields.setdefault("created_at", now_iso())
     fields.setdefault("status", Status.QUEUED.value)
     table = db.table("searches")
@@ -250,7 +250,7 @@ def update_search(db: Database, search_id: int, **fields: Any) -> None:
 
 
 def create_plan(db: Database, **fields: Any) -> int:
-    """A tuning plan's row (tuning.search.plan_record), with a fresh uid; returns its id."""
+    """A tuning plan's row (tuning.decide.search.plan_record), with a fresh uid; returns its id."""
     fields.setdefault("created_at", now_iso())
     fields.setdefault("status", Status.QUEUED.value)
     return _insert(db, "plans", fields)

@@ -234,7 +234,7 @@ def m003_auto_repeats(db: Database) -> None:
 
 @migrations()
 def m004_kv_prediction(db: Database) -> None:
-    """The KV cache tuning.predict expected for a run, stored beside the engine's own figures
+    """The KV cache tuning.engine.predict expected for a run, stored beside the engine's own figures
     (kv_cache_tokens, max_concurrency): predicted_kv_cache_tokens, predicted_max_concurrency and
     the whole prediction (prediction_json: budget, its source, blocks, problems)."""
     columns = {
@@ -247,7 +247,7 @@ def m004_kv_prediction(db: Database) -> None:
 
 @migrations()
 def m005_traffic_workloads(db: Database) -> None:
-    """Real traffic (tuning.traffic): the workload spec an experiment and each run replayed
+    """Real traffic (tuning.measure.traffic): the workload spec an experiment and each run replayed
     (workload_spec_json, NULL for the classic fixed-length workload), per request its conversation,
     turn and dispatch lag (actual - planned send, seconds), and named workloads to reuse."""
     for name in ("experiments", "runs"):
@@ -320,7 +320,7 @@ SEARCH_COLUMNS: dict[str, type] = {
 
 @migrations()
 def m008_searches(db: Database) -> None:
-    """One row per `search` (tuning.search.record): what it searches (spec_json: parameter,
+    """One row per `search` (tuning.decide.search.record): what it searches (spec_json: parameter,
     range, objective, SLOs, budget, workload, baseline), the process running it (pid and start
     time, its log), its status and, once ended, its result (result_json). Its steps are ordinary
     experiments named after its `key`."""
@@ -356,7 +356,8 @@ def m010_lab_identity(db: Database) -> None:
 
 @migrations()
 def m011_engine_flags(db: Database) -> None:
-    """The flags of each engine the lab has read (tuning.flags.catalog): per interpreter path and
+    """The flags of each engine the lab has read (tuning.engine.flags.catalog): per interpreter
+    path and
     vLLM version, the parser's flags as JSON and when they were read. A cache: dropping its rows
     loses nothing but the seconds it takes to read them again."""
     if "engine_flags" not in db.table_names():
@@ -396,7 +397,8 @@ PLAN_COLUMNS: dict[str, type] = {
 
 @migrations()
 def m013_plans(db: Database) -> None:
-    """One row per tuning plan (`python -m tuning plan`, tuning.search.plan_record), as a search
+    """One row per tuning plan (`python -m tuning plan`, tuning.decide.search.plan_record), as a
+    search
     has one: its `key` (PlanSpec.key(): a later call with the same arguments resumes, and reuses
     the row), what it searches (spec_json: the parameters in order, their ranges, objective,
     SLOs, budget, workload, start), the process running it, its status and, once ended, its
@@ -409,7 +411,7 @@ def m013_plans(db: Database) -> None:
 
 @migrations()
 def m014_run_engine_identity(db: Database) -> None:
-    """Which engine measured a run, as reuse compares it (tuning.engine_identity): the engine
+    """Which engine measured a run, as reuse compares it (tuning.engine.identity): the engine
     command, the model with its config's sha256, the served name, the load format, the engine's
     and the inherited environment knobs. NULL on a run written before: such a run is never
     offered for reuse (nothing says which model or command measured it)."""

@@ -32,9 +32,10 @@ from tests.factories import (
 from tests.fakes.engines import fake_settings_env
 from tests.fakes.hostile import seed_breakout_lab
 from tests.parts import missing, require_module
-from tuning import engine as engine_module
 from tuning.compare.comparison import build_comparison, default_baseline
-from tuning.engine import EngineSpec, build_tiny_model, embedded_spec, model_dir, venv_python
+from tuning.engine import embedded as engine_module
+from tuning.engine.embedded import build_tiny_model, embedded_spec, model_dir, venv_python
+from tuning.engine.spec import EngineSpec
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -251,7 +252,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 @pytest.fixture
 def tiny_model(tmp_path: Path) -> Path:
-    """A model folder with only the tiny-llama's config.json: enough for tuning.predict."""
+    """A model folder with only the tiny-llama's config.json: enough for tuning.engine.predict."""
     folder = tmp_path / "tiny-llama"
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps(TINY_MODEL))

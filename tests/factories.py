@@ -16,13 +16,14 @@ import numpy as np
 from core.clock import now_iso
 from core.records import RequestRecord, SampleRow
 from store import connect, repo
-from tuning.bench import add_bench_arguments
-from tuning.engine import TINY_MODEL_SHAPE, EngineSpec
-from tuning.engine_identity import engine_identity
+from tuning.cli.bench import add_bench_arguments
+from tuning.engine.embedded import TINY_MODEL_SHAPE
+from tuning.engine.identity import engine_identity
+from tuning.engine.params import format_value
+from tuning.engine.spec import EngineSpec
 from tuning.experiment.plan import plan_experiment
-from tuning.metrics import summarize
-from tuning.params import format_value
-from tuning.workload import Workload
+from tuning.measure.metrics import summarize
+from tuning.measure.workload import Workload
 
 WORKLOAD: dict[str, Any] = {
     "num_requests": 24,
@@ -61,8 +62,8 @@ OOM = {
 ENGINE_PYTHON = "/home/ada/.engine/venv/bin/python"
 ENGINE_MODEL = "/home/ada/.engine/tiny-llama"
 API_SERVER = "vllm.entrypoints.openai.api_server"
-# The embedded engine's tiny-llama config (tuning.engine.build_tiny_model): 2 x 2 x 4 x 64 x 2 B =
-# 2,048 B of KV cache a token.
+# The embedded engine's tiny-llama config (tuning.engine.embedded.build_tiny_model):
+# 2 x 2 x 4 x 64 x 2 B = 2,048 B of KV cache a token.
 TINY_MODEL: dict[str, Any] = {**TINY_MODEL_SHAPE, "torch_dtype": "bfloat16", "vocab_size": 860}
 
 
@@ -299,7 +300,7 @@ def add_run(
     """One run as the runner leaves it. `done`: requests, samples and a stored summary; `failed`: a
     start failure (out of KV memory) with its log tail; `running`: requests and samples so far.
     `secrets` plants the canaries (argv, env; a failed run's log tail and base URL). Its engine
-    identity is the experiment's engine's, as the runner stores it (tuning.engine_identity)."""
+    identity is the experiment's engine's, as the runner stores it (tuning.engine.identity)."""
     config = {**BASE_CONFIG, param: value}
     env = {"VLLM_CPU_KVCACHE_SPACE": "1", **({"HF_TOKEN": SECRET_ENV} if secrets else {})}
     rid = repo.create_run(
@@ -643,7 +644,8 @@ def seed_drifting_lab(path: Path) -> dict[str, Any]:
 
 
 def plan_result(search_ids: Sequence[int | None] = (None, None)) -> dict[str, Any]:
-    """A recommendation shaped as `run_plan` returns it (tuning.search.plan): max-num-seqs then
+    """A recommendation shaped as `run_plan` returns it (tuning.decide.search.plan): max-num-seqs
+    then
     block-size, chosen 16 and 32; output throughput decided better, mean TTFT undecided."""
 
     def search(param: str, rng: list[float], chosen: int, tput: float, runs: list[int]) -> dict:
@@ -729,12 +731,12 @@ def plan_result(search_ids: Sequence[int | None] = (None, None)) -> dict[str, An
 def add_plan(
     db_path: Path, result: Mapping[str, Any] | None = None, seqs: tuple[int, int] = (1, 64)
 ) -> int:
-    """A finished plan stored the way `run_plan` stores it (tuning.search.plan_record), its
+    """A finished plan stored the way `run_plan` stores it (tuning.decide.search.plan_record), its
     result `plan_result()` unless given; another max-num-seqs range `seqs` is another plan (the
     same one again is a resume: the same row); returns the plan's id."""
-    from tuning.search.plan import PlanSpec
-    from tuning.search.plan_record import plan_recorded
-    from tuning.search.strategy import Space
+    from tuning.decide.search.plan import PlanSpec
+    from tuning.decide.search.plan_record import plan_recorded
+    from tuning.decide.search.strategy import Space
 
     spec = PlanSpec(
         params=["max-num-seqs", "block-size"],

@@ -356,23 +356,23 @@ def test_the_import_contract_sees_violations() -> None:
         "tuning.cli": "",
         "tuning.cli.main": "from tuning.cli import demo",
         "tuning.cli.demo": "def run():\n    from tuning.cli.main import main",
-        "tuning.bench": "def f():\n    from tuning.cli.workload import spec_from_args",
+        "tuning.present.report": "def f():\n    from tuning.cli.workload import spec_from_args",
         "tuning.cli.workload": "from . import args",
-        "tuning.cli.args": "import tuning.traffic.spec",
-        "tuning.traffic": "from tuning.traffic.spec import X",
-        "tuning.traffic.spec": "from .errors import E",
-        "tuning.traffic.errors": "",
+        "tuning.cli.args": "import tuning.measure.traffic.spec",
+        "tuning.measure.traffic": "from tuning.measure.traffic.spec import X",
+        "tuning.measure.traffic.spec": "from .errors import E",
+        "tuning.measure.traffic.errors": "",
         "ui.workload": "from tuning.cli import workload",
         "tuning.a": "from tuning import b",
         "tuning.b": "from tuning.c import thing",
         "tuning.c": "def f():\n    import tuning.a",
     }
-    packages = {"tuning.cli", "tuning.traffic"}
+    packages = {"tuning.cli", "tuning.measure.traffic"}
     graph = import_graph({n: (ast.parse(s), n in packages) for n, s in src.items()})
     assert graph["tuning.cli.workload"] == {"tuning.cli.args"}  # relative, resolved
-    assert graph["tuning.traffic.spec"] == {"tuning.traffic.errors"}
+    assert graph["tuning.measure.traffic.spec"] == {"tuning.measure.traffic.errors"}
     assert cli_importers(graph) == [
-        "tuning.bench imports ['tuning.cli.workload']",
+        "tuning.present.report imports ['tuning.cli.workload']",
         "ui.workload imports ['tuning.cli.workload']",
     ]
     assert import_cycles(graph) == [

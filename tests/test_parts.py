@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.parts import REQUIRE_ALL, every_part_required, missing, require_module
-from tuning.engine import model_dir
-from tuning.workload import LocalTokenizer
+from tuning.engine.embedded import model_dir
+from tuning.measure.workload import LocalTokenizer
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -22,19 +22,8 @@ REGENERATE = ".venv/bin/python tools/architecture.py (or make architecture)"
 # The layers, innermost first: each may import only the ones before it (tests/test_house.py).
 LAYERS = ("core", "store", "tuning", "ui", "pages")
 SKIP = {"__pycache__"}
-# Packages whose __init__.py has no docstring yet: what the package is for, in the design's words.
-PACKAGE_PURPOSES = {
-    "tuning": "The lab itself, in packages by concern; never imports Streamlit.",
-    "tuning/charts": "Altair charts of stored runs: kinds, builders, comparisons, time series.",
-    "tuning/cli": "The command line: the outermost layer of the lab; nothing imports it but "
-    "`tuning/__main__.py`.",
-    "tuning/compare": "Metrics, comparability, intervals and verdicts: the one comparison path.",
-    "tuning/experiment": "An experiment's plan and order, and the one run path for a value's run.",
-    "tuning/loadgen": "The load generator: the streaming client, its transports, the schedule.",
-    "tuning/output": "Exports of charts and tables, and the offline HTML reports.",
-    "tuning/search": "Search one parameter over a range, and plans of several searches.",
-    "tuning/telemetry": "Samplers of the server's memory, GPUs and `/metrics` during a run.",
-}
+# Packages whose __init__.py has no docstring yet: what the package is for (none left).
+PACKAGE_PURPOSES: dict[str, str] = {}
 
 INTRO = f"""# Architecture
 

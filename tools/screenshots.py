@@ -128,7 +128,7 @@ def take(db: Path, out: Path, search: Path | None = None) -> list[tuple[Path, in
         if search is not None:  # a search's --json output, recorded as the CLI's `search import`
             import json
 
-            from tuning.search.adopt import import_result
+            from tuning.decide.search.adopt import import_result
 
             import_result(home / "lab.db", json.loads(search.read_text()))
         exp_id = compared_experiment(home / "lab.db")

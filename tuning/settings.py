@@ -56,13 +56,15 @@ class Settings:
     engine_model: str = ""
     engine_backend: str = "gpu"
     engine_load_format: str = ""
-    # Empty: the model's last path component (tuning.engine.custom_spec); the embedded engine's is
+    # Empty: the model's last path component (tuning.engine.current.custom_spec); the embedded
+    # engine's is
     # always "tiny".
     served_model_name: str = ""
     author: str = ""
     host_name: str = ""
     team_folder: str = ""
-    # The fleet (tuning.fleet): "none", "local" (a Ray the lab starts, `fleet_slots` slots; empty:
+    # The fleet (tuning.decide.fleet): "none", "local" (a Ray the lab starts, `fleet_slots` slots;
+    # empty:
     # one per GPU set, two on a CPU machine) or "ray" (the cluster at `fleet_ray_address`);
     # `fleet_gpus_per_run` empty: the tensor-parallel size on GPU nodes.
     fleet: str = "none"

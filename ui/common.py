@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from store import open_db
-from tuning.reaper import reap_dead
+from tuning.decide.reaper import reap_dead
 from tuning.settings import default_db_path
 
 # Streamlit's Material icons (drawn from its bundled font, so they render in any browser, unlike

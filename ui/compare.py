@@ -17,9 +17,6 @@ import pandas as pd
 import streamlit as st
 
 from core.status import Status
-from tuning.charts.build import available_series, build_chart, default_align
-from tuning.charts.common import with_context
-from tuning.charts.kinds import CHART_TITLES, MEMORY_SERIES, PREALLOCATION_NOTE
 from tuning.compare.catalog import METRICS
 from tuning.compare.comparison import Comparison, default_baseline
 from tuning.compare.present import (
@@ -34,9 +31,12 @@ from tuning.compare.present import (
     verdict_rule,
 )
 from tuning.compare.stats import MARGIN
-from tuning.output import export
-from tuning.output.report import report_file_name
-from tuning.shown import run_value
+from tuning.engine.shown import run_value
+from tuning.present import export
+from tuning.present.charts.build import available_series, build_chart, default_align
+from tuning.present.charts.common import with_context
+from tuning.present.charts.kinds import CHART_TITLES, MEMORY_SERIES, PREALLOCATION_NOTE
+from tuning.present.report import report_file_name
 from ui.common import ICONS, md_escape
 from ui.share import report_bytes
 
@@ -455,7 +455,7 @@ class _Checked:
 
 
 def draw_chart(chart: Any, key: str) -> None:
-    """Draw an Altair chart built by tuning/charts (spec checked by its tests, not here)."""
+    """Draw an Altair chart built by tuning/present/charts (spec checked by its tests, not here)."""
     st.altair_chart(cast(Any, _Checked(chart)), key=key)
 
 

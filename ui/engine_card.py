@@ -1,5 +1,5 @@
 """The engine, drawn in words: Settings' "Check engine" card and Home's engine line (never raw
-JSON), from what tuning.doctor and tuning.engine_find report."""
+JSON), from what tuning.engine.doctor and tuning.engine.find report."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import streamlit as st
 from ui.common import ICONS, md_code, md_escape
 
 if TYPE_CHECKING:  # Home imports this module: it needs neither the doctor nor the finder
-    from tuning.doctor import Finding
-    from tuning.engine_find import Discovery
+    from tuning.engine.doctor import Finding
+    from tuning.engine.find import Discovery
 
 
 def draw_check(findings: Sequence[Finding], discovery: Discovery, engine: str) -> None:

@@ -10,10 +10,10 @@ from typing import Any
 import streamlit as st
 
 from store import connect
-from tuning.engine import EngineSpec
+from tuning.engine.spec import EngineSpec
 from tuning.experiment.estimate import engine_costs, for_experiment
 from tuning.experiment.repeats import AutoRepeats
-from tuning.workload import Workload
+from tuning.measure.workload import Workload
 from ui.common import md_escape
 
 CLOCK = ":material/schedule:"

@@ -12,9 +12,9 @@ from typing import Any
 
 import streamlit as st
 
+from tuning.engine.params import format_value
 from tuning.experiment.repeats import DEFAULT_MAX_REPEATS, AutoRepeats
 from tuning.experiment.size import MAX_RUNS_UNASKED, experiment_runs, needs_yes
-from tuning.params import format_value
 from ui.common import md_escape
 
 FIXED, AUTO = "fixed", "auto"

@@ -1,4 +1,5 @@
-"""A run's findings on the Runs page (tuning.findings): what its signals say, and one click to
+"""A run's findings on the Runs page (tuning.decide.findings): what its signals say, and one click
+to
 queue the next experiment, which starts in its own runner process like any other."""
 
 from __future__ import annotations
@@ -9,12 +10,12 @@ from typing import Any
 import streamlit as st
 
 from store import queries
-from tuning.engine import current_spec
+from tuning.decide.findings import NextExperiment, plan_next, stored_findings
+from tuning.engine.current import current_spec
+from tuning.engine.shown import show_value
 from tuning.experiment.lock import runner_busy
 from tuning.experiment.supervisor import spawn_runner
-from tuning.findings import NextExperiment, plan_next, stored_findings
 from tuning.settings import load_settings
-from tuning.shown import show_value
 from ui.common import ICONS, db, db_path, md_code, md_escape
 
 

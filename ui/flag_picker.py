@@ -1,5 +1,6 @@
 """New experiment's parameter picker over every flag of the user's own vLLM: the lab's curated
-parameters first, then the flags its parser defines (tuning.flags), searchable and grouped like
+parameters first, then the flags its parser defines (tuning.engine.flags), searchable and grouped
+like
 vLLM's own help; a flag the lab never tunes is listed with the reason instead of offered.
 
 The first read of the engine's parser imports vLLM (10-30 s), so the catalog is read only when the
@@ -19,11 +20,11 @@ import streamlit as st
 from store import StoreError, connect
 from store import engine_flags as cache
 from tuning.compare.inert import inert_knobs
-from tuning.engine import EngineSpec, installed_vllm_version
-from tuning.flags.catalog import Catalog, CatalogError, FlagInfo, engine_python
-from tuning.flags.learn import catalog_for, flag_status, needs_catalog, resolve
-from tuning.params import PARAMS, Param, ParamError, format_value
-from tuning.value_text import join_values
+from tuning.engine.flags.catalog import Catalog, CatalogError, FlagInfo, engine_python
+from tuning.engine.flags.learn import catalog_for, flag_status, needs_catalog, resolve
+from tuning.engine.params import PARAMS, Param, ParamError, format_value
+from tuning.engine.spec import EngineSpec, installed_vllm_version
+from tuning.engine.value_text import join_values
 from ui.common import md_escape
 
 ALL = "All groups"

@@ -14,7 +14,7 @@ import streamlit as st
 
 from core.status import suspect_reasons
 from tuning.compare.present import fmt
-from tuning.effective import stored_mismatches
+from tuning.engine.effective import stored_mismatches
 from ui.common import md_escape as e
 
 

@@ -18,8 +18,8 @@ from sqlite_utils import Database
 
 from core.status import is_active
 from store import connect, queries, repo
+from tuning.engine.shown import run_value
 from tuning.experiment.history import SORTS, RunFilter, choices
-from tuning.shown import run_value
 from ui.common import md_escape
 from ui.links import compare_link
 from ui.tables import KEY_NUMBERS, KV_USAGE, RUN_IDENTITY, RUN_PLACE, render_run_table

@@ -1,4 +1,5 @@
-"""The one line naming what holds this machine (tuning.holder), drawn the same way on Home, Live
+"""The one line naming what holds this machine (tuning.decide.holder), drawn the same way on Home,
+Live
 and New experiment, so no page says "nothing runs" while another says something does."""
 
 from __future__ import annotations
@@ -7,8 +8,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from tuning.holder import holder_line
-from tuning.reaper import reap_dead
+from tuning.decide.holder import holder_line
+from tuning.decide.reaper import reap_dead
 from ui.common import md_escape
 
 HOLDER_ICON = ":material/lock:"

@@ -15,23 +15,23 @@ import streamlit as st
 from core.clock import age_s
 from core.status import Status, is_active
 from store import StoreError, connect, queries
-from tuning.charts.build import available_series
-from tuning.charts.kinds import (
+from tuning.compare.comparison import request_columns
+from tuning.compare.present import fmt
+from tuning.decide.reaper import reap_dead
+from tuning.engine.shown import run_value
+from tuning.engine.startup_anatomy import describe, phase_rows
+from tuning.experiment.estimate import left_text
+from tuning.experiment.supervisor import STALE_AFTER_S, cancel_experiment
+from tuning.present.charts.build import available_series
+from tuning.present.charts.kinds import (
     DASHBOARD_SERIES,
     MEMORY_SERIES,
     PREALLOCATION_NOTE,
     memory_series_for,
 )
-from tuning.charts.startup import startup_chart
-from tuning.charts.timeseries import live_chart, tokens_rate_from_requests
-from tuning.compare.comparison import request_columns
-from tuning.compare.present import fmt
-from tuning.experiment.estimate import left_text
-from tuning.experiment.supervisor import STALE_AFTER_S, cancel_experiment
-from tuning.reaper import reap_dead
+from tuning.present.charts.startup import startup_chart
+from tuning.present.charts.timeseries import live_chart, tokens_rate_from_requests
 from tuning.settings import lab_home
-from tuning.shown import run_value
-from tuning.startup_anatomy import describe, phase_rows
 from ui.common import ICONS
 from ui.common import md_escape as esc
 from ui.links import compare_link

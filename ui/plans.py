@@ -2,7 +2,7 @@
 result of its own. For the chosen plan: its parameters in order and each search's chosen value
 (a link to that search), the recommended configuration against the start, the gain with its
 interval and verdict (green / red only when decided, else the neutral grey), and the `vllm serve`
-command. Everything shown comes from tuning.search.plan_show (the same facts `plan show ID`
+command. Everything shown comes from tuning.decide.search.plan_show (the same facts `plan show ID`
 prints). Widget keys start with `plans_`.
 """
 
@@ -16,9 +16,9 @@ import pandas as pd
 import streamlit as st
 
 from tuning.compare.present import TONE_MARK, fmt
-from tuning.search.plan_show import facts, gain_line, label, plan_rows, step_line
-from tuning.search.show import slo_text
-from tuning.shown import show_value
+from tuning.decide.search.plan_show import facts, gain_line, label, plan_rows, step_line
+from tuning.decide.search.show import slo_text
+from tuning.engine.shown import show_value
 from ui.common import ICONS, md_code, md_escape, pick_by_query
 from ui.links import compare_link
 

@@ -1,5 +1,5 @@
 """The KV cache each value would get, shown on New experiment before anything starts
-(tuning.predict), and predicted vs the engine's figures for the Runs table."""
+(tuning.engine.predict), and predicted vs the engine's figures for the Runs table."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pandas as pd
 import streamlit as st
 
 from core.units import format_bytes
-from tuning.engine import EngineSpec
-from tuning.params import Param
-from tuning.predict import ModelShape, error_pct, predict_values
-from tuning.shown import show_value
+from tuning.engine.params import Param
+from tuning.engine.predict import ModelShape, error_pct, predict_values
+from tuning.engine.shown import show_value
+from tuning.engine.spec import EngineSpec
 from ui.common import md_escape
 
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import streamlit as st
 
+from tuning.engine.flags.catalog import CatalogError
 from tuning.experiment.plan import experiment_fields
 from tuning.experiment.reuse import Offer, apply_offer, decoded, find_offer
-from tuning.flags.catalog import CatalogError
 from ui.common import md_escape
 
 REUSE_HELP = (

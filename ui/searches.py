@@ -4,7 +4,8 @@ SLO lines), why each step ran, and one click to confirm the choice: the chosen v
 baseline's (or its closest rival) with repeats until decided, planned as an ordinary experiment
 and started in its own process like New experiment's (one runner per machine).
 
-Everything shown comes from tuning.search.show (the same facts `search show ID` prints). Widget
+Everything shown comes from tuning.decide.search.show (the same facts `search show ID` prints).
+Widget
 keys start with `srchs_`.
 """
 
@@ -18,17 +19,18 @@ import pandas as pd
 import streamlit as st
 
 from store import StoreError, connect, queries
-from tuning.charts.tradeoff import KNEE_NOTE, search_chart
 from tuning.compare.present import fmt
 from tuning.compare.selection import SelectionError, select_runs
-from tuning.engine import EngineError, current_spec
+from tuning.decide.search.background import search_running
+from tuning.decide.search.confirm import confirm_values, plan_confirm
+from tuning.decide.search.record import reap_searches, spec_from_json
+from tuning.decide.search.show import chosen_line, confirm_line, facts, slo_text, unrecorded_keys
+from tuning.engine.current import current_spec
+from tuning.engine.params import format_value
+from tuning.engine.spec import EngineError
 from tuning.experiment.lock import runner_busy
 from tuning.experiment.supervisor import spawn_runner
-from tuning.params import format_value
-from tuning.search.background import search_running
-from tuning.search.confirm import confirm_values, plan_confirm
-from tuning.search.record import reap_searches, spec_from_json
-from tuning.search.show import chosen_line, confirm_line, facts, slo_text, unrecorded_keys
+from tuning.present.charts.tradeoff import KNEE_NOTE, search_chart
 from tuning.settings import load_settings
 from ui.common import ICONS, md_code, md_escape, pick_by_query
 from ui.links import compare_link

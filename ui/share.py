@@ -20,7 +20,7 @@ from core.status import is_active
 from store import connect, queries
 from store.bundle import SUFFIX, BundleError, export_bundle, import_bundle
 from store.team import TeamError, bundle_file_name, import_new, list_team, publish
-from tuning.output.report import build_report, report_file_name
+from tuning.present.report import build_report, report_file_name
 from tuning.settings import load_settings
 from ui.common import md_code
 from ui.common import md_escape as esc

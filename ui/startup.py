@@ -1,5 +1,5 @@
 """Compare's server-start rows: each side's mean seconds per phase of the start and its
-compile-cache states (tuning.startup_anatomy), with every run's start as a timeline."""
+compile-cache states (tuning.engine.startup_anatomy), with every run's start as a timeline."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from tuning.charts.startup import startup_chart
 from tuning.compare.comparison import Comparison
-from tuning.startup_anatomy import phase_rows, phase_table
+from tuning.engine.startup_anatomy import phase_rows, phase_table
+from tuning.present.charts.startup import startup_chart
 
 
 def _anatomy(run: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from tuning.shown import show_value
+from tuning.engine.shown import show_value
 from ui.health import config_badge, health_badge
 
 # Decimals a cell of each unit shows; the page test checks every cell against this.

@@ -14,8 +14,11 @@ import pandas as pd
 import streamlit as st
 
 from store import StoreError, queries
-from tuning.charts.common import number
-from tuning.charts.tradeoff import (
+from tuning.compare.comparison import Comparison
+from tuning.compare.context import run_context
+from tuning.decide.search.record import progress
+from tuning.present.charts.common import number
+from tuning.present.charts.tradeoff import (
     KNEE_NOTE,
     TRADEOFF_TITLES,
     pareto_chart,
@@ -23,9 +26,6 @@ from tuning.charts.tradeoff import (
     search_chart,
     workload_runs,
 )
-from tuning.compare.comparison import Comparison
-from tuning.compare.context import run_context
-from tuning.search.record import progress
 from ui.compare import draw_chart, export_buttons
 from ui.compare import parse_id_list as ids_of
 

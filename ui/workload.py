@@ -15,9 +15,9 @@ import pandas as pd
 import streamlit as st
 
 from store import connect, queries
+from tuning.measure.traffic import TrafficError, WorkloadSpec
+from tuning.measure.traffic.options import TrafficOptions
 from tuning.settings import REPO_ROOT, lab_home
-from tuning.traffic import TrafficError, WorkloadSpec
-from tuning.traffic.options import TrafficOptions
 
 CLASSIC = "fixed lengths (above)"
 SYNTHETIC = "synthetic (above) + arrival / turns"
@@ -92,7 +92,7 @@ def _stamp(path: str | None) -> tuple[int, int] | None:
     """The data file's size and mtime: a changed file is read again, an unchanged one is not."""
     if not path:
         return None
-    from tuning.traffic.bounded import resolve_path
+    from tuning.measure.traffic.bounded import resolve_path
 
     try:
         st_ = resolve_path(path).stat()
@@ -111,9 +111,9 @@ def _spec_of(
 
 
 def _preview(spec: WorkloadSpec) -> None:
-    from tuning.engine import model_dir
-    from tuning.traffic import fingerprint, materialize, preview
-    from tuning.workload import LocalTokenizer, WorkloadError
+    from tuning.engine.embedded import model_dir
+    from tuning.measure.traffic import fingerprint, materialize, preview
+    from tuning.measure.workload import LocalTokenizer, WorkloadError
 
     try:
         with st.spinner("materializing the request list…"):

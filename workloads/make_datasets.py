@@ -5,7 +5,7 @@
 - chat-500.sharegpt.json: 500 ShareGPT conversations. Turns per conversation, user-message and
   answer lengths follow long-tailed (lognormal) distributions like public chat logs, scaled down so
   every conversation fits the embedded engine's 2,048-token context. Text is recombined from
-  tuning/assets/corpus.txt: no downloads, no real users' words.
+  tuning/engine/assets/corpus.txt: no downloads, no real users' words.
 - mooncake-small.jsonl: 300 requests in Mooncake's trace format (timestamp in ms, input_length,
   output_length, hash_ids of 512-token blocks). Requests come in bursts; most reuse the blocks of
   one of a few shared system prompts, and follow-up requests of a session extend their previous
@@ -25,7 +25,7 @@ import re
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-CORPUS = HERE.parent / "tuning" / "assets" / "corpus.txt"
+CORPUS = HERE.parent / "tuning" / "engine" / "assets" / "corpus.txt"
 SEED = 12
 BLOCK = 512
 OPENERS = (

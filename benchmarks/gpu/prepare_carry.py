@@ -45,7 +45,7 @@ LAB_WHEELS = [
     "sqlite-fts4==1.0.3",
     "click-default-group==1.2.4",
     "click==8.5.1",
-    # `python -m tuning compare` (run_on_h200.py's collect step) imports tuning.output.export
+    # `python -m tuning compare` (run_on_h200.py's collect step) imports tuning.present.export
     # -> altair; the image has pandas, jinja2, attrs, packaging but no altair/jsonschema.
     # (`experiment`, `bench`, `server` and `runs` start without altair.) narwhals pinned to the
     # version the lab is tested with.

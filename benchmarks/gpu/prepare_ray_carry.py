@@ -39,7 +39,7 @@ RAY_NEEDS = [
     "certifi==2026.10.19.post1",
     "filelock==4.3.1",
 ]
-# Never imported by `ray start`, a raylet's workers or the lab's fleet (tuning/fleet).
+# Never imported by `ray start`, a raylet's workers or the lab's fleet (tuning/decide/fleet).
 DROPPED = tuple(f"ray/{d}/" for d in ("jars", "rllib", "data", "serve", "tune", "train", "llm"))
 
 

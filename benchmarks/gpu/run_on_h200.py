@@ -250,8 +250,8 @@ def stage2(args: argparse.Namespace) -> int:
         return rc
     verify = (
         "import time; t=time.time()\n"
-        "import tuning.cli.main, tuning.experiment.runner, tuning.bench\n"
-        "import tuning.loadgen.child, store\n"
+        "import tuning.cli.main, tuning.experiment.runner, tuning.cli.bench\n"
+        "import tuning.measure.loadgen.child, store\n"
         "import sqlite_utils, pynvml, aiohttp, uvloop\n"
         "print('lab CLI imports OK', round(time.time()-t,1), 's; sqlite_utils',"
         " sqlite_utils.__version__ if hasattr(sqlite_utils,'__version__') else '?')\n"

@@ -1,4 +1,4 @@
-"""GPU proof for tuning.telemetry: does the lab see the memory climb, in the right process?
+"""GPU proof for tuning.measure.telemetry: does the lab see the memory climb, in the right process?
 
 Self-test (default): starts a process tree shaped like vLLM's in its own session, a parent python
 that never touches CUDA (like the API server) and a child that allocates GPU memory in steps
@@ -12,7 +12,8 @@ curve, the peak and PASS/FAIL checks. Exit code 0 when every check passes (or on
 The second form samples an already-running vLLM server's tree (and its /metrics) for N seconds.
 Without a GPU (no nvidia-ml-py, no driver, no device, or no torch for the self-test) it prints
 one SKIP line and exits 0. It needs only what the GPU test machine has preinstalled (torch,
-nvidia-ml-py, psutil, prometheus-client): it imports tuning.telemetry (with tuning.procs) and
+nvidia-ml-py, psutil, prometheus-client): it imports tuning.measure.telemetry (with
+tuning.engine.procs) and
 core.records only.
 """
 
@@ -33,11 +34,11 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from core.records import SampleRow  # noqa: E402
-from tuning.telemetry.gpu import GpuSampler, wait_gpu_memory_released  # noqa: E402
-from tuning.telemetry.peaks import peaks  # noqa: E402
-from tuning.telemetry.proctree import ProcessTreeSampler  # noqa: E402
-from tuning.telemetry.prom import MetricsSampler  # noqa: E402
-from tuning.telemetry.recorder import Sampler, Telemetry  # noqa: E402
+from tuning.measure.telemetry.gpu import GpuSampler, wait_gpu_memory_released  # noqa: E402
+from tuning.measure.telemetry.peaks import peaks  # noqa: E402
+from tuning.measure.telemetry.proctree import ProcessTreeSampler  # noqa: E402
+from tuning.measure.telemetry.prom import MetricsSampler  # noqa: E402
+from tuning.measure.telemetry.recorder import Sampler, Telemetry  # noqa: E402
 
 GIB = 1 << 30
 MIB = 1 << 20

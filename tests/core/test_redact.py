@@ -13,7 +13,7 @@ from core.redact import (
     scrub_argv,
     scrub_text,
 )
-from tuning.params import PARAMS
+from tuning.engine.params import PARAMS
 
 
 def test_secret_detection_spares_the_lab_s_own_names() -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from tests.parts import missing
 from tools.browser import CHROMIUM, chromium, serve_app
-from tuning.engine import EngineSpec
+from tuning.engine.spec import EngineSpec
 
 
 @pytest.fixture

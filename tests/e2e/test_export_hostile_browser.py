@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from tests.fakes.hostile import chart_html_cli
-from tuning.charts import compare as charts_compare
-from tuning.output import export
-from tuning.output.report import write_report
+from tuning.present import export
+from tuning.present.charts import compare as charts_compare
+from tuning.present.report import write_report
 
 pytestmark = pytest.mark.browser
 # Before any of the page's own script: what the payload sets, and a record of alert() calls.

@@ -22,7 +22,7 @@ from tests.e2e.pages import PAGES, assert_verdicts_fit, no_exception
 from tests.pages.test_icons import EMOJI
 from tools.browser import REPO, serve_app, wait_idle
 from tools.screenshots import copy_db
-from tuning.search.adopt import import_result
+from tuning.decide.search.adopt import import_result
 
 pytestmark = pytest.mark.browser
 EXAMPLES = REPO / "examples" / "h200"
@@ -88,7 +88,7 @@ def raw_bytes(db_path: Path) -> re.Pattern[str]:
     """The lab's bytes-typed values (kv-cache-memory-bytes 1G, 16G) as raw counts, plain or with
     separators: none may be shown (a value over 9,999 bytes reads in KiB/MiB/GiB)."""
     from store import connect
-    from tuning.params import get_param
+    from tuning.engine.params import get_param
 
     with connect(db_path, readonly=True) as db:
         rows = db.conn.execute("select distinct param, value from runs").fetchall()

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from tests.factories import seed_lab
-from tuning.charts import kinds as ch
-from tuning.output.report import write_report
+from tuning.present.charts import kinds as ch
+from tuning.present.report import write_report
 
 pytestmark = pytest.mark.browser
 

@@ -13,7 +13,7 @@ import pytest
 from tests.e2e.pages import no_exception
 from tools.browser import REPO, serve_app, wait_idle
 from tools.screenshots import copy_db
-from tuning.search.adopt import import_result
+from tuning.decide.search.adopt import import_result
 
 pytestmark = pytest.mark.browser
 EXAMPLES = REPO / "examples" / "h200"

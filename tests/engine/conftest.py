@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tuning.engine import EngineSpec
+from tuning.engine.spec import EngineSpec
 
 
 @pytest.fixture(scope="session")

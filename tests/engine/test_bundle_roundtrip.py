@@ -23,8 +23,8 @@ from tests.checks import (
     table_rows,
     unpacked,
 )
-from tuning.metrics import summarize
-from tuning.output.report import build_report
+from tuning.measure.metrics import summarize
+from tuning.present.report import build_report
 from tuning.settings import load_settings
 
 pytestmark = pytest.mark.engine

@@ -12,7 +12,7 @@ import pytest
 from store import open_db, queries
 from tests.engine import starved
 from tuning.cli.runs import RUN_KEYS
-from tuning.startup_anatomy import describe
+from tuning.engine.startup_anatomy import describe
 
 pytestmark = pytest.mark.engine
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.gpu_box import REPO, subprocess_env
-from tuning.engine import EngineSpec, venv_python
+from tuning.engine.embedded import venv_python
+from tuning.engine.spec import EngineSpec
 
 pytestmark = pytest.mark.engine
 

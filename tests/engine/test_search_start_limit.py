@@ -1,7 +1,8 @@
 """Issue 13, acceptance: a start-limit search on the embedded engine (max-model-len against a 2 MiB
 KV budget) finds the boundary within one bisection step of the true one.
 
-The true boundary, twice: tuning.predict's arithmetic (2 MiB / 2,048 bytes a token = 8 blocks of
+The true boundary, twice: tuning.engine.predict's arithmetic (2 MiB / 2,048 bytes a token = 8
+blocks of
 128; the engine keeps one back as its null block, so 7 x 128 = 896 is the largest max-model-len
 that starts) and the engine's own refusal ("... the estimated maximum model length is 896").
 The range 300:1500 puts neither end nor any midpoint on 896, so the test cannot pass by luck."""
@@ -17,8 +18,8 @@ from subprocess import CompletedProcess
 import pytest
 
 from store import open_db, queries
-from tuning.engine import EngineSpec
-from tuning.predict import ModelShape, predict_config
+from tuning.engine.predict import ModelShape, predict_config
+from tuning.engine.spec import EngineSpec
 
 # five engine starts: about 2-3 min on an idle machine, far more when other jobs share the cores
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(1800)]

@@ -12,9 +12,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tuning.engine import EngineSpec
-from tuning.procs import group_members
-from tuning.server import ServerProcess, StartFailure, http_get, port_is_free
+from tuning.engine.procs import group_members
+from tuning.engine.server import ServerProcess, StartFailure, http_get, port_is_free
+from tuning.engine.spec import EngineSpec
 
 pytestmark = pytest.mark.engine
 REPO = Path(__file__).resolve().parents[2]
@@ -54,7 +54,7 @@ def test_start_health_kv_capacity_and_clean_stop(engine: EngineSpec, tmp_path: P
         assert facts.max_concurrency and facts.block_size == 128
         assert facts.kv_cache_memory_bytes == 2**30  # VLLM_CPU_KVCACHE_SPACE=1
         assert facts.time_to_healthy_s and facts.time_to_healthy_s > 1
-        # vLLM bound its ZMQ sockets in the start's own folder, not in /tmp (tuning.ipc_dir).
+        # vLLM bound its ZMQ sockets in the start's own folder, not in /tmp (tuning.engine.ipc_dir).
         assert server.ipc_dir is not None and _sockets(server.ipc_dir)
     finally:
         server.stop()

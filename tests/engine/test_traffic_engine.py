@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from store import connect, queries
-from tuning.engine import EngineSpec
+from tuning.engine.spec import EngineSpec
 
 pytestmark = pytest.mark.engine
 

@@ -24,8 +24,8 @@ from typing import Any
 import psutil
 
 from tests.fakes.fake_vllm import FAULTS_ENV
-from tuning.engine import EngineSpec
-from tuning.launch import Launch
+from tuning.engine.launch import Launch
+from tuning.engine.spec import EngineSpec
 
 FAKE_VLLM = Path(__file__).resolve().with_name("fake_vllm.py")
 FAKE_MODEL = "fake-org/fake-model"

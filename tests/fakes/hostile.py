@@ -20,7 +20,7 @@ from core.records import RequestRecord
 from store import connect, open_db, queries, repo
 from tuning.cli.main import main as cli_main
 from tuning.compare.comparison import build_comparison, default_baseline
-from tuning.metrics import summarize
+from tuning.measure.metrics import summarize
 
 # Closes the inline <script> of an HTML export and runs its own; the HTML comment opener and the
 # line separators are the other two ways out of a JSON-in-script block.

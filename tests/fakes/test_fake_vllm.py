@@ -21,7 +21,7 @@ import pytest
 from store import connect, queries
 from tests.fakes.engines import fake_launch, fake_settings_env, foreign_listener
 from tests.fakes.fake_vllm import DEFAULTS, GIB
-from tuning.server import ServerProcess, StartFailure, http_get, port_is_free
+from tuning.engine.server import ServerProcess, StartFailure, http_get, port_is_free
 
 REPO = Path(__file__).resolve().parents[2]
 Events = list[Any]
@@ -247,7 +247,7 @@ def test_a_foreign_process_on_the_port_is_never_signalled(
         assert refused.value.kind == "port_in_use" and server.proc is None
         # The race (the port taken between the check and the bind): the fake exits, the failure
         # is port_in_use at once, and stop() does not wait for a port that was never ours.
-        monkeypatch.setattr("tuning.server.port_is_free", lambda host, port: True)
+        monkeypatch.setattr("tuning.engine.server.port_is_free", lambda host, port: True)
         raced = ServerProcess(fake_launch(port=foreign.port), lab.tmp / "raced.log")
         raced.start()
         t0 = time.monotonic()

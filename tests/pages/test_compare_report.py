@@ -11,7 +11,7 @@ from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.testing.v1 import AppTest
 
 from tests.apptest import open_page, page_text
-from tuning.output.report import build_report
+from tuning.present.report import build_report
 
 Deferred = dict[str, tuple[Callable[[], Any], str | None]]
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from store import connect, queries
 from tests.apptest import frame_with, open_page, page_text
-from tuning.charts.tradeoff import pareto_frame
+from tuning.present.charts.tradeoff import pareto_frame
 
 
 def _download_keys(at: Any) -> set[str]:

@@ -34,7 +34,9 @@ def box(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lab_home: Path) -> dict
     monkeypatch.setenv("PATH", f"{shim.parent}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("PYTHONPATH", str(FAKE_VLLM_PKG))
     monkeypatch.setitem(sys.modules, "pynvml", FakeNvml(devices=2))
-    monkeypatch.setattr("tuning.engine.ENGINE_DIR", tmp_path / "no-engine")  # a fresh clone
+    monkeypatch.setattr(
+        "tuning.engine.embedded.ENGINE_DIR", tmp_path / "no-engine"
+    )  # a fresh clone
     model = tmp_path / "models" / "Qwen3-8B"
     model.mkdir(parents=True)
     (model / "config.json").write_text(json.dumps({"model_type": "qwen3"}))

@@ -10,10 +10,10 @@ from pathlib import Path
 from store import connect, repo
 from tests.apptest import frame_with, open_page, page_text, with_query
 from tests.factories import add_plan, plan_result
-from tuning.search.driver import SearchSpec
-from tuning.search.record import spec_json
-from tuning.search.strategy import Space
-from tuning.workload import Workload
+from tuning.decide.search.driver import SearchSpec
+from tuning.decide.search.record import spec_json
+from tuning.decide.search.strategy import Space
+from tuning.measure.workload import Workload
 
 
 def _a_search(db_path: Path) -> int:

@@ -14,7 +14,7 @@ import streamlit as st
 from store import connect, queries, repo
 from tests.apptest import frame_with, open_page, page_text
 from tests.factories import plan_attached
-from tuning.procs import process_start_time
+from tuning.engine.procs import process_start_time
 
 
 @pytest.mark.parametrize("page_file", ["pages/2_Runs.py", "pages/5_History.py"])

@@ -16,7 +16,7 @@ from store import connect, queries
 from tests.apptest import frame_with, open_page, page_text
 from tests.checks import wait_for
 from tests.fakes.engines import fake_settings_env
-from tuning.procs import group_alive
+from tuning.engine.procs import group_alive
 
 FORM = {
     "srch_budget": 2,

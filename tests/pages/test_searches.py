@@ -16,7 +16,7 @@ from streamlit.testing.v1 import AppTest
 from store import connect, queries
 from store.snapshot import expanded
 from tests.apptest import frame_with, open_page, page_text
-from tuning.search.adopt import import_result
+from tuning.decide.search.adopt import import_result
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "h200"
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from store import connect, queries, repo
 from tests.apptest import open_page, page_text, with_query
-from tuning.startup_anatomy import anatomy
+from tuning.engine.startup_anatomy import anatomy
 
 COLD = (  # vLLM's own lines (their prefix names the process): the only ones the lab reads
     "(EngineCore pid=7) INFO Compiling a graph for compile range (1, 8192) takes 8.08 s\n"

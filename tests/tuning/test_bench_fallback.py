@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.fake_openai import fake_server
-from tuning.bench import (
+from tuning.cli.bench import (
     FALLBACK_TOKENIZER_ID,
     add_bench_arguments,
     choose_tokenizer,
     run_bench_command,
 )
-from tuning.workload import LocalTokenizer, WorkloadError, corpus_tokenizer
+from tuning.engine.embedded import corpus_tokenizer
+from tuning.measure.workload import LocalTokenizer, WorkloadError
 
 
 def _bench(base_url: str, out: Path) -> int:

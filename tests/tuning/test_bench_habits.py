@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.fake_openai import fake_server
-from tuning.bench import add_bench_arguments, run_bench_command
+from tuning.cli.bench import add_bench_arguments, run_bench_command
 
 
 def run(base_url: str, out: Path, *extra: str) -> int:

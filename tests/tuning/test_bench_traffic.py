@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.fake_openai import fake_server
-from tuning.bench import add_bench_arguments, run_bench_command
+from tuning.cli.bench import add_bench_arguments, run_bench_command
 
 
 def parse(argv: list[str]) -> argparse.Namespace:

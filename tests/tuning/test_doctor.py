@@ -15,8 +15,8 @@ from store import connect, open_db
 from store.schema import migrations
 from tests.fakes.engines import fake_settings_env, foreign_listener
 from tests.fakes.fake_nvml import FakeNvml
-from tuning.doctor import check_db, check_gpu, check_team, diagnose
-from tuning.launch import free_port
+from tuning.engine.doctor import check_db, check_gpu, check_team, diagnose
+from tuning.engine.launch import free_port
 from tuning.settings import load_settings
 
 Cli = Callable[..., Any]

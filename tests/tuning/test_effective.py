@@ -3,8 +3,8 @@ start that ran 0.9 for an asked 0.9000001 is a mismatch, not "applied" (it was w
 
 from __future__ import annotations
 
-from tuning.effective import same
-from tuning.params import get_param
+from tuning.engine.effective import same
+from tuning.engine.params import get_param
 
 
 def test_a_float_is_applied_only_when_the_engine_ran_that_number() -> None:

@@ -13,8 +13,8 @@ import pytest
 
 from tests.fakes.fake_nvml import FakeNvml
 from tests.fakes.gpu_box import FAKE_VLLM_PKG, engine_vars, vllm_shim
-from tuning.engine import custom_spec
-from tuning.engine_find import (
+from tuning.engine.current import custom_spec
+from tuning.engine.find import (
     SAVED_MISSING,
     USE_EMBEDDED,
     USE_FOUND,
@@ -169,7 +169,7 @@ def test_a_custom_engine_is_refused_naming_the_field(box: dict[str, str]) -> Non
 def test_kv_prediction_reads_a_hub_models_config_from_the_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tuning.predict import ModelShape
+    from tuning.engine.predict import ModelShape
 
     snap = tmp_path / "hf" / "hub" / "models--org--name" / "snapshots" / "abc123"
     snap.mkdir(parents=True)

@@ -1,4 +1,4 @@
-"""A run's engine identity (tuning.engine_identity): the model's config is hashed from the folder
+"""A run's engine identity (tuning.engine.identity): the model's config is hashed from the folder
 or the Hugging Face cache (bounded; too large or unreadable is unknown), the inherited knobs are
 the ones that shape a run, and no secret reaches the stored identity."""
 
@@ -8,8 +8,8 @@ import hashlib
 import json
 from pathlib import Path
 
-from tuning.engine import EngineSpec
-from tuning.engine_identity import MAX_CONFIG_BYTES, engine_identity, identity_problem
+from tuning.engine.identity import MAX_CONFIG_BYTES, engine_identity, identity_problem
+from tuning.engine.spec import EngineSpec
 
 SECRET = "sk-canaryIdentity0123456789"
 

@@ -1,5 +1,6 @@
 """Issue 13, item 7: findings from a stored run's signals, each with the next experiment to try
-(tuning.findings), from the CLI (`findings --run ID`) and planned from the run (`plan_next`)."""
+(tuning.decide.findings), from the CLI (`findings --run ID`) and planned from the run
+(`plan_next`)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ import pytest
 
 from store import connect, queries, repo, snapshot
 from tests.factories import run_row, seed_clean_lab
-from tuning.engine import embedded_spec
-from tuning.findings import findings, plan_next, stored_findings
+from tuning.decide.findings import findings, plan_next, stored_findings
+from tuning.engine.embedded import embedded_spec
 
 
 def kinds(run: dict[str, Any]) -> list[str]:

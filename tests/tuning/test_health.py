@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from core.records import RequestRecord
 from tests.fakes.fake_openai import FakeConfig, FakeOpenAIServer, fake_tokens
-from tuning.health import reconcile_tokens, run_health, scrape_counters, server_inflight
-from tuning.loadgen.client import LoadResult, run_load_sync
-from tuning.metrics import columns, goodput
-from tuning.workload import Workload
+from tuning.measure.health import reconcile_tokens, run_health, scrape_counters, server_inflight
+from tuning.measure.loadgen.client import LoadResult
+from tuning.measure.loadgen.start import run_load_sync
+from tuning.measure.metrics import columns, goodput
+from tuning.measure.workload import Workload
 
 
 def _load(records: list[RequestRecord], duration: float, **kw: object) -> LoadResult:

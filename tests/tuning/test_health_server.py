@@ -12,9 +12,9 @@ import pytest
 from core.records import RequestRecord
 from tests.factories import bench_args
 from tests.fakes.fake_openai import fake_server
-from tuning.bench import run_bench_command
-from tuning.health import SERVER_GAP_MS, server_latency, server_summary
-from tuning.metrics import columns
+from tuning.cli.bench import run_bench_command
+from tuning.measure.health import SERVER_GAP_MS, server_latency, server_summary
+from tuning.measure.metrics import columns
 from ui.health import health_badge, health_problems, server_gap_ms
 
 

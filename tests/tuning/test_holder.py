@@ -8,10 +8,10 @@ import os
 from pathlib import Path
 
 from store import connect, open_db, repo
+from tuning.decide.holder import Holder, holder_line, machine_holder
+from tuning.decide.search.background import busy_reason
+from tuning.engine.procs import process_start_time
 from tuning.experiment.lock import lock_holder, lock_path, machine_lock
-from tuning.holder import Holder, holder_line, machine_holder
-from tuning.procs import process_start_time
-from tuning.search.background import busy_reason
 
 
 def _other_lab(tmp_path: Path, name: str) -> tuple[Path, int]:

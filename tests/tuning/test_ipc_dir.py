@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from tests.checks import wait_for
-from tuning import ipc_dir
-from tuning.launch import Launch, free_port
-from tuning.params import FORCED_HOST
-from tuning.server import ServerProcess
+from tuning.engine import ipc_dir
+from tuning.engine.launch import Launch, free_port
+from tuning.engine.params import FORCED_HOST
+from tuning.engine.server import ServerProcess
 
 # Binds a socket in $VLLM_RPC_BASE_PATH as vLLM does (ipc://<base>/<uuid>) and answers /health;
 # killed by signal, it never unlinks the file, as vLLM's processes don't.

@@ -11,12 +11,13 @@ from typing import Any
 import pytest
 
 from tests.fakes.engines import fake_launch
-from tuning.engine import EMBEDDED_BASELINE, EMBEDDED_ENV, embedded_spec
+from tuning.engine.embedded import EMBEDDED_BASELINE, EMBEDDED_ENV, embedded_spec
+from tuning.engine.launch import build_launch
+from tuning.engine.params import ParamError
+from tuning.engine.server import ServerProcess
+from tuning.engine.validate import validate_config
 from tuning.experiment.plan import plan_experiment
-from tuning.launch import build_launch
-from tuning.params import ParamError, validate_config
-from tuning.server import ServerProcess
-from tuning.workload import Workload
+from tuning.measure.workload import Workload
 
 CPU_KV_ENV = "VLLM_CPU_KVCACHE_SPACE"
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 import tarfile
 from pathlib import Path
 
-from tuning import effective
-from tuning.failure_words import FailureWords
-from tuning.log_facts import Sheet, read_sheet
-from tuning.server import parse_startup_log
-from tuning.server_log import Lines, log_line
+from tuning.engine import effective
+from tuning.engine.failure_words import FailureWords
+from tuning.engine.log_facts import Sheet, read_sheet
+from tuning.engine.server import parse_startup_log
+from tuning.engine.server_log import Lines, log_line
 
 
 def test_the_last_word_wins_and_only_a_disagreement_is_a_conflict() -> None:

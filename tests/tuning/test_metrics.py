@@ -10,7 +10,7 @@ import pytest
 
 from core.records import RequestRecord
 from tests.factories import record as rec
-from tuning.metrics import (
+from tuning.measure.metrics import (
     achieved_concurrency,
     columns,
     goodput,

@@ -7,9 +7,10 @@ from unittest import mock
 
 import pytest
 
-from tuning import launch, params
-from tuning.launch import build_launch
-from tuning.params import PARAMS, ParamError, parse_bytes, validate_value
+from tuning.engine import launch, params, validate
+from tuning.engine.launch import build_launch
+from tuning.engine.params import PARAMS, ParamError, parse_bytes
+from tuning.engine.validate import validate_value
 
 REQUIRED = [
     "block-size",
@@ -154,41 +155,41 @@ def test_launch_argv_and_env() -> None:
 
 
 def test_free_port_is_free() -> None:
-    from tuning.server import port_is_free
+    from tuning.engine.server import port_is_free
 
     assert port_is_free("127.0.0.1", launch.free_port())
 
 
 def test_parse_values() -> None:
-    assert params.parse_values("max-num-seqs", "2, 16") == [2, 16]
+    assert validate.parse_values("max-num-seqs", "2, 16") == [2, 16]
     with pytest.raises(ParamError):
-        params.parse_values("max-num-seqs", "2,x")
+        validate.parse_values("max-num-seqs", "2,x")
     with pytest.raises(ParamError):
-        params.parse_values("max-num-seqs", " , ")
+        validate.parse_values("max-num-seqs", " , ")
 
 
 def test_values_typed_with_spaces_or_twice_are_refused_with_the_fix() -> None:
     """Issue 23: "2 16" got "characters other than letters..." and "2,2" was accepted silently."""
     with pytest.raises(params.ParamError, match="separate values with commas: 2,16"):
-        params.parse_values("max-num-seqs", "2 16")
+        validate.parse_values("max-num-seqs", "2 16")
     with pytest.raises(params.ParamError, match="2 is given twice"):
-        params.parse_values("max-num-seqs", "2,2")
+        validate.parse_values("max-num-seqs", "2,2")
     with pytest.raises(params.ParamError, match="1073741824 is given twice"):
-        params.parse_values("kv-cache-memory-bytes", "1G,1073741824")  # the same bytes
-    assert params.parse_values("max-num-seqs", "2, 16") == [2, 16]
+        validate.parse_values("kv-cache-memory-bytes", "1G,1073741824")  # the same bytes
+    assert validate.parse_values("max-num-seqs", "2, 16") == [2, 16]
 
 
 def test_bytes_values_accept_binary_units_and_store_the_same_count() -> None:
     """Issue 23 item 4: "1 GiB" was refused; '1 GiB', '1GiB', '1G' and 1073741824 are one value."""
     for text in ("1 GiB", "1GiB", "1G", "1073741824", " 1 GiB "):
         assert validate_value("kv-cache-memory-bytes", text) == 2**30
-    assert params.parse_values("kv-cache-memory-bytes", "512MiB, 1 GiB, 1.5 GiB") == [
+    assert validate.parse_values("kv-cache-memory-bytes", "512MiB, 1 GiB, 1.5 GiB") == [
         2**29,
         2**30,
         3 * 2**29,
     ]
     with pytest.raises(params.ParamError, match="separate values with commas: 1,2"):
-        params.parse_values("kv-cache-memory-bytes", "1 2")
+        validate.parse_values("kv-cache-memory-bytes", "1 2")
     with pytest.raises(params.ParamError, match="kv-cache-memory-bytes"):
         validate_value("kv-cache-memory-bytes", "1 GB")
     # the argv keeps the canonical count vLLM reads
@@ -203,7 +204,7 @@ def test_a_bytes_range_reads_in_binary_units() -> None:
 def test_floats_reach_the_argv_and_env_with_every_digit() -> None:
     """Issue 41 case 5: 0.9000001 and 0.9000002 both launched as 0.9 (`:g`), and a learned float
     flag's 1234567.5 as 1.23457e+06."""
-    values = params.parse_values("gpu-memory-utilization", "0.9000001,0.9000002")
+    values = validate.parse_values("gpu-memory-utilization", "0.9000001,0.9000002")
     argvs = [
         build_launch(["vllm"], "m", "m", {"gpu-memory-utilization": v}, "gpu").argv for v in values
     ]
@@ -239,23 +240,23 @@ def test_a_text_value_that_is_a_comma_list_is_refused_unquoted_and_kept_whole_qu
         ),
     }  # fmt: skip
     with pytest.raises(ParamError) as err:
-        params.parse_values(knob, "AWS_,HF_", learned)
+        validate.parse_values(knob, "AWS_,HF_", learned)
     message = str(err.value)
     assert message.startswith(f"{knob} takes a comma-separated list") and "\n" not in message
     assert '"AWS_,HF_" for one value or "AWS_","HF_" for 2' in message
-    assert params.parse_values(knob, '"AWS_,HF_"', learned) == ["AWS_,HF_"]
-    assert params.parse_values(knob, '"AWS_","HF_"', learned) == ["AWS_", "HF_"]
-    assert params.parse_values(knob, '"AWS_,HF_",OTHER_', learned) == ["AWS_,HF_", "OTHER_"]
-    assert params.parse_values(knob, "AWS_", learned) == ["AWS_"]  # one value: nothing to ask
-    assert params.parse_values(knob, ["AWS_", "HF_"], learned) == ["AWS_", "HF_"]  # split already
+    assert validate.parse_values(knob, '"AWS_,HF_"', learned) == ["AWS_,HF_"]
+    assert validate.parse_values(knob, '"AWS_","HF_"', learned) == ["AWS_", "HF_"]
+    assert validate.parse_values(knob, '"AWS_,HF_",OTHER_', learned) == ["AWS_,HF_", "OTHER_"]
+    assert validate.parse_values(knob, "AWS_", learned) == ["AWS_"]  # one value: nothing to ask
+    assert validate.parse_values(knob, ["AWS_", "HF_"], learned) == ["AWS_", "HF_"]  # split already
     # a text flag whose value is no list: a bare comma still separates values, as it always did
-    assert params.parse_values("tool-call-parser", "hermes,mistral", learned) == [
+    assert validate.parse_values("tool-call-parser", "hermes,mistral", learned) == [
         "hermes",
         "mistral",
     ]
-    assert params.parse_values("max-num-seqs", '"2",16') == [2, 16]
+    assert validate.parse_values("max-num-seqs", '"2",16') == [2, 16]
     with pytest.raises(ParamError, match="max-num-seqs: the quote at character 1 is not closed"):
-        params.parse_values("max-num-seqs", '"2,16')
+        validate.parse_values("max-num-seqs", '"2,16')
 
 
 def test_a_json_value_keeps_its_numbers_or_is_refused() -> None:

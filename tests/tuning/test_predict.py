@@ -1,4 +1,5 @@
-"""Issue 13, item 3: predict the KV cache before restarting (tuning.predict and `python -m tuning
+"""Issue 13, item 3: predict the KV cache before restarting (tuning.engine.predict and `python -m
+tuning
 predict`): bytes per token from config.json, the budget by the engine's precedence, blocks, tokens,
 concurrency at max-model-len; values that cannot start flagged; the H200 runs within 5 %."""
 
@@ -14,7 +15,7 @@ import pytest
 from store import connect, queries, snapshot
 from tests.factories import TINY_MODEL
 from tests.fakes.engines import fake_settings_env, fake_spec
-from tuning.predict import (
+from tuning.engine.predict import (
     ModelShape,
     Prediction,
     error_pct,

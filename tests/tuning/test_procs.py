@@ -8,7 +8,7 @@ import sys
 import time
 
 from tests.checks import wait_for
-from tuning.procs import (
+from tuning.engine.procs import (
     group_alive,
     group_members,
     pid_alive,

@@ -15,8 +15,8 @@ from pathlib import Path
 from store import connect, queries, repo
 from store.plans import list_plans
 from tests.factories import plan_attached
-from tuning.procs import process_start_time
-from tuning.reaper import reap_dead
+from tuning.decide.reaper import reap_dead
+from tuning.engine.procs import process_start_time
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 from tests.checks import wait_for
 from tests.fakes.engines import fake_launch
-from tuning.launch import Launch, free_port
-from tuning.params import FORCED_HOST
-from tuning.procs import group_members
-from tuning.server import (
+from tuning.engine.launch import Launch, free_port
+from tuning.engine.params import FORCED_HOST
+from tuning.engine.procs import group_members
+from tuning.engine.server import (
     HINTS,
     ServerProcess,
     StartFailure,

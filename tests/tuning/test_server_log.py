@@ -10,8 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from tuning.server import parse_startup_log
-from tuning.server_log import (
+from tuning.engine.server import parse_startup_log
+from tuning.engine.server_log import (
     ARGS_CAP,
     CUT_MARK,
     LINE_CAP,
@@ -22,7 +22,7 @@ from tuning.server_log import (
     marked_lines,
     tail,
 )
-from tuning.startup_anatomy import LogStamps
+from tuning.engine.startup_anatomy import LogStamps
 
 T = TypeVar("T")
 MB = 1_000_000

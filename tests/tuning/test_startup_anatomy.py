@@ -12,9 +12,9 @@ import pytest
 
 from tests.checks import wait_for
 from tests.fakes.engines import fake_launch
-from tuning.log_facts import Sheet
-from tuning.server import ServerProcess
-from tuning.startup_anatomy import (
+from tuning.engine.log_facts import Sheet
+from tuning.engine.server import ServerProcess
+from tuning.engine.startup_anatomy import (
     MILESTONES,
     LogStamps,
     anatomy,

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from tuning.value_text import Item, format_value, join_values, split_values, value_items
+from tuning.engine.value_text import Item, format_value, join_values, split_values, value_items
 
 HARD_FLOATS = [
     0.9000001,

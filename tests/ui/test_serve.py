@@ -22,8 +22,8 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
 from tools.browser import answers_ok, lab_env
-from tuning.doctor import check_port
-from tuning.launch import free_port
+from tuning.engine.doctor import check_port
+from tuning.engine.launch import free_port
 from ui import serve
 
 REPO = Path(__file__).resolve().parents[2]

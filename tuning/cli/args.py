@@ -75,7 +75,7 @@ def base_url_problem(args: argparse.Namespace) -> str | None:
     url = getattr(args, "base_url", None)
     if not url:
         return None
-    from tuning.workload import WorkloadError, server_root
+    from tuning.measure.workload import WorkloadError, server_root
 
     try:
         server_root(url)
@@ -108,7 +108,7 @@ def store_refusal(args: argparse.Namespace, exc: BaseException) -> str | None:
     import sqlite3
 
     from store.db import StoreError, is_busy, locked_message, refusal
-    from tuning.procs import holders
+    from tuning.engine.procs import holders
 
     if isinstance(exc, StoreError):
         return str(exc)

@@ -1,6 +1,6 @@
 """`python -m tuning compare ...` and `python -m tuning chart ...`: the Compare page for shells,
-scripts and headless GPU boxes, from the same code (tuning.compare, tuning.charts,
-tuning.output.export).
+scripts and headless GPU boxes, from the same code (tuning.compare, tuning.present.charts,
+tuning.present.export).
 
     compare --db lab.db [--json] [--baseline RUN_ID] [--slo ttft:500 --slo tpot:50] RUN_ID ...
     compare --db lab.db --experiment 3
@@ -18,9 +18,9 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tuning.charts.kinds import CHART_KINDS
 from tuning.cli import tradeoff
 from tuning.cli.args import add_selection, db_path, printable, refused, say
+from tuning.present.charts.kinds import CHART_KINDS
 
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
@@ -204,7 +204,7 @@ def format_comparison(comparison: Comparison, recommendation: str | None = None)
 
 def _compare(args: argparse.Namespace) -> int:
     from tuning.compare.headline import headline
-    from tuning.output.export import comparison_json
+    from tuning.present.export import comparison_json
 
     def show(_db: Any, selection: Selection) -> int:
         comparison, preference = selection.comparison, selection.preference
@@ -234,9 +234,9 @@ def compare_experiment(path: Path, exp_id: int) -> int:
 
 
 def _chart(args: argparse.Namespace) -> int:
-    from tuning.charts.build import build_chart
     from tuning.compare.context import comparison_context
-    from tuning.output.export import chart_format, write_chart
+    from tuning.present.charts.build import build_chart
+    from tuning.present.export import chart_format, write_chart
 
     out = str(args.out)
     kind = args.kind or DEFAULT_KIND

@@ -27,7 +27,8 @@ def add_arguments(sub: Subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from tuning.cli.compare import compare_experiment
     from tuning.cli.experiment import _run_stored
-    from tuning.engine import EngineError, current_spec
+    from tuning.engine.current import current_spec
+    from tuning.engine.spec import EngineError
     from tuning.experiment.demo import plan_demo
     from tuning.settings import load_settings
 

@@ -26,8 +26,8 @@ def add_arguments(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tuning.doctor import APP_PORT, diagnose
-    from tuning.engine_find import find_vllm, read_gpus
+    from tuning.engine.doctor import APP_PORT, diagnose
+    from tuning.engine.find import find_vllm, read_gpus
     from tuning.settings import load_settings
 
     settings = load_settings()

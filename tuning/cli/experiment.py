@@ -23,7 +23,7 @@ from tuning.cli.args import (
 from tuning.cli.fleet import add_fleet_arguments, fleet_options
 from tuning.cli.reuse import add_reuse_arguments, offer_reuse
 from tuning.cli.server import parse_sets
-from tuning.traffic.options import TrafficOptions
+from tuning.measure.traffic.options import TrafficOptions
 
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
@@ -39,7 +39,7 @@ EXIT_FAILED, EXIT_BUSY = 1, 3
 
 
 def add_workload_arguments(p: argparse.ArgumentParser) -> None:
-    """The workload flags, named as `bench` names them (tuning.workload.workload_from_args)."""
+    """The workload flags, named as `bench` names them (measure.workload.workload_from_args)."""
     p.add_argument("--concurrency", type=int, default=16)
     p.add_argument("--num-requests", type=int, default=64)
     p.add_argument("--input-len", type=int, default=64)
@@ -53,7 +53,7 @@ def add_workload_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_arguments(sub: Subparsers) -> None:
-    from tuning.bench import add_bench_arguments
+    from tuning.cli.bench import add_bench_arguments
 
     add_bench_arguments(
         sub.add_parser("bench", help="load only, against any running OpenAI-compatible server")
@@ -170,12 +170,12 @@ def _auto(args: argparse.Namespace) -> Any:
 
 def _plan(args: argparse.Namespace, path: Path) -> int:
     """The new experiment's id (ValueError/ParamError say why not)."""
-    from tuning.engine import current_spec
+    from tuning.engine.current import current_spec
+    from tuning.engine.flags.learn import prepare
+    from tuning.engine.validate import parse_values
     from tuning.experiment.plan import plan_experiment
-    from tuning.flags.learn import prepare
-    from tuning.params import parse_values
+    from tuning.measure.workload import workload_from_args
     from tuning.settings import load_settings
-    from tuning.workload import workload_from_args
 
     if not args.param or not args.values:
         raise ValueError("--param and --values are required (or --resume ID)")
@@ -210,10 +210,10 @@ def _experiment(args: argparse.Namespace) -> int:
 
     from store import StoreError, connect
     from tuning.cli.estimate import experiment_estimate, left_line
+    from tuning.decide.fleet import FleetError
+    from tuning.engine.flags.catalog import CatalogError
+    from tuning.engine.params import ParamError
     from tuning.experiment.supervisor import ResumeRefused, prepare_resume, raise_limits, reap
-    from tuning.flags.catalog import CatalogError
-    from tuning.fleet import FleetError
-    from tuning.params import ParamError
 
     path = db_path(args)
     try:  # flags that need no server or DB are refused first, with nothing written
@@ -239,7 +239,7 @@ def _experiment(args: argparse.Namespace) -> int:
                 return 0
         else:
             exp_id = _plan(args, path)
-            from tuning.fleet import attach_fleet
+            from tuning.decide.fleet import attach_fleet
 
             attach_fleet(path, exp_id, fleet)
             reuse = offer_reuse(args, path, exp_id)  # earlier identical runs: asked, never silent
@@ -299,7 +299,7 @@ def _executor(path: Path, exp_id: int) -> Executor:
         fleet = queries.get_experiment(db, exp_id).get("fleet")
     if not fleet:
         return run_locally
-    from tuning.fleet.executor import run_on_fleet
+    from tuning.decide.fleet.executor import run_on_fleet
 
     return run_on_fleet
 
@@ -309,10 +309,10 @@ def _run_stored(
 ) -> tuple[int, list[int]]:
     """Run experiment `exp_id` here; (exit code, run ids). The code says how it ended: 0 done,
     1 failed or cancelled, 3 refused (machine busy), 130 interrupted (resume it later)."""
+    from tuning.decide.fleet import FleetError
     from tuning.experiment.lock import RunnerBusy
     from tuning.experiment.runner import run_experiment
     from tuning.experiment.supervisor import settle
-    from tuning.fleet import FleetError
 
     try:
         executor = _executor(path, exp_id)
@@ -347,7 +347,7 @@ def _final(path: Path, exp_id: int) -> tuple[str, str | None]:
 
 
 def _say_reaped(reaped: list[Any]) -> None:
-    from tuning.reaper import describe
+    from tuning.decide.reaper import describe
 
     for item in reaped:
         say(describe(item), file=sys.stderr)
@@ -373,7 +373,7 @@ def endpoint_ready(args: argparse.Namespace) -> bool:
     probe (the `openai` package), or a plain message about the key, the URL or the model name.
     The probe is bounded by its own deadlines, or by --request-timeout / --stall-timeout where
     they are shorter."""
-    from tuning.loadgen.endpoint import (
+    from tuning.measure.loadgen.endpoint import (
         PROBE_STALL_S,
         PROBE_TIMEOUT_S,
         EndpointError,
@@ -412,7 +412,7 @@ def _run_experiment(args: argparse.Namespace) -> int:
     """Run a planned experiment; an imported one is refused unless --use-local-engine, which
     plans its sweep anew on this lab's engine and runs that."""
     from store import StoreError, connect, queries
-    from tuning.engine import current_spec
+    from tuning.engine.current import current_spec
     from tuning.experiment.plan import ImportedExperimentError, is_imported, plan_rerun
     from tuning.experiment.supervisor import reap
     from tuning.settings import load_settings
@@ -444,7 +444,7 @@ def _run_experiment(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     """Dispatch one of COMMANDS (args.command)."""
     if args.command == "bench":
-        from tuning.bench import run_bench_command
+        from tuning.cli.bench import run_bench_command
 
         return run_bench_command(args)
     if args.command == "experiment":

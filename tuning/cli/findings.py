@@ -25,7 +25,7 @@ def add_arguments(sub: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from store import connect, queries
-    from tuning.findings import describe, stored_findings
+    from tuning.decide.findings import describe, stored_findings
 
     with connect(db_path(args), readonly=True) as db:
         row = queries.get_run(db, args.run)

@@ -14,7 +14,7 @@ from tuning.cli.args import add_db, db_path, refused, say
 
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
-    from tuning.flags.catalog import FlagInfo
+    from tuning.engine.flags.catalog import FlagInfo
 
 COMMANDS = ("flags",)
 HELP_WIDTH = 95  # the start of each help text, on the line under its flag (all of it: --json)
@@ -38,7 +38,7 @@ def add_arguments(sub: Subparsers) -> None:
 
 
 def _row(info: FlagInfo) -> dict[str, Any]:
-    from tuning.flags.learn import flag_status
+    from tuning.engine.flags.learn import flag_status
 
     status, why = flag_status(info)
     return {
@@ -55,9 +55,10 @@ def _row(info: FlagInfo) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tuning.engine import EngineError, current_spec
-    from tuning.flags.catalog import CatalogError
-    from tuning.flags.learn import catalog_for
+    from tuning.engine.current import current_spec
+    from tuning.engine.flags.catalog import CatalogError
+    from tuning.engine.flags.learn import catalog_for
+    from tuning.engine.spec import EngineError
 
     try:
         spec = current_spec()

@@ -33,8 +33,8 @@ def add_fleet_arguments(p: argparse.ArgumentParser) -> None:
 
 def fleet_options(args: argparse.Namespace) -> dict[str, Any] | None:
     """The experiment's fleet options from its flags (None: no fleet); FleetError when unusable."""
-    from tuning.fleet import FleetError, require_ray
-    from tuning.fleet.cluster import FleetOptions
+    from tuning.decide.fleet import FleetError, require_ray
+    from tuning.decide.fleet.cluster import FleetOptions
 
     if not getattr(args, "fleet", None):
         return None
@@ -57,8 +57,8 @@ def add_arguments(sub: Subparsers) -> None:
 
 def fleet_status(address: str) -> dict[str, Any]:
     """Nodes of the cluster at `address`: slots, GPUs, and the lab's workers on each."""
-    from tuning.fleet import SLOT_RESOURCE, import_ray
-    from tuning.fleet.cluster import connect_ray, slots_of
+    from tuning.decide.fleet import SLOT_RESOURCE, import_ray
+    from tuning.decide.fleet.cluster import connect_ray, slots_of
 
     ray = import_ray()
     connect_ray(address)
@@ -104,7 +104,7 @@ def _lab_actors() -> list[dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tuning.fleet import FleetError, require_ray
+    from tuning.decide.fleet import FleetError, require_ray
 
     try:
         require_ray()

@@ -79,7 +79,7 @@ REAP_FIRST = frozenset(
 def _reap_first(args: argparse.Namespace) -> None:
     from tuning.cli.args import db_path, say
     from tuning.cli.preflight import configured_db, is_compressed
-    from tuning.reaper import describe, reap_dead
+    from tuning.decide.reaper import describe, reap_dead
 
     if is_compressed(configured_db(args)):  # a snapshot is a record: read, never reaped
         return

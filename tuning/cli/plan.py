@@ -60,7 +60,7 @@ def add_arguments(sub: Subparsers) -> None:
 def parse_ranges(items: list[str]) -> dict[str, Any]:
     """['max-num-seqs=1:64'] -> {'max-num-seqs': Space(1, 64, integer)}."""
     from tuning.cli.search import parse_range
-    from tuning.params import get_param
+    from tuning.engine.params import get_param
 
     out: dict[str, Any] = {}
     for item in items:
@@ -77,10 +77,16 @@ def run(args: argparse.Namespace) -> int:
     from tuning.cli.estimate import say_estimate, search_costs
     from tuning.cli.search import search_options
     from tuning.cli.search_show import drive
+    from tuning.decide.search.plan import (
+        PlanSpec,
+        run_plan,
+        skip_inert,
+        skipped_text,
+        summary_lines,
+    )
+    from tuning.engine.params import ParamError, get_param
     from tuning.experiment.estimate import for_plan
-    from tuning.output.plan_report import write_plan_report
-    from tuning.params import ParamError, get_param
-    from tuning.search.plan import PlanSpec, run_plan, skip_inert, skipped_text, summary_lines
+    from tuning.present.plan_report import write_plan_report
 
     if args.action:
         from tuning.cli import plan_show

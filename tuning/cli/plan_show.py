@@ -1,5 +1,6 @@
 """`python -m tuning plan show ID [--json]` and `plan list [--json]`: a tuning plan as a result of
-its own (tuning.search.plan_show), as `search show ID` shows a search. `plan` dispatches here when
+its own (tuning.decide.search.plan_show), as `search show ID` shows a search. `plan` dispatches
+here when
 its first word is one of these."""
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ ACTIONS = ("show", "list")
 
 def _show(path: Path, target: str | None, as_json: bool) -> int:
     from store import StoreError
-    from tuning.search.plan_record import reap_plans
-    from tuning.search.plan_show import facts, find_plan, lines
+    from tuning.decide.search.plan_record import reap_plans
+    from tuning.decide.search.plan_show import facts, find_plan, lines
 
     if not target:
         return refused("plan show: give the plan's id (`plan list` lists them)")
@@ -40,7 +41,7 @@ def _show(path: Path, target: str | None, as_json: bool) -> int:
 
 
 def _list(path: Path, as_json: bool) -> int:
-    from tuning.search.plan_show import facts, label, plan_rows
+    from tuning.decide.search.plan_show import facts, label, plan_rows
 
     rows = plan_rows(path)
     if as_json:

@@ -13,7 +13,7 @@ from tuning.cli.args import refused, say
 
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
-    from tuning.predict import Prediction
+    from tuning.engine.predict import Prediction
 
 COMMANDS = ("predict",)
 
@@ -46,7 +46,7 @@ def device_bytes(gib: float | None) -> int | None:
         if not math.isfinite(gib) or gib <= 0:
             raise ValueError(f"--device-memory-gib {gib}: must be a finite number of GiB over 0")
         return int(gib * 2**30)
-    from tuning.hardware import describe
+    from tuning.engine.hardware import describe
 
     gpus = describe().get("gpus") or []
     return int(gpus[0]["memory_total_bytes"]) if gpus else None
@@ -81,9 +81,10 @@ def format_predictions(param: str, rows: list[Prediction]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from tuning.cli.server import parse_sets
-    from tuning.engine import current_spec
-    from tuning.params import ParamError, parse_values, validate_config
-    from tuning.predict import ModelShape, predict_values
+    from tuning.engine.current import current_spec
+    from tuning.engine.params import ParamError
+    from tuning.engine.predict import ModelShape, predict_values
+    from tuning.engine.validate import parse_values, validate_config
 
     try:
         spec = current_spec()

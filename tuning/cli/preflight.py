@@ -74,7 +74,7 @@ def nesting_problem(args: argparse.Namespace) -> str | None:
 
 def canonical(name: str) -> str:
     """A parameter's name as the lab keys it: `--max_num_seqs` and `max-num-seqs` are one."""
-    from tuning.params import ParamError, get_param
+    from tuning.engine.params import ParamError, get_param
 
     key = name.strip().removeprefix("--")
     try:
@@ -89,7 +89,7 @@ def _fights(args: argparse.Namespace, params: list[str]) -> list[tuple[str, str]
 
 
 def set_problem(args: argparse.Namespace) -> str | None:
-    from tuning.params import PARAMS
+    from tuning.engine.params import PARAMS
 
     if args.command not in ("experiment", "search", "plan"):
         return None  # `server start` and `predict` refuse a workload knob in their own words
@@ -130,7 +130,7 @@ def _varied(args: argparse.Namespace) -> list[str]:
 
 def attach_problem(args: argparse.Namespace) -> str | None:
     """A server parameter on an attached server: it would be refused at the first step."""
-    from tuning.params import PARAMS
+    from tuning.engine.params import PARAMS
 
     if not getattr(args, "base_url", None):
         return None
@@ -175,8 +175,8 @@ def _asked_runs(args: argparse.Namespace) -> tuple[int, str] | None:
 
     command = args.command
     if command == "experiment" and args.values and args.resume is None:
+        from tuning.engine.params import split_values
         from tuning.experiment.repeats import DEFAULT_MAX_REPEATS
-        from tuning.params import split_values
 
         try:
             count = len(split_values(args.values))

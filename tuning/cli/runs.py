@@ -53,7 +53,7 @@ RUN_COLUMNS = (
     "workload_fingerprint",
     "author",
     "host",
-    "effective_config",  # what the engine said it ran with (tuning.effective), per flag
+    "effective_config",  # what the engine said it ran with (tuning.engine.effective), per flag
     "config_mismatch",  # asked flags it did not apply; [] when all applied, None: not checked
 )
 
@@ -64,7 +64,9 @@ def run_as_dict(run: dict[str, Any]) -> dict[str, Any]:
     out = {key: run.get(key) for key in RUN_COLUMNS}
     out["repeat"] = run.get("repeat_index")
     out["kv_capacity_tokens"] = run.get("kv_cache_tokens")
-    out["startup_anatomy"] = (run.get("startup") or {}).get("anatomy")  # tuning.startup_anatomy
+    out["startup_anatomy"] = (run.get("startup") or {}).get(
+        "anatomy"
+    )  # tuning.engine.startup_anatomy
     out["suspect_reasons"] = suspect_reasons(run)  # why a `suspect` run is not counted; [] else
     out.update({key: summary.get(key) for key in RUN_KEYS})
     return out

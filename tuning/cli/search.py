@@ -77,8 +77,8 @@ def search_options(args: argparse.Namespace) -> dict[str, Any]:
     """What a search spec takes from the shared flags (ParamError or ValueError when wrong, one
     line naming the flag: a first pass or an SLO the search could not use is refused here)."""
     from tuning.cli.server import parse_sets
-    from tuning.engine import current_spec
-    from tuning.workload import workload_from_args
+    from tuning.engine.current import current_spec
+    from tuning.measure.workload import workload_from_args
 
     if args.budget_runs < 2:
         raise ValueError(f"--budget-runs {args.budget_runs}: a search needs at least 2 runs")
@@ -129,8 +129,8 @@ def search_slo(args: argparse.Namespace) -> dict[str, float]:
 def search_estimate(spec: Any, path: Path) -> dict[str, Any]:
     """Print a search's estimate (its budget of runs, less the steps stored) and return it."""
     from tuning.cli.estimate import say_estimate, search_costs
+    from tuning.decide.search.driver import observations
     from tuning.experiment.estimate import for_search
-    from tuning.search.driver import observations
 
     stored = len(observations(path, spec)[0])
     return say_estimate(for_search(search_costs(spec, path), spec.budget_runs, stored))
@@ -144,8 +144,9 @@ def parse_range(param: str, text: str, flag: str = "--range") -> Any:
     """'1:32' -> Space(1, 32, integer) for an int (or byte-count) parameter; floats otherwise.
     A range the search could not use is refused: a parameter that is not a number, an end the
     parameter does not accept (every step there would be refused mid-search), or LO >= HI."""
-    from tuning.params import ParamError, get_param, validate_value
-    from tuning.search.strategy import Space
+    from tuning.decide.search.strategy import Space
+    from tuning.engine.params import ParamError, get_param
+    from tuning.engine.validate import validate_value
 
     p = get_param(param)
     if p.type not in SEARCHABLE:
@@ -173,9 +174,9 @@ def parse_range(param: str, text: str, flag: str = "--range") -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tuning.params import ParamError
-    from tuning.search.driver import SearchSpec, run_search
-    from tuning.search.record import recorded
+    from tuning.decide.search.driver import SearchSpec, run_search
+    from tuning.decide.search.record import recorded
+    from tuning.engine.params import ParamError
 
     if args.action:
         from tuning.cli import search_show
@@ -220,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         say(json.dumps(result, indent=2))
         return 0
-    from tuning.value_text import format_value
+    from tuning.engine.value_text import format_value
 
     for e in result["log"]:
         say(
@@ -238,7 +239,7 @@ def run(args: argparse.Namespace) -> int:
         f"{result['chosen_objective']}); {result['stopped']}"
     )
     if confirmed:
-        from tuning.search.show import confirm_line
+        from tuning.decide.search.show import confirm_line
 
         say(confirm_line(confirmed))
     return 0

@@ -1,7 +1,9 @@
 """`python -m tuning search show ID [--json]`, `search confirm ID [--json]`, `search import FILE`:
-a search as a result of its own (tuning.search.show), confirming its choice with repeats until
-decided (tuning.search.confirm), and recording a search of a lab from before searches had rows
-(tuning.search.adopt). `search` dispatches here when its first word is one of these."""
+a search as a result of its own (tuning.decide.search.show), confirming its choice with repeats
+until
+decided (tuning.decide.search.confirm), and recording a search of a lab from before searches had
+rows
+(tuning.decide.search.adopt). `search` dispatches here when its first word is one of these."""
 
 from __future__ import annotations
 
@@ -23,9 +25,9 @@ def drive(call: Callable[[], dict[str, Any]]) -> tuple[int, dict[str, Any]]:
     """Run a search or a plan: (0, its result), or the exit code of a refusal (3: busy), of a
     step that measured nothing (1: the search stopped, its measured steps kept; 130 when the user
     cancelled it) or of Ctrl-C / SIGTERM (130, one line, no traceback)."""
+    from tuning.decide.search.driver import StepUnmeasured
+    from tuning.engine.params import ParamError
     from tuning.experiment.lock import RunnerBusy
-    from tuning.params import ParamError
-    from tuning.search.driver import StepUnmeasured
 
     try:
         return 0, call()
@@ -54,7 +56,7 @@ def _search_id(text: str | None) -> int | None:
 
 
 def print_facts(facts: dict[str, Any], as_json: bool) -> None:
-    from tuning.search.show import lines
+    from tuning.decide.search.show import lines
 
     if as_json:
         say(json.dumps(facts, indent=2))
@@ -65,7 +67,7 @@ def print_facts(facts: dict[str, Any], as_json: bool) -> None:
 
 def _show(path: Path, search_id: int, as_json: bool) -> int:
     from store import StoreError
-    from tuning.search.show import facts, find_search
+    from tuning.decide.search.show import facts, find_search
 
     try:
         row = find_search(path, search_id)
@@ -79,11 +81,12 @@ def confirm_search(
     path: Path, search_id: int, against: str = "baseline", start_timeout: float = 300.0
 ) -> dict[str, Any]:
     """Plan the confirming experiment and run it here (the machine lock held); the facts after."""
-    from tuning.engine import EngineError, current_spec
+    from tuning.decide.search.confirm import plan_confirm
+    from tuning.decide.search.record import spec_from_json
+    from tuning.decide.search.show import facts, find_search
+    from tuning.engine.current import current_spec
+    from tuning.engine.spec import EngineError
     from tuning.experiment.runner import run_experiment
-    from tuning.search.confirm import plan_confirm
-    from tuning.search.record import spec_from_json
-    from tuning.search.show import facts, find_search
 
     row = find_search(path, search_id)
     known = facts(path, row)
@@ -99,7 +102,7 @@ def confirm_search(
 
 def _confirm(args: argparse.Namespace, search_id: int) -> int:
     from store import StoreError
-    from tuning.search.show import find_search
+    from tuning.decide.search.show import find_search
 
     try:
         find_search(db_path(args), search_id)
@@ -114,7 +117,7 @@ def _confirm(args: argparse.Namespace, search_id: int) -> int:
 
 
 def _import(args: argparse.Namespace, file: Path) -> int:
-    from tuning.search.adopt import import_result
+    from tuning.decide.search.adopt import import_result
 
     try:
         if file.stat().st_size > MAX_JSON_BYTES:

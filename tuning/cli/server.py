@@ -11,12 +11,15 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tuning import effective, ipc_dir
 from tuning.cli.args import say
-from tuning.engine import EngineError, current_spec, engine_info, setup_embedded
-from tuning.params import ParamError, parse_assignments
-from tuning.procs import group_alive, stop_group
-from tuning.server import ServerProcess, StartFailure, http_get, port_is_free
+from tuning.engine import effective, ipc_dir
+from tuning.engine.current import current_spec, engine_info
+from tuning.engine.embedded import setup_embedded
+from tuning.engine.params import ParamError
+from tuning.engine.procs import group_alive, stop_group
+from tuning.engine.server import ServerProcess, StartFailure, http_get, port_is_free
+from tuning.engine.spec import EngineError
+from tuning.engine.validate import parse_assignments
 from tuning.settings import lab_home
 
 if TYPE_CHECKING:
@@ -78,8 +81,8 @@ def _load_state() -> dict[str, Any] | None:
 
 
 def _detect(args: argparse.Namespace) -> int:
-    """Which engine `make run` serves; exit code per tuning.engine_find (0, 1 or 3)."""
-    from tuning.engine_find import decide, save_found
+    """Which engine `make run` serves; exit code per tuning.engine.find (0, 1 or 3)."""
+    from tuning.engine.find import decide, save_found
     from tuning.settings import load_settings
 
     if args.model is not None and not args.model.strip():
@@ -171,7 +174,7 @@ def _start(args: argparse.Namespace) -> int:
         "log": str(log),
         "argv": launch.argv,
         "model": spec.served_model_name,
-        "ipc_dir": str(server.ipc_dir or ""),  # removed by `server stop` (tuning.ipc_dir)
+        "ipc_dir": str(server.ipc_dir or ""),  # removed by `server stop` (tuning.engine.ipc_dir)
     }
     state_path().parent.mkdir(parents=True, exist_ok=True)
     state_path().write_text(json.dumps(state, indent=2))

@@ -151,7 +151,7 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from tuning.output.report import ReportError, write_report
+    from tuning.present.report import ReportError, write_report
 
     if not str(args.out).lower().endswith((".html", ".htm")):
         return refused(f"--out must end in .html, got {args.out!r}")

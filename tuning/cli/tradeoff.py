@@ -1,4 +1,5 @@
-"""`python -m tuning chart --kind pareto|search`: the trade-off views (tuning.charts.tradeoff).
+"""`python -m tuning chart --kind pareto|search`: the trade-off views
+(tuning.present.charts.tradeoff).
 
 chart --kind pareto --db lab.db --experiment 3 [--view ttft|per_user] --out front.png
       (the runs of experiment 3's workload: every finished run with its fingerprint)
@@ -51,7 +52,7 @@ def add_search_runs(args: argparse.Namespace) -> str | None:
     if args.search is None:
         return None
     from store import StoreError, connect, queries
-    from tuning.search.record import step_prefix
+    from tuning.decide.search.record import step_prefix
 
     try:
         with connect(db_path(args), readonly=True) as db:
@@ -77,10 +78,10 @@ def pareto_only(args: argparse.Namespace, out: str) -> int:
 
 
 def _write_pareto(db: Any, fingerprint: str | None, view: str, out: str) -> int:
-    from tuning.charts.common import with_context
-    from tuning.charts.tradeoff import pareto_chart, pareto_frame, workload_runs
     from tuning.compare.context import run_context
-    from tuning.output.export import write_chart
+    from tuning.present.charts.common import with_context
+    from tuning.present.charts.tradeoff import pareto_chart, pareto_frame, workload_runs
+    from tuning.present.export import write_chart
 
     runs = workload_runs(db, fingerprint) if fingerprint else []
     frame = pareto_frame(runs, view) if fingerprint else None
@@ -111,13 +112,13 @@ def draw(
         first = queries.load_runs(db, comparison.baseline.run_ids[:1])
         fingerprint = args.fingerprint or (first[0].get("workload_fingerprint") if first else None)
         return _write_pareto(db, fingerprint, args.view, out)
-    from tuning.charts.common import with_context
-    from tuning.charts.tradeoff import search_chart
-    from tuning.output.export import write_chart
+    from tuning.present.charts.common import with_context
+    from tuning.present.charts.tradeoff import search_chart
+    from tuning.present.export import write_chart
 
     objective, chosen, slo = "output_throughput", None, None
     if args.search is not None:
-        from tuning.search.record import progress
+        from tuning.decide.search.record import progress
 
         done = progress(db_path(args), queries.get_search(db, args.search))
         objective, chosen, slo = done.spec.metric, done.chosen, done.spec.slo_ms

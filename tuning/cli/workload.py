@@ -1,4 +1,5 @@
-"""`python -m tuning workload preview|save|list` (the traffic flags: tuning.traffic.options).
+"""`python -m tuning workload preview|save|list` (the traffic flags:
+tuning.measure.traffic.options).
 
     python -m tuning workload preview --dataset workloads/chat-500.sharegpt.json --multi-turn
     python -m tuning workload preview --spec my-spec.json --json
@@ -16,10 +17,10 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from tuning.cli.args import add_db, db_path, printable, refused, say
-from tuning.traffic import TrafficError
-from tuning.traffic.arrival import span_text
-from tuning.traffic.options import DEFAULT_TURNS, TrafficOptions, load_spec
-from tuning.traffic.spec import FILE_KINDS
+from tuning.measure.traffic import TrafficError
+from tuning.measure.traffic.arrival import span_text
+from tuning.measure.traffic.options import DEFAULT_TURNS, TrafficOptions, load_spec
+from tuning.measure.traffic.spec import FILE_KINDS
 
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
@@ -56,15 +57,15 @@ def add_arguments(sub: Subparsers) -> None:
 
 
 def _tokenizer(path: str | None) -> Any:
-    from tuning.engine import model_dir
-    from tuning.workload import LocalTokenizer
+    from tuning.engine.embedded import model_dir
+    from tuning.measure.workload import LocalTokenizer
 
     return LocalTokenizer(path or model_dir())
 
 
 def _preview(args: argparse.Namespace) -> int:
-    from tuning.traffic import fingerprint, materialize, preview
-    from tuning.workload import WorkloadError
+    from tuning.measure.traffic import fingerprint, materialize, preview
+    from tuning.measure.workload import WorkloadError
 
     try:
         spec = TrafficOptions.from_cli_args(args, workload=args.spec).to_spec(db_path(args))
@@ -124,8 +125,8 @@ def render_preview(p: dict[str, Any]) -> str:
 
 def _save(args: argparse.Namespace) -> int:
     from store import connect, repo
+    from tuning.measure.traffic.fingerprint import spec_digest
     from tuning.settings import load_settings
-    from tuning.traffic.fingerprint import spec_digest
 
     try:
         spec = load_spec(args.spec)

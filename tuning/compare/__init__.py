@@ -1,0 +1,1 @@
+"""Pure analysis: metrics, comparability, intervals and verdicts, the one comparison path."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from tuning.params import PARAMS
+from tuning.engine.params import PARAMS
 
 Direction = Literal["lower", "higher"]
 

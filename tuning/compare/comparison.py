@@ -19,7 +19,6 @@ import numpy as np
 from core.status import Status, is_active, suspect_reasons
 from core.units import fmt
 from store import queries
-from tuning import metrics as m
 from tuning.compare.catalog import METRICS, Metric
 from tuning.compare.comparability import (
     PairCheck,
@@ -41,7 +40,8 @@ from tuning.compare.stats import (
     bootstrap_change,
     mean_interval,
 )
-from tuning.shown import show_value
+from tuning.engine.shown import show_value
+from tuning.measure import metrics as m
 
 RequestLoader = Callable[[int], m.Columns]
 Run = Mapping[str, Any]
@@ -59,7 +59,7 @@ class Side:
     failed: list[dict[str, Any]]  # runs that did not (kind, reason)
     values: dict[str, list[float]]  # metric -> one value per measured run
     per_run: dict[str, dict[int, float | None]] = field(default_factory=dict)
-    # Runs whose engine did not apply this side's value (tuning.effective): no verdict then.
+    # Runs whose engine did not apply this side's value (tuning.engine.effective): no verdict then.
     not_applied: list[str] = field(default_factory=list)
     # Runs counted here without being measured again (tuning.experiment.reuse): where from.
     reused: list[str] = field(default_factory=list)

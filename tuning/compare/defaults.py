@@ -4,10 +4,10 @@ flag less to carry, explain and re-tune after an upgrade.
 
 Where the default comes from, best first:
 1. the engine's own parser, as the store caches it for the runs' vLLM version (store.engine_flags,
-   filled by tuning.flags): the truth for that version;
+   filled by tuning.engine.flags): the truth for that version;
 2. the flag as learned from that parser when the experiment was planned (experiments.engine_json's
-   `learned`, tuning.flags.learn.prepare);
-3. the lab's curated table (tuning.params), for the flags it knows.
+   `learned`, tuning.engine.flags.learn.prepare);
+3. the lab's curated table (tuning.engine.params), for the flags it knows.
 A workload parameter (concurrency, input-len, ...) is the load, not a flag: it has no engine
 default. A flag whose parser default is None (block-size, max-num-seqs: vLLM picks one at start
 by platform and usage) has none the lab can run either.
@@ -22,8 +22,8 @@ from typing import Any
 
 from store import StoreError, queries
 from store import engine_flags as cache
-from tuning.flags.catalog import Catalog
-from tuning.params import Param, ParamError, format_value, get_param
+from tuning.engine.flags.catalog import Catalog
+from tuning.engine.params import Param, ParamError, format_value, get_param
 
 Run = Mapping[str, Any]
 

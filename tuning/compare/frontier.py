@@ -18,7 +18,8 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
-from tuning.compare.comparison import _finite
+from tuning.compare.catalog import METRIC_BY_KEY
+from tuning.compare.comparison import Comparison, _finite
 
 Direction = Literal["higher", "lower"]
 K = TypeVar("K", bound=Hashable)
@@ -144,3 +145,30 @@ def knee(
                 f"while latency {lat:+.0%}",
             )
     return None
+
+
+def knee_keys(objective: str) -> tuple[str, str]:
+    """(throughput key, latency key) drawn beside each other for an objective."""
+    metric = METRIC_BY_KEY.get(objective)
+    if metric is not None and metric.better == "lower":
+        return "output_throughput", objective
+    if objective in METRIC_BY_KEY and objective != "output_throughput":
+        return objective, "p99_ttft_ms"
+    return "output_throughput", "p99_ttft_ms"
+
+
+def _number(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def side_knee(comparison: Comparison, keys: tuple[str, str]) -> Knee | None:
+    """The knee  over the sides' means of a numeric parameter."""
+    points = []
+    for side in comparison.sides:
+        x = _number(side.value)
+        if x is not None:
+            points.append((x, side.stats(keys[0])["mean"], side.stats(keys[1])["mean"]))
+    return knee(points)

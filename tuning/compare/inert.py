@@ -24,7 +24,7 @@ from tuning.compare.defaults import engine_default
 from tuning.compare.prefer import WATCHED, default_side, judge, watched
 from tuning.compare.present import CLEAR
 from tuning.compare.stats import MARGIN
-from tuning.params import ParamError, get_param
+from tuning.engine.params import ParamError, get_param
 
 
 @dataclass

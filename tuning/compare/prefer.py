@@ -26,8 +26,8 @@ from tuning.compare.comparison import Comparison, Side
 from tuning.compare.defaults import EngineDefault
 from tuning.compare.present import margin_text, pct_text
 from tuning.compare.stats import Change, bootstrap_change
-from tuning.effective import same
-from tuning.params import ParamError, format_value, get_param
+from tuning.engine.effective import same
+from tuning.engine.params import ParamError, format_value, get_param
 
 # What must not move for the default to win: the lab's decided metrics (sequential's
 # DEFAULT_METRICS) and the KV capacity, the memory wall's own number (a flag that buys KV room

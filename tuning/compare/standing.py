@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from core.status import MEASURED, Status
-from tuning.effective import stored_mismatches
+from tuning.engine.effective import stored_mismatches
 
 Run = Mapping[str, Any]
 

@@ -50,7 +50,8 @@ import numpy as np
 from tuning.compare.catalog import Direction
 from tuning.compare.tdist import t_quantile
 
-# "not applied": the engine did not run with a side's value (tuning.effective), so no verdict.
+# "not applied": the engine did not run with a side's value (tuning.engine.effective), so no
+# verdict.
 VerdictName = Literal["better", "worse", "equivalent", "undecided", "not applied"]
 VERDICTS: tuple[VerdictName, ...] = ("better", "worse", "equivalent", "undecided", "not applied")
 DECIDED: frozenset[str] = frozenset({"better", "worse", "equivalent"})

@@ -16,8 +16,8 @@ from sqlite_utils import Database
 from core.clock import now_iso
 from core.status import Status, is_active
 from store import open_db, queries, repo
+from tuning.engine.procs import process_start_time
 from tuning.experiment import exits, outcome
-from tuning.procs import process_start_time
 
 Progress = Callable[[str, dict[str, Any]], None]
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tuning.engine import EngineSpec
+from tuning.engine.spec import EngineSpec
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.repeats import AutoRepeats
-from tuning.workload import Workload
+from tuning.measure.workload import Workload
 
 PARAM = "max-num-seqs"
 VALUES = [2, 16]

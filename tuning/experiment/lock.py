@@ -1,7 +1,7 @@
 """One experiment at a time per machine: two at once would measure each other (memory, cores,
 GPU). A file lock, not a DB row, so it holds across lab databases and dies with its process.
 The holder writes who it is into the lock file (its pid, lab DB and experiment), so every page
-and command can name it, whichever lab they look at (tuning.holder)."""
+and command can name it, whichever lab they look at (tuning.decide.holder)."""
 
 from __future__ import annotations
 

@@ -15,17 +15,17 @@ from typing import Any, Protocol
 from core.records import SampleRow
 from core.status import Status
 from store import queries, repo
-from tuning import effective
-from tuning.engine import EngineSpec
+from tuning.engine import effective
+from tuning.engine.server import ServerProcess
+from tuning.engine.spec import EngineSpec
 from tuning.experiment import outcome, planned, spool
 from tuning.experiment.bookkeeping import Bookkeeping
 from tuning.experiment.sampling import RunSamples
 from tuning.experiment.watch import EngineWatch
-from tuning.server import ServerProcess
-from tuning.telemetry.peaks import peaks
-from tuning.telemetry.prom import MetricsSampler
-from tuning.traffic import WorkloadSpec
-from tuning.workload import (
+from tuning.measure.telemetry.peaks import peaks
+from tuning.measure.telemetry.prom import MetricsSampler
+from tuning.measure.traffic import WorkloadSpec
+from tuning.measure.workload import (
     FALLBACK_NOTE,
     FALLBACK_TOKENIZER_ID,
     LocalTokenizer,
@@ -56,10 +56,10 @@ def measure(
     engine: EngineSpec | None,
     spec: WorkloadSpec | None = None,
 ) -> int:
-    from tuning.health import run_health, server_summary
-    from tuning.loadgen.child import run_load_in_subprocess
-    from tuning.loadgen.client import LoadError
-    from tuning.metrics import summarize
+    from tuning.measure.health import run_health, server_summary
+    from tuning.measure.loadgen.child import run_load_in_subprocess
+    from tuning.measure.loadgen.client import LoadError
+    from tuning.measure.metrics import summarize
 
     book = unit.book
     attached = engine is None

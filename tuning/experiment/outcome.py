@@ -13,8 +13,8 @@ from core.plausible import summary_problems
 from core.records import RequestRecord
 from core.status import MEASURED, Status
 from store import StoreError
-from tuning.params import format_value
-from tuning.server import StopFailure, classify_failure
+from tuning.engine.params import format_value
+from tuning.engine.server import StopFailure, classify_failure
 
 # Failures of the lab or of the machine, not results of the configuration: a resume runs them again.
 LAB_KINDS = frozenset(
@@ -66,7 +66,7 @@ def requests_verdict(records: Sequence[RequestRecord]) -> tuple[str, str] | None
 
 def suspect_reasons(records: Sequence[RequestRecord], summary: Mapping[str, Any]) -> list[str]:
     """Why a measured run's numbers cannot be trusted, in words a user reads; [] when they can.
-    Once per run: the requests whose `usage` failed its check (tuning.loadgen.sse), then the
+    Once per run: the requests whose `usage` failed its check (tuning.measure.loadgen.sse), then the
     summary's own numbers (core.plausible.summary_problems)."""
     out = []
     bad = [r for r in records if r.error_kind == "implausible_usage"]

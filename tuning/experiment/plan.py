@@ -7,13 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from store import connect, repo
-from tuning.engine import EngineSpec
+from tuning.engine.params import get_param
+from tuning.engine.shown import show_value
+from tuning.engine.spec import EngineSpec
+from tuning.engine.validate import validate_config, validate_value
 from tuning.experiment.repeats import AutoRepeats
-from tuning.params import get_param, validate_config, validate_value
+from tuning.measure.traffic import WorkloadSpec
+from tuning.measure.workload import Workload
 from tuning.settings import load_settings
-from tuning.shown import show_value
-from tuning.traffic import WorkloadSpec
-from tuning.workload import Workload
 
 
 def plan_experiment(db_path: str | Path, **plan: Any) -> int:

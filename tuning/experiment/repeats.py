@@ -30,9 +30,9 @@ from core.status import Status
 from store import queries, repo
 from tuning.compare.catalog import METRICS
 from tuning.compare.sequential import Design, Plan, plan_next
+from tuning.engine.params import format_value
 from tuning.experiment.estimate import Costs, about, blend, costs_of, restarts, span_s
 from tuning.experiment.order import schedule
-from tuning.params import format_value
 
 DEFAULT_MAX_REPEATS = 10
 # Runs in one of these states count as tried; a cancelled or unfinished one does not.

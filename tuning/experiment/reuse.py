@@ -20,14 +20,14 @@ from typing import Any
 from sqlite_utils import Database
 
 from store import connect, queries, repo
-from tuning import hardware
+from tuning.engine import hardware
+from tuning.engine.params import format_value
 from tuning.experiment import outcome
 from tuning.experiment.order import schedule
 from tuning.experiment.plan import is_imported
 from tuning.experiment.reuse_match import UNKNOWN, Match, collect, decoded, fingerprint
 from tuning.experiment.reuse_team import import_sources, team_matches
 from tuning.experiment.run_unit import new_run_fields
-from tuning.params import format_value
 
 SHOWN = 5  # matches named per value in the offer's words; the rest are counted
 __all__ = ["Match", "Offer", "ValueOffer", "apply_offer", "decoded", "find_offer"]

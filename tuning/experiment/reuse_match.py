@@ -3,7 +3,7 @@ which stored runs may stand for a planned one, and a match as the offer names it
 tuning.experiment.reuse makes the offer; tuning.experiment.reuse_team looks in the team folder.
 
 The fingerprint is computed from what the run row itself stores, never from a stored fingerprint
-nor from the served name: the engine's identity (tuning.engine_identity: its command and
+nor from the served name: the engine's identity (tuning.engine.identity: its command and
 arguments, the model as a path or hub id with its config.json's hash, the load format, the
 engine's and the inherited environment knobs), the engine kind, backend and vLLM version, the
 whole flag configuration, the hardware description and the workload (recomputed from the stored
@@ -17,10 +17,10 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tuning.engine_identity import identity_problem
+from tuning.engine.identity import identity_problem
 from tuning.experiment.planned import spec_of
-from tuning.traffic.fingerprint import spec_digest
-from tuning.workload import Workload
+from tuning.measure.traffic.fingerprint import spec_digest
+from tuning.measure.workload import Workload
 
 # The run columns a fingerprint holds besides its configuration and workload: `model` is only the
 # served name; the model itself (path or hub id, config hash) is in `engine_identity`.

@@ -30,7 +30,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from store import queries
-from tuning.metrics import summarize
+from tuning.measure.metrics import summarize
 
 # The numbers a run's request rows give by plain counting and averaging (the same in every
 # version of the lab), checked against what the run claims.

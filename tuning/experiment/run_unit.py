@@ -22,22 +22,22 @@ from core.clock import now_iso
 from core.plausible import amount, count
 from core.status import Status
 from store import repo
-from tuning import effective, hardware, predict
-from tuning.engine import EngineSpec
-from tuning.engine_identity import engine_identity
+from tuning.engine import effective, hardware, predict
+from tuning.engine.identity import engine_identity
+from tuning.engine.params import Param, format_value, get_param
+from tuning.engine.server import ServerProcess, StartFailure
+from tuning.engine.spec import EngineSpec
 from tuning.experiment import outcome, planned
 from tuning.experiment.bookkeeping import Bookkeeping
 from tuning.experiment.measure import measure
 from tuning.experiment.sampling import RunSamples
 from tuning.experiment.watch import serving
-from tuning.params import Param, format_value, get_param
-from tuning.server import ServerProcess, StartFailure
+from tuning.measure.telemetry.gpu import GpuSampler, read_gpu_used, wait_gpu_memory_released
+from tuning.measure.telemetry.proctree import ProcessTreeSampler
+from tuning.measure.telemetry.prom import MetricsSampler
+from tuning.measure.traffic import WorkloadSpec
+from tuning.measure.workload import Workload
 from tuning.settings import lab_home
-from tuning.telemetry.gpu import GpuSampler, read_gpu_used, wait_gpu_memory_released
-from tuning.telemetry.proctree import ProcessTreeSampler
-from tuning.telemetry.prom import MetricsSampler
-from tuning.traffic import WorkloadSpec
-from tuning.workload import Workload
 
 
 def default_log_dir() -> Path:

@@ -8,7 +8,7 @@ own, the heartbeat's, the telemetry sink's) and closes each when that thread is 
 
 One value's run is `RunUnit.run` (tuning.experiment.run_unit), whoever runs it. Where the runs go
 is the caller's choice: an `Executor` (the local loop below by default; the fleet's, in
-tuning.fleet.executor, which depends on this module and never the reverse).
+tuning.decide.fleet.executor, which depends on this module and never the reverse).
 
 Every way out writes a terminal status: a value that raises fails that run (with its kind) and the
 experiment goes on; Ctrl-C or SIGTERM marks the experiment and its open run cancelled; anything
@@ -38,7 +38,8 @@ HEARTBEAT_S = 2.0
 
 
 # Where an experiment's runs go: given the runner, the plan and the plan positions still to run,
-# run them and return the new runs' ids. `run_locally` by default; the fleet's is in tuning.fleet.
+# run them and return the new runs' ids. `run_locally` by default; the fleet's is in
+# tuning.decide.fleet.
 Executor = Callable[["ExperimentRunner", list[tuple[Any, int]], list[int]], list[int]]
 
 

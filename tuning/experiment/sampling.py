@@ -11,7 +11,7 @@ from sqlite_utils import Database
 
 from core.records import SampleRow
 from store import open_db, repo
-from tuning.telemetry.recorder import Sampler, Telemetry
+from tuning.measure.telemetry.recorder import Sampler, Telemetry
 
 
 class RunSamples:

@@ -114,7 +114,7 @@ def pending(db_path: str | Path) -> list[tuple[Path, dict[str, Any]]]:
 
 
 def _store_one(db_path: str | Path, path: Path, data: dict[str, Any]) -> str | None:
-    from tuning.metrics import summarize
+    from tuning.measure.metrics import summarize
 
     run_id = int(data["run_id"])
     with connect(db_path) as db:

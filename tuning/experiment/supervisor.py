@@ -2,7 +2,7 @@
 and clean up after one that died. Pages and the CLI call these; the runner itself never does.
 
 A stored pid is acted on only when its process is still the one the lab started: the runner's and
-each server's start time is stored beside its pid (`tuning.procs.same_process`), so a pid the
+each server's start time is stored beside its pid (`tuning.engine.procs.same_process`), so a pid the
 kernel has since given to someone else is never signalled, and its runner counts as dead.
 """
 
@@ -19,10 +19,10 @@ from sqlite_utils import Database
 from core.clock import age_s, now_iso
 from core.status import Status, is_active
 from store import connect, queries, repo
-from tuning import ipc_dir
+from tuning.engine import ipc_dir
+from tuning.engine.procs import pid_alive, process_start_time, same_process, stop_group
 from tuning.experiment.order import schedule
 from tuning.experiment.outcome import remaining
-from tuning.procs import pid_alive, process_start_time, same_process, stop_group
 from tuning.settings import REPO_ROOT, lab_home
 
 # A runner beats every 2 s; ten missed beats and a gone pid mean it died (rows without a stored

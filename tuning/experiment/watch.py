@@ -18,8 +18,8 @@ from pathlib import Path
 from sqlite_utils import Database
 
 from store import open_db
-from tuning.procs import pid_alive
-from tuning.server import ServerProcess, http_get
+from tuning.engine.procs import pid_alive
+from tuning.engine.server import ServerProcess, http_get
 
 REOPEN_AFTER = 3  # failed beats in a row before the heartbeat opens a fresh connection
 HEALTH_FAILS = 2  # /health answers other than 200 in a row before the engine counts as dead

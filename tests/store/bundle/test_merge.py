@@ -25,7 +25,7 @@ from tests.checks import (
 )
 from tests.factories import SECRETS
 from tuning.compare.comparison import build_comparison, default_baseline
-from tuning.metrics import summarize
+from tuning.measure.metrics import summarize
 
 HEADLINE = (
     "summary_json",

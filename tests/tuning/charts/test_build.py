@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tuning.charts import build as ch
-from tuning.charts import common, kinds
-from tuning.output import export
+from tuning.present import export
+from tuning.present.charts import build as ch
+from tuning.present.charts import common, kinds
 
 
 def test_every_chart_kind_builds_small(charts_lab: dict[str, Any]) -> None:

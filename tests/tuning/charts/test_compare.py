@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from tests.factories import run_row
-from tuning.charts.common import side_frame
-from tuning.charts.compare import bar_chart, knee_chart, latency_chart
 from tuning.compare.comparison import build_comparison
+from tuning.present.charts.common import side_frame
+from tuning.present.charts.compare import bar_chart, knee_chart, latency_chart
 
 
 def _y_scales(spec: Any) -> list[dict[str, Any]]:

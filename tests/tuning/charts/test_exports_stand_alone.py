@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 
 from tests.factories import run_row
-from tuning.charts.build import build_chart
-from tuning.charts.common import CAP_PX, PALETTE, band_axis, short_labels, with_context
-from tuning.charts.compare import bar_chart
 from tuning.cli.main import main as cli_main
 from tuning.compare.comparison import build_comparison
 from tuning.compare.context import comparison_context
-from tuning.output.export import chart_html
+from tuning.present.charts.build import build_chart
+from tuning.present.charts.common import CAP_PX, PALETTE, band_axis, short_labels, with_context
+from tuning.present.charts.compare import bar_chart
+from tuning.present.export import chart_html
 from ui.compare import render_export
 
 WORDS = (

@@ -8,10 +8,10 @@ import pytest
 
 from store import queries
 from tests.checks import png_size
-from tuning.charts import common
-from tuning.charts import timeseries as ts
 from tuning.compare.comparison import request_columns
-from tuning.output import export
+from tuning.present import export
+from tuning.present.charts import common
+from tuning.present.charts import timeseries as ts
 
 
 def test_live_chart_and_rates(charts_lab: dict[str, Any]) -> None:

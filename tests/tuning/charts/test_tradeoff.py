@@ -13,16 +13,15 @@ from PIL import Image
 from store import connect, queries, repo
 from tests.checks import png_size
 from tests.factories import seed_lab
-from tuning.charts.tradeoff import (
+from tuning.compare.comparison import build_comparison, default_baseline
+from tuning.compare.frontier import pareto_front, side_knee
+from tuning.present import export
+from tuning.present.charts.tradeoff import (
     pareto_chart,
     pareto_frame,
     search_chart,
-    side_knee,
     workload_runs,
 )
-from tuning.compare.comparison import build_comparison, default_baseline
-from tuning.compare.frontier import pareto_front
-from tuning.output import export
 
 # max-num-seqs -> (output tok/s, p99 TTFT ms): scales to 8, then flat while TTFT climbs.
 KNEE_SHAPE = {1: (100.0, 50.0), 2: (200.0, 52.0), 4: (390.0, 55.0), 8: (760.0, 60.0)}

@@ -12,7 +12,7 @@ import pytest
 
 from tests.factories import seed_drifting_lab
 from tuning.cli.main import main as cli_main
-from tuning.output import export
+from tuning.present import export
 
 
 def test_cli_compare_text_and_json(

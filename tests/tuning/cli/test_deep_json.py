@@ -16,8 +16,8 @@ from store.bundle.format import DATA_NAME, MANIFEST_NAME
 from tests.fakes.engines import fake_settings_env
 from tests.fakes.gpu_box import FAKE_VLLM_PKG
 from tuning.cli.main import main as cli_main
+from tuning.measure.traffic.bounded import MAX_NESTING
 from tuning.settings import load_settings
-from tuning.traffic.bounded import MAX_NESTING
 
 DEPTH = 5_000
 DEEP_ARRAY = "[" * DEPTH + "]" * DEPTH

@@ -10,10 +10,10 @@ import pytest
 from tests.fakes.engines import fake_spec
 from tuning.cli.estimate import say_estimate, search_costs
 from tuning.cli.search import search_estimate
+from tuning.decide.search.driver import SearchSpec
+from tuning.decide.search.strategy import Space
 from tuning.experiment.estimate import for_plan
-from tuning.search.driver import SearchSpec
-from tuning.search.strategy import Space
-from tuning.workload import Workload
+from tuning.measure.workload import Workload
 
 
 def spec() -> SearchSpec:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tuning.charts import kinds
 from tuning.cli import compare as cli_compare
+from tuning.present.charts import kinds
 
 
 def test_cli_starts_without_altair_and_knows_every_chart_kind() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tuning.cli.main import main as cli_main
-from tuning.predict import ModelShape
+from tuning.engine.predict import ModelShape
 
 
 def test_the_cli_names_the_flag_and_the_message_does_not(

@@ -13,9 +13,9 @@ import pytest
 from store import connect, queries
 from tests.checks import png_size
 from tests.fakes.fake_openai import FakeConfig, FakeOpenAIServer
-from tuning.charts.tradeoff import search_chart
 from tuning.cli.main import main as cli_main
 from tuning.compare.selection import select_runs
+from tuning.present.charts.tradeoff import search_chart
 
 
 def test_search_is_recorded_and_charted(

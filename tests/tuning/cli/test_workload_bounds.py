@@ -13,7 +13,7 @@ from subprocess import CompletedProcess
 import pytest
 
 Cli = Callable[..., CompletedProcess[str]]
-MAX_LINE_BYTES = 4 * 1024 * 1024  # tuning.traffic.bounded's, as a user meets it
+MAX_LINE_BYTES = 4 * 1024 * 1024  # tuning.measure.traffic.bounded's, as a user meets it
 DEEP = "[" * 100_000 + "]" * 100_000
 
 

@@ -10,7 +10,7 @@ from core.records import RequestRecord
 from tests.factories import record
 from tests.factories import run_row as run
 from tuning.compare.comparison import build_comparison, default_baseline, parse_slo
-from tuning.metrics import columns
+from tuning.measure.metrics import columns
 
 
 def test_comparison_groups_sides_and_leaves_out_what_is_not_comparable() -> None:

@@ -14,7 +14,7 @@ from store import connect
 from tests.factories import add_measured_experiment
 from tuning.cli.main import main
 from tuning.compare.selection import select_runs
-from tuning.output.report import build_report
+from tuning.present.report import build_report
 
 PC = "enable-prefix-caching"  # vLLM's default: true (the lab's table and the parser agree)
 FLAT = {"output_throughput": [1000.0, 1003.0, 998.0], "mean_ttft_ms": [100.0, 100.4, 99.7]}

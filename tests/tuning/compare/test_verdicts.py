@@ -165,8 +165,8 @@ def test_two_runs_get_an_honest_interval_not_their_min_max() -> None:
 
 
 def test_chart_whiskers_are_the_verdict_interval() -> None:
-    from tuning.charts.common import side_frame
-    from tuning.charts.compare import bar_chart
+    from tuning.present.charts.common import side_frame
+    from tuning.present.charts.compare import bar_chart
 
     runs = []
     for i, (value, tput) in enumerate(((2, 1000.0), (2, 1100.0), (16, 4000.0), (16, 4600.0))):

@@ -35,7 +35,7 @@ def test_the_home_button_plans_the_demo_starts_it_and_opens_live(
     # its own runner lock: another lab's experiment on this machine would hide the demo button
     monkeypatch.setenv("TUNING_LAB_LOCK", str(tmp_path / "runner.lock"))
     started: list[int] = []
-    monkeypatch.setattr("tuning.engine.current_spec", lambda settings=None: fake_spec())
+    monkeypatch.setattr("tuning.engine.current.current_spec", lambda settings=None: fake_spec())
     monkeypatch.setattr(
         "tuning.experiment.supervisor.spawn_runner", lambda path, exp_id: started.append(exp_id)
     )

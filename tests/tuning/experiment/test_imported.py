@@ -16,7 +16,7 @@ from store import connect, queries
 from store.bundle import export_bundle, import_bundle
 from tests.factories import seed_clean_lab
 from tuning.cli.main import main
-from tuning.engine import current_spec
+from tuning.engine.current import current_spec
 from tuning.experiment.plan import ImportedExperimentError
 from tuning.experiment.runner import run_experiment
 

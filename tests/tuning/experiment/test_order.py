@@ -56,7 +56,7 @@ def test_close_floats_resume_as_two_values() -> None:
     """Issue 41 case 5: 0.9000001 and 0.9000002 were stored under one label ("0.9"), so a resume
     after only the second one ran counted its run for the first, ran the second again and never
     measured the first."""
-    from tuning.params import format_value
+    from tuning.engine.params import format_value
 
     plan = schedule([0.9000001, 0.9000002], 1)
     stored = [_run(format_value(0.9000002), 0, 1)]  # as run_unit stores the run's value

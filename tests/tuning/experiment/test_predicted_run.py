@@ -1,4 +1,4 @@
-"""Issue 13, item 3: each run stores the KV cache tuning.predict expected (before the start)
+"""Issue 13, item 3: each run stores the KV cache tuning.engine.predict expected (before the start)
 beside the engine's own figures, and the Runs table shows both with the error in %."""
 
 from __future__ import annotations

@@ -19,10 +19,10 @@ import pytest
 from core.clock import now_iso
 from store import connect, queries, repo
 from tests.factories import WORKLOAD, add_experiment, records
-from tuning.engine import API_SERVER_MODULE, EngineSpec
+from tuning.engine.spec import API_SERVER_MODULE, EngineSpec
 from tuning.experiment.reuse import find_offer
 from tuning.experiment.run_unit import new_run_fields
-from tuning.metrics import summarize
+from tuning.measure.metrics import summarize
 
 HW = {"summary": "1x NVIDIA H100 80GB HBM3", "gpus": [{"index": 0, "name": "NVIDIA H100"}]}
 META = "meta-llama/Llama-3.1-8B"

@@ -15,7 +15,7 @@ from store import connect, queries, repo
 from store.team import publish
 from tests.factories import add_experiment, seed_clean_lab
 from tuning.experiment.reuse import find_offer
-from tuning.metrics import summarize
+from tuning.measure.metrics import summarize
 
 ADA_HW = {"summary": "cpu-2core", "cpus": 2}  # ada's machine as her runs describe it
 FORGED_TOK_S = 252_453.0

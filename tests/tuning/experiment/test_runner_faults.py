@@ -18,10 +18,10 @@ import pytest
 
 from store import connect, queries
 from tests.fakes.engines import fake_launch, fake_spec, foreign_listener
+from tuning.engine.server import ServerProcess, StartFailure, port_is_free
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.runner import run_experiment
-from tuning.server import ServerProcess, StartFailure, port_is_free
-from tuning.workload import Workload
+from tuning.measure.workload import Workload
 
 QUICK = {"num_requests": 6, "concurrency": 2, "input_len": 8, "output_len": 8, "num_warmups": 1}
 
@@ -163,7 +163,7 @@ def test_stop_does_not_wait_the_whole_grace_for_a_straggler(tmp_path: Path) -> N
 def test_a_foreign_process_on_the_port_fails_that_run_and_is_never_signalled(
     no_leftovers: Path, record: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tuning import launch
+    from tuning.engine import launch
 
     real = launch.free_port
     with foreign_listener() as foreign:

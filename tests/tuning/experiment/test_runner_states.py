@@ -25,13 +25,13 @@ from tests.checks import wait_until
 from tests.factories import plan_attached
 from tests.fakes.engines import fake_settings_env
 from tests.fakes.fake_openai import FakeConfig, FakeOpenAIServer
-from tuning import ipc_dir
+from tuning.engine import ipc_dir
 from tuning.experiment import runner as runner_module
 from tuning.experiment.lock import machine_lock
 from tuning.experiment.run_unit import RunUnit
 from tuning.experiment.runner import run_experiment
 from tuning.experiment.supervisor import cancel_experiment, reap_stale
-from tuning.workload import Workload
+from tuning.measure.workload import Workload
 
 REPO = Path(__file__).resolve().parents[3]
 SLOW = Workload(num_requests=400, concurrency=2, input_len=4, output_len=50, num_warmups=0)

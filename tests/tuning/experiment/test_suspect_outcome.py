@@ -13,10 +13,10 @@ from store import connect, repo
 from tests.factories import add_experiment, add_run
 from tests.tuning.experiment.test_repeats import stored
 from tests.tuning.search.test_record import _spec
+from tuning.decide.search.driver import observations
+from tuning.decide.search.record import step_prefix
 from tuning.experiment.outcome import experiment_verdict, remaining
 from tuning.experiment.repeats import AutoRepeats, plan_for
-from tuning.search.driver import observations
-from tuning.search.record import step_prefix
 
 WORDS = "4 of 4 requests had a usage that cannot be true"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tuning.flags.catalog import (
+from tuning.engine.flags.catalog import (
     Catalog,
     CatalogError,
     check_in_engine,

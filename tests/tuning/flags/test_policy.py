@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tuning.flags.policy import (
+from tuning.engine.flags.policy import (
     CODE,
     REACH,
     SECRET,
@@ -82,7 +82,7 @@ def test_a_json_key_is_held_to_the_policy_of_the_flag_it_names_and_to_its_words(
 
 def test_keys_the_engine_names_as_code_are_refused_whatever_their_names() -> None:
     """CompilationConfig.backend takes "a qualified name ... to import": nothing in its name says
-    so, the engine's config class does (tuning.flags.engine_probe reads it)."""
+    so, the engine's config class does (tuning.engine.flags.engine_probe reads it)."""
     value = {"mode": 3, "backend": "evil.module.fn", "pass_config": {"post_pass": "m.f"}}
     assert json_refusal(value) is None
     assert json_refusal(value, ["backend"]) == ("backend", CODE)

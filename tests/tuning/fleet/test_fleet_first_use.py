@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tuning.fleet.cluster import start_node
-from tuning.procs import group_alive
+from tuning.decide.fleet.cluster import start_node
+from tuning.engine.procs import group_alive
 
 pytestmark = [pytest.mark.usefixtures("ray_installed"), pytest.mark.fleet, pytest.mark.timeout(300)]
 

@@ -24,14 +24,14 @@ import pytest
 from store import connect, queries, repo
 from tests.checks import wait_for, wait_until
 from tests.fakes.engines import fake_spec
-from tuning import ipc_dir
+from tuning.decide.fleet.cluster import FleetOptions, LocalNode, start_node
+from tuning.decide.fleet.executor import run_on_fleet
+from tuning.decide.fleet.guard import OWNER_ENV, REPORTS_ENV, read_report
+from tuning.engine import ipc_dir
+from tuning.engine.procs import group_alive
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.runner import run_experiment
-from tuning.fleet.cluster import FleetOptions, LocalNode, start_node
-from tuning.fleet.executor import run_on_fleet
-from tuning.fleet.guard import OWNER_ENV, REPORTS_ENV, read_report
-from tuning.procs import group_alive
-from tuning.workload import Workload
+from tuning.measure.workload import Workload
 
 pytestmark = [pytest.mark.usefixtures("ray_installed"), pytest.mark.fleet, pytest.mark.timeout(600)]
 
@@ -75,7 +75,7 @@ def _describe(name: str) -> list[dict[str, Any]]:
             guards = [
                 p.pid
                 for p in psutil.process_iter(["cmdline"])
-                if "tuning.fleet.guard" in (p.info["cmdline"] or [])
+                if "tuning.decide.fleet.guard" in (p.info["cmdline"] or [])
                 and str(owner) in (p.info["cmdline"] or [])
             ]
             out.append(
@@ -170,7 +170,7 @@ def test_runs_spread_over_both_nodes_and_a_lost_worker_is_retried(
     assert len(set(ports)) == len(ports)  # each run its own port
     wait_until(lambda: not _servers(name), 30, "every server to end with its run")
     assert not psutil.pid_exists(killed["server"]) or not _servers(name)
-    # the guard removed the lost server's socket folder with it (tuning.ipc_dir)
+    # the guard removed the lost server's socket folder with it (tuning.engine.ipc_dir)
     assert killed["folder"] is not None
     wait_until(lambda: not killed["folder"].exists(), 30, "the guard to remove its socket folder")
 

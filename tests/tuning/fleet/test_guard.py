@@ -14,15 +14,15 @@ from pathlib import Path
 import psutil
 
 from tests.checks import wait_until
-from tuning.fleet.guard import read_report
-from tuning.procs import pid_alive
+from tuning.decide.fleet.guard import read_report
+from tuning.engine.procs import pid_alive
 
 # A "worker" that starts a server-like child in its own session (with a grandchild in the group)
 # and prints the child's pid, then sleeps until killed; its guard reports to the file in argv[1].
 _WORKER = """
 import subprocess, sys, time
 from pathlib import Path
-from tuning.fleet.guard import start_guard
+from tuning.decide.fleet.guard import start_guard
 guard = start_guard(report=Path(sys.argv[1]))
 grandchild = "import time; time.sleep(300)"
 server = f"import subprocess,sys,time; subprocess.Popen([sys.executable,'-c',{grandchild!r}]); "
@@ -65,7 +65,7 @@ def test_a_killed_worker_leaves_no_server_behind(tmp_path: Path) -> None:
 _DRIVER = """
 import subprocess, sys, time
 from pathlib import Path
-from tuning.fleet.guard import start_guard
+from tuning.decide.fleet.guard import start_guard
 sleeper = "import time; time.sleep(300)"
 daemon = f"import os, subprocess, sys; subprocess.Popen([sys.executable, '-c', {sleeper!r}]); "
 daemon += "os._exit(0)"
@@ -78,7 +78,7 @@ time.sleep(300)
 
 
 def test_a_killed_driver_takes_its_local_cluster_group_with_it(tmp_path: Path) -> None:
-    from tuning.procs import group_alive
+    from tuning.engine.procs import group_alive
 
     report = tmp_path / "seen"
     driver = subprocess.Popen(
@@ -107,7 +107,7 @@ def test_a_server_the_guard_never_polled_is_found_by_its_workers_mark(tmp_path: 
     init. A worker marks its environment (OWNER_ENV) and its servers inherit the mark; the guard,
     when its worker is gone, stops every process carrying it. Here the "server" has left the
     worker's tree before any poll: only the mark can find it."""
-    from tuning.fleet.guard import OWNER_ENV, marked, owner_mark, reap
+    from tuning.decide.fleet.guard import OWNER_ENV, marked, owner_mark, reap
 
     mark = owner_mark(12345, 1.0)
     stray = subprocess.Popen(
@@ -140,7 +140,7 @@ def test_a_server_the_guard_never_polled_is_found_by_its_workers_mark(tmp_path: 
 _RAY_WORKER = """
 import os, subprocess, sys, time
 import psutil
-from tuning.fleet.guard import OWNER_ENV, owner_mark, start_detached_guard
+from tuning.decide.fleet.guard import OWNER_ENV, owner_mark, start_detached_guard
 os.environ[OWNER_ENV] = owner_mark(os.getpid(), psutil.Process().create_time())
 guard = start_detached_guard()
 server = [sys.executable, "-c", "import time; time.sleep(300)"]
@@ -160,7 +160,7 @@ def test_a_server_started_after_ray_killed_the_workers_children_is_still_stopped
     the worker: a guard among those children died first, and a server the worker started in
     between (its next run, dispatched just before the driver died) lived on. Here Ray's two steps
     are played in that order, with the late server between them."""
-    from tuning.fleet.guard import REPORTS_ENV
+    from tuning.decide.fleet.guard import REPORTS_ENV
 
     worker = subprocess.Popen(
         [sys.executable, "-c", _RAY_WORKER],

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from tuning.decide.fleet.schedule import History, Job, Slot, assign, pick
 from tuning.experiment.order import schedule
-from tuning.fleet.schedule import History, Job, Slot, assign, pick
 
 
 def _slots(nodes: int, per_node: int) -> list[Slot]:

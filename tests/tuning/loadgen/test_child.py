@@ -8,7 +8,7 @@ import time
 from tests.factories import load_workload as wl
 from tests.factories import prompts_for
 from tests.fakes.fake_openai import fake_server
-from tuning.loadgen.child import run_load_in_subprocess
+from tuning.measure.loadgen.child import run_load_in_subprocess
 
 MODEL = "fake-model"
 KEY = "sk-test-0123456789abcdef"

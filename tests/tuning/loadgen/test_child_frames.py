@@ -12,7 +12,7 @@ import sys
 import textwrap
 import time
 
-from tuning.loadgen.child import _FRAME, _read_frames, write_all
+from tuning.measure.loadgen.child import _FRAME, _read_frames, write_all
 from tuning.settings import REPO_ROOT
 
 SIZE = 32 << 20
@@ -20,7 +20,7 @@ SIZE = 32 << 20
 WRITER = textwrap.dedent(
     f"""
     import os, signal, sys
-    from tuning.loadgen.child import write_all
+    from tuning.measure.loadgen.child import write_all
     signal.signal(signal.SIGUSR1, lambda *_: None)  # handled, as the child's SIGTERM is
     out = os.fdopen(os.dup(1), "wb", buffering=0)
     write_all(out, b"x" * {SIZE})

@@ -12,10 +12,11 @@ import pytest
 from tests.factories import load_workload as wl
 from tests.factories import prompts_for
 from tests.fakes.fake_openai import fake_server
-from tuning.launch import free_port
-from tuning.loadgen.client import LoadError, run_load_sync
-from tuning.loadgen.endpoint import check_endpoint
-from tuning.metrics import achieved_concurrency, summarize
+from tuning.engine.launch import free_port
+from tuning.measure.loadgen.client import LoadError
+from tuning.measure.loadgen.endpoint import check_endpoint
+from tuning.measure.loadgen.start import run_load_sync
+from tuning.measure.metrics import achieved_concurrency, summarize
 
 MODEL = "fake-model"
 KEY = "sk-test-0123456789abcdef"

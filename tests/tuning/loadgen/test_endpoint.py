@@ -8,8 +8,8 @@ from collections.abc import Callable
 import pytest
 
 from tests.fakes.fake_openai import fake_server
-from tuning.launch import free_port
-from tuning.loadgen.endpoint import EndpointError, check_endpoint, probe_endpoint
+from tuning.engine.launch import free_port
+from tuning.measure.loadgen.endpoint import EndpointError, check_endpoint, probe_endpoint
 
 MODEL = "fake-model"
 KEY = "sk-test-0123456789abcdef"

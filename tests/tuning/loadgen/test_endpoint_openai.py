@@ -17,8 +17,13 @@ import pytest
 
 from store import open_db, queries
 from tests.fakes.fake_openai import fake_server
-from tuning.loadgen import endpoint
-from tuning.loadgen.endpoint import PROBE_EVENT_MAX, EndpointError, check_endpoint, probe_endpoint
+from tuning.measure.loadgen import endpoint
+from tuning.measure.loadgen.endpoint import (
+    PROBE_EVENT_MAX,
+    EndpointError,
+    check_endpoint,
+    probe_endpoint,
+)
 
 MODEL = "fake-model"
 KEY = "sk-probe-0123456789abcdef"
@@ -157,7 +162,7 @@ def test_a_probe_ends_at_its_total_deadline_whatever_the_stall_deadline() -> Non
 def test_a_probe_holds_at_most_one_bounded_event() -> None:
     """A server that streams one endless event (no blank line) is refused past PROBE_EVENT_MAX
     bytes, not read into memory until the deadline."""
-    from tuning.loadgen.endpoint import _first_event, _Probe
+    from tuning.measure.loadgen.endpoint import _first_event, _Probe
 
     class Endless:
         request = None
@@ -198,7 +203,7 @@ def test_an_attached_experiment_on_a_keepalive_only_server_plans_nothing(
 
 
 def test_a_probe_reads_comments_then_data_and_a_last_event_without_its_blank_line() -> None:
-    from tuning.loadgen.endpoint import _first_event, _Probe
+    from tuning.measure.loadgen.endpoint import _first_event, _Probe
 
     class Body:
         request = None

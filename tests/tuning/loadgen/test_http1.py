@@ -10,8 +10,8 @@ import pytest
 
 from core.records import RequestRecord
 from tests.factories import load_workload as wl
-from tuning.loadgen.client import _Client
-from tuning.loadgen.http1 import Body, Target
+from tuning.measure.loadgen.client import _Client
+from tuning.measure.loadgen.http1 import Body, Target
 
 MODEL = "fake-model"
 

@@ -11,7 +11,7 @@ import pytest
 import uvloop
 
 from tests.fakes.fake_openai import fake_server
-from tuning.loadgen.schedule import (
+from tuning.measure.loadgen.schedule import (
     answer_text,
     dispatch_lags,
     plan_concurrency,
@@ -19,7 +19,7 @@ from tuning.loadgen.schedule import (
     run_plan_sync,
     sleep_until,
 )
-from tuning.traffic import (
+from tuning.measure.traffic import (
     Arrival,
     LengthDist,
     MultiTurn,
@@ -30,8 +30,8 @@ from tuning.traffic import (
     render_messages,
     render_text,
 )
-from tuning.traffic.arrival import gap_stats
-from tuning.workload import LocalTokenizer
+from tuning.measure.traffic.arrival import gap_stats
+from tuning.measure.workload import LocalTokenizer
 
 MODEL = "fake-model"
 WORKLOADS = Path(__file__).resolve().parents[3] / "workloads"
@@ -196,7 +196,7 @@ def test_answer_text_reads_completions_and_chat_streams() -> None:
 
 
 def test_a_plan_in_the_child_process_with_warmups(tok: LocalTokenizer) -> None:
-    from tuning.loadgen.child import run_load_in_subprocess
+    from tuning.measure.loadgen.child import run_load_in_subprocess
 
     spec = small(
         num_requests=6,

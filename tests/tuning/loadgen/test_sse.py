@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tuning.loadgen.sse import classify
+from tuning.measure.loadgen.sse import classify
 
 
 def test_classify_events() -> None:

@@ -17,11 +17,11 @@ from core.records import RequestRecord
 from tests.factories import load_workload as wl
 from tests.factories import prompts_for
 from tests.fakes.fake_openai import fake_server
-from tuning.loadgen.client import run_load_sync
-from tuning.loadgen.schedule import plan_workload, run_plan_sync
-from tuning.loadgen.sse import SSEReader
-from tuning.traffic import LengthDist, WorkloadSpec, materialize
-from tuning.workload import LocalTokenizer
+from tuning.measure.loadgen.schedule import plan_workload, run_plan_sync
+from tuning.measure.loadgen.sse import SSEReader
+from tuning.measure.loadgen.start import run_load_sync
+from tuning.measure.traffic import LengthDist, WorkloadSpec, materialize
+from tuning.measure.workload import LocalTokenizer
 
 MODEL = "fake-model"
 

@@ -9,9 +9,9 @@ import xml.etree.ElementTree as ET
 from typing import Any
 
 from tests.checks import png_size
-from tuning.charts import compare as charts_compare
 from tuning.compare.comparison import build_comparison, default_baseline
-from tuning.output import export
+from tuning.present import export
+from tuning.present.charts import compare as charts_compare
 
 
 def test_png_svg_html_exports(charts_lab: dict[str, Any]) -> None:

@@ -13,12 +13,12 @@ import pytest
 from store import connect
 from tests.checks import start_tags
 from tests.fakes.hostile import chart_html_cli
-from tuning.charts import compare as charts_compare
-from tuning.charts import kinds
-from tuning.charts.build import build_chart
-from tuning.charts.common import short_labels
-from tuning.output import export
-from tuning.output.report import build_report
+from tuning.present import export
+from tuning.present.charts import compare as charts_compare
+from tuning.present.charts import kinds
+from tuning.present.charts.build import build_chart
+from tuning.present.charts.common import short_labels
+from tuning.present.report import build_report
 
 
 def test_script_json_escapes_what_ends_a_script() -> None:

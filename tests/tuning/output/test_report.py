@@ -14,10 +14,10 @@ from store import open_db, queries, repo
 from store.bundle import export_bundle, import_bundle
 from tests.checks import start_tags
 from tests.factories import SECRETS, seed_clean_lab, seed_drifting_lab, seed_lab
-from tuning.charts import kinds as ch
 from tuning.cli.main import main as cli_main
-from tuning.output.export import network_references
-from tuning.output.report import (
+from tuning.present.charts import kinds as ch
+from tuning.present.export import network_references
+from tuning.present.report import (
     CSP,
     ReportError,
     build_report,
@@ -219,7 +219,7 @@ def test_undecided_rows_are_grey_in_the_report_table() -> None:
     from tests.factories import undecided_and_better_runs
     from tuning.compare.comparison import build_comparison
     from tuning.compare.present import tone_css
-    from tuning.output.report import STYLE, _table_section
+    from tuning.present.report import STYLE, _table_section
 
     assert tone_css() in STYLE and "faint" not in STYLE
     html = _table_section(build_comparison(undecided_and_better_runs(), [1, 2]))
@@ -250,7 +250,7 @@ def test_the_h200_reports_show_no_change_below_minus_100() -> None:
     -100 %, and the checker finds the old line."""
     from store.snapshot import expanded
     from tests.checks import below_minus_100
-    from tuning.output.report import build_report
+    from tuning.present.report import build_report
 
     db = expanded(
         Path(__file__).resolve().parents[3] / "examples" / "h200" / "lab-h200-decisions.db.xz"

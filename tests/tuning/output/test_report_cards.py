@@ -10,8 +10,8 @@ from typing import Any
 from core.redact import REDACTED
 from store import connect, repo
 from tests.factories import SECRET_ENV, run_row, seed_lab
-from tuning.output.report import build_report
-from tuning.output.report_cards import card_items, cards_section
+from tuning.present.report import build_report
+from tuning.present.report_cards import card_items, cards_section
 
 
 def _cards(page: str) -> dict[str, str]:

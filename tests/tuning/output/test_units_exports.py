@@ -15,11 +15,11 @@ import pytest
 
 from core.units import GIB
 from store import open_db, snapshot
-from tuning.charts.compare import bar_chart, knee_chart
 from tuning.compare.comparison import Comparison
 from tuning.compare.selection import select_runs
-from tuning.output import export
-from tuning.output.report import build_report
+from tuning.present import export
+from tuning.present.charts.compare import bar_chart, knee_chart
+from tuning.present.report import build_report
 
 DECISIONS = Path(__file__).resolve().parents[3] / "examples" / "h200" / "lab-h200-decisions.db.xz"
 BYTE_METRICS = ("peak_gpu_tree_bytes", "peak_tree_rss_bytes")

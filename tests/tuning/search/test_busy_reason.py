@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 
 from store import connect, repo
-from tuning.procs import process_start_time
-from tuning.search.background import busy_reason
+from tuning.decide.search.background import busy_reason
+from tuning.engine.procs import process_start_time
 
 
 def test_a_running_search_is_named_even_while_one_of_its_steps_runs(lab_home: Path) -> None:

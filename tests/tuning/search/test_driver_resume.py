@@ -25,12 +25,12 @@ import pytest
 from store import connect, queries, repo
 from tests.factories import add_experiment, add_run
 from tests.fakes.engines import fake_settings_env
-from tuning.procs import same_process, stop_group
-from tuning.search import driver
-from tuning.search.driver import SearchSpec, StepUnmeasured, observations, run_search
-from tuning.search.record import recorded, step_prefix
-from tuning.search.strategy import Space, next_step, start_limit
-from tuning.workload import Workload
+from tuning.decide.search import driver
+from tuning.decide.search.driver import SearchSpec, StepUnmeasured, observations, run_search
+from tuning.decide.search.record import recorded, step_prefix
+from tuning.decide.search.strategy import Space, next_step, start_limit
+from tuning.engine.procs import same_process, stop_group
+from tuning.measure.workload import Workload
 
 REPO = Path(__file__).resolve().parents[3]
 # max-num-seqs 4..64 in three coarse points: 4, 16, 64 (geometric)

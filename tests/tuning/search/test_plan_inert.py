@@ -39,7 +39,7 @@ def planned(fresh_db: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
         calls.append(list(spec.params))
         return {"params": list(spec.params)}
 
-    monkeypatch.setattr("tuning.search.plan.run_plan", fake_run_plan)
+    monkeypatch.setattr("tuning.decide.search.plan.run_plan", fake_run_plan)
     return calls
 
 

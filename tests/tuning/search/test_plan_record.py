@@ -1,4 +1,4 @@
-"""A plan's row (tuning.search.plan_record): written running (this process) when the plan
+"""A plan's row (tuning.decide.search.plan_record): written running (this process) when the plan
 starts, each result handed over stored at once, done at the end; failed with the error on one
 line, cancelled on Ctrl-C / SIGTERM; a resumed plan (same key) reuses its row; reaped failed
 when its process is gone."""
@@ -13,11 +13,11 @@ import pytest
 
 from store import connect, repo
 from store.plans import get_plan, list_plans
+from tuning.decide.search.plan import PlanSpec
+from tuning.decide.search.plan_record import plan_recorded, reap_plans
+from tuning.decide.search.strategy import Space
 from tuning.experiment.exits import Interrupted
-from tuning.search.plan import PlanSpec
-from tuning.search.plan_record import plan_recorded, reap_plans
-from tuning.search.strategy import Space
-from tuning.workload import Workload
+from tuning.measure.workload import Workload
 
 
 def plan_spec(hi: int = 8) -> PlanSpec:

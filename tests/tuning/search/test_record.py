@@ -1,4 +1,4 @@
-"""A search's row (tuning.search.record): written around `run_search` (done with its result,
+"""A search's row (tuning.decide.search.record): written around `run_search` (done with its result,
 cancelled on SIGTERM or Ctrl-C, failed on an error), reaped when its process is gone, and read
 back as progress: the decision log and the chosen value with the verdicts' interval over every
 finished run of that value."""
@@ -14,11 +14,11 @@ import pytest
 from store import connect, queries, repo
 from tests.factories import add_experiment, add_run
 from tuning.compare.stats import mean_interval
+from tuning.decide.search.driver import SearchSpec
+from tuning.decide.search.record import progress, reap_searches, recorded, spec_json, step_prefix
+from tuning.decide.search.strategy import Space
 from tuning.experiment.exits import Interrupted
-from tuning.search.driver import SearchSpec
-from tuning.search.record import progress, reap_searches, recorded, spec_json, step_prefix
-from tuning.search.strategy import Space
-from tuning.workload import Workload
+from tuning.measure.workload import Workload
 
 # max-num-seqs -> output tok/s of each of its runs: 4 is best, measured twice.
 TPUT = {2: [100.0], 4: [150.0, 154.0], 8: [120.0]}

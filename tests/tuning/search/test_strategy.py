@@ -1,4 +1,5 @@
-"""Issue 13, item 4: how the search picks values (tuning.search.strategy): a coarse pass, then
+"""Issue 13, item 4: how the search picks values (tuning.decide.search.strategy): a coarse pass,
+then
 bisection around the best and on the start limit; integers stay integers; it stops on budget or
 when the best value has no untried neighbour."""
 
@@ -8,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from tuning.search.strategy import Observation, Space, best, next_step, start_limit
+from tuning.decide.search.strategy import Observation, Space, best, next_step, start_limit
 
 
 def drive(

@@ -13,8 +13,8 @@ import pytest
 from tests.checks import by_series
 from tests.fakes.fake_nvml import FakeNvml
 from tests.fakes.proc_tree import Tree
-from tuning.telemetry.gpu import GpuSampler, read_gpu_used, wait_gpu_memory_released
-from tuning.telemetry.peaks import peaks
+from tuning.measure.telemetry.gpu import GpuSampler, read_gpu_used, wait_gpu_memory_released
+from tuning.measure.telemetry.peaks import peaks
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -29,7 +29,7 @@ def test_gpu_attribution_only_to_the_tree(tree: Tree, caplog: pytest.LogCaptureF
     gpu = GpuSampler(period=0.1, nvml=fake)
     assert gpu.baseline() == {"gpu0": 1 * GIB}
     gpu.root_pid = tree.pid
-    with caplog.at_level(logging.WARNING, logger="tuning.telemetry.gpu"):
+    with caplog.at_level(logging.WARNING, logger="tuning.measure.telemetry.gpu"):
         rows = gpu.sample(0.5)
         rows2 = gpu.sample(0.6)
     assert gpu.available is True
@@ -63,7 +63,7 @@ def test_gpu_foreign_pid_namespace_is_unknown_not_zero(
     fake = FakeNvml()
     fake.set_procs(0, [(99_999_999, 4 * GIB)])  # a host pid that does not exist here
     gpu = GpuSampler(tree.pid, nvml=fake)
-    with caplog.at_level(logging.WARNING, logger="tuning.telemetry.gpu"):
+    with caplog.at_level(logging.WARNING, logger="tuning.measure.telemetry.gpu"):
         rows = gpu.sample(0.0) + gpu.sample(0.1)
     assert "gpu_tree_bytes" not in {r.series for r in rows}
     assert sum("PID namespace" in r.message for r in caplog.records) == 1
@@ -77,7 +77,7 @@ def test_gpu_unsupported_calls_probed_once(tree: Tree, caplog: pytest.LogCapture
     fake.procs_unsupported = True
     fake.util_unsupported = True
     gpu = GpuSampler(tree.pid, nvml=fake)
-    with caplog.at_level(logging.WARNING, logger="tuning.telemetry.gpu"):
+    with caplog.at_level(logging.WARNING, logger="tuning.measure.telemetry.gpu"):
         rows = [r for i in range(5) for r in gpu.sample(i * 0.1)]
     assert fake.proc_calls == 1 and fake.util_calls == 1
     assert [r.series for r in rows] == ["gpu_used_bytes"] * 5
@@ -113,7 +113,7 @@ def test_gpu_absent_nvml_tolerated(
     else:
         nvml = FakeNvml()
         nvml.fail_init = True
-    with caplog.at_level(logging.WARNING, logger="tuning.telemetry.gpu"):
+    with caplog.at_level(logging.WARNING, logger="tuning.measure.telemetry.gpu"):
         gpu = GpuSampler(os.getpid(), nvml=nvml)
         assert gpu.baseline() == {}
         assert [gpu.sample(i * 0.1) for i in range(3)] == [[], [], []]

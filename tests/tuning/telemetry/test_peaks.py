@@ -4,7 +4,7 @@ keys inside the load window and memory over the whole run."""
 from __future__ import annotations
 
 from core.records import SampleRow
-from tuning.telemetry.peaks import PEAK_KEYS, peaks
+from tuning.measure.telemetry.peaks import PEAK_KEYS, peaks
 
 
 def test_peaks_from_rows_in_any_order() -> None:

@@ -11,7 +11,7 @@ import psutil
 
 from tests.checks import by_series
 from tests.fakes.proc_tree import ALLOC_MB, Tree
-from tuning.telemetry.proctree import ProcessTreeSampler, process_name
+from tuning.measure.telemetry.proctree import ProcessTreeSampler, process_name
 
 MIB = 1 << 20
 

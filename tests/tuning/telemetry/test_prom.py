@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests.checks import by_series
 from tests.fakes.fake_metrics import MetricsServer
-from tuning.telemetry.prom import MetricsSampler, parse_vllm_metrics
+from tuning.measure.telemetry.prom import MetricsSampler, parse_vllm_metrics
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 

@@ -4,9 +4,9 @@ labels give no count from inf or -5 (inf used to raise OverflowError at the star
 
 from __future__ import annotations
 
-from tuning.server import StartupFacts, apply_cache_config
-from tuning.telemetry.prom import parse_vllm_metrics
-from tuning.telemetry.server_stats import parse_server_stats
+from tuning.engine.server import StartupFacts, apply_cache_config
+from tuning.measure.telemetry.prom import parse_vllm_metrics
+from tuning.measure.telemetry.server_stats import parse_server_stats
 
 HOSTILE = "\n".join(
     [

@@ -14,11 +14,11 @@ from tests.checks import wait_for
 from tests.fakes.fake_metrics import MetricsServer
 from tests.fakes.fake_nvml import FakeNvml
 from tests.fakes.proc_tree import Tree
-from tuning.telemetry.gpu import GpuSampler
-from tuning.telemetry.peaks import PEAK_KEYS, peaks
-from tuning.telemetry.proctree import ProcessTreeSampler
-from tuning.telemetry.prom import MetricsSampler
-from tuning.telemetry.recorder import Sampler, Telemetry
+from tuning.measure.telemetry.gpu import GpuSampler
+from tuning.measure.telemetry.peaks import PEAK_KEYS, peaks
+from tuning.measure.telemetry.proctree import ProcessTreeSampler
+from tuning.measure.telemetry.prom import MetricsSampler
+from tuning.measure.telemetry.recorder import Sampler, Telemetry
 
 GIB = 1 << 30
 MIB = 1 << 20

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.fake_openai import fake_server
-from tuning.telemetry.server_stats import (
+from tuning.measure.telemetry.server_stats import (
     MetricsReader,
     parse_histogram_totals,
     parse_server_stats,

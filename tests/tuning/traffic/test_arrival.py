@@ -7,15 +7,15 @@ import math
 import numpy as np
 import pytest
 
-from tuning.traffic.arrival import (
+from tuning.measure.traffic.arrival import (
     gamma_offsets,
     gap_stats,
     poisson_offsets,
     schedule,
     trace_offsets,
 )
-from tuning.traffic.errors import TrafficError
-from tuning.traffic.spec import Arrival
+from tuning.measure.traffic.errors import TrafficError
+from tuning.measure.traffic.spec import Arrival
 
 
 @pytest.mark.parametrize("rate", [10.0, 100.0, 1000.0])

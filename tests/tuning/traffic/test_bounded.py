@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from tuning.traffic import bounded
-from tuning.traffic.bounded import MAX_NESTING, read_prefix
-from tuning.traffic.errors import DataError
-from tuning.traffic.sources import read_csv, read_jsonl, read_sharegpt, read_trace
+from tuning.measure.traffic import bounded
+from tuning.measure.traffic.bounded import MAX_NESTING, read_prefix
+from tuning.measure.traffic.errors import DataError
+from tuning.measure.traffic.sources import read_csv, read_jsonl, read_sharegpt, read_trace
 
 DEEP = "[" * 100_000 + "]" * 100_000
 
@@ -116,7 +116,7 @@ def test_a_utf8_bom_is_accepted(tmp_path: Path) -> None:
 
 
 def test_a_spec_file_is_capped_and_nesting_bounded(tmp_path: Path) -> None:
-    from tuning.traffic.spec import read_spec
+    from tuning.measure.traffic.spec import read_spec
 
     big = tmp_path / "big.json"
     big.write_text('{"name": "' + "n" * (2 * 1024 * 1024) + '"}')

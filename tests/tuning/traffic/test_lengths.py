@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tuning.traffic.lengths import expected, sample, uniform_bounds, upper_bound
-from tuning.traffic.spec import Bin, LengthDist
+from tuning.measure.traffic.lengths import expected, sample, uniform_bounds, upper_bound
+from tuning.measure.traffic.spec import Bin, LengthDist
 
 N = 10_000
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tuning.traffic import (
+from tuning.measure.traffic import (
     Arrival,
     DataError,
     LengthDist,
@@ -23,8 +23,8 @@ from tuning.traffic import (
     render_messages,
     render_text,
 )
-from tuning.traffic.materialize import prefix_assignment
-from tuning.workload import LocalTokenizer
+from tuning.measure.traffic.materialize import prefix_assignment
+from tuning.measure.workload import LocalTokenizer
 
 WORKLOADS = Path(__file__).resolve().parents[3] / "workloads"
 

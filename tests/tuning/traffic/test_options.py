@@ -8,8 +8,8 @@ import argparse
 import pytest
 
 from tuning.cli.experiment import add_workload_arguments
-from tuning.traffic import TrafficError
-from tuning.traffic.options import TrafficOptions, guess_format
+from tuning.measure.traffic import TrafficError
+from tuning.measure.traffic.options import TrafficOptions, guess_format
 
 
 def spec_from_args(args: argparse.Namespace) -> object:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from tuning.traffic.materialize import materialize
-from tuning.traffic.preview import histogram, preview
-from tuning.traffic.spec import (
+from tuning.measure.traffic.materialize import materialize
+from tuning.measure.traffic.preview import histogram, preview
+from tuning.measure.traffic.spec import (
     Arrival,
     LengthDist,
     MultiTurn,
@@ -14,7 +14,7 @@ from tuning.traffic.spec import (
     Source,
     WorkloadSpec,
 )
-from tuning.workload import LocalTokenizer
+from tuning.measure.workload import LocalTokenizer
 
 
 def test_histogram_bins() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tuning.traffic import (
+from tuning.measure.traffic import (
     Arrival,
     DataError,
     LengthDist,
@@ -21,9 +21,14 @@ from tuning.traffic import (
     materialize,
     preview,
 )
-from tuning.traffic.arrival import MAX_SCHEDULE_S, ScheduleTooLong, gamma_offsets, trace_offsets
-from tuning.traffic.materialize import check
-from tuning.workload import LocalTokenizer
+from tuning.measure.traffic.arrival import (
+    MAX_SCHEDULE_S,
+    ScheduleTooLong,
+    gamma_offsets,
+    trace_offsets,
+)
+from tuning.measure.traffic.materialize import check
+from tuning.measure.workload import LocalTokenizer
 
 
 def _trace(tmp_path: Path, gap_ms: float) -> Path:

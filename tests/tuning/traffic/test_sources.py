@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tuning.traffic.errors import DataError
-from tuning.traffic.sources import (
+from tuning.measure.traffic.errors import DataError
+from tuning.measure.traffic.sources import (
     Conversations,
     read_csv,
     read_jsonl,
@@ -18,7 +18,7 @@ from tuning.traffic.sources import (
     read_trace,
     resolve_path,
 )
-from tuning.traffic.spec import Source
+from tuning.measure.traffic.spec import Source
 
 WORKLOADS = Path(__file__).resolve().parents[3] / "workloads"
 

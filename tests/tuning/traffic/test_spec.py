@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from tuning.traffic.errors import TrafficError
-from tuning.traffic.spec import (
+from tuning.measure.traffic.errors import TrafficError
+from tuning.measure.traffic.spec import (
     Arrival,
     Bin,
     LengthDist,

@@ -1,6 +1,7 @@
 """vLLM's config classes, as the real `vllm.config` keeps them: dataclasses whose fields become the
 flags of the parser group named after the class, each documented by the docstring under it. Only
-the fields the lab's probe reads (tuning/flags/engine_probe.py): a class to import, a callable, a
+the fields the lab's probe reads (tuning/engine/flags/engine_probe.py): a class to import, a
+callable, a
 path, text documented as a qualified name, and the plain fields beside them."""
 
 from collections.abc import Callable

@@ -1,0 +1,1 @@
+"""Search one parameter over a range, and tuning plans of several searches."""

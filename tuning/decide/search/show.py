@@ -1,0 +1,186 @@
+"""A search as a result of its own (issue 23 item 5): its facts (JSON-ready) and the same facts
+in words, for `python -m tuning search show ID` and the Searches page: the chosen value and what
+its objective measured, the SLOs, the knee, why each step ran, the closest rival, and the
+experiment that confirms the choice (chosen vs baseline, repeated until decided).
+
+Everything is read from the store: the search's row and its steps' runs
+(tuning.decide.search.record).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from store import connect, queries
+from tuning.compare.catalog import METRIC_BY_KEY, WORKLOAD_PARAMS
+from tuning.compare.frontier import knee_keys, side_knee
+from tuning.compare.present import fmt
+from tuning.compare.selection import select_runs
+from tuning.decide.search.confirm import confirm_values, confirm_verdict
+from tuning.decide.search.driver import NAME_PREFIX, SearchSpec
+from tuning.decide.search.record import Progress, progress
+from tuning.engine.params import format_value, get_param
+
+
+def typed(value: float | None, spec: SearchSpec) -> Any:
+    """A value of the search's space as the parameter takes it (an int for an int range)."""
+    return int(value) if value is not None and spec.space.integer else value
+
+
+def baseline_value(spec: SearchSpec) -> Any:
+    """The parameter's value in the search's baseline: the workload's own for a workload
+    parameter, the baseline config's (else the lab's default, maybe None) for a server one."""
+    name = get_param(spec.param).name
+    if name in WORKLOAD_PARAMS:
+        return spec.workload.to_dict().get(WORKLOAD_PARAMS[name])
+    if name in spec.base_config:
+        return spec.base_config[name]
+    return get_param(name).default
+
+
+def rival(log: Sequence[Mapping[str, Any]], spec: SearchSpec, chosen: float | None) -> Any:
+    """The closest rival: the best-scoring other value that ran and met the SLOs; None if none."""
+    sign = 1.0 if METRIC_BY_KEY[spec.metric].better == "higher" else -1.0
+    scored = [
+        (sign * float(e[spec.metric]), float(e["value"]))
+        for e in log
+        if e.get("status") == "done"
+        and e.get(spec.metric) is not None
+        and e.get("meets_slo") is not False
+        and float(e["value"]) != chosen
+    ]
+    return typed(max(scored)[1], spec) if scored else None
+
+
+def knee_of(db_path: Path, done: Progress) -> dict[str, Any] | None:
+    """The knee of the search's runs, as the search chart draws it."""
+    if len(done.run_ids) < 3:
+        return None
+    with connect(db_path, readonly=True) as db:
+        comparison = select_runs(db, run_ids=done.run_ids, slo=done.spec.slo_ms).comparison
+    found = side_knee(comparison, ("output_throughput", knee_keys(done.spec.metric)[1]))
+    return None if found is None else {"value": found.value, "why": found.why}
+
+
+def facts(db_path: Path, row: Mapping[str, Any]) -> dict[str, Any]:
+    """Everything `search show --json` prints and the Searches page shows, from the store."""
+    done = progress(db_path, row)
+    spec = done.spec
+    result = row.get("result") or {}
+    metric = METRIC_BY_KEY[spec.metric]
+    out: dict[str, Any] = {
+        "search_id": int(row["id"]),
+        "status": row["status"],
+        "param": spec.param,
+        "range": [typed(spec.space.lo, spec), typed(spec.space.hi, spec)],
+        "objective": spec.metric,
+        "better": metric.better,
+        "unit": metric.unit,
+        "slo_ms": dict(spec.slo_ms),
+        "chosen": typed(done.chosen, spec),
+        "chosen_objective": done.chosen_mean,
+        "interval": list(done.interval) if done.interval else None,
+        "chosen_runs": done.chosen_runs,
+        "baseline": baseline_value(spec),
+        "rival": rival(done.log, spec, done.chosen),
+        "knee": knee_of(db_path, done),
+        "stopped": result.get("stopped"),
+        "start_limit": result.get("start_limit"),
+        "confirm": None,
+        "error": row.get("error"),
+        "steps": done.log,
+    }
+    out["confirm"] = confirm_verdict(db_path, out["search_id"], spec)
+    return out
+
+
+def slo_text(slo_ms: Mapping[str, float]) -> str:
+    return ", ".join(f"p99 {k.upper()} <= {v:g} ms" for k, v in slo_ms.items()) or "none"
+
+
+def lines(f: Mapping[str, Any]) -> list[str]:
+    """The facts in words, one line each (the CLI prints them; the page shows the same)."""
+    unit, objective = f["unit"], f["objective"]
+    out = [
+        f"search {f['search_id']} ({f['status']}): {f['param']} over "
+        f"{f['range'][0]:g}..{f['range'][1]:g}",
+        f"objective: {objective} ({unit}, {f['better']} is better); SLOs: {slo_text(f['slo_ms'])}",
+        chosen_line(f),
+    ]
+    if f["knee"]:
+        out.append(f"knee at {format_value(f['knee']['value'])}: {f['knee']['why']}")
+    if f["start_limit"]:
+        lim = f["start_limit"]
+        out.append(f"start limit: {lim['starts']} starts, {lim['fails']} does not")
+    if f["stopped"]:
+        out.append(f"stopped: {f['stopped']}")
+    for e in f["steps"]:
+        measured = fmt(e.get(objective), unit)
+        slo = (
+            ""
+            if e.get("meets_slo") is None
+            else (" meets SLOs" if e["meets_slo"] else " breaks SLOs")
+        )
+        out.append(
+            f"  step {e['step']}: {f['param']} = {format_value(e['value'])}, "
+            f"run {e['run_id']} {e['status']}, "
+            f"{objective} {measured}{slo} ({e['why']})"
+        )
+    out.append(confirm_line(f))
+    return out
+
+
+def chosen_line(f: Mapping[str, Any]) -> str:
+    if f["chosen"] is None:
+        return "chosen: none (no value gave a usable result under the SLOs)"
+    measured = fmt(f["chosen_objective"], f["unit"])
+    text = f"chosen {format_value(f['chosen'])}: {f['objective']} {measured}"
+    if f["interval"]:
+        lo, hi = f["interval"]
+        text += f" (95 % interval {fmt(lo, f['unit'])} ... {fmt(hi, f['unit'])}, "
+        text += f"{len(f['chosen_runs'])} runs)"
+    else:
+        text += " (one run: no interval yet)"
+    if f["rival"] is not None:
+        text += f"; closest rival {format_value(f['rival'])}"
+    return text
+
+
+def confirm_line(f: Mapping[str, Any]) -> str:
+    """How the choice was confirmed (its verdict and interval), or how to confirm it."""
+    c = f.get("confirm")
+    if c:
+        change = "" if c["change_pct"] is None else f" {c['change_pct']:+.1f} %"
+        if c["interval_pct"]:
+            lo, hi = c["interval_pct"]
+            change += f" (95 % CI {lo:+.1f} ... {hi:+.1f} %)"
+        return (
+            f"confirm: {format_value(c['chosen'])} vs {format_value(c['other'])} on "
+            f"{f['objective']}: {c['verdict']}{change}; {c['reason']} "
+            f"(experiment {c['experiment_id']}, {c['status']})"
+        )
+    values = confirm_values(f)
+    if values is None:
+        return "confirm: nothing to confirm yet"
+    return (
+        f"confirm: run {format_value(values[1])} vs {format_value(values[0])} with repeats until "
+        f"decided: python -m tuning search confirm {f['search_id']} (or the Searches page)"
+    )
+
+
+def find_search(db_path: Path, search_id: int) -> dict[str, Any]:
+    """The search's row (StoreError: no such search)."""
+    with connect(db_path, readonly=True) as db:
+        return queries.get_search(db, search_id)
+
+
+def unrecorded_keys(db_path: Path) -> list[str]:
+    """Keys of search steps in the store without a search row (a lab from before searches were
+    recorded): `search import` records one from its --json output."""
+    with connect(db_path, readonly=True) as db:
+        known = {str(r["key"]) for r in queries.list_searches(db)}
+        names = [str(e["name"] or "") for e in queries.list_experiments(db, True)]
+    keys = {n[len(NAME_PREFIX) :].split(":", 1)[0] for n in names if n.startswith(NAME_PREFIX)}
+    return sorted(k for k in keys if k and k not in known)

@@ -1,0 +1,2 @@
+"""One run's numbers: the load generator, telemetry, traffic, metrics, the run's health, the
+workload."""

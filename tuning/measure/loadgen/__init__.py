@@ -1,0 +1,1 @@
+"""The load generator: the streaming client, its transports, the schedule."""

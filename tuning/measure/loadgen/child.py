@@ -1,0 +1,209 @@
+"""The load generator in its own Python process, so the client has a core's worth of GIL to itself
+while telemetry threads run in the caller.
+
+Frames on the child's stdout: 1 byte kind + 8 bytes length + payload. P = progress (two int64),
+S = phase name, R = pickled `tuning.measure.loadgen.client.LoadResult`, E = error text. The job
+(and the
+key, if given) goes in on stdin: never argv. Entry: `python -m tuning.measure.loadgen.child
+--child`.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Sequence
+from typing import IO, TYPE_CHECKING, Unpack
+
+from core.redact import scrub_key
+from tuning.measure.loadgen.client import DEFAULT_TRANSPORT, LoadError, LoadOptions, LoadResult
+from tuning.measure.loadgen.start import check_prompts, run_load_sync
+from tuning.measure.workload import Workload
+from tuning.settings import REPO_ROOT
+
+if TYPE_CHECKING:
+    from tuning.measure.traffic import Plan
+
+_FRAME = struct.Struct("<cQ")
+_PROGRESS = struct.Struct("<qq")
+
+
+def run_load_in_subprocess(
+    base_url: str,
+    model: str,
+    prompts: Sequence[str],
+    workload: Workload,
+    *,
+    python: str | None = None,
+    plan: Plan | None = None,
+    **options: Unpack[LoadOptions],
+) -> LoadResult:
+    """`run_load_sync` in a child Python process (`python`, default this interpreter); the
+    callbacks run here, in the caller. Cancelling sends SIGTERM (a graceful stop).
+
+    With `plan`, the child runs `schedule.run_plan_sync` instead: `prompts` are the warm-ups only
+    and `workload` is `schedule.plan_workload(plan, ...)`."""
+    if plan is None:
+        check_prompts(prompts, workload)
+    else:
+        from tuning.measure.loadgen.schedule import check_plan
+
+        check_plan(plan, prompts, workload)
+    api_key = options.get("api_key")
+    cancel = options.get("cancel")
+    job = {
+        "base_url": base_url,
+        "model": model,
+        "prompts": list(prompts),
+        "workload": workload.to_dict(),
+        "api_key": api_key,
+        "transport": options.get("transport", DEFAULT_TRANSPORT),
+        "server_stats": options.get("server_stats", False),
+        "plan": plan,
+    }
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(
+            [python or sys.executable, "-m", "tuning.measure.loadgen.child", "--child"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            cwd=str(REPO_ROOT),
+            start_new_session=True,
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        stop_watch = threading.Event()
+
+        def watch() -> None:
+            while not stop_watch.is_set() and proc.poll() is None:
+                if cancel is not None and cancel.wait(0.1):
+                    proc.send_signal(signal.SIGTERM)
+                    return
+                if cancel is None:
+                    stop_watch.wait(0.1)
+
+        watcher = threading.Thread(target=watch, name="loadgen-cancel", daemon=True)
+        watcher.start()
+        try:
+            try:
+                proc.stdin.write(pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL))
+                proc.stdin.close()
+            except BrokenPipeError:
+                pass
+            result, failure = _read_frames(proc.stdout, options)
+            proc.wait(timeout=30)
+        finally:
+            stop_watch.set()
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            watcher.join(timeout=1)
+        if result is not None:
+            return result
+        err.seek(0)
+        tail = err.read()[-2000:].decode("utf-8", "replace")
+        raise LoadError(
+            failure
+            or f"the load generator process exited with {proc.returncode}: "
+            f"{scrub_key(tail, api_key)}"
+        )
+
+
+def _read_frames(stream: IO[bytes], options: LoadOptions) -> tuple[LoadResult | None, str | None]:
+    """Pass progress and phases to the caller's callbacks until the child closes its stdout;
+    returns (the result, the child's error text), each None when it sent none."""
+    on_progress = options.get("on_progress")
+    on_phase = options.get("on_phase")
+    result: LoadResult | None = None
+    failure: str | None = None
+    while True:
+        head = stream.read(_FRAME.size)
+        if len(head) < _FRAME.size:
+            return result, failure
+        kind, size = _FRAME.unpack(head)
+        payload = stream.read(size)
+        if len(payload) < size:  # the child ended mid-frame: say so, never unpickle a stump
+            cut = f"got {len(payload):,} of {size:,} bytes"
+            return result, f"the load generator's {kind.decode()} frame was cut off ({cut})"
+        if kind == b"P" and on_progress is not None:
+            on_progress(*_PROGRESS.unpack(payload))
+        elif kind == b"S" and on_phase is not None:
+            on_phase(payload.decode())
+        elif kind == b"R":
+            result = pickle.loads(payload)
+        elif kind == b"E":
+            failure = payload.decode("utf-8", "replace")
+
+
+def write_all(out: IO[bytes], data: bytes) -> None:
+    """All of `data`: an unbuffered write to a pipe that a signal interrupts (the SIGTERM of a
+    Stop, any handled signal) returns a partial count, and a plain `write` then dropped the rest
+    of the frame (on the H200 a fleet run's result arrived cut: UnpicklingError)."""
+    view = memoryview(data)
+    while view:
+        written = out.write(view)
+        view = view[written or 0 :]
+
+
+def _child_main() -> int:
+    """Entry of `python -m tuning.measure.loadgen.child --child`: job on stdin, frames on stdout."""
+    out = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)  # stray prints go to stderr, never into the frame stream
+    job = pickle.loads(sys.stdin.buffer.read())
+    cancel = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: cancel.set())
+    parent = os.getppid()
+
+    def orphan_watch() -> None:
+        while not cancel.wait(0.5):
+            if os.getppid() != parent:
+                cancel.set()
+
+    threading.Thread(target=orphan_watch, name="orphan-watch", daemon=True).start()
+
+    def send(kind: bytes, payload: bytes) -> None:
+        write_all(out, _FRAME.pack(kind, len(payload)) + payload)
+
+    options: LoadOptions = {
+        "api_key": job["api_key"],
+        "on_progress": lambda d, t: send(b"P", _PROGRESS.pack(d, t)),
+        "cancel": cancel,
+        "on_phase": lambda ph: send(b"S", ph.encode()),
+        "transport": job.get("transport", DEFAULT_TRANSPORT),
+        "server_stats": job.get("server_stats", False),
+    }
+    workload = Workload.from_dict(job["workload"])
+    try:
+        if job.get("plan") is not None:
+            from tuning.measure.loadgen.schedule import run_plan_sync
+
+            result = run_plan_sync(
+                job["base_url"], job["model"], job["plan"], job["prompts"], workload, **options
+            )
+        else:
+            result = run_load_sync(
+                job["base_url"], job["model"], job["prompts"], workload, **options
+            )
+    except Exception as exc:
+        send(b"E", scrub_key(f"{type(exc).__name__}: {exc}", job.get("api_key")).encode())
+        return 1
+    # LoadResult is defined in tuning.measure.loadgen.client (not in this __main__), so the parent
+    # can
+    # unpickle it.
+    send(b"R", pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--child"]:
+        sys.exit(_child_main())
+    print(
+        "internal entry point: use tuning.measure.loadgen.child.run_load_in_subprocess",
+        file=sys.stderr,
+    )
+    sys.exit(2)

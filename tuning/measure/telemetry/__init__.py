@@ -1,0 +1,1 @@
+"""Samplers of the server's memory, GPUs and `/metrics` during a run."""

@@ -1,0 +1,1 @@
+"""What the lab shows: charts, the HTML reports, exports of charts and tables."""

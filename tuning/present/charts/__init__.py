@@ -1,0 +1,1 @@
+"""Altair charts of stored runs: kinds, builders, comparisons, time series."""

@@ -1,0 +1,40 @@
+"""The start of each server as a timeline: one bar per run, one segment per phase
+(tuning.engine.startup_anatomy), so a slow start shows where its seconds went."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import altair as alt
+import pandas as pd
+
+from tuning.present.charts.common import chart_text, tooltip
+
+
+def startup_chart(rows: Sequence[dict[str, Any]]) -> alt.Chart:
+    """Rows from `startup_anatomy.phase_rows`; x is seconds since launch."""
+    frame = pd.DataFrame(
+        [{**r, "run": chart_text(r["run"]), "phase": chart_text(r["phase"])} for r in rows]
+    )
+    runs = list(dict.fromkeys(frame["run"]))
+    phases = list(dict.fromkeys(frame.sort_values("order")["phase"]))
+    return (
+        alt.Chart(frame, title="Server start: where the seconds went")
+        .mark_bar()
+        .encode(
+            x=alt.X("start_s:Q", title="seconds since launch"),
+            x2="end_s:Q",
+            y=alt.Y("run:N", title=None, sort=runs),
+            color=alt.Color("phase:N", sort=phases, legend=alt.Legend(title=None, orient="bottom")),
+            order=alt.Order("order:Q"),
+            tooltip=[
+                tooltip("run"),
+                tooltip("phase"),
+                tooltip("seconds:Q", ".1f"),
+                tooltip("start_s:Q", ".1f"),
+                tooltip("end_s:Q", ".1f"),
+            ],
+        )
+        .properties(height=alt.Step(28), width="container")
+    )

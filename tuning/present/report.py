@@ -1,0 +1,499 @@
+"""One standalone HTML report of an experiment or a comparison, to mail, attach or archive.
+
+It holds what the Compare page shows: comparability, configuration diff, the side-by-side table
+with verdicts, every chart, and the runs with who ran them where. Charts are inline SVG rendered
+by vl-convert in-process (no JavaScript at all), and a Content-Security-Policy of
+``default-src 'none'`` tells the browser to fetch nothing, so the file opens on a closed network
+and a teammate's text inside it cannot run. Every string from the DB is HTML-escaped and
+secret-scrubbed (run rows may come from imported bundles).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from core.redact import env_secrets, scrub_text
+from core.status import Status
+from store import StoreError, connect, queries
+from tuning.compare.catalog import METRICS
+from tuning.compare.comparability import run_parameters, run_workload
+from tuning.compare.comparison import Comparison
+from tuning.compare.headline import headline
+from tuning.compare.prefer import Preference
+from tuning.compare.present import (
+    CLEAR,
+    VERDICT_LABEL,
+    Cell,
+    ci_text,
+    comparability_text,
+    drift_text,
+    failed_text,
+    noise_text,
+    not_applied_text,
+    pct_text,
+    reused_text,
+    slo_text,
+    suspect_text,
+    table_columns,
+    table_rows,
+    tone_css,
+    verdict_rule,
+)
+from tuning.compare.selection import Selection, SelectionError, select_runs
+from tuning.engine.shown import run_value, show_value
+from tuning.present.charts.build import build_chart
+from tuning.present.charts.kinds import CHART_KINDS, CHART_TITLES, PREALLOCATION_NOTE
+from tuning.present.export import chart_svg, network_references
+from tuning.present.report_cards import CARDS_STYLE, cards_section, chart_lines
+from tuning.present.report_headline import HEADLINE_STYLE, headline_section
+
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+LOG_TAIL_CHARS = 3000
+_EXTRA_COLUMNS = (
+    "origin",
+    "hardware",
+    "vllm_version",
+    "engine",
+    "started_at",
+    "finished_at",
+    "failure_reason",
+    "failure_hint",
+    "log_tail",
+    "base_url",
+)
+
+STYLE = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"Liberation Sans",sans-serif;
+margin:2rem auto;max-width:1200px;padding:0 1rem;color:#1f2328;line-height:1.45}
+h1{margin-bottom:.2rem}h2{border-bottom:1px solid #d0d7de;padding-bottom:.2rem;margin-top:2rem}
+.meta{color:#6e7781}table{border-collapse:collapse;margin:.5rem 0;font-size:.92rem}
+th,td{border:1px solid #d0d7de;padding:.25rem .5rem;text-align:left;vertical-align:top}
+th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}
+.ok{background:#dafbe1;padding:.5rem;border-radius:6px}
+.warn{background:#fff8c5;padding:.5rem;border-radius:6px}
+tr.changed td{background:#fff8c5}
+figure.chart{margin:1rem 0;padding:.5rem;border:1px solid #d0d7de;border-radius:6px;
+overflow-x:auto}figure.chart svg{max-width:100%;height:auto}
+figcaption{font-weight:600;margin-bottom:.3rem}pre{background:#f6f8fa;padding:.5rem;
+overflow-x:auto;font-size:.8rem;white-space:pre-wrap}code{font-size:.9em}
+""" + tone_css()  # .better / .worse / .muted: the tones every view shares
+STYLE += HEADLINE_STYLE + CARDS_STYLE  # the decision at the top, set apart; the cards
+
+
+class ReportError(ValueError):
+    """Nothing to report: no runs named, or a run or experiment that does not exist."""
+
+
+def _e(value: Any) -> str:
+    """Escaped text for HTML (None -> an em dash)."""
+    if value is None or value == "":
+        return "—"
+    return html.escape(str(value), quote=True)
+
+
+def report_file_name(experiment_id: int | None = None, run_ids: Sequence[int] = ()) -> str:
+    """'report-exp12.html' or 'report-runs-3-4-5.html': from ids only, never from user text."""
+    if experiment_id is not None:
+        return f"report-exp{int(experiment_id)}.html"
+    ids = [str(int(i)) for i in run_ids]
+    if not ids:
+        return "report-selection.html"
+    return "report-runs-" + "-".join(ids[:8]) + ("-more" if len(ids) > 8 else "") + ".html"
+
+
+# --------------------------------------------------------------------------------------------
+# Inline SVG
+# --------------------------------------------------------------------------------------------
+
+_ID = re.compile(r'\bid="([^"]+)"')
+
+
+def inline_svg(svg: str, prefix: str) -> str:
+    """An SVG document as an element of the page: no XML prolog, ids made unique per chart so
+    two charts' clip paths cannot collide, and nothing active left in it."""
+    text = re.sub(r"^\s*<\?xml[^>]*\?>\s*", "", svg)
+    text = re.sub(r"<!DOCTYPE[^>]*>", "", text)
+    ids = set(_ID.findall(text))
+    for ident in sorted(ids, key=len, reverse=True):
+        esc = re.escape(ident)
+        text = re.sub(rf'\bid="{esc}"', f'id="{prefix}-{ident}"', text)
+        text = re.sub(rf"url\(#{esc}\)", f"url(#{prefix}-{ident})", text)
+        text = re.sub(rf'href="#{esc}"', f'href="#{prefix}-{ident}"', text)
+    # Belt and braces (the CSP already forbids scripts): no script elements, no on* handlers.
+    text = re.sub(r"<script\b.*?</script\s*>", "", text, flags=re.IGNORECASE | re.DOTALL)
+    text = re.sub(r"\son[a-z]+\s*=\s*(\"[^\"]*\"|'[^']*')", "", text, flags=re.IGNORECASE)
+    return text
+
+
+# --------------------------------------------------------------------------------------------
+# Sections
+# --------------------------------------------------------------------------------------------
+
+
+def _config_section(comparison: Comparison, by_id: Mapping[int, Mapping[str, Any]]) -> str:
+    sides = comparison.sides
+    refs = [by_id.get(s.run_ids[0]) if s.run_ids else None for s in sides]
+    cfgs = [run_parameters(r) if r else {} for r in refs]
+    keys = sorted(set().union(*[set(c) for c in cfgs])) if cfgs else []
+
+    def norm(v: Any) -> str:
+        return "unset" if v is None else str(v)
+
+    def kv_rows(items: Iterable[tuple[str, Any]]) -> str:
+        return "".join(
+            f"<tr><td><code>{_e(k)}</code></td><td>{_e(show_value(k, v))}</td></tr>"
+            for k, v in items
+        )
+
+    changed = [k for k in keys if len({norm(c.get(k)) for c in cfgs}) > 1]
+    head = "".join(f"<th>{_e(s.label)}</th>" for s in sides)
+    rows = [
+        f'<tr class="changed"><td><code>{_e(key)}</code></td>'
+        + "".join(f"<td>{_e(show_value(key, c.get(key)))}</td>" for c in cfgs)
+        + "</tr>"
+        for key in changed
+    ]
+    if rows:
+        diff = (
+            f"<p>Parameters that differ between the sides (everything else is the same):</p>"
+            f'<table id="config-diff"><tr><th>parameter</th>{head}</tr>{"".join(rows)}'
+            "</table>"
+        )
+    else:
+        diff = '<p id="config-diff">One configuration only: no parameter differs.</p>'
+    ref = refs[0] if refs else None
+    base = sorted((cfgs[0] if cfgs else {}).items())
+    workload = sorted((run_workload(ref) if ref else {}).items())
+    fingerprint = ref.get("workload_fingerprint") if ref else None
+    return (
+        f'<section id="configuration"><h2>Configuration</h2>{diff}'
+        f"<details><summary>Baseline configuration and workload (fingerprint "
+        f"<code>{_e(fingerprint)}</code>)</summary><table><tr><th>parameter</th>"
+        f"<th>value</th></tr>{kv_rows(base)}</table><table><tr><th>workload</th>"
+        f"<th>value</th></tr>{kv_rows(workload)}</table></details></section>"
+    )
+
+
+def _checks_section(comparison: Comparison) -> str:
+    css = "warn" if comparison.excluded else "ok"
+    summary = comparability_text(comparison, lambda s: f"<b>{_e(s)}</b>")
+    parts = [f'<section id="comparability"><h2>Comparability</h2><p class="{css}">{summary}</p>']
+    if comparison.excluded:
+        rows = "".join(
+            f"<tr><td>{c.run_id}</td><td>{c.baseline_id}</td><td>{_e(c.reason)}</td></tr>"
+            for c in comparison.excluded
+        )
+        parts.append(
+            f'<table id="not-comparable"><tr><th>run</th><th>baseline run</th>'
+            f"<th>why not comparable</th></tr>{rows}</table>"
+        )
+    notes = [
+        (not_applied_text(comparison), ' class="warn"'),
+        (reused_text(comparison), ""),
+        (failed_text(comparison), ""),
+        (suspect_text(comparison), ' class="warn"'),
+        (noise_text(comparison), ' class="muted"'),
+        (slo_text(comparison.slo_ms), ""),
+    ]
+    parts += [f"<p{attr}>{_e(text)}</p>" for text, attr in notes if text]
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _verdicts_section(comparison: Comparison) -> str:
+    parts = ['<section id="verdicts"><h2>Verdicts</h2>']
+    if not comparison.candidates:
+        parts.append("<p>No candidate side: only one configuration among these runs.</p>")
+    for side in comparison.candidates:
+        items = []
+        counts: dict[str, int] = {}
+        for metric in comparison.metrics:
+            c = comparison.changes.get((side.label, metric.key))
+            if c is None:
+                continue
+            counts[c.verdict] = counts.get(c.verdict, 0) + 1
+            if c.verdict in CLEAR:
+                ci = ci_text(c, comparison.confidence)
+                items.append(
+                    f'<li class="{c.verdict}">{VERDICT_LABEL[c.verdict]}: '
+                    f"{_e(metric.label)} {pct_text(c.rel_change)}{f' ({ci})' if ci else ''}</li>"
+                )
+        rest = ", ".join(f"{n} {_e(v)}" for v, n in sorted(counts.items()) if v not in CLEAR)
+        parts.append(f"<h3>{_e(side.label)} vs {_e(comparison.baseline.label)}</h3>")
+        none = "No verdict: not applied by the engine." if counts.get("not applied") else ""
+        parts.append(
+            f"<ul>{''.join(items)}</ul>"
+            if items
+            else f"<p>{none or 'No metric is clearly better or worse.'}</p>"
+        )
+        if rest:
+            parts.append(f'<p class="muted">Other metrics: {rest}.</p>')
+    if drift := drift_text(comparison):
+        parts.append(f'<p class="muted" id="baseline-drift">{_e(drift)}</p>')
+    rule = verdict_rule(lambda s: f"<i>{s}</i>", comparison.confidence, comparison.margin)
+    parts.append(f'<p class="muted">{rule}</p></section>')
+    return "".join(parts)
+
+
+def _prefer_section(preference: Preference) -> str:
+    """The recommendation: keep vLLM's default, set a value, or why the lab cannot prefer one."""
+    css = {"value": "better", "default": "ok", "none": "muted"}[preference.kind]
+    return (
+        f'<section id="recommendation"><h2>Recommendation</h2>'
+        f'<p class="{css}">{_e(preference.text)}</p></section>'
+    )
+
+
+def _td(cell: Cell) -> str:
+    css = " ".join(x for x in ("num" if cell.numeric else "", cell.tone) if x)
+    attrs = (f' class="{css}"' if css else "") + (
+        f' title="{_e(cell.title)}"' if cell.title else ""
+    )
+    return f"<td{attrs}>{_e(cell.text) if cell.text else ''}</td>"
+
+
+def _table_section(comparison: Comparison) -> str:
+    head = "".join(f"<th>{_e(c)}</th>" for c in table_columns(comparison))
+    body = "".join("<tr>" + "".join(map(_td, row)) + "</tr>" for row in table_rows(comparison))
+    return (
+        '<section id="table"><h2>Side by side</h2><p class="muted">Values are the mean over '
+        "each side's runs; Δ is the candidate's change of the mean vs the baseline (green / "
+        "red only when the verdict is better / worse; undecided, equivalent and not applied are "
+        "grey).</p>"
+        f'<table id="metrics"><tr>{head}</tr>{body}</table></section>'
+    )
+
+
+def _charts_section(
+    db: Any, comparison: Comparison, kinds: Sequence[str], context: list[str]
+) -> tuple[str, int]:
+    parts = ['<section id="charts"><h2>Charts</h2>']
+    count = 0
+    for kind in kinds:
+        title = _e(CHART_TITLES.get(kind, kind))
+        try:
+            chart = build_chart(db, comparison, kind, context=context)  # as exports carry it
+            if chart is None:
+                continue
+            svg = chart_svg(chart).decode("utf-8")
+        except Exception as exc:  # one chart that cannot be drawn must not lose the report
+            parts.append(
+                f'<p class="muted">{title}: not drawn '
+                f"({_e(type(exc).__name__)}: {_e(str(exc)[:200])})</p>"
+            )
+            continue
+        count += 1
+        note = f'<p class="muted">{_e(PREALLOCATION_NOTE)}</p>' if kind in ("memory", "kv") else ""
+        parts.append(
+            f'<figure class="chart" data-kind="{_e(kind)}"><figcaption>{title}</figcaption>'
+            f"{note}{inline_svg(svg, f'c{count}')}</figure>"
+        )
+    if not count:
+        parts.append("<p>No chart: these runs have no measurements.</p>")
+    parts.append("</section>")
+    return "".join(parts), count
+
+
+def _failure(run: Mapping[str, Any], more: Mapping[str, Any], secrets: Sequence[str]) -> str:
+    """A failed run's reason, hint and log excerpt, scrubbed."""
+
+    def clean(key: str) -> str:
+        return scrub_text(str(more.get(key) or ""), secrets)
+
+    tail = clean("log_tail")[-LOG_TAIL_CHARS:]
+    hint = clean("failure_hint")
+    return (
+        f"<h3>Run {int(run['id'])}: {_e(run.get('failure_kind') or run.get('status'))}</h3>"
+        f"<p>{_e(clean('failure_reason'))}</p>"
+        + (f"<p><i>Hint:</i> {_e(hint)}</p>" if hint else "")
+        + (
+            f"<details><summary>log excerpt</summary><pre>{_e(tail)}</pre></details>"
+            if tail
+            else ""
+        )
+    )
+
+
+def _runs_section(
+    comparison: Comparison,
+    runs: Sequence[Mapping[str, Any]],
+    extra: Mapping[int, Mapping[str, Any]],
+    secrets: Sequence[str],
+) -> str:
+    side_of = {rid: s.label for s in comparison.sides for rid in s.run_ids}
+    rows = []
+    failures = []
+    for run in runs:
+        rid = int(run["id"])
+        more = extra.get(rid, {})
+        who = f"{run.get('author') or '?'}@{run.get('host') or '?'}"
+        origin = more.get("origin") or "local"
+        rows.append(
+            f"<tr><td>{rid}</td><td><code>{_e(str(run.get('uid') or '')[:12])}</code></td>"
+            f"<td>{_e(side_of.get(rid, 'left out'))}</td><td>{_e(run_value(run))}</td>"
+            f"<td>{_e(run.get('repeat_index'))}</td><td>{_e(run.get('status'))}</td>"
+            f"<td>{_e(who)}</td><td>{_e(scrub_text(str(origin), secrets))}</td>"
+            f"<td>{_e(more.get('hardware'))}</td><td>{_e(more.get('engine'))} "
+            f"{_e(more.get('vllm_version'))}</td><td>{_e(more.get('started_at'))}</td>"
+            f"<td>{_e(run.get('failure_kind'))}</td></tr>"
+        )
+        if run.get("status") != Status.DONE and (
+            more.get("failure_reason") or more.get("log_tail")
+        ):
+            failures.append(_failure(run, more, secrets))
+    out = (
+        '<section id="runs"><h2>Runs</h2><table id="run-list"><tr><th>run</th><th>uid</th>'
+        "<th>side</th><th>value</th><th>repeat</th><th>status</th><th>author@host</th>"
+        "<th>origin</th><th>hardware</th><th>engine</th><th>started</th><th>failure</th></tr>"
+        + "".join(rows)
+        + "</table></section>"
+    )
+    if failures:
+        out += '<section id="failures"><h2>Failed runs</h2>' + "".join(failures) + "</section>"
+    return out
+
+
+def _values_text(exp: Mapping[str, Any]) -> Any:
+    """'1 GiB, 16 GiB': the experiment's values as a person reads them (the stored JSON else)."""
+    values = exp.get("values")
+    if not isinstance(values, list):
+        return exp.get("values_json")
+    return ", ".join(show_value(exp.get("param"), v) for v in values)
+
+
+def _experiment_section(exp: Mapping[str, Any], secrets: Sequence[str]) -> str:
+    items = [
+        ("name", exp.get("name")),
+        ("parameter", exp.get("param")),
+        ("values", _values_text(exp)),
+        ("repeats", exp.get("repeats")),
+        ("model", exp.get("model")),
+        ("status", exp.get("status")),
+        ("author@host", f"{exp.get('author') or '?'}@{exp.get('host') or '?'}"),
+        ("origin", exp.get("origin") or "local"),
+        ("created", exp.get("created_at")),
+        ("finished", exp.get("finished_at")),
+        ("notes", exp.get("notes")),
+        ("tags", exp.get("tags")),
+    ]
+    rows = "".join(
+        f"<tr><th>{_e(k)}</th><td>{_e(scrub_text(str(v), secrets) if v else v)}</td></tr>"
+        for k, v in items
+    )
+    return f'<section id="experiment"><h2>Experiment</h2><table>{rows}</table></section>'
+
+
+def _definitions_section() -> str:
+    items = "".join(f"<li>{_e(m.definition)}</li>" for m in METRICS)
+    return (
+        f'<section id="definitions"><h2>How each number is computed</h2><ul>{items}</ul></section>'
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# The report
+# --------------------------------------------------------------------------------------------
+
+
+def _heading(title: str | None, experiments: Sequence[Mapping[str, Any]], n_runs: int) -> str:
+    if title:
+        return title
+    if len(experiments) == 1:
+        exp = experiments[0]
+        return f"Experiment {int(exp['id'])}: {exp.get('name') or ''}"
+    return f"Comparison of {n_runs} runs"
+
+
+def _body(
+    db: Any, heading: str, selection: Selection, kinds: Sequence[str], secrets: Sequence[str]
+) -> str:
+    runs, comparison = selection.runs, selection.comparison
+    ids = [int(r["id"]) for r in runs]
+    extra = queries.runs_by_id(db, ids, _EXTRA_COLUMNS)
+    charts_html, n_charts = _charts_section(db, comparison, kinds, chart_lines(runs, comparison))
+    authors = sorted({f"{r.get('author') or '?'}@{r.get('host') or '?'}" for r in runs})
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    return "".join(
+        [
+            f'<header><h1>{_e(heading)}</h1><p class="meta">vLLM Tuning Lab report · '
+            f"generated {_e(now)} · {len(ids)} run(s) by {_e(', '.join(authors))} · "
+            f"{n_charts} chart(s) · self-contained, opens offline</p>",
+            cards_section(runs, selection.experiments, secrets) + "</header>",  # what it is of
+            headline_section(headline(comparison, selection.preference)),
+            *(_experiment_section(exp, secrets) for exp in selection.experiments),
+            _checks_section(comparison),
+            _verdicts_section(comparison),
+            _prefer_section(selection.preference),
+            _config_section(comparison, {int(r["id"]): r for r in runs}),
+            _table_section(comparison),
+            charts_html,
+            _runs_section(comparison, runs, extra, secrets),
+            _definitions_section(),
+        ]
+    )
+
+
+def build_report(
+    db_path: str | Path,
+    *,
+    run_ids: Iterable[int] = (),
+    experiment_ids: Iterable[int] = (),
+    baseline_ids: Sequence[int] = (),
+    slo_ms: Mapping[str, float] | None = None,
+    title: str | None = None,
+    kinds: Sequence[str] = CHART_KINDS,
+) -> str:
+    """The report of the runs named (and every run of the experiments named) as one HTML page."""
+    secrets = env_secrets()
+    try:
+        with connect(db_path, readonly=True) as db:
+            selection = select_runs(
+                db,
+                run_ids=run_ids,
+                experiment_ids=experiment_ids,
+                baseline_ids=baseline_ids,
+                slo=slo_ms,
+            )
+            heading = scrub_text(
+                _heading(title, selection.experiments, len(selection.runs)), secrets
+            )
+            body = _body(db, heading, selection, kinds, secrets)
+    except (StoreError, SelectionError) as exc:
+        raise ReportError(str(exc)) from None
+    return html_page(heading, body)
+
+
+def html_page(heading: str, body: str) -> str:
+    """A whole offline page around `body` (already escaped): the CSP that fetches nothing, the
+    report's style; refused when it would still reference the network."""
+    page = (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{_e(heading)}</title><style>{STYLE}</style></head><body>{body}"
+        "</body></html>\n"
+    )
+    refs = network_references(page)
+    if refs:  # never hand out a page that would try to fetch something
+        raise ReportError(f"report would reference the network: {refs[:3]}")
+    return page
+
+
+def write_report(db_path: str | Path, out_path: str | Path, **kwargs: Any) -> Path:
+    """Build the report and write it (atomically) to `out_path`."""
+    return write_page(build_report(db_path, **kwargs), out_path)
+
+
+def write_page(page: str, out_path: str | Path) -> Path:
+    """Write a page atomically (a partial file never stands under the final name)."""
+    out = Path(out_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.partial")
+    tmp.write_text(page, encoding="utf-8")
+    tmp.replace(out)
+    return out
