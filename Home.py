@@ -6,7 +6,7 @@ import streamlit as st
 
 from store import queries
 from tuning.compare.present import fmt
-from tuning.decide.search.background import search_running
+from tuning.decide.background import search_running
 from tuning.engine.current import current_spec, engine_info
 from tuning.engine.spec import EngineError
 from tuning.experiment import demo

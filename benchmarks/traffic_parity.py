@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from tuning.engine.embedded import embedded_spec, venv_python  # noqa: E402
 from tuning.measure.traffic import LengthDist, Limits, Source, WorkloadSpec, materialize  # noqa: E402
-from tuning.measure.workload import LocalTokenizer  # noqa: E402
+from tuning.measure.traffic.workload import LocalTokenizer  # noqa: E402
 
 SHAREGPT = ROOT / "workloads" / "chat-500.sharegpt.json"
 RANDOM_CASES = ((256, 64, 0.5), (1024, 128, 0.25), (100, 400, 0.9))

@@ -30,7 +30,7 @@ from tuning.engine.launch import free_port  # noqa: E402
 from tuning.measure.loadgen.schedule import dispatch_lags, plan_workload, run_plan_sync  # noqa: E402
 from tuning.measure.traffic import Arrival, LengthDist, WorkloadSpec, materialize  # noqa: E402
 from tuning.measure.traffic.arrival import gap_stats  # noqa: E402
-from tuning.measure.workload import LocalTokenizer  # noqa: E402
+from tuning.measure.traffic.workload import LocalTokenizer  # noqa: E402
 
 MODEL = "stub"
 

@@ -10,13 +10,13 @@ from store.snapshot import is_compressed, read_only_words
 from tuning.decide.fleet import FleetError, attach_fleet, describe_options, options_from_settings
 from tuning.engine.current import current_spec
 from tuning.engine.flags.catalog import CatalogError
-from tuning.engine.flags.learn import needs_catalog, prepare
+from tuning.engine.learn import needs_catalog, prepare
 from tuning.engine.params import ParamError, format_value
 from tuning.engine.shown import show_value
 from tuning.engine.validate import parse_assignments, parse_values, validate_config
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.supervisor import spawn_runner
-from tuning.measure.workload import Workload
+from tuning.measure.traffic.workload import Workload
 from tuning.settings import configured_db_path, load_settings
 from ui.common import ICONS, db_path, md_code, md_escape
 from ui.estimate import render_estimate

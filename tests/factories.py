@@ -23,7 +23,7 @@ from tuning.engine.params import format_value
 from tuning.engine.spec import EngineSpec
 from tuning.experiment.plan import plan_experiment
 from tuning.measure.metrics import summarize
-from tuning.measure.workload import Workload
+from tuning.measure.traffic.workload import Workload
 
 WORKLOAD: dict[str, Any] = {
     "num_requests": 24,

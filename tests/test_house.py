@@ -4,6 +4,7 @@ store/, no shell, no kill-by-name, nothing bound to every interface."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -32,7 +33,9 @@ SQL = re.compile(
 )
 
 
+@functools.cache
 def _tree(path: Path) -> ast.Module:
+    """Each file parsed once for every rule (the rules re-parsed 500 files each)."""
     return ast.parse(path.read_text(), str(path))
 
 
@@ -381,3 +384,97 @@ def test_the_import_contract_sees_violations() -> None:
     ]
     allowed = frozenset({("tuning.cli.demo", "tuning.cli.main")})
     assert import_cycles(graph, allowed) == [["tuning.a", "tuning.b", "tuning.c", "tuning.a"]]
+
+
+# The layers inside tuning/, innermost first (../shared/DESIGN.md): each imports only those before
+# it; settings.py is the one loose module every layer reads; tuning/__main__.py starts the CLI.
+TUNING_LAYERS = (
+    "settings",
+    "engine",
+    "measure",
+    "compare",
+    "experiment",
+    "decide",
+    "present",
+    "cli",
+)
+TUNING_ROOT_MODULES = {"__init__.py", "__main__.py", "settings.py"}
+
+
+def _layer(module: str) -> int | None:
+    parts = module.split(".")
+    if parts[0] != "tuning" or len(parts) < 2 or parts[1] not in TUNING_LAYERS:
+        return None
+    return TUNING_LAYERS.index(parts[1])
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Each import of a module of tuning/ from a layer above its own."""
+    out = []
+    for name, targets in graph.items():
+        mine = _layer(name)
+        if mine is None:
+            continue
+        for target in sorted(targets):
+            theirs = _layer(target)
+            if theirs is not None and theirs > mine:
+                out.append(f"{name} imports {target} ({TUNING_LAYERS[theirs]} sits above it)")
+    return sorted(out)
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The import graph between the packages of tuning/ (a module counts as its package; the
+    loose modules at the root, settings and __main__, as themselves)."""
+
+    def package(module: str) -> str:
+        parent = module.rpartition(".")[0]
+        return module if module in packages or parent == "tuning" else parent
+
+    packages = {m for m in graph if any(o.startswith(m + ".") for o in graph)}
+    out: dict[str, set[str]] = {}
+    for name, targets in graph.items():
+        mine = package(name)
+        out.setdefault(mine, set())
+        out[mine] |= {package(t) for t in targets if package(t) != mine}
+    return out
+
+
+def test_tuning_holds_only_its_layers_and_settings() -> None:
+    loose = sorted(p.name for p in (REPO / "tuning").glob("*.py"))
+    assert set(loose) == TUNING_ROOT_MODULES, loose
+    folders = {
+        p.name for p in (REPO / "tuning").iterdir() if p.is_dir() and p.name != "__pycache__"
+    }
+    assert folders == set(TUNING_LAYERS[1:]), folders
+
+
+def test_tuning_layers_import_downward_only() -> None:
+    offenders = upward_imports(_tuning_graph())
+    assert not offenders, "\n".join(offenders)
+
+
+def test_no_import_circle_between_packages() -> None:
+    cycles = import_cycles(package_graph(_tuning_graph()))
+    assert not cycles, "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_the_layer_contract_sees_an_upward_import() -> None:
+    """A planted upward import (engine -> measure, lazily in a function) and a package circle."""
+    src = {
+        "tuning.engine": "",
+        "tuning.engine.server": "def f():\n    from tuning.measure.workload import Workload",
+        "tuning.measure": "",
+        "tuning.measure.workload": "from tuning.engine.server import f",
+        "tuning.measure.loadgen": "",
+        "tuning.measure.loadgen.client": "from tuning.measure import workload",
+        "tuning.measure.health": "from tuning.measure.loadgen.client import C",
+        "tuning.cli.main": "from tuning.engine.server import f",
+    }
+    packages = {"tuning.engine", "tuning.measure", "tuning.measure.loadgen"}
+    graph = import_graph({n: (ast.parse(s), n in packages) for n, s in src.items()})
+    assert upward_imports(graph) == [
+        "tuning.engine.server imports tuning.measure.workload (measure sits above it)"
+    ]
+    assert import_cycles(package_graph(graph)) == [
+        ["tuning.engine", "tuning.measure", "tuning.engine"]
+    ]

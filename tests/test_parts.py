@@ -10,7 +10,7 @@ import pytest
 
 from tests.parts import REQUIRE_ALL, every_part_required, missing, require_module
 from tuning.engine.embedded import model_dir
-from tuning.measure.workload import LocalTokenizer
+from tuning.measure.traffic.workload import LocalTokenizer
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -13,7 +13,7 @@ from store import connect
 from tuning.engine.spec import EngineSpec
 from tuning.experiment.estimate import engine_costs, for_experiment
 from tuning.experiment.repeats import AutoRepeats
-from tuning.measure.workload import Workload
+from tuning.measure.traffic.workload import Workload
 from ui.common import md_escape
 
 CLOCK = ":material/schedule:"

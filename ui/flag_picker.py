@@ -21,7 +21,7 @@ from store import StoreError, connect
 from store import engine_flags as cache
 from tuning.compare.inert import inert_knobs
 from tuning.engine.flags.catalog import Catalog, CatalogError, FlagInfo, engine_python
-from tuning.engine.flags.learn import catalog_for, flag_status, needs_catalog, resolve
+from tuning.engine.learn import catalog_for, flag_status, needs_catalog, resolve
 from tuning.engine.params import PARAMS, Param, ParamError, format_value
 from tuning.engine.spec import EngineSpec, installed_vllm_version
 from tuning.engine.value_text import join_values

@@ -1,5 +1,5 @@
 """New experiment's "Search one parameter" mode: the search form (parameter, range, objective,
-SLOs, budget of runs, workload), started as its own process (tuning.decide.search.background), and
+SLOs, budget of runs, workload), started as its own process (tuning.decide.background), and
 its
 progress, decision log and chosen value with its interval, read from the store.
 
@@ -19,14 +19,14 @@ import streamlit as st
 from store import connect, queries
 from tuning.compare.catalog import METRIC_BY_KEY, METRICS
 from tuning.compare.present import fmt
-from tuning.decide.search.background import SearchBusy, busy_reason, spawn_search, stop_search
+from tuning.decide.background import SearchBusy, busy_reason, spawn_search, stop_search
 from tuning.decide.search.driver import OBJECTIVES, STARTUP, SearchSpec
 from tuning.decide.search.record import Progress, objective_label, progress, reap_searches
 from tuning.decide.search.strategy import Space
 from tuning.engine.params import PARAMS, Param, ParamError, format_value
 from tuning.engine.spec import EngineSpec
 from tuning.engine.validate import parse_assignments
-from tuning.measure.workload import Workload
+from tuning.measure.traffic.workload import Workload
 from tuning.settings import Settings
 from ui.common import md_code, md_escape
 from ui.links import compare_link

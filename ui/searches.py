@@ -21,7 +21,7 @@ import streamlit as st
 from store import StoreError, connect, queries
 from tuning.compare.present import fmt
 from tuning.compare.selection import SelectionError, select_runs
-from tuning.decide.search.background import search_running
+from tuning.decide.background import search_running
 from tuning.decide.search.confirm import confirm_values, plan_confirm
 from tuning.decide.search.record import reap_searches, spec_from_json
 from tuning.decide.search.show import chosen_line, confirm_line, facts, slo_text, unrecorded_keys

@@ -113,7 +113,7 @@ def _spec_of(
 def _preview(spec: WorkloadSpec) -> None:
     from tuning.engine.embedded import model_dir
     from tuning.measure.traffic import fingerprint, materialize, preview
-    from tuning.measure.workload import LocalTokenizer, WorkloadError
+    from tuning.measure.traffic.workload import LocalTokenizer, WorkloadError
 
     try:
         with st.spinner("materializing the request list…"):

@@ -13,7 +13,7 @@ from tests.factories import add_plan, plan_result
 from tuning.decide.search.driver import SearchSpec
 from tuning.decide.search.record import spec_json
 from tuning.decide.search.strategy import Space
-from tuning.measure.workload import Workload
+from tuning.measure.traffic.workload import Workload
 
 
 def _a_search(db_path: Path) -> int:

@@ -12,7 +12,7 @@ import pytest
 from tests.factories import bench_args
 from tests.fakes.fake_openai import fake_server
 from tuning.cli.bench import add_bench_arguments, choose_tokenizer, parse_goodput, run_bench_command
-from tuning.measure.workload import LocalTokenizer, ServerTokenizer
+from tuning.measure.traffic.workload import LocalTokenizer, ServerTokenizer
 
 KEY = "sk-bench-secret-42"
 VLLM_KEYS = [

@@ -18,7 +18,7 @@ from tuning.cli.bench import (
     run_bench_command,
 )
 from tuning.engine.embedded import corpus_tokenizer
-from tuning.measure.workload import LocalTokenizer, WorkloadError
+from tuning.measure.traffic.workload import LocalTokenizer, WorkloadError
 
 
 def _bench(base_url: str, out: Path) -> int:

@@ -9,7 +9,7 @@ from tuning.measure.health import reconcile_tokens, run_health, scrape_counters,
 from tuning.measure.loadgen.client import LoadResult
 from tuning.measure.loadgen.start import run_load_sync
 from tuning.measure.metrics import columns, goodput
-from tuning.measure.workload import Workload
+from tuning.measure.traffic.workload import Workload
 
 
 def _load(records: list[RequestRecord], duration: float, **kw: object) -> LoadResult:

@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 
 from store import connect, open_db, repo
+from tuning.decide.background import busy_reason
 from tuning.decide.holder import Holder, holder_line, machine_holder
-from tuning.decide.search.background import busy_reason
 from tuning.engine.procs import process_start_time
 from tuning.experiment.lock import lock_holder, lock_path, machine_lock
 

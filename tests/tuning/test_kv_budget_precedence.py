@@ -17,7 +17,7 @@ from tuning.engine.params import ParamError
 from tuning.engine.server import ServerProcess
 from tuning.engine.validate import validate_config
 from tuning.experiment.plan import plan_experiment
-from tuning.measure.workload import Workload
+from tuning.measure.traffic.workload import Workload
 
 CPU_KV_ENV = "VLLM_CPU_KVCACHE_SPACE"
 

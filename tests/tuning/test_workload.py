@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.fake_openai import fake_server, fake_tokens
-from tuning.measure.workload import (
+from tuning.measure.traffic.workload import (
     LocalTokenizer,
     ServerTokenizer,
     Workload,

@@ -4,7 +4,7 @@ group, and which it lists as never tuned, without a browser or an engine."""
 from __future__ import annotations
 
 from tuning.engine.flags.catalog import Catalog, FlagInfo
-from tuning.engine.flags.learn import resolve
+from tuning.engine.learn import resolve
 from tuning.engine.params import PARAMS
 from tuning.engine.validate import parse_values
 from ui.flag_picker import ALL, ENV, offers, suggested_values

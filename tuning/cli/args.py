@@ -75,7 +75,7 @@ def base_url_problem(args: argparse.Namespace) -> str | None:
     url = getattr(args, "base_url", None)
     if not url:
         return None
-    from tuning.measure.workload import WorkloadError, server_root
+    from tuning.measure.traffic.workload import WorkloadError, server_root
 
     try:
         server_root(url)

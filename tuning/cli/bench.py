@@ -40,7 +40,7 @@ from tuning.measure.metrics import (
     summarize,
     warmup_check,
 )
-from tuning.measure.workload import (
+from tuning.measure.traffic.workload import (
     FALLBACK_NOTE,
     FALLBACK_TOKENIZER_ID,
     Workload,

@@ -171,10 +171,10 @@ def _auto(args: argparse.Namespace) -> Any:
 def _plan(args: argparse.Namespace, path: Path) -> int:
     """The new experiment's id (ValueError/ParamError say why not)."""
     from tuning.engine.current import current_spec
-    from tuning.engine.flags.learn import prepare
+    from tuning.engine.learn import prepare
     from tuning.engine.validate import parse_values
     from tuning.experiment.plan import plan_experiment
-    from tuning.measure.workload import workload_from_args
+    from tuning.measure.traffic.workload import workload_from_args
     from tuning.settings import load_settings
 
     if not args.param or not args.values:

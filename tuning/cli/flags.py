@@ -38,7 +38,7 @@ def add_arguments(sub: Subparsers) -> None:
 
 
 def _row(info: FlagInfo) -> dict[str, Any]:
-    from tuning.engine.flags.learn import flag_status
+    from tuning.engine.learn import flag_status
 
     status, why = flag_status(info)
     return {
@@ -57,7 +57,7 @@ def _row(info: FlagInfo) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     from tuning.engine.current import current_spec
     from tuning.engine.flags.catalog import CatalogError
-    from tuning.engine.flags.learn import catalog_for
+    from tuning.engine.learn import catalog_for
     from tuning.engine.spec import EngineError
 
     try:

@@ -78,7 +78,7 @@ def search_options(args: argparse.Namespace) -> dict[str, Any]:
     line naming the flag: a first pass or an SLO the search could not use is refused here)."""
     from tuning.cli.server import parse_sets
     from tuning.engine.current import current_spec
-    from tuning.measure.workload import workload_from_args
+    from tuning.measure.traffic.workload import workload_from_args
 
     if args.budget_runs < 2:
         raise ValueError(f"--budget-runs {args.budget_runs}: a search needs at least 2 runs")

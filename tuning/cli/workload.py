@@ -58,14 +58,14 @@ def add_arguments(sub: Subparsers) -> None:
 
 def _tokenizer(path: str | None) -> Any:
     from tuning.engine.embedded import model_dir
-    from tuning.measure.workload import LocalTokenizer
+    from tuning.measure.traffic.workload import LocalTokenizer
 
     return LocalTokenizer(path or model_dir())
 
 
 def _preview(args: argparse.Namespace) -> int:
     from tuning.measure.traffic import fingerprint, materialize, preview
-    from tuning.measure.workload import WorkloadError
+    from tuning.measure.traffic.workload import WorkloadError
 
     try:
         spec = TrafficOptions.from_cli_args(args, workload=args.spec).to_spec(db_path(args))

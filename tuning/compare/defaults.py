@@ -6,7 +6,7 @@ Where the default comes from, best first:
 1. the engine's own parser, as the store caches it for the runs' vLLM version (store.engine_flags,
    filled by tuning.engine.flags): the truth for that version;
 2. the flag as learned from that parser when the experiment was planned (experiments.engine_json's
-   `learned`, tuning.engine.flags.learn.prepare);
+   `learned`, tuning.engine.learn.prepare);
 3. the lab's curated table (tuning.engine.params), for the flags it knows.
 A workload parameter (concurrency, input-len, ...) is the load, not a flag: it has no engine
 default. A flag whose parser default is None (block-size, max-num-seqs: vLLM picks one at start

@@ -325,7 +325,7 @@ def plan_next(
     `nxt`'s parameter and values, on `engine` (this lab's, never a stored command); its id."""
     from tuning.experiment.plan import plan_experiment
     from tuning.experiment.planned import spec_of
-    from tuning.measure.workload import Workload
+    from tuning.measure.traffic.workload import Workload
 
     base_url = experiment.get("base_url")
     get_param(nxt.param)

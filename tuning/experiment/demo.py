@@ -9,7 +9,7 @@ from pathlib import Path
 from tuning.engine.spec import EngineSpec
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.repeats import AutoRepeats
-from tuning.measure.workload import Workload
+from tuning.measure.traffic.workload import Workload
 
 PARAM = "max-num-seqs"
 VALUES = [2, 16]

@@ -27,7 +27,7 @@ from core.clock import age_s
 from core.plausible import MAX_PART_S, MAX_TOKENS_PER_S, in_range, shown
 from store import queries, timings
 from tuning.experiment.outcome import finished
-from tuning.measure.workload import Workload
+from tuning.measure.traffic.workload import Workload
 
 HISTORY_RUNS = 20  # the newest measured runs of the engine the model averages
 HISTORY_EXPERIMENTS = 10  # ... and the newest experiments whose time outside runs it takes

@@ -25,7 +25,7 @@ from tuning.experiment.watch import EngineWatch
 from tuning.measure.telemetry.peaks import peaks
 from tuning.measure.telemetry.prom import MetricsSampler
 from tuning.measure.traffic import WorkloadSpec
-from tuning.measure.workload import (
+from tuning.measure.traffic.workload import (
     FALLBACK_NOTE,
     FALLBACK_TOKENIZER_ID,
     LocalTokenizer,

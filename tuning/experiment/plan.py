@@ -13,7 +13,7 @@ from tuning.engine.spec import EngineSpec
 from tuning.engine.validate import validate_config, validate_value
 from tuning.experiment.repeats import AutoRepeats
 from tuning.measure.traffic import WorkloadSpec
-from tuning.measure.workload import Workload
+from tuning.measure.traffic.workload import Workload
 from tuning.settings import load_settings
 
 

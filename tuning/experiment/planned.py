@@ -22,7 +22,7 @@ from core.records import RequestRecord
 from tuning.measure.loadgen.schedule import dispatch_lags, plan_workload
 from tuning.measure.traffic import Plan, TrafficError, WorkloadSpec, fingerprint, materialize
 from tuning.measure.traffic.fingerprint import spec_digest
-from tuning.measure.workload import TokenizerLike, Workload, build_prompts
+from tuning.measure.traffic.workload import TokenizerLike, Workload, build_prompts
 
 # Workload parameters a spec can take as the experiment's one variable.
 SPEC_KNOBS: tuple[str, ...] = (

@@ -20,7 +20,7 @@ from typing import Any
 from tuning.engine.identity import identity_problem
 from tuning.experiment.planned import spec_of
 from tuning.measure.traffic.fingerprint import spec_digest
-from tuning.measure.workload import Workload
+from tuning.measure.traffic.workload import Workload
 
 # The run columns a fingerprint holds besides its configuration and workload: `model` is only the
 # served name; the model itself (path or hub id, config hash) is in `engine_identity`.

@@ -36,7 +36,7 @@ from tuning.measure.telemetry.gpu import GpuSampler, read_gpu_used, wait_gpu_mem
 from tuning.measure.telemetry.proctree import ProcessTreeSampler
 from tuning.measure.telemetry.prom import MetricsSampler
 from tuning.measure.traffic import WorkloadSpec
-from tuning.measure.workload import Workload
+from tuning.measure.traffic.workload import Workload
 from tuning.settings import lab_home
 
 

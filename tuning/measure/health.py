@@ -27,7 +27,7 @@ from tuning.measure.metrics import (
     warmup_check,
 )
 from tuning.measure.telemetry.server_stats import MetricsReader, read_settled, window_means
-from tuning.measure.workload import Workload, WorkloadError, server_root
+from tuning.measure.traffic.workload import Workload, WorkloadError, server_root
 
 CLIENT_CPU_LIMIT = 0.9  # a core this busy can delay reads and dispatches
 LOOP_LAG_P99_LIMIT_MS = 20.0  # an event loop this late delays every chunk it times

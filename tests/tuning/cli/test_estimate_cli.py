@@ -13,7 +13,7 @@ from tuning.cli.search import search_estimate
 from tuning.decide.search.driver import SearchSpec
 from tuning.decide.search.strategy import Space
 from tuning.experiment.estimate import for_plan
-from tuning.measure.workload import Workload
+from tuning.measure.traffic.workload import Workload
 
 
 def spec() -> SearchSpec:

@@ -25,7 +25,7 @@ from tuning.experiment.estimate import (
     seconds_left,
 )
 from tuning.experiment.repeats import AutoRepeats, plan_for
-from tuning.measure.workload import Workload
+from tuning.measure.traffic.workload import Workload
 
 WL = Workload(num_requests=40, concurrency=4, input_len=8, output_len=10, num_warmups=0)
 ENGINE = {

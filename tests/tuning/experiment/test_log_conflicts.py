@@ -14,7 +14,7 @@ from tuning.engine import effective
 from tuning.engine.effective import stored_mismatches
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.runner import run_experiment
-from tuning.measure.workload import Workload
+from tuning.measure.traffic.workload import Workload
 
 REAL_TOKENS = 3_643_792  # the fake's KV cache at its defaults (8 GiB x 0.9 - 0.25 GiB weights)
 QUICK = Workload(num_requests=4, concurrency=2, input_len=8, output_len=4, num_warmups=0)

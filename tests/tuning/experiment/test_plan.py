@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.factories import plan_attached
-from tuning.measure.workload import Workload
+from tuning.measure.traffic.workload import Workload
 
 
 def test_attached_server_refuses_server_parameters(lab_home: Path) -> None:

@@ -17,7 +17,7 @@ from tuning.experiment.order import schedule
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.repeats import AutoRepeats, plan_for, summary_lines
 from tuning.experiment.runner import run_experiment
-from tuning.measure.workload import Workload
+from tuning.measure.traffic.workload import Workload
 
 T0 = "2026-12-03T10:00:00+00:00"
 

@@ -15,7 +15,7 @@ from tests.fakes.engines import fake_launch, fake_spec
 from tuning.engine.server import ServerProcess
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.runner import run_experiment
-from tuning.measure.workload import Workload
+from tuning.measure.traffic.workload import Workload
 
 QUICK = Workload(num_requests=4, concurrency=2, input_len=8, output_len=4, num_warmups=0)
 TOKENS_PER_GIB = 2**30 // 2048  # the fake sizes its KV cache at the tiny model's 2,048 B a token

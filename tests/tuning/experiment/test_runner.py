@@ -12,7 +12,7 @@ from tests.factories import plan_attached
 from tests.fakes.fake_openai import FakeConfig, FakeOpenAIServer
 from tuning.experiment.runner import run_experiment
 from tuning.experiment.supervisor import cancel_experiment
-from tuning.measure.workload import Workload
+from tuning.measure.traffic.workload import Workload
 
 
 def test_cancel_stops_the_load_and_marks_the_run_cancelled(lab_home: Path) -> None:

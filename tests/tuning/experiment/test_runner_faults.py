@@ -21,7 +21,7 @@ from tests.fakes.engines import fake_launch, fake_spec, foreign_listener
 from tuning.engine.server import ServerProcess, StartFailure, port_is_free
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.runner import run_experiment
-from tuning.measure.workload import Workload
+from tuning.measure.traffic.workload import Workload
 
 QUICK = {"num_requests": 6, "concurrency": 2, "input_len": 8, "output_len": 8, "num_warmups": 1}
 

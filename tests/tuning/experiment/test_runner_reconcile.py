@@ -15,7 +15,7 @@ from store import open_db, queries
 from tests.fakes.fake_openai import FakeConfig, FakeOpenAIServer
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.runner import run_experiment
-from tuning.measure.workload import Workload
+from tuning.measure.traffic.workload import Workload
 
 
 @pytest.mark.parametrize("lag_ms", [0.0, 400.0])

@@ -31,7 +31,7 @@ from tuning.experiment.lock import machine_lock
 from tuning.experiment.run_unit import RunUnit
 from tuning.experiment.runner import run_experiment
 from tuning.experiment.supervisor import cancel_experiment, reap_stale
-from tuning.measure.workload import Workload
+from tuning.measure.traffic.workload import Workload
 
 REPO = Path(__file__).resolve().parents[3]
 SLOW = Workload(num_requests=400, concurrency=2, input_len=4, output_len=50, num_warmups=0)

@@ -23,7 +23,7 @@ from store import open_db, queries, repo
 from tests.fakes.fake_openai import FakeConfig, FakeOpenAIServer
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.runner import run_experiment
-from tuning.measure.workload import Workload
+from tuning.measure.traffic.workload import Workload
 
 Cli = Callable[..., CompletedProcess[str]]
 REQUESTS = 200

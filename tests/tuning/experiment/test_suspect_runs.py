@@ -21,7 +21,7 @@ from tests.fakes.engines import fake_spec
 from tuning.cli.main import main
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.runner import run_experiment
-from tuning.measure.workload import Workload
+from tuning.measure.traffic.workload import Workload
 
 WL = Workload(num_requests=4, concurrency=2, input_len=8, output_len=3, num_warmups=1)
 FORGED = "forged_output_tokens=1e9@max-num-seqs=4,forged_prompt_tokens=-5@max-num-seqs=4"

@@ -16,7 +16,7 @@ from store import connect, queries
 from tuning.compare.comparability import check_pair
 from tuning.experiment.planned import apply_value, mirrored, with_knob
 from tuning.measure.traffic import Arrival, LengthDist, Source, TrafficError, WorkloadSpec
-from tuning.measure.workload import Workload
+from tuning.measure.traffic.workload import Workload
 
 SMALL = ["--num-requests", "8", "--input-len", "16", "--output-len", "4", "--num-warmups", "1"]
 SMALL += ["--start-timeout", "240", "--json"]
@@ -163,7 +163,7 @@ def test_a_schedule_not_kept_is_the_client_bound_reason(tiny_tokenizer: Path) ->
     from core.records import RequestRecord
     from tuning.experiment.planned import judge
     from tuning.measure.traffic import materialize
-    from tuning.measure.workload import LocalTokenizer
+    from tuning.measure.traffic.workload import LocalTokenizer
 
     spec = WorkloadSpec(num_requests=4, arrival=Arrival("open", rate=10.0, max_concurrency=1))
     plan = materialize(spec, LocalTokenizer(tiny_tokenizer))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tuning.engine import effective
 from tuning.engine.flags.catalog import FlagInfo
-from tuning.engine.flags.learn import to_param
+from tuning.engine.learn import to_param
 
 LINES = (Path(__file__).parents[2] / "data" / "non_default_compilation_config.log").read_text()
 FLAG = FlagInfo("compilation-config", "compilation_config", "json")

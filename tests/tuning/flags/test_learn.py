@@ -10,8 +10,8 @@ import pytest
 
 from store import connect
 from tuning.engine.flags import catalog as catalog_mod
-from tuning.engine.flags.learn import catalog_for, prepare, resolve
 from tuning.engine.flags.policy import CODE, DENIED, refusal
+from tuning.engine.learn import catalog_for, prepare, resolve
 from tuning.engine.params import ParamError, suggest
 from tuning.engine.spec import EngineSpec
 
@@ -138,7 +138,7 @@ def test_the_catalog_is_read_once_per_engine_version(
         reads.append(python)
         return real(python, timeout)
 
-    monkeypatch.setattr("tuning.engine.flags.learn.read_catalog", counting)
+    monkeypatch.setattr("tuning.engine.learn.read_catalog", counting)
     db = tmp_path / "lab.db"
     first = catalog_for(db, _spec(fake_vllm_python))
     again = catalog_for(db, _spec(fake_vllm_python))

@@ -31,7 +31,7 @@ from tuning.measure.traffic import (
     render_text,
 )
 from tuning.measure.traffic.arrival import gap_stats
-from tuning.measure.workload import LocalTokenizer
+from tuning.measure.traffic.workload import LocalTokenizer
 
 MODEL = "fake-model"
 WORKLOADS = Path(__file__).resolve().parents[3] / "workloads"

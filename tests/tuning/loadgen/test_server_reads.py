@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from tests.fakes.fake_openai import fake_server
 from tuning.measure.loadgen.start import run_load_sync
-from tuning.measure.workload import Workload
+from tuning.measure.traffic.workload import Workload
 
 # later than the quiet time that settles a read without a target (QUIET_S, 0.3 s), within the one
 # given to a read whose target is not met yet (QUIET_UNMET_S, 1 s)

@@ -21,7 +21,7 @@ from tuning.measure.loadgen.schedule import plan_workload, run_plan_sync
 from tuning.measure.loadgen.sse import SSEReader
 from tuning.measure.loadgen.start import run_load_sync
 from tuning.measure.traffic import LengthDist, WorkloadSpec, materialize
-from tuning.measure.workload import LocalTokenizer
+from tuning.measure.traffic.workload import LocalTokenizer
 
 MODEL = "fake-model"
 

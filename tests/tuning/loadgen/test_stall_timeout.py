@@ -19,7 +19,7 @@ from tests.fakes.fake_openai import fake_server
 from tuning.compare.catalog import WORKLOAD_IGNORED
 from tuning.engine.server import ServerProcess
 from tuning.measure.loadgen.start import run_load_sync
-from tuning.measure.workload import Workload, WorkloadError
+from tuning.measure.traffic.workload import Workload, WorkloadError
 
 REPO = Path(__file__).resolve().parents[3]
 MODEL = "fake-model"
@@ -181,7 +181,7 @@ def test_bench_against_a_fake_vllm_that_stalls_ends_in_seconds(
 
 def test_stall_timeout_flag_on_bench_and_experiment() -> None:
     from tuning.cli.main import build_parser
-    from tuning.measure.workload import workload_from_args
+    from tuning.measure.traffic.workload import workload_from_args
 
     parser = build_parser()
     common = ["--model", "m", "--num-requests", "2", "--input-len", "4", "--output-len", "2"]

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from store import connect, repo
-from tuning.decide.search.background import busy_reason
+from tuning.decide.background import busy_reason
 from tuning.engine.procs import process_start_time
 
 

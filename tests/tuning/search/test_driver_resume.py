@@ -30,7 +30,7 @@ from tuning.decide.search.driver import SearchSpec, StepUnmeasured, observations
 from tuning.decide.search.record import recorded, step_prefix
 from tuning.decide.search.strategy import Space, next_step, start_limit
 from tuning.engine.procs import same_process, stop_group
-from tuning.measure.workload import Workload
+from tuning.measure.traffic.workload import Workload
 
 REPO = Path(__file__).resolve().parents[3]
 # max-num-seqs 4..64 in three coarse points: 4, 16, 64 (geometric)

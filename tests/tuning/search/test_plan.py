@@ -17,7 +17,7 @@ from tests.fakes.engines import FAKE_MODEL, fake_settings_env
 from tuning.compare.stats import VERDICTS
 from tuning.decide.search.plan import apply_choice, serve_command
 from tuning.experiment.order import schedule
-from tuning.measure.workload import Workload
+from tuning.measure.traffic.workload import Workload
 
 PLAN = ["plan", "--params", "max-num-seqs,block-size"]
 PLAN += ["--param-range", "max-num-seqs=1:4", "--param-range", "block-size=16:32"]

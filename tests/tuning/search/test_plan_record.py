@@ -17,7 +17,7 @@ from tuning.decide.search.plan import PlanSpec
 from tuning.decide.search.plan_record import plan_recorded, reap_plans
 from tuning.decide.search.strategy import Space
 from tuning.experiment.exits import Interrupted
-from tuning.measure.workload import Workload
+from tuning.measure.traffic.workload import Workload
 
 
 def plan_spec(hi: int = 8) -> PlanSpec:

@@ -18,7 +18,7 @@ from tuning.decide.search.driver import SearchSpec
 from tuning.decide.search.record import progress, reap_searches, recorded, spec_json, step_prefix
 from tuning.decide.search.strategy import Space
 from tuning.experiment.exits import Interrupted
-from tuning.measure.workload import Workload
+from tuning.measure.traffic.workload import Workload
 
 # max-num-seqs -> output tok/s of each of its runs: 4 is best, measured twice.
 TPUT = {2: [100.0], 4: [150.0, 154.0], 8: [120.0]}

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tuning.measure.workload import LocalTokenizer
+from tuning.measure.traffic.workload import LocalTokenizer
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ from tuning.measure.traffic.errors import TrafficError
 from tuning.measure.traffic.fingerprint import fingerprint, requests_digest, spec_digest
 from tuning.measure.traffic.materialize import Plan, materialize
 from tuning.measure.traffic.spec import Arrival, LengthDist, Source, WorkloadSpec
-from tuning.measure.workload import LocalTokenizer
+from tuning.measure.traffic.workload import LocalTokenizer
 
 WORKLOADS = Path(__file__).resolve().parents[3] / "workloads"
 

@@ -24,7 +24,7 @@ from tuning.measure.traffic import (
     render_text,
 )
 from tuning.measure.traffic.materialize import prefix_assignment
-from tuning.measure.workload import LocalTokenizer
+from tuning.measure.traffic.workload import LocalTokenizer
 
 WORKLOADS = Path(__file__).resolve().parents[3] / "workloads"
 

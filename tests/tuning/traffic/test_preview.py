@@ -14,7 +14,7 @@ from tuning.measure.traffic.spec import (
     Source,
     WorkloadSpec,
 )
-from tuning.measure.workload import LocalTokenizer
+from tuning.measure.traffic.workload import LocalTokenizer
 
 
 def test_histogram_bins() -> None:

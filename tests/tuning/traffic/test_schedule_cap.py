@@ -28,7 +28,7 @@ from tuning.measure.traffic.arrival import (
     trace_offsets,
 )
 from tuning.measure.traffic.materialize import check
-from tuning.measure.workload import LocalTokenizer
+from tuning.measure.traffic.workload import LocalTokenizer
 
 
 def _trace(tmp_path: Path, gap_ms: float) -> Path:

@@ -19,7 +19,7 @@ from tuning.decide.search.record import spec_json, step_prefix
 from tuning.decide.search.strategy import Space
 from tuning.engine.params import get_param
 from tuning.engine.spec import EngineSpec
-from tuning.measure.workload import Workload
+from tuning.measure.traffic.workload import Workload
 
 _COARSE = re.compile(r"coarse pass: \d+ of (\d+)")
 

@@ -37,7 +37,7 @@ from tuning.experiment.outcome import LAB_KINDS
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.runner import run_experiment
 from tuning.experiment.supervisor import reap, settle
-from tuning.measure.workload import Workload
+from tuning.measure.traffic.workload import Workload
 
 OBJECTIVES = {"goodput": "request_goodput"}  # names the CLI accepts besides the metric keys
 STARTUP = "time_to_healthy_s"  # an objective only where every value starts its own server

@@ -44,7 +44,7 @@ from tuning.engine.spec import EngineSpec
 from tuning.experiment.order import schedule
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.runner import run_experiment
-from tuning.measure.workload import Workload
+from tuning.measure.traffic.workload import Workload
 
 NAME_PREFIX = "plan "
 CARRIER = "concurrency"  # a confirm run's one "parameter": the workload's own concurrency

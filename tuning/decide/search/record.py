@@ -1,6 +1,6 @@
 """A search as a row of the store (`searches`): what it searches, the process running it, its
 status and, once ended, its result. `python -m tuning search` writes it (`recorded`), however it
-was started; the UI starts one in the background (`tuning.decide.search.background`) and reads its
+was started; the UI starts one in the background (`tuning.decide.background`) and reads its
 progress from here and from its steps, which are ordinary experiments and runs.
 
 The chosen value's interval is the one the verdicts use (tuning.compare.stats.mean_interval over
@@ -27,7 +27,7 @@ from tuning.decide.search.strategy import Space, best
 from tuning.engine.procs import process_start_time, same_process
 from tuning.engine.spec import EngineSpec
 from tuning.experiment import exits
-from tuning.measure.workload import Workload
+from tuning.measure.traffic.workload import Workload
 
 
 def spec_json(spec: SearchSpec) -> dict[str, Any]:

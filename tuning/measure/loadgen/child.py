@@ -24,7 +24,7 @@ from typing import IO, TYPE_CHECKING, Unpack
 from core.redact import scrub_key
 from tuning.measure.loadgen.client import DEFAULT_TRANSPORT, LoadError, LoadOptions, LoadResult
 from tuning.measure.loadgen.start import check_prompts, run_load_sync
-from tuning.measure.workload import Workload
+from tuning.measure.traffic.workload import Workload
 from tuning.settings import REPO_ROOT
 
 if TYPE_CHECKING:

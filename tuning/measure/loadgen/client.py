@@ -49,7 +49,7 @@ from tuning.measure.telemetry.server_stats import (
     read_settled,
     tokens_counted,
 )
-from tuning.measure.workload import Workload, server_root
+from tuning.measure.traffic.workload import Workload, server_root
 
 TRANSPORTS: tuple[str, ...] = ("auto", "aiohttp", "raw")
 # aiohttp: the reference design (one ClientSession, a pool of C keep-alive sockets). raw: the lab's

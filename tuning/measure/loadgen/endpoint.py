@@ -22,7 +22,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from core.redact import display_url, scrub_key
-from tuning.measure.workload import WorkloadError, server_root
+from tuning.measure.traffic.workload import WorkloadError, server_root
 
 if TYPE_CHECKING:
     import openai

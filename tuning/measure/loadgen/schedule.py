@@ -39,7 +39,7 @@ from tuning.measure.loadgen.sse import SSEReader, classify
 from tuning.measure.loadgen.start import loop_factory
 from tuning.measure.telemetry.server_stats import Settled
 from tuning.measure.traffic import Plan, PlannedRequest, render_messages, render_text
-from tuning.measure.workload import Endpoint, Workload
+from tuning.measure.traffic.workload import Endpoint, Workload
 
 # An open loop without a cap still needs a connection pool size: at most this many sockets.
 OPEN_POOL_MAX = 4096

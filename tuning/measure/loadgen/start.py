@@ -11,7 +11,7 @@ from typing import Unpack
 from tuning.measure.loadgen.client import DEFAULT_TRANSPORT, _Client
 from tuning.measure.loadgen.endpoint import api_key_from_env
 from tuning.measure.loadgen.result import LoadError, LoadOptions, LoadResult
-from tuning.measure.workload import Workload
+from tuning.measure.traffic.workload import Workload
 
 
 def check_prompts(prompts: Sequence[str], workload: Workload) -> None:

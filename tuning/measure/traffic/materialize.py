@@ -1,9 +1,9 @@
 """Spec (+ data file) + tokenizer -> the request list the load generator sends (`Plan`).
 
 Deterministic: the same spec, data bytes and tokenizer give the same plan. Where the spec asks for
-a length the prompt has exactly that many tokens (re-encoded, as `tuning.measure.workload` does for
-synthetic prompts); file prompts are sent as written and counted. Choices follow vLLM's dataset code
-so the two send the same requests:
+a length the prompt has exactly that many tokens (re-encoded, as `traffic.workload` does for
+synthetic prompts); file prompts are sent as written and counted. Choices follow vLLM's dataset
+code so the two send the same requests:
 - synthetic lengths come from `np.random.default_rng(seed)`, inputs then outputs (its random
   dataset's order); a shared prefix is added before the sampled input (`--random-prefix-len`).
 - ShareGPT entries are shuffled with `random.Random(seed)`, the first turn is the prompt and the
@@ -33,7 +33,7 @@ from tuning.measure.traffic.sources import (
 )
 from tuning.measure.traffic.spec import LengthDist, SharedPrefixes, WorkloadSpec
 from tuning.measure.traffic.synth import TextMaker, added_special_tokens, derive_seed
-from tuning.measure.workload import TokenizerLike
+from tuning.measure.traffic.workload import TokenizerLike
 
 
 @dataclass(frozen=True)

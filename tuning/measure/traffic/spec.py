@@ -17,7 +17,7 @@ from typing import Any
 
 from tuning.measure.traffic.bounded import read_small_json
 from tuning.measure.traffic.errors import DataError, TrafficError
-from tuning.measure.workload import MAX_REQUESTS
+from tuning.measure.traffic.workload import MAX_REQUESTS
 
 # Bump when a field changes meaning; `from_dict` refuses specs from a newer lab.
 SPEC_VERSION = 1

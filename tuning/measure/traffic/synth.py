@@ -1,4 +1,4 @@
-"""Texts of exact token lengths, built with the lab's prompt builder (`tuning.measure.workload`).
+"""Texts of exact token lengths, built with the lab's prompt builder (`traffic.workload`).
 
 `build_prompts` makes one random text that re-encodes to exactly N tokens. A request is often
 several texts in a row (a shared system prompt, the history, the new message; a trace's hash
@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 
 from tuning.measure.traffic.errors import TrafficError
-from tuning.measure.workload import LocalTokenizer, TokenizerLike, Workload, build_prompts
+from tuning.measure.traffic.workload import LocalTokenizer, TokenizerLike, Workload, build_prompts
 
 _FIT_TRIES = 24
 
