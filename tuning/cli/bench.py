@@ -21,7 +21,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from core.redact import display_url
+from tuning.cli.args import say
 from tuning.measure.health import client_limits, reconcile_tokens, server_latency
 from tuning.measure.loadgen.client import (
     DEFAULT_TRANSPORT,
@@ -293,21 +296,21 @@ def run_bench_command(args: argparse.Namespace) -> int:
         spec = TrafficOptions.from_cli_args(args, **_in_flight_cap(args)).to_spec()
         workload = bench_workload(args, spec is not None)
     except (WorkloadError, ValueError) as exc:
-        print(f"error: {exc}", file=err)
+        say(f"error: {exc}", file=err)
         return 2
     prep: Prepared | None = None
     try:
         check_endpoint(args.base_url, args.model, key)
         tokenizer, tokenizer_id = choose_tokenizer(args.tokenizer, args.model, args.base_url, key)
         if tokenizer_id == FALLBACK_TOKENIZER_ID:
-            print(f"note: {FALLBACK_NOTE}", file=err)
+            say(f"note: {FALLBACK_NOTE}", file=err)
         if spec is None:
             prompts = build_prompts(workload, tokenizer)
         else:  # real traffic: a plan, sent by tuning.measure.loadgen.schedule
             prep = prepare(workload, spec, tokenizer)
             prompts = [*prep.warmup_prompts, *(r.prompt for r in prep.plan.requests)]
     except (EndpointError, ValueError) as exc:
-        print(f"error: {exc}", file=err)
+        say(f"error: {exc}", file=err)
         return 1
     cancel = threading.Event()
     previous = signal.getsignal(signal.SIGINT)
@@ -317,12 +320,15 @@ def run_bench_command(args: argparse.Namespace) -> int:
         if cancel.is_set():
             raise KeyboardInterrupt
         cancel.set()
-        print("\nstopping: in-flight requests are cancelled; Ctrl-C again to abort", file=err)
+        say("\nstopping: in-flight requests are cancelled; Ctrl-C again to abort", file=err)
 
     show = not args.quiet and err.isatty()
 
+    bar = tqdm(desc="bench", unit="req", file=err, disable=not show, leave=False)
+
     def progress(done: int, total: int) -> None:
-        print(f"\r{done}/{total} requests", end="", file=err, flush=True)
+        bar.total, bar.n = total, done
+        bar.refresh()
 
     if in_main:
         signal.signal(signal.SIGINT, on_sigint)
@@ -355,13 +361,12 @@ def run_bench_command(args: argparse.Namespace) -> int:
                 server_stats=True,
             )
     except LoadError as exc:
-        print(f"error: {exc}", file=err)
+        say(f"error: {exc}", file=err)
         return 1
     finally:
         if in_main:
             signal.signal(signal.SIGINT, previous)
-        if show:
-            print("", file=err)
+        bar.close()
     result = build_result(
         load,
         workload if prep is None else prep.workload,
@@ -377,13 +382,13 @@ def run_bench_command(args: argparse.Namespace) -> int:
     write_json(args.result_json, result)
     if not args.quiet:
         print_table(result)
-        print(f"result: {args.result_json}")
+        say(f"result: {args.result_json}")
     if load.cancelled:
-        print("the run was cancelled; the result holds what was measured", file=err)
+        say("the run was cancelled; the result holds what was measured", file=err)
         return 1
     if result["completed"] == 0:
         first = next((r.error for r in load.records if r.error), "unknown")
-        print(f"error: no request succeeded (first error: {first})", file=err)
+        say(f"error: no request succeeded (first error: {first})", file=err)
         return 1
     return 0
 
