@@ -45,7 +45,7 @@ engine-auto: $(VENV)/.deps
 # Streamlit through ui/serve.py: only 127.0.0.1, localhost, ::1 and TUNING_LAB_ALLOWED_HOSTS are
 # answered (DNS rebinding), and it prints the token Settings asks for to change the engine command.
 run: $(if $(filter embedded,$(ENGINE)),engine,engine-auto)
-	$(if $(filter embedded,$(ENGINE)),TUNING_LAB_ENGINE=embedded )$(BIN)/python -m ui.serve Home.py --server.port $(PORT)
+	$(if $(filter embedded,$(ENGINE)),TUNING_LAB_ENGINE=embedded )$(BIN)/python -m ui.serve app.py --server.port $(PORT)
 
 # Lint, format, types and the house rules (imports, sizes, SQL): part of `make test`.
 lint: $(VENV)/.deps

@@ -297,7 +297,7 @@ def render_first(db_path: Path, run_ids: list[int], slo: float | None) -> tuple[
     # AppTest's bare mode warns once per session that it has no script context: noise here.
     logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").disabled = True
     os.environ["TUNING_LAB_DB"] = str(db_path)
-    at = AppTest.from_file(str(REPO / "Home.py"), default_timeout=120)
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=120)
     at.run()
     at.query_params["runs"] = ",".join(map(str, run_ids))
     if slo:
@@ -307,7 +307,7 @@ def render_first(db_path: Path, run_ids: list[int], slo: float | None) -> tuple[
     if cached is not None:
         cached.cache_clear()
     t0, c0 = time.perf_counter(), time.process_time()
-    at.switch_page("pages/4_Compare.py").run()
+    at.switch_page("app_pages/4_Compare.py").run()
     took, cpu = time.perf_counter() - t0, time.process_time() - c0
     if at.exception:
         raise RuntimeError(f"page raised: {at.exception}")

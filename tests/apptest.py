@@ -1,5 +1,5 @@
 """Driving the dashboard with Streamlit's AppTest: open a page the way a browser does (through
-Home.py, which sets up navigation), and read what it shows."""
+app.py, which sets up navigation and each render's connection), and read what it shows."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from streamlit.testing.v1 import AppTest
 
-APP = str(Path(__file__).resolve().parents[1] / "Home.py")
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
 TEXT_ELEMENTS = (
     "title",
     "subheader",

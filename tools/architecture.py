@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 PAGE = REPO / "docs" / "reference" / "architecture.md"
 REGENERATE = ".venv/bin/python tools/architecture.py (or make architecture)"
 # The layers, innermost first: each may import only the ones before it (tests/test_house.py).
-LAYERS = ("core", "store", "tuning", "ui", "pages")
+LAYERS = ("core", "store", "tuning", "ui", "app_pages")
 SKIP = {"__pycache__"}
 # Packages whose __init__.py has no docstring yet: what the package is for (none left).
 PACKAGE_PURPOSES: dict[str, str] = {}
@@ -32,7 +32,7 @@ INTRO = f"""# Architecture
 
 One direction of imports, visible in the folders and enforced by `tests/test_house.py` (layers, no
 SQL outside `store/`, no app module over 500 lines): `core/` <- `store/` <- `tuning/` <- `ui/`,
-`pages/`, `Home.py` and the CLI (`tuning/cli/`). `store/` and `tuning/` never import Streamlit.
+`app.py`, `app_pages/` and the CLI (`tuning/cli/`). `store/` and `tuning/` never import Streamlit.
 
 | layer | what lives there |
 |---|---|
@@ -45,7 +45,8 @@ output, charts); never imports Streamlit |
 | `tuning/cli/` | the command line, the outermost layer of the lab (`python -m tuning`, \
 `tuning-lab`) |
 | `ui/` | render helpers the pages share, taking domain rows (no module-level state) |
-| `pages/`, `Home.py` | one file per screen, thin: read `store/`, call `tuning/`, draw |
+| `app.py`, `app_pages/` | the entry (navigation: each page's label and URL, each render's DB \
+connection) and one file per screen, thin: read `store/`, call `tuning/`, draw |
 
 Beside the app:
 
@@ -85,7 +86,7 @@ TITLES = {
     "store": "`store/`: all SQL",
     "tuning": "`tuning/`: the lab",
     "ui": "`ui/`: render helpers",
-    "pages": "`pages/` and `Home.py`: the screens",
+    "app_pages": "`app.py` and `app_pages/`: the entry and the screens",
 }
 
 
@@ -125,8 +126,8 @@ def render() -> str:
     out = [INTRO]
     for layer in LAYERS:
         files = modules(layer)
-        if layer == "pages":
-            files = [REPO / "Home.py", *files]
+        if layer == "app_pages":
+            files = [REPO / "app.py", *files]
         out += [f"### {TITLES[layer]}", "", "| module | purpose |", "|---|---|"]
         out += [f"| `{name(p)}` | {_cell(purpose(p))} |" for p in files]
         out.append("")

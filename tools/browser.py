@@ -1,5 +1,5 @@
 """The app in a real browser, shared by the browser tests (tests/e2e) and `make screenshots`: the
-app as `make run` starts it (`python -m ui.serve Home.py`, its host check on) on a lab home of its
+app as `make run` starts it (`python -m ui.serve app.py`, its host check on) on a lab home of its
 own, and Debian's chromium through Playwright (Playwright's own download fails here)."""
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def serve_app(home: Path, log_path: Path, *, start_timeout: float = 90.0) -> Ite
         sys.executable,
         "-m",
         "ui.serve",
-        "Home.py",
+        "app.py",
         "--server.port",
         str(port),
         "--server.address",

@@ -1,15 +1,19 @@
-"""Things every page needs: where the DB is, a fresh connection per rerun, and text from data made
-safe for Streamlit's Markdown."""
+"""Things every page needs: where the DB is, the one connection of a page's render (opened on first
+use, closed by app.py when the page is drawn), and text from data made safe for Streamlit's
+Markdown."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
+from sqlite_utils import Database
+
 from store import open_db
-from tuning.decide.reaper import reap_dead
 from tuning.settings import default_db_path
 
 # Streamlit's Material icons (drawn from its bundled font, so they render in any browser, unlike
@@ -42,11 +46,37 @@ def db_path() -> Path:
     return default_db_path()
 
 
-def db() -> Any:
-    """A new connection per rerun: each rerun runs in its own thread (sqlite check_same_thread).
-    The reaper runs first, so no page shows a run whose runner was killed as `running`."""
-    reap_dead(db_path())
-    return open_db(db_path())
+# The connection of the render in progress: a list that holds it once opened (None: no render).
+_RENDER: ContextVar[list[Database] | None] = ContextVar("render_db", default=None)
+
+
+@contextmanager
+def render_db() -> Iterator[None]:
+    """One render of a page (app.py runs each page inside it): `db()` opens the render's connection
+    on first use, and it is closed here when the page is drawn, stops (st.stop) or raises. A page
+    that reads nothing opens nothing."""
+    opened: list[Database] = []
+    token = _RENDER.set(opened)
+    try:
+        yield
+    finally:
+        _RENDER.reset(token)
+        for conn in opened:
+            conn.conn.close()
+
+
+def db() -> Database:
+    """The connection of this render of the page, the same for every call (a page and the helpers
+    it calls read through one). It does no other work: pages that show status call
+    tuning.decide.reaper.reap_dead first, by name."""
+    opened = _RENDER.get()
+    if opened is None:
+        raise RuntimeError(
+            "ui.common.db() is for a page drawn through app.py (ui.common.render_db)"
+        )
+    if not opened:
+        opened.append(open_db(db_path()))
+    return opened[0]
 
 
 def md_escape(value: Any) -> str:

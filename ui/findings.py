@@ -1,6 +1,5 @@
 """A run's findings on the Runs page (tuning.decide.findings): what its signals say, and one click
-to
-queue the next experiment, which starts in its own runner process like any other."""
+to queue the next experiment, which starts in its own runner process like any other."""
 
 from __future__ import annotations
 
@@ -8,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import streamlit as st
+from sqlite_utils import Database
 
 from store import queries
 from tuning.decide.findings import NextExperiment, plan_next, stored_findings
@@ -16,13 +16,13 @@ from tuning.engine.shown import show_value
 from tuning.experiment.lock import runner_busy
 from tuning.experiment.supervisor import spawn_runner
 from tuning.settings import load_settings
-from ui.common import ICONS, db, db_path, md_code, md_escape
+from ui.common import ICONS, db_path, md_code, md_escape
 
 
-def queue_next(run: Mapping[str, Any], nxt: NextExperiment) -> int:
+def queue_next(db: Database, run: Mapping[str, Any], nxt: NextExperiment) -> int:
     """Plan the suggested experiment from the run and start its runner; its id."""
     settings = load_settings()
-    experiment = queries.get_experiment(db(), int(run["experiment_id"]))
+    experiment = queries.get_experiment(db, int(run["experiment_id"]))
     exp_id = plan_next(
         db_path(),
         run,
@@ -36,14 +36,15 @@ def queue_next(run: Mapping[str, Any], nxt: NextExperiment) -> int:
     return exp_id
 
 
-def render_findings(run: Mapping[str, Any], key: str) -> None:
-    """Each finding with its evidence and a button per next experiment (disabled while one runs)."""
-    found = stored_findings(db(), run)
+def render_findings(db: Database, run: Mapping[str, Any], key: str) -> None:
+    """Each finding with its evidence and a button per next experiment (disabled while one runs),
+    read through the page's connection `db`."""
+    found = stored_findings(db, run)
     st.markdown(f"**Findings for run {int(run['id'])}**")
     if not found:
         st.caption("No finding: its stored signals look healthy.")
         return
-    busy = bool(queries.active_experiments(db())) or runner_busy()
+    busy = bool(queries.active_experiments(db)) or runner_busy()
     for i, f in enumerate(found):
         with st.container(border=True, key=f"{key}-{i}"):
             st.markdown(f"**{md_escape(f.title)}** · {md_escape(f.evidence)}")
@@ -63,9 +64,11 @@ def render_findings(run: Mapping[str, Any], key: str) -> None:
                     help="An experiment is running; one at a time per machine." if busy else None,
                 ):
                     try:
-                        exp_id = queue_next(run, nxt)
+                        exp_id = queue_next(db, run, nxt)
                     except ValueError as exc:
                         st.error(f"refused: {md_escape(exc)}")
                     else:
                         st.success(f"Experiment {exp_id} started in its own process.")
-                        st.page_link("pages/3_Live.py", label="Watch it live", icon=ICONS["live"])
+                        st.page_link(
+                            "app_pages/3_Live.py", label="Watch it live", icon=ICONS["live"]
+                        )

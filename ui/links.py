@@ -7,7 +7,7 @@ import streamlit as st
 
 from ui.common import ICONS
 
-COMPARE_PAGE = "pages/4_Compare.py"
+COMPARE_PAGE = "app_pages/4_Compare.py"
 
 
 def compare_link(label: str, **query: object) -> None:

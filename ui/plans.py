@@ -22,7 +22,7 @@ from tuning.engine.shown import show_value
 from ui.common import ICONS, md_code, md_escape, pick_by_query
 from ui.links import compare_link
 
-SEARCHES_PAGE = "pages/7_Searches.py"
+SEARCHES_PAGE = "app_pages/7_Searches.py"
 
 
 def pick_plan(path: Path) -> dict[str, Any] | None:

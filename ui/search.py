@@ -1,7 +1,6 @@
 """New experiment's "Search one parameter" mode: the search form (parameter, range, objective,
 SLOs, budget of runs, workload), started as its own process (tuning.decide.background), and
-its
-progress, decision log and chosen value with its interval, read from the store.
+its progress, decision log and chosen value with its interval, read from the store.
 
 No job state in st.session_state: what runs and how far it got is the `searches` row and its
 steps' runs. Widget keys start with `srch_`.
@@ -21,7 +20,7 @@ from tuning.compare.catalog import METRIC_BY_KEY, METRICS
 from tuning.compare.present import fmt
 from tuning.decide.background import SearchBusy, busy_reason, spawn_search, stop_search
 from tuning.decide.search.driver import OBJECTIVES, STARTUP, SearchSpec
-from tuning.decide.search.record import Progress, objective_label, progress, reap_searches
+from tuning.decide.search.record import Progress, objective_label, progress
 from tuning.decide.search.strategy import Space
 from tuning.engine.params import PARAMS, Param, ParamError, format_value
 from tuning.engine.spec import EngineSpec
@@ -121,8 +120,8 @@ def search_form(spec: EngineSpec) -> SearchSpec | None:
 
 
 def render_search_mode(path: Path, spec: EngineSpec, settings: Settings) -> None:
-    """The form, the Start button (one thing at a time per machine) and the latest search."""
-    reap_searches(path)
+    """The form, the Start button (one thing at a time per machine) and the latest search; the
+    page has reaped what died (tuning.decide.reaper.reap_dead) before it asks who holds it."""
     search = search_form(spec)
     reason = busy_reason(path)
     if reason:

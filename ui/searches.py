@@ -175,4 +175,4 @@ def _start(path: Path, row: Mapping[str, Any], f: Mapping[str, Any], against: st
         return
     spawn_runner(path, exp_id)
     st.success(f"Experiment {exp_id} started in its own process; closing this tab stops nothing.")
-    st.page_link("pages/3_Live.py", label="Watch it live", icon=ICONS["live"])
+    st.page_link("app_pages/3_Live.py", label="Watch it live", icon=ICONS["live"])

@@ -2,7 +2,7 @@
 (ui/host_guard.py) in front of every HTTP route and the websocket, and a terminal token
 (ui/terminal_token.py) printed for engine command changes from the browser.
 
-    python -m ui.serve Home.py --server.port 8501 [any other `streamlit run` option]
+    python -m ui.serve app.py --server.port 8501 [any other `streamlit run` option]
 
 The entry script and every option pass through to Streamlit unchanged. Streamlit (1.67) builds
 its Starlette app in `starlette_server.create_starlette_app`; the check wraps what it returns. If

@@ -24,7 +24,7 @@ def test_every_package_and_module_is_on_the_page() -> None:
         "store/schema.py",
         "tuning/cli/main.py",
         "ui/",
-        "pages/2_Runs.py",
+        "app_pages/2_Runs.py",
     } <= set(found)
     assert missing(PAGE.read_text()) == [], STALE
 
@@ -41,7 +41,7 @@ def test_a_new_module_makes_the_page_stale_and_incomplete(
     """A module added to a layer is listed with its docstring, and the committed page misses it."""
     for layer in architecture.LAYERS:
         (tmp_path / layer).mkdir()
-    (tmp_path / "Home.py").write_text('"""Home."""\n')
+    (tmp_path / "app.py").write_text('"""The entry."""\n')
     (tmp_path / "store" / "__init__.py").write_text('"""All SQL."""\n')
     (tmp_path / "store" / "m010_planted.py").write_text(
         '"""A planted migration. Second sentence, not shown."""\n'

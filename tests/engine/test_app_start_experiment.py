@@ -21,7 +21,7 @@ def test_start_from_page_and_see_runs(
     db_path = lab_home / "lab.db"
     monkeypatch.setenv("TUNING_LAB_DB", str(db_path))
     monkeypatch.chdir(REPO)
-    at = open_page("pages/1_New_experiment.py")
+    at = open_page("app_pages/1_New_experiment.py")
     at.selectbox(key="new_param").select("concurrency").run()
     at.text_input(key="new_values").input("1,4").run()
     at.number_input(key="new_requests").set_value(8).run()
@@ -44,7 +44,7 @@ def test_start_from_page_and_see_runs(
     assert [r["value"] for r in runs] == ["1", "4"] and all(r["status"] == "done" for r in runs)
     # Only one server start for a workload parameter: the second run reused it.
     assert runs[1]["startup"]["reused_server"] is True
-    at.switch_page("pages/2_Runs.py").run()
+    at.switch_page("app_pages/2_Runs.py").run()
     assert not at.exception
     table = at.dataframe[0].value
     assert list(table["id"]) == [r["id"] for r in reversed(runs)] or sorted(table["id"]) == sorted(

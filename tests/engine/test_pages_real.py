@@ -27,14 +27,14 @@ def test_home(real_env: dict[str, Any]) -> None:
 
 
 def test_new_experiment_page(real_env: dict[str, Any]) -> None:
-    at = open_page("pages/1_New_experiment.py")
+    at = open_page("app_pages/1_New_experiment.py")
     at.text_input(key="new_values").input("2,abc").run()
     assert any("not a valid int" in e.value for e in at.error)
     assert at.button(key="new_start").disabled
 
 
 def test_runs_page(real_env: dict[str, Any]) -> None:
-    at = open_page("pages/2_Runs.py")
+    at = open_page("app_pages/2_Runs.py")
     table = at.dataframe[0].value
     assert set(real_env["run_ids"]) <= set(table["id"])
     assert (table.set_index("id").loc[real_env["run_ids"], "status"] == "done").all()
@@ -51,14 +51,14 @@ def open_on_experiment(page: str, real_env: dict[str, Any]) -> AppTest:
 
 
 def test_live_page_shows_the_final_state(real_env: dict[str, Any]) -> None:
-    at = open_on_experiment("pages/3_Live.py", real_env)
+    at = open_on_experiment("app_pages/3_Live.py", real_env)
     text = page_text(at)
     assert "is done" in text
     assert at.get("vega_lite_chart") or at.get("arrow_vega_lite_chart")
 
 
 def test_compare_page(real_env: dict[str, Any]) -> None:
-    at = open_on_experiment("pages/4_Compare.py", real_env)
+    at = open_on_experiment("app_pages/4_Compare.py", real_env)
     text = page_text(at)
     assert "max-num-seqs" in text
     assert "undecided" in text  # one run per side never gives better or worse
@@ -66,7 +66,7 @@ def test_compare_page(real_env: dict[str, Any]) -> None:
 
 
 def test_history_page(real_env: dict[str, Any]) -> None:
-    at = open_page("pages/5_History.py")
+    at = open_page("app_pages/5_History.py")
     text = page_text(at)
     for run_id in real_env["run_ids"]:
         assert str(run_id) in text
@@ -74,7 +74,7 @@ def test_history_page(real_env: dict[str, Any]) -> None:
 
 def test_settings_page(real_env: dict[str, Any]) -> None:
     """The engine check is a card in words (issue 21), never a raw JSON dump."""
-    at = open_page("pages/6_Settings.py")
+    at = open_page("app_pages/6_Settings.py")
     assert at.radio(key="set_engine").value == "embedded"
     at.button(key="set_check").click().run()
     assert not at.exception, at.exception

@@ -55,7 +55,7 @@ def test_engine_core_holds_the_memory_with_a_step_at_kv_allocation(h200_db: Path
 def test_compare_page_and_cli_load_them(
     h200_db: Path, tuning_cli: Callable[..., CompletedProcess[str]]
 ) -> None:
-    at = open_page("pages/4_Compare.py", with_query("experiment", 1))
+    at = open_page("app_pages/4_Compare.py", with_query("experiment", 1))
     assert not at.exception, at.exception
     assert "gpu-memory-utilization" in page_text(at)
     out = tuning_cli(

@@ -84,7 +84,7 @@ def pages(ignored_block_size: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -
 
 
 def page(path: str) -> AppTest:
-    at = AppTest.from_file(str(REPO / "Home.py"), default_timeout=60)
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=60)
     at.run()
     at.switch_page(path).run()
     assert not at.exception, at.exception
@@ -93,7 +93,7 @@ def page(path: str) -> AppTest:
 
 def test_the_runs_page_shows_the_mismatch(pages: None, ignored_block_size: dict[str, Any]) -> None:
     runs = ignored_block_size["runs"]
-    at = page("pages/2_Runs.py")
+    at = page("app_pages/2_Runs.py")
     table = next(df.value for df in at.dataframe if "config" in df.value.columns)
     badges = {v: list(c) for v, c in zip(table["value"], table["config"], strict=True)}
     assert badges == {"32": ["applied"], "64": ["not applied: block-size"]}
@@ -105,7 +105,7 @@ def test_the_runs_page_shows_the_mismatch(pages: None, ignored_block_size: dict[
 
 
 def test_the_compare_page_gives_no_verdict(pages: None) -> None:
-    at = page("pages/4_Compare.py")
+    at = page("app_pages/4_Compare.py")
     warned = "\n".join(w.value for w in at.warning)
     assert "Not applied by the engine, so no verdict" in warned
     why = next(df.value for df in at.dataframe if "why" in df.value.columns)

@@ -11,7 +11,7 @@ from tests.apptest import frame_with, frames, open_page, page_text
 
 
 def test_compare_page_defaults_to_latest_done_experiment(dashboard_lab: dict[str, Any]) -> None:
-    at = open_page("pages/4_Compare.py")
+    at = open_page("app_pages/4_Compare.py")
     assert not at.exception, at.exception
     assert at.selectbox(key="cmp_experiment").value == dashboard_lab["done_exp"]
     text = page_text(at)
@@ -44,7 +44,7 @@ def test_compare_page_with_runs_from_link_and_slo(dashboard_lab: dict[str, Any])
         at.query_params["runs"] = ",".join(map(str, ids))
         at.session_state["cmp_slo_ttft"] = 1000.0
 
-    at = open_page("pages/4_Compare.py", setup)
+    at = open_page("app_pages/4_Compare.py", setup)
     assert not at.exception, at.exception
     assert at.selectbox(key="cmp_experiment").value is None
     table = frame_with(at, "metric")
@@ -52,7 +52,7 @@ def test_compare_page_with_runs_from_link_and_slo(dashboard_lab: dict[str, Any])
 
 
 def test_compare_page_baseline_switch_flips_roles(dashboard_lab: dict[str, Any]) -> None:
-    at = open_page("pages/4_Compare.py")
+    at = open_page("app_pages/4_Compare.py")
     key = f"cmp_baseline_exp{dashboard_lab['done_exp']}"
     sixteen = [dashboard_lab["runs"][1], dashboard_lab["runs"][4]]
     at.multiselect(key=key).set_value(sixteen).run()

@@ -38,7 +38,7 @@ def texts(at: AppTest) -> list[tuple[str, str, tuple[str, ...]]]:
 
 
 def test_compare_page_puts_the_verdicts_first(dashboard_lab: dict[str, Any]) -> None:
-    at = open_page("pages/4_Compare.py")
+    at = open_page("app_pages/4_Compare.py")
     shown = texts(at)
     order = [value for _, value, _ in shown]
     summary = order.index("#### Verdict per metric")
@@ -60,7 +60,7 @@ def test_compare_page_puts_the_verdicts_first(dashboard_lab: dict[str, Any]) -> 
 
 
 def test_compare_page_folds_the_explanations(dashboard_lab: dict[str, Any]) -> None:
-    at = open_page("pages/4_Compare.py")
+    at = open_page("app_pages/4_Compare.py")
     folded = ("Verdict:", "Noise floor", "**Goodput SLOs**", "Runs without a measurement")
     for kind, value, ancestors in texts(at):
         if any(word in value for word in folded):

@@ -43,7 +43,7 @@ def test_compare_opens_on_the_latest_experiment_with_two_values_headline_first(
     fresh_db: Path,
 ) -> None:
     shutil.copy(snapshot.expanded(DECISIONS), fresh_db)
-    at = open_page("pages/4_Compare.py")
+    at = open_page("app_pages/4_Compare.py")
     assert not at.exception, at.exception
     assert at.selectbox(key="cmp_experiment").value == 1  # not 7, the latest one-run step
     top = [at.main.children[k] for k in sorted(at.main.children)]

@@ -52,7 +52,7 @@ def _body(page: str) -> str:
 def test_compare_has_a_report_of_the_experiment_compared(
     dashboard_lab: dict[str, Any], deferred: Deferred
 ) -> None:
-    at = open_page("pages/4_Compare.py")
+    at = open_page("app_pages/4_Compare.py")
     exp = dashboard_lab["done_exp"]
     name, page = _report(at, deferred)
     assert name == f"report-exp{exp}.html"
@@ -69,7 +69,7 @@ def test_compare_report_follows_the_sides_picked(
 ) -> None:
     exp = dashboard_lab["done_exp"]
     runs = dashboard_lab["runs"]
-    at = open_page("pages/4_Compare.py")
+    at = open_page("app_pages/4_Compare.py")
     base, cand = [runs[1], runs[4]], [runs[0], runs[3]]  # 16 as the baseline, against 2
     at.multiselect(key=f"cmp_baseline_exp{exp}").set_value(base).run()
     at.multiselect(key=f"cmp_candidates_exp{exp}").set_value(cand).run()

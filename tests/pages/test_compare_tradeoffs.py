@@ -23,7 +23,7 @@ def test_compare_page_draws_the_tradeoffs_only_when_unfolded(
     dashboard_lab: dict[str, Any],
 ) -> None:
     """Folded, the views cost nothing (no workload's runs read, no chart built)."""
-    at = open_page("pages/4_Compare.py")
+    at = open_page("app_pages/4_Compare.py")
     assert any(e.label.startswith("Trade-offs") for e in at.expander)
     assert "cmp_pareto_fp" not in {s.key for s in at.selectbox}
     assert not {"dl_png_pareto", "dl_png_search"} & _download_keys(at)
@@ -37,7 +37,7 @@ def test_compare_page_draws_the_tradeoffs_only_when_unfolded(
 def test_compare_page_shows_the_pareto_front_and_metric_vs_value(
     dashboard_lab: dict[str, Any],
 ) -> None:
-    at = open_page("pages/4_Compare.py", _open_tradeoffs)
+    at = open_page("app_pages/4_Compare.py", _open_tradeoffs)
     assert not at.exception, at.exception
     with connect(dashboard_lab["db"], readonly=True) as db:
         fingerprint = queries.load_runs(db, dashboard_lab["runs"][:1])[0]["workload_fingerprint"]
@@ -60,6 +60,6 @@ def test_compare_page_names_a_missing_search(dashboard_lab: dict[str, Any]) -> N
         at.query_params["experiment"] = str(dashboard_lab["done_exp"])
         at.query_params["search"] = "99"
 
-    at = open_page("pages/4_Compare.py", setup)
+    at = open_page("app_pages/4_Compare.py", setup)
     assert not at.exception, at.exception
     assert "No search 99 in this lab." in page_text(at)

@@ -46,7 +46,7 @@ def box(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lab_home: Path) -> dict
 def test_check_engine_shows_the_vllm_found_in_a_status_card(
     box: dict[str, Any], terminal_token_issued: str
 ) -> None:
-    at = open_page("pages/6_Settings.py")
+    at = open_page("app_pages/6_Settings.py")
     at.radio(key="set_engine").set_value("custom").run()
     at.text_input(key="set_command").set_value(f"{box['shim']} serve").run()
     at.text_input(key="set_token").set_value(terminal_token_issued).run()
@@ -63,7 +63,7 @@ def test_check_engine_shows_the_vllm_found_in_a_status_card(
 
 
 def test_check_engine_on_the_embedded_engine_says_a_vllm_was_found(box: dict[str, Any]) -> None:
-    at = open_page("pages/6_Settings.py")
+    at = open_page("app_pages/6_Settings.py")
     at.button(key="set_check").click().run()
     assert not at.exception, at.exception
     text = shown(at)
@@ -73,7 +73,7 @@ def test_check_engine_on_the_embedded_engine_says_a_vllm_was_found(box: dict[str
 def test_a_command_that_does_not_exist_is_not_saved_and_says_how_to_fix_it(
     box: dict[str, Any], terminal_token_issued: str
 ) -> None:
-    at = open_page("pages/6_Settings.py")
+    at = open_page("app_pages/6_Settings.py")
     at.radio(key="set_engine").set_value("custom").run()
     at.text_input(key="set_command").set_value("/opt/vllm/bin/vllm serve").run()
     at.text_input(key="set_token").set_value(terminal_token_issued).run()

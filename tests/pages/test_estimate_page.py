@@ -10,7 +10,7 @@ from tests.apptest import open_page, page_text
 
 
 def test_new_experiment_shows_the_estimate_before_start(dashboard_lab: dict[str, Any]) -> None:
-    at = open_page("pages/1_New_experiment.py")
+    at = open_page("app_pages/1_New_experiment.py")
     assert not at.exception, at.exception
     text = page_text(at)
     assert "estimate: 2 runs, about " in text  # the default values 2,16, one run each
@@ -23,7 +23,7 @@ def test_a_twenty_value_experiment_shows_its_runs_and_minutes(
     dashboard_lab: dict[str, Any],
 ) -> None:
     """Issue 23's acceptance: 20 values, one run each, say 20 runs and the minutes before Start."""
-    at = open_page("pages/1_New_experiment.py")
+    at = open_page("app_pages/1_New_experiment.py")
     at.text_input(key="new_values").set_value(",".join(str(v) for v in range(1, 21))).run()
     assert not at.exception, at.exception
     text = page_text(at)

@@ -57,7 +57,7 @@ def _errors(at: AppTest) -> list[str]:
 
 
 def test_search_offers_the_engine_flags_with_their_help(fake_lab: Path) -> None:
-    at = open_page("pages/1_New_experiment.py")
+    at = open_page("app_pages/1_New_experiment.py")
     assert "max-num-seqs" in _offered(at)  # curated, as before
     options = _search(at, "schedul")
     assert "scheduling-policy" in options and "async-scheduling" in options
@@ -81,7 +81,7 @@ def test_search_offers_the_engine_flags_with_their_help(fake_lab: Path) -> None:
 
 
 def test_refused_flags_are_not_offered_and_say_why(fake_lab: Path) -> None:
-    at = open_page("pages/1_New_experiment.py")
+    at = open_page("app_pages/1_New_experiment.py")
     assert "trust-remote-code" not in _search(at, "trust")
     text = page_text(at)
     assert "trust-remote-code" in text and "it reads a file or loads code" in text, text
@@ -93,7 +93,7 @@ def test_refused_flags_are_not_offered_and_say_why(fake_lab: Path) -> None:
 
 
 def test_malformed_json_is_refused_and_nothing_starts(fake_lab: Path) -> None:
-    at = open_page("pages/1_New_experiment.py")
+    at = open_page("app_pages/1_New_experiment.py")
     _search(at, "compilation")
     at.selectbox(key="new_param").set_value("compilation-config").run()
     at.text_input(key="new_values").set_value('{"mode": 3,}').run()
@@ -109,7 +109,7 @@ def test_malformed_json_is_refused_and_nothing_starts(fake_lab: Path) -> None:
 
 
 def test_baseline_takes_any_allowed_flag(fake_lab: Path) -> None:
-    at = open_page("pages/1_New_experiment.py")
+    at = open_page("app_pages/1_New_experiment.py")
     at.text_area(key="new_baseline").set_value("host=0.0.0.0").run()
     errors = _errors(at)
     assert any(e.startswith("baseline: host: never tuned") for e in errors), errors
@@ -132,7 +132,7 @@ def test_baseline_takes_any_allowed_flag(fake_lab: Path) -> None:
 def test_every_flag_on_request_and_a_missing_vllm_said(
     fake_lab: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    at = open_page("pages/1_New_experiment.py")
+    at = open_page("app_pages/1_New_experiment.py")
     assert "new_flag_group" not in [s.key for s in at.selectbox]  # nothing read until asked
     at.button(key="new_flags_all").click().run()
     assert "SchedulerConfig" in at.selectbox(key="new_flag_group").options
@@ -141,14 +141,14 @@ def test_every_flag_on_request_and_a_missing_vllm_said(
     monkeypatch.setenv("PYTHONPATH", "")
     monkeypatch.setenv("TUNING_LAB_HOME", str(fake_lab.parent / "other"))
     monkeypatch.setenv("TUNING_LAB_DB", str(fake_lab.parent / "other" / "lab.db"))
-    at = open_page("pages/1_New_experiment.py")
+    at = open_page("app_pages/1_New_experiment.py")
     assert _search(at, "seqs") == ["max-num-seqs"]
     warnings = [w.value for w in at.warning]
     assert any("Only the lab's curated parameters" in w for w in warnings), warnings
 
 
 def test_start_a_learned_flag_from_the_page(fake_lab: Path) -> None:
-    at = open_page("pages/1_New_experiment.py")
+    at = open_page("app_pages/1_New_experiment.py")
     _search(at, "schedul")
     at.selectbox(key="new_param").set_value("scheduling-policy").run()
     at.text_input(key="new_values").set_value("fcfs,priority")

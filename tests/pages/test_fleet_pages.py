@@ -17,7 +17,7 @@ from tuning.settings import Settings, save_settings, settings_path
 
 
 def test_settings_page_saves_the_fleet_and_refuses_a_bad_slot_count(lab_home: Path) -> None:
-    at = open_page("pages/6_Settings.py")
+    at = open_page("app_pages/6_Settings.py")
     at.radio(key="set_fleet").set_value("local").run()
     at.text_input(key="set_fleet_slots").set_value("three").run()
     at.button(key="set_save").click().run()
@@ -34,7 +34,7 @@ def test_settings_page_saves_the_fleet_and_refuses_a_bad_slot_count(lab_home: Pa
         "0",
     )
     assert saved["fleet_ray_address"] == "auto"
-    again = open_page("pages/6_Settings.py")  # a fresh session reads them back
+    again = open_page("app_pages/6_Settings.py")  # a fresh session reads them back
     assert again.radio(key="set_fleet").value == "local"
     assert again.text_input(key="set_fleet_slots").value == "3"
 
@@ -49,7 +49,7 @@ def _new_experiment(
     monkeypatch.setattr(
         "tuning.experiment.supervisor.spawn_runner", lambda path, exp_id: spawned.append(exp_id)
     )
-    at = open_page("pages/1_New_experiment.py")
+    at = open_page("app_pages/1_New_experiment.py")
     box = at.checkbox(key="new_fleet")
     if on_fleet:
         assert not box.disabled
@@ -83,6 +83,6 @@ def test_new_experiment_without_the_box_or_without_a_fleet_runs_locally(
     with connect(lab_home / "lab.db") as db:
         assert not queries.get_experiment(db, spawned[0]).get("fleet")
     save_settings(Settings(fleet="none"))
-    at = open_page("pages/1_New_experiment.py")
+    at = open_page("app_pages/1_New_experiment.py")
     assert at.checkbox(key="new_fleet").disabled
     assert "fleet: none" in page_text(at)

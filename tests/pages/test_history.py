@@ -10,7 +10,7 @@ from tests.apptest import frame_with, open_page
 
 
 def test_history_page_filters_edits_and_deletes(dashboard_lab: dict[str, Any]) -> None:
-    at = open_page("pages/5_History.py")
+    at = open_page("app_pages/5_History.py")
     assert not at.exception, at.exception
     runs = frame_with(at, "param")
     assert len(runs) == 11
@@ -45,7 +45,7 @@ def test_history_page_filters_edits_and_deletes(dashboard_lab: dict[str, Any]) -
 
 
 def test_history_page_experiments_tab(dashboard_lab: dict[str, Any]) -> None:
-    at = open_page("pages/5_History.py")
+    at = open_page("app_pages/5_History.py")
     exps = frame_with(at, "created")
     assert len(exps) == 2
     # a running experiment cannot be deleted

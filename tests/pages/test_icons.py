@@ -18,12 +18,12 @@ from ui.common import ICONS
 EMOJI = re.compile("[\U0001f000-\U0001faff\u2600-\u27bf\u2b00-\u2bff\ufe0f]")
 PAGES = [
     None,
-    "pages/1_New_experiment.py",
-    "pages/2_Runs.py",
-    "pages/3_Live.py",
-    "pages/4_Compare.py",
-    "pages/5_History.py",
-    "pages/6_Settings.py",
+    "app_pages/1_New_experiment.py",
+    "app_pages/2_Runs.py",
+    "app_pages/3_Live.py",
+    "app_pages/4_Compare.py",
+    "app_pages/5_History.py",
+    "app_pages/6_Settings.py",
 ]
 
 

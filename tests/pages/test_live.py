@@ -11,7 +11,7 @@ from tests.apptest import open_page, page_text, with_query
 
 
 def test_live_page_shows_active_experiment(dashboard_lab: dict[str, Any]) -> None:
-    at = open_page("pages/3_Live.py")
+    at = open_page("app_pages/3_Live.py")
     assert not at.exception, at.exception
     assert at.selectbox(key="live_experiment").value == dashboard_lab["live_exp"]
     text = page_text(at)
@@ -38,7 +38,7 @@ def test_live_page_final_state_when_nothing_runs(dashboard_lab: dict[str, Any]) 
             phase="cancelled",
             finished_at=now_iso(),
         )
-    at = open_page("pages/3_Live.py")
+    at = open_page("app_pages/3_Live.py")
     assert not at.exception, at.exception
     text = page_text(at)
     assert "cancelled" in text
@@ -46,7 +46,7 @@ def test_live_page_final_state_when_nothing_runs(dashboard_lab: dict[str, Any]) 
 
 
 def test_live_page_query_param_picks_experiment(dashboard_lab: dict[str, Any]) -> None:
-    at = open_page("pages/3_Live.py", with_query("experiment", dashboard_lab["done_exp"]))
+    at = open_page("app_pages/3_Live.py", with_query("experiment", dashboard_lab["done_exp"]))
     assert not at.exception, at.exception
     assert at.selectbox(key="live_experiment").value == dashboard_lab["done_exp"]
 

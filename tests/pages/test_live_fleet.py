@@ -23,7 +23,7 @@ def test_live_page_lists_fleet_runs_in_flight(dashboard_lab: dict[str, Any]) -> 
                 node_host=f"gpu-{run['id']}",
                 attempt=1,
             )
-    at = open_page("pages/3_Live.py")
+    at = open_page("app_pages/3_Live.py")
     assert not at.exception, at.exception
     tables = [d.value for d in at.dataframe if "slot" in d.value.columns]
     assert tables, "no runs table with the placement columns"

@@ -16,7 +16,7 @@ from tests.fakes.engines import fake_settings_env
 from tuning.experiment.lock import machine_lock
 from ui.common import md_escape
 
-PAGES = (None, "pages/3_Live.py", "pages/1_New_experiment.py")
+PAGES = (None, "app_pages/3_Live.py", "app_pages/1_New_experiment.py")
 HEAD = "Running on this machine: "
 
 
@@ -44,11 +44,11 @@ def test_another_labs_experiment_is_named_the_same_way_on_every_page(
     expected = md_escape(f"{HEAD}experiment {exp} 'kv sweep' in {other}, pid {os.getpid()}")
     with machine_lock(holder={"db": str(other), "experiment": exp}):
         shown = {page or "Home": _holder_lines(open_page(page)) for page in PAGES}
-        home, new = open_page(None), open_page("pages/1_New_experiment.py")
+        home, new = open_page(None), open_page("app_pages/1_New_experiment.py")
     print(shown)
     assert shown == {page or "Home": [expected] for page in PAGES}
     assert "No experiment is running" not in page_text(home) and not home.button  # no demo
     assert new.button(key="new_start").disabled
     free = {page or "Home": _holder_lines(open_page(page)) for page in PAGES}
     assert free == {page or "Home": [] for page in PAGES}
-    assert not open_page("pages/1_New_experiment.py").button(key="new_start").disabled
+    assert not open_page("app_pages/1_New_experiment.py").button(key="new_start").disabled

@@ -80,7 +80,7 @@ def test_home_page_shows_data_as_text(lab: dict[str, Any]) -> None:
 
 
 def test_runs_page_shows_data_as_text(lab: dict[str, Any]) -> None:
-    at = open_page("pages/2_Runs.py")
+    at = open_page("app_pages/2_Runs.py")
     assert live_markdown(at) == []
     assert any(md_escape(MD_NOTES) in e.label for e in at.expander)  # the failure kind
     assert any(md_escape(MD_NOTES) in w.value for w in at.warning)  # a health reason
@@ -88,7 +88,12 @@ def test_runs_page_shows_data_as_text(lab: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize(
     "page",
-    ["pages/1_New_experiment.py", "pages/3_Live.py", "pages/4_Compare.py", "pages/5_History.py"],
+    [
+        "app_pages/1_New_experiment.py",
+        "app_pages/3_Live.py",
+        "app_pages/4_Compare.py",
+        "app_pages/5_History.py",
+    ],
 )
 def test_other_pages_show_data_as_text(lab: dict[str, Any], page: str) -> None:
     at = open_page(page)

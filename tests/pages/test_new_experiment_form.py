@@ -41,7 +41,7 @@ def _no_cli_words(at: AppTest) -> None:
 def test_until_decided_with_its_limits_and_the_name_are_stored(
     spawned: list[int], lab_home: Path
 ) -> None:
-    at = open_page("pages/1_New_experiment.py")
+    at = open_page("app_pages/1_New_experiment.py")
     assert at.radio(key="new_repeat_mode").options == ["a fixed number", "until decided"]
     assert _estimate(at).startswith(":material/schedule: estimate: 2 runs, about")
     _no_cli_words(at)
@@ -74,7 +74,7 @@ def test_until_decided_with_its_limits_and_the_name_are_stored(
 
 
 def test_a_fixed_number_and_no_name_keep_the_lab_s_name(spawned: list[int], lab_home: Path) -> None:
-    at = open_page("pages/1_New_experiment.py")
+    at = open_page("app_pages/1_New_experiment.py")
     at.number_input(key="new_repeats").set_value(3).run()
     assert "estimate: 6 runs, about" in _estimate(at)
     at.button(key="new_start").click().run()
@@ -95,7 +95,7 @@ def test_a_fixed_number_and_no_name_keep_the_lab_s_name(spawned: list[int], lab_
 def test_duplicates_spaces_and_a_single_value_are_called_out(
     spawned: list[int], typed: str, said: str, start: bool
 ) -> None:
-    at = open_page("pages/1_New_experiment.py")
+    at = open_page("app_pages/1_New_experiment.py")
     at.text_input(key="new_values").set_value(typed).run()
     assert not at.exception, at.exception
     assert said in page_text(at)

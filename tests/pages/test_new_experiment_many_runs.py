@@ -27,7 +27,7 @@ def spawned(lab_home: Path, monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 def test_ten_thousand_values_wait_for_a_tick_that_says_how_many(spawned: list[int]) -> None:
-    at = open_page("pages/1_New_experiment.py")
+    at = open_page("app_pages/1_New_experiment.py")
     at.text_input(key="new_values").set_value(",".join(map(str, range(1, 10_001)))).run()
     assert not at.exception, at.exception
     tick = at.checkbox(key="new_many_runs")
@@ -44,7 +44,7 @@ def test_ten_thousand_values_wait_for_a_tick_that_says_how_many(spawned: list[in
 def test_deep_json_in_the_values_or_the_baseline_is_an_error_not_a_crash(
     spawned: list[int],
 ) -> None:
-    at = open_page("pages/1_New_experiment.py")
+    at = open_page("app_pages/1_New_experiment.py")
     at.text_input(key="new_values").set_value(DEEP).run()
     assert not at.exception, at.exception
     assert any("JSON nested deeper than 64 levels" in e.value for e in at.error)

@@ -18,7 +18,7 @@ def test_new_experiment_shows_the_predicted_kv_cache(
     env["TUNING_LAB_ENGINE_BACKEND"] = "cpu"
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    at = open_page("pages/1_New_experiment.py")
+    at = open_page("app_pages/1_New_experiment.py")
     at.selectbox(key="new_param").set_value("kv-cache-memory-bytes").run()
     at.text_input(key="new_values").set_value("2M,1G").run()
     assert not at.exception, at.exception

@@ -27,7 +27,7 @@ def test_start_is_off_on_a_compressed_snapshot(
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("TUNING_LAB_DB", str(packed))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    at = open_page("pages/1_New_experiment.py")
+    at = open_page("app_pages/1_New_experiment.py")
     assert not at.exception, at.exception
     said = [e.value for e in at.error if "compressed snapshot, read-only" in e.value]
     assert said and "xz -dk" in said[0], [e.value for e in at.error]

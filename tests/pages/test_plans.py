@@ -34,7 +34,7 @@ def _a_search(db_path: Path) -> int:
 def test_the_page_shows_a_plans_recommendation_and_its_gain(fresh_db: Path) -> None:
     search_id = _a_search(fresh_db)
     plan_id = add_plan(fresh_db, plan_result(search_ids=(search_id, None)))
-    at = open_page("pages/7_Searches.py")
+    at = open_page("app_pages/7_Searches.py")
     assert [h.value for h in at.header] == ["Plans"]
     assert at.selectbox(key="plans_pick").value == plan_id
     text = page_text(at).replace("\\", "")  # as read: without Markdown's escapes
@@ -62,13 +62,13 @@ def test_the_page_shows_a_plans_recommendation_and_its_gain(fresh_db: Path) -> N
 
 
 def test_a_plan_is_opened_from_its_link_and_a_lab_without_plans_says_so(fresh_db: Path) -> None:
-    at = open_page("pages/7_Searches.py")
+    at = open_page("app_pages/7_Searches.py")
     assert "No plan yet" in page_text(at) and not at.code
     first = add_plan(fresh_db)
     assert add_plan(fresh_db) == first  # the same plan again: its row
     newer = add_plan(fresh_db, seqs=(1, 128))
     assert add_plan(fresh_db) == first and newer != first
-    assert open_page("pages/7_Searches.py").selectbox(key="plans_pick").value == newer
-    at = open_page("pages/7_Searches.py", with_query("plan", first))
+    assert open_page("app_pages/7_Searches.py").selectbox(key="plans_pick").value == newer
+    at = open_page("app_pages/7_Searches.py", with_query("plan", first))
     assert at.selectbox(key="plans_pick").value == first
     assert "vllm serve m --max-num-seqs 16 --block-size 32" in [c.value for c in at.code]

@@ -18,7 +18,7 @@ SAME = {"output_throughput": [1001.0, 999.0, 1002.0], "mean_ttft_ms": [100.0, 10
 
 def test_compare_shows_keep_the_default(fresh_db: Path) -> None:
     add_measured_experiment(fresh_db, "enable-prefix-caching", {True: FLAT, False: SAME})
-    at = open_page("pages/4_Compare.py")
+    at = open_page("app_pages/4_Compare.py")
     assert not at.exception, at.exception
     text = page_text(at)
     assert (
@@ -33,7 +33,7 @@ def test_the_picker_marks_an_inert_flag(
     for name, value in fake_settings_env(lab_home).items():
         monkeypatch.setenv(name, value)
     add_measured_experiment(fresh_db, "block-size", {16: FLAT, 32: SAME})
-    at = open_page("pages/1_New_experiment.py")
+    at = open_page("app_pages/1_New_experiment.py")
     options = at.selectbox(key="new_param").options
     assert "block-size · curated (int) · inert on a stored workload" in options
     assert "max-num-seqs · curated (int)" in options  # never judged: no badge

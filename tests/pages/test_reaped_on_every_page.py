@@ -17,7 +17,7 @@ from tests.factories import plan_attached
 from tuning.engine.procs import process_start_time
 
 
-@pytest.mark.parametrize("page_file", ["pages/2_Runs.py", "pages/5_History.py"])
+@pytest.mark.parametrize("page_file", ["app_pages/2_Runs.py", "app_pages/5_History.py"])
 def test_a_runner_killed_after_home_shows_failed_on_another_page(
     page_file: str, lab_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -26,7 +26,7 @@ def test_runs_page_shows_findings_and_queues_the_next_experiment(
     spawned: list[int] = []
     monkeypatch.setattr(ui.findings, "spawn_runner", lambda db, exp_id: spawned.append(exp_id))
     try:
-        at = open_page("pages/2_Runs.py")
+        at = open_page("app_pages/2_Runs.py")
         text = page_text(at)
         assert f"Findings for run {rid}" in text and "KV-cache pressure" in text
         assert (

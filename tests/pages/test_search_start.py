@@ -53,7 +53,7 @@ def fake_lab(lab_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_search_from_the_page_runs_in_its_own_process(fake_lab: Path) -> None:
-    at = open_page("pages/1_New_experiment.py")
+    at = open_page("app_pages/1_New_experiment.py")
     _fill(at, 2, 8)
     at.button(key="srch_start").click().run()
     assert any("Search 1 started" in s.value for s in at.success), [s.value for s in at.success]
@@ -90,7 +90,7 @@ def test_search_from_the_page_runs_in_its_own_process(fake_lab: Path) -> None:
 
 
 def test_stop_ends_the_search_and_its_server(fake_lab: Path) -> None:
-    at = open_page("pages/1_New_experiment.py")
+    at = open_page("app_pages/1_New_experiment.py")
     _fill(at, 2, 8, srch_budget=6, srch_requests=400, srch_output=40)
     at.button(key="srch_start").click().run()
 

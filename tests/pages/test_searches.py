@@ -50,7 +50,7 @@ def _rules(panel: dict[str, Any]) -> list[str]:
 
 
 def test_the_page_leads_with_the_chosen_value_and_draws_the_slo_line(h200_lab: Path) -> None:
-    at = open_page("pages/7_Searches.py")
+    at = open_page("app_pages/7_Searches.py")
     text = page_text(at).replace("\\", "")  # as read: without Markdown's escapes
     assert at.subheader[0].value == "concurrency: chosen 138", [s.value for s in at.subheader]
     assert "chosen 138: output_throughput 8,431 tok/s" in text, text
@@ -76,7 +76,7 @@ def test_confirm_plans_an_auto_repeats_experiment_and_starts_its_runner(
 ) -> None:
     started: list[tuple[Path, int]] = []
     monkeypatch.setattr("ui.searches.spawn_runner", lambda p, e: started.append((p, e)) or 1)
-    at = open_page("pages/7_Searches.py")
+    at = open_page("app_pages/7_Searches.py")
     at.button(key="srchs_confirm").click().run()
     assert not at.exception, at.exception
     assert any("Experiment 8 started" in s.value for s in at.success), page_text(at)
@@ -91,6 +91,6 @@ def test_confirm_plans_an_auto_repeats_experiment_and_starts_its_runner(
 
 
 def test_a_lab_without_searches_says_so(fresh_db: Path) -> None:
-    at = open_page("pages/7_Searches.py")
+    at = open_page("app_pages/7_Searches.py")
     assert "No search yet" in page_text(at)
     assert not at.button

@@ -46,7 +46,7 @@ def test_without_a_token_the_command_is_neither_run_nor_saved(
     hostile: Path, lab_home: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     terminal_token.revoke()  # an app started without the launcher (bare `streamlit run`)
-    at = open_page("pages/6_Settings.py")
+    at = open_page("app_pages/6_Settings.py")
     _enter(at, hostile)
     at.button(key="set_check").click().run()
     assert not at.exception, at.exception
@@ -69,7 +69,7 @@ def test_without_a_token_the_command_is_neither_run_nor_saved(
 def test_a_wrong_token_saves_nothing_and_the_right_one_saves_and_logs(
     hostile: Path, lab_home: Path, terminal_token_issued: str, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    at = open_page("pages/6_Settings.py")
+    at = open_page("app_pages/6_Settings.py")
     _enter(at, hostile)
     at.button(key="set_save").click().run()
     assert [e.value for e in at.error] == [
@@ -103,7 +103,7 @@ def test_the_token_field_appears_only_for_a_new_command_and_other_fields_need_no
     hostile: Path, lab_home: Path, terminal_token_issued: str
 ) -> None:
     save_settings(Settings(engine="custom", engine_command=str(hostile), engine_model="m"))
-    at = open_page("pages/6_Settings.py")
+    at = open_page("app_pages/6_Settings.py")
     assert "set_token" not in {t.key for t in at.text_input}
     at.text_input(key="set_model").set_value("org/other").run()
     at.button(key="set_save").click().run()
@@ -121,7 +121,7 @@ def test_the_cli_and_the_environment_need_no_token(
     monkeypatch.setenv("TUNING_LAB_ENGINE", "custom")
     monkeypatch.setenv("TUNING_LAB_ENGINE_COMMAND", str(hostile))
     monkeypatch.setenv("TUNING_LAB_ENGINE_MODEL", "m")
-    at = open_page("pages/6_Settings.py")
+    at = open_page("app_pages/6_Settings.py")
     assert at.text_input(key="set_command").value == str(hostile)
     assert "set_token" not in {t.key for t in at.text_input}  # the terminal set it
     at.button(key="set_save").click().run()

@@ -26,7 +26,7 @@ def _give_anatomy(dashboard_lab: dict[str, Any]) -> None:
 
 def test_live_shows_a_finished_runs_start_as_phases(dashboard_lab: dict[str, Any]) -> None:
     _give_anatomy(dashboard_lab)
-    at = open_page("pages/3_Live.py", with_query("experiment", dashboard_lab["done_exp"]))
+    at = open_page("app_pages/3_Live.py", with_query("experiment", dashboard_lab["done_exp"]))
     assert not at.exception, at.exception
     text = page_text(at)
     assert "healthy after" in text and "torch.compile 12.0 s" in text
@@ -35,7 +35,7 @@ def test_live_shows_a_finished_runs_start_as_phases(dashboard_lab: dict[str, Any
 
 def test_compare_has_a_row_per_phase_of_the_start(dashboard_lab: dict[str, Any]) -> None:
     _give_anatomy(dashboard_lab)
-    at = open_page("pages/4_Compare.py", with_query("experiment", dashboard_lab["done_exp"]))
+    at = open_page("app_pages/4_Compare.py", with_query("experiment", dashboard_lab["done_exp"]))
     assert not at.exception, at.exception
     assert "Server starts" in page_text(at)
     frame = next(d.value for d in at.dataframe if "phase" in d.value.columns)
@@ -50,6 +50,6 @@ def test_compare_has_a_row_per_phase_of_the_start(dashboard_lab: dict[str, Any])
 
 
 def test_compare_without_anatomies_has_no_start_rows(dashboard_lab: dict[str, Any]) -> None:
-    at = open_page("pages/4_Compare.py", with_query("experiment", dashboard_lab["done_exp"]))
+    at = open_page("app_pages/4_Compare.py", with_query("experiment", dashboard_lab["done_exp"]))
     assert not at.exception, at.exception
     assert "Server starts" not in page_text(at)

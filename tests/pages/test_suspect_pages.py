@@ -41,7 +41,7 @@ def suspect_lab(lab_home: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, in
 
 
 def test_runs_page_says_why_a_run_is_suspect(suspect_lab: dict[str, int]) -> None:
-    at = open_page("pages/2_Runs.py")
+    at = open_page("app_pages/2_Runs.py")
     assert not at.exception, at.exception
     labels = [e.label for e in at.expander]
     assert f"run {suspect_lab['run']} suspect: not counted in verdicts" in labels
@@ -55,7 +55,7 @@ def test_compare_leaves_a_suspect_run_out_unless_it_is_ticked(
     def setup(at: object) -> None:
         at.query_params["experiment"] = str(suspect_lab["experiment"])  # type: ignore[attr-defined]
 
-    at = open_page("pages/4_Compare.py", setup)
+    at = open_page("app_pages/4_Compare.py", setup)
     assert not at.exception, at.exception
     text = page_text(at)
     assert f"Suspect runs, not counted in the verdicts: run {suspect_lab['run']}: " in text

@@ -22,7 +22,7 @@ def _decimals(value: float) -> int:
 
 
 def test_runs_table_formats_numbers_by_unit(dashboard_lab: dict[str, Any]) -> None:
-    at = open_page("pages/2_Runs.py")
+    at = open_page("app_pages/2_Runs.py")
     table = next(df for df in at.dataframe if "output_throughput" in df.value.columns)
     config = json.loads(table.proto.columns)
     frame = table.value
@@ -49,7 +49,7 @@ def test_runs_table_formats_numbers_by_unit(dashboard_lab: dict[str, Any]) -> No
 
 
 def test_compare_table_cells_keep_the_units_precision(dashboard_lab: dict[str, Any]) -> None:
-    at = open_page("pages/4_Compare.py")
+    at = open_page("app_pages/4_Compare.py")
     table = frame_with(at, "metric")
     checked = 0
     for column in table.columns[1:]:

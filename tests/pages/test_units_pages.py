@@ -30,7 +30,7 @@ def test_new_experiment_previews_byte_values_in_binary_units(
     env["TUNING_LAB_ENGINE_BACKEND"] = "cpu"
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    at = open_page("pages/1_New_experiment.py")
+    at = open_page("app_pages/1_New_experiment.py")
     at.selectbox(key="new_param").set_value("kv-cache-memory-bytes").run()
     at.text_input(key="new_values").set_value("1 GiB, 512MiB, 2G").run()
     assert not at.exception, at.exception
@@ -62,7 +62,7 @@ def decisions_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_compare_heads_its_sides_in_binary_units(decisions_db: Path) -> None:
     """Experiment 1 of the H200 decisions: kv-cache-memory-bytes 1G vs 16G, two runs a side."""
-    at = open_page("pages/4_Compare.py", with_query("experiment", 1))
+    at = open_page("app_pages/4_Compare.py", with_query("experiment", 1))
     assert not at.exception, at.exception
     text = page_text(at)
     assert "kv-cache-memory-bytes = 1 GiB" in text and "kv-cache-memory-bytes = 16 GiB" in text

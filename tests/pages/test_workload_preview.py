@@ -20,7 +20,7 @@ from ui.workload import SYNTHETIC
 def test_synthetic_traffic_with_a_rate_is_previewed(
     dashboard_lab: dict[str, Any], lab_tokenizer: Path
 ) -> None:
-    at = open_page("pages/1_New_experiment.py")
+    at = open_page("app_pages/1_New_experiment.py")
     at.selectbox(key="wl_source").select(SYNTHETIC).run()
     at.number_input(key="wl_rate").set_value(4.0).run()
     at.button(key="wl_preview").click().run()
@@ -32,7 +32,7 @@ def test_synthetic_traffic_with_a_rate_is_previewed(
 def test_synthetic_traffic_without_rate_or_turns_is_the_fixed_workload(
     dashboard_lab: dict[str, Any],
 ) -> None:
-    at = open_page("pages/1_New_experiment.py")
+    at = open_page("app_pages/1_New_experiment.py")
     at.selectbox(key="wl_source").select(SYNTHETIC).run()
     assert not at.exception, at.exception
     assert not [b for b in at.button if b.key == "wl_preview"]
@@ -48,7 +48,7 @@ def test_new_experiment_opened_first_on_an_older_lab(
     copy_db(REPO / "examples" / "h200" / "lab-h200.db.xz", path)
     monkeypatch.setenv("TUNING_LAB_HOME", str(tmp_path))
     monkeypatch.setenv("TUNING_LAB_DB", str(path))
-    at = AppTest.from_file(str(REPO / "pages" / "1_New_experiment.py"), default_timeout=60)
+    at = AppTest.from_file(str(REPO / "app_pages" / "1_New_experiment.py"), default_timeout=60)
     at.run()
     assert not at.exception, at.exception
     assert SYNTHETIC in at.selectbox(key="wl_source").options

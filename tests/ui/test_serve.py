@@ -1,5 +1,5 @@
 """The DNS-rebinding test (issue 41 case 11): the real app, started the way `make run` starts it
-(`python -m ui.serve Home.py --server.port PORT`, ui/serve.py), answers 127.0.0.1, localhost and
+(`python -m ui.serve app.py --server.port PORT`, ui/serve.py), answers 127.0.0.1, localhost and
 the names in TUNING_LAB_ALLOWED_HOSTS, and refuses with 403 an HTTP request and a websocket
 upgrade (`/_stcore/stream`) that carry `Host: evil.example` and a matching Origin. Before, the
 websocket answered 101 and the page behind it could change and run the engine command."""
@@ -27,7 +27,7 @@ from tuning.engine.launch import free_port
 from ui import serve
 
 REPO = Path(__file__).resolve().parents[2]
-ARGV = ["-m", "ui.serve", "Home.py", "--server.port"]  # the Makefile's `run` line
+ARGV = ["-m", "ui.serve", "app.py", "--server.port"]  # the Makefile's `run` line
 
 
 def _get(port: int, host: str, path: str = "/_stcore/health", origin: str = "") -> int:
@@ -138,7 +138,7 @@ def test_a_bad_allowed_hosts_list_is_refused_before_serving(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("TUNING_LAB_ALLOWED_HOSTS", "http://lab.example:8501")
-    assert serve.main(["Home.py"]) == 2
+    assert serve.main(["app.py"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("refused: TUNING_LAB_ALLOWED_HOSTS: 'http://lab.example:8501' is not")
     assert serve.main([]) == 2 and "usage" in capsys.readouterr().err

@@ -53,9 +53,9 @@ def cli_args(spec: SearchSpec) -> list[str]:
 
 
 def busy_reason(db_path: Path) -> str | None:
-    """Why nothing new may start now (what holds the machine, tuning.decide.holder), or None."""
-    reap(db_path)
-    reap_searches(db_path)
+    """Why nothing new may start now (what holds the machine, tuning.decide.holder), or None.
+    Only reads: whoever asks reaps what died first (spawn_search below; a page calls
+    tuning.decide.reaper.reap_dead at its top)."""
     holder = machine_holder(db_path)
     return None if holder is None else f"{holder.line()} is running; one at a time per machine"
 
@@ -74,6 +74,8 @@ def spawn_search(
     """Write the search's row and start its process; returns the row's id (SearchBusy when
     something runs, ValueError for a spec the search would refuse)."""
     spec.validate()
+    reap(db_path)  # what died holds nothing
+    reap_searches(db_path)
     reason = busy_reason(db_path)
     if reason:
         raise SearchBusy(reason)

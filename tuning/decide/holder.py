@@ -91,7 +91,7 @@ def _from_rows(db_path: Path) -> Holder | None:
 
 def machine_holder(db_path: Path) -> Holder | None:
     """Who holds this machine now (None: nothing runs, something new may start). Callers reap
-    dead rows first (ui.common.db, busy_reason)."""
+    dead rows first (tuning.decide.reaper.reap_dead at a page's top, spawn_search)."""
     record = lock_holder()
     if record is not None:
         return _from_lock(record)

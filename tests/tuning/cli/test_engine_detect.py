@@ -51,7 +51,7 @@ def test_make_run_on_a_gpu_box_uses_the_users_vllm_and_installs_nothing(tmp_path
     saved = json.loads((tmp_path / "home" / "settings.json").read_text())
     assert saved["engine"] == "custom"
     assert saved["engine_command"] == f"{tmp_path / 'user-bin' / 'vllm'} serve"
-    assert "python -m ui.serve Home.py" in out.stdout
+    assert "python -m ui.serve app.py" in out.stdout
 
 
 def test_make_run_without_gpus_builds_the_embedded_engine(tmp_path: Path) -> None:

@@ -203,7 +203,7 @@ def test_margin_is_settable_and_shown() -> None:
 
 
 def test_the_old_words_are_gone_from_the_lab() -> None:
-    roots = [REPO / "tuning", REPO / "ui", REPO / "pages", REPO / "Home.py"]
+    roots = [REPO / "tuning", REPO / "ui", REPO / "app_pages", REPO / "app.py"]
     files = [p for r in roots for p in ([r] if r.is_file() else r.rglob("*.py"))]
     for path in files:
         text = path.read_text()

@@ -12,6 +12,7 @@ from store import queries
 from tuning.compare.context import comparison_context
 from tuning.compare.headline import headline
 from tuning.compare.selection import SelectionError, gather_runs, select_runs
+from tuning.decide.reaper import reap_dead
 from ui import compare as view
 from ui.common import ICONS, db, db_path
 from ui.health import warn_unhealthy
@@ -28,6 +29,7 @@ st.caption(
     "baseline, with a verdict only where the repeats support one."
 )
 
+reap_dead(db_path())  # a killed runner's runs read failed, not running
 conn = db()
 preset = view.parse_id_list(st.query_params.get_all("runs")) or view.parse_id_list(
     st.session_state.get("cmp_run_ids")

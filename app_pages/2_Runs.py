@@ -7,7 +7,8 @@ import streamlit as st
 
 from core.status import Status, suspect_reasons
 from store import queries
-from ui.common import ICONS, db, md_escape
+from tuning.decide.reaper import reap_dead
+from ui.common import ICONS, db, db_path, md_escape
 from ui.findings import render_findings
 from ui.health import health_badge, render_config_mismatches, render_run_health, server_gap_ms
 from ui.predict import prediction_columns
@@ -15,6 +16,7 @@ from ui.tables import RUNS_PAGE_KEYS, render_run_table
 
 st.set_page_config(page_title="Runs · vLLM Tuning Lab", page_icon=ICONS["runs"], layout="wide")
 st.title("Runs")
+reap_dead(db_path())  # a killed runner's runs read failed, not running
 conn = db()
 experiments = queries.list_experiments(conn)
 options = [None] + [e["id"] for e in experiments]
@@ -63,7 +65,7 @@ if measured:
 
     chosen = st.selectbox("Run", list(by_id), key="runs_health_run", format_func=label)
     render_run_health(by_id[int(chosen)])
-    render_findings(by_id[int(chosen)], "runs_findings")
+    render_findings(conn, by_id[int(chosen)], "runs_findings")
 for r in (r for r in runs if r["status"] == Status.SUSPECT):
     with st.expander(f"run {r['id']} suspect: not counted in verdicts", expanded=True):
         st.markdown(  # the words quote a server's numbers: escaped, not markdown

@@ -7,6 +7,7 @@ import streamlit as st
 from store import queries
 from tuning.compare.present import fmt
 from tuning.decide.background import search_running
+from tuning.decide.reaper import reap_dead
 from tuning.engine.current import current_spec, engine_info
 from tuning.engine.spec import EngineError
 from tuning.experiment import demo
@@ -36,7 +37,8 @@ def start_demo() -> None:
     spawn_runner(db_path(), exp_id)
 
 
-conn = db()  # reaps first (ui.common.db)
+reap_dead(db_path())  # a killed runner's experiment reads failed, not running
+conn = db()
 settings = load_settings()
 custom = settings.engine == "custom"  # the user's own vLLM: no CPU demo, no `make setup` advice
 active = queries.active_experiments(conn)
@@ -51,10 +53,10 @@ if active:
                 done / total,
                 text=f"values done {done} of {total} · phase: {md_escape(exp['phase'])}",
             )
-            st.page_link("pages/3_Live.py", label="Watch it live", icon=ICONS["live"])
+            st.page_link("app_pages/3_Live.py", label="Watch it live", icon=ICONS["live"])
 elif search_running(db_path()):  # between a search's steps no experiment is active
     st.info("A search is running (one at a time per machine): its progress is on New experiment.")
-    st.page_link("pages/1_New_experiment.py", label="See the search", icon=ICONS["new"])
+    st.page_link("app_pages/1_New_experiment.py", label="See the search", icon=ICONS["new"])
 elif held:  # another lab's experiment holds the machine (no demo button: it could not start)
     st.caption("Its runs are stored in that lab; nothing else starts here until it ends.")
 elif custom:
@@ -68,23 +70,27 @@ else:
     )
     if st.button(demo.BUTTON, icon=":material/play_arrow:", key="demo"):
         start_demo()
-        st.switch_page("pages/3_Live.py")
+        st.switch_page("app_pages/3_Live.py")
 
 left, right = st.columns(2)
 with left:
     st.subheader("Where to start")
     for page, label, icon in (
-        ("pages/1_New_experiment.py", "New experiment: pick one parameter and its values", "new"),
-        ("pages/2_Runs.py", "Runs: every run with its key numbers", "runs"),
-        ("pages/3_Live.py", "Live: memory, KV cache and tokens as they happen", "live"),
-        ("pages/4_Compare.py", "Compare: baseline vs candidates, with verdicts", "compare"),
-        ("pages/5_History.py", "History: filter, tag, hide, share", "history"),
         (
-            "pages/7_Searches.py",
+            "app_pages/1_New_experiment.py",
+            "New experiment: pick one parameter and its values",
+            "new",
+        ),
+        ("app_pages/2_Runs.py", "Runs: every run with its key numbers", "runs"),
+        ("app_pages/3_Live.py", "Live: memory, KV cache and tokens as they happen", "live"),
+        ("app_pages/4_Compare.py", "Compare: baseline vs candidates, with verdicts", "compare"),
+        ("app_pages/5_History.py", "History: filter, tag, hide, share", "history"),
+        (
+            "app_pages/7_Searches.py",
             "Searches: the chosen value, its SLO and why each step ran",
             "search",
         ),
-        ("pages/6_Settings.py", "Settings: engine, author, team folder", "settings"),
+        ("app_pages/6_Settings.py", "Settings: engine, author, team folder", "settings"),
     ):
         st.page_link(page, label=label, icon=ICONS[icon])
 with right:
@@ -105,7 +111,7 @@ with right:
         else:
             st.warning("The embedded engine is NOT installed: run `make setup`.")
     if custom and (info is None or not info["installed"]):
-        st.page_link("pages/6_Settings.py", label="Fix it on Settings", icon=ICONS["settings"])
+        st.page_link("app_pages/6_Settings.py", label="Fix it on Settings", icon=ICONS["settings"])
     runs = queries.list_runs(conn, limit=5)
     st.subheader("Latest runs")
     if runs:

@@ -8,6 +8,7 @@ import streamlit as st
 from core.json_depth import nesting_words, too_deep
 from store.snapshot import is_compressed, read_only_words
 from tuning.decide.fleet import FleetError, attach_fleet, describe_options, options_from_settings
+from tuning.decide.reaper import reap_dead
 from tuning.engine.current import current_spec
 from tuning.engine.flags.catalog import CatalogError
 from tuning.engine.learn import needs_catalog, prepare
@@ -39,6 +40,7 @@ st.set_page_config(
 st.title("New experiment")
 st.caption("Exactly one parameter changes between the runs; everything else stays as the baseline.")
 
+reap_dead(db_path())  # what died holds nothing: the holder line and Start read the truth
 settings = load_settings()
 spec = current_spec(settings)
 modes = {
@@ -209,4 +211,4 @@ if st.button(
         st.success(
             f"Experiment {exp_id} started in its own process; closing this tab stops nothing."
         )
-        st.page_link("pages/3_Live.py", label="Watch it live", icon=ICONS["live"])
+        st.page_link("app_pages/3_Live.py", label="Watch it live", icon=ICONS["live"])

@@ -10,6 +10,7 @@ import streamlit as st
 
 from core.status import is_active
 from store import queries
+from tuning.decide.reaper import reap_dead
 from ui import live
 from ui.common import ICONS, db, db_path
 from ui.holder import render_holder
@@ -21,6 +22,7 @@ st.caption(
     "experiment, straight from the lab's database."
 )
 
+reap_dead(db_path())  # a killed runner's experiment reads failed, not running
 experiments = queries.list_experiments(db(), include_hidden=True)
 render_holder(db_path())  # the same line as Home and New experiment: what runs, in which lab
 exp = live.pick_experiment(experiments, st.query_params.get("experiment"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from tuning.decide.reaper import reap_dead
 from ui import history
 from ui.common import ICONS, db, db_path
 from ui.share import render_sharing
@@ -14,6 +15,7 @@ st.set_page_config(
 st.title("History")
 st.caption("Every run and experiment in this lab's database: filter, sort, annotate, hide, delete.")
 history.show_flash()
+reap_dead(db_path())  # a killed runner's runs read failed, not running
 connection = db()
 runs_pane, exps_pane = st.tabs(["Runs", "Experiments"])
 with runs_pane:
