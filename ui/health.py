@@ -1,6 +1,6 @@
 """Each run's own health, shown where runs are listed and compared: a number is only as good as
 the run that produced it (client-bound, slow start, token counts that disagree, a client latency far
-from the server's own histograms)."""
+from the server's own histograms, samples lost or thinned)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import streamlit as st
 from core.status import suspect_reasons
 from tuning.compare.present import fmt
 from tuning.engine.effective import stored_mismatches
+from tuning.measure.telemetry.completeness import sample_gaps
 from ui.common import md_escape as e
 
 
@@ -49,7 +50,7 @@ def health_problems(run: Mapping[str, Any]) -> list[str]:
     latency = h.get("server_latency") or {}
     if latency.get("flagged"):
         problems.append(f"server disagrees: {'; '.join(latency.get('reasons') or [])}")
-    return problems
+    return problems + sample_gaps(h)
 
 
 def server_gap_ms(run: Mapping[str, Any], latency: str = "ttft") -> float | None:

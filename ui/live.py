@@ -22,6 +22,7 @@ from tuning.engine.shown import run_value
 from tuning.engine.startup_anatomy import describe, phase_rows
 from tuning.experiment.estimate import left_text
 from tuning.experiment.supervisor import STALE_AFTER_S, cancel_experiment
+from tuning.measure.telemetry.completeness import sample_gaps
 from tuning.present.charts.build import available_series
 from tuning.present.charts.kinds import (
     DASHBOARD_SERIES,
@@ -216,6 +217,9 @@ def render_run_charts(db: Any, run: Mapping[str, Any]) -> None:
             + (f"Memory = {sampled}. " if sampled else "No memory series was sampled. ")
             + PREALLOCATION_NOTE
         )
+        health = run.get("health")
+        for gap in sample_gaps(health if isinstance(health, dict) else None):  # holes, named
+            st.warning(esc(gap), icon=ICONS["warning"])
 
 
 def render_startup(run: Mapping[str, Any]) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from core.status import suspect_reasons
 from tuning.cli.args import db_path, printable, refused, say
+from tuning.measure.telemetry.completeness import sample_gaps
 
 RUN_KEYS = (
     [
@@ -68,6 +69,8 @@ def run_as_dict(run: dict[str, Any]) -> dict[str, Any]:
         "anatomy"
     )  # tuning.engine.startup_anatomy
     out["suspect_reasons"] = suspect_reasons(run)  # why a `suspect` run is not counted; [] else
+    health = run.get("health")  # samples lost or thinned ([]: complete, or not recorded)
+    out["sample_gaps"] = sample_gaps(health if isinstance(health, dict) else None)
     out.update({key: summary.get(key) for key in RUN_KEYS})
     return out
 
@@ -97,5 +100,6 @@ def runs(args: argparse.Namespace) -> int:
             f"{status:9} {tps:>9} {ttft:>8} {tpot:>8} {fmt(r['failed'], 'count', none='-'):>4}"
             + (f"  [{kind}]" if kind else "")
             + "".join(f"  [suspect: {printable(why)}]" for why in r["suspect_reasons"])
+            + "".join(f"  [{printable(gap)}]" for gap in r["sample_gaps"])
         )
     return 0

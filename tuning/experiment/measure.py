@@ -135,6 +135,7 @@ def measure(
         )
     )
     health = run_health(result, load_wl, samples, load_start)
+    health["samples"] = unit.samples.loss().to_json()  # rows lost, ticks skipped: flagged
     summary.update(server_summary(health))
     if plan is not None:  # judged by its schedule, not by a closed loop's C
         summary["traffic"] = planned.judge(health, result.records, plan, result.duration_s)

@@ -1,6 +1,6 @@
 """The samplers of the server the runner is measuring, and the DB connection their rows go
 through: one recorder at a time, retargeted when a reused server's samples belong to the next run,
-and its connection closed when it stops."""
+and its connection closed when it stops; what it lost since the current run began (`loss`)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from sqlite_utils import Database
 
 from core.records import SampleRow
 from store import open_db, repo
+from tuning.measure.telemetry.completeness import SampleLoss
 from tuning.measure.telemetry.recorder import Sampler, Telemetry
 
 
@@ -23,6 +24,8 @@ class RunSamples:
         self.run_id: int | None = None
         self._telemetry: Telemetry | None = None
         self._db: Database | None = None
+        self._before = SampleLoss()  # the recorder's losses when the current run began
+        self._last = SampleLoss()  # what the last stopped recorder lost in its last run
 
     @property
     def active(self) -> bool:
@@ -41,6 +44,7 @@ class RunSamples:
         self._db = open_db(self.db_path)
         self.run_id = run_id
         self._telemetry = Telemetry(origin=t0)
+        self._before = SampleLoss()
         self._telemetry.start(samplers, self._sink)
 
     def add(self, sampler: Sampler) -> None:
@@ -51,14 +55,23 @@ class RunSamples:
         """A reused server's samples belong to this run now."""
         if self._telemetry is not None:
             self.run_id = run_id
+            self._before = self._telemetry.loss()
 
     def flush(self) -> None:
         if self._telemetry is not None:
             self._telemetry.flush()
 
+    def loss(self) -> SampleLoss:
+        """What the current run's samples lack so far (after flush() or finish(): what its stored
+        series lack); nothing when no recorder ran."""
+        if self._telemetry is None:
+            return self._last
+        return self._telemetry.loss().since(self._before)
+
     def finish(self) -> None:
         if self._telemetry is not None:
             self._telemetry.stop()
+            self._last = self._telemetry.loss().since(self._before)
             self._telemetry = None
             if self.run_id is not None:
                 self.on_finish(self.run_id)

@@ -155,6 +155,7 @@ class GpuSampler(Sampler):
     """
 
     name = "gpu"
+    memory = True
 
     def __init__(
         self,

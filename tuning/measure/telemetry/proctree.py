@@ -265,6 +265,7 @@ class ProcessTreeSampler(Sampler):
     """
 
     name = "process_tree"
+    memory = True
 
     def __init__(self, root_pid: int, period: float = 0.1, rescan_every: float = 1.0) -> None:
         super().__init__(period)

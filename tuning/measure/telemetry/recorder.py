@@ -16,11 +16,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
 from core.records import SampleRow
+from tuning.measure.telemetry.completeness import SampleLoss, Ticks, count_series
 from tuning.measure.telemetry.peaks import PeakTracker
 
 log = logging.getLogger(__name__)
@@ -33,6 +35,7 @@ class Sampler:
     all from the sampler's own thread; each may also be called directly (tests, one-off reads)."""
 
     name = "sampler"
+    memory = False  # its rows are a memory series: a skipped tick may miss a peak (completeness)
     # Device memory in use before the server started; only a GPU sampler records one, and
     # `Telemetry.peaks` subtracts it for the over-baseline peak.
     baseline_used: Mapping[str, int] = MappingProxyType({})
@@ -77,8 +80,10 @@ class Telemetry:
     their rows and calls `sink` with batches from a single flusher thread every `flush_every`
     seconds; the sink is never called from two threads (a SQLite connection it uses needs
     check_same_thread=False only because it was opened elsewhere). A sink that raises keeps its
-    batch for the next flush (bounded by `max_pending`). flush() pushes everything recorded so far
-    through the sink and waits for it; stop() joins, flushes the rest and returns `peaks()`.
+    batch for the next flush (bounded by `max_pending`: the oldest rows beyond it are dropped, and
+    at stop what one last retry could not store is dropped too; `loss()` counts both, and the
+    ticks each sampler skipped). flush() pushes everything recorded so far through the sink and
+    waits for it; stop() joins, flushes the rest and returns `peaks()`.
     One recorder per server life: samplers can be added while it runs (add()), not restarted.
     """
 
@@ -86,7 +91,8 @@ class Telemetry:
         self.max_pending = max_pending
         self.origin: float = time.monotonic() if origin is None else origin
         self.sink_errors = 0
-        self.dropped_rows = 0
+        self.dropped: Counter[str] = Counter()  # series -> rows dropped, never stored
+        self._memory: dict[str, bool] = {}  # sampler key -> whether its rows are memory
         self._samplers: list[Sampler] = []
         self._stats: dict[str, SamplerStats] = {}
         self._threads: list[threading.Thread] = []
@@ -153,6 +159,7 @@ class Telemetry:
             )
             self._samplers.append(sampler)
             self._stats[key] = stats
+            self._memory[key] = sampler.memory
             self._threads.append(thread)
             thread.start()
 
@@ -219,7 +226,7 @@ class Telemetry:
                 "telemetry sink failed (%d rows kept for the next flush): %s", len(batch), exc
             )
             if len(batch) > self.max_pending:
-                self.dropped_rows += len(batch) - self.max_pending
+                self.dropped.update(count_series(batch[: -self.max_pending]))
                 batch = batch[-self.max_pending :]
             self._pending = batch
 
@@ -233,6 +240,10 @@ class Telemetry:
             self._flush()
             if stopping and self._pending:  # one retry for what the sink refused last
                 self._flush()
+            if stopping and self._sink is not None and self._pending:  # refused again: lost
+                log.warning("telemetry: %d rows never stored", len(self._pending))
+                self.dropped.update(count_series(self._pending))
+                self._pending = []
             with self._cond:
                 self._served = request
                 self._cond.notify_all()
@@ -277,6 +288,21 @@ class Telemetry:
         for sampler in self._samplers:
             baseline.update(sampler.baseline_used)
         return self._tracker.result(baseline or None)
+
+    @property
+    def dropped_rows(self) -> int:
+        return sum(self.dropped.values())
+
+    def loss(self) -> SampleLoss:
+        """What this recorder has lost so far: rows dropped, rows the sink refused and holds for
+        a retry (not stored yet: after flush() a run's peaks are read without them), and each
+        sampler's ticks."""
+        unstored = count_series(list(self._pending))
+        ticks = {
+            key: Ticks(st.samples, st.samples + st.missed_ticks, self._memory[key], st.rows)
+            for key, st in list(self._stats.items())
+        }
+        return SampleLoss(dict(self.dropped), dict(unstored), ticks)
 
     def stats(self) -> dict[str, SamplerStats]:
         """Per-sampler counters (samples, rows, errors, missed ticks, own CPU after stop)."""
