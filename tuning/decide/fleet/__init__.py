@@ -24,6 +24,13 @@ class FleetError(RuntimeError):
     """The fleet cannot be used (Ray missing, no cluster, no slot); the message says what to do."""
 
 
+def swallowed(what: str, exc: BaseException) -> None:
+    """One line on stderr for an error the fleet goes on after (closing an actor that is gone, a
+    status Ray could not give): 'fleet: WHAT: TypeName: message', never silence."""
+    text = " ".join(str(exc).split())
+    print(f"fleet: {what}: {type(exc).__name__}{': ' + text if text else ''}", file=sys.stderr)
+
+
 def ray_available() -> bool:
     import importlib.util
 
@@ -51,8 +58,8 @@ def import_ray() -> Any:
                 config = vars(importlib.import_module("ray._raylet")).get("Config")
                 if config is not None:
                     config.initialize("")
-            except Exception:
-                pass
+            except Exception as exc:  # Ray then keeps the auth mode it read at its import
+                swallowed("refreshing Ray's config for RAY_AUTH_MODE=token failed", exc)
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     import ray
 

@@ -24,7 +24,7 @@ from core.clock import now_iso
 from core.status import Status, suspect_reasons
 from store import repo
 from store.transfer import experiment_row, store_run_rows
-from tuning.decide.fleet import SLOT_RESOURCE, FleetError, import_ray
+from tuning.decide.fleet import SLOT_RESOURCE, FleetError, import_ray, swallowed
 from tuning.decide.fleet.cluster import Fleet, FleetOptions, open_fleet, runtime_env
 from tuning.decide.fleet.placement import placement_columns
 from tuning.decide.fleet.schedule import History, Job, Slot, jobs_for, pick
@@ -196,8 +196,8 @@ class FleetDriver:
             return
         try:
             self.ray.get(actor.close.remote(), timeout=10)
-        except Exception:
-            pass
+        except Exception as exc:  # a worker already gone: killed below all the same
+            swallowed(f"closing the worker of slot {slot} failed; killing it", exc)
         self.ray.kill(actor)
 
     # -- the loop -------------------------------------------------------------------------------
@@ -210,7 +210,8 @@ class FleetDriver:
                 if ready:
                     try:
                         state = self.ray.get(flight.status_ref)
-                    except Exception:
+                    except Exception as exc:  # asked again on the next poll
+                        swallowed(f"run {flight.run_id}'s status from Ray", exc)
                         state = None
                     if state:
                         repo.update_run(self.runner.db, flight.run_id, phase=state["phase"])

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import psutil
 
+from tuning.decide.fleet import swallowed
 from tuning.engine import ipc_dir
 from tuning.engine.procs import pid_alive, same_process, stop_group
 
@@ -88,14 +89,16 @@ def reap(seen: dict[int, tuple[float, int]], grace: float = 5.0) -> None:
     for pgid in groups:
         try:
             stop_group(pgid, grace=grace, timeout=30.0)
-        except RuntimeError:
-            pass
+        except RuntimeError as exc:  # a survivor: its pid is killed below if it is ours
+            swallowed(f"stopping process group {pgid}", exc)
     for pid, (started, _) in seen.items():
         if pid > 0 and same_process(pid, started):
             try:
                 psutil.Process(pid).kill()
-            except psutil.Error:
-                pass
+            except psutil.NoSuchProcess:
+                continue  # it ended between the check and the kill: nothing left to stop
+            except psutil.Error as exc:
+                swallowed(f"killing pid {pid}", exc)
     for folder in folders:  # the stopped servers' sockets
         ipc_dir.remove(folder)
 
@@ -165,7 +168,7 @@ def start_guard(
         cwd=LAB_ROOT,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=None,  # its lines (what it could not stop) go to the starter's stderr, its log
         start_new_session=True,
     )
 
@@ -178,7 +181,7 @@ def start_detached_guard(worker_pid: int | None = None) -> psutil.Process:
         cwd=LAB_ROOT,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,  # the pid; the watching child lets go of it (_detach)
-        stderr=subprocess.DEVNULL,
+        stderr=None,  # its lines go to the worker's stderr (Ray keeps it in the worker's log)
         start_new_session=True,
         check=True,
         timeout=60,
@@ -194,7 +197,7 @@ def stop_guard(guard: psutil.Process) -> None:
     except psutil.TimeoutExpired:
         guard.kill()
     except psutil.NoSuchProcess:
-        pass
+        return  # it ended with its worker already: nothing to stop
 
 
 def _detach() -> None:

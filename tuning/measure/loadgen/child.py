@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from tuning.measure.traffic import Plan
 
 _FRAME = struct.Struct("<cQ")
+ERR_TAIL_BYTES = 2000  # of the child's stderr, in the error when it sent no result
 _PROGRESS = struct.Struct("<qq")
 
 
@@ -105,8 +106,9 @@ def run_load_in_subprocess(
             watcher.join(timeout=1)
         if result is not None:
             return result
-        err.seek(0)
-        tail = err.read()[-2000:].decode("utf-8", "replace")
+        size = err.seek(0, os.SEEK_END)  # the end of what it said, however much it said
+        err.seek(max(0, size - ERR_TAIL_BYTES))
+        tail = err.read().decode("utf-8", "replace")
         raise LoadError(
             failure
             or f"the load generator process exited with {proc.returncode}: "
