@@ -250,10 +250,9 @@ def test_a_foreign_process_on_the_port_is_never_signalled(
         monkeypatch.setattr("tuning.engine.server.port_is_free", lambda host, port: True)
         raced = ServerProcess(fake_launch(port=foreign.port), lab.tmp / "raced.log")
         raced.start()
-        t0 = time.monotonic()
-        with pytest.raises(StartFailure) as failed:
+        with pytest.raises(StartFailure) as failed:  # waiting out the 20 s would say `timeout`
             raced.wait_healthy(timeout=20)
-        assert failed.value.kind == "port_in_use" and time.monotonic() - t0 < 10
+        assert failed.value.kind == "port_in_use"
         monkeypatch.undo()
         assert foreign.untouched()
 

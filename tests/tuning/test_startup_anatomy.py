@@ -88,24 +88,35 @@ def test_phases_add_up_to_healthy_in_time_order_and_end_at_healthy() -> None:
 
 
 def test_log_stamps_follow_a_log_written_line_by_line(tmp_path: Path) -> None:
+    """Each milestone is stamped when the follower read its line: never before the line was
+    written, in the order written, and half a line only once its end came. (Each written line is
+    awaited before the next, so how late a busy machine reads them changes no stamp's order.)"""
     log = tmp_path / "server.log"
     log.write_bytes(b"")
     t0 = time.monotonic()
     stamps = LogStamps(log, t0).start()
+    written = {}
     with open(log, "a") as fh:
+        written["api_process"] = time.monotonic() - t0
         fh.write("(APIServer pid=5) INFO vLLM server version 0.25.0\n")
         fh.flush()
-        time.sleep(0.6)
+        assert wait_for(lambda: "api_process" in stamps.stamps)
+        written["engine_process"] = time.monotonic() - t0
         fh.write("(EngineCore pid=6) INFO Initializing a V1 LLM engine (v0.25.0) with\n")
         fh.write("(EngineCore pid=6) INFO GPU KV cache si")  # half a line: not yet a milestone
         fh.flush()
-        time.sleep(0.6)
+        assert wait_for(lambda: "engine_process" in stamps.stamps)
+        time.sleep(0.3)  # the follower reads the half line again: still no milestone
+        assert "kv_cache" not in stamps.stamps
+        written["kv_cache"] = time.monotonic() - t0
         fh.write("ze: 2,205,168 tokens\n")
         fh.flush()
     got = stamps.stop()
+    ms = 0.001  # a stamp is rounded to the millisecond
     assert set(got) == {"api_process", "engine_process", "kv_cache"}
-    assert got["api_process"] < 0.5 <= got["engine_process"] < got["kv_cache"]
-    assert got["kv_cache"] - got["engine_process"] >= 0.5
+    assert all(got[k] >= written[k] - ms for k in got), (got, written)  # read once written
+    assert got["api_process"] <= written["engine_process"] + ms <= got["engine_process"] + 2 * ms
+    assert got["engine_process"] <= written["kv_cache"] + ms <= got["kv_cache"] + 2 * ms
 
 
 def test_a_started_fake_server_stores_phases_that_add_up_to_its_time_to_healthy(

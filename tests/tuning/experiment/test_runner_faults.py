@@ -9,7 +9,7 @@ left (conftest's `no_leftovers`), and a foreign process is never signalled.
 from __future__ import annotations
 
 import json
-import time
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +89,6 @@ def test_the_engine_dying_mid_run_fails_the_run_as_engine_died(
     no_leftovers: Path, record: Path
 ) -> None:
     """The EngineCore dies 1 s into serving while the API server stays up (/health 200 -> 503)."""
-    t0 = time.monotonic()
     _, runs = run_faulty(
         no_leftovers,
         "engine_dies_after=1@max-num-seqs=4,itl_ms=100@max-num-seqs=4",
@@ -100,7 +99,7 @@ def test_the_engine_dying_mid_run_fails_the_run_as_engine_died(
     assert (bad["status"], bad["failure_kind"]) == ("failed", "engine_died")
     assert "illegal memory access" in bad["failure_reason"]  # the engine's own words
     assert (bad["completed"] or 0) < 8  # the load stopped early: 8 x 3.2 s at C=2 would take 13 s
-    assert time.monotonic() - t0 < 40
+    assert bad["finished_at"] <= runs["2"]["started_at"]  # failed, then the next value ran
 
 
 def test_a_stalled_stream_fails_the_run(no_leftovers: Path, record: Path) -> None:
@@ -138,25 +137,37 @@ def test_a_share_of_http_500s_is_counted_and_the_run_is_done(
 
 
 @pytest.mark.parametrize("where", ["", "setsid"], ids=["in-group", "left-the-group"])
-def test_a_grandchild_ignoring_sigterm_costs_no_full_grace_and_is_gone(
+def test_a_grandchild_ignoring_sigterm_is_gone_and_the_experiment_goes_on(
     no_leftovers: Path, record: Path, where: str
 ) -> None:
+    """That its stop costs no full grace is the next test's (without a stopwatch)."""
     fault = "ignore_sigterm_grandchild" + (f"={where}" if where else "")
-    t0 = time.monotonic()
     _, runs = run_faulty(no_leftovers, f"{fault}@max-num-seqs=4")
     assert runs["4"]["status"] == "done"
     holder = started_pids(record)["holder"]
     assert not psutil.pid_exists(holder) or psutil.Process(holder).status() == "zombie"
-    assert time.monotonic() - t0 < 45  # two stops at 15 s of grace each would not fit
 
 
-def test_stop_does_not_wait_the_whole_grace_for_a_straggler(tmp_path: Path) -> None:
-    server = ServerProcess(fake_launch(faults="ignore_sigterm_grandchild"), tmp_path / "s.log")
+@pytest.mark.parametrize("where", ["", "setsid"], ids=["in-group", "left-the-group"])
+def test_stop_does_not_wait_the_whole_grace_for_a_straggler(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """With an hour of grace, stop() returns at all only if it did not wait the grace for the
+    straggler: once the leader has exited, what is left gets STRAGGLER_GRACE_S. The minute is a
+    guard against that hang, not a speed claim (it took a few seconds; the grace is 60 times
+    longer)."""
+    monkeypatch.setenv("FAKE_VLLM_RECORD", str(tmp_path / "starts.jsonl"))
+    fault = "ignore_sigterm_grandchild" + (f"={where}" if where else "")
+    server = ServerProcess(fake_launch(faults=fault), tmp_path / "s.log")
     server.start()
     server.wait_healthy(timeout=30)
-    t0 = time.monotonic()
-    server.stop()  # default grace: 15 s
-    assert time.monotonic() - t0 < 8
+    holder = started_pids(tmp_path / "starts.jsonl")["holder"]
+    assert psutil.pid_exists(holder)
+    stopping = threading.Thread(target=server.stop, kwargs={"grace": 3600.0}, daemon=True)
+    stopping.start()
+    stopping.join(60)
+    assert not stopping.is_alive(), "stop() waited the grace for a process that ignores SIGTERM"
+    assert not psutil.pid_exists(holder) or psutil.Process(holder).status() == "zombie"
     assert port_is_free(server.launch.host, server.launch.port)
 
 

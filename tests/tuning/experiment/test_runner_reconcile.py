@@ -42,15 +42,16 @@ def test_late_counters_still_reconcile_and_server_means_are_stored(
     assert tokens["server_output_tokens"] == 16 * 16 and tokens["agree"], tokens
     assert tokens["reads"]["before"]["settled"] and tokens["reads"]["after"]["settled"]
     summary = run["summary"]
-    # The fake's own clock: 40 ms to the first token, 15 gaps of 3 ms after it.
-    assert 40 <= summary["server_mean_ttft_ms"] < 80
+    # The fake's own clock: 40 ms to the first token, 15 gaps of 3 ms after it (floors: how far
+    # above them a busy machine lands is no property of the lab).
+    assert summary["server_mean_ttft_ms"] >= 40
     assert summary["server_mean_e2el_ms"] >= summary["server_mean_ttft_ms"] + 40
     assert summary["server_mean_queue_ms"] is not None
     assert summary["server_mean_itl_ms"] >= 3 and summary["server_mean_tpot_ms"] >= 3
-    gap = summary["client_minus_server_ttft_ms"]
-    assert 0 <= gap < 50 and gap == pytest.approx(
+    gap = summary["client_minus_server_ttft_ms"]  # the client's wait holds the server's
+    assert gap >= 0 and gap == pytest.approx(
         summary["mean_ttft_ms"] - summary["server_mean_ttft_ms"]
     )
-    latency = run["health"]["server_latency"]
-    assert latency["comparable"] and not latency["flagged"], latency
+    latency = run["health"]["server_latency"]  # its bound: test_health_server, on set numbers
+    assert latency["comparable"] and latency["flagged"] == bool(latency["reasons"]), latency
     assert latency["server_ttft_count"] == latency["server_e2el_count"] == 16

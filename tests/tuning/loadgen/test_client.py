@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 import pytest
 
@@ -32,8 +31,8 @@ def test_happy_path_timings_and_usage(transport: str) -> None:
     for r in res.records:
         assert r.ok and r.error_kind is None and r.http_status == 200
         assert r.output_tokens == 5 and r.prompt_tokens == len("req-0")
-        assert r.ttft is not None and 0.02 <= r.ttft < 1.0
-        assert len(r.itl) == 4 and all(0 <= g < 1.0 for g in r.itl)
+        assert r.ttft is not None and 0.02 <= r.ttft <= r.end - r.start  # the server's floor
+        assert len(r.itl) == 4 and all(g >= 0 for g in r.itl)
         assert r.end is not None and r.end == pytest.approx(r.start + r.ttft + sum(r.itl))
         # The server's delays are a floor: no request ends before its last token was sent.
         assert r.end - r.start >= ttft_s + 4 * itl_s
@@ -41,7 +40,7 @@ def test_happy_path_timings_and_usage(transport: str) -> None:
     # a single gap proves nothing; the gaps together still reflect the server's pacing.
     gaps = [g for r in res.records for g in r.itl]
     assert sum(gaps) / len(gaps) >= itl_s / 2, gaps
-    assert 0 < res.duration_s < 5 and res.records[0].start >= 0
+    assert res.records[0].start >= 0 and res.duration_s >= max(r.end for r in res.records)
     assert res.client_cpu_s >= 0 and res.loop_lag_max_ms >= res.loop_lag_p99_ms >= 0
     # req-0 and req-1 go out together (C = 2): either may reach the server first.
     [body] = [b for b in bodies if b["prompt"] == "req-0"]
@@ -238,13 +237,10 @@ def test_cancel_stops_dispatch_and_in_flight_requests(transport: str) -> None:
             threading.Timer(0.15, cancel.set).start()
 
     with fake_server(itl_ms=20) as srv:
-        t = time.monotonic()
         res = run_load_sync(
             srv.base_url, MODEL, prompts_for(w), w, cancel=cancel, on_phase=arm, transport=transport
         )
-        elapsed = time.monotonic() - t
-    assert res.cancelled and elapsed < 15  # uncancelled, the workload takes >= 25 s
-    assert 4 <= len(res.records) < 100
+    assert res.cancelled and 4 <= len(res.records) < 100  # dispatch stopped: not all 100 sent
     stopped = [r for r in res.records if not r.ok]
     assert stopped and all(
         r.error_kind == "exception" and "cancelled" in (r.error or "") for r in stopped

@@ -118,7 +118,8 @@ def test_an_attached_experiment_with_a_wrong_model_plans_nothing(
 
 def _bounded(call: Callable[[], None], limit: float) -> tuple[BaseException | None, float]:
     """Run `call` in a thread: (what it raised, seconds); fails the test if it is still running
-    after `limit` s (the probe used to hang for ever)."""
+    after `limit` s. A guard against a hang only (the probe used to wait for ever), never a
+    speed claim: what ended it is in the words it raised."""
     raised: list[BaseException] = []
 
     def run() -> None:
@@ -149,14 +150,14 @@ def test_a_probe_answered_only_with_keepalive_comments_ends_at_its_stall_deadlin
         f"{srv.base_url}{call} answered only keep-alive comments for 1 s (no data event) "
         f"for model {MODEL!r}"
     )
-    assert 1.0 <= took < 10, took
+    assert took >= 1.0, took  # it waited out the stall deadline (a floor: sleeps are never short)
 
 
 def test_a_probe_ends_at_its_total_deadline_whatever_the_stall_deadline() -> None:
     with fake_server(keepalive_only=True, keepalive_ms=50) as srv:
-        raised, took = _bounded(lambda: probe_endpoint(srv.base_url, MODEL, timeout_s=1.5), 20)
+        raised, _ = _bounded(lambda: probe_endpoint(srv.base_url, MODEL, timeout_s=1.5), 20)
+    # the total deadline ended it, not the stall deadline (10 s by default): its words say which
     assert isinstance(raised, EndpointError) and "keep-alive comments for 1.5 s" in str(raised)
-    assert took < 10, took
 
 
 def test_a_probe_holds_at_most_one_bounded_event() -> None:
@@ -189,16 +190,13 @@ def test_an_attached_experiment_on_a_keepalive_only_server_plans_nothing(
     db_path = lab_home / "lab.db"
     args = ["experiment", "--param", "concurrency", "--values", "1", "--model", MODEL]
     args += ["--num-requests", "2", "--input-len", "4", "--output-len", "2", "--db", str(db_path)]
-    with fake_server(keepalive_only=True) as srv:
-        t0 = time.monotonic()
+    with fake_server(keepalive_only=True) as srv:  # timeout=90: a guard against the old hang
         done = tuning_cli([*args, "--base-url", srv.base_url], lab_home, timeout=90)
-        took = time.monotonic() - t0
     assert done.returncode == 1, done.stdout + done.stderr
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith(
         f"error: {srv.base_url}/v1/completions answered only keep-alive comments for 10 s"
     ), line
-    assert took < 60, took
     assert not db_path.exists() or queries.list_experiments(open_db(db_path)) == []
 
 

@@ -48,13 +48,10 @@ def test_stall_timeout_is_a_client_policy_not_a_workload_property() -> None:
 def test_a_stream_silent_after_its_first_token_fails_as_stalled(transport: str) -> None:
     w = _wl(stall_timeout_s=0.5, request_timeout_s=30)
     prompts = ["[[stall_after=1]]", "ok-1", "[[stall_after=2]]", "ok-3"]
-    t0 = time.monotonic()
     with fake_server(itl_ms=2) as srv:
         res = run_load_sync(srv.base_url, MODEL, prompts, w, transport=transport)
-    took = time.monotonic() - t0
-    kinds = [r.error_kind for r in res.records]
+    kinds = [r.error_kind for r in res.records]  # the 30 s request timeout would say `timeout`
     assert kinds == ["stalled", None, "stalled", None], [r.error for r in res.records]
-    assert took < 5, took  # the stall timeout (0.5 s + one sweep), not the 30 s request timeout
     stalled = res.records[0]
     assert stalled.ttft is not None and "0.5 s" in (stalled.error or "")
 
@@ -73,14 +70,12 @@ def test_a_stream_of_keepalive_comments_only_fails_as_stalled(transport: str) ->
     answering, with nothing: `stalled` after the stall timeout (it used to run to the request
     timeout, 600 s by default, for every request)."""
     w = _wl(num_requests=2, concurrency=2, stall_timeout_s=0.5, request_timeout_s=30)
-    t0 = time.monotonic()
     with fake_server(keepalive_ms=50) as srv:
         res = run_load_sync(
             srv.base_url, MODEL, ["[[keepalive_after=0]]", "fine"], w, transport=transport
         )
-    took = time.monotonic() - t0
+    # the 30 s request timeout would say `timeout`; the stall timeout says `stalled`
     assert [r.error_kind for r in res.records] == ["stalled", None], [r.error for r in res.records]
-    assert took < 10, took  # the stall timeout (0.5 s + one sweep), not the 30 s request timeout
     stalled = res.records[0]
     assert stalled.ttft is None and stalled.error == "only keep-alive comments, no data, for 0.5 s"
 
@@ -105,19 +100,16 @@ def test_bench_against_a_server_of_keepalive_comments_ends_in_seconds(tmp_path: 
     args += ["--input-len", "8", "--output-len", "4", "--stall-timeout", "1"]
     args += ["--result-json", str(out)]
     with fake_server(keepalive_only=True) as srv:
-        t0 = time.monotonic()
         done = subprocess.run(
             [sys.executable, "-m", "tuning", *args, "--base-url", srv.base_url],
             cwd=REPO,
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=120,  # a guard against the old hang only (600 s a wave)
         )
-        took = time.monotonic() - t0
     assert done.returncode == 1, done.stdout + done.stderr  # no request succeeded
     result = json.loads(out.read_text())
     assert result["completed"] == 0 and result["lab"]["failed_by_kind"] == {"stalled": 4}
-    assert took < 60, took  # warm-up wave + measured wave, 1 s each, plus start-up
 
 
 def test_a_slow_but_steady_stream_is_not_stalled(transport: str) -> None:
@@ -137,7 +129,6 @@ def test_bench_against_a_fake_vllm_that_stalls_ends_in_seconds(
     try:
         server.wait_healthy(timeout=30)
         out = tmp_path / "result.json"
-        t0 = time.monotonic()
         done = subprocess.run(
             [
                 sys.executable,
@@ -166,17 +157,15 @@ def test_bench_against_a_fake_vllm_that_stalls_ends_in_seconds(
             cwd=REPO,
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=120,  # a guard against the old hang only (the request timeout a wave)
         )
-        took = time.monotonic() - t0
     finally:
         server.stop(grace=1.0, timeout=10)
     assert done.returncode == 1, done.stdout + done.stderr  # no request succeeded
     result = json.loads(out.read_text())
     assert result["failed"] == 8 and result["completed"] == 0
     assert result["lab"]["failed_by_kind"] == {"stalled": 8}
-    assert "stalled: 8" in done.stdout
-    assert took < 30, took  # warm-up wave + measured wave, 2 s each, plus start-up
+    assert "stalled: 8" in done.stdout  # each ended at the stall timeout, none at the request's
 
 
 def test_stall_timeout_flag_on_bench_and_experiment() -> None:
