@@ -22,6 +22,18 @@ from ui.health import health_badge, health_problems
 QUICK = {"num_requests": 4, "concurrency": 2, "input_len": 8, "output_len": 8, "num_warmups": 0}
 
 
+def one_run(home: Path) -> dict[str, Any]:
+    """An experiment of one value on the fake vLLM, run by the lab's runner; its run as stored."""
+    db_path = home / "lab.db"
+    exp_id = plan_experiment(
+        db_path, param="max-num-seqs", values=[4], workload=Workload(**QUICK), engine=fake_spec()
+    )
+    run_experiment(db_path, exp_id, start_timeout=30)
+    with connect(db_path, readonly=True) as db:
+        (run,) = queries.list_runs(db, exp_id)
+    return run
+
+
 def test_a_run_whose_samples_the_db_refused_is_stored_flagged(
     no_leftovers: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -29,13 +41,7 @@ def test_a_run_whose_samples_the_db_refused_is_stored_flagged(
         raise sqlite3.OperationalError("database is locked")
 
     monkeypatch.setattr(store.repo, "insert_samples", locked)  # the samplers' writes only
-    db_path = no_leftovers / "lab.db"
-    exp_id = plan_experiment(
-        db_path, param="max-num-seqs", values=[4], workload=Workload(**QUICK), engine=fake_spec()
-    )
-    run_experiment(db_path, exp_id, start_timeout=30)
-    with connect(db_path, readonly=True) as db:
-        (run,) = queries.list_runs(db, exp_id)
+    run = one_run(no_leftovers)
     assert run["status"] == "done" and run["completed"] == 4  # measured all the same
     samples = run["health"]["samples"]
     assert samples["complete"] is False
@@ -50,13 +56,7 @@ def test_a_run_whose_samples_the_db_refused_is_stored_flagged(
 
 
 def test_a_run_whose_samples_were_all_stored_says_so(no_leftovers: Path) -> None:
-    db_path = no_leftovers / "lab.db"
-    exp_id = plan_experiment(
-        db_path, param="max-num-seqs", values=[4], workload=Workload(**QUICK), engine=fake_spec()
-    )
-    run_experiment(db_path, exp_id, start_timeout=30)
-    with connect(db_path, readonly=True) as db:
-        (run,) = queries.list_runs(db, exp_id)
+    run = one_run(no_leftovers)
     samples = run["health"]["samples"]
     assert samples["lost_rows"] == {} and samples["ticks"]["process_tree"]["taken"] >= 1
     assert run["peak_tree_rss_bytes"] and not any("incomplete" in p for p in health_problems(run))
