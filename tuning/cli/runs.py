@@ -67,6 +67,7 @@ def run_as_dict(run: dict[str, Any]) -> dict[str, Any]:
     out["startup_anatomy"] = (run.get("startup") or {}).get(
         "anatomy"
     )  # tuning.engine.startup_anatomy
+    out["anatomy"] = run.get("anatomy")  # where its wall time went (tuning.experiment.run_anatomy)
     out["suspect_reasons"] = suspect_reasons(run)  # why a `suspect` run is not counted; [] else
     out.update({key: summary.get(key) for key in RUN_KEYS})
     return out

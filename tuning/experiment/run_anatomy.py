@@ -195,8 +195,9 @@ def summary_line(groups: Mapping[str, float], total_s: float | None = None) -> s
         return ""
     minutes = total >= 90
     unit = "min" if minutes else "s"
-    items = sorted(((s, w) for w, s in groups.items() if s > 0), key=lambda item: -item[0])
-    words = ", ".join(f"{_amount(s, minutes)} {w}" for s, w in items)
+    items = sorted(((s, w) for w, s in groups.items()), key=lambda item: -item[0])
+    shown = [(_amount(s, minutes), w) for s, w in items]
+    words = ", ".join(f"{amount} {w}" for amount, w in shown if amount != "0.0")
     return f"{_amount(total, minutes)} {unit}: {words}"
 
 

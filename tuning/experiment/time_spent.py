@@ -16,7 +16,9 @@ from sqlite_utils import Database
 
 from core.clock import now_iso
 from core.plausible import MAX_PART_S, in_range
+from core.status import is_active
 from store import queries, repo
+from tuning.engine.startup_anatomy import COLD, compile_state
 from tuning.experiment.estimate import about, of_experiment, span_s
 from tuning.experiment.run_anatomy import grouped, parts_of, summary_line
 
@@ -101,9 +103,57 @@ def estimate_line(exp: Mapping[str, Any], runs: Sequence[Mapping[str, Any]]) -> 
         head += f" (at most {est['max_runs']} runs, {about(float(most))})"
     head += f" ({basis})" if basis else ""
     took = took_s(exp, runs)
-    if took is None or exp.get("status") in ("queued", "running"):
+    if took is None or is_active(exp.get("status")):
         return f"{head}; not finished yet"
     minutes = took >= 90
     amount = f"{took / 60:.1f} min" if minutes else f"{took:.0f} s"
     ratio = f": {took / planned:.2f}x the estimate" if planned > 0 else ""
     return f"{head}; took {amount} over {len(runs)} runs{ratio}"
+
+
+def cold_starts(runs: Sequence[Mapping[str, Any]]) -> list[int]:
+    """The runs whose server compiled its graphs anew (vLLM's compile cache missed, whole or in
+    part): their time to healthy is a cold start's (tuning.engine.startup_anatomy)."""
+    return [int(r["id"]) for r in runs if compile_state(r) in COLD]
+
+
+def cold_start_line(runs: Sequence[Mapping[str, Any]]) -> str:
+    """What a time-to-healthy verdict over `runs` counts, said: '' when no start was cold."""
+    cold = cold_starts(runs)
+    if not cold:
+        return ""
+    timed = [r for r in runs if isinstance(r.get("time_to_healthy_s"), int | float)]
+    warm = [float(r["time_to_healthy_s"]) for r in timed if int(r["id"]) not in cold]
+    hot = [float(r["time_to_healthy_s"]) for r in timed if int(r["id"]) in cold]
+    said = f"time to healthy: run{'s' if len(cold) > 1 else ''} {', '.join(map(str, cold))} "
+    said += "started with a cold compile cache (torch.compile ran)"
+    if hot and warm:
+        said += f": {sum(hot) / len(hot):.1f} s cold vs {sum(warm) / len(warm):.1f} s warm"
+    return said + "; a time-to-healthy verdict over these runs counts the cold starts"
+
+
+def report(db: Database, runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """For each experiment the runs belong to (in order): where its time went, its estimate
+    against what it took, and its cold starts; the lines `compare` prints."""
+    out = []
+    for exp_id in dict.fromkeys(r.get("experiment_id") for r in runs):
+        if exp_id is None:
+            continue
+        exp = queries.get_experiment(db, int(exp_id))
+        own = queries.list_runs(db, int(exp_id), include_hidden=True)
+        anat = experiment_anatomy(exp, own)
+        took = "so far" if is_active(exp.get("status")) else "took"
+        lines = [f"experiment {exp_id}, {took} {anat['line']}"] if anat and anat["line"] else []
+        lines += [text for text in (estimate_line(exp, own), cold_start_line(own)) if text]
+        if lines:
+            out.append(
+                {
+                    "experiment_id": int(exp_id),
+                    "anatomy": anat,
+                    "estimate": exp.get("estimate"),
+                    "took_s": took_s(exp, own),
+                    "cold_starts": cold_starts(own),
+                    "lines": lines,
+                }
+            )
+    return out
