@@ -42,6 +42,10 @@ from tuning.measure.traffic import WorkloadSpec
 from tuning.measure.traffic.workload import Workload
 from tuning.settings import lab_home
 
+# Between two reads of device memory while a stopped server's memory comes back (NVML's default
+# here was 0.5 s: up to half a second a restart spent waiting for nothing).
+RELEASE_POLL_S = 0.1
+
 
 def default_log_dir() -> Path:
     """Where server logs live: one folder for every database under this lab home (the names are
@@ -326,7 +330,7 @@ class RunUnit:
                 self.clock.mark("release")
                 server.wait_port_released()
                 if self.gpu_baseline:
-                    wait_gpu_memory_released(self.gpu_baseline)
+                    wait_gpu_memory_released(self.gpu_baseline, poll=RELEASE_POLL_S)
             finally:
                 self.server = None
                 self.samples.finish()
@@ -346,7 +350,7 @@ class RunUnit:
         def stop() -> None:
             server.stop()
             if baseline:
-                wait_gpu_memory_released(baseline)
+                wait_gpu_memory_released(baseline, poll=RELEASE_POLL_S)
 
         self._stopping = BackgroundStop(stop)
 
