@@ -19,8 +19,9 @@ from core.plausible import MAX_PART_S, in_range
 from core.status import is_active
 from store import queries, repo
 from tuning.engine.startup_anatomy import COLD, compile_state
-from tuning.experiment.estimate import about, of_experiment, span_s
+from tuning.experiment.estimate import about, of_experiment
 from tuning.experiment.run_anatomy import grouped, parts_of, summary_line
+from tuning.experiment.run_parts import span_s
 
 
 def _outside(exp: Mapping[str, Any]) -> dict[str, Any]:
