@@ -42,8 +42,8 @@ sys.path.insert(0, str(REPO))
 from tests.fakes.engines import fake_command, fake_settings_env  # noqa: E402
 
 OLD_REV = "9db5357"  # the lab before issue 38's run anatomy, overlap and kept prompts
-# The fake's slower value: each token 3 ms late at max-num-seqs 2, a large effect to decide.
-FAKE_FAULT = "itl_ms=3@max-num-seqs=2"
+# The fake's slower value: each token 10 ms late at max-num-seqs 2, a large effect to decide.
+FAKE_FAULT = "itl_ms=10@max-num-seqs=2"
 
 
 def parse_args() -> argparse.Namespace:
@@ -150,6 +150,7 @@ def main() -> int:
     args = parse_args()
     results: list[dict[str, Any]] = []
     ratios: list[float] = []
+    per_run: list[float] = []  # the runs a decision takes vary with the noise: per run too
     with tempfile.TemporaryDirectory(prefix="ttd-old-") as tmp:
         old_tree = export_tree(args.old_rev, Path(tmp))
         trees = {"old": old_tree, "new": REPO}
@@ -165,9 +166,20 @@ def main() -> int:
                 )
                 results.append({"pair": pair + 1, **r})
             ratios.append(got["new"]["wall_s"] / got["old"]["wall_s"])
-            print(f"pair {pair + 1}: new / old = {ratios[-1]:.2f}", flush=True)
+            per_run.append(
+                (got["new"]["wall_s"] / got["new"]["runs"])
+                / (got["old"]["wall_s"] / got["old"]["runs"])
+            )
+            print(
+                f"pair {pair + 1}: new / old = {ratios[-1]:.2f} to a decision, "
+                f"{per_run[-1]:.2f} a run",
+                flush=True,
+            )
     median = statistics.median(ratios)
-    print(f"\n{args.engine} engine, {args.pairs} pairs: median new / old = {median:.2f}")
+    print(
+        f"\n{args.engine} engine, {args.pairs} pairs: median new / old = {median:.2f} to a "
+        f"decision, {statistics.median(per_run):.2f} a run"
+    )
     for side in ("old", "new"):
         mine = [r for r in results if r["side"] == side]
         walls = [r["wall_s"] for r in mine]
@@ -196,7 +208,8 @@ def main() -> int:
             )
         )
     if args.json:
-        args.json.write_text(json.dumps({"ratios": ratios, "experiments": results}, indent=2))
+        out = {"ratios": ratios, "per_run": per_run, "experiments": results}
+        args.json.write_text(json.dumps(out, indent=2))
     return 0
 
 
