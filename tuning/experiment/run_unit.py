@@ -179,6 +179,7 @@ class RunUnit:
         try:
             base_url, t0 = self._ensure_server(run_id, config, engine, restart=restart)
         except StartFailure as failure:
+            self.clock.mark("storing")
             book.fail_run(
                 run_id,
                 failure.kind,
@@ -192,6 +193,7 @@ class RunUnit:
         except Exception as exc:  # port still busy, a locked DB, a lab bug: this value failed
             return self._lab_failure(run_id, exc, outcome.exception_kind(exc))
         if book.live.cancel.is_set():
+            self.clock.mark("storing")
             book.finish_run(run_id, Status.CANCELLED)
             return run_id
         try:

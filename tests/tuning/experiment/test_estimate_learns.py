@@ -87,3 +87,20 @@ def test_an_experiments_own_cold_starts_leave_its_later_rounds_warm(fresh_db: Pa
     assert blend(costs, own).start_s == pytest.approx(60.0)  # its own warm start says best
     with connect(fresh_db, readonly=True) as db:
         assert queries.list_runs(db)  # the seeded history is there
+
+
+def test_a_malformed_anatomy_or_startup_cell_is_read_as_none(fresh_db: Path) -> None:
+    """A hand-edited or hostile cell (not JSON, or a wall time no run takes) never breaks the
+    estimate: the run counts by its stamps."""
+    seed(fresh_db, ENGINE, [timed(0, 20, 30, 2), timed(60, 22, 30, 4)])
+    with connect(fresh_db) as db:
+        first, second = sorted(int(r["id"]) for r in queries.list_runs(db))  # rest 2 s, 4 s
+        db.execute(
+            "update runs set anatomy_json = 'not json', startup_json = '{' where id = ?", [first]
+        )
+        repo.update_run(db, second, anatomy_json={"wall_s": 1e12})
+    with connect(fresh_db, readonly=True) as db:
+        costs = engine_costs(db, ENGINE, WL)
+    # the first by its stamps (2 s of rest); the second's impossible wall time left out, said
+    assert costs.measured_runs == 2 and costs.rest_s == pytest.approx(2.0)
+    assert f"run {second}'s wall time" in costs.ignored

@@ -116,13 +116,14 @@ def test_a_cancelled_run_is_accounted_for_until_it_ended(lab_home: Path) -> None
         workload=slow,
         engine=fake_spec("itl_ms=20"),
     )
-    runner: ExperimentRunner | None = None
+    held: list[ExperimentRunner] = []
 
     def on_event(event: str, data: dict[str, Any]) -> None:
-        if event == "phase" and data.get("phase") == "loading" and runner is not None:
-            runner.live.cancel.set()  # what the heartbeat does once Stop is asked for
+        if event == "phase" and data.get("phase") == "loading" and held:
+            held[0].live.cancel.set()  # what the heartbeat does once Stop is asked for
 
     with ExperimentRunner(db_path, exp_id, on_event, start_timeout=60) as runner:
+        held.append(runner)
         runner.run()
     with connect(db_path, readonly=True) as db:
         exp = queries.get_experiment(db, exp_id)
@@ -163,3 +164,13 @@ def test_the_one_line_summary() -> None:
     assert summary_line(groups) == "9.0 min: 4.6 starting, 2.0 load, 2.0 stopping, 0.4 other"
     assert summary_line({"load": 30.0, "starting": 12.5}) == "42.5 s: 30.0 load, 12.5 starting"
     assert summary_line({}) == ""
+
+
+def test_stored_anatomies_that_are_not_whole_are_read_as_far_as_they_go() -> None:
+    """What a bundle or a hand edit can leave: not an object, parts without seconds, no wall."""
+    assert not adds_up(None) and not adds_up({"parts": []}) and not adds_up("text")  # type: ignore[arg-type]
+    odd = {"wall_s": 10.0, "parts": [{"key": "load", "seconds": 10.0}, "junk", {"key": "x"}]}
+    assert adds_up(odd)
+    exp = {"id": 1, "anatomy": "not an object", "status": "done"}
+    whole = experiment_anatomy(exp, [{"anatomy": odd}, {"anatomy": ["x"]}, {}])
+    assert whole is not None and whole["total_s"] == 10.0 and whole["runs_without"] == 2
