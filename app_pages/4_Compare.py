@@ -18,6 +18,7 @@ from ui.common import ICONS, db, db_path
 from ui.health import warn_unhealthy
 from ui.startup import render_startup
 from ui.summary import render_headline, render_preference, render_summary
+from ui.time_spent import render_time_spent
 from ui.tradeoff import render_tradeoffs
 
 st.set_page_config(
@@ -93,6 +94,7 @@ if not comparison.candidates:
 report = view.report_request(db_path(), runs, list(picked), baseline_ids, slo, scope)
 view.render_table(comparison, scope, report)
 render_startup(comparison, selection.runs)
+render_time_spent(conn, selection.runs, "cmp_time_spent")  # where each experiment's time went
 context = comparison_context(selection.runs, comparison).lines()  # what every export says it is of
 view.render_charts(conn, comparison, scope, context)
 render_tradeoffs(conn, db_path(), comparison, scope, context)

@@ -111,6 +111,8 @@ SHAPES: dict[str, Check] = {
     "itl_json": _list_of(_is_number, "numbers"),
     "reused_from_json": _obj(),
     "engine_identity_json": _obj(),
+    "anatomy_json": _obj(),
+    "estimate_json": _obj(),
 }
 
 

@@ -262,6 +262,7 @@ RUN_COLUMNS: tuple[str, ...] = (
     "summary_json",
     "health_json",
     "startup_json",  # its `anatomy`: Compare's server-start rows
+    "anatomy_json",  # where the run's wall time went (tuning.experiment.run_anatomy)
     "effective_config_json",
     "config_mismatch_json",
     "reused_from_json",

@@ -67,6 +67,8 @@ JSON_COLUMNS: tuple[str, ...] = (
     "gpu_uuids_json",
     "reused_from_json",
     "engine_identity_json",
+    "anatomy_json",
+    "estimate_json",
 )
 
 # Who made a row and where, where it came from (local or a bundle), and the user's own marks:
@@ -416,6 +418,16 @@ def m014_run_engine_identity(db: Database) -> None:
     and the inherited environment knobs. NULL on a run written before: such a run is never
     offered for reuse (nothing says which model or command measured it)."""
     add_missing_columns(db, "runs", {"engine_identity_json": str})
+
+
+@migrations()
+def m015_run_anatomy(db: Database) -> None:
+    """Where each run's wall time went (tuning.experiment.run_anatomy): `runs.anatomy_json`, its
+    named parts from the previous run's end to its own end; on the experiment, the estimate
+    printed before it started (`estimate_json`, tuning.experiment.estimate) and its time outside
+    its runs (`anatomy_json`: the last server's stop). NULL on rows written before."""
+    add_missing_columns(db, "runs", {"anatomy_json": str})
+    add_missing_columns(db, "experiments", {"anatomy_json": str, "estimate_json": str})
 
 
 def lab_uid(db: Database) -> str | None:

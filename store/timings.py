@@ -22,14 +22,29 @@ TIMING_COLUMNS = (
     "time_to_healthy_s",
     "duration",
     "total_output_tokens",
+    "hardware",
 )
+# Read out of a run's JSON in SQL (a malformed cell reads as NULL): its whole window's wall time
+# (its anatomy, the previous server's stop included) and whether its start compiled anew.
+_WALL = "case when json_valid({p}anatomy_json) then json_extract({p}anatomy_json, '$.wall_s') end"
+_COMPILE = (
+    "case when json_valid({p}startup_json) "
+    "then json_extract({p}startup_json, '$.anatomy.compile_cache.state') end"
+)
+
+
+def _json_cols(db: Database, prefix: str) -> str:
+    """The JSON-read columns; a DB opened read-only may predate the anatomy column."""
+    wall = _WALL if "anatomy_json" in db.table("runs").columns_dict else "null"
+    compiled = _COMPILE.format(p=prefix)
+    return f", {wall.format(p=prefix)} as anatomy_wall_s, {compiled} as compile_state"
 
 
 def done_run_timings(db: Database, limit: int = 400) -> list[dict[str, Any]]:
     """The newest measured runs of local experiments, newest first, with their experiment's
     engine_json, base_url and model (to match the engine). Fleet experiments are left out: their
     runs went in parallel on other machines."""
-    cols = ", ".join(f"r.{c}" for c in TIMING_COLUMNS)
+    cols = ", ".join(f"r.{c}" for c in TIMING_COLUMNS) + _json_cols(db, "r.")
     sql = (
         f"select {cols}, e.engine_json, e.base_url, e.model from runs r "
         "join experiments e on e.id = r.experiment_id where r.status = 'done' "
@@ -56,6 +71,18 @@ def experiment_spans(db: Database, experiment_ids: list[int]) -> list[dict[str, 
 
 def experiment_run_timings(db: Database, experiment_id: int) -> list[dict[str, Any]]:
     """Every run of one experiment (any status) with its timing columns and status, in order."""
-    cols = ", ".join(TIMING_COLUMNS)
+    cols = ", ".join(TIMING_COLUMNS) + _json_cols(db, "")
     sql = f"select {cols}, status, failure_kind from runs where experiment_id = ? order by seq, id"
     return [dict(row) for row in db.query(sql, [int(experiment_id)])]
+
+
+def started_configs(db: Database, limit: int = 2000) -> list[dict[str, Any]]:
+    """The configuration of every run of a local experiment whose server started here (time to
+    healthy stored), newest first, with its hardware and its experiment's engine: which
+    configurations have compiled on this machine."""
+    sql = (
+        "select r.config_json, r.hardware, e.engine_json, e.base_url, e.model from runs r "
+        "join experiments e on e.id = r.experiment_id where r.time_to_healthy_s is not null "
+        "and coalesce(e.origin, 'local') = 'local' order by r.id desc limit ?"
+    )
+    return [dict(row) for row in db.query(sql, [int(limit)])]

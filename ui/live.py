@@ -37,6 +37,7 @@ from ui.common import ICONS
 from ui.common import md_escape as esc
 from ui.links import compare_link
 from ui.tables import KEY_NUMBERS, KV_USAGE, render_run_table
+from ui.time_spent import render_time_spent, render_timeline
 
 POLL_S = 1.5
 LIVE_KEYS = (
@@ -253,6 +254,16 @@ def render_log(run: Mapping[str, Any]) -> None:
             st.caption("no log yet" if is_active(run.get("status")) else "no server log kept")
 
 
+def render_anatomy(db: Any, exp: Mapping[str, Any]) -> None:
+    """Where each run's time went (the run in flight so far), and the experiment's in a line."""
+    runs = queries.list_runs(db, int(exp["id"]), include_hidden=True)
+    if not any(r.get("anatomy") for r in runs):
+        return
+    with st.container(key="live_anatomy"):
+        render_timeline(runs, "live_anatomy_chart")
+        render_time_spent(db, runs, "live_time_spent")
+
+
 def render_runs_table(db: Any, exp: Mapping[str, Any]) -> None:
     runs = queries.list_runs(db, int(exp["id"]), include_hidden=True)
     if not runs:
@@ -325,6 +336,7 @@ def panel(db_path: Path, experiment_id: int, was_active: bool) -> None:
         if run is not None:
             render_run_charts(db, run)
             render_startup(run)
+            render_anatomy(db, exp)
             render_log(run)
         render_runs_table(db, exp)
 

@@ -13,6 +13,7 @@ from store import open_db, queries
 from tests.engine import starved
 from tuning.cli.runs import RUN_KEYS
 from tuning.engine.startup_anatomy import describe
+from tuning.experiment.run_anatomy import describe as describe_run
 
 pytestmark = pytest.mark.engine
 
@@ -79,6 +80,16 @@ def test_runs_json_has_the_summary_keys(
         assert abs(sum(p["seconds"] for p in anat["phases"]) - healthy) <= 0.05 * healthy
         assert anat["compile_cache"]["state"] == "eager"
         print(f"run {rid}: {describe(anat)}")
+    # Issue 38: each run's whole wall time, from the previous run's end to its own, in named
+    # parts that add up to it within 2 %.
+    for rid in real_lab["run_ids"]:
+        whole = rows[rid]["anatomy"]
+        assert whole is not None and whole["open"] is False, whole
+        parts = sum(p["seconds"] for p in whole["parts"])
+        assert abs(parts - whole["wall_s"]) <= 0.02 * whole["wall_s"], whole
+        keys = [p["key"] for p in whole["parts"]]
+        assert {"start", "warmup", "load", "storing"} <= set(keys), keys
+        print(f"run {rid}: {describe_run(whole)}")
 
 
 def test_a_value_that_cannot_start_is_stored_and_the_next_still_runs(

@@ -7,7 +7,10 @@ Like vLLM it is an API server parent plus an `EngineCore` child in the same proc
 with `(APIServer pid=N)` / `(EngineCore pid=N)` prefixes, binds its port before the engine starts,
 sizes a KV cache from its flags (2,048 bytes per token, the tiny model's), and serves the
 OpenAI routes of `fake_openai.FakeOpenAIServer` plus `/health`, `/metrics` with
-`vllm:cache_config_info`, and `/fake/state` (what it runs with, for tests).
+`vllm:cache_config_info`, and `/fake/state` (what it runs with, for tests). Started with
+`--enable-sleep-mode` and `VLLM_SERVER_DEV_MODE=1` it also serves vLLM's sleep-mode endpoints,
+`POST /sleep?level=1|2`, `POST /wake_up` and `GET /is_sleeping` (asleep, it holds no device
+memory and refuses generation with 503; `/fake/state` says how much it holds).
 
 Faults, comma-separated, from `FAKE_VLLM_FAULTS` and/or `--fake-faults` (`Faults` below
 lists them); one written `NAME[=VALUE]@FLAG=VALUE` applies only to a start with that flag value, so
@@ -76,6 +79,10 @@ class Faults:
     forged_prompt_tokens: float | None = None  # ... and its usage.prompt_tokens this
     fake_lines: str | None = None  # vLLM-like lies before its own lines: pid "foreign" (1) or "own"
     long_line: int = 0  # bytes of one log line printed before it serves
+    # Sleep mode (`--enable-sleep-mode` with VLLM_SERVER_DEV_MODE=1 serves /sleep, /wake_up,
+    # /is_sleeping): after a wake the KV cache holds this many tokens instead (a wake that did
+    # not give back what a fresh start has).
+    wake_kv_tokens: int | None = None
 
 
 # Each fault's value type; a bool fault takes no value.
@@ -98,6 +105,7 @@ FAULT_TYPES: dict[str, type] = {
     "forged_prompt_tokens": float,
     "fake_lines": str,
     "long_line": int,
+    "wake_kv_tokens": int,
 }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import socket
 import threading
 import time
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
     from tests.fakes.fake_vllm import Faults
 
 Body = dict[str, Any]
+DEV_MODE = "VLLM_SERVER_DEV_MODE"  # vLLM's dev endpoints (sleep mode among them) need it on
+WEIGHTS_BYTES = 0.25 * 2**30  # fake_vllm.WEIGHTS_GIB
 
 
 class _EngineDied(Exception):
@@ -45,11 +48,52 @@ class FakeVllmServer(FakeOpenAIServer):
         self.running = 0
         self.max_running = 0
         self._slots: asyncio.Semaphore | None = None
+        self.sleep_level = 0  # 0 awake; 1 weights offloaded, KV dropped; 2 both dropped
+        self.sleeps = 0  # how many times it fell asleep
+
+    @property
+    def sleep_mode(self) -> bool:
+        """vLLM serves its sleep endpoints only with the flag and in dev mode."""
+        flags = self.state.get("flags") or {}
+        return bool(flags.get("enable_sleep_mode")) and os.environ.get(DEV_MODE) == "1"
 
     def app(self) -> web.Application:
         app = super().app()
         app.router.add_get("/fake/state", self._state)
+        if self.sleep_mode:
+            app.router.add_post("/sleep", self._sleep)
+            app.router.add_post("/wake_up", self._wake_up)
+            app.router.add_get("/is_sleeping", self._is_sleeping)
         return app
+
+    def device_bytes(self) -> int:
+        """What it holds on the (pretend) device: weights and KV awake, nothing asleep."""
+        if self.sleep_level:
+            return 0
+        return int(WEIGHTS_BYTES + int(self.eff["kv_cache_memory_bytes"]))
+
+    async def _sleep(self, request: web.Request) -> web.Response:
+        try:
+            level = int(request.query.get("level", "1"))
+        except ValueError:
+            return web.Response(status=400, text="level must be 1 or 2")
+        if level not in (1, 2):
+            return web.Response(status=400, text="level must be 1 or 2")
+        if not self.sleep_level:
+            self.sleeps += 1
+        self.sleep_level = level
+        return web.Response(status=200, text="")
+
+    async def _wake_up(self, request: web.Request) -> web.Response:
+        if self.sleep_level and self.faults.wake_kv_tokens is not None:
+            tokens = int(self.faults.wake_kv_tokens)  # a wake that did not give the KV back
+            self.eff["kv_cache_size_tokens"] = tokens
+            self.eff["num_gpu_blocks"] = tokens // int(self.eff["block_size"])
+        self.sleep_level = 0
+        return web.Response(status=200, text="")
+
+    async def _is_sleeping(self, request: web.Request) -> web.Response:
+        return web.json_response({"is_sleeping": bool(self.sleep_level)})
 
     async def _start(self) -> None:
         self._runner = web.AppRunner(self.app(), shutdown_timeout=0.5, access_log=None)
@@ -65,6 +109,9 @@ class FakeVllmServer(FakeOpenAIServer):
             "running": self.running,
             "max_running": self.max_running,
             "waiting": s.current - self.running,
+            "sleep_level": self.sleep_level,
+            "sleeps": self.sleeps,
+            "device_bytes": self.device_bytes(),
         }
         return web.json_response({**self.state, **live})
 
@@ -125,6 +172,9 @@ class FakeVllmServer(FakeOpenAIServer):
         return super()._mode(ordinal, prompt)
 
     async def _generate(self, request: web.Request, chat: bool) -> web.StreamResponse:
+        if self.sleep_level:
+            error = {"message": "the engine is sleeping", "type": "ServiceUnavailable", "code": 503}
+            return web.json_response({"error": error}, status=503)
         if self.engine_dead.is_set():
             error = {
                 "message": "EngineCore encountered an issue. See stack trace (above) for the "

@@ -206,18 +206,25 @@ def _compare(args: argparse.Namespace) -> int:
     from tuning.compare.headline import headline
     from tuning.present.export import comparison_json
 
-    def show(_db: Any, selection: Selection) -> int:
+    def show(db: Any, selection: Selection) -> int:
+        from tuning.experiment.time_spent import report
+
         comparison, preference = selection.comparison, selection.preference
         lead = headline(comparison, preference)
+        spent = report(db, selection.runs)  # where each experiment's time went, and its estimate
         if args.json:
             extra = {
                 "headline": lead.sentences,
                 "headline_recommendation": lead.recommendation,
                 "prefer_default": preference.to_json(),
+                "time_spent": spent,
             }
             say(comparison_json(comparison, extra).decode("utf-8"))
         else:  # the decision first; the recommendation once, in the headline when it makes one
             rest = format_comparison(comparison, None if lead.recommendation else preference.text)
+            rest += "".join(
+                "\n\n" + "\n".join(printable(line) for line in e["lines"]) for e in spent
+            )
             say("\n".join([*lead.lines, "", rest]) if lead.lines else rest)
         return 0
 

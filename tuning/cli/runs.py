@@ -68,6 +68,7 @@ def run_as_dict(run: dict[str, Any]) -> dict[str, Any]:
     out["startup_anatomy"] = (run.get("startup") or {}).get(
         "anatomy"
     )  # tuning.engine.startup_anatomy
+    out["anatomy"] = run.get("anatomy")  # where its wall time went (tuning.experiment.run_anatomy)
     out["suspect_reasons"] = suspect_reasons(run)  # why a `suspect` run is not counted; [] else
     health = run.get("health")  # samples lost or thinned ([]: complete, or not recorded)
     out["sample_gaps"] = sample_gaps(health if isinstance(health, dict) else None)

@@ -38,6 +38,9 @@ FAILED_READ_S = 2.0
 # Once the API server (the group leader) has exited on SIGTERM, what is left of its group gets this
 # long before SIGKILL: a straggler that ignores SIGTERM must not cost the whole grace per stop.
 STRAGGLER_GRACE_S = 2.0
+# Between two /health polls while a server starts: the start's end is seen this late at most (it
+# was 0.5 s: a quarter of a second lost a start on average, and time to healthy that coarse).
+HEALTH_POLL_S = 0.2
 
 HINTS: dict[str, str] = {
     "invalid_argument": "vLLM's argument parser refused a flag or value: check the parameter "
@@ -239,6 +242,9 @@ class ServerProcess:
         # pids whose log lines are facts (tuning.engine.log_facts).
         self.pids: set[int] = set()
         self.sheet: Sheet | None = None  # what its log said, read while it started
+        # When a start was seen to fail (exit or timeout), before its log was read and it was
+        # stopped: where the run's anatomy ends "start" (tuning.experiment.run_anatomy).
+        self.failed_at: float | None = None
         self._stopped = False
 
     def __enter__(self) -> Self:
@@ -327,6 +333,7 @@ class ServerProcess:
             self.note_pids()
             code = self.proc.poll()
             if code is not None:
+                self.failed_at = time.monotonic()
                 words = FailureWords()
                 read_until = max(deadline, time.monotonic() + FAILED_READ_S)
                 version = self.read_log(read_until, [words.feed_block]).get("vllm_version")
@@ -340,6 +347,7 @@ class ServerProcess:
             if status == 200 and self._port_is_ours():
                 break
             if time.monotonic() > deadline:
+                self.failed_at = time.monotonic()
                 self.stop(port_was_ours=self._port_is_ours())  # never wait for another's port
                 raise StartFailure(
                     "timeout",
@@ -350,7 +358,7 @@ class ServerProcess:
                 )
             if on_poll:
                 on_poll(time.monotonic() - self.started_at)
-            time.sleep(0.5)
+            time.sleep(HEALTH_POLL_S)
         healthy_s = round(time.monotonic() - self.started_at, 3)
         if self.stamps is not None and self.sheet is not None:  # what was written since its read
             stamps = self.stamps.stop(until_s=healthy_s, deadline=deadline)
@@ -400,9 +408,16 @@ class ServerProcess:
         """Our own child, so `poll()` both answers and reaps it (no zombie is left behind)."""
         return self.proc is not None and self.proc.poll() is None
 
-    def stop(self, grace: float = 15.0, timeout: float = 60.0, port_was_ours: bool = True) -> None:
+    def stop(
+        self,
+        grace: float = 15.0,
+        timeout: float = 60.0,
+        port_was_ours: bool = True,
+        wait_port: bool = True,
+    ) -> None:
         """SIGTERM the group; once the leader has exited (or after `grace`), SIGKILL whatever is
-        left after STRAGGLER_GRACE_S; return once it is gone and the port is free.
+        left after STRAGGLER_GRACE_S; return once it is gone and the port is free (with
+        `wait_port=False`, once it is gone: the caller then calls `wait_port_released`).
 
         A second call is a no-op: the group id may belong to someone else by then. StopFailure
         when a process outlives SIGKILL or the port stays held by one of ours.
@@ -439,10 +454,10 @@ class ServerProcess:
                 pass
             self._stopped = True
         ipc_dir.remove(self.ipc_dir)  # the group is gone (a survivor raised above: swept later)
-        if port_was_ours:
-            self._wait_port_released(timeout)
+        if port_was_ours and wait_port:
+            self.wait_port_released(timeout)
 
-    def _wait_port_released(self, timeout: float) -> None:
+    def wait_port_released(self, timeout: float = 60.0) -> None:
         """Wait until the port is free; a listener that was there before our server started is
         someone else's (never signalled, never waited for)."""
         deadline = time.monotonic() + timeout

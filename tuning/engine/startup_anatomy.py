@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -223,6 +223,20 @@ def compile_cache(log: str | Sheet) -> dict[str, Any]:
     else:
         state = None
     return {"state": state, "dir": sheet.get("compile_cache_dir")}
+
+
+# Compile-cache states of a start that compiled (a cold start): not a warm time to healthy.
+COLD = frozenset({"miss", "partial"})
+
+
+def compile_state(run: Mapping[str, Any]) -> str | None:
+    """The compile-cache state of a stored run's start (`compile_cache`), None when unknown (no
+    start of its own, or stored before the lab read it)."""
+    startup = run.get("startup")
+    anat = startup.get("anatomy") if isinstance(startup, Mapping) else None
+    cache = anat.get("compile_cache") if isinstance(anat, Mapping) else None
+    state = cache.get("state") if isinstance(cache, Mapping) else None
+    return str(state) if isinstance(state, str) else None
 
 
 def anatomy(stamps: dict[str, float], healthy_s: float, log: str | Sheet) -> dict[str, Any]:

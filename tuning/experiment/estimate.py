@@ -15,18 +15,22 @@ throughput no server reaches) is not a measurement: it is ignored, and the estim
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from datetime import datetime
 from typing import Any
 
 from sqlite_utils import Database
 
 from core.clock import age_s
-from core.plausible import MAX_PART_S, MAX_TOKENS_PER_S, in_range, shown
+from core.plausible import MAX_PART_S, in_range
 from store import queries, timings
+from tuning.engine import hardware
 from tuning.experiment.outcome import finished
+from tuning.experiment.run_parts import Parts
+from tuning.experiment.run_parts import mean as _mean
+from tuning.experiment.run_parts import span_s as span_s  # where repeats reads it
 from tuning.measure.traffic.workload import Workload
 
 HISTORY_RUNS = 20  # the newest measured runs of the engine the model averages
@@ -77,14 +81,22 @@ class Costs:
     measured_runs: int = 0  # 0: every part is a guess
     source: str = ""  # where a guess comes from
     ignored: str = ""  # stored values left out as outside a sane range, in words
+    # A start that compiles anew (vLLM's compile cache missed): measured apart from the warm
+    # `start_s` on this engine; None when its history has no such start (or only such starts).
+    cold_start_s: float | None = None
 
     def run_s(self, restart: bool = True) -> float:
         """A run's wall time; without a restart (a workload value on a kept server) no start."""
         return (self.start_s if restart else 0.0) + self.load_s + self.rest_s
 
+    def cold_extra_s(self) -> float:
+        """What a cold start costs over a warm one (0 when not known)."""
+        return max(0.0, self.cold_start_s - self.start_s) if self.cold_start_s else 0.0
+
     def describe(self) -> str:
+        cold = f" ({_s(self.cold_start_s)} cold)" if self.cold_start_s else ""
         return (
-            f"{self.basis}: start {_s(self.start_s)}, load {_s(self.load_s)}, "
+            f"{self.basis}: start {_s(self.start_s)}{cold}, load {_s(self.load_s)}, "
             f"stop and the rest {_s(self.rest_s)} a run"
             + (f"; from {self.source}" if self.source else "")
             + (f"; {self.ignored}" if self.ignored else "")
@@ -134,94 +146,6 @@ def about(seconds: float) -> str:
     return f"about {round(seconds / 60)} min"
 
 
-# -- the parts of stored runs ---------------------------------------------------------------------
-def span_s(start: Any, end: Any) -> float | None:
-    """Seconds between two stored ISO stamps; None when one is missing or unreadable."""
-    if not start or not end:
-        return None
-    try:
-        return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
-    except (TypeError, ValueError):
-        return None
-
-
-class _Sane:
-    """Stored values read through a sane range; what falls outside is kept in words."""
-
-    def __init__(self) -> None:
-        self.ignored: list[str] = []
-
-    def part(self, row: Mapping[str, Any], what: str, value: Any) -> float | None:
-        """`value` (seconds) when it is a part one run can take; None, noted, when it is not."""
-        if value is None:
-            return None
-        sane = in_range(value, 0.0, MAX_PART_S)
-        if sane is None:
-            self.ignored.append(f"run {row.get('id', '?')}'s {what} {shown(value)} s")
-        return sane
-
-    def rate(self, row: Mapping[str, Any], tokens: Any, load: float) -> float | None:
-        """Output tokens of a load when tokens / load is a throughput a server can reach."""
-        got = in_range(tokens, 0.0, MAX_TOKENS_PER_S * MAX_PART_S)
-        if got and load > 0 and got / load <= MAX_TOKENS_PER_S:
-            return got
-        if tokens is not None and got != 0:
-            self.ignored.append(f"run {row.get('id', '?')}'s {shown(tokens)} tokens in {_s(load)}")
-        return None
-
-    def note(self) -> str:
-        if not self.ignored:
-            return ""
-        n = len(self.ignored)
-        head = f"ignored {n} stored value{'s' if n != 1 else ''} outside a sane range"
-        return f"{head}: {', '.join(self.ignored[:3])}" + (", ..." if n > 3 else "")
-
-
-@dataclass(frozen=True)
-class Parts:
-    """The measured parts of some runs (each list holds the runs that measured it), and the
-    stored values left out as outside a sane range (`ignored`, in words)."""
-
-    starts: list[float]
-    loads: list[float]
-    tok_s: list[tuple[float, float]]  # (output tokens, load seconds)
-    rests: list[float]
-    ignored: str = ""
-
-    @classmethod
-    def of(cls, rows: Sequence[Mapping[str, Any]]) -> Parts:
-        starts, loads, tok_s, rests = [], [], [], []
-        sane = _Sane()
-        for row in rows:
-            noted = len(sane.ignored)
-            start = sane.part(row, "time to healthy", row.get("time_to_healthy_s"))
-            load = sane.part(row, "load", row.get("duration"))
-            wall = span_s(row.get("started_at"), row.get("finished_at"))
-            if len(sane.ignored) > noted:  # a part left out: the rest cannot be told either
-                wall = None
-            if start is not None:
-                starts.append(start)
-            if load is not None:
-                loads.append(load)
-                tokens = sane.rate(row, row.get("total_output_tokens"), load)
-                if tokens and load > 0:
-                    tok_s.append((tokens, load))
-            if wall is not None:  # a row without parts is all rest
-                rest = wall - (start or 0.0) - (load or 0.0)
-                kept = 0.0 if rest <= 0 else sane.part(row, "stop and rest", rest)
-                if kept is not None:
-                    rests.append(kept)
-        return cls(starts, loads, tok_s, rests, sane.note())
-
-    @property
-    def count(self) -> int:
-        return max(len(self.loads), len(self.starts), len(self.rests))
-
-
-def _mean(values: Sequence[float]) -> float | None:
-    return statistics.fmean(values) if values else None
-
-
 def planned_tokens(workload: Workload) -> int:
     """Output tokens one run's measured load produces (every request generates output_len)."""
     return workload.num_requests * workload.output_len
@@ -248,7 +172,8 @@ def costs_from(
     if parts.tok_s:
         tok_s = sum(t for t, _ in parts.tok_s) / sum(s for _, s in parts.tok_s)
     warmup_s = workload.warmups * workload.output_len / tok_s
-    start = _mean(parts.starts)
+    start = _mean(parts.warm) if parts.warm else _mean(parts.starts)
+    cold = _mean(parts.cold) if parts.cold and parts.warm else None
     rest = _mean(parts.rests)
     outside = [
         x
@@ -276,6 +201,7 @@ def costs_from(
         measured_runs=n,
         source="" if n else guess.source,
         ignored=parts.ignored,
+        cold_start_s=cold,
     )
 
 
@@ -284,7 +210,10 @@ def blend(costs: Costs, own: Sequence[Mapping[str, Any]]) -> Costs:
     parts = Parts.of([r for r in own if r.get("status") == "done"])
     if parts.count == 0:
         return costs
-    start, load, rest = _mean(parts.starts), _mean(parts.loads), _mean(parts.rests)
+    # Its later starts are warm (each configuration compiled at its first): its own warm starts,
+    # else the history's warm start where the history tells them apart, else its own starts.
+    start = _mean(parts.warm) or (None if costs.cold_start_s else _mean(parts.starts))
+    load, rest = _mean(parts.loads), _mean(parts.rests)
     n = parts.count
     return replace(
         costs,
@@ -299,13 +228,16 @@ def blend(costs: Costs, own: Sequence[Mapping[str, Any]]) -> Costs:
 
 
 # -- estimates ------------------------------------------------------------------------------------
-def runs_seconds(costs: Costs, runs: int, restart: bool, experiments: int = 1) -> float:
+def runs_seconds(
+    costs: Costs, runs: int, restart: bool, experiments: int = 1, cold: int = 0
+) -> float:
     """Seconds of `runs` runs over `experiments` experiments; without a restart per run, one
-    start per experiment."""
+    start per experiment; `cold` of the starts compile anew."""
     starts = runs if restart else min(runs, experiments)
     return (
         experiments * costs.experiment_s
         + starts * costs.start_s
+        + min(cold, starts) * costs.cold_extra_s()
         + runs * (costs.load_s + costs.rest_s)
     )
 
@@ -319,13 +251,22 @@ def for_experiment(
     max_repeats: int | None = None,
     budget_minutes: float | None = None,
     stored: int = 0,
+    cold: int = 0,
 ) -> Estimate:
     """values x repeats runs (less `stored` finished ones, on resume); with `max_repeats`
     (`--repeats auto`, `repeats` its first rounds) also the most it may take: every value to
-    max_repeats, or what the budget affords."""
+    max_repeats, or what the budget affords. `cold`: the configurations whose first start here
+    compiles anew (each compiles once; the later starts are warm)."""
     runs = max(0, values * repeats - stored)
-    seconds = runs_seconds(costs, runs, restart)
-    note = f"{stored} finished run(s) kept" if stored else ""
+    cold = cold if costs.cold_extra_s() else 0
+    seconds = runs_seconds(costs, runs, restart, cold=cold)
+    notes = [f"{stored} finished run(s) kept"] if stored else []
+    if cold:
+        notes.append(
+            f"{cold} configuration{'s' if cold != 1 else ''} not compiled here yet: "
+            f"{'its' if cold == 1 else 'each'} first start counted cold"
+        )
+    note = "; ".join(notes)
     if max_repeats is None:
         return Estimate("experiment", runs, seconds, costs, note=note)
     most = max(runs, values * max(max_repeats, repeats) - stored)
@@ -336,10 +277,16 @@ def for_experiment(
         if fits < most:
             most = max(runs, fits)
             unit = "run" if fits == 1 else "runs"
-            note = f"a budget of {budget_minutes:g} min allows about {fits} {unit}"
-            note += f"; {stored} finished run(s) kept" if stored else ""
+            note = "; ".join([f"a budget of {budget_minutes:g} min allows about {fits} {unit}"])
+            note = "; ".join([note, *notes])
     return Estimate(
-        "experiment", runs, seconds, costs, most, runs_seconds(costs, most, restart), note
+        "experiment",
+        runs,
+        seconds,
+        costs,
+        most,
+        runs_seconds(costs, most, restart, cold=cold),
+        note,
     )
 
 
@@ -389,14 +336,31 @@ def engine_costs(
     exclude_experiment: int | None = None,
 ) -> Costs:
     """The model for `engine` (an EngineSpec's JSON; None for an attached server) and `workload`
-    from this DB's earlier runs of the same engine."""
-    import json
+    from this DB's earlier runs of the same engine on this machine."""
+    history = [
+        row
+        for row in _this_engine(db, timings.done_run_timings(db), engine, base_url, model)
+        if exclude_experiment is None or row["experiment_id"] != exclude_experiment
+    ]
+    ids = list(dict.fromkeys(int(r["experiment_id"]) for r in history))[:HISTORY_EXPERIMENTS]
+    spans = timings.experiment_spans(db, ids)
+    return costs_from(history, spans, workload, engine_kind(engine))
 
+
+def _this_engine(
+    db: Database,
+    rows: Sequence[Mapping[str, Any]],
+    engine: Mapping[str, Any] | None,
+    base_url: str | None,
+    model: str | None,
+) -> list[Mapping[str, Any]]:
+    """The rows of the same engine (its command and model; an attached server: its URL and
+    model) on this machine: a run stored with other hardware ran elsewhere (a DB carried from
+    another box), its times are not this machine's."""
     want = _engine_id(engine, base_url, model if engine is None else None)
-    history: list[dict[str, Any]] = []
-    for row in timings.done_run_timings(db):
-        if exclude_experiment is not None and row["experiment_id"] == exclude_experiment:
-            continue
+    here = hardware.describe()["summary"] if engine else None
+    kept = []
+    for row in rows:
         try:
             row_engine = json.loads(row["engine_json"]) if row.get("engine_json") else None
         except ValueError:
@@ -404,11 +368,27 @@ def engine_costs(
         got = _engine_id(
             row_engine, row.get("base_url"), row.get("model") if not row_engine else None
         )
-        if got == want:
-            history.append(row)
-    ids = list(dict.fromkeys(int(r["experiment_id"]) for r in history))[:HISTORY_EXPERIMENTS]
-    spans = timings.experiment_spans(db, ids)
-    return costs_from(history, spans, workload, engine_kind(engine))
+        elsewhere = here is not None and row.get("hardware") not in (None, here)
+        if got == want and not elsewhere:
+            kept.append(row)
+    return kept
+
+
+def cold_configs(db: Database, exp: Mapping[str, Any]) -> int:
+    """How many of the experiment's configurations no server of this engine has started with on
+    this machine yet (the experiment's own runs count): each compiles at its first start."""
+    from tuning.experiment.run_unit import run_inputs
+
+    engine = exp.get("engine")
+    if not engine:
+        return 0
+    started = _this_engine(db, timings.started_configs(db), engine, None, None)
+    seen = {str(r.get("config_json")) for r in started}
+    wanted = set()
+    for value in exp.get("values") or ():
+        config, _, _ = run_inputs(dict(exp), value)
+        wanted.add(json.dumps(config, sort_keys=True, default=str))
+    return len(wanted - seen)
 
 
 def restarts(exp: Mapping[str, Any]) -> bool:
@@ -441,8 +421,9 @@ def of_experiment(db: Database, exp: Mapping[str, Any]) -> Estimate:
         costs = replace(
             costs, basis=f"{costs.basis}, one after another (the fleet runs them in parallel)"
         )
+    cold = cold_configs(db, exp) if costs.cold_start_s else 0
     if not exp.get("repeats_auto"):
-        return for_experiment(costs, values, repeats, restarts(exp), stored=stored)
+        return for_experiment(costs, values, repeats, restarts(exp), stored=stored, cold=cold)
     budget = exp.get("budget_minutes")
     return for_experiment(
         costs,
@@ -452,6 +433,7 @@ def of_experiment(db: Database, exp: Mapping[str, Any]) -> Estimate:
         max_repeats=int(exp.get("max_repeats") or repeats),
         budget_minutes=float(budget) if budget else None,
         stored=stored,
+        cold=cold,
     )
 
 

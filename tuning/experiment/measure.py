@@ -9,8 +9,7 @@ import os
 import threading
 import time
 from contextlib import ExitStack
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from core.records import SampleRow
 from core.status import Status
@@ -20,19 +19,14 @@ from tuning.engine.server import ServerProcess
 from tuning.engine.spec import EngineSpec
 from tuning.experiment import outcome, planned, spool
 from tuning.experiment.bookkeeping import Bookkeeping
+from tuning.experiment.load_prep import LoadPrep
+from tuning.experiment.run_anatomy import RunClock
 from tuning.experiment.sampling import RunSamples
 from tuning.experiment.watch import EngineWatch
 from tuning.measure.telemetry.peaks import peaks
 from tuning.measure.telemetry.prom import MetricsSampler
 from tuning.measure.traffic import WorkloadSpec
-from tuning.measure.traffic.workload import (
-    FALLBACK_NOTE,
-    FALLBACK_TOKENIZER_ID,
-    LocalTokenizer,
-    Workload,
-    build_prompts,
-    choose_tokenizer,
-)
+from tuning.measure.traffic.workload import FALLBACK_NOTE, FALLBACK_TOKENIZER_ID, Workload
 
 
 class RunUnit(Protocol):
@@ -44,7 +38,10 @@ class RunUnit(Protocol):
     server_check: effective.Check | None
     gpu_baseline: dict[str, int]
 
+    loads: LoadPrep
+
     def relabel(self, run_id: int) -> None: ...
+    def stop_soon(self) -> None: ...
 
 
 def measure(
@@ -55,6 +52,7 @@ def measure(
     wl: Workload,
     engine: EngineSpec | None,
     spec: WorkloadSpec | None = None,
+    clock: RunClock | None = None,
 ) -> int:
     from tuning.measure.health import run_health, server_summary
     from tuning.measure.loadgen.child import run_load_in_subprocess
@@ -63,24 +61,29 @@ def measure(
 
     book = unit.book
     attached = engine is None
+    clock = clock or RunClock(time.monotonic(), "workload")
+    clock.mark("workload")
     if attached:
         unit.samples.start(run_id, t0, [MetricsSampler(base_url, period=0.5)])
     else:
         unit.samples.retarget(run_id)  # a reused server's samples belong to this run now
     model = str(book.exp.get("model") or (engine.served_model_name if engine else ""))
-    (tokenizer, tokenizer_id), plan = _tokenizer_for(engine, base_url, model), None
+    # built once per tokenizer and workload (tuning.experiment.load_prep), checked on each server
+    prep = unit.loads.prepare(engine, base_url, model, wl, spec)
+    tokenizer_id, prompts, load_wl, plan = prep.tokenizer_id, prep.prompts, prep.workload, prep.plan
     if tokenizer_id == FALLBACK_TOKENIZER_ID:
         book.progress("note", {"run_id": run_id, "note": FALLBACK_NOTE})
-    if spec is None:
-        prompts, load_wl = build_prompts(wl, tokenizer), wl
-    else:  # real traffic: the plan, its own warm-ups, and its fingerprint
-        prep = planned.prepare(wl, spec, tokenizer)
-        prompts, load_wl, plan = prep.warmup_prompts, prep.workload, prep.plan
+    if prep.fingerprint is not None:  # real traffic: the plan's own fingerprint
         repo.update_run(book.db, run_id, workload_fingerprint=prep.fingerprint)
+    clock.mark("loadgen")
     book.phase("warming_up", run_id)
 
     def on_progress(done: int, total: int) -> None:
         book.set_live(requests_done=done, requests_total=total)
+
+    def on_phase(phase: str) -> None:
+        clock.mark({"warming_up": "warmup", "loading": "load"}.get(phase, phase))
+        book.phase(phase, run_id)
 
     with ExitStack() as stack:
         stop_load, watch = book.live.cancel, None
@@ -97,7 +100,7 @@ def measure(
                 api_key=os.environ.get("OPENAI_API_KEY"),
                 on_progress=on_progress,
                 cancel=stop_load,
-                on_phase=lambda phase: book.phase(phase, run_id),
+                on_phase=on_phase,
                 server_stats=True,  # vLLM's counters, settled, around the measured phase
             )
         except LoadError:  # stopped before it could answer (the engine died, or Stop)
@@ -111,6 +114,11 @@ def measure(
     started = result.started_monotonic
     load_start = started - t0 if started is not None else returned - result.duration_s
     load_end = min(returned, load_start + result.duration_s)
+    if not result.cancelled:  # the load's own clock, exact: its start and its end
+        clock.retime("load", t0 + load_start)
+        clock.mark("drain", at=t0 + load_end)
+    clock.mark("storing", at=t0 + returned)
+    log_tail = unit.server.log_tail(200) if unit.server else None  # before any stop's lines
     spooled = spool.keep(book.db_path, run_id, result.records, result.duration_s)  # until stored
     if spooled is None:
         book.progress("note", {"run_id": run_id, "note": spool.NOT_KEPT})
@@ -118,6 +126,8 @@ def measure(
     if attached:
         unit.samples.finish()
     else:
+        if died is None and not book.live.cancel.is_set():
+            unit.stop_soon()  # when the next run restarts: stopped while this one is stored
         unit.samples.flush()
     repo.insert_requests(book.db, run_id, result.records)
     if plan is not None:  # content hashes (and the text, kept local: bundles drop it)
@@ -152,7 +162,6 @@ def measure(
     if unit.server_check is not None:  # a limit the load shows was not applied
         repo.update_run(book.db, run_id, **effective.columns(unit.server_check, health))
     cancelled = book.live.cancel.is_set() or (result.cancelled and died is None)
-    log_tail = unit.server.log_tail(200) if unit.server else None
     verdict = ("engine_died", outcome.engine_words(died, log_tail)) if died else None
     suspect = [] if verdict or cancelled else outcome.suspect_reasons(result.records, summary)
     if verdict is None and not cancelled and not suspect:
@@ -191,13 +200,3 @@ def _load_stopped(unit: RunUnit, run_id: int, died: str | None) -> int:
     book.fail_run(run_id, "engine_died", reason, hint, log_tail=log_tail)
     book.progress("run_failed", {"run_id": run_id, "kind": "engine_died", "reason": reason})
     return run_id
-
-
-def _tokenizer_for(engine: EngineSpec | None, base_url: str, model: str) -> tuple[Any, str]:
-    """The engine's own tokenizer.json when the lab started it; else the server's /tokenize, else
-    (a server without it: a gateway, not vLLM) the lab's own, as `bench` does."""
-    if engine is not None:
-        local = Path(engine.model) / "tokenizer.json"
-        if local.exists():
-            return LocalTokenizer(local), str(local)
-    return choose_tokenizer(None, model, base_url, os.environ.get("OPENAI_API_KEY"))

@@ -29,8 +29,11 @@ from tuning.engine.server import ServerProcess, StartFailure
 from tuning.engine.spec import EngineSpec
 from tuning.experiment import outcome, planned
 from tuning.experiment.bookkeeping import Bookkeeping
+from tuning.experiment.load_prep import LoadPrep
 from tuning.experiment.measure import measure
+from tuning.experiment.run_anatomy import RunClock
 from tuning.experiment.sampling import RunSamples
+from tuning.experiment.stopping import BackgroundStop
 from tuning.experiment.watch import serving
 from tuning.measure.telemetry.gpu import GpuSampler, read_gpu_used, wait_gpu_memory_released
 from tuning.measure.telemetry.proctree import ProcessTreeSampler
@@ -38,6 +41,10 @@ from tuning.measure.telemetry.prom import MetricsSampler
 from tuning.measure.traffic import WorkloadSpec
 from tuning.measure.traffic.workload import Workload
 from tuning.settings import lab_home
+
+# Between two reads of device memory while a stopped server's memory comes back (NVML's default
+# here was 0.5 s: up to half a second a restart spent waiting for nothing).
+RELEASE_POLL_S = 0.1
 
 
 def default_log_dir() -> Path:
@@ -128,12 +135,22 @@ class RunUnit:
         self.samples = RunSamples(book.db_path, self.relabel)
         # Device memory before any server of ours: each restart waits until it is back to this.
         self.gpu_baseline = read_gpu_used()
+        # The next run's window begins here: the runner's start, then each run's end.
+        self.clock = RunClock(time.monotonic(), "runner_start")
+        self._stopping: BackgroundStop | None = None  # a server's stop begun after its load
+        self.loads = LoadPrep()  # each workload's prompts, built once for the runs after it
+
+    def begin_window(self) -> None:
+        """The first run's window begins now (the runner calls it once it is running)."""
+        self.clock = RunClock(time.monotonic(), self.clock.first)
 
     # -- one run --------------------------------------------------------------------------------
     def run(self, seq: int, value: Any, repeat: int, uid: str | None = None) -> int:
         """Create the run's row (with `uid` when the caller already named the run), start or reuse
         the server, measure, store; a failure is stored on the run and its id returned."""
         book, exp = self.book, self.book.exp
+        clock = self.clock
+        clock.mark("prepare")
         engine = engine_of(exp)
         config, wl, spec = run_inputs(exp, value)
         fields = new_run_fields(exp, seq, value, repeat, hardware.describe() if engine else None)
@@ -141,11 +158,28 @@ class RunUnit:
             fields["uid"] = uid
         run_id = repo.create_run(book.db, **fields)
         self.run_uid = str(fields["uid"])
+        clock.on_change = lambda anatomy: self._store_anatomy(run_id, anatomy)
+        self._store_anatomy(run_id, clock.snapshot())
+        try:
+            return self._run(run_id, engine, config, wl, spec)
+        finally:  # whatever ended it (a Stop, a failure, an interrupt): where its time went
+            self._close_window(run_id)
+
+    def _run(
+        self,
+        run_id: int,
+        engine: EngineSpec | None,
+        config: dict[str, Any],
+        wl: Workload,
+        spec: WorkloadSpec | None,
+    ) -> int:
+        book, exp = self.book, self.book.exp
         book.set_live(current_run_id=run_id, requests_done=0, requests_total=wl.num_requests)
         restart = param_of(exp).restarts_server
         try:
             base_url, t0 = self._ensure_server(run_id, config, engine, restart=restart)
         except StartFailure as failure:
+            self.clock.mark("storing")
             book.fail_run(
                 run_id,
                 failure.kind,
@@ -159,10 +193,11 @@ class RunUnit:
         except Exception as exc:  # port still busy, a locked DB, a lab bug: this value failed
             return self._lab_failure(run_id, exc, outcome.exception_kind(exc))
         if book.live.cancel.is_set():
+            self.clock.mark("storing")
             book.finish_run(run_id, Status.CANCELLED)
             return run_id
         try:
-            return measure(self, run_id, base_url, t0, wl, engine, spec)
+            return measure(self, run_id, base_url, t0, wl, engine, spec, clock=self.clock)
         except Exception as exc:  # a lab bug or a lost server: this value failed, the rest go on
             kind = outcome.exception_kind(exc)
             return self._lab_failure(
@@ -174,13 +209,31 @@ class RunUnit:
         tb = traceback.format_exc()
         print(tb, file=sys.stderr, flush=True)
         reason = f"{type(exc).__name__}: {exc}"[:2000]
+        self.clock.mark("storing")
         self.book.fail_run(run_id, kind, reason, outcome.HINTS[kind], log_tail=tb[-4000:])
         self.book.progress("run_failed", {"run_id": run_id, "kind": kind, "reason": reason})
         try:
+            self.clock.mark("stop")
             self.stop_server()
         except Exception as stop_exc:  # noqa: BLE001 (the next value's start will say it again)
             print(f"runner: stop after a failure: {stop_exc}", file=sys.stderr, flush=True)
         return run_id
+
+    # -- where the run's time went ---------------------------------------------------------------
+    def _store_anatomy(self, run_id: int, anatomy: dict[str, Any]) -> None:
+        """Write the run's anatomy so far (Live reads it); a failed write only loses a frame."""
+        try:
+            repo.update_run(self.book.db, run_id, anatomy_json=anatomy)
+        except Exception as exc:  # noqa: BLE001 (a locked DB must not fail the run)
+            print(f"runner: anatomy not written: {exc}", file=sys.stderr, flush=True)
+
+    def _close_window(self, run_id: int) -> None:
+        """The run's end: its anatomy stored whole; the next run's window begins here."""
+        clock = self.clock
+        clock.on_change = None
+        anatomy = clock.close()
+        self.clock = RunClock(clock.closed_at or time.monotonic(), "between")
+        self._store_anatomy(run_id, anatomy)
 
     # -- the server -----------------------------------------------------------------------------
     def _ensure_server(
@@ -194,10 +247,13 @@ class RunUnit:
         if self.server is not None and not restart and serving(self.server):
             self._store_server_facts(run_id, reused=True)
             return self.server.launch.base_url, self.server_t0
-        book.phase("stopping", run_id)
-        self.stop_server()
+        clock = self.clock
+        launch = engine.launch(config)  # a port of its own: the previous server may hold one
+        if self.server is not None or self._stopping is not None:
+            clock.mark("stop")
+            book.phase("stopping", run_id)
+            self.stop_server()
         book.phase("starting", run_id)
-        launch = engine.launch(config)
         log_path = log_path_for(self.log_dir, self.run_uid)
         server = ServerProcess(launch, log_path)
         repo.update_run(
@@ -207,6 +263,7 @@ class RunUnit:
         self.server_facts = {}
         self.server_check = None
         self.server = server  # before start(): whatever happens next, stop_server stops it
+        clock.mark("start", at=self.server_t0)
         try:
             server.start()
         except StartFailure:
@@ -226,9 +283,12 @@ class RunUnit:
         try:
             facts = server.wait_healthy(self.start_timeout)
         except StartFailure:
+            clock.mark("start_failed", at=server.failed_at)
             self.samples.finish()
             self.server = None
             raise
+        if facts.time_to_healthy_s is not None and server.started_at is not None:
+            clock.mark("engine_facts", at=server.started_at + facts.time_to_healthy_s)
         self.server_facts = facts.to_dict()
         self.server_check = effective.check_start(launch, server.sheet or "", facts, engine.backend)
         self.samples.add(MetricsSampler(launch.base_url, period=0.5))
@@ -255,15 +315,46 @@ class RunUnit:
             repo.update_run(self.book.db, run_id, vllm_version=f["vllm_version"])
 
     def stop_server(self) -> None:
-        """Stop the server (by group) and wait until its device memory is free again."""
-        if self.server is not None:
+        """Stop the server (by group) and wait until its port and device memory are free again;
+        a stop begun in the background (`stop_soon`) is waited for, its error raised here."""
+        stopping, self._stopping = self._stopping, None
+        if stopping is not None:
             try:
-                self.server.stop()
+                ahead = stopping.join()
+            finally:
+                self.samples.finish()
+            self.clock.beside("stop_ahead", ahead)  # begun while the last run stored
+            return
+        server = self.server
+        if server is not None:
+            try:
+                server.stop(wait_port=False)
+                self.clock.mark("release")
+                server.wait_port_released()
                 if self.gpu_baseline:
-                    wait_gpu_memory_released(self.gpu_baseline)
+                    wait_gpu_memory_released(self.gpu_baseline, poll=RELEASE_POLL_S)
             finally:
                 self.server = None
                 self.samples.finish()
+
+    def stop_soon(self) -> None:
+        """The run's load is over and the next run starts its own server: stop this one now, in
+        the background, while the run is stored. Its samplers end first (their rows are the
+        run's); the next start waits for the whole stop (`stop_server`)."""
+        server = self.server
+        restarts = param_of(self.book.exp).restarts_server
+        if server is None or self._stopping is not None or not restarts:
+            return
+        self.samples.finish()
+        self.server = None
+        baseline = self.gpu_baseline
+
+        def stop() -> None:
+            server.stop()
+            if baseline:
+                wait_gpu_memory_released(baseline, poll=RELEASE_POLL_S)
+
+        self._stopping = BackgroundStop(stop)
 
     def close(self) -> None:
         """Stop the server and the samplers; safe to call twice."""

@@ -19,6 +19,7 @@ schedule's pairs that have no finished run yet, which is also how `--resume` wor
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
@@ -26,7 +27,7 @@ from typing import Any
 
 from core.status import Status
 from store import repo
-from tuning.experiment import exits, outcome, repeats, spool
+from tuning.experiment import exits, outcome, repeats, spool, time_spent
 from tuning.experiment.bookkeeping import Bookkeeping, Progress
 from tuning.experiment.lock import RunnerBusy, machine_lock
 from tuning.experiment.order import schedule
@@ -90,6 +91,8 @@ class ExperimentRunner(Bookkeeping):
         end: done, failed (every run failed, or the lab did; `error` says why) or cancelled."""
         exp = self.exp
         self._mark_running()
+        self.unit.begin_window()  # the first run's window: from here to its end
+        time_spent.store_estimate(self.db, self.experiment_id)  # compare prints it beside the time
         heartbeat = Heartbeat(self.db_path, self._beat, HEARTBEAT_S)
         heartbeat.start()
         run_ids: list[int] = []
@@ -123,7 +126,7 @@ class ExperimentRunner(Bookkeeping):
         self, heartbeat: Heartbeat, status: Status, error: str | None, abort: BaseException | None
     ) -> None:
         """Stop what runs, then write the terminal statuses whatever failed on the way."""
-        steps: list[Callable[[], None]] = [self._phase_stopping, self.unit.close]
+        steps: list[Callable[[], None]] = [self._phase_stopping, self._close_unit]
         for step in steps:
             try:
                 step()
@@ -134,6 +137,14 @@ class ExperimentRunner(Bookkeeping):
 
     def _phase_stopping(self) -> None:
         self.phase("stopping")
+
+    def _close_unit(self) -> None:
+        """Stop the last server; its seconds are the experiment's, outside any run."""
+        began = time.monotonic()
+        try:
+            self.unit.close()
+        finally:
+            time_spent.add_after_runs(self.db, self.experiment_id, time.monotonic() - began)
 
 
 def _refuse_if_queued(db_path: str | Path, experiment_id: int, busy: RunnerBusy) -> None:

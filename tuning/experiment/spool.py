@@ -18,7 +18,7 @@ import os
 import sqlite3
 import tempfile
 import uuid
-from dataclasses import asdict, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,8 @@ NOT_KEPT = (
     "its measured requests could not be kept in a spool file (no folder took it): if storing "
     "them fails, they are lost"
 )
-_RECORD_FIELDS = {f.name for f in fields(RequestRecord)}
+_FIELD_ORDER = tuple(f.name for f in fields(RequestRecord))
+_RECORD_FIELDS = set(_FIELD_ORDER)
 # A spool file holds a whole run's requests; a million with their token gaps is a few hundred MB.
 MAX_SPOOL_BYTES = 2 << 30
 
@@ -60,7 +61,7 @@ def keep(
         "run_id": run_id,
         "duration_s": duration_s,
         "saved_at": now_iso(),
-        "records": [asdict(r) for r in records],
+        "records": [_plain(r) for r in records],
     }
     text = json.dumps(body, separators=(",", ":"))
     for folder in spool_dirs():
@@ -74,6 +75,12 @@ def keep(
         except OSError:
             tmp.unlink(missing_ok=True)
     return None
+
+
+def _plain(record: RequestRecord) -> dict[str, Any]:
+    """The record's fields as they are: `asdict` would deep-copy every token gap first (1.5 s of
+    a 3,072-request run's 3 s of storing on the 2-core box), for the same JSON."""
+    return {name: getattr(record, name) for name in _FIELD_ORDER}
 
 
 def release(path: Path | None) -> None:

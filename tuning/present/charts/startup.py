@@ -12,18 +12,23 @@ import pandas as pd
 from tuning.present.charts.common import chart_text, tooltip
 
 
-def startup_chart(rows: Sequence[dict[str, Any]]) -> alt.Chart:
-    """Rows from `startup_anatomy.phase_rows`; x is seconds since launch."""
+def startup_chart(
+    rows: Sequence[dict[str, Any]],
+    title: str = "Server start: where the seconds went",
+    x_title: str = "seconds since launch",
+) -> alt.Chart:
+    """Rows from `startup_anatomy.phase_rows` (or a run's whole anatomy,
+    `run_anatomy.timeline_rows`, with its own titles); x is seconds since launch."""
     frame = pd.DataFrame(
         [{**r, "run": chart_text(r["run"]), "phase": chart_text(r["phase"])} for r in rows]
     )
     runs = list(dict.fromkeys(frame["run"]))
     phases = list(dict.fromkeys(frame.sort_values("order")["phase"]))
     return (
-        alt.Chart(frame, title="Server start: where the seconds went")
+        alt.Chart(frame, title=title)
         .mark_bar()
         .encode(
-            x=alt.X("start_s:Q", title="seconds since launch"),
+            x=alt.X("start_s:Q", title=x_title),
             x2="end_s:Q",
             y=alt.Y("run:N", title=None, sort=runs),
             color=alt.Color("phase:N", sort=phases, legend=alt.Legend(title=None, orient="bottom")),
