@@ -39,7 +39,7 @@ def test_live_draws_each_runs_parts_and_the_one_in_flight_so_far(
 ) -> None:
     runs = [dashboard_lab["live_done"], dashboard_lab["live_run"]]
     _give(dashboard_lab, "live_exp", runs, last_open=True)
-    at = open_page("pages/3_Live.py", with_query("experiment", dashboard_lab["live_exp"]))
+    at = open_page("app_pages/3_Live.py", with_query("experiment", dashboard_lab["live_exp"]))
     assert not at.exception, at.exception
     text = page_text(at)
     assert "so far 50.0 s: between runs" in text  # the run in flight, its load still running
@@ -56,7 +56,7 @@ def test_compare_says_where_the_experiments_time_went_against_its_estimate(
     with connect(dashboard_lab["db"], readonly=True) as db:
         runs = queries.experiment_run_ids(db, dashboard_lab["done_exp"])
     _give(dashboard_lab, "done_exp", runs)
-    at = open_page("pages/4_Compare.py", with_query("experiment", dashboard_lab["done_exp"]))
+    at = open_page("app_pages/4_Compare.py", with_query("experiment", dashboard_lab["done_exp"]))
     assert not at.exception, at.exception
     text = page_text(at)
     n = len(runs)
@@ -68,6 +68,6 @@ def test_compare_says_where_the_experiments_time_went_against_its_estimate(
 
 
 def test_runs_stored_without_anatomy_show_nothing_of_it(dashboard_lab: dict[str, Any]) -> None:
-    at = open_page("pages/4_Compare.py", with_query("experiment", dashboard_lab["done_exp"]))
+    at = open_page("app_pages/4_Compare.py", with_query("experiment", dashboard_lab["done_exp"]))
     assert not at.exception, at.exception
     assert "estimate before start" not in page_text(at) and " took " not in page_text(at)
