@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ui import history
-from ui.common import ICONS, db, db_path
+from ui.common import ICONS, db, lab_db_path
 from ui.share import render_sharing
 
 st.set_page_config(
@@ -17,8 +17,8 @@ history.show_flash()
 connection = db()
 runs_pane, exps_pane = st.tabs(["Runs", "Experiments"])
 with runs_pane:
-    history.runs_tab(connection, db_path())
+    history.runs_tab(connection, lab_db_path())
 with exps_pane:
-    history.experiments_tab(connection, db_path())
+    history.experiments_tab(connection, lab_db_path())
 
-render_sharing(db_path())
+render_sharing(lab_db_path())

@@ -8,7 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ui import plans, searches
-from ui.common import ICONS, db, db_path
+from ui.common import ICONS, db, lab_db_path
 
 st.set_page_config(
     page_title="Searches · vLLM Tuning Lab", page_icon=ICONS["search"], layout="wide"
@@ -19,5 +19,5 @@ st.caption(
     "ran, and one click to run the choice against the baseline until the difference is decided."
 )
 db()  # reaps first (ui.common.db)
-searches.render(db_path())
-plans.render(db_path())
+searches.render_searches(lab_db_path())
+plans.render_plans(lab_db_path())

@@ -38,15 +38,15 @@ _MD_AUTOLINK = re.compile(r"(?i)\b(https?|ftp|mailto)(:)|\b(www)(\.)")
 _MD_BLANK = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
 
 
-def db_path() -> Path:
+def lab_db_path() -> Path:
     return default_db_path()
 
 
 def db() -> Any:
     """A new connection per rerun: each rerun runs in its own thread (sqlite check_same_thread).
     The reaper runs first, so no page shows a run whose runner was killed as `running`."""
-    reap_dead(db_path())
-    return open_db(db_path())
+    reap_dead(lab_db_path())
+    return open_db(lab_db_path())
 
 
 def md_escape(value: Any) -> str:

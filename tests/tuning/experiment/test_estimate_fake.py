@@ -24,7 +24,7 @@ LOAD += ["--num-warmups", "0", "--start-timeout", "60"]
 def experiment(home: Path, repeats: int, *extra: str) -> tuple[int, list[str], str, float]:
     """`python -m tuning experiment` over max-num-seqs 2,4 on the fake: (exit code, stderr
     lines, stdout, seconds from the printed estimate line to the end)."""
-    args = ["experiment", "--param", "max-num-seqs", "--values", "2,4"]
+    args = ["experiment", "--repeats", "1", "--param", "max-num-seqs", "--values", "2,4"]
     args += ["--repeats", str(repeats), *LOAD, "--db", str(home / "lab.db"), *extra]
     env = {**os.environ, **fake_settings_env(home, START_DELAY), "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
