@@ -13,7 +13,7 @@ from tuning.engine.spec import EngineError
 from tuning.experiment import demo
 from tuning.experiment.supervisor import spawn_runner
 from tuning.settings import load_settings
-from ui.common import ICONS, db, db_path, md_code, md_escape
+from ui.common import ICONS, db, lab_db_path, md_code, md_escape
 from ui.engine_card import engine_line
 from ui.holder import render_holder
 
@@ -29,20 +29,20 @@ def start_demo() -> None:
     """Plan the demo experiment (tuning.experiment.demo) and start its runner process."""
     settings = load_settings()
     exp_id = demo.plan_demo(
-        db_path(),
+        lab_db_path(),
         current_spec(settings),
         author=settings.resolved_author(),
         host=settings.resolved_host(),
     )
-    spawn_runner(db_path(), exp_id)
+    spawn_runner(lab_db_path(), exp_id)
 
 
-reap_dead(db_path())  # a killed runner's experiment reads failed, not running
+reap_dead(lab_db_path())  # a killed runner's experiment reads failed, not running
 conn = db()
 settings = load_settings()
 custom = settings.engine == "custom"  # the user's own vLLM: no CPU demo, no `make setup` advice
 active = queries.active_experiments(conn)
-held = render_holder(db_path())  # the same line as Live and New experiment: what runs, where
+held = render_holder(lab_db_path())  # the same line as Live and New experiment: what runs, where
 if active:
     for exp in active:
         with st.container(border=True, key=f"active-{exp['id']}"):
@@ -54,7 +54,7 @@ if active:
                 text=f"values done {done} of {total} · phase: {md_escape(exp['phase'])}",
             )
             st.page_link("app_pages/3_Live.py", label="Watch it live", icon=ICONS["live"])
-elif search_running(db_path()):  # between a search's steps no experiment is active
+elif search_running(lab_db_path()):  # between a search's steps no experiment is active
     st.info("A search is running (one at a time per machine): its progress is on New experiment.")
     st.page_link("app_pages/1_New_experiment.py", label="See the search", icon=ICONS["new"])
 elif held:  # another lab's experiment holds the machine (no demo button: it could not start)

@@ -5,29 +5,28 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.json_depth import nesting_words, too_deep
 from store.snapshot import is_compressed, read_only_words
 from tuning.decide.fleet import FleetError, attach_fleet, describe_options, options_from_settings
 from tuning.decide.reaper import reap_dead
 from tuning.engine.current import current_spec
 from tuning.engine.flags.catalog import CatalogError
-from tuning.engine.learn import needs_catalog, prepare
-from tuning.engine.params import ParamError, format_value
-from tuning.engine.shown import show_value
-from tuning.engine.validate import parse_assignments, parse_values, validate_config
+from tuning.engine.learn import needs_catalog
+from tuning.engine.params import ParamError, format_value, show_value
+from tuning.engine.validate import parse_assignments
 from tuning.experiment.plan import plan_experiment
+from tuning.experiment.spec import ExperimentSpec
 from tuning.experiment.supervisor import spawn_runner
 from tuning.measure.traffic.workload import Workload
 from tuning.settings import configured_db_path, load_settings
-from ui.common import ICONS, db_path, md_code, md_escape
+from ui.common import ICONS, lab_db_path, md_code, md_escape
 from ui.estimate import render_estimate
 from ui.experiment_form import (
     confirm_many_runs,
     render_name,
     render_repeats,
-    warn_single_value,
+    warn_cannot_decide,
 )
-from ui.flag_picker import CHECKING, engine_flags, render_picker, resolve_baseline
+from ui.flag_picker import CHECKING, engine_flags, render_picker
 from ui.holder import render_holder
 from ui.predict import render_prediction
 from ui.reuse import render_reuse_offer, take_offer
@@ -40,7 +39,7 @@ st.set_page_config(
 st.title("New experiment")
 st.caption("Exactly one parameter changes between the runs; everything else stays as the baseline.")
 
-reap_dead(db_path())  # what died holds nothing: the holder line and Start read the truth
+reap_dead(lab_db_path())  # what died holds nothing: the holder line and Start read the truth
 settings = load_settings()
 spec = current_spec(settings)
 modes = {
@@ -49,13 +48,13 @@ modes = {
 }
 mode = st.radio("Mode", list(modes), key="new_mode", horizontal=True, format_func=modes.get)
 if mode == "search":
-    render_search_mode(db_path(), spec, settings)
+    render_search_mode(lab_db_path(), spec, settings)
     st.stop()
 default_lines = "\n".join(f"{k}={format_value(v)}" for k, v in spec.baseline.items())
 typed_baseline, _ = parse_assignments(
     str(st.session_state.get("new_baseline", default_lines)).splitlines(), "baseline line"
 )
-picked = render_picker(db_path(), spec, typed_baseline)
+picked = render_picker(lab_db_path(), spec, typed_baseline)
 if picked.param is None:
     st.stop()
 param = picked.param
@@ -68,21 +67,8 @@ values_text = st.text_input(
     help="A JSON value keeps its own commas; text that holds a comma goes in double quotes: "
     '"AWS_,HF_",OTHER_ is two values.',
 )
-try:
-    if too_deep(values_text):  # refused before the JSON parser recurses
-        raise ParamError(f"{param.name}: {nesting_words()}")
-    values = parse_values(param.name, values_text, picked.learned)
-    st.caption(
-        "will run: "
-        + " · ".join(md_code(show_value(param.name, v, picked.learned)) for v in values)
-    )
-except ParamError as exc:
-    values = []
-    errors.append(str(exc))
-    st.error(md_escape(exc))
-warn_single_value(param.name, values)
-values_slot = st.empty()  # vLLM's own refusal of a value, on Start
-name = render_name(param.name, values)
+values_slot = st.container()  # what will run, or why not (filled once the spec is built)
+name = render_name(param.name, values_text)
 
 with st.expander("Baseline configuration", expanded=False):
     baseline_text = st.text_area(
@@ -92,28 +78,14 @@ with st.expander("Baseline configuration", expanded=False):
         height=120,
     )
     typed, bad_lines = parse_assignments(baseline_text.splitlines(), "baseline line")
-    errors += bad_lines + [
-        f"baseline {k}: {nesting_words()}" for k, v in typed.items() if too_deep(v)
-    ]
-    typed = {k: v for k, v in typed.items() if not too_deep(v)}
+    errors += bad_lines
     catalog = picked.catalog  # read by the picker when the baseline needs it
     if catalog is None and needs_catalog(typed):  # the baseline was just edited
-        catalog = engine_flags(db_path(), spec, read=True).catalog
-    baseline, base_learned, refused = resolve_baseline(typed, catalog)
-    errors += refused
-    learned = {**base_learned, **picked.learned}
-    try:
-        validate_config(baseline, spec.backend, learned)
-    except ParamError as exc:
-        errors.append(f"baseline: {exc}")
-    if baseline.get(param.name) is not None:
+        catalog = engine_flags(lab_db_path(), spec, read=True).catalog
+    if typed.get(param.name) is not None:
         st.caption(f"{param.name} in the baseline is replaced by each value.")
-for err in errors:
-    if not err.startswith(param.name + ":"):
-        st.error(md_escape(err))
-baseline_slot = st.empty()  # vLLM's own refusal of a baseline flag, on Start
-if not errors and param.source == "curated":
-    render_prediction(spec, param, values, baseline)
+    baseline_slot = st.container()  # a refused baseline flag, here or on Start
+prediction_slot = st.container()
 
 st.subheader("Workload")
 c1, c2, c3, c4 = st.columns(4)
@@ -135,7 +107,7 @@ with st.expander("Real traffic: data file, request rate, conversations", expande
         shared_prefix_len=int(prefix_len),
         seed=int(seed),
     )
-    traffic, traffic_errors = traffic_section(db_path(), classic, param.name)
+    traffic, traffic_errors = traffic_section(lab_db_path(), classic, param.name)
     errors += traffic_errors
     for err in traffic_errors:
         st.error(err)
@@ -163,51 +135,89 @@ on_fleet = st.checkbox(
     help="Runs in parallel through Ray, as set in Settings → Fleet (not when attaching).",
 )
 st.caption(f"fleet: {md_escape(fleet_error)}" if fleet_error else describe_options(fleet_options))
-render_estimate(
-    db_path(),
-    None if base_url else spec,
-    {**classic, "endpoint": endpoint},
-    len(values),
-    repeats.first_rounds,
-    param.restarts_server,
-    base_url=base_url or None,
-    model=model or None,
-    auto=repeats.auto,
-)
-busy = render_holder(db_path(), "One at a time per machine: Start is off until it ends.")
+
+
+def say_refusal(message: str, label: str = "baseline: ") -> None:
+    """A refusal next to its field: the values when it names the parameter, else the baseline."""
+    if message.startswith(param.name + ":"):
+        values_slot.error(md_escape(message))
+    else:
+        baseline_slot.error(md_escape(label + message))
+
+
+draft: ExperimentSpec | None = None  # the experiment, built and checked once per render
+try:
+    draft = ExperimentSpec.build(
+        param=param.name,
+        values=values_text,
+        workload=Workload(**{**classic, "endpoint": endpoint}),
+        engine=None if base_url else spec,
+        base_config=typed,
+        repeats=repeats.count,
+        auto=repeats.auto,
+        base_url=base_url or None,
+        model=model or None,
+        name=name,
+        author=settings.resolved_author(),
+        host=settings.resolved_host(),
+        workload_spec=traffic,
+        catalog=catalog,
+    )
+except (ParamError, CatalogError) as exc:
+    errors.append(str(exc))
+    say_refusal(str(exc))
+except ValueError as exc:  # the workload's or the attached server's rule
+    errors.append(str(exc))
+    st.error(f"refused: {md_escape(exc)}")
+for err in bad_lines:
+    baseline_slot.error(md_escape(err))
+if draft is not None:
+    values_slot.caption(
+        "will run: "
+        + " · ".join(
+            md_code(
+                show_value(
+                    draft.param.name, v, draft.engine.learned_params() if draft.engine else None
+                )
+            )
+            for v in draft.values
+        )
+    )
+    with values_slot:
+        warn_cannot_decide(draft)
+    if not errors and draft.param.source == "curated" and draft.engine is not None:
+        with prediction_slot:
+            render_prediction(draft)
+    render_estimate(lab_db_path(), draft)
+busy = render_holder(lab_db_path(), "One at a time per machine: Start is off until it ends.")
 if is_compressed(configured_db_path()):  # results would live only in the cached expansion
     busy = True
     st.error(md_escape(read_only_words(configured_db_path(), "TUNING_LAB_DB={plain}")))
-workload = Workload(**{**classic, "endpoint": endpoint})
-engine = None if base_url else spec
-plan = dict(param=param.name, values=values, workload=workload, engine=engine)
-plan.update(base_config=baseline, repeats=repeats.count, auto=repeats.auto, name=name)
-plan.update(base_url=base_url or None)
-plan.update(model=model or None, author=settings.resolved_author(), workload_spec=traffic)
-plan.update(host=settings.resolved_host())
-reuse = None if errors or not values else render_reuse_offer(db_path(), plan, settings.team_folder)
-many_ok = confirm_many_runs(len(values), repeats)  # over the cap: a tick first
+ready = draft is not None and not errors
+reuse = render_reuse_offer(lab_db_path(), draft, settings.team_folder) if ready and draft else None
+many_ok = confirm_many_runs(draft) if draft else True  # over the cap: a tick first
 if st.button(
     "Start experiment",
     type="primary",
-    disabled=busy or bool(errors) or not values or not many_ok,
+    disabled=busy or not ready or not many_ok,
     key="new_start",
 ):
     try:
-        if engine is not None and learned:  # vLLM's own parser has the last word on its flags
+        if draft is None:  # Start is off without one
+            raise ValueError("nothing to start")
+        if draft.engine is not None and draft.engine.learned:  # vLLM's parser has the last word
             with st.spinner(CHECKING):
-                prepare(db_path(), engine, param.name, values_text, baseline)
-        exp_id = plan_experiment(db_path(), **plan)
-    except (ParamError, CatalogError) as exc:
-        slot = values_slot if str(exc).startswith(param.name + ":") else baseline_slot
-        slot.error(md_escape(exc))
+                draft.check_with_engine()
+        exp_id = plan_experiment(lab_db_path(), draft)
+    except (ParamError, CatalogError) as exc:  # vLLM's own parser: its words, as they are
+        say_refusal(str(exc), label="")
         st.error("Nothing started: the refusal is shown above, next to its field.")
     except ValueError as exc:
         st.error(f"refused: {md_escape(exc)}")
     else:
-        attach_fleet(db_path(), exp_id, fleet_options if on_fleet and not base_url else None)
-        take_offer(db_path(), exp_id, reuse)
-        spawn_runner(db_path(), exp_id)
+        attach_fleet(lab_db_path(), exp_id, fleet_options if on_fleet and not base_url else None)
+        take_offer(lab_db_path(), exp_id, reuse)
+        spawn_runner(lab_db_path(), exp_id)
         st.success(
             f"Experiment {exp_id} started in its own process; closing this tab stops nothing."
         )

@@ -8,7 +8,7 @@ import streamlit as st
 from core.status import Status, suspect_reasons
 from store import queries
 from tuning.decide.reaper import reap_dead
-from ui.common import ICONS, db, db_path, md_escape
+from ui.common import ICONS, db, lab_db_path, md_escape
 from ui.findings import render_findings
 from ui.health import health_badge, render_config_mismatches, render_run_health, server_gap_ms
 from ui.predict import prediction_columns
@@ -16,7 +16,7 @@ from ui.tables import RUNS_PAGE_KEYS, render_run_table
 
 st.set_page_config(page_title="Runs · vLLM Tuning Lab", page_icon=ICONS["runs"], layout="wide")
 st.title("Runs")
-reap_dead(db_path())  # a killed runner's runs read failed, not running
+reap_dead(lab_db_path())  # a killed runner's runs read failed, not running
 conn = db()
 experiments = queries.list_experiments(conn)
 options = [None] + [e["id"] for e in experiments]

@@ -12,7 +12,7 @@ from core.status import is_active
 from store import queries
 from tuning.decide.reaper import reap_dead
 from ui import live
-from ui.common import ICONS, db, db_path
+from ui.common import ICONS, db, lab_db_path
 from ui.holder import render_holder
 
 st.set_page_config(page_title="Live · vLLM Tuning Lab", page_icon=ICONS["live"], layout="wide")
@@ -22,16 +22,16 @@ st.caption(
     "experiment, straight from the lab's database."
 )
 
-reap_dead(db_path())  # a killed runner's experiment reads failed, not running
+reap_dead(lab_db_path())  # a killed runner's experiment reads failed, not running
 experiments = queries.list_experiments(db(), include_hidden=True)
-render_holder(db_path())  # the same line as Home and New experiment: what runs, in which lab
+render_holder(lab_db_path())  # the same line as Home and New experiment: what runs, in which lab
 exp = live.pick_experiment(experiments, st.query_params.get("experiment"))
 if exp is None:
     st.info("No experiment yet. Start one from **New experiment**.")
     st.stop()
 active = is_active(exp["status"])
-live.live_panel(db_path(), int(exp["id"]), active)
+live.live_panel(lab_db_path(), int(exp["id"]), active)
 latest = max(int(e["id"]) for e in experiments)
 if not active and not st.query_params.get("experiment") and int(exp["id"]) == latest:
     # Showing the latest, finished experiment: switch when a new one starts anywhere.
-    live.watch_for_new_experiment(db_path(), int(exp["id"]))
+    live.watch_for_new_experiment(lab_db_path(), int(exp["id"]))

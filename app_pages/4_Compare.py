@@ -14,7 +14,7 @@ from tuning.compare.headline import headline
 from tuning.compare.selection import SelectionError, gather_runs, select_runs
 from tuning.decide.reaper import reap_dead
 from ui import compare as view
-from ui.common import ICONS, db, db_path
+from ui.common import ICONS, db, lab_db_path
 from ui.health import warn_unhealthy
 from ui.startup import render_startup
 from ui.summary import render_headline, render_preference, render_summary
@@ -30,7 +30,7 @@ st.caption(
     "baseline, with a verdict only where the repeats support one."
 )
 
-reap_dead(db_path())  # a killed runner's runs read failed, not running
+reap_dead(lab_db_path())  # a killed runner's runs read failed, not running
 conn = db()
 preset = view.parse_id_list(st.query_params.get_all("runs")) or view.parse_id_list(
     st.session_state.get("cmp_run_ids")
@@ -67,7 +67,7 @@ except SelectionError as exc:  # a link naming deleted runs, or an experiment wi
     st.stop()
 scope_key = "runs" if scope is None else f"exp{scope}"
 baseline_ids, candidate_ids = view.pick_sides(runs, scope_key, preset_base)
-slo, margin = view.knobs()
+slo, margin = view.render_knobs()
 if not baseline_ids:
     st.warning("Pick at least one baseline run.")
     st.stop()
@@ -91,11 +91,11 @@ if lead.recommendation is None:  # why the lab cannot recommend (else the headli
 warn_unhealthy(selection.runs)
 if not comparison.candidates:
     st.info("No candidate side yet: pick runs of another value as candidates.")
-report = view.report_request(db_path(), runs, list(picked), baseline_ids, slo, scope)
+report = view.report_request(lab_db_path(), runs, list(picked), baseline_ids, slo, scope)
 view.render_table(comparison, scope, report)
 render_startup(comparison, selection.runs)
 render_time_spent(conn, selection.runs, "cmp_time_spent")  # where each experiment's time went
 context = comparison_context(selection.runs, comparison).lines()  # what every export says it is of
 view.render_charts(conn, comparison, scope, context)
-render_tradeoffs(conn, db_path(), comparison, scope, context)
+render_tradeoffs(conn, lab_db_path(), comparison, scope, context)
 view.render_definitions()

@@ -6,7 +6,7 @@ import streamlit as st
 
 from tuning.decide.reaper import reap_dead
 from ui import history
-from ui.common import ICONS, db, db_path
+from ui.common import ICONS, db, lab_db_path
 from ui.share import render_sharing
 
 st.set_page_config(
@@ -15,12 +15,12 @@ st.set_page_config(
 st.title("History")
 st.caption("Every run and experiment in this lab's database: filter, sort, annotate, hide, delete.")
 history.show_flash()
-reap_dead(db_path())  # a killed runner's runs read failed, not running
+reap_dead(lab_db_path())  # a killed runner's runs read failed, not running
 connection = db()
 runs_pane, exps_pane = st.tabs(["Runs", "Experiments"])
 with runs_pane:
-    history.runs_tab(connection, db_path())
+    history.runs_tab(connection, lab_db_path())
 with exps_pane:
-    history.experiments_tab(connection, db_path())
+    history.experiments_tab(connection, lab_db_path())
 
-render_sharing(db_path())
+render_sharing(lab_db_path())

@@ -9,7 +9,7 @@ import streamlit as st
 
 from tuning.decide.reaper import reap_dead
 from ui import plans, searches
-from ui.common import ICONS, db_path
+from ui.common import ICONS, lab_db_path
 
 st.set_page_config(
     page_title="Searches · vLLM Tuning Lab", page_icon=ICONS["search"], layout="wide"
@@ -19,6 +19,6 @@ st.caption(
     "Each search on its own: the value it chose under the objective and the SLOs, why each step "
     "ran, and one click to run the choice against the baseline until the difference is decided."
 )
-reap_dead(db_path())  # a search or plan whose process died reads failed
-searches.render(db_path())
-plans.render(db_path())
+reap_dead(lab_db_path())  # a search or plan whose process died reads failed
+searches.render_searches(lab_db_path())
+plans.render_plans(lab_db_path())

@@ -2,8 +2,8 @@
 
 Simulates many A/A experiments (baseline and one candidate drawn from the same noise) driven by
 the planner the runner uses (tuning.compare.sequential.plan_next: it says how many rounds to add,
-the simulation adds them in the runner's own order, tuning.experiment.order.schedule: A B | B A
-| A B ..., until it says stop), and prints per noise model:
+the simulation adds them in the runner's own order, tuning.experiment.order.counterbalanced:
+A B | B A | A B ..., until it says stop), and prints per noise model:
 - the false-alarm rate: the share of A/A comparisons that ended better or worse, for the lab's
   stopping rule (scheduled looks, alpha split across them, futility) and for the naive rule (look
   after every round at 95 %, stop at the first decided verdict), with a 95 % upper bound;
@@ -46,7 +46,7 @@ sys.path.insert(0, str(REPO))
 
 from store import connect, queries, snapshot  # noqa: E402
 from tuning.compare.sequential import Design, ValueStatus, plan_next  # noqa: E402
-from tuning.experiment.order import schedule  # noqa: E402
+from tuning.experiment.order import counterbalanced  # noqa: E402
 
 H200_DB = REPO / "examples" / "h200" / "lab-h200.db.xz"
 H200_METRICS = {"output_throughput": "higher", "mean_ttft_ms": "lower", "mean_tpot_ms": "lower"}
@@ -63,7 +63,7 @@ def interleaved(values: list[str], rounds: int, first: int) -> list[tuple[str, i
     return [(v, r) for r in range(first, first + rounds) for v in values]
 
 
-ORDERS: dict[str, Order] = {"ABBA": schedule, "ABAB": interleaved}
+ORDERS: dict[str, Order] = {"ABBA": counterbalanced, "ABAB": interleaved}
 
 
 def normal_noise(cv: float) -> Draw:
@@ -122,7 +122,7 @@ def simulate(
     sims: int,
     seed: int,
     drift: float = 0.0,
-    order: Order = schedule,
+    order: Order = counterbalanced,
 ) -> tuple[list[ValueStatus], float]:
     """`sims` experiments of one candidate vs the baseline, each run by plan_next to its end; the
     runs go in `order` on a machine that gets `drift` slower a run (0: a steady machine). Also the
@@ -241,8 +241,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{lab.look_confidence() * 100:.2f} % (alpha {lab.alpha} / {len(lab.looks())} looks), "
         f"equivalence margin ±{lab.margin * 100:g} %, futility on; naive: a look after every "
         f"round at {(1 - naive.alpha) * 100:.0f} %, up to {naive.max_repeats} runs a side. "
-        f"Runs in the lab's order, {' '.join(v[0] for v, _ in schedule(['A', 'B'], 2))} "
-        f"(tuning.experiment.order.schedule). {args.sims} A/A experiments per line.\n"
+        f"Runs in the lab's order, {' '.join(v[0] for v, _ in counterbalanced(['A', 'B'], 2))} "
+        f"(tuning.experiment.order.counterbalanced). {args.sims} A/A experiments per line.\n"
     )
     head = (
         f"{'noise model':40} {'order':5} {'rule':6} {'false alarms':>12} {'(95% up)':>9} "

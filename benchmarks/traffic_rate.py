@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO))
 
 from tuning.engine.embedded import model_dir  # noqa: E402
 from tuning.engine.launch import free_port  # noqa: E402
-from tuning.measure.loadgen.schedule import dispatch_lags, plan_workload, run_plan_sync  # noqa: E402
+from tuning.measure.loadgen.schedule import dispatch_lags, plan_workload, run_schedule_sync  # noqa: E402
 from tuning.measure.traffic import Arrival, LengthDist, WorkloadSpec, materialize  # noqa: E402
 from tuning.measure.traffic.arrival import gap_stats  # noqa: E402
 from tuning.measure.traffic.workload import LocalTokenizer  # noqa: E402
@@ -78,7 +78,9 @@ def main(argv: list[str] | None = None) -> int:
             )
             plan = materialize(spec, tok)
             planned = gap_stats([r.offset_s or 0.0 for r in plan.requests])["rate"]
-            res = run_plan_sync(base_url, MODEL, plan, [], plan_workload(plan, 0), transport="raw")
+            res = run_schedule_sync(
+                base_url, MODEL, plan, [], plan_workload(plan, 0), transport="raw"
+            )
             starts = sorted(r.start for r in res.records)
             achieved = (len(starts) / starts[-1]) if starts[-1] > 0 else float("inf")
             lag = dispatch_lags(res.records)

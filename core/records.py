@@ -1,12 +1,15 @@
-"""The two row shapes every part of the lab agrees on: one request, one telemetry sample.
+"""The row shapes every part of the lab agrees on: one request, one telemetry sample, and a new
+experiment as the store writes it.
 
 The load generator produces `RequestRecord`s, the samplers produce `SampleRow`s, the store keeps
 both as they are, and metrics are always recomputed from them (so SLOs and formulas can change
-later).
+later). `NewExperiment` is what tuning.experiment.spec's validated `ExperimentSpec` hands the store
+(store.repo.create_experiment): typed to the last step, nothing checked again there.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -63,3 +66,54 @@ class SampleRow:
     series: str  # e.g. "tree_rss_bytes", "gpu_used_bytes", "kv_cache_usage_perc"
     value: float
     label: str = ""  # e.g. "EngineCore:4200", "gpu0"; "" for a whole-tree or scalar series
+
+
+@dataclass(frozen=True)
+class NewExperiment:
+    """A new experiment's row: its parameter and typed values, the baseline configuration, the
+    workload (and traffic spec), the engine or attached server, how many runs and who asked.
+    JSON-shaped parts are plain dicts and lists; `repeats` is the fixed count, or the first rounds
+    of one that repeats until decided (`repeats_auto`, with its limits)."""
+
+    param: str
+    values: tuple[Any, ...] = ()
+    name: str = ""
+    repeats: int = 1
+    config: Mapping[str, Any] = field(default_factory=dict)
+    workload: Mapping[str, Any] = field(default_factory=dict)
+    workload_spec: Mapping[str, Any] | None = None
+    engine: Mapping[str, Any] | None = None
+    base_url: str | None = None
+    model: str | None = None
+    author: str = ""
+    host: str = ""
+    repeats_auto: bool = False
+    max_repeats: int | None = None
+    budget_minutes: float | None = None
+
+    @property
+    def runs_total(self) -> int:
+        return len(self.values) * self.repeats
+
+    def columns(self) -> dict[str, Any]:
+        """The experiments table's columns (the until-decided ones only when it repeats so)."""
+        out: dict[str, Any] = {
+            "name": self.name or self.param,
+            "param": self.param,
+            "values_json": list(self.values),
+            "repeats": self.repeats,
+            "config_json": dict(self.config),
+            "workload_json": dict(self.workload),
+            "workload_spec_json": None if self.workload_spec is None else dict(self.workload_spec),
+            "engine_json": None if self.engine is None else dict(self.engine),
+            "base_url": self.base_url,
+            "model": self.model,
+            "runs_total": self.runs_total,
+            "author": self.author,
+            "host": self.host,
+        }
+        if self.repeats_auto:
+            out.update(
+                repeats_auto=1, max_repeats=self.max_repeats, budget_minutes=self.budget_minutes
+            )
+        return out

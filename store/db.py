@@ -161,7 +161,7 @@ def full_message(path: str | Path, exc: BaseException) -> str:
     )
 
 
-def refusal(path: str | Path, exc: BaseException) -> StoreError:
+def db_refusal(path: str | Path, exc: BaseException) -> StoreError:
     """An SQLite error on `path` as the lab's refusal: read-only, full, or damaged."""
     if is_read_only(exc):
         return ReadOnlyDatabaseError(read_only_message(path, exc))
@@ -295,7 +295,7 @@ def _probe(conn: sqlite3.Connection, target: Path) -> None:
         if is_busy(exc):
             raise
         conn.close()
-        raise refusal(target, exc) from None
+        raise db_refusal(target, exc) from None
 
 
 def _refuse_foreign_or_newer(db: Database, target: Path) -> None:
@@ -346,7 +346,7 @@ def open_db(path: str | Path, *, readonly: bool = False) -> Database:
         conn.close()
         if is_busy(exc):
             raise
-        raise refusal(target, exc) from None
+        raise db_refusal(target, exc) from None
     return db
 
 
@@ -358,7 +358,7 @@ def _checked(db: Database, target: Path, check: Callable[[Database, Path], None]
         db.conn.close()
         if is_busy(exc):
             raise
-        raise refusal(target, exc) from None
+        raise db_refusal(target, exc) from None
 
 
 @contextmanager

@@ -116,7 +116,7 @@ SHAPES: dict[str, Check] = {
 }
 
 
-def problem(column: str, value: Any) -> str | None:
+def shape_problem(column: str, value: Any) -> str | None:
     """Why a parsed JSON value does not fit its column, or None (null always fits)."""
     check = SHAPES.get(column)
     if value is None or check is None:
@@ -125,4 +125,4 @@ def problem(column: str, value: Any) -> str | None:
 
 
 def fits(column: str, value: Any) -> bool:
-    return problem(column, value) is None
+    return shape_problem(column, value) is None

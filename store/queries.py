@@ -1,4 +1,5 @@
-"""Every read of the lab's tables: experiments, runs, per-request rows and samples.
+"""Every read of the lab's tables but a run's telemetry (store.timeseries): experiments, searches,
+tuning plans, runs, per-request rows and workloads.
 
 Pages, the runner, the CLI and the exports read through these functions only; loaders for the
 dashboard select just the columns it needs, so a compare of 20 runs in a database of 1,000 runs and
@@ -8,7 +9,6 @@ a million request rows stays fast. Rows come back as dicts with their *_json col
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -204,33 +204,6 @@ def list_workloads(db: Database) -> list[dict[str, Any]]:
     return [decode(r) or {} for r in db.query("select * from workloads order by name")]
 
 
-def get_samples(
-    db: Database, run_id: int, series: Iterable[str] | None = None, since_t: float | None = None
-) -> list[dict[str, Any]]:
-    clauses: list[str] = ["run_id = ?"]
-    params: list[Any] = [run_id]
-    if series is not None:
-        names = list(series)
-        clauses.append(f"series in ({_marks(names)})")
-        params += names
-    if since_t is not None:
-        clauses.append("t_s > ?")
-        params.append(since_t)
-    return list(
-        db.query(
-            f"select t_s, series, label, value from samples where "
-            f"{' and '.join(clauses)} order by t_s",
-            params,
-        )
-    )
-
-
-def sample_series(db: Database, run_id: int) -> list[str]:
-    return [
-        r[0] for r in db.execute("select distinct series from samples where run_id = ?", [run_id])
-    ]
-
-
 RUN_COLUMNS: tuple[str, ...] = (
     "id",
     "uid",
@@ -329,74 +302,6 @@ def request_rows(db: Database, run_id: int, with_itl: bool = False) -> list[dict
     ]
 
 
-def latency_rows(
-    db: Database, run_id: int, max_rows: int = 2000
-) -> list[tuple[float, float, float, float]]:
-    """(start, ttft, end, output tokens) of successful requests, every k-th row when there are
-    more than `max_rows` (a CDF needs its shape, not every row)."""
-    count = int(
-        db.execute("select count(*) from requests where run_id = ?", [run_id]).fetchone()[0]
-    )
-    stride = max(1, math.ceil(count / max_rows)) if max_rows else 1
-    return [
-        tuple(r)
-        for r in db.execute(
-            "select start_s, ttft_s, end_s, output_tokens from requests where run_id = ? "
-            "and ok = 1 and idx % ? = 0",
-            [run_id, stride],
-        ).fetchall()
-    ]
-
-
-def load_series(
-    db: Database, run_id: int, series: str, max_points: int = 500, sum_labels: bool = True
-) -> list[tuple[float, float]]:
-    """One sample series downsampled in SQL to <= max_points buckets of time: the max of each
-    bucket (peaks survive; for a cumulative counter the max is its last value). With `sum_labels`
-    the labels (GPUs) are added up per bucket, so a 2-GPU box shows the whole server."""
-    row = db.execute(
-        "select min(t_s), max(t_s), count(*) from samples where run_id = ? and series = ?",
-        [run_id, series],
-    ).fetchone()
-    if not row or not row[2]:
-        return []
-    t0, t1, _n = row
-    width = max((t1 - t0) / max(1, max_points), 1e-9)
-    rows = db.execute(
-        "select label, cast((t_s - ?) / ? as integer) as b, max(t_s), max(value) from samples "
-        "where run_id = ? and series = ? group by label, b",
-        [t0, width, run_id, series],
-    ).fetchall()
-    if not sum_labels:
-        merged: dict[int, tuple[float, float]] = {}
-        for _label, b, t, v in rows:
-            prev = merged.get(b)
-            merged[b] = (t, v) if prev is None else (max(prev[0], t), max(prev[1], v))
-        return sorted(merged.values())
-    buckets: dict[int, list[float]] = {}
-    for _label, b, t, v in rows:
-        cur = buckets.setdefault(b, [t, 0.0])
-        cur[0] = max(cur[0], t)
-        cur[1] += v
-    return sorted((t, v) for t, v in buckets.values())
-
-
-def available_series(db: Database, run_ids: Iterable[int], names: Sequence[str]) -> set[str]:
-    ids = [int(i) for i in run_ids]
-    if not ids:
-        return set()
-    marks = ",".join("?" * len(ids))
-    # One index probe per (run, series) name asked for, instead of a scan.
-    out = set()
-    for name in names:
-        hit = db.execute(
-            f"select 1 from samples where run_id in ({marks}) and series = ? limit 1", [*ids, name]
-        ).fetchone()
-        if hit:
-            out.add(name)
-    return out
-
-
 HISTORY_COLUMNS: tuple[str, ...] = (
     "id",
     "experiment_id",
@@ -492,3 +397,40 @@ def run_ids_by_uid(db: Database, uids: Iterable[str]) -> dict[str, int]:
         rows = db.execute(f"select uid, id from runs where uid in ({_marks(part)})", part)
         out.update({str(uid): int(rid) for uid, rid in rows})
     return out
+
+
+# --- tuning plans (m013_plans; none in a lab that predates them) ---------------------------
+
+
+def get_plan(db: Database, plan_id: int) -> dict[str, Any]:
+    """The plan's row, its JSON parsed (StoreError: no such plan)."""
+    rows = (
+        list(db.query("select * from plans where id = ?", [plan_id]))
+        if "plans" in db.table_names()
+        else []
+    )
+    if not rows:
+        raise StoreError(f"no plan {plan_id}")
+    return decode(rows[0]) or {}
+
+
+def list_plans(db: Database, active_only: bool = False) -> list[dict[str, Any]]:
+    """Plans, newest first (only the running ones with active_only)."""
+    if "plans" not in db.table_names():
+        return []
+    where, params = "", []
+    if active_only:
+        where, params = f"where status in ({','.join('?' * len(ACTIVE))})", sorted(ACTIVE)
+    return [
+        decode(r) or {} for r in db.query(f"select * from plans {where} order by id desc", params)
+    ]
+
+
+def plan_id_for_key(db: Database, key: str) -> int | None:
+    """The newest plan row with this key (a resumed plan reuses it), None when there is none."""
+    if "plans" not in db.table_names():
+        return None
+    row = db.execute(
+        "select id from plans where key = ? order by id desc limit 1", [key]
+    ).fetchone()
+    return None if row is None else int(row[0])

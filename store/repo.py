@@ -11,7 +11,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from core.clock import now_iso
-from core.records import RequestRecord, SampleRow
+from core.records import NewExperiment, RequestRecord, SampleRow
 from core.redact import clean_url
 from core.status import Status, is_active
 from store import queries
@@ -55,7 +55,10 @@ def _insert(db: Database, table_name: str, fields: dict[str, Any]) -> int:
     return int(table.last_pk)
 
 
-def create_experiment(db: Database, **fields: Any) -> int:
+def create_experiment(db: Database, new: NewExperiment, **state: Any) -> int:
+    """Write `new` (validated before it got here: tuning.experiment.spec) queued; `state` sets
+    other columns of the row (a status, an origin); returns its id."""
+    fields = {**new.columns(), **state}
     fields.setdefault("created_at", now_iso())
     fields.setdefault("status", Status.QUEUED.value)
     fields.setdefault("phase", "queued")

@@ -21,8 +21,8 @@ from store.bundle import (
     DEFAULT_LIMITS,
     SUFFIX,
     BundleError,
+    BundleLimits,
     ImportResult,
-    Limits,
     Manifest,
     export_bundle,
     import_bundle,
@@ -154,7 +154,7 @@ def publish(
 def list_team(
     team_folder: str | Path | None,
     db_path: str | Path | None = None,
-    limits: Limits = DEFAULT_LIMITS,
+    limits: BundleLimits = DEFAULT_LIMITS,
 ) -> list[TeamBundle]:
     """Every bundle in the folder, newest first, with what the local lab already holds."""
     folder = team_folder_path(team_folder)
@@ -186,7 +186,7 @@ def list_team(
 
 
 def import_new(
-    db_path: str | Path, team_folder: str | Path | None, limits: Limits = DEFAULT_LIMITS
+    db_path: str | Path, team_folder: str | Path | None, limits: BundleLimits = DEFAULT_LIMITS
 ) -> TeamSummary:
     """Import every bundle not (fully) here yet, oldest first; a refused one does not stop the
     rest, and its reason is in the summary."""

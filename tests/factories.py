@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from core.clock import now_iso
-from core.records import RequestRecord, SampleRow
+from core.records import NewExperiment, RequestRecord, SampleRow
 from store import connect, repo
 from tuning.cli.bench import add_bench_arguments
 from tuning.engine.embedded import TINY_MODEL_SHAPE
@@ -22,6 +22,7 @@ from tuning.engine.identity import engine_identity
 from tuning.engine.params import format_value
 from tuning.engine.spec import EngineSpec
 from tuning.experiment.plan import plan_experiment
+from tuning.experiment.spec import ExperimentSpec
 from tuning.measure.metrics import summarize
 from tuning.measure.traffic.workload import Workload
 
@@ -268,7 +269,7 @@ def add_experiment(
         "author": "ada",
         **fields,
     }
-    return repo.create_experiment(db, **row)
+    return repo.create_experiment(db, NewExperiment(param=row.pop("param")), **row)
 
 
 def _argv(config: dict[str, Any], secret: bool) -> list[str]:
@@ -475,13 +476,15 @@ def plan_attached(
     there), serving model "m"; `options` go to plan_experiment (repeats, ...)."""
     return plan_experiment(
         db_path,
-        param=param,
-        values=list(values),
-        workload=wl or Workload(num_requests=4, concurrency=1, input_len=4, output_len=4),
-        engine=None,
-        base_url=base_url,
-        model="m",
-        **options,
+        ExperimentSpec.build(
+            param=param,
+            values=list(values),
+            workload=wl or Workload(num_requests=4, concurrency=1, input_len=4, output_len=4),
+            engine=None,
+            base_url=base_url,
+            model="m",
+            **options,
+        ),
     )
 
 
@@ -566,8 +569,8 @@ def add_measured_experiment(
     with connect(db_path) as db:
         exp = repo.create_experiment(
             db,
+            NewExperiment(param=param),
             name=f"{param} sweep",
-            param=param,
             values_json=[format_value(v) for v in values],
             repeats=repeats,
             config_json={"block-size": 16},

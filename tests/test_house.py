@@ -478,3 +478,57 @@ def test_the_layer_contract_sees_an_upward_import() -> None:
     assert import_cycles(package_graph(graph)) == [
         ["tuning.engine", "tuning.measure", "tuning.engine"]
     ]
+
+
+# Public names several modules define on purpose: a protocol each module of a kind follows,
+# reached through the module, never imported by name.
+SHARED_NAMES: dict[str, str] = {
+    "add_arguments": "each tuning/cli command module adds its subcommands (tuning.cli.main)",
+    "run": "each tuning/cli command module runs its subcommands (tuning.cli.main dispatches)",
+    "main": "a script's entry point: python -m tuning.cli.bench, tuning-lab-serve, the engine "
+    "probe run in vLLM's own interpreter",
+}
+NAMED_DIRS = ("core", "store", "tuning", "ui")
+
+
+def public_names(tree: ast.Module) -> list[str]:
+    """The public top-level functions and classes a module defines."""
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    return [n.name for n in tree.body if isinstance(n, kinds) and not n.name.startswith("_")]
+
+
+def shared_names(trees: dict[str, ast.Module]) -> dict[str, list[str]]:
+    """Public names defined by more than one module (besides SHARED_NAMES), with where."""
+    where: dict[str, list[str]] = {}
+    for rel, tree in trees.items():
+        for name in public_names(tree):
+            where.setdefault(name, []).append(rel)
+    return {
+        name: sorted(rels)
+        for name, rels in sorted(where.items())
+        if len(rels) > 1 and name not in SHARED_NAMES
+    }
+
+
+def _named_trees() -> dict[str, ast.Module]:
+    return {
+        str(p.relative_to(REPO)): _tree(p)
+        for p in APP
+        if p.relative_to(REPO).parts[0] in NAMED_DIRS
+    }
+
+
+def test_no_two_public_functions_or_classes_share_a_name() -> None:
+    """Issue 39 item 5: one name per concept ("plan" meant five things: two `run_plan`, two
+    `plan_next`, two `RunUnit`)."""
+    assert not shared_names(_named_trees())
+
+
+def test_the_name_check_sees_a_planted_duplicate() -> None:
+    trees = _named_trees()
+    trees["tuning/experiment/planted.py"] = ast.parse("def plan_experiment():\n    pass\n")
+    trees["ui/planted.py"] = ast.parse("class _Private: ...\ndef run(): ...\ndef main(): ...\n")
+    assert shared_names(trees) == {
+        "plan_experiment": ["tuning/experiment/plan.py", "tuning/experiment/planted.py"]
+    }
+    assert all(why.strip() for why in SHARED_NAMES.values())

@@ -42,7 +42,7 @@ _MD_AUTOLINK = re.compile(r"(?i)\b(https?|ftp|mailto)(:)|\b(www)(\.)")
 _MD_BLANK = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
 
 
-def db_path() -> Path:
+def lab_db_path() -> Path:
     return default_db_path()
 
 
@@ -75,7 +75,7 @@ def db() -> Database:
             "ui.common.db() is for a page drawn through app.py (ui.common.render_db)"
         )
     if not opened:
-        opened.append(open_db(db_path()))
+        opened.append(open_db(lab_db_path()))
     return opened[0]
 
 

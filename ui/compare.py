@@ -31,9 +31,9 @@ from tuning.compare.present import (
     verdict_rule,
 )
 from tuning.compare.stats import MARGIN
-from tuning.engine.shown import run_value
+from tuning.engine.params import run_value
 from tuning.present import export
-from tuning.present.charts.build import available_series, build_chart, default_align
+from tuning.present.charts.build import build_chart, default_align, drawn_series
 from tuning.present.charts.common import with_context
 from tuning.present.charts.kinds import CHART_TITLES, MEMORY_SERIES, PREALLOCATION_NOTE
 from tuning.present.report import report_file_name
@@ -163,7 +163,7 @@ def suspect_toggle(runs: Sequence[Mapping[str, Any]]) -> bool:
     )
 
 
-def knobs() -> tuple[dict[str, float], float]:
+def render_knobs() -> tuple[dict[str, float], float]:
     """The SLO fields (folded) and the equivalence margin side by side, in one row: the headline
     under them stays near the top of the page."""
     left, right = st.columns(2)
@@ -374,7 +374,7 @@ def _download(
 
 def render_export(chart: alt.TopLevelMixin, fmt: str, context: Sequence[str] = ()) -> bytes:
     """The file of a chart as drawn, with its context under the title (a file travels alone)."""
-    return export.render(with_context(chart, context), fmt)
+    return export.chart_bytes(with_context(chart, context), fmt)
 
 
 def export_buttons(
@@ -416,7 +416,7 @@ def render_charts(
         index=0 if align_default == "server" else 1,
         format_func=lambda x: {"server": "since server start", "load": "since load start"}[x],
     )
-    have = available_series(db, comparison.measured_ids)
+    have = drawn_series(db, comparison.measured_ids)
     mem_options = [name for name, _ in MEMORY_SERIES if name in have]
     memory = None
     if mem_options:

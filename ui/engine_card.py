@@ -12,11 +12,11 @@ import streamlit as st
 from ui.common import ICONS, md_code, md_escape
 
 if TYPE_CHECKING:  # Home imports this module: it needs neither the doctor nor the finder
-    from tuning.engine.doctor import Finding
+    from tuning.engine.doctor import Diagnosis
     from tuning.engine.find import Discovery
 
 
-def draw_check(findings: Sequence[Finding], discovery: Discovery, engine: str) -> None:
+def draw_check(findings: Sequence[Diagnosis], discovery: Discovery, engine: str) -> None:
     """One line per check (engine, model, GPU), a fix under each problem, then what else was
     found on this machine when it is not the engine in use."""
     with st.container(border=True, key="engine_card"):

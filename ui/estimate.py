@@ -3,55 +3,33 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import streamlit as st
 
 from store import connect
-from tuning.engine.spec import EngineSpec
 from tuning.experiment.estimate import engine_costs, for_experiment
-from tuning.experiment.repeats import AutoRepeats
-from tuning.measure.traffic.workload import Workload
+from tuning.experiment.spec import ExperimentSpec
 from ui.common import md_escape
 
 CLOCK = ":material/schedule:"
 
 
-def render_estimate(
-    path: Path,
-    engine: EngineSpec | None,
-    workload: Mapping[str, Any],
-    values: int,
-    repeats: int,
-    restarts: bool,
-    base_url: str | None = None,
-    model: str | None = None,
-    auto: AutoRepeats | None = None,
-) -> None:
-    """One caption: expected runs and minutes, and what the numbers rest on; until decided
-    (`auto`), the first rounds and the most it may take."""
-    if values < 1 or not path.exists():
+def render_estimate(path: Path, spec: ExperimentSpec) -> None:
+    """One caption: expected runs and minutes, and what the numbers rest on; until decided, the
+    first rounds and the most it may take."""
+    if not spec.values or not path.exists():
         return
-    try:
-        wl = Workload(**workload)
-    except ValueError:  # the workload's own error is shown where it is typed
-        return
+    engine = spec.engine.to_json() if spec.engine else None
     with connect(path, readonly=True) as db:
-        costs = engine_costs(
-            db, engine.to_json() if engine else None, wl, base_url=base_url, model=model
-        )
-    restart = restarts and engine is not None
-    if auto is None:
-        line = for_experiment(costs, values, repeats, restart).line()
-    else:
-        line = for_experiment(
-            costs,
-            values,
-            auto.first_rounds,
-            restart,
-            max_repeats=auto.max_repeats,
-            budget_minutes=auto.budget_minutes,
-        ).line()
+        costs = engine_costs(db, engine, spec.workload, base_url=spec.base_url, model=spec.model)
+    auto = spec.auto
+    line = for_experiment(
+        costs,
+        len(spec.values),
+        spec.first_rounds,
+        spec.restarts,
+        max_repeats=auto.max_repeats if auto else None,
+        budget_minutes=auto.budget_minutes if auto else None,
+    ).line()
     st.caption(f"{CLOCK} {md_escape(line)}")

@@ -10,21 +10,21 @@ import streamlit as st
 from sqlite_utils import Database
 
 from store import queries
-from tuning.decide.findings import NextExperiment, plan_next, stored_findings
+from tuning.decide.findings import NextExperiment, plan_suggested, stored_findings
 from tuning.engine.current import current_spec
-from tuning.engine.shown import show_value
+from tuning.engine.params import show_value
 from tuning.experiment.lock import runner_busy
 from tuning.experiment.supervisor import spawn_runner
 from tuning.settings import load_settings
-from ui.common import ICONS, db_path, md_code, md_escape
+from ui.common import ICONS, lab_db_path, md_code, md_escape
 
 
 def queue_next(db: Database, run: Mapping[str, Any], nxt: NextExperiment) -> int:
     """Plan the suggested experiment from the run and start its runner; its id."""
     settings = load_settings()
     experiment = queries.get_experiment(db, int(run["experiment_id"]))
-    exp_id = plan_next(
-        db_path(),
+    exp_id = plan_suggested(
+        lab_db_path(),
         run,
         nxt,
         experiment,
@@ -32,7 +32,7 @@ def queue_next(db: Database, run: Mapping[str, Any], nxt: NextExperiment) -> int
         author=settings.resolved_author(),
         host=settings.resolved_host(),
     )
-    spawn_runner(db_path(), exp_id)
+    spawn_runner(lab_db_path(), exp_id)
     return exp_id
 
 

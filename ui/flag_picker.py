@@ -10,7 +10,7 @@ already cached; it is then kept by Streamlit (per engine interpreter and version
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ from store import engine_flags as cache
 from tuning.compare.inert import inert_knobs
 from tuning.engine.flags.catalog import Catalog, CatalogError, FlagInfo, engine_python
 from tuning.engine.learn import catalog_for, flag_status, needs_catalog, resolve
-from tuning.engine.params import PARAMS, Param, ParamError, format_value
+from tuning.engine.params import PARAMS, Param, format_value
 from tuning.engine.spec import EngineSpec, installed_vllm_version
 from tuning.engine.value_text import join_values
 from ui.common import md_escape
@@ -297,22 +297,3 @@ def render_learned(param: Param, info: FlagInfo | None, version: str) -> None:
 
 def _shown(value: Any) -> str:
     return "none" if value is None else format_value(value)
-
-
-def resolve_baseline(
-    raw: Mapping[str, str], catalog: Catalog | None
-) -> tuple[dict[str, str], dict[str, Param], list[str]]:
-    """The baseline under each flag's own name, its learned flags, and one line per refused name."""
-    out: dict[str, str] = {}
-    learned: dict[str, Param] = {}
-    errors: list[str] = []
-    for key, value in raw.items():
-        try:
-            param = resolve(key, catalog)
-        except ParamError as exc:
-            errors.append(f"baseline: {exc}")
-            continue
-        if param.source != "curated":
-            learned[param.name] = param
-        out[param.name] = value
-    return out, learned, errors

@@ -18,7 +18,7 @@ from sqlite_utils import Database
 
 from core.status import is_active
 from store import connect, queries, repo
-from tuning.engine.shown import run_value
+from tuning.engine.params import run_value
 from tuning.experiment.history import SORTS, RunFilter, choices
 from ui.common import md_escape
 from ui.links import compare_link

@@ -115,7 +115,7 @@ def _shown(value: str | None) -> str:
     return repr(value if value is None or len(value) <= 80 else value[:80] + "...")
 
 
-def refusal(headers: Iterable[tuple[bytes, bytes]], allowed: frozenset[str]) -> str:
+def host_refusal(headers: Iterable[tuple[bytes, bytes]], allowed: frozenset[str]) -> str:
     """Why a request with these headers is not served, or "" when it is."""
     host: str | None = None
     origin: str | None = None
@@ -151,7 +151,7 @@ class HostGuard:
         if kind not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        why = refusal(scope.get("headers") or [], self.allowed)
+        why = host_refusal(scope.get("headers") or [], self.allowed)
         if not why:
             await self.app(scope, receive, send)
             return

@@ -14,16 +14,16 @@ import streamlit as st
 
 from core.clock import age_s
 from core.status import Status, is_active
-from store import StoreError, connect, queries
+from store import StoreError, connect, queries, timeseries
 from tuning.compare.comparison import request_columns
 from tuning.compare.present import fmt
 from tuning.decide.reaper import reap_dead
-from tuning.engine.shown import run_value
-from tuning.engine.startup_anatomy import describe, phase_rows
+from tuning.engine.params import run_value
+from tuning.engine.startup_anatomy import anatomy_text, phase_rows
 from tuning.experiment.estimate import left_text
 from tuning.experiment.supervisor import STALE_AFTER_S, cancel_experiment
 from tuning.measure.telemetry.completeness import sample_gaps
-from tuning.present.charts.build import available_series
+from tuning.present.charts.build import drawn_series
 from tuning.present.charts.kinds import (
     DASHBOARD_SERIES,
     MEMORY_SERIES,
@@ -185,10 +185,12 @@ def render_stop(db_path: Path, exp: Mapping[str, Any]) -> None:
         st.toast("Stop requested")
 
 
-def run_series(db: Any, run_id: int, max_points: int = 400) -> dict[str, list[tuple[float, float]]]:
-    have = available_series(db, [run_id])
+def live_series(
+    db: Any, run_id: int, max_points: int = 400
+) -> dict[str, list[tuple[float, float]]]:
+    have = drawn_series(db, [run_id])
     return {
-        name: queries.load_series(db, run_id, name, max_points=max_points, sum_labels=True)
+        name: timeseries.load_series(db, run_id, name, max_points=max_points, sum_labels=True)
         for name in DASHBOARD_SERIES
         if name in have
     }
@@ -196,7 +198,7 @@ def run_series(db: Any, run_id: int, max_points: int = 400) -> dict[str, list[tu
 
 def render_run_charts(db: Any, run: Mapping[str, Any]) -> None:
     """Memory, KV usage %, output tokens/s, running & waiting on one time axis."""
-    series = run_series(db, int(run["id"]))
+    series = live_series(db, int(run["id"]))
     memory = memory_series_for(series)
     tokens = None
     if "generation_tokens_total" not in series and run.get("status") == Status.DONE:
@@ -223,7 +225,7 @@ def render_run_charts(db: Any, run: Mapping[str, Any]) -> None:
             st.warning(esc(gap), icon=ICONS["warning"])
 
 
-def render_startup(run: Mapping[str, Any]) -> None:
+def render_run_startup(run: Mapping[str, Any]) -> None:
     """The run's server start as a timeline of its phases, once it was healthy."""
     anat = (run.get("startup") or {}).get("anatomy")
     if not anat:
@@ -231,7 +233,7 @@ def render_startup(run: Mapping[str, Any]) -> None:
     with st.container(key="live_startup"):
         rows = phase_rows([(f"run {run['id']}", anat)])
         st.altair_chart(startup_chart(rows), key="live_startup_chart")
-        st.caption(describe(anat))
+        st.caption(anatomy_text(anat))
 
 
 def without_access_lines(text: str) -> tuple[str, int]:
@@ -335,7 +337,7 @@ def panel(db_path: Path, experiment_id: int, was_active: bool) -> None:
             run = dict(pick_flight(flights))
         if run is not None:
             render_run_charts(db, run)
-            render_startup(run)
+            render_run_startup(run)
             render_anatomy(db, exp)
             render_log(run)
         render_runs_table(db, exp)

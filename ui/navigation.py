@@ -24,7 +24,7 @@ class AppPage:
 
 
 # In the sidebar's order; the labels and URL paths are the ones the pages had when Streamlit named
-# them from their files (`pages/3_Live.py` -> "Live" at /Live), so bookmarks keep working.
+# them from their files (`app_pages/3_Live.py` -> "Live" at /Live), so bookmarks keep working.
 PAGES: tuple[AppPage, ...] = (
     AppPage(f"{PAGES_DIR}/0_Home.py", "Home", ""),
     AppPage(f"{PAGES_DIR}/1_New_experiment.py", "New experiment", "New_experiment"),

@@ -16,9 +16,9 @@ import pandas as pd
 import streamlit as st
 
 from tuning.compare.present import TONE_MARK, fmt
-from tuning.decide.search.plan_show import facts, gain_line, label, plan_rows, step_line
-from tuning.decide.search.show import slo_text
-from tuning.engine.shown import show_value
+from tuning.decide.search.plan_show import gain_line, label, plan_facts, plan_rows, step_line
+from tuning.decide.search.show import slo_words
+from tuning.engine.params import show_value
 from ui.common import ICONS, md_code, md_escape, pick_by_query
 from ui.links import compare_link
 
@@ -40,15 +40,15 @@ def pick_plan(path: Path) -> dict[str, Any] | None:
     return pick_by_query(rows, "plan", "Plan", "plans_pick", label)
 
 
-def render(path: Path) -> None:
+def render_plans(path: Path) -> None:
     st.header("Plans", anchor="plans")
     row = pick_plan(path)
     if row is None:
         return
-    f = facts(row)
-    headline(f)
+    f = plan_facts(row)
+    render_plan_headline(f)
     st.subheader("Searches, in order")
-    st.dataframe(steps_frame(f), hide_index=True, key="plans_steps")
+    st.dataframe(plan_steps_frame(f), hide_index=True, key="plans_steps")
     for s in f["steps"]:
         if s.get("search_id"):
             st.page_link(
@@ -62,7 +62,7 @@ def render(path: Path) -> None:
         st.dataframe(config_frame(f), hide_index=True, key="plans_config")
     if f["serve_command"]:
         st.code(f["serve_command"], language="bash")
-    evidence(f)
+    render_evidence(f)
 
 
 def gain_markdown(f: Mapping[str, Any], gain: Mapping[str, Any]) -> str:
@@ -74,7 +74,7 @@ def gain_markdown(f: Mapping[str, Any], gain: Mapping[str, Any]) -> str:
     return f":{mark}[{text}]" if mark else text
 
 
-def headline(f: Mapping[str, Any]) -> None:
+def render_plan_headline(f: Mapping[str, Any]) -> None:
     """The decision first: the gain over the start with its interval and verdict."""
     st.subheader(md_escape(f"plan {f['plan_id']}: {', then '.join(f['params'])}"))
     if f["gain"]:
@@ -87,14 +87,14 @@ def headline(f: Mapping[str, Any]) -> None:
     st.caption(
         md_escape(
             f"objective: {f['objective']} ({f['unit']}, {f['better']} is better) · SLOs: "
-            f"{slo_text(f['slo_ms'])} · {f['status']}"
+            f"{slo_words(f['slo_ms'])} · {f['status']}"
         )
     )
     if f["error"]:
         st.warning(md_escape(f["error"]))
 
 
-def steps_frame(f: Mapping[str, Any]) -> pd.DataFrame:
+def plan_steps_frame(f: Mapping[str, Any]) -> pd.DataFrame:
     """One row per search: its parameter, the chosen value and what its objective measured."""
     return pd.DataFrame(
         [
@@ -126,7 +126,7 @@ def config_frame(f: Mapping[str, Any]) -> pd.DataFrame:
     )
 
 
-def evidence(f: Mapping[str, Any]) -> None:
+def render_evidence(f: Mapping[str, Any]) -> None:
     """The runs behind the gain, and one click to compare them."""
     runs = f["confirm_runs"]
     start, final = runs.get("start") or [], runs.get("final") or []

@@ -3,29 +3,28 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 
 from core.units import format_bytes
-from tuning.engine.params import Param
+from tuning.engine.params import show_value
 from tuning.engine.predict import ModelShape, error_pct, predict_values
-from tuning.engine.shown import show_value
-from tuning.engine.spec import EngineSpec
+from tuning.experiment.spec import ExperimentSpec
 from ui.common import md_escape
 
 
-def render_prediction(
-    spec: EngineSpec, param: Param, values: Sequence[Any], baseline: Mapping[str, Any]
-) -> None:
-    """A table of the predicted KV cache per value; an error per value that cannot start."""
-    if not param.restarts_server or not values:
+def render_prediction(experiment: ExperimentSpec) -> None:
+    """A table of the predicted KV cache per value of an experiment that starts the lab's engine;
+    an error per value that cannot start."""
+    spec, param, values = experiment.engine, experiment.param, experiment.values
+    if spec is None or not param.restarts_server or not values:
         return
     try:
         shape = ModelShape.load(spec.model)
-        config = {**spec.baseline, **baseline}
+        config = dict(experiment.config)
         rows = predict_values(param.name, values, config, shape, backend=spec.backend, env=spec.env)
     except (OSError, ValueError, KeyError) as exc:
         st.caption(md_escape(f"No KV prediction: {exc}"))

@@ -4,13 +4,11 @@ named, dated and by whom, counted only when the user ticks the box (never silent
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import streamlit as st
 
-from tuning.engine.flags.catalog import CatalogError
-from tuning.experiment.plan import experiment_fields
 from tuning.experiment.reuse import Offer, apply_offer, decoded, find_offer
+from tuning.experiment.spec import ExperimentSpec
 from ui.common import md_escape
 
 REUSE_HELP = (
@@ -21,13 +19,10 @@ REUSE_HELP = (
 )
 
 
-def render_reuse_offer(db_path: Path, plan: dict[str, Any], team_folder: str) -> Offer | None:
-    """Show the offer for the experiment `plan` (plan_experiment's keywords) would write; the
-    offer when the user ticked "count these N earlier runs", else None."""
-    try:
-        draft = {**decoded(experiment_fields(**plan)), "id": None}
-    except (ValueError, CatalogError):  # the page shows the refusal next to its field
-        return None
+def render_reuse_offer(db_path: Path, spec: ExperimentSpec, team_folder: str) -> Offer | None:
+    """Show the offer for the experiment `spec` would write; the offer when the user ticked
+    "count these N earlier runs", else None."""
+    draft = {**decoded(spec.row().columns()), "id": None}
     offer = find_offer(db_path, draft, team_folder=team_folder or None)
     for note in offer.notes:  # bundle names and errors may be a teammate's: plain text
         st.caption(md_escape(note))

@@ -152,10 +152,10 @@ def render_search_mode(path: Path, spec: EngineSpec, settings: Settings) -> None
 def _status_panel(path: Path, search_id: int) -> None:
     with connect(path, readonly=True) as db:
         row = queries.get_search(db, search_id)
-    render_progress(path, progress(path, row))
+    render_search_progress(path, progress(path, row))
 
 
-def render_progress(path: Path, done: Progress) -> None:
+def render_search_progress(path: Path, done: Progress) -> None:
     """Status, progress, the decision log, and the chosen value with its interval."""
     row, spec = done.row, done.spec
     with st.container(border=True, key="srch_status"):

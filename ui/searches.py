@@ -24,7 +24,13 @@ from tuning.compare.selection import SelectionError, select_runs
 from tuning.decide.background import search_running
 from tuning.decide.search.confirm import confirm_values, plan_confirm
 from tuning.decide.search.record import reap_searches, spec_from_json
-from tuning.decide.search.show import chosen_line, confirm_line, facts, slo_text, unrecorded_keys
+from tuning.decide.search.show import (
+    chosen_line,
+    confirm_line,
+    search_facts,
+    slo_words,
+    unrecorded_keys,
+)
 from tuning.engine.current import current_spec
 from tuning.engine.params import format_value
 from tuning.engine.spec import EngineError
@@ -64,22 +70,22 @@ def pick_search(path: Path) -> dict[str, Any] | None:
     return pick_by_query(rows, "search", "Search", "srchs_pick", _label)
 
 
-def render(path: Path) -> None:
+def render_searches(path: Path) -> None:
     row = pick_search(path)
     if row is None:
         return
-    f = facts(path, row)
-    headline(f)
+    f = search_facts(path, row)
+    render_search_headline(f)
     chart(path, f)
     st.subheader("Why each step ran")
-    st.dataframe(steps_frame(f), hide_index=True, key="srchs_steps")
+    st.dataframe(search_steps_frame(f), hide_index=True, key="srchs_steps")
     compare_link(
         "Compare the search's runs", runs=[e["run_id"] for e in f["steps"]], search=f["search_id"]
     )
     confirm(path, row, f)
 
 
-def headline(f: Mapping[str, Any]) -> None:
+def render_search_headline(f: Mapping[str, Any]) -> None:
     """The decision first: the chosen value, the objective and the SLOs, the knee."""
     chosen = "none" if f["chosen"] is None else format_value(f["chosen"])
     st.subheader(f"{md_escape(f['param'])}: chosen {md_escape(chosen)}")
@@ -87,7 +93,7 @@ def headline(f: Mapping[str, Any]) -> None:
     st.caption(
         md_escape(
             f"objective: {f['objective']} ({f['unit']}, {f['better']} is better) · SLOs: "
-            f"{slo_text(f['slo_ms'])} · range {f['range'][0]:g}..{f['range'][1]:g} · "
+            f"{slo_words(f['slo_ms'])} · range {f['range'][0]:g}..{f['range'][1]:g} · "
             f"{len(f['steps'])} steps · {f['status']}"
         )
     )
@@ -118,7 +124,7 @@ def chart(path: Path, f: Mapping[str, Any]) -> None:
     st.caption(KNEE_NOTE)
 
 
-def steps_frame(f: Mapping[str, Any]) -> pd.DataFrame:
+def search_steps_frame(f: Mapping[str, Any]) -> pd.DataFrame:
     """One row per step: its value, why it ran, its run, what the objective measured, the SLOs."""
     objective, unit = f["objective"], f["unit"]
     return pd.DataFrame(

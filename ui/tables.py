@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from tuning.engine.shown import show_value
+from tuning.engine.params import show_value
 from ui.health import config_badge, health_badge
 
 # Decimals a cell of each unit shows; the page test checks every cell against this.
@@ -165,7 +165,7 @@ def _number(value: Any) -> float | None:
     return x if x == x and abs(x) != float("inf") else None
 
 
-def shown(col: Col, value: Any) -> Any:
+def cell_value(col: Col, value: Any) -> Any:
     """The value as its cell shows it: in the unit, rounded to the unit's precision."""
     if not col.unit:
         return value
@@ -221,7 +221,7 @@ def run_frame(
                 rep = _number(r.get(key))
                 row[key] = None if rep is None else int(rep) + 1
             else:
-                row[key] = shown(BY_KEY[key], r.get(key))
+                row[key] = cell_value(BY_KEY[key], r.get(key))
         rows.append({**row, **(extra(r) if extra else {})})
     return pd.DataFrame(rows) if rows else pd.DataFrame(columns=list(keys))
 

@@ -17,14 +17,14 @@ from store import StoreError, queries
 from tuning.compare.comparison import Comparison
 from tuning.compare.context import run_context
 from tuning.decide.search.record import progress
-from tuning.present.charts.common import number
+from tuning.present.charts.common import as_float
 from tuning.present.charts.tradeoff import (
     KNEE_NOTE,
     TRADEOFF_TITLES,
     pareto_chart,
     pareto_frame,
     search_chart,
-    workload_runs,
+    tradeoff_runs,
 )
 from ui.compare import draw_chart, export_buttons
 from ui.compare import parse_id_list as ids_of
@@ -82,7 +82,7 @@ def _pareto(db: Any, comparison: Comparison, scope_id: int | None) -> None:
     view = c2.radio(
         "Axes", list(VIEWS), key="cmp_pareto_view", format_func=VIEWS.__getitem__, horizontal=True
     )
-    runs = workload_runs(db, fingerprint)
+    runs = tradeoff_runs(db, fingerprint)
     frame = pareto_frame(runs, view)
     if frame.empty:
         st.caption("These runs lack the numbers for this view.")
@@ -101,7 +101,7 @@ def _pareto(db: Any, comparison: Comparison, scope_id: int | None) -> None:
 def _metric_vs_value(
     db: Any, path: Path, comparison: Comparison, scope_id: int | None, context: Sequence[str]
 ) -> None:
-    if not any(number(side.value) is not None for side in comparison.sides):
+    if not any(as_float(side.value) is not None for side in comparison.sides):
         st.caption("The value is not a number: no curve to draw.")
         return
     objective, chosen, slo = "output_throughput", None, None

@@ -7,8 +7,8 @@ from store.bundle.format import (
     DEFAULT_LIMITS,
     SUFFIX,
     BundleError,
+    BundleLimits,
     ImportResult,
-    Limits,
     Manifest,
 )
 from store.bundle.merge import import_bundle
@@ -19,7 +19,7 @@ __all__ = [
     "SUFFIX",
     "BundleError",
     "ImportResult",
-    "Limits",
+    "BundleLimits",
     "Manifest",
     "export_bundle",
     "import_bundle",

@@ -36,7 +36,7 @@ from store.bundle.format import (
     Manifest,
     parse_manifest,
     reference_schema,
-    table_columns,
+    sqlite_columns,
 )
 from store.bundle.scratch import scratch_dir
 from store.db import StoreError, connect, readonly_uri, sqlite_uri
@@ -232,8 +232,8 @@ def _copy_rows(conn: sqlite3.Connection) -> dict[str, int]:
         "samples": "run_id IN (SELECT id FROM sel_runs)",
     }
     for table in TABLES:
-        have = set(table_columns(conn, table, "src"))
-        cols = [c for c in table_columns(conn, table) if c in have]
+        have = set(sqlite_columns(conn, table, "src"))
+        cols = [c for c in sqlite_columns(conn, table) if c in have]
         names = ", ".join(f'"{c}"' for c in cols)
         cur = conn.execute(
             f'INSERT INTO main."{table}" ({names}) SELECT {names} FROM '
@@ -252,7 +252,7 @@ def _scrub_bundle(conn: sqlite3.Connection, secrets: Sequence[str]) -> None:
         conn.execute(
             f'UPDATE "{table}" SET ' + ", ".join(f'"{c}" = ?' for c in blank), list(blank.values())
         )
-        text_cols = [c for c in table_columns(conn, table) if types[table].get(c) == "TEXT"]
+        text_cols = [c for c in sqlite_columns(conn, table) if types[table].get(c) == "TEXT"]
         for row in conn.execute(f'SELECT id, {", ".join(text_cols)} FROM "{table}"').fetchall():
             changed = {
                 c: clean

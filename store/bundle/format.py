@@ -82,7 +82,7 @@ class BundleError(Exception):
 
 
 @dataclass(frozen=True)
-class Limits:
+class BundleLimits:
     """What an import accepts; tests shrink these to check the refusals."""
 
     max_bundle_bytes: int = 1 << 30  # the zip file as stored
@@ -103,7 +103,7 @@ class Limits:
         return int(getattr(self, f"max_{table}"))
 
 
-DEFAULT_LIMITS = Limits()
+DEFAULT_LIMITS = BundleLimits()
 
 
 @dataclass
@@ -201,7 +201,7 @@ def reference_schema() -> Schema:
         conn.close()
 
 
-def table_columns(conn: sqlite3.Connection, table: str, schema: str = "main") -> list[str]:
+def sqlite_columns(conn: sqlite3.Connection, table: str, schema: str = "main") -> list[str]:
     return [r[1] for r in conn.execute(f'PRAGMA "{schema}".table_info("{table}")')]
 
 
@@ -233,7 +233,7 @@ def _check_version(raw: dict[str, Any]) -> int:
     return version
 
 
-def _check_counts(raw: dict[str, Any], limits: Limits) -> dict[str, int]:
+def _check_counts(raw: dict[str, Any], limits: BundleLimits) -> dict[str, int]:
     counts = raw.get("counts")
     if (
         not isinstance(counts, dict)
@@ -269,7 +269,7 @@ def _check_listing(raw: dict[str, Any], counts: dict[str, int]) -> tuple[list[An
     return exps, runs
 
 
-def parse_manifest(raw: Any, limits: Limits = DEFAULT_LIMITS) -> Manifest:
+def parse_manifest(raw: Any, limits: BundleLimits = DEFAULT_LIMITS) -> Manifest:
     """A manifest dict -> Manifest, or BundleError saying which field is wrong."""
     if not isinstance(raw, dict):
         raise BundleError("manifest is not a JSON object", "manifest")
@@ -310,7 +310,7 @@ def parse_manifest(raw: Any, limits: Limits = DEFAULT_LIMITS) -> Manifest:
     )
 
 
-def manifest_from_bytes(data: bytes, limits: Limits = DEFAULT_LIMITS) -> Manifest:
+def manifest_from_bytes(data: bytes, limits: BundleLimits = DEFAULT_LIMITS) -> Manifest:
     """The bytes of ``manifest.json`` -> Manifest (BundleError for bad JSON or a bad field)."""
     try:
         raw = json_depth.loads(data.decode("utf-8"))  # a RecursionError never gets this far

@@ -43,11 +43,11 @@ from store.bundle.format import (
     LOCAL_ONLY,
     TABLES,
     BundleError,
+    BundleLimits,
     ImportResult,
-    Limits,
     Manifest,
     reference_schema,
-    table_columns,
+    sqlite_columns,
 )
 from store.bundle.validate import open_bundle
 from store.db import connect, write_transaction
@@ -60,7 +60,7 @@ _CHILD_TEXT = {"requests": "error", "samples": "label"}
 
 
 def import_bundle(
-    db_path: str | Path, bundle_path: str | Path, limits: Limits = DEFAULT_LIMITS
+    db_path: str | Path, bundle_path: str | Path, limits: BundleLimits = DEFAULT_LIMITS
 ) -> ImportResult:
     """Validate, then merge by uid in one transaction; BundleError leaves the target untouched.
 
@@ -108,9 +108,9 @@ class _Merger:
         ref = reference_schema()
         self.cols: dict[str, list[str]] = {}
         for table in TABLES:
-            here = set(table_columns(self.conn, table))
+            here = set(sqlite_columns(self.conn, table))
             self.cols[table] = [
-                c for c in table_columns(src, table) if c in here and c in ref.columns[table]
+                c for c in sqlite_columns(src, table) if c in here and c in ref.columns[table]
             ]
 
     # -- before the lock ------------------------------------------------------------------------

@@ -17,12 +17,12 @@ from store.bundle.format import (
     LISTED_RUN_FIELDS,
     TABLES,
     BundleError,
-    Limits,
+    BundleLimits,
     Manifest,
     reference_schema,
-    table_columns,
+    sqlite_columns,
 )
-from store.json_shapes import SHAPES, problem
+from store.json_shapes import SHAPES, shape_problem
 from store.schema import JSON_COLUMNS
 
 _ALLOWED_TYPES = {
@@ -38,7 +38,7 @@ REQUIRED_VALUES = {
 }
 
 
-def check_rows(conn: sqlite3.Connection, manifest: Manifest, limits: Limits) -> None:
+def check_rows(conn: sqlite3.Connection, manifest: Manifest, limits: BundleLimits) -> None:
     """Row counts as the manifest says and within limits, typed values, the fields the lab reads
     present, valid uids, finished rows, and references that stay inside the bundle."""
     for table in TABLES:
@@ -96,7 +96,7 @@ def _check_types(conn: sqlite3.Connection, table: str) -> None:
     """Every value of the declared storage class, every JSON column valid JSON: one scan."""
     declared = reference_schema().columns[table]
     probes, labels = [], []
-    for col in table_columns(conn, table):
+    for col in sqlite_columns(conn, table):
         allowed = ", ".join(f"'{t}'" for t in _ALLOWED_TYPES[declared[col]])
         probes.append(f'sum(typeof("{col}") NOT IN ({allowed}))')
         labels.append((col, f"value(s) of the wrong type (expected {declared[col]})"))
@@ -114,7 +114,7 @@ def _check_types(conn: sqlite3.Connection, table: str) -> None:
 
 def _check_required(conn: sqlite3.Connection, table: str) -> None:
     """No NULL (or missing column) where every reader of the lab expects a value."""
-    have = set(table_columns(conn, table))
+    have = set(sqlite_columns(conn, table))
     for col in REQUIRED_VALUES.get(table, ()):
         row = (
             conn.execute(f'SELECT uid FROM "{table}" WHERE "{col}" IS NULL LIMIT 1').fetchone()
@@ -132,7 +132,7 @@ def _check_required(conn: sqlite3.Connection, table: str) -> None:
 def _check_cells(conn: sqlite3.Connection, table: str, limit: int) -> None:
     """No text cell over `limit` bytes (a 10 MB note is not a measurement): refused, naming it."""
     declared = reference_schema().columns[table]
-    cols = [c for c in table_columns(conn, table) if declared[c] == "TEXT"]
+    cols = [c for c in sqlite_columns(conn, table) if declared[c] == "TEXT"]
     if not cols:
         return
     probes = ", ".join(f'max(coalesce(length(CAST("{c}" AS BLOB)), 0))' for c in cols)
@@ -155,7 +155,7 @@ def check_shapes(conn: sqlite3.Connection) -> None:
     """Every JSON column of experiments and runs of its shape (store.json_shapes), and every
     request's itl_json a list of numbers: BundleError naming the column and the row."""
     for table in ("experiments", "runs"):
-        cols = [c for c in table_columns(conn, table) if c in SHAPES]
+        cols = [c for c in sqlite_columns(conn, table) if c in SHAPES]
         if not cols:
             continue
         names = ", ".join(f'"{c}"' for c in cols)
@@ -164,7 +164,7 @@ def check_shapes(conn: sqlite3.Connection) -> None:
                 if raw is None:
                     continue
                 try:
-                    why = problem(col, json.loads(raw))
+                    why = shape_problem(col, json.loads(raw))
                 except (ValueError, RecursionError):
                     why = "is not valid JSON"
                 if why:
@@ -191,7 +191,7 @@ def _check_uids(conn: sqlite3.Connection, table: str) -> None:
     ).fetchone()
     if bad:
         raise BundleError(f"{table} has an invalid uid {bad[0]!r}", "types")
-    if table == "experiments" and "lab_uid" in table_columns(conn, table):
+    if table == "experiments" and "lab_uid" in sqlite_columns(conn, table):
         lab = conn.execute(
             "SELECT uid FROM experiments WHERE lab_uid IS NOT NULL AND (length(lab_uid) < 8 OR "
             "length(lab_uid) > 64 OR lab_uid GLOB '*[^0-9A-Za-z_-]*') LIMIT 1"
@@ -233,7 +233,7 @@ def _check_references(conn: sqlite3.Connection) -> None:
 def _listed_rows(conn: sqlite3.Connection, table: str) -> tuple[list[str], sqlite3.Cursor]:
     """(names, cursor) of the listed fields of `table` that its rows hold (a bundle may lack a
     column the lab added later); a run's experiment by uid."""
-    have = set(table_columns(conn, table))
+    have = set(sqlite_columns(conn, table))
     if table == "experiments":
         names = [c for c in LISTED_EXPERIMENT_FIELDS if c in have]
         listed = ", ".join(f'"{c}"' for c in names)

@@ -26,7 +26,7 @@ from store.bundle.format import (
     REQUIRED_COLUMNS,
     TABLES,
     BundleError,
-    Limits,
+    BundleLimits,
     Manifest,
     manifest_from_bytes,
     reference_schema,
@@ -42,7 +42,7 @@ Members = dict[str, zipfile.ZipInfo]
 
 @contextmanager
 def open_bundle(
-    path: str | Path, limits: Limits = DEFAULT_LIMITS
+    path: str | Path, limits: BundleLimits = DEFAULT_LIMITS
 ) -> Iterator[tuple[Manifest, sqlite3.Connection]]:
     """A fully validated bundle: its manifest and a read-only connection to a private copy
     (in a scratch folder that goes away on exit, on error and on SIGTERM)."""
@@ -63,13 +63,13 @@ def open_bundle(
                 conn.close()
 
 
-def verify_bundle(path: str | Path, limits: Limits = DEFAULT_LIMITS) -> Manifest:
+def verify_bundle(path: str | Path, limits: BundleLimits = DEFAULT_LIMITS) -> Manifest:
     """Every import check, without a target: BundleError or the manifest."""
     with open_bundle(path, limits) as (manifest, _conn):
         return manifest
 
 
-def read_manifest(path: str | Path, limits: Limits = DEFAULT_LIMITS) -> Manifest:
+def read_manifest(path: str | Path, limits: BundleLimits = DEFAULT_LIMITS) -> Manifest:
     """The manifest alone (for listings): archive checks and manifest checks, no SQLite."""
     zf, members = _open_zip(Path(path), limits)
     with zf:
@@ -90,7 +90,7 @@ def _unsafe_member(name: str) -> bool:
     )
 
 
-def _open_zip(path: Path, limits: Limits) -> tuple[zipfile.ZipFile, Members]:
+def _open_zip(path: Path, limits: BundleLimits) -> tuple[zipfile.ZipFile, Members]:
     try:
         size = path.stat().st_size
     except OSError as exc:
@@ -150,7 +150,7 @@ class Budget:
     its compressed size (never past the lab's limit for it), and the same for the whole archive,
     so a 1 MB zip never writes a GiB, whatever its header or its manifest declares."""
 
-    def __init__(self, members: Members, limits: Limits) -> None:
+    def __init__(self, members: Members, limits: BundleLimits) -> None:
         self.limits = limits
         packed = sum(info.compress_size for info in members.values())
         self.left = min(
@@ -191,7 +191,7 @@ def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int, budget:
 
 
 def _load_manifest(
-    zf: zipfile.ZipFile, members: Members, limits: Limits, budget: Budget | None = None
+    zf: zipfile.ZipFile, members: Members, limits: BundleLimits, budget: Budget | None = None
 ) -> Manifest:
     budget = budget or Budget(members, limits)
     raw = _read_member(zf, members[MANIFEST_NAME], limits.max_manifest_bytes, budget)
@@ -249,7 +249,7 @@ def _extract_data(
 # --- the SQLite file ---------------------------------------------------------------------------
 
 
-def _check_sqlite(path: Path, manifest: Manifest, limits: Limits) -> sqlite3.Connection:
+def _check_sqlite(path: Path, manifest: Manifest, limits: BundleLimits) -> sqlite3.Connection:
     """Open the private copy read-only and check it is exactly a lab bundle."""
     with open(path, "rb") as fh:
         header = fh.read(100)

@@ -95,7 +95,7 @@ def test_chart_html_exports_run_no_script_from_data(browser: Any, hostile: dict[
     assert code == 0
     chart = charts_compare.throughput_chart(hostile["cmp"])
     page_download = home / "chart-download.html"  # the Compare page's HTML button
-    page_download.write_bytes(export.render(chart, "html"))
+    page_download.write_bytes(export.chart_bytes(chart, "html"))
     for file in (cli_out, page_download):
         page, seen = _open(browser, file)
         assert _chart_drawn(page), file.name

@@ -24,6 +24,8 @@ def real_lab(
     done = tuning_cli(
         [
             "experiment",
+            "--repeats",
+            "1",
             "--param",
             "max-num-seqs",
             "--values",

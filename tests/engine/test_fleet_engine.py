@@ -26,7 +26,17 @@ def test_a_fleet_run_measures_what_a_local_run_measures(
     real_lab: dict[str, Any], tuning_cli: Callable[..., CompletedProcess[str]]
 ) -> None:
     home, db_path = real_lab["home"], real_lab["db"]
-    argv = ["experiment", "--param", "max-num-seqs", "--values", "16", "--concurrency", "16"]
+    argv = [
+        "experiment",
+        "--repeats",
+        "1",
+        "--param",
+        "max-num-seqs",
+        "--values",
+        "16",
+        "--concurrency",
+        "16",
+    ]
     argv += ["--num-requests", "64", "--input-len", "64", "--output-len", "64"]
     argv += ["--start-timeout", "600", "--db", str(db_path), "--json"]
     out = tuning_cli([*argv, "--fleet", "local", "--slots", "1"], home)

@@ -26,7 +26,18 @@ def experiment(
     """Run `experiment ARGS` into home/lab.db; its runs with their request rows."""
     db = home / "lab.db"
     done = tuning_cli(
-        ["experiment", *args, "--start-timeout", "600", "--db", str(db), "--json"], home
+        [
+            "experiment",
+            "--repeats",
+            "1",
+            *args,
+            "--start-timeout",
+            "600",
+            "--db",
+            str(db),
+            "--json",
+        ],
+        home,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     run_ids = json.loads(done.stdout.strip().splitlines()[-1])["run_ids"]

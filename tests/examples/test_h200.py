@@ -10,7 +10,7 @@ from subprocess import CompletedProcess
 
 import pytest
 
-from store import open_db, queries, snapshot
+from store import open_db, queries, snapshot, timeseries
 from tests.apptest import open_page, page_text, with_query
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,11 +39,11 @@ def test_runs_are_complete_and_on_an_h200(h200_db: Path) -> None:
 def test_engine_core_holds_the_memory_with_a_step_at_kv_allocation(h200_db: Path) -> None:
     db = open_db(h200_db)
     for run in queries.list_runs(db):
-        procs = queries.get_samples(db, run["id"], ["gpu_proc_bytes"])
+        procs = timeseries.get_samples(db, run["id"], ["gpu_proc_bytes"])
         labels = {s["label"] for s in procs}
         assert labels and all(label.startswith("EngineCore:") for label in labels)
         assert run["startup"]["engine_pids"]["EngineCore"] == int(labels.pop().split(":")[1])
-        tree = [s for s in queries.get_samples(db, run["id"], ["gpu_tree_bytes"])]
+        tree = [s for s in timeseries.get_samples(db, run["id"], ["gpu_tree_bytes"])]
         peak = max(s["value"] for s in tree)
         assert peak > 60 * GIB
         # The step: from weights only (< 5 GiB) to near the peak within 5 s.

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from core.clock import now_iso
-from core.records import RequestRecord
+from core.records import NewExperiment, RequestRecord
 from store import connect, open_db, queries, repo
 from tuning.cli.main import main as cli_main
 from tuning.compare.comparison import build_comparison, default_baseline
@@ -76,8 +76,8 @@ def seed_hostile_lab(
     db = open_db(path)
     exp = repo.create_experiment(
         db,
+        NewExperiment(param=param),
         name=f"sweep {text}",
-        param=param,
         values_json=["2", value],
         repeats=2,
         config_json={"block-size": 16},
@@ -148,8 +148,8 @@ def seed_hostile_lab(
     if with_active:
         live = repo.create_experiment(
             db,
+            NewExperiment(param=param),
             name=f"live {text}",
-            param=param,
             values_json=[value],
             repeats=1,
             workload_json=WORKLOAD,

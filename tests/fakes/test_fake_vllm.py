@@ -265,7 +265,16 @@ def test_an_experiment_against_the_fake_goes_on_after_a_failed_value(
     env = {**os.environ, **fake_settings_env(home, faults="crash_at_start@max-num-seqs=4")}
     workload = ["--num-requests", "4", "--concurrency", "2", "--input-len", "8"]
     workload += ["--output-len", "4", "--num-warmups", "1", "--start-timeout", "240"]
-    cmd = [sys.executable, "-m", "tuning", "experiment", "--param", "max-num-seqs"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "tuning",
+        "experiment",
+        "--repeats",
+        "1",
+        "--param",
+        "max-num-seqs",
+    ]
     done = subprocess.run(
         [*cmd, "--values", "4,2", *workload, "--json"],
         cwd=REPO,

@@ -118,7 +118,9 @@ def test_the_compare_page_gives_no_verdict(pages: None) -> None:
 def test_an_ignored_max_num_seqs_shows_under_load(tmp_path: Path, fake_cli: FakeCli) -> None:
     """No resolved config reports max-num-seqs: vLLM's running count above the limit does."""
     faults = "ignore_flag=max_num_seqs,ttft_ms=1000"
-    runs = experiment(fake_cli, tmp_path, faults, "--param", "max-num-seqs", "--values", "1")
+    runs = experiment(
+        fake_cli, tmp_path, faults, "--repeats", "1", "--param", "max-num-seqs", "--values", "1"
+    )
     (run,) = runs
     (m,) = run["config_mismatch"]
     assert m["param"] == "max-num-seqs" and m["source"] == "vllm:num_requests_running under load"

@@ -155,6 +155,8 @@ def test_start_a_learned_flag_from_the_page(fake_lab: Path) -> None:
     at.text_area(key="new_baseline").set_value("async-scheduling=false")
     for key, value in SMALL.items():
         at.number_input(key=key).set_value(value)
+    at.radio(key="new_repeat_mode").set_value("fixed").run()
+    at.number_input(key="new_repeats").set_value(1)
     at.run()
     assert not _errors(at), _errors(at)
     at.button(key="new_start").click().run()

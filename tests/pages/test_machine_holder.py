@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from core.records import NewExperiment
 from store import connect, open_db, repo
 from tests.apptest import open_page, page_text
 from tests.fakes.engines import fake_settings_env
@@ -33,7 +34,9 @@ def labs(lab_home: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, i
     open_db(here).conn.close()
     other = (lab_home.parent / "cli-run" / "lab.db").resolve()
     with connect(other) as db:
-        exp = repo.create_experiment(db, name="kv sweep", param="max-num-seqs", status="running")
+        exp = repo.create_experiment(
+            db, NewExperiment(param="max-num-seqs"), name="kv sweep", status="running"
+        )
     return here, other, exp
 
 

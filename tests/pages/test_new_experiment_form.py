@@ -14,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 from store import connect, queries
 from tests.apptest import open_page, page_text
 from tests.fakes.engines import fake_settings_env
+from tuning.experiment.size import DEFAULT_BUDGET_MINUTES, DEFAULT_MAX_REPEATS
 
 CLI_FLAG = re.compile(r"(?:^|\s)--[a-z]")
 
@@ -42,10 +43,9 @@ def test_until_decided_with_its_limits_and_the_name_are_stored(
     spawned: list[int], lab_home: Path
 ) -> None:
     at = open_page("app_pages/1_New_experiment.py")
-    assert at.radio(key="new_repeat_mode").options == ["a fixed number", "until decided"]
-    assert _estimate(at).startswith(":material/schedule: estimate: 2 runs, about")
+    assert at.radio(key="new_repeat_mode").options == ["until decided", "a fixed number"]
+    assert _estimate(at).startswith(":material/schedule: estimate: 4 runs first, about")
     _no_cli_words(at)
-    at.radio(key="new_repeat_mode").set_value("auto").run()
     at.number_input(key="new_max_repeats").set_value(6).run()
     at.number_input(key="new_budget_minutes").set_value(30.0).run()
     at.text_input(key="new_name").set_value("kv sweep").run()
@@ -75,6 +75,9 @@ def test_until_decided_with_its_limits_and_the_name_are_stored(
 
 def test_a_fixed_number_and_no_name_keep_the_lab_s_name(spawned: list[int], lab_home: Path) -> None:
     at = open_page("app_pages/1_New_experiment.py")
+    at.radio(key="new_repeat_mode").set_value("fixed").run()
+    assert "estimate: 4 runs, about" in _estimate(at)  # two a value: the least that can decide
+    assert "cannot decide" not in page_text(at)
     at.number_input(key="new_repeats").set_value(3).run()
     assert "estimate: 6 runs, about" in _estimate(at)
     at.button(key="new_start").click().run()
@@ -100,4 +103,33 @@ def test_duplicates_spaces_and_a_single_value_are_called_out(
     assert not at.exception, at.exception
     assert said in page_text(at)
     assert at.button(key="new_start").disabled is not start
+    _no_cli_words(at)
+
+
+def test_the_page_defaults_to_until_decided_with_a_budget_as_the_cli_does(
+    spawned: list[int], lab_home: Path
+) -> None:
+    """Issue 37 item 3: New experiment offered one run a value by default, which can never end
+    in a verdict, and said nothing. Start with nothing changed now stores until decided with the
+    default budget, the same experiment `python -m tuning experiment --param max-num-seqs
+    --values 2,16` stores (tests/tuning/experiment/test_spec.py compares the two objects)."""
+    at = open_page("app_pages/1_New_experiment.py")
+    assert at.radio(key="new_repeat_mode").value == "auto"
+    assert at.number_input(key="new_budget_minutes").value == DEFAULT_BUDGET_MINUTES
+    at.button(key="new_start").click().run()
+    assert not at.exception, at.exception
+    with connect(lab_home / "lab.db") as db:
+        exp = queries.get_experiment(db, spawned[0])
+    assert (exp["repeats_auto"], exp["max_repeats"]) == (1, DEFAULT_MAX_REPEATS)
+    assert exp["budget_minutes"] == DEFAULT_BUDGET_MINUTES > 0
+
+
+def test_one_run_a_value_warns_in_one_line_that_it_cannot_decide(spawned: list[int]) -> None:
+    at = open_page("app_pages/1_New_experiment.py")
+    at.radio(key="new_repeat_mode").set_value("fixed").run()
+    at.number_input(key="new_repeats").set_value(1).run()
+    warned = [w.value for w in at.warning if "cannot decide" in w.value]
+    assert len(warned) == 1 and "\n" not in warned[0], warned
+    assert "two runs of each value" in warned[0]
+    assert not at.button(key="new_start").disabled  # fixed repeats stay: a warning, not a refusal
     _no_cli_words(at)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from store import StoreError, connect, repo
-from store.plans import get_plan, list_plans, plan_id_for_key
+from store.queries import get_plan, list_plans, plan_id_for_key
 from store.schema import PLAN_COLUMNS, code_migrations
 
 

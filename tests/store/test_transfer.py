@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from core.records import NewExperiment
 from store import connect, repo
 from store.transfer import run_rows, store_run_rows
 
 
 def _run(db, **fields):  # type: ignore[no-untyped-def]
-    exp = repo.create_experiment(db, param="max-num-seqs", values_json=[2], repeats=1)
+    exp = repo.create_experiment(
+        db, NewExperiment(param="max-num-seqs"), values_json=[2], repeats=1
+    )
     return exp, repo.create_run(db, experiment_id=exp, seq=0, param="max-num-seqs", **fields)
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from store import connect, queries, repo, snapshot
 from tests.factories import run_row, seed_clean_lab
-from tuning.decide.findings import findings, plan_next, stored_findings
+from tuning.decide.findings import findings, plan_suggested, stored_findings
 from tuning.engine.embedded import embedded_spec
 
 
@@ -123,7 +123,7 @@ def test_the_next_experiment_is_planned_from_the_run_and_shown_as_a_command(
     command = fewer.command(run)
     assert command.startswith("python -m tuning experiment --param max-num-seqs --values 4,2")
     assert "--set block-size=16" in command and "--concurrency 8" in command
-    exp_id = plan_next(fresh_db, run, fewer, exp, embedded_spec(), author="ada", host="box")
+    exp_id = plan_suggested(fresh_db, run, fewer, exp, embedded_spec(), author="ada", host="box")
     with connect(fresh_db, readonly=True) as db:
         planned = queries.get_experiment(db, exp_id)
     assert planned["param"] == "max-num-seqs" and planned["values"] == [4, 2]

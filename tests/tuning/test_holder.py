@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from core.records import NewExperiment
 from store import connect, open_db, repo
 from tuning.decide.background import busy_reason
 from tuning.decide.holder import Holder, holder_line, machine_holder
@@ -17,7 +18,9 @@ from tuning.experiment.lock import lock_holder, lock_path, machine_lock
 def _other_lab(tmp_path: Path, name: str) -> tuple[Path, int]:
     other = tmp_path / "elsewhere" / "lab.db"
     with connect(other) as db:
-        exp = repo.create_experiment(db, name=name, param="max-num-seqs", status="running")
+        exp = repo.create_experiment(
+            db, NewExperiment(param="max-num-seqs"), name=name, status="running"
+        )
     return other.resolve(), exp
 
 

@@ -17,6 +17,7 @@ from tuning.engine.params import ParamError
 from tuning.engine.server import ServerProcess
 from tuning.engine.validate import validate_config
 from tuning.experiment.plan import plan_experiment
+from tuning.experiment.spec import ExperimentSpec
 from tuning.measure.traffic.workload import Workload
 
 CPU_KV_ENV = "VLLM_CPU_KVCACHE_SPACE"
@@ -98,12 +99,14 @@ def test_an_experiment_whose_values_would_be_ignored_is_refused(lab_home: Path) 
     with pytest.raises(ParamError, match="environment variable wins"):
         plan_experiment(
             lab_home / "lab.db",
-            param="kv-cache-memory-bytes",
-            values=["8M", "1G"],
-            workload=workload,
-            engine=embedded_spec(),
-            base_config={CPU_KV_ENV: 2},
-            author="t",
-            host="h",
+            ExperimentSpec.build(
+                param="kv-cache-memory-bytes",
+                values=["8M", "1G"],
+                workload=workload,
+                engine=embedded_spec(),
+                base_config={CPU_KV_ENV: 2},
+                author="t",
+                host="h",
+            ),
         )
     assert EMBEDDED_BASELINE.get("kv-cache-memory-bytes") is None

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from store import connect, queries, repo
-from store.plans import list_plans
+from store.queries import list_plans
 from tests.factories import plan_attached
 from tuning.decide.reaper import reap_dead
 from tuning.engine.procs import process_start_time

@@ -1,8 +1,8 @@
-"""tuning.engine.shown: a parameter's value as a person reads it."""
+"""tuning.engine.params: a parameter's value as a person reads it."""
 
 from __future__ import annotations
 
-from tuning.engine.shown import run_value, show_value
+from tuning.engine.params import run_value, show_value
 
 
 def test_bytes_values_read_in_binary_units_and_others_as_they_are() -> None:

@@ -15,9 +15,9 @@ from ui.host_guard import (
     HostListError,
     allowed_hosts,
     host_name,
+    host_refusal,
     origin_name,
     parse_hosts,
-    refusal,
 )
 
 ALLOWED = allowed_hosts("lab.example, 10.0.0.5", "127.0.0.1")
@@ -53,21 +53,26 @@ def _headers(host: str | None, origin: str | None = None) -> list[tuple[bytes, b
 
 
 def test_refusal_reads_host_then_origin() -> None:
-    assert refusal(_headers("127.0.0.1:8501"), ALLOWED) == ""
-    assert refusal(_headers("localhost:9000", "http://localhost:9000"), ALLOWED) == ""  # tunnel
-    assert refusal(_headers("lab.example", "https://lab.example"), ALLOWED) == ""
-    assert refusal(_headers("evil.example:8501", "http://evil.example:8501"), ALLOWED) == (
+    assert host_refusal(_headers("127.0.0.1:8501"), ALLOWED) == ""
+    assert (
+        host_refusal(_headers("localhost:9000", "http://localhost:9000"), ALLOWED) == ""
+    )  # tunnel
+    assert host_refusal(_headers("lab.example", "https://lab.example"), ALLOWED) == ""
+    assert host_refusal(_headers("evil.example:8501", "http://evil.example:8501"), ALLOWED) == (
         "Host 'evil.example:8501' is not a name this lab serves"
     )
-    assert refusal(_headers("127.0.0.1:8501", "http://evil.example"), ALLOWED) == (
+    assert host_refusal(_headers("127.0.0.1:8501", "http://evil.example"), ALLOWED) == (
         "Origin 'http://evil.example' is not a name this lab serves"
     )
-    assert refusal(_headers("127.0.0.1", "null"), ALLOWED).startswith("Origin 'null'")
-    assert refusal(_headers(None), ALLOWED) == "Host None is not a name this lab serves"
-    assert refusal(_headers("evil.example") + _headers("127.0.0.1"), ALLOWED) == "two Host headers"
+    assert host_refusal(_headers("127.0.0.1", "null"), ALLOWED).startswith("Origin 'null'")
+    assert host_refusal(_headers(None), ALLOWED) == "Host None is not a name this lab serves"
+    assert (
+        host_refusal(_headers("evil.example") + _headers("127.0.0.1"), ALLOWED)
+        == "two Host headers"
+    )
     two_origins = _headers("127.0.0.1", "http://evil.example") + [(b"Origin", b"http://127.0.0.1")]
-    assert refusal(two_origins, ALLOWED) == "two Origin headers"
-    long = refusal(_headers("x" * 10_000), ALLOWED)
+    assert host_refusal(two_origins, ALLOWED) == "two Origin headers"
+    long = host_refusal(_headers("x" * 10_000), ALLOWED)
     assert len(long) < 200  # the caller's value is cut before it reaches the terminal
 
 

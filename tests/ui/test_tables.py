@@ -3,15 +3,18 @@ columns kept as they are; an empty table keeps its columns."""
 
 from __future__ import annotations
 
-from ui.tables import BY_KEY, HEALTH, KV_USAGE, run_column_config, run_frame, shown
+from ui.tables import BY_KEY, HEALTH, KV_USAGE, cell_value, run_column_config, run_frame
 
 
 def test_values_are_sent_in_their_unit_and_precision() -> None:
-    assert shown(BY_KEY["output_throughput"], 19352.0796) == 19352
-    assert shown(BY_KEY["mean_ttft_ms"], 1049.3834) == 1049.4
-    assert shown(BY_KEY["peak_tree_rss_bytes"], 3 * 2**30 + 12345) == 3.0
-    assert shown(BY_KEY["kv_cache_tokens"], None) is None
-    assert shown(BY_KEY["mean_ttft_ms"], "n/a") is None and shown(BY_KEY["value"], "16") == "16"
+    assert cell_value(BY_KEY["output_throughput"], 19352.0796) == 19352
+    assert cell_value(BY_KEY["mean_ttft_ms"], 1049.3834) == 1049.4
+    assert cell_value(BY_KEY["peak_tree_rss_bytes"], 3 * 2**30 + 12345) == 3.0
+    assert cell_value(BY_KEY["kv_cache_tokens"], None) is None
+    assert (
+        cell_value(BY_KEY["mean_ttft_ms"], "n/a") is None
+        and cell_value(BY_KEY["value"], "16") == "16"
+    )
 
 
 def test_frame_badges_progress_and_extra_columns() -> None:

@@ -107,7 +107,7 @@ def store_refusal(args: argparse.Namespace, exc: BaseException) -> str | None:
     import errno
     import sqlite3
 
-    from store.db import StoreError, is_busy, locked_message, refusal
+    from store.db import StoreError, db_refusal, is_busy, locked_message
     from tuning.engine.procs import holders
 
     if isinstance(exc, StoreError):
@@ -116,7 +116,7 @@ def store_refusal(args: argparse.Namespace, exc: BaseException) -> str | None:
         where = db_path(args) if hasattr(args, "db") else default_db_path()
         if is_busy(exc):
             return locked_message(where, exc, holders(where))
-        return str(refusal(where, exc))  # read-only, full, or damaged: each named as it is
+        return str(db_refusal(where, exc))  # read-only, full, or damaged: each named as it is
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
         what = "read-only file system" if exc.errno == errno.EROFS else "full disk"
         return (

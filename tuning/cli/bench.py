@@ -346,9 +346,9 @@ def run_bench_command(args: argparse.Namespace) -> int:
                 server_stats=True,
             )
         else:
-            from tuning.measure.loadgen.schedule import run_plan_sync
+            from tuning.measure.loadgen.schedule import run_schedule_sync
 
-            load = run_plan_sync(
+            load = run_schedule_sync(
                 args.base_url,
                 args.model,
                 prep.plan,

@@ -1,6 +1,8 @@
 """The estimate lines of `experiment`, `search` and `plan`: one line on stderr before anything
-starts (stdout stays the result, `--json` included, which carries the estimate as a field), and
-"about N min left" after each run of an experiment (tuning.experiment.estimate is the model)."""
+starts (stdout stays the result, `--json` included, which carries the estimate as a field),
+"about N min left" after each run of an experiment (tuning.experiment.estimate is the model), and
+once the first runs are in, whether longer loads would decide sooner than more restarts
+(tuning.experiment.load_length)."""
 
 from __future__ import annotations
 
@@ -46,3 +48,60 @@ def search_costs(spec: Any, path: Path) -> Any:
         return costs_from([], [], spec.workload, engine_kind(engine))
     with connect(path, readonly=True) as db:
         return engine_costs(db, engine, spec.workload, base_url=spec.base_url, model=spec.model)
+
+
+def load_advice(path: Path, exp_id: int) -> Any:
+    """The load length advice (tuning.experiment.load_length) for experiment `exp_id` from its
+    finished runs: their start and rest, load, spread and noise within each run; None until
+    some value has two measured runs (or nothing was measured)."""
+    import math
+
+    from store import connect, queries, timings
+    from tuning.engine.params import format_value
+    from tuning.experiment.estimate import blend, costs_of, restarts
+    from tuning.experiment.load_length import (
+        advise,
+        observed_effect,
+        pooled_cv,
+        within_run_cv,
+    )
+
+    with connect(path, readonly=True) as db:
+        exp = queries.get_experiment(db, exp_id)
+        runs = [r for r in queries.list_runs(db, exp_id) if r.get("status") == "done"]
+        by_value: dict[str, list[float]] = {}
+        inside: list[float] = []
+        for run in runs:
+            tput = run.get("output_throughput")
+            if isinstance(tput, (int, float)) and math.isfinite(tput):
+                by_value.setdefault(str(run.get("value")), []).append(float(tput))
+            cv = within_run_cv(queries.request_rows(db, int(run["id"])))
+            if cv is not None:
+                inside.append(cv)
+        if not exp.get("workload") or not runs:
+            return None
+        costs = blend(costs_of(db, exp), timings.experiment_run_timings(db, exp_id))
+        restart = restarts(exp)
+    labels = [format_value(v) for v in exp.get("values") or []]  # the baseline first
+    sides = [by_value.get(label, []) for label in labels if label in by_value]
+    spread = pooled_cv(sides)
+    requests = int((exp["workload"] or {}).get("num_requests") or 0)
+    if spread is None or not inside or requests < 1 or costs.load_s <= 0:
+        return None
+    return advise(
+        start_s=(costs.start_s if restart else 0.0) + costs.rest_s,
+        load_s=costs.load_s,
+        requests=requests,
+        spread=spread,
+        within=math.sqrt(sum(c * c for c in inside) / len(inside)),
+        effect=observed_effect(sides),
+    )
+
+
+def say_load_advice(path: Path, exp_id: int) -> dict[str, Any] | None:
+    """Print the load length advice of experiment `exp_id` on stderr when there is one; its JSON."""
+    advice = load_advice(path, exp_id)
+    if advice is None:
+        return None
+    say(printable(advice.line()), file=sys.stderr)
+    return dict(advice.to_json())

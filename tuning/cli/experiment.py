@@ -10,46 +10,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.status import Status
-from tuning.cli.args import (
-    EXIT_INTERRUPTED,
-    add_db,
-    add_yes,
-    at_least_one,
-    db_path,
-    printable,
-    refused,
-    say,
-)
+from tuning.cli.args import EXIT_INTERRUPTED, add_db, add_yes, db_path, printable, refused, say
 from tuning.cli.fleet import add_fleet_arguments, fleet_options
 from tuning.cli.reuse import add_reuse_arguments, offer_reuse
-from tuning.cli.server import parse_sets
-from tuning.measure.traffic.options import TrafficOptions
+from tuning.experiment.spec import ExperimentSpec, repeats_from_args
 
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
     from tuning.experiment.runner import Executor
 
-STALL_HELP = (
-    "seconds without data after a stream's first token (or of SSE comments only) before it "
-    "counts as stalled"
-)
 COMMANDS = ("bench", "experiment", "run-experiment", "cancel", "runs", "reap")
 # Exit codes of `experiment` and `run-experiment` by the experiment's final status.
 EXIT_FAILED, EXIT_BUSY = 1, 3
-
-
-def add_workload_arguments(p: argparse.ArgumentParser) -> None:
-    """The workload flags, named as `bench` names them (measure.workload.workload_from_args)."""
-    p.add_argument("--concurrency", type=int, default=16)
-    p.add_argument("--num-requests", type=int, default=64)
-    p.add_argument("--input-len", type=int, default=64)
-    p.add_argument("--output-len", type=int, default=64)
-    p.add_argument("--shared-prefix-len", type=int, default=0)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--num-warmups", type=int, default=None)
-    p.add_argument("--endpoint", choices=["completions", "chat"], default="completions")
-    p.add_argument("--request-timeout", type=float, default=600.0)
-    p.add_argument("--stall-timeout", type=float, default=60.0, help=STALL_HELP)
 
 
 def add_arguments(sub: Subparsers) -> None:
@@ -59,13 +31,7 @@ def add_arguments(sub: Subparsers) -> None:
         sub.add_parser("bench", help="load only, against any running OpenAI-compatible server")
     )
     exp = sub.add_parser("experiment", help="run a one-parameter experiment in the foreground")
-    exp.add_argument("--param", default=None, help="the one parameter to vary (required)")
-    exp.add_argument(
-        "--values",
-        default=None,
-        help="comma-separated, e.g. 2,16 (required); a JSON value keeps its commas, and text "
-        "that holds a comma goes in double quotes: '\"AWS_,HF_\",OTHER_' is two values",
-    )
+    ExperimentSpec.add_cli_args(exp)
     exp.add_argument(
         "--resume",
         type=int,
@@ -75,45 +41,9 @@ def add_arguments(sub: Subparsers) -> None:
         "with --max-repeats/--budget-minutes, one that repeats until decided goes on under "
         "these limits (the budget counts its runs so far)",
     )
-    exp.add_argument(
-        "--set",
-        action="append",
-        metavar="NAME=VALUE",
-        help="baseline server parameter (repeatable)",
-    )
-    exp.add_argument(
-        "--repeats",
-        type=_repeats,
-        default=1,
-        metavar="N|auto",
-        help="runs per value, counterbalanced (A B B A); 'auto': repeat the values still "
-        "undecided against the baseline (the first value) until decided (A/A false-alarm "
-        "rate <= 5 %%)",
-    )
-    exp.add_argument(
-        "--max-repeats",
-        type=int,
-        default=None,
-        metavar="N",
-        help="with --repeats auto: at most N runs a value (default 10)",
-    )
-    exp.add_argument(
-        "--budget-minutes",
-        type=float,
-        default=None,
-        metavar="M",
-        help="with --repeats auto: add a round only when the estimate says it fits in M minutes",
-    )
-    exp.add_argument(
-        "--base-url", default=None, help="attach to a running server (workload parameters only)"
-    )
-    exp.add_argument("--model", default=None)
-    exp.add_argument("--name", default=None)
     exp.add_argument("--start-timeout", type=float, default=300.0)
     exp.add_argument("--json", action="store_true", help="print the run ids as JSON")
     add_yes(exp)
-    add_workload_arguments(exp)
-    TrafficOptions.add_cli_args(exp)
     add_fleet_arguments(exp)
     add_reuse_arguments(exp)
     add_db(exp)
@@ -142,82 +72,20 @@ def add_arguments(sub: Subparsers) -> None:
     add_db(runs)
 
 
-def _repeats(text: str) -> int | str:
-    if text.strip().lower() == "auto":
-        return "auto"
-    try:
-        int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: a number of runs or 'auto'") from None
-    return at_least_one(text)
-
-
-def _auto(args: argparse.Namespace) -> Any:
-    """The AutoRepeats of --repeats auto (None for a fixed count); ValueError for a limit given
-    without auto or out of range."""
-    from tuning.experiment.repeats import DEFAULT_MAX_REPEATS, AutoRepeats
-
-    if args.repeats != "auto":
-        limits = args.max_repeats is not None or args.budget_minutes is not None
-        if limits and args.resume is None:  # a resumed experiment keeps its own --repeats
-            raise ValueError("--max-repeats and --budget-minutes need --repeats auto")
-        return None
-    return AutoRepeats(
-        max_repeats=DEFAULT_MAX_REPEATS if args.max_repeats is None else args.max_repeats,
-        budget_minutes=args.budget_minutes,
-    )
-
-
-def _plan(args: argparse.Namespace, path: Path) -> int:
-    """The new experiment's id (ValueError/ParamError say why not)."""
-    from tuning.engine.current import current_spec
-    from tuning.engine.learn import prepare
-    from tuning.engine.validate import parse_values
-    from tuning.experiment.plan import plan_experiment
-    from tuning.measure.traffic.workload import workload_from_args
-    from tuning.settings import load_settings
-
-    if not args.param or not args.values:
-        raise ValueError("--param and --values are required (or --resume ID)")
-    settings = load_settings()
-    auto = _auto(args)
-    engine = None if args.base_url else current_spec(settings)
-    base = parse_sets(args.set)
-    if engine is None:
-        param, values = args.param, parse_values(args.param, args.values)
-    else:  # any flag of the engine's own vLLM, checked by its parser before anything starts
-        param, values = prepare(path, engine, args.param, args.values, base)
-    return plan_experiment(
-        path,
-        param=param,
-        values=values,
-        workload=workload_from_args(args),
-        engine=engine,
-        base_config=base,
-        repeats=1 if auto else args.repeats,
-        base_url=args.base_url,
-        model=args.model,
-        name=args.name,
-        author=settings.resolved_author(),
-        host=settings.resolved_host(),
-        auto=auto,
-        workload_spec=TrafficOptions.from_cli_args(args).to_spec(path),
-    )
-
-
 def _experiment(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from store import StoreError, connect
-    from tuning.cli.estimate import experiment_estimate, left_line
+    from tuning.cli.estimate import experiment_estimate, left_line, load_advice
     from tuning.decide.fleet import FleetError
     from tuning.engine.flags.catalog import CatalogError
     from tuning.engine.params import ParamError
+    from tuning.experiment.plan import plan_experiment
     from tuning.experiment.supervisor import ResumeRefused, prepare_resume, raise_limits, reap
 
     path = db_path(args)
     try:  # flags that need no server or DB are refused first, with nothing written
-        _auto(args)
+        repeats_from_args(args, resuming=args.resume is not None)
         fleet = None if args.resume is not None else fleet_options(args)
     except (ValueError, FleetError) as exc:
         return refused(str(exc))
@@ -238,7 +106,10 @@ def _experiment(args: argparse.Namespace) -> int:
                 say(f"experiment {exp_id}: nothing to resume, every run has finished")
                 return 0
         else:
-            exp_id = _plan(args, path)
+            spec = ExperimentSpec.from_cli_args(args, path)
+            if spec.warning:
+                say(f"warning: --repeats {spec.repeats}: {spec.warning}", file=sys.stderr)
+            exp_id = plan_experiment(path, spec)
             from tuning.decide.fleet import attach_fleet
 
             attach_fleet(path, exp_id, fleet)
@@ -246,7 +117,17 @@ def _experiment(args: argparse.Namespace) -> int:
     except (ParamError, ValueError, ResumeRefused, StoreError, FleetError, CatalogError) as exc:
         return refused(str(exc))
     estimate = experiment_estimate(path, exp_id)  # one line on stderr before anything starts
+    advised: dict[str, Any] = {}
+    if args.resume is not None and (advice := load_advice(path, exp_id)):  # its runs so far
+        say(advice.line(), file=sys.stderr)
+        advised.update(advice.to_json())
     bar = tqdm(desc=f"experiment {exp_id}", unit="run", file=sys.stderr)
+
+    def advise() -> None:
+        """After the first runs: would longer loads decide sooner than more restarts?"""
+        if not advised and (advice := load_advice(path, exp_id)):
+            tqdm.write(printable(advice.line()), file=sys.stderr)
+            advised.update(advice.to_json())
 
     def progress(event: str, data: dict[str, Any]) -> None:
         if event == "phase":
@@ -258,6 +139,7 @@ def _experiment(args: argparse.Namespace) -> int:
             tqdm.write(printable(left_line(path, exp_id, bar.n, bar.total)), file=sys.stderr)
         elif event == "repeats" and not data["stop"]:
             tqdm.write(printable(f"repeat until decided: {data['reason']}"), file=sys.stderr)
+            advise()
         elif event == "run_failed":
             tqdm.write(
                 printable(f"run {data['run_id']} failed [{data['kind']}]: {data['reason']}"),
@@ -276,18 +158,26 @@ def _experiment(args: argparse.Namespace) -> int:
         code, run_ids = _run_stored(path, exp_id, progress, args.start_timeout)
     status, error = _final(path, exp_id)
     plan = _stored_plan(path, exp_id)
+    if not plan or not plan.get("stop") or _undecided(plan):  # what would decide it sooner
+        advise()
     if args.json:
         out = {"experiment_id": exp_id, "run_ids": run_ids, "status": status, "error": error}
         out["reuse"] = reuse
         out["estimate"] = estimate
+        out["load_advice"] = advised or None
         say(json.dumps({**out, "repeats": plan} if plan else out))
     else:
         say(f"experiment {exp_id}: {status}; runs {', '.join(map(str, run_ids)) or 'none'}")
         if plan:
-            from tuning.experiment.repeats import summary_lines
+            from tuning.experiment.repeats import repeats_lines
 
-            say("\n".join(summary_lines(plan)))
+            say("\n".join(repeats_lines(plan)))
     return code
+
+
+def _undecided(plan: dict[str, Any]) -> bool:
+    """Whether the stopping rule's last plan left a value undecided."""
+    return any(v.get("state") != "decided" for v in (plan.get("values") or {}).values())
 
 
 def _executor(path: Path, exp_id: int) -> Executor:
@@ -347,10 +237,10 @@ def _final(path: Path, exp_id: int) -> tuple[str, str | None]:
 
 
 def _say_reaped(reaped: list[Any]) -> None:
-    from tuning.decide.reaper import describe
+    from tuning.decide.reaper import reaped_text
 
     for item in reaped:
-        say(describe(item), file=sys.stderr)
+        say(reaped_text(item), file=sys.stderr)
 
 
 def _reap(args: argparse.Namespace) -> int:

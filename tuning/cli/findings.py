@@ -25,7 +25,7 @@ def add_arguments(sub: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from store import connect, queries
-    from tuning.decide.findings import describe, stored_findings
+    from tuning.decide.findings import finding_lines, stored_findings
 
     with connect(db_path(args), readonly=True) as db:
         row = queries.get_run(db, args.run)
@@ -34,6 +34,6 @@ def run(args: argparse.Namespace) -> int:
         data = {"run_id": args.run, "findings": [f.to_dict(row) for f in found]}
         say(json.dumps(data, indent=2))
         return 0
-    for line in describe(found, row):
+    for line in finding_lines(found, row):
         say(printable(line))
     return 0

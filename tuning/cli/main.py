@@ -78,13 +78,13 @@ REAP_FIRST = frozenset(
 
 def _reap_first(args: argparse.Namespace) -> None:
     from tuning.cli.args import db_path, say
-    from tuning.cli.preflight import configured_db, is_compressed
-    from tuning.decide.reaper import describe, reap_dead
+    from tuning.cli.preflight import compressed_name, configured_db
+    from tuning.decide.reaper import reap_dead, reaped_text
 
-    if is_compressed(configured_db(args)):  # a snapshot is a record: read, never reaped
+    if compressed_name(configured_db(args)):  # a snapshot is a record: read, never reaped
         return
     for item in reap_dead(db_path(args)):
-        say(describe(item), file=sys.stderr)
+        say(reaped_text(item), file=sys.stderr)
     if args.command == "runs":  # requests a run could not store (a full disk) arrive now
         from tuning.experiment.spool import store_spooled
 

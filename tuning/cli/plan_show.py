@@ -18,7 +18,7 @@ ACTIONS = ("show", "list")
 def _show(path: Path, target: str | None, as_json: bool) -> int:
     from store import StoreError
     from tuning.decide.search.plan_record import reap_plans
-    from tuning.decide.search.plan_show import facts, find_plan, lines
+    from tuning.decide.search.plan_show import find_plan, plan_facts, plan_lines
 
     if not target:
         return refused("plan show: give the plan's id (`plan list` lists them)")
@@ -29,23 +29,23 @@ def _show(path: Path, target: str | None, as_json: bool) -> int:
     if path.exists():
         reap_plans(path)
     try:
-        found = facts(find_plan(path, plan_id))
+        found = plan_facts(find_plan(path, plan_id))
     except StoreError as exc:
         return refused(f"plan {plan_id}: {exc}")
     if as_json:
         say(json.dumps(found, indent=2))
         return 0
-    for line in lines(found):
+    for line in plan_lines(found):
         say(line)
     return 0
 
 
 def _list(path: Path, as_json: bool) -> int:
-    from tuning.decide.search.plan_show import facts, label, plan_rows
+    from tuning.decide.search.plan_show import label, plan_facts, plan_rows
 
     rows = plan_rows(path)
     if as_json:
-        say(json.dumps([facts(r) for r in rows], indent=2))
+        say(json.dumps([plan_facts(r) for r in rows], indent=2))
         return 0
     if not rows:
         say("no plan yet: `python -m tuning plan --params A,B --param-range ...`", file=sys.stderr)

@@ -46,9 +46,9 @@ def device_bytes(gib: float | None) -> int | None:
         if not math.isfinite(gib) or gib <= 0:
             raise ValueError(f"--device-memory-gib {gib}: must be a finite number of GiB over 0")
         return int(gib * 2**30)
-    from tuning.engine.hardware import describe
+    from tuning.engine.hardware import hardware_details
 
-    gpus = describe().get("gpus") or []
+    gpus = hardware_details().get("gpus") or []
     return int(gpus[0]["memory_total_bytes"]) if gpus else None
 
 

@@ -33,7 +33,7 @@ def configured_db(args: argparse.Namespace) -> Path | None:
     return Path(args.db) if args.db else configured_db_path()
 
 
-def is_compressed(path: Path | None) -> bool:
+def compressed_name(path: Path | None) -> bool:
     return path is not None and path.suffix in _COMPRESSED
 
 
@@ -50,7 +50,7 @@ def writes_db(args: argparse.Namespace) -> bool:
 
 def snapshot_problem(args: argparse.Namespace) -> str | None:
     db = configured_db(args)
-    if db is None or not is_compressed(db) or not writes_db(args):
+    if db is None or not compressed_name(db) or not writes_db(args):
         return None
     from store.snapshot import read_only_words
 
@@ -176,7 +176,7 @@ def _asked_runs(args: argparse.Namespace) -> tuple[int, str] | None:
     command = args.command
     if command == "experiment" and args.values and args.resume is None:
         from tuning.engine.params import split_values
-        from tuning.experiment.repeats import DEFAULT_MAX_REPEATS
+        from tuning.experiment.size import DEFAULT_MAX_REPEATS
 
         try:
             count = len(split_values(args.values))
@@ -191,7 +191,7 @@ def _asked_runs(args: argparse.Namespace) -> tuple[int, str] | None:
     if command == "search" and not args.action:
         extra = 0
         if args.confirm:
-            from tuning.experiment.repeats import DEFAULT_MAX_REPEATS
+            from tuning.experiment.size import DEFAULT_MAX_REPEATS
 
             extra = 2 * DEFAULT_MAX_REPEATS
         return args.budget_runs + extra, f"--budget-runs {args.budget_runs}" + (
@@ -223,4 +223,4 @@ def problem(args: argparse.Namespace) -> str | None:
         if why := check(args):
             return why
     db = configured_db(args)
-    return output_problem(args, None if is_compressed(db) else db)
+    return output_problem(args, None if compressed_name(db) else db)

@@ -51,7 +51,7 @@ def add_arguments(sub: Subparsers) -> None:
 
 def add_search_arguments(p: argparse.ArgumentParser) -> None:
     """The flags `search` and `plan` share: objective, SLOs, budget, baseline, workload, DB."""
-    from tuning.cli.experiment import add_workload_arguments
+    from tuning.measure.traffic.workload import add_workload_arguments
 
     p.add_argument(
         "--objective",

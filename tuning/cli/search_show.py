@@ -56,24 +56,24 @@ def _search_id(text: str | None) -> int | None:
 
 
 def print_facts(facts: dict[str, Any], as_json: bool) -> None:
-    from tuning.decide.search.show import lines
+    from tuning.decide.search.show import search_lines
 
     if as_json:
         say(json.dumps(facts, indent=2))
         return
-    for line in lines(facts):
+    for line in search_lines(facts):
         say(line)
 
 
 def _show(path: Path, search_id: int, as_json: bool) -> int:
     from store import StoreError
-    from tuning.decide.search.show import facts, find_search
+    from tuning.decide.search.show import find_search, search_facts
 
     try:
         row = find_search(path, search_id)
     except StoreError as exc:
         return refused(f"search {search_id}: {exc}")
-    print_facts(facts(path, row), as_json)
+    print_facts(search_facts(path, row), as_json)
     return 0
 
 
@@ -83,13 +83,13 @@ def confirm_search(
     """Plan the confirming experiment and run it here (the machine lock held); the facts after."""
     from tuning.decide.search.confirm import plan_confirm
     from tuning.decide.search.record import spec_from_json
-    from tuning.decide.search.show import facts, find_search
+    from tuning.decide.search.show import find_search, search_facts
     from tuning.engine.current import current_spec
     from tuning.engine.spec import EngineError
     from tuning.experiment.runner import run_experiment
 
     row = find_search(path, search_id)
-    known = facts(path, row)
+    known = search_facts(path, row)
     try:
         engine = None if row["spec"].get("base_url") else current_spec()
     except EngineError as exc:
@@ -97,7 +97,7 @@ def confirm_search(
     exp_id = plan_confirm(path, known, spec_from_json(row["spec"], engine), against)
     say(f"confirming search {search_id}: experiment {exp_id}", file=sys.stderr)
     run_experiment(path, exp_id, start_timeout=start_timeout)
-    return facts(path, find_search(path, search_id))
+    return search_facts(path, find_search(path, search_id))
 
 
 def _confirm(args: argparse.Namespace, search_id: int) -> int:

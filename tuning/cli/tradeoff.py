@@ -80,10 +80,10 @@ def pareto_only(args: argparse.Namespace, out: str) -> int:
 def _write_pareto(db: Any, fingerprint: str | None, view: str, out: str) -> int:
     from tuning.compare.context import run_context
     from tuning.present.charts.common import with_context
-    from tuning.present.charts.tradeoff import pareto_chart, pareto_frame, workload_runs
+    from tuning.present.charts.tradeoff import pareto_chart, pareto_frame, tradeoff_runs
     from tuning.present.export import write_chart
 
-    runs = workload_runs(db, fingerprint) if fingerprint else []
+    runs = tradeoff_runs(db, fingerprint) if fingerprint else []
     frame = pareto_frame(runs, view) if fingerprint else None
     if frame is None or frame.empty:
         say(f"no finished runs of workload {fingerprint} with both numbers", file=sys.stderr)

@@ -10,8 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tuning.compare.catalog import WORKLOAD_IGNORED, WORKLOAD_PARAMS
-from tuning.engine.params import format_value
-from tuning.engine.shown import show_value
+from tuning.engine.params import format_value, show_value
 
 # Run facts that must agree; unknown on one side (a failed start) cannot contradict.
 _SAME_FACTS = (

@@ -40,7 +40,7 @@ from tuning.compare.stats import (
     bootstrap_change,
     mean_interval,
 )
-from tuning.engine.shown import show_value
+from tuning.engine.params import show_value
 from tuning.measure import metrics as m
 
 RequestLoader = Callable[[int], m.Columns]

@@ -25,7 +25,7 @@ from tuning.compare.prefer import Preference
 from tuning.compare.present import CLEAR, fmt, pct_text
 from tuning.compare.sequential import DEFAULT_METRICS
 from tuning.compare.stats import Change
-from tuning.engine.shown import show_value
+from tuning.engine.params import show_value
 
 # How many decided metrics a sentence names at least (when that many are decided).
 NAMED = 3

@@ -26,7 +26,7 @@ from tuning.compare.stats import (
     VerdictName,
     noise_floor,
 )
-from tuning.engine.shown import show_value
+from tuning.engine.params import show_value
 
 VERDICT_LABEL: dict[VerdictName, str] = {
     "better": "▲ better",

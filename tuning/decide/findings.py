@@ -18,11 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from store import queries
+from store import timeseries
 from tuning.compare.comparability import run_config, run_workload
 from tuning.engine.effective import stored_mismatches
-from tuning.engine.params import format_value, get_param
-from tuning.engine.shown import show_value
+from tuning.engine.params import format_value, get_param, show_value
 from tuning.engine.value_text import join_values
 
 KV_LOW = 0.5  # peak KV usage under this while requests waited: memory was not the limit
@@ -308,10 +307,10 @@ def findings(
 
 def stored_findings(db: Any, run: Mapping[str, Any]) -> list[Finding]:
     """`findings` of a stored run with its queue and KV samples read from the lab's DB."""
-    return findings(run, queries.get_samples(db, int(run["id"]), SAMPLE_SERIES))
+    return findings(run, timeseries.get_samples(db, int(run["id"]), SAMPLE_SERIES))
 
 
-def plan_next(
+def plan_suggested(
     db_path: str | Path,
     run: Mapping[str, Any],
     nxt: NextExperiment,
@@ -325,29 +324,32 @@ def plan_next(
     `nxt`'s parameter and values, on `engine` (this lab's, never a stored command); its id."""
     from tuning.experiment.plan import plan_experiment
     from tuning.experiment.planned import spec_of
+    from tuning.experiment.spec import ExperimentSpec
     from tuning.measure.traffic.workload import Workload
 
     base_url = experiment.get("base_url")
     get_param(nxt.param)
     return plan_experiment(
         db_path,
-        param=nxt.param,
-        values=list(nxt.values),
-        workload=Workload.from_dict(run_workload(run)),
-        engine=None if base_url else engine,
-        base_config=run_config(run),
-        repeats=nxt.repeats,
-        base_url=base_url,
-        model=experiment.get("model") if base_url else None,
-        name=f"next after run {int(run['id'])}: {nxt.param} = "
-        + ", ".join(show_value(nxt.param, v) for v in nxt.values),
-        author=author,
-        host=host,
-        workload_spec=spec_of(experiment.get("workload_spec")),
+        ExperimentSpec.build(
+            param=nxt.param,
+            values=list(nxt.values),
+            workload=Workload.from_dict(run_workload(run)),
+            engine=None if base_url else engine,
+            base_config=run_config(run),
+            repeats=nxt.repeats,
+            base_url=base_url,
+            model=experiment.get("model") if base_url else None,
+            name=f"next after run {int(run['id'])}: {nxt.param} = "
+            + ", ".join(show_value(nxt.param, v) for v in nxt.values),
+            author=author,
+            host=host,
+            workload_spec=spec_of(experiment.get("workload_spec")),
+        ),
     )
 
 
-def describe(found: Sequence[Finding], run: Mapping[str, Any]) -> list[str]:
+def finding_lines(found: Sequence[Finding], run: Mapping[str, Any]) -> list[str]:
     """The findings as text lines (the CLI's output)."""
     if not found:
         return [f"run {run['id']}: no finding (its stored signals look healthy)"]

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from store import connect, queries
-from store.plans import list_plans
+from store.queries import list_plans
 from tuning.decide.search.plan_record import reap_plans
 from tuning.decide.search.record import reap_searches, search_alive
 from tuning.experiment.supervisor import Reaped, reap, runner_died
@@ -52,7 +52,7 @@ def reap_dead(db_path: str | Path) -> list[Reaped]:
     return reaped
 
 
-def describe(item: Reaped) -> str:
+def reaped_text(item: Reaped) -> str:
     """One line about one reaped experiment (the CLI prints it to stderr)."""
     stopped = f"; stopped server pid(s) {item.servers_stopped}" if item.servers_stopped else ""
     left = (

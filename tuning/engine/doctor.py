@@ -31,7 +31,7 @@ MIN_FREE_BYTES = 2 << 30  # logs, per-request rows and samples of a few hundred 
 
 
 @dataclass
-class Finding:
+class Diagnosis:
     """One check's result: `ok` False is a problem, and `fix` says what to do about it."""
 
     check: str
@@ -47,37 +47,37 @@ class Finding:
         return asdict(self)
 
 
-def check_engine(spec: EngineSpec, import_check: bool = True) -> list[Finding]:
+def check_engine(spec: EngineSpec, import_check: bool = True) -> list[Diagnosis]:
     """The engine's command present, vLLM importable in its interpreter (a `vllm` script's is its
     shebang's), its version and path; the model's config.json readable (for KV prediction)."""
-    found: list[Finding] = []
+    found: list[Diagnosis] = []
     program = spec.command[0]
     located = locate(program)
     if located is None:
         fix = "run `make setup` (builds .engine/)" if spec.name == "embedded-cpu" else ""
         fix = fix or f"{COMMAND_FIX} on Settings -> vLLM interpreter or command"
-        return [Finding("engine", False, f"{spec.name}: {program} not found", fix)]
+        return [Diagnosis("engine", False, f"{spec.name}: {program} not found", fix)]
     script = Path(program).name.startswith("python") and spec.command[1:2] != ["-m"]
     if import_check and not script:
         found.append(_import_vllm(spec.name, [located, *spec.command[1:]]))
     else:
         how = "its import not checked" + (": not a `python -m` command" if script else "")
-        found.append(Finding("engine", True, f"{spec.name}: {located} ({how})"))
+        found.append(Diagnosis("engine", True, f"{spec.name}: {located} ({how})"))
     found.append(check_model(spec))
     return found
 
 
-def check_model(spec: EngineSpec) -> Finding:
+def check_model(spec: EngineSpec) -> Diagnosis:
     """Whether the model's config.json can be read (a local folder or a Hugging Face cache hit):
     without it there is no KV prediction, and the lab downloads nothing to get it."""
     path, why = model_config(spec.model)
     if path is not None:
-        return Finding("model", True, f"{spec.model}: config.json readable ({path})")
+        return Diagnosis("model", True, f"{spec.model}: config.json readable ({path})")
     if spec.name == "embedded-cpu":
-        return Finding("model", False, f"{spec.model}: {why}", "run `make setup`")
+        return Diagnosis("model", False, f"{spec.model}: {why}", "run `make setup`")
     if Path(spec.model).is_absolute() or spec.model.startswith("."):
-        return Finding("model", False, f"{spec.model}: {why}", "fix the model path on Settings")
-    return Finding(
+        return Diagnosis("model", False, f"{spec.model}: {why}", "fix the model path on Settings")
+    return Diagnosis(
         "model",
         True,
         f"{spec.model}: {why}; vLLM resolves it when it starts, but there is no KV prediction",
@@ -85,49 +85,49 @@ def check_model(spec: EngineSpec) -> Finding:
     )
 
 
-def _import_vllm(name: str, command: list[str]) -> Finding:
+def _import_vllm(name: str, command: list[str]) -> Diagnosis:
     try:
         python = engine_python(command)
     except CatalogError as exc:
-        return Finding("engine", False, f"{name}: {exc}", COMMAND_FIX)
+        return Diagnosis("engine", False, f"{name}: {exc}", COMMAND_FIX)
     version, why = vllm_version(locate(python) or python, full_import=True)
     if version is None:
         fix = "`make setup` (embedded) or `pip install vllm` in that interpreter"
-        return Finding("engine", False, f"{name}: {why}", fix)
-    return Finding("engine", True, f"{name}: vllm {version} in {python}")
+        return Diagnosis("engine", False, f"{name}: {why}", fix)
+    return Diagnosis("engine", True, f"{name}: vllm {version} in {python}")
 
 
-def check_gpu(backend: str, nvml: Any = None) -> Finding:
+def check_gpu(backend: str, nvml: Any = None) -> Diagnosis:
     """GPUs through NVML, with the driver and free memory; none is fine for a CPU engine and a
     problem for a GPU one."""
     gpus = read_gpus(nvml)
     if gpus.error.startswith("NVML not available"):
         if backend != "gpu":
-            return Finding("gpu", True, f"{gpus.error}; the {backend} engine needs none")
-        return Finding(
+            return Diagnosis("gpu", True, f"{gpus.error}; the {backend} engine needs none")
+        return Diagnosis(
             "gpu",
             False,
             f"{gpus.error}: no GPU memory is sampled and a GPU engine cannot start",
             "install the NVIDIA driver (nvidia-smi must work) or switch to the embedded engine",
         )
     if gpus.error:
-        return Finding("gpu", False, gpus.error, "check nvidia-smi")
+        return Diagnosis("gpu", False, gpus.error, "check nvidia-smi")
     if not gpus.names and backend == "gpu":
-        return Finding(
+        return Diagnosis(
             "gpu", False, "NVML sees no GPU", "check CUDA_VISIBLE_DEVICES and nvidia-smi"
         )
     if not gpus.names:
-        return Finding("gpu", True, "0 visible: none")
-    return Finding("gpu", True, f"{len(gpus.names)} visible: {gpus.summary()}")
+        return Diagnosis("gpu", True, "0 visible: none")
+    return Diagnosis("gpu", True, f"{len(gpus.names)} visible: {gpus.summary()}")
 
 
-def engine_findings(settings: Settings, import_check: bool = True) -> list[Finding]:
+def engine_findings(settings: Settings, import_check: bool = True) -> list[Diagnosis]:
     """The engine's part of the doctor (engine, model, GPU): also Settings' "Check engine"."""
     try:
         spec = current_spec(settings)
     except EngineError as exc:
         return [
-            Finding("engine", False, str(exc), "fill in the engine on Settings"),
+            Diagnosis("engine", False, str(exc), "fill in the engine on Settings"),
             check_gpu(settings.engine_backend),
         ]
     return [*check_engine(spec, import_check), check_gpu(spec.backend)]
@@ -142,14 +142,14 @@ def _is_the_app(pid: int) -> bool:
     return "ui.serve" in argv or any(Path(a).name == "streamlit" for a in argv[:2])
 
 
-def check_port(port: int, host: str = "127.0.0.1") -> Finding:
+def check_port(port: int, host: str = "127.0.0.1") -> Diagnosis:
     """The app's port: free, or held by the lab's own app, or a problem naming who holds it."""
     if port_is_free(host, port):
-        return Finding("port", True, f"{host}:{port} is free")
+        return Diagnosis("port", True, f"{host}:{port} is free")
     holders = describe_holders(port)
     if "streamlit" in holders or any(_is_the_app(pid) for pid in port_holders(port)):
-        return Finding("port", True, f"{host}:{port} is served by {holders} (the app, running)")
-    return Finding(
+        return Diagnosis("port", True, f"{host}:{port} is served by {holders} (the app, running)")
+    return Diagnosis(
         "port",
         False,
         f"{host}:{port} is in use by {holders}",
@@ -157,7 +157,7 @@ def check_port(port: int, host: str = "127.0.0.1") -> Finding:
     )
 
 
-def check_disk(folder: Path, minimum: int = MIN_FREE_BYTES) -> Finding:
+def check_disk(folder: Path, minimum: int = MIN_FREE_BYTES) -> Diagnosis:
     probe = folder
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
@@ -165,27 +165,27 @@ def check_disk(folder: Path, minimum: int = MIN_FREE_BYTES) -> Finding:
     detail = f"{free / 2**30:.1f} GiB free under {folder}"
     if free < minimum:
         fix = f"free at least {minimum / 2**30:.0f} GiB (old logs are under {folder / 'logs'})"
-        return Finding("disk", False, detail, fix)
-    return Finding("disk", True, detail)
+        return Diagnosis("disk", False, detail, fix)
+    return Diagnosis("disk", True, detail)
 
 
-def check_db(path: Path) -> list[Finding]:
+def check_db(path: Path) -> list[Diagnosis]:
     h = inspect_db(path)
     if not h.exists:
-        return [Finding("db", True, f"{path} does not exist yet (created on first use)")]
+        return [Diagnosis("db", True, f"{path} does not exist yet (created on first use)")]
     restore = f"move {path} aside and restore a copy (an exported bundle can be imported)"
     if h.error:
-        return [Finding("db", False, f"{path} cannot be read: {h.error}", restore)]
+        return [Diagnosis("db", False, f"{path} cannot be read: {h.error}", restore)]
     found = []
     if h.quick_check != ["ok"]:
         words = "; ".join(h.quick_check[:3])
         fix = f"`sqlite3 {path} .recover > recovered.sql`, then {restore}"
-        found.append(Finding("db", False, f"{path}: quick_check failed: {words}", fix))
+        found.append(Diagnosis("db", False, f"{path}: quick_check failed: {words}", fix))
     else:
-        found.append(Finding("db", True, f"{path}: quick_check ok"))
+        found.append(Diagnosis("db", True, f"{path}: quick_check ok"))
     if h.newer:
         found.append(
-            Finding(
+            Diagnosis(
                 "schema",
                 False,
                 f"written by a newer lab (unknown migrations: {', '.join(h.unknown_migrations)})",
@@ -195,29 +195,29 @@ def check_db(path: Path) -> list[Finding]:
     else:
         pending = h.code_schema_version - (h.schema_version or 0)
         note = f"; {pending} migration(s) run on next write" if pending else ""
-        found.append(Finding("schema", True, f"version {h.schema_version}{note}"))
+        found.append(Diagnosis("schema", True, f"version {h.schema_version}{note}"))
     if (h.journal_mode or "").lower() != "wal":  # a snapshot, or a DB never written by the lab
         note = f"journal mode {h.journal_mode} (the lab switches it to WAL when it writes)"
-        found.append(Finding("wal", True, note))
+        found.append(Diagnosis("wal", True, note))
     else:
-        found.append(Finding("wal", True, "journal mode wal"))
+        found.append(Diagnosis("wal", True, "journal mode wal"))
     return found
 
 
-def check_team(folder: str) -> Finding:
+def check_team(folder: str) -> Diagnosis:
     if not folder:
-        return Finding("team", True, "no team folder set (sharing is optional)")
+        return Diagnosis("team", True, "no team folder set (sharing is optional)")
     path = Path(folder).expanduser()
     if not path.is_dir():
         fix = "mount the share, or change Settings -> Team folder"
-        return Finding("team", False, f"{path} does not exist or is not a folder", fix)
+        return Diagnosis("team", False, f"{path} does not exist or is not a folder", fix)
     try:
         with tempfile.NamedTemporaryFile(dir=path, prefix=".doctor-", delete=True):
             pass
     except OSError as exc:
         fix = f"give this user write access to {path} (publishing writes bundles there)"
-        return Finding("team", False, f"{path} is not writable ({exc.strerror})", fix)
-    return Finding("team", True, f"{path} is writable")
+        return Diagnosis("team", False, f"{path} is not writable ({exc.strerror})", fix)
+    return Diagnosis("team", True, f"{path} is writable")
 
 
 def diagnose(
@@ -225,21 +225,21 @@ def diagnose(
     db_path: Path | None = None,
     port: int = APP_PORT,
     import_check: bool = True,
-) -> list[Finding]:
+) -> list[Diagnosis]:
     """Every check, in order; none raises."""
     settings = settings or load_settings()
-    checks: list[Callable[[], list[Finding] | Finding]] = [
+    checks: list[Callable[[], list[Diagnosis] | Diagnosis]] = [
         lambda: engine_findings(settings, import_check),
         lambda: check_port(port),
         lambda: check_disk(lab_home()),
         lambda: check_db(db_path or default_db_path()),
         lambda: check_team(settings.team_folder),
     ]
-    out: list[Finding] = []
+    out: list[Diagnosis] = []
     for check in checks:
         try:
             got = check()
         except Exception as exc:  # noqa: BLE001 (a doctor that crashes helps nobody)
-            got = Finding("doctor", False, f"a check failed: {type(exc).__name__}: {exc}")
+            got = Diagnosis("doctor", False, f"a check failed: {type(exc).__name__}: {exc}")
         out.extend(got if isinstance(got, list) else [got])
     return out

@@ -420,7 +420,7 @@ def check_load(asked: Mapping[str, Any], health: Mapping[str, Any]) -> list[dict
     return [m.to_dict()]
 
 
-def columns(check: Check | None, health: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def applied_columns(check: Check | None, health: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The run's stored columns: effective_config_json and config_mismatch_json (a list, empty
     when everything asked was applied); with `health`, what the load showed is added."""
     if check is None:

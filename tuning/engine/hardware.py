@@ -63,7 +63,7 @@ def _gpus() -> list[dict[str, Any]]:
 
 
 @lru_cache(maxsize=1)
-def describe() -> dict[str, Any]:
+def hardware_details() -> dict[str, Any]:
     gpus = _gpus()
     cores = os.cpu_count() or 0
     try:

@@ -1,23 +1,20 @@
 """From a name the user typed to a parameter the lab can launch: the curated table first, then the
-flags of the user's own vLLM (its catalog), never a flag of the deny-list; values checked by the
-engine's own parser before anything restarts.
+flags of the user's own vLLM (its catalog), never a flag of the deny-list (the engine's parser then
+checks a learned flag's values: tuning.engine.parser_check; tuning.experiment.spec asks both, once
+per experiment).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
 from store import connect
 from store import engine_flags as cache
 from tuning.engine.flags.catalog import (
     FORMAT,
     Catalog,
-    CatalogError,
-    Checked,
     FlagInfo,
-    check_in_engine,
     engine_python,
     read_catalog,
 )
@@ -27,12 +24,10 @@ from tuning.engine.params import (
     Param,
     ParamError,
     ValueType,
-    format_value,
     get_param,
     suggest,
 )
 from tuning.engine.spec import EngineSpec, installed_vllm_version
-from tuning.engine.validate import parse_values, validate_value
 
 _TYPES: dict[str, ValueType] = {
     "bool": "bool",
@@ -138,52 +133,6 @@ def learned_for(names: Iterable[str], catalog: Catalog | None) -> dict[str, Para
     return out
 
 
-def check_values(python: str, param: Param, values: Sequence[Any]) -> None:
-    """Every value of a learned flag through the engine's own parser; ParamError with vLLM's
-    message for the first it refuses (a typo in a JSON field, a choice it lacks)."""
-    if param.source == "curated":
-        return
-    if param.kind == "env":
-        pairs: list[tuple[str, str | None]] = [
-            (param.env or param.name, format_value(v)) for v in values
-        ]
-        _refuse_any(param, _checked(python, param, pairs, env=True))
-        return
-    if param.flag is None:
-        return
-    argvs: list[tuple[str, str | None]] = []
-    for value in values:
-        if param.type == "bool":
-            argvs.append((param.flag if value else "--no-" + param.flag[2:], None))
-        else:
-            argvs.append((param.flag, format_value(value)))
-    if not param.negatable:
-        argvs = [(flag, v) for flag, v in argvs if not flag.startswith("--no-")]
-    _refuse_any(param, _checked(python, param, argvs))
-
-
-def _checked(
-    python: str, param: Param, items: list[tuple[str, str | None]], env: bool = False
-) -> list[Checked]:
-    try:
-        return check_in_engine(python, items, env=env)
-    except CatalogError as exc:
-        raise ParamError(f"{param.name}: {exc}") from None
-
-
-def _refuse_any(param: Param, checked: list[Checked]) -> None:
-    who = "vLLM's own reader of it" if param.kind == "env" else "vLLM's own parser"
-    for item in checked:
-        if not item.ok:
-            raise ParamError(f"{param.name}: refused by {who}: {_one_line(item.error)}")
-
-
-def _one_line(message: str | None) -> str:
-    """vLLM's (pydantic's) message on one line, without its "further information" link."""
-    lines = [ln.strip() for ln in (message or "no reason given").splitlines()]
-    return "; ".join(ln for ln in lines if ln and not ln.startswith("For further information"))
-
-
 def catalog_for(db_path: str | Path, spec: EngineSpec, refresh: bool = False) -> Catalog:
     """The engine's catalog from the store's cache, read (and cached) when missing or asked.
     The key is the interpreter and its installed vLLM version (a quick metadata read), so an
@@ -203,29 +152,24 @@ def catalog_for(db_path: str | Path, spec: EngineSpec, refresh: bool = False) ->
     return catalog
 
 
-def prepare(
-    db_path: str | Path, spec: EngineSpec, param: str, values: str, base: dict[str, Any]
-) -> tuple[str, list[Any]]:
-    """Resolve an experiment's parameter and baseline flags for `spec` (its catalog is read only
-    when a name is not curated), record the learned ones on the spec, and check the values with
-    the engine's own parser: (the parameter's name, its typed values). Nothing starts."""
-    names = [param, *base]
-    for name in names:  # refused before the catalog is read: no reason to wait for it
+def learned_flags(
+    db_path: str | Path | None,
+    spec: EngineSpec,
+    names: Sequence[str],
+    catalog: Catalog | None = None,
+) -> dict[str, Param]:
+    """The flags of the user's vLLM among `names` (beyond the curated table and what `spec`
+    already learned), each resolved by the engine's catalog: `catalog` when the caller holds it,
+    else the store's cached one, read from the engine only when a name needs it. A name the
+    deny-list refuses is refused before any catalog is read. Nothing is changed on `spec`."""
+    known = spec.learned_params()
+    todo = [n for n in names if n.strip().removeprefix("--") not in known]
+    for name in todo:  # refused before the catalog is read: no reason to wait for it
         if not is_curated(name) and (why := refusal(name)):
             raise ParamError(f"{name.strip().removeprefix('--')}: never tuned by the lab: {why}")
-    catalog = catalog_for(db_path, spec) if needs_catalog(names) else None
-    learned = learned_for(names, catalog)
-    spec.learned = {name: p.to_dict() for name, p in learned.items()}
-    chosen = resolve(param, catalog)
-    typed = parse_values(chosen.name, values, learned)
-    if learned:
-        python = engine_python(spec.command)
-        check_values(python, chosen, typed)
-        for name, raw in base.items():
-            flag = resolve(name, catalog)
-            if flag.source != "curated":
-                check_values(python, flag, [validate_value(flag.name, raw, learned)])
-    return chosen.name, typed
+    if catalog is None and db_path is not None and needs_catalog(todo):
+        catalog = catalog_for(db_path, spec)
+    return {**known, **learned_for(todo, catalog)}
 
 
 def is_curated(name: str) -> bool:

@@ -1,8 +1,9 @@
-"""The allow-list of tunable vLLM parameters, and the only road from a configuration to an argv.
-
-Every value a user types passes through `validate_value` before any process starts, so a hostile or
-malformed value (NaN, a flag smuggled in as a value, shell metacharacters) is refused here with a
-message the UI can show next to the field.
+"""The parameters the lab knows: the curated table of tunable vLLM flags, environment knobs and
+workload knobs (`PARAMS`), each with its type, range and unit; a name resolved to its parameter
+(`get_param`, the user's own vLLM flags through `learned`); and a parameter's value as a person
+reads it (`show_value`: '1 GiB' for a bytes-typed one), while an argv, a stored value and a command
+line keep `format_value`'s canonical text ('1073741824'). Every typed value is checked by
+tuning.engine.validate before any process starts.
 """
 
 from __future__ import annotations
@@ -297,3 +298,23 @@ def suggest(name: str, known: Iterable[str]) -> str:
     if not close:
         return ""
     return " (did you mean " + " or ".join(f"`{c}`" for c in close) + "?)"
+
+
+def show_value(name: str | None, value: Any, learned: Learned | None = None) -> str:
+    """`value` of parameter `name` for people (tables, chips, labels, charts and reports); an
+    unknown parameter's or an unparsable value as `format_value` writes it."""
+    if value is None:
+        return "unset"
+    try:
+        param = get_param(name, learned) if name else None
+        if param is not None and param.type == "bytes" and not isinstance(value, bool):
+            n = value if isinstance(value, (int, float)) else parse_bytes(str(value))
+            return format_bytes(n)
+    except ValueError:  # ParamError is one
+        pass
+    return format_value(value)
+
+
+def run_value(run: Mapping[str, Any]) -> str:
+    """A stored run's value (its `param`, `value`) as a person reads it."""
+    return show_value(run.get("param"), run.get("value"))

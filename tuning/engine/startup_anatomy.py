@@ -253,7 +253,7 @@ def anatomy(stamps: dict[str, float], healthy_s: float, log: str | Sheet) -> dic
     }
 
 
-def describe(anat: dict[str, Any]) -> str:
+def anatomy_text(anat: dict[str, Any]) -> str:
     """One line for a page or the CLI: where the seconds went and what the compile cache did."""
     parts = [p for p in anat.get("phases") or () if p["seconds"] >= 0.05]
     text = " · ".join(f"{p['label']} {p['seconds']:.1f} s" for p in parts)

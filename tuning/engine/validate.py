@@ -1,6 +1,7 @@
 """Every value a user types for a parameter passes through here before any process starts:
-`validate_value` (one value), `validate_config` (a whole configuration), `parse_values` (a
-`--values` list) and `parse_assignments` (`--set NAME=VALUE`). A hostile or malformed value (NaN, a
+`validate_value` (one value), `validate_config` (a whole configuration), `check_starts` (each
+start of an experiment), `parse_values` (a `--values` list) and `parse_assignments`
+(`--set NAME=VALUE`). A hostile or malformed value (NaN, a
 flag smuggled in as a value, shell metacharacters, code or a file named inside JSON) is refused
 with a message the UI can show next to the field."""
 
@@ -131,6 +132,17 @@ def validate_config(
         out[param.name] = validate_value(param.name, raw, learned)
     _refuse_ignored_budget(out)
     return out
+
+
+def check_starts(
+    config: Mapping[str, Any], param: Param, values: Iterable[Any], backend: str | None = None
+) -> None:
+    """Each start of an experiment as it will be launched: the validated baseline `config` with
+    one of the validated `values` of server parameter `param` (e.g. two KV budgets meeting)."""
+    if backend is not None and backend not in param.backends:
+        raise ParamError(f"{param.name} is not honoured by the {backend} backend")
+    for value in values:
+        _refuse_ignored_budget({**config, param.name: value})
 
 
 def _refuse_ignored_budget(config: Mapping[str, Any]) -> None:

@@ -9,6 +9,8 @@ from pathlib import Path
 from tuning.engine.spec import EngineSpec
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.repeats import AutoRepeats
+from tuning.experiment.size import DEFAULT_BUDGET_MINUTES
+from tuning.experiment.spec import ExperimentSpec
 from tuning.measure.traffic.workload import Workload
 
 PARAM = "max-num-seqs"
@@ -20,7 +22,8 @@ VALUES = [2, 16]
 # most), not in the requests.
 # C=16 so that max-num-seqs 2 queues 14 requests: a difference large against run-to-run noise.
 WORKLOAD = Workload(num_requests=32, concurrency=16, input_len=32, output_len=32, num_warmups=4)
-# The stopping rule's looks at 2, 3 and 5 runs a side (alpha split over the three).
+# The stopping rule's looks at 2, 3 and 5 runs a side (alpha split over the three), under the time
+# budget every experiment has by default (tuning.experiment.size): 10 runs at ~214 s fit in it.
 MAX_REPEATS = 5
 NAME = "Demo: max-num-seqs 2 vs 16 (repeated until decided)"
 # Measured on the shared 2-core machine (README, "First: the demo"), not a promise: the home
@@ -33,13 +36,15 @@ def plan_demo(db_path: str | Path, engine: EngineSpec, *, author: str = "", host
     """Write the demo experiment (not started); returns its id."""
     return plan_experiment(
         db_path,
-        param=PARAM,
-        values=list(VALUES),
-        workload=WORKLOAD,
-        engine=engine,
-        repeats=1,
-        name=NAME,
-        author=author,
-        host=host,
-        auto=AutoRepeats(max_repeats=MAX_REPEATS),
+        ExperimentSpec.build(
+            param=PARAM,
+            values=list(VALUES),
+            workload=WORKLOAD,
+            engine=engine,
+            repeats=1,
+            name=NAME,
+            author=author,
+            host=host,
+            auto=AutoRepeats(max_repeats=MAX_REPEATS, budget_minutes=DEFAULT_BUDGET_MINUTES),
+        ),
     )

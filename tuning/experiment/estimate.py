@@ -358,7 +358,7 @@ def _this_engine(
     model) on this machine: a run stored with other hardware ran elsewhere (a DB carried from
     another box), its times are not this machine's."""
     want = _engine_id(engine, base_url, model if engine is None else None)
-    here = hardware.describe()["summary"] if engine else None
+    here = hardware.hardware_details()["summary"] if engine else None
     kept = []
     for row in rows:
         try:

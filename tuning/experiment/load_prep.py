@@ -20,7 +20,7 @@ from pathlib import Path
 
 from tuning.engine.spec import EngineSpec
 from tuning.experiment import planned
-from tuning.measure.traffic import Plan, WorkloadSpec
+from tuning.measure.traffic import Schedule, WorkloadSpec
 from tuning.measure.traffic.workload import (
     LocalTokenizer,
     ServerTokenizer,
@@ -42,7 +42,7 @@ class PreparedLoad:
     tokenizer_id: str
     prompts: list[str]
     workload: Workload
-    plan: Plan | None = None
+    plan: Schedule | None = None
     fingerprint: str | None = None
     reused: bool = False  # built for an earlier run and checked for this one
 

@@ -13,7 +13,7 @@ from typing import Protocol
 
 from core.records import SampleRow
 from core.status import Status
-from store import queries, repo
+from store import repo, timeseries
 from tuning.engine import effective
 from tuning.engine.server import ServerProcess
 from tuning.engine.spec import EngineSpec
@@ -29,7 +29,7 @@ from tuning.measure.traffic import WorkloadSpec
 from tuning.measure.traffic.workload import FALLBACK_NOTE, FALLBACK_TOKENIZER_ID, Workload
 
 
-class RunUnit(Protocol):
+class MeasuredUnit(Protocol):
     """What measuring uses of tuning.experiment.run_unit.RunUnit (which imports this module)."""
 
     book: Bookkeeping
@@ -45,7 +45,7 @@ class RunUnit(Protocol):
 
 
 def measure(
-    unit: RunUnit,
+    unit: MeasuredUnit,
     run_id: int,
     base_url: str,
     t0: float,
@@ -134,7 +134,7 @@ def measure(
         repo.store_request_prompts(book.db, run_id, planned.request_prompts(plan))
     unit.relabel(run_id)
     summary = summarize(result.records, result.duration_s)
-    samples = queries.get_samples(book.db, run_id)
+    samples = timeseries.get_samples(book.db, run_id)
     rows = [SampleRow(s["t_s"], s["series"], s["value"], s["label"]) for s in samples]
     summary.update(
         peaks(
@@ -148,7 +148,7 @@ def measure(
     health["samples"] = unit.samples.loss().to_json()  # rows lost, ticks skipped: flagged
     summary.update(server_summary(health))
     if plan is not None:  # judged by its schedule, not by a closed loop's C
-        summary["traffic"] = planned.judge(health, result.records, plan, result.duration_s)
+        summary["traffic"] = planned.judge_traffic(health, result.records, plan, result.duration_s)
     summary.update(
         achieved_concurrency=health["achieved_concurrency"],
         steady_output_throughput=health["steady_output_throughput"],
@@ -160,10 +160,10 @@ def measure(
         summary.update(input_lens_approximate=True, tokenizer_note=FALLBACK_NOTE)
     repo.store_summary(book.db, run_id, summary)
     if unit.server_check is not None:  # a limit the load shows was not applied
-        repo.update_run(book.db, run_id, **effective.columns(unit.server_check, health))
+        repo.update_run(book.db, run_id, **effective.applied_columns(unit.server_check, health))
     cancelled = book.live.cancel.is_set() or (result.cancelled and died is None)
     verdict = ("engine_died", outcome.engine_words(died, log_tail)) if died else None
-    suspect = [] if verdict or cancelled else outcome.suspect_reasons(result.records, summary)
+    suspect = [] if verdict or cancelled else outcome.find_suspect_reasons(result.records, summary)
     if verdict is None and not cancelled and not suspect:
         verdict = outcome.requests_verdict(result.records)
     if verdict is not None:
@@ -188,7 +188,7 @@ def measure(
     return run_id
 
 
-def _load_stopped(unit: RunUnit, run_id: int, died: str | None) -> int:
+def _load_stopped(unit: MeasuredUnit, run_id: int, died: str | None) -> int:
     """The load generator was stopped before it sent a result: nothing was measured."""
     book = unit.book
     if died is None:

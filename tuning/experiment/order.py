@@ -18,7 +18,7 @@ def round_order(values: Sequence[T], round_index: int) -> list[T]:
     return list(values) if round_index % 2 == 0 else list(reversed(values))
 
 
-def schedule(values: Sequence[T], repeats: int, first_round: int = 0) -> list[tuple[T, int]]:
+def counterbalanced(values: Sequence[T], repeats: int, first_round: int = 0) -> list[tuple[T, int]]:
     """The run order of `repeats` rounds (value, round), counterbalanced (A B B A A B B A ...);
     `first_round` continues a schedule (the extra rounds of `--repeats auto`) with the right
     parity. The one place the order is decided: the runner, resume, the fleet, repeats-until-

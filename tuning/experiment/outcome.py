@@ -64,7 +64,7 @@ def requests_verdict(records: Sequence[RequestRecord]) -> tuple[str, str] | None
     return "requests_failed", (reason + (f"; first error: {first}" if first else ""))[:2000]
 
 
-def suspect_reasons(records: Sequence[RequestRecord], summary: Mapping[str, Any]) -> list[str]:
+def find_suspect_reasons(records: Sequence[RequestRecord], summary: Mapping[str, Any]) -> list[str]:
     """Why a measured run's numbers cannot be trusted, in words a user reads; [] when they can.
     Once per run: the requests whose `usage` failed its check (tuning.measure.loadgen.sse), then the
     summary's own numbers (core.plausible.summary_problems)."""

@@ -1,95 +1,32 @@
-"""Planning an experiment: validate the one parameter, its values and the baseline, and write the
-experiment row. Nothing starts here; the runner process takes the row from the DB."""
+"""Planning an experiment: write the row of a validated `ExperimentSpec` (tuning.experiment.spec),
+queued, and plan a local rerun of an imported one. Nothing starts here; the runner process takes
+the row from the DB."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from store import connect, repo
-from tuning.engine.params import get_param
-from tuning.engine.shown import show_value
 from tuning.engine.spec import EngineSpec
-from tuning.engine.validate import validate_config, validate_value
-from tuning.experiment.repeats import AutoRepeats
-from tuning.measure.traffic import WorkloadSpec
+from tuning.experiment.spec import ExperimentSpec
 from tuning.measure.traffic.workload import Workload
 from tuning.settings import load_settings
 
 
-def plan_experiment(db_path: str | Path, **plan: Any) -> int:
-    """Validate everything and write the experiment row; returns its id (`experiment_fields`
-    takes the same keywords)."""
-    fields = experiment_fields(**plan)
-    with connect(db_path) as db:
-        return repo.create_experiment(db, **fields)
-
-
-def experiment_fields(
-    *,
-    param: str,
-    values: list[Any],
-    workload: Workload,
-    engine: EngineSpec | None,
-    base_config: dict[str, Any] | None = None,
-    repeats: int = 1,
-    base_url: str | None = None,
-    model: str | None = None,
-    name: str | None = None,
-    author: str = "",
-    host: str = "",
-    auto: AutoRepeats | None = None,
-    workload_spec: WorkloadSpec | None = None,
-) -> dict[str, Any]:
-    """The experiment row's columns, everything validated, nothing written (a draft can be
-    checked for earlier runs before it is planned). With `auto` (repeat until decided) it starts
-    with `auto.first_rounds` rounds and the runner adds more."""
-    learned = engine.learned_params() if engine else {}
-    p = get_param(param, learned)
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats must be a whole number of at least 1, got {repeats!r}")
-    clean_values = [validate_value(p.name, v, learned) for v in values]
-    if base_url is None and engine is None:
-        raise ValueError("an experiment needs an engine to start or a base URL to attach to")
-    if base_url is not None and p.restarts_server:
-        raise ValueError(
-            f"{p.name} needs a server restart; an attached server (base URL) can only "
-            "vary workload parameters: concurrency, input-len, output-len, "
-            "shared-prefix-len"
-        )
-    if not author or not host:
+def plan_experiment(db_path: str | Path, spec: ExperimentSpec) -> int:
+    """Write the experiment `spec` describes (queued; a runner takes it); returns its id. Who
+    asks and where default to the settings' when the spec leaves them empty."""
+    if not spec.author or not spec.host:
         settings = load_settings()
-        author, host = author or settings.resolved_author(), host or settings.resolved_host()
-    config = dict(engine.baseline if engine else {})
-    config.update(base_config or {})
-    backend = engine.backend if engine else None
-    config = validate_config(config, backend, learned)
-    if p.restarts_server:
-        config.pop(p.name, None)
-        for value in clean_values:  # each start as it will be launched (e.g. two KV budgets)
-            validate_config({**config, p.name: value}, backend, learned)
-    if not p.restarts_server:  # each value as it will be applied (a spec's knob, or the workload)
-        from tuning.experiment.planned import apply_value
-
-        for value in clean_values:
-            apply_value(workload, workload_spec, p.name, value)
-    repeats = auto.first_rounds if auto else max(1, repeats)
-    return dict(
-        name=name or f"{p.name} = {', '.join(show_value(p.name, v) for v in clean_values)}",
-        param=p.name,
-        values_json=clean_values,
-        repeats=repeats,
-        config_json=config,
-        workload_json=workload.to_dict(),
-        workload_spec_json=workload_spec.to_dict() if workload_spec else None,
-        engine_json=engine.to_json() if engine else None,
-        base_url=base_url,
-        model=model or (engine.served_model_name if engine else None),
-        runs_total=len(clean_values) * repeats,
-        author=author,
-        host=host,
-        **(auto.columns() if auto else {}),
-    )
+        spec = replace(
+            spec,
+            author=spec.author or settings.resolved_author(),
+            host=spec.host or settings.resolved_host(),
+        )
+    with connect(db_path) as db:
+        return repo.create_experiment(db, spec.row())
 
 
 class ImportedExperimentError(ValueError):
@@ -122,8 +59,7 @@ def plan_rerun(
 
     with connect(db_path, readonly=True) as db:
         exp = queries.get_experiment(db, experiment_id)
-    return plan_experiment(
-        db_path,
+    spec = ExperimentSpec.build(
         param=str(exp["param"]),
         values=list(exp["values"] or []),
         workload=Workload.from_dict(exp["workload"] or {}),
@@ -134,4 +70,6 @@ def plan_rerun(
         author=author,
         host=host,
         workload_spec=spec_of(exp.get("workload_spec")),  # the same traffic, when it had a spec
+        db_path=db_path,
     )
+    return plan_experiment(db_path, spec)

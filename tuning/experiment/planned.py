@@ -20,7 +20,7 @@ import numpy as np
 
 from core.records import RequestRecord
 from tuning.measure.loadgen.schedule import dispatch_lags, plan_workload
-from tuning.measure.traffic import Plan, TrafficError, WorkloadSpec, fingerprint, materialize
+from tuning.measure.traffic import Schedule, TrafficError, WorkloadSpec, fingerprint, materialize
 from tuning.measure.traffic.fingerprint import spec_digest
 from tuning.measure.traffic.workload import TokenizerLike, Workload, build_prompts
 
@@ -108,7 +108,7 @@ def run_fields(workload: Workload, spec: WorkloadSpec | None) -> dict[str, Any]:
 class Prepared:
     """What the load generator needs for a planned run."""
 
-    plan: Plan
+    plan: Schedule
     warmup_prompts: list[str]
     workload: Workload  # schedule.plan_workload: the client's request count, C, warm-ups
     fingerprint: str
@@ -134,7 +134,9 @@ def prepare(workload: Workload, spec: WorkloadSpec, tokenizer: TokenizerLike) ->
     return Prepared(plan, prompts, replace(load, num_warmups=warm_n), fingerprint(plan))
 
 
-def traffic_summary(records: list[RequestRecord], plan: Plan, duration_s: float) -> dict[str, Any]:
+def traffic_summary(
+    records: list[RequestRecord], plan: Schedule, duration_s: float
+) -> dict[str, Any]:
     """Per-turn TTFT (first turns vs later ones), the open loop's achieved rate against its
     target, and the dispatch lag; JSON-ready, stored in the run's summary."""
     arrival = plan.spec.arrival
@@ -160,7 +162,7 @@ def traffic_summary(records: list[RequestRecord], plan: Plan, duration_s: float)
     return out
 
 
-def request_prompts(plan: Plan) -> list[tuple[int, str, str]]:
+def request_prompts(plan: Schedule) -> list[tuple[int, str, str]]:
     """(index, sha256, text) of each planned request's prompt, as planned (a later turn's
     earlier answers are placeholders of their token length): what the store keeps per request."""
     out = []
@@ -170,8 +172,8 @@ def request_prompts(plan: Plan) -> list[tuple[int, str, str]]:
     return out
 
 
-def judge(
-    health: dict[str, Any], records: list[RequestRecord], plan: Plan, duration_s: float
+def judge_traffic(
+    health: dict[str, Any], records: list[RequestRecord], plan: Schedule, duration_s: float
 ) -> dict[str, Any]:
     """The traffic summary, and `health`'s client-bound verdict for planned traffic: an open loop,
     a trace or conversations with think time never hold C in flight by design, so that reason goes;

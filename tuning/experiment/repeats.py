@@ -32,9 +32,9 @@ from tuning.compare.catalog import METRICS
 from tuning.compare.sequential import Design, Plan, plan_next
 from tuning.engine.params import format_value
 from tuning.experiment.estimate import Costs, about, blend, costs_of, restarts, span_s
-from tuning.experiment.order import schedule
+from tuning.experiment.order import counterbalanced
+from tuning.experiment.size import DEFAULT_MAX_REPEATS
 
-DEFAULT_MAX_REPEATS = 10
 # Runs in one of these states count as tried; a cancelled or unfinished one does not.
 _TRIED = frozenset({Status.DONE, Status.SUSPECT, Status.FAILED})
 
@@ -199,7 +199,9 @@ def extend(runner: _Runner) -> list[int]:
         # The rounds continue the counterbalanced order: the baseline runs once a round, so its
         # runs so far are the rounds so far (the parity of the next round).
         jobs: list[tuple[Any, int]] = []
-        for label, _ in schedule([base_label, *plan.pending], plan.rounds, counts[base_label]):
+        for label, _ in counterbalanced(
+            [base_label, *plan.pending], plan.rounds, counts[base_label]
+        ):
             jobs.append((by_label[label], counts[label]))
             counts[label] += 1
         # The rounds go where the first ones went (this machine or the fleet): positions before
@@ -210,7 +212,7 @@ def extend(runner: _Runner) -> list[int]:
     return new_ids
 
 
-def summary_lines(plan: Mapping[str, Any] | None) -> list[str]:
+def repeats_lines(plan: Mapping[str, Any] | None) -> list[str]:
     """The stored plan in words, one line per value: how each comparison ended."""
     if not plan:
         return []

@@ -23,9 +23,9 @@ from store import connect, queries, repo
 from tuning.engine import hardware
 from tuning.engine.params import format_value
 from tuning.experiment import outcome
-from tuning.experiment.order import schedule
+from tuning.experiment.order import counterbalanced
 from tuning.experiment.plan import is_imported
-from tuning.experiment.reuse_match import UNKNOWN, Match, collect, decoded, fingerprint
+from tuning.experiment.reuse_match import UNKNOWN, Match, collect, decoded, run_fingerprint
 from tuning.experiment.reuse_team import import_sources, team_matches
 from tuning.experiment.run_unit import new_run_fields
 
@@ -93,7 +93,7 @@ def _wanted(exp: dict[str, Any], hw: dict[str, Any]) -> dict[str, str]:
     """fingerprint -> value, of each value's run as the runner would create it."""
     out: dict[str, str] = {}
     for value in exp.get("values") or []:
-        fp = fingerprint(decoded(new_run_fields(exp, 0, value, 0, hw)))
+        fp = run_fingerprint(decoded(new_run_fields(exp, 0, value, 0, hw)))
         if fp:
             out[fp] = format_value(value)
     return out
@@ -109,7 +109,9 @@ def find_offer(
     """The earlier runs (this lab, then the team folder's new bundles) that measured exactly what
     `exp` (a stored experiment, or `decoded(experiment_fields(...))` for a draft) would."""
     values = [format_value(v) for v in exp.get("values") or []]
-    positions = [format_value(v) for v, _ in schedule(list(exp.get("values") or []), _rounds(exp))]
+    positions = [
+        format_value(v) for v, _ in counterbalanced(list(exp.get("values") or []), _rounds(exp))
+    ]
     offer = Offer(str(exp.get("param")), [ValueOffer(v, positions.count(v)) for v in values])
     if not exp.get("engine") or exp.get("base_url") or is_imported(exp):
         return offer
@@ -119,7 +121,7 @@ def find_offer(
             "and a run of another version must not count"
         )
         return offer
-    wanted = _wanted(exp, hw or hardware.describe())
+    wanted = _wanted(exp, hw or hardware.hardware_details())
     with connect(db_path, readonly=True) as db:
         found = collect(queries.reusable_runs(db, exp.get("id")), wanted, "this lab")
     if team_folder:
@@ -149,7 +151,7 @@ def apply_offer(db_path: str | Path, experiment_id: int, offer: Offer) -> list[i
     copies: list[int] = []
     with connect(db_path) as db:
         exp = queries.get_experiment(db, experiment_id)
-        plan = schedule(list(exp["values"]), _rounds(exp))
+        plan = counterbalanced(list(exp["values"]), _rounds(exp))
         free = outcome.remaining(plan, queries.list_runs(db, experiment_id, include_hidden=True))
         for v in offer.values:
             seqs = [s for s in free if format_value(plan[s][0]) == v.value]

@@ -52,7 +52,7 @@ def _workload_key(run: dict[str, Any]) -> str | None:
         return None
 
 
-def fingerprint(run: dict[str, Any]) -> str | None:
+def run_fingerprint(run: dict[str, Any]) -> str | None:
     """16 hex chars naming what a run measured; None when a part is unknown (never a match)."""
     parts: dict[str, Any] = {key: run.get(key) for key in IDENTITY}
     parts["config"] = run.get("config")
@@ -122,7 +122,7 @@ def _match(run: dict[str, Any], where: str, bundle: str | None = None) -> Match:
 
 def wanted_value(run: dict[str, Any], wanted: dict[str, str]) -> str | None:
     """The planned value `run` could stand for (its fingerprint is wanted), or None."""
-    fp = fingerprint(run) if usable(run) else None
+    fp = run_fingerprint(run) if usable(run) else None
     return wanted.get(fp) if fp else None
 
 

@@ -153,7 +153,9 @@ class RunUnit:
         clock.mark("prepare")
         engine = engine_of(exp)
         config, wl, spec = run_inputs(exp, value)
-        fields = new_run_fields(exp, seq, value, repeat, hardware.describe() if engine else None)
+        fields = new_run_fields(
+            exp, seq, value, repeat, hardware.hardware_details() if engine else None
+        )
         if uid:
             fields["uid"] = uid
         run_id = repo.create_run(book.db, **fields)
@@ -309,7 +311,7 @@ class RunUnit:
             weights_memory_gib=amount(f.get("weights_memory_gib")),
             startup_json={**f, "reused_server": reused},
             server_pid=self.server.pid if self.server else None,
-            **effective.columns(self.server_check),
+            **effective.applied_columns(self.server_check),
         )
         if f.get("vllm_version"):  # what the server says beats what the settings guessed
             repo.update_run(self.book.db, run_id, vllm_version=f["vllm_version"])

@@ -30,7 +30,7 @@ from store import repo
 from tuning.experiment import exits, outcome, repeats, spool, time_spent
 from tuning.experiment.bookkeeping import Bookkeeping, Progress
 from tuning.experiment.lock import RunnerBusy, machine_lock
-from tuning.experiment.order import schedule
+from tuning.experiment.order import counterbalanced
 from tuning.experiment.plan import is_imported, refuse_imported
 from tuning.experiment.run_unit import RunUnit
 from tuning.experiment.watch import Heartbeat
@@ -99,7 +99,7 @@ class ExperimentRunner(Bookkeeping):
         status, error = Status.DONE, None
         abort: BaseException | None = None
         try:
-            plan = schedule(list(exp["values"]), int(exp["repeats"] or 1))
+            plan = counterbalanced(list(exp["values"]), int(exp["repeats"] or 1))
             todo = outcome.remaining(plan, self.runs())
             run_ids = self.run_positions(plan, todo) if todo else []
             run_ids += repeats.extend(self)  # --repeats auto: more rounds until decided

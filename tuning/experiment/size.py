@@ -4,12 +4,18 @@ A pasted list of 10,000 values is 10,000 engine restarts (days of a GPU box): th
 request over `MAX_RUNS_UNASKED` runs unless `--yes` is given, and New experiment asks for a tick
 before its Start button turns on. The count is the most the request may run: values x repeats,
 values x the most repeats a value for repeat-until-decided, the budget of each search of a plan
-and its confirmation rounds. Nothing here reads the store, so the refusal comes before any work.
+and its confirmation rounds. Nothing here reads the store, so the refusal comes before any work;
+the default limits of an experiment that repeats until decided are here for the same reason.
 """
 
 from __future__ import annotations
 
 MAX_RUNS_UNASKED = 64
+# Repeat until decided (tuning.experiment.repeats), unless told otherwise: at most this many runs a
+# value, and a round added only while the estimate says it fits in this many minutes (the CLI's
+# default and New experiment's).
+DEFAULT_MAX_REPEATS = 10
+DEFAULT_BUDGET_MINUTES = 60.0
 
 
 def experiment_runs(values: int, repeats: int, max_repeats: int | None = None) -> int:

@@ -21,7 +21,7 @@ from core.status import Status, is_active
 from store import connect, queries, repo
 from tuning.engine import ipc_dir
 from tuning.engine.procs import pid_alive, process_start_time, same_process, stop_group
-from tuning.experiment.order import schedule
+from tuning.experiment.order import counterbalanced
 from tuning.experiment.outcome import remaining
 from tuning.settings import REPO_ROOT, lab_home
 
@@ -169,7 +169,7 @@ def prepare_resume(db_path: str | Path, experiment_id: int) -> int:
     with connect(db_path) as db:
         exp = queries.get_experiment(db, experiment_id)
         _refuse_unresumable(exp)
-        plan = schedule(list(exp["values"] or []), int(exp["repeats"] or 1))
+        plan = counterbalanced(list(exp["values"] or []), int(exp["repeats"] or 1))
         runs = queries.list_runs(db, experiment_id, include_hidden=True)
         left = len(remaining(plan, runs)) or _rounds_left(db, exp, runs)
         if left:

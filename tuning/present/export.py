@@ -173,7 +173,7 @@ MIME = {
 }
 
 
-def render(chart: alt.TopLevelMixin, fmt: str) -> bytes:
+def chart_bytes(chart: alt.TopLevelMixin, fmt: str) -> bytes:
     """One of png, svg, html."""
     if fmt == "png":
         return chart_png(chart)
@@ -195,7 +195,7 @@ def chart_format(path: str) -> str:
 def write_chart(chart: alt.TopLevelMixin, path: str) -> str:
     """Save by the path's extension (CLI use); returns the format written."""
     ext = chart_format(path)
-    data = render(chart, ext)
+    data = chart_bytes(chart, ext)
     with open(path, "wb") as fh:
         fh.write(data)
     return ext

@@ -10,7 +10,6 @@ secret-scrubbed (run rows may come from imported bundles).
 
 from __future__ import annotations
 
-import html
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -24,33 +23,24 @@ from tuning.compare.catalog import METRICS
 from tuning.compare.comparability import run_parameters, run_workload
 from tuning.compare.comparison import Comparison
 from tuning.compare.headline import headline
-from tuning.compare.prefer import Preference
-from tuning.compare.present import (
-    CLEAR,
-    VERDICT_LABEL,
-    Cell,
-    ci_text,
-    comparability_text,
-    drift_text,
-    failed_text,
-    noise_text,
-    not_applied_text,
-    pct_text,
-    reused_text,
-    slo_text,
-    suspect_text,
-    table_columns,
-    table_rows,
-    tone_css,
-    verdict_rule,
-)
+from tuning.compare.present import tone_css
 from tuning.compare.selection import Selection, SelectionError, select_runs
-from tuning.engine.shown import run_value, show_value
+from tuning.engine.params import run_value, show_value
 from tuning.present.charts.build import build_chart
 from tuning.present.charts.kinds import CHART_KINDS, CHART_TITLES, PREALLOCATION_NOTE
 from tuning.present.export import chart_svg, network_references
 from tuning.present.report_cards import CARDS_STYLE, cards_section, chart_lines
-from tuning.present.report_headline import HEADLINE_STYLE, headline_section
+from tuning.present.report_verdicts import (
+    HEADLINE_STYLE,
+    checks_section,
+    escaped,
+    headline_section,
+    prefer_section,
+    table_section,
+    verdicts_section,
+)
+
+_e = escaped  # every text from the DB, escaped for HTML
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 LOG_TAIL_CHARS = 3000
@@ -87,13 +77,6 @@ STYLE += HEADLINE_STYLE + CARDS_STYLE  # the decision at the top, set apart; the
 
 class ReportError(ValueError):
     """Nothing to report: no runs named, or a run or experiment that does not exist."""
-
-
-def _e(value: Any) -> str:
-    """Escaped text for HTML (None -> an em dash)."""
-    if value is None or value == "":
-        return "—"
-    return html.escape(str(value), quote=True)
 
 
 def report_file_name(experiment_id: int | None = None, run_ids: Sequence[int] = ()) -> str:
@@ -176,96 +159,6 @@ def _config_section(comparison: Comparison, by_id: Mapping[int, Mapping[str, Any
         f"<code>{_e(fingerprint)}</code>)</summary><table><tr><th>parameter</th>"
         f"<th>value</th></tr>{kv_rows(base)}</table><table><tr><th>workload</th>"
         f"<th>value</th></tr>{kv_rows(workload)}</table></details></section>"
-    )
-
-
-def _checks_section(comparison: Comparison) -> str:
-    css = "warn" if comparison.excluded else "ok"
-    summary = comparability_text(comparison, lambda s: f"<b>{_e(s)}</b>")
-    parts = [f'<section id="comparability"><h2>Comparability</h2><p class="{css}">{summary}</p>']
-    if comparison.excluded:
-        rows = "".join(
-            f"<tr><td>{c.run_id}</td><td>{c.baseline_id}</td><td>{_e(c.reason)}</td></tr>"
-            for c in comparison.excluded
-        )
-        parts.append(
-            f'<table id="not-comparable"><tr><th>run</th><th>baseline run</th>'
-            f"<th>why not comparable</th></tr>{rows}</table>"
-        )
-    notes = [
-        (not_applied_text(comparison), ' class="warn"'),
-        (reused_text(comparison), ""),
-        (failed_text(comparison), ""),
-        (suspect_text(comparison), ' class="warn"'),
-        (noise_text(comparison), ' class="muted"'),
-        (slo_text(comparison.slo_ms), ""),
-    ]
-    parts += [f"<p{attr}>{_e(text)}</p>" for text, attr in notes if text]
-    parts.append("</section>")
-    return "".join(parts)
-
-
-def _verdicts_section(comparison: Comparison) -> str:
-    parts = ['<section id="verdicts"><h2>Verdicts</h2>']
-    if not comparison.candidates:
-        parts.append("<p>No candidate side: only one configuration among these runs.</p>")
-    for side in comparison.candidates:
-        items = []
-        counts: dict[str, int] = {}
-        for metric in comparison.metrics:
-            c = comparison.changes.get((side.label, metric.key))
-            if c is None:
-                continue
-            counts[c.verdict] = counts.get(c.verdict, 0) + 1
-            if c.verdict in CLEAR:
-                ci = ci_text(c, comparison.confidence)
-                items.append(
-                    f'<li class="{c.verdict}">{VERDICT_LABEL[c.verdict]}: '
-                    f"{_e(metric.label)} {pct_text(c.rel_change)}{f' ({ci})' if ci else ''}</li>"
-                )
-        rest = ", ".join(f"{n} {_e(v)}" for v, n in sorted(counts.items()) if v not in CLEAR)
-        parts.append(f"<h3>{_e(side.label)} vs {_e(comparison.baseline.label)}</h3>")
-        none = "No verdict: not applied by the engine." if counts.get("not applied") else ""
-        parts.append(
-            f"<ul>{''.join(items)}</ul>"
-            if items
-            else f"<p>{none or 'No metric is clearly better or worse.'}</p>"
-        )
-        if rest:
-            parts.append(f'<p class="muted">Other metrics: {rest}.</p>')
-    if drift := drift_text(comparison):
-        parts.append(f'<p class="muted" id="baseline-drift">{_e(drift)}</p>')
-    rule = verdict_rule(lambda s: f"<i>{s}</i>", comparison.confidence, comparison.margin)
-    parts.append(f'<p class="muted">{rule}</p></section>')
-    return "".join(parts)
-
-
-def _prefer_section(preference: Preference) -> str:
-    """The recommendation: keep vLLM's default, set a value, or why the lab cannot prefer one."""
-    css = {"value": "better", "default": "ok", "none": "muted"}[preference.kind]
-    return (
-        f'<section id="recommendation"><h2>Recommendation</h2>'
-        f'<p class="{css}">{_e(preference.text)}</p></section>'
-    )
-
-
-def _td(cell: Cell) -> str:
-    css = " ".join(x for x in ("num" if cell.numeric else "", cell.tone) if x)
-    attrs = (f' class="{css}"' if css else "") + (
-        f' title="{_e(cell.title)}"' if cell.title else ""
-    )
-    return f"<td{attrs}>{_e(cell.text) if cell.text else ''}</td>"
-
-
-def _table_section(comparison: Comparison) -> str:
-    head = "".join(f"<th>{_e(c)}</th>" for c in table_columns(comparison))
-    body = "".join("<tr>" + "".join(map(_td, row)) + "</tr>" for row in table_rows(comparison))
-    return (
-        '<section id="table"><h2>Side by side</h2><p class="muted">Values are the mean over '
-        "each side's runs; Δ is the candidate's change of the mean vs the baseline (green / "
-        "red only when the verdict is better / worse; undecided, equivalent and not applied are "
-        "grey).</p>"
-        f'<table id="metrics"><tr>{head}</tr>{body}</table></section>'
     )
 
 
@@ -426,11 +319,11 @@ def _body(
             cards_section(runs, selection.experiments, secrets) + "</header>",  # what it is of
             headline_section(headline(comparison, selection.preference)),
             *(_experiment_section(exp, secrets) for exp in selection.experiments),
-            _checks_section(comparison),
-            _verdicts_section(comparison),
-            _prefer_section(selection.preference),
+            checks_section(comparison),
+            verdicts_section(comparison),
+            prefer_section(selection.preference),
             _config_section(comparison, {int(r["id"]): r for r in runs}),
-            _table_section(comparison),
+            table_section(comparison),
             charts_html,
             _runs_section(comparison, runs, extra, secrets),
             _definitions_section(),

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from store import connect, queries
-from store.bundle import BundleError, Limits, export_bundle, import_bundle
+from store.bundle import BundleError, BundleLimits, export_bundle, import_bundle
 from store.bundle import merge as merge_module
 from store.bundle.format import DATA_NAME, MANIFEST_NAME
 from tests.checks import db_fingerprint
@@ -137,7 +137,7 @@ def test_a_huge_cell_is_refused_and_a_long_note_imports_without_scrubbing_under_
     # 2 MiB of one letter per run deflates ~180x, past the extraction budget: lift it here so
     # the check under test is the cell's.
     with pytest.raises(BundleError, match="limit for one cell") as err:
-        import_bundle(target, huge, Limits(max_inflate_ratio=1024))
+        import_bundle(target, huge, BundleLimits(max_inflate_ratio=1024))
     assert err.value.kind == "too_large" and db_fingerprint(target) == before
 
     note = ("see http://host:8000/v1 " * 9000)[:200_000]

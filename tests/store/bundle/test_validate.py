@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from store.bundle import BundleError, Limits, import_bundle
+from store.bundle import BundleError, BundleLimits, import_bundle
 from store.bundle.format import DATA_NAME, FORMAT_VERSION, MANIFEST_NAME
 from tests.checks import db_fingerprint
 
@@ -191,15 +191,15 @@ def test_a_bad_bundle_is_refused_and_the_target_is_untouched(
 @pytest.mark.parametrize(
     "limits, what",
     [
-        (Limits(max_bundle_bytes=2000), "the limit is 2,000"),
-        (Limits(max_data_bytes=10_000), "the limit is 10,000"),
-        (Limits(max_runs=3), "6 runs rows; the limit is 3"),
-        (Limits(max_samples=100), "samples rows; the limit is 100"),
-        (Limits(max_manifest_bytes=100), "the limit is 100"),
+        (BundleLimits(max_bundle_bytes=2000), "the limit is 2,000"),
+        (BundleLimits(max_data_bytes=10_000), "the limit is 10,000"),
+        (BundleLimits(max_runs=3), "6 runs rows; the limit is 3"),
+        (BundleLimits(max_samples=100), "samples rows; the limit is 100"),
+        (BundleLimits(max_manifest_bytes=100), "the limit is 100"),
     ],
 )
 def test_oversized_bundles_are_refused(
-    limits: Limits, what: str, bundle: Path, target: Path
+    limits: BundleLimits, what: str, bundle: Path, target: Path
 ) -> None:
     before = db_fingerprint(target)
     with pytest.raises(BundleError, match=what) as err:
@@ -232,7 +232,7 @@ def test_zip_bomb_is_stopped_while_streaming(bundle: Path, target: Path, tmp_pat
     bomb = rebuild(bundle, tmp_path / "bomb.bundle.zip", tmp_path, data_edit=lambda d: d + big)
     before = db_fingerprint(target)
     with pytest.raises(BundleError) as err:
-        import_bundle(target, bomb, Limits(max_data_bytes=1 << 20))
+        import_bundle(target, bomb, BundleLimits(max_data_bytes=1 << 20))
     assert err.value.kind == "too_large"
     assert db_fingerprint(target) == before
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from store import queries
+from store import timeseries
 from tests.checks import png_size
 from tuning.compare.comparison import request_columns
 from tuning.present import export
@@ -28,7 +28,7 @@ def test_live_chart_and_rates(charts_lab: dict[str, Any]) -> None:
     )
     rid = charts_lab["runs"][0]["id"]
     series = {
-        name: queries.load_series(charts_lab["db"], rid, name, 300)
+        name: timeseries.load_series(charts_lab["db"], rid, name, 300)
         for name in (
             "tree_rss_bytes",
             "kv_cache_usage_perc",

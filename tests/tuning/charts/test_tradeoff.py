@@ -20,7 +20,7 @@ from tuning.present.charts.tradeoff import (
     pareto_chart,
     pareto_frame,
     search_chart,
-    workload_runs,
+    tradeoff_runs,
 )
 
 # max-num-seqs -> (output tok/s, p99 TTFT ms): scales to 8, then flat while TTFT climbs.
@@ -55,7 +55,7 @@ def test_pareto_marks_the_non_dominated_runs_and_exports_a_png(
 ) -> None:
     db = charts_lab["db"]
     fingerprint = charts_lab["runs"][0]["workload_fingerprint"]
-    runs = workload_runs(db, fingerprint)
+    runs = tradeoff_runs(db, fingerprint)
     assert len(runs) == len(charts_lab["runs"])  # every run of the one workload
     frame = pareto_frame(runs, "ttft")
     expected = pareto_front(

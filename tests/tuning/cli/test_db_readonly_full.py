@@ -91,7 +91,7 @@ def test_sqlite_full_with_room_on_the_disk_says_a_limit_not_damage(lab: Path) ->
         conn.execute("CREATE TABLE filler (x BLOB)")
         conn.execute("INSERT INTO filler VALUES (zeroblob(1000000))")
     conn.close()
-    err = store_db.refusal(lab, full.value)
+    err = store_db.db_refusal(lab, full.value)
     assert isinstance(err, store_db.DiskFullError)
     assert "a quota or a size limit" in str(err) and "not damaged" in str(err)
 

@@ -19,6 +19,8 @@ def attached_sweep(base_url: str, db_path: Path, values: str, *extra: str) -> li
     """The CLI arguments of a concurrency sweep against `base_url` with model gw-model."""
     return [
         "experiment",
+        "--repeats",
+        "1",
         "--base-url",
         base_url,
         "--model",
@@ -142,3 +144,36 @@ def test_api_key_canary_reaches_no_db_bundle_report_log_or_argv(
         assert CANARY.encode() not in raw, path
     html = (out_dir / "canary.html").read_text()
     assert "<svg" in html and "gw-model" in html
+
+
+def test_one_run_a_side_warns_in_one_line(
+    lab_home: Path, tuning_cli: Callable[..., CompletedProcess[str]]
+) -> None:
+    """Issue 37 item 3: `--repeats 1` ran and ended with no verdict, and nothing warned."""
+    with FakeOpenAIServer(FakeConfig(model="gw-model", itl_ms=1.0, ttft_ms=1.0)) as srv:
+        args = attached_sweep(srv.base_url + "/v1/", lab_home / "lab.db", "1,2")
+        out = tuning_cli([*args, "--num-requests", "2"], lab_home, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    warned = [line for line in out.stderr.splitlines() if "cannot decide" in line]
+    assert warned == [
+        "warning: --repeats 1: one run a side cannot decide anything (a verdict needs at least "
+        "two runs of each value): repeat until decided, the default, or ask for 2 or more"
+    ]
+
+
+def test_after_its_runs_the_cli_says_whether_longer_loads_would_decide_sooner(
+    lab_home: Path, tuning_cli: Callable[..., CompletedProcess[str]]
+) -> None:
+    """Issue 37 item 3 / issue 38 item 6: nothing said whether runs were long enough for the
+    noise seen. With two runs a side stored, the CLI prints the load length advice, its numbers
+    from those runs, on stderr and in --json."""
+    with FakeOpenAIServer(FakeConfig(model="gw-model", itl_ms=1.0, ttft_ms=2.0)) as srv:
+        args = attached_sweep(srv.base_url + "/v1/", lab_home / "lab.db", "1,2")
+        args[args.index("--repeats") + 1] = "2"
+        out = tuning_cli([*args, "--num-requests", "16"], lab_home, timeout=180)
+    assert out.returncode == 0, out.stdout + out.stderr
+    said = [line for line in out.stderr.splitlines() if line.startswith("load length: ")]
+    assert len(said) == 1, out.stderr
+    advice = json.loads(out.stdout.strip().splitlines()[-1])["load_advice"]
+    assert advice["line"] == said[0] and advice["current"]["requests"] == 16
+    assert advice["current"]["runs_a_side"] >= 2 and advice["start_s"] >= 0

@@ -29,7 +29,7 @@ def test_close_floats_launch_and_store_as_two_values(
     record = tmp_path / "starts.jsonl"
     monkeypatch.setenv("FAKE_VLLM_RECORD", str(record))
     args = ["--param", "gpu-memory-utilization", "--values", "0.9000001,0.9000002"]
-    done = fake_cli(tmp_path, "experiment", *args, *WORKLOAD, "--json")
+    done = fake_cli(tmp_path, "experiment", "--repeats", "1", *args, *WORKLOAD, "--json")
     assert done.returncode == 0, done.stdout + done.stderr
     launched = []
     for start in _starts(record):

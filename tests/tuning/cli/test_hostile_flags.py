@@ -59,7 +59,17 @@ def test_a_token_in_an_unreachable_base_url_is_not_echoed(
 ) -> None:
     url = f"http://127.0.0.1:9/v1?token={SECRET}&x=1"
     code = cli_main(
-        ["experiment", "--param", "concurrency", "--values", "1,2", "--model", "m"]
+        [
+            "experiment",
+            "--repeats",
+            "1",
+            "--param",
+            "concurrency",
+            "--values",
+            "1,2",
+            "--model",
+            "m",
+        ]
         + ["--base-url", url]
     )
     err = capsys.readouterr().err

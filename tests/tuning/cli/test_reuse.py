@@ -19,7 +19,18 @@ from tests.fakes.engines import fake_settings_env
 FakeCli = Callable[..., CompletedProcess[str]]
 FAKE_PKG = Path(__file__).resolve().parents[2] / "fakes" / "fake_vllm_pkg"
 PYTHONPATH = os.environ.get("PYTHONPATH", "")
-SWEEP = ["--param", "block-size", "--values", "16,32", "--num-requests", "6", "--concurrency", "3"]
+SWEEP = [
+    "--repeats",
+    "1",
+    "--param",
+    "block-size",
+    "--values",
+    "16,32",
+    "--num-requests",
+    "6",
+    "--concurrency",
+    "3",
+]
 SWEEP += ["--input-len", "8", "--output-len", "4", "--num-warmups", "1", "--start-timeout", "240"]
 
 
@@ -112,7 +123,7 @@ def test_another_model_serving_the_same_name_is_measured_not_reused(
         "TUNING_LAB_SERVED_MODEL_NAME": "",  # the served name follows the model: Llama-3.1-8B
         "PYTHONPATH": os.pathsep.join(filter(None, [str(FAKE_PKG), PYTHONPATH])),
     }
-    args = ["experiment", *SWEEP[:3], "16", *SWEEP[4:], "--json"]
+    args = ["experiment", *SWEEP[:5], "16", *SWEEP[6:], "--json"]
     out = []
     for model, extra in (("meta-llama/Llama-3.1-8B", []), ("evil-org/Llama-3.1-8B", ["--reuse"])):
         done = tuning_cli(

@@ -67,7 +67,17 @@ def test_a_set_of_the_varied_parameter_is_refused(
     db: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """It used to be dropped: each run sets the varied parameter to its own value."""
-    args = ["experiment", "--param", "max-num-seqs", "--values", "2,4", "--set", "max_num_seqs=8"]
+    args = [
+        "experiment",
+        "--repeats",
+        "1",
+        "--param",
+        "max-num-seqs",
+        "--values",
+        "2,4",
+        "--set",
+        "max_num_seqs=8",
+    ]
     assert cli_main([*args, "--db", str(db)]) == 2
     refused_line(capsys, "--set max_num_seqs=8", "varies")
     assert not db.exists()
@@ -129,7 +139,7 @@ def test_an_experiment_over_the_cap_needs_yes(
     args: list[str], runs: str, db: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     dead = ["--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--db", str(db)]
-    command = ["experiment", "--param", "concurrency", *args, *dead]
+    command = ["experiment", "--repeats", "1", "--param", "concurrency", *args, *dead]
     assert cli_main(command) == 2
     refused_line(capsys, runs, "--yes")
     assert not db.exists()

@@ -55,7 +55,17 @@ def test_an_experiment_into_a_snapshot_is_refused_before_anything_is_written(
     sha = _sha(snapshot)
     with FakeOpenAIServer(FakeConfig(model="m")) as srv:
         code = cli_main(
-            ["experiment", "--param", "concurrency", "--values", "1", "--num-requests", "2"]
+            [
+                "experiment",
+                "--repeats",
+                "1",
+                "--param",
+                "concurrency",
+                "--values",
+                "1",
+                "--num-requests",
+                "2",
+            ]
             + ["--base-url", srv.base_url, "--model", "m", "--db", str(snapshot)]
         )
         asked = list(srv.stats.paths)

@@ -42,7 +42,8 @@ def _damaged(tmp_path: Path, kind: str) -> Path:
 
 @pytest.mark.parametrize("kind", ["not-sqlite", "garbled-pages"])
 @pytest.mark.parametrize(
-    "command", [["runs"], ["compare", "--experiment", "1"], ["experiment", "--param", "x"]]
+    "command",
+    [["runs"], ["compare", "--experiment", "1"], ["experiment", "--param", "x", "--repeats", "1"]],
 )
 def test_a_damaged_db_gets_a_plain_message_with_the_way_out(
     kind: str, command: list[str], tmp_path: Path, tuning_cli: Cli
@@ -81,7 +82,17 @@ def test_a_db_from_a_newer_lab_is_refused_and_nothing_is_written(
     with pytest.raises(NewerSchemaError, match="m999_from_the_future"), connect(path):
         pass
     out = tuning_cli(
-        ["experiment", "--param", "concurrency", "--values", "1", "--db", str(path)]
+        [
+            "experiment",
+            "--repeats",
+            "1",
+            "--param",
+            "concurrency",
+            "--values",
+            "1",
+            "--db",
+            str(path),
+        ]
         + ["--base-url", "http://127.0.0.1:9/v1"],
         tmp_path / "home",
         timeout=120,
@@ -182,7 +193,7 @@ def _foreign(tmp_path: Path) -> Path:
         ["reap"],
         ["compare", "--experiment", "1"],
         ["workload", "list"],
-        ["experiment", "--param", "concurrency", "--values", "1"]
+        ["experiment", "--repeats", "1", "--param", "concurrency", "--values", "1"]
         + ["--base-url", "http://127.0.0.1:9/v1"],
     ],
 )

@@ -85,7 +85,7 @@ def test_experiment_refuses_with_one_line_and_plans_nothing(
     flags, says = _file(tmp_path, kind)
     home = tmp_path / "home"
     db = home / "lab.db"
-    argv = ["experiment", "--param", "concurrency", "--values", "1,2"]
+    argv = ["experiment", "--repeats", "1", "--param", "concurrency", "--values", "1,2"]
     done = fake_cli(home, *argv, *COMMON, *flags, timeout=120)
     assert _one_line(done, says).startswith("refused: ")
     with sqlite3.connect(db) as conn:

@@ -14,6 +14,7 @@ from store import connect, queries
 from tests.apptest import APP
 from tests.fakes.engines import fake_spec
 from tuning.experiment import demo
+from tuning.experiment.size import DEFAULT_BUDGET_MINUTES
 
 
 def test_the_demo_is_max_num_seqs_2_vs_16_repeated_until_decided(tmp_path: Path) -> None:
@@ -23,6 +24,7 @@ def test_the_demo_is_max_num_seqs_2_vs_16_repeated_until_decided(tmp_path: Path)
         exp = queries.get_experiment(db, exp_id)
     assert exp["param"] == "max-num-seqs" and list(exp["values"]) == [2, 16]
     assert exp["repeats_auto"] == 1 and exp["max_repeats"] == demo.MAX_REPEATS
+    assert exp["budget_minutes"] == DEFAULT_BUDGET_MINUTES  # the default every experiment has
     assert exp["status"] == "queued" and exp["workload"]["concurrency"] == 16
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from core.records import NewExperiment
 from store import connect, queries, repo
 from tuning.experiment.estimate import (
     GUESSES,
@@ -66,8 +67,8 @@ def seed(path: Path, engine: dict[str, Any], runs: list[dict[str, Any]], **exp: 
         end = (datetime.fromisoformat(last) + timedelta(seconds=3)).isoformat() if last else None
         exp_id = repo.create_experiment(
             db,
+            NewExperiment(param="max-num-seqs"),
             uid=repo.new_uid(),
-            param="max-num-seqs",
             values_json=[2, 16],
             repeats=3,
             engine_json=engine,

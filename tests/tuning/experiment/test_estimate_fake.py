@@ -31,7 +31,7 @@ LOAD += ["--num-warmups", "0", "--start-timeout", "60"]
 def experiment(home: Path, repeats: int, *extra: str) -> tuple[int, list[str], str]:
     """`python -m tuning experiment` over max-num-seqs 2,4 on the fake: (exit code, stderr
     lines, stdout)."""
-    args = ["experiment", "--param", "max-num-seqs", "--values", "2,4"]
+    args = ["experiment", "--repeats", "1", "--param", "max-num-seqs", "--values", "2,4"]
     args += ["--repeats", str(repeats), *LOAD, "--db", str(home / "lab.db"), *extra]
     env = {**os.environ, **fake_settings_env(home, f"start_delay={START_DELAY_S:g}")}
     done = subprocess.run(

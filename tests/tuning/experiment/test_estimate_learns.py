@@ -15,7 +15,7 @@ from tests.tuning.experiment.test_estimate import ENGINE, WL, seed, timed
 from tuning.engine import hardware
 from tuning.experiment.estimate import blend, engine_costs, experiment_line
 
-HERE = hardware.describe()["summary"]
+HERE = hardware.hardware_details()["summary"]
 
 
 def _startup(state: str) -> dict[str, object]:

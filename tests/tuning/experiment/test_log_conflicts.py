@@ -14,6 +14,7 @@ from tuning.engine import effective
 from tuning.engine.effective import stored_mismatches
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.runner import run_experiment
+from tuning.experiment.spec import ExperimentSpec
 from tuning.measure.traffic.workload import Workload
 
 REAL_TOKENS = 3_643_792  # the fake's KV cache at its defaults (8 GiB x 0.9 - 0.25 GiB weights)
@@ -24,10 +25,9 @@ def test_what_the_launchs_own_lines_disagree_on_is_stored_as_a_mismatch(lab_home
     db = lab_home / "lab.db"
     exp_id = plan_experiment(
         db,
-        param="max-num-seqs",
-        values=[4],
-        workload=QUICK,
-        engine=fake_spec("fake_lines=own"),
+        ExperimentSpec.build(
+            param="max-num-seqs", values=[4], workload=QUICK, engine=fake_spec("fake_lines=own")
+        ),
     )
     run_experiment(db, exp_id, start_timeout=60)
     with connect(db, readonly=True) as conn:

@@ -28,7 +28,16 @@ REAL_TOKENS = 3_643_792
 def test_a_50_mb_log_line_is_read_inside_the_start_timeout(no_leftovers: Path) -> None:
     home = no_leftovers
     env = {**os.environ, **fake_settings_env(home, "long_line=50000000"), "PYTHONUNBUFFERED": "1"}
-    argv = [sys.executable, "-m", "tuning", "experiment", "--param", "max-num-seqs"]
+    argv = [
+        sys.executable,
+        "-m",
+        "tuning",
+        "experiment",
+        "--repeats",
+        "1",
+        "--param",
+        "max-num-seqs",
+    ]
     argv += ["--values", "4", "--num-requests", "4", "--concurrency", "2", "--input-len", "8"]
     argv += ["--output-len", "4", "--num-warmups", "0", "--json"]
     argv += ["--start-timeout", str(START_TIMEOUT_S)]

@@ -18,7 +18,16 @@ from tuning.settings import REPO_ROOT
 def test_an_experiment_against_a_server_without_tokenize_runs(lab_home: Path) -> None:
     db = lab_home / "lab.db"
     with fake_server(tokenize=False) as srv:
-        argv = [sys.executable, "-m", "tuning", "experiment", "--param", "concurrency"]
+        argv = [
+            sys.executable,
+            "-m",
+            "tuning",
+            "experiment",
+            "--repeats",
+            "1",
+            "--param",
+            "concurrency",
+        ]
         argv += ["--values", "1,2", "--base-url", srv.base_url + "/v1", "--model", "fake-model"]
         argv += ["--num-requests", "4", "--input-len", "16", "--output-len", "4"]
         argv += ["--num-warmups", "0", "--db", str(db), "--json"]

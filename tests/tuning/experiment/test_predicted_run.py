@@ -17,7 +17,7 @@ def test_a_run_stores_its_prediction_beside_the_engines_figures(
 ) -> None:
     home = tmp_path / "lab"
     env = {**fake_settings_env(home), "TUNING_LAB_ENGINE_MODEL": str(tiny_model)}
-    args = ["experiment", "--param", "kv-cache-memory-bytes", "--values", "1G"]
+    args = ["experiment", "--repeats", "1", "--param", "kv-cache-memory-bytes", "--values", "1G"]
     args += ["--set", "max-model-len=2048", "--num-requests", "2", "--concurrency", "1"]
     args += ["--input-len", "4", "--output-len", "2", "--num-warmups", "0"]
     args += ["--start-timeout", "240", "--json"]

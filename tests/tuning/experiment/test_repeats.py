@@ -13,10 +13,11 @@ import pytest
 
 from store import open_db, queries
 from tests.fakes.fake_openai import FakeConfig, FakeOpenAIServer
-from tuning.experiment.order import schedule
+from tuning.experiment.order import counterbalanced
 from tuning.experiment.plan import plan_experiment
-from tuning.experiment.repeats import AutoRepeats, plan_for, summary_lines
+from tuning.experiment.repeats import AutoRepeats, plan_for, repeats_lines
 from tuning.experiment.runner import run_experiment
+from tuning.experiment.spec import ExperimentSpec
 from tuning.measure.traffic.workload import Workload
 
 T0 = "2026-12-03T10:00:00+00:00"
@@ -81,13 +82,15 @@ def _auto_experiment(db_path: Path, base_url: str, auto: AutoRepeats) -> int:
     wl = Workload(num_requests=4, concurrency=1, input_len=4, output_len=3, num_warmups=0)
     return plan_experiment(
         db_path,
-        param="concurrency",
-        values=[1, 3],
-        workload=wl,
-        engine=None,
-        base_url=base_url,
-        model="m",
-        auto=auto,
+        ExperimentSpec.build(
+            param="concurrency",
+            values=[1, 3],
+            workload=wl,
+            engine=None,
+            base_url=base_url,
+            model="m",
+            auto=auto,
+        ),
     )
 
 
@@ -111,7 +114,7 @@ def test_auto_repeats_add_counterbalanced_rounds_until_the_rule_stops(lab_home: 
     assert exp["status"] == "done" and exp["repeats_auto"] == 1 and exp["max_repeats"] == 3
     assert [r["id"] for r in runs] == ids and 4 <= len(runs) <= 6
     # counterbalanced (issue 25): A B B A, and the added rounds go on with the same order
-    assert [r["value"] for r in runs] == [v for v, _ in schedule(["1", "3"], 3)][: len(runs)]
+    assert [r["value"] for r in runs] == [v for v, _ in counterbalanced(["1", "3"], 3)][: len(runs)]
     for value in ("1", "3"):
         assert [r["repeat_index"] for r in runs if r["value"] == value] == list(
             range(sum(r["value"] == value for r in runs))
@@ -127,14 +130,24 @@ def test_auto_repeats_add_counterbalanced_rounds_until_the_rule_stops(lab_home: 
     # progress counts every run once: 1, 2, ... len(runs), never past its total
     assert [d for d, _ in done] == list(range(1, len(runs) + 1))
     assert all(d <= t for d, t in done)
-    assert any("3: " in line for line in summary_lines(plan))
+    assert any("3: " in line for line in repeats_lines(plan))
 
 
 def test_cli_refuses_limits_without_auto_and_a_word_for_repeats(
     lab_home: Path, tuning_cli: Callable[..., CompletedProcess[str]]
 ) -> None:
     db = lab_home / "lab.db"
-    base = ["experiment", "--param", "concurrency", "--values", "1,3", "--db", str(db)]
+    base = [
+        "experiment",
+        "--repeats",
+        "1",
+        "--param",
+        "concurrency",
+        "--values",
+        "1,3",
+        "--db",
+        str(db),
+    ]
     bad = tuning_cli([*base, "--base-url", "http://127.0.0.1:9", "--max-repeats", "4"], lab_home)
     assert bad.returncode != 0 and "need --repeats auto" in bad.stderr
     word = tuning_cli([*base, "--repeats", "lots"], lab_home)
@@ -164,7 +177,7 @@ def test_an_experiment_stopped_on_its_budget_goes_on_under_a_larger_one(
     exp = queries.get_experiment(db, exp_id)
     runs = queries.list_runs(db, exp_id)
     assert len(first) == 4 and exp["budget_minutes"] == 30 and exp["max_repeats"] == 3
-    assert [r["value"] for r in runs] == [v for v, _ in schedule(["1", "3"], 3)]
+    assert [r["value"] for r in runs] == [v for v, _ in counterbalanced(["1", "3"], 3)]
     assert exp["status"] == "done" and exp["repeats_plan"]["stop"]
 
 
@@ -176,12 +189,14 @@ def test_resume_refuses_limits_for_an_experiment_of_fixed_repeats(
     with FakeOpenAIServer(FakeConfig(model="m", ttft_ms=5.0, itl_ms=5.0)) as srv:
         exp_id = plan_experiment(
             db_path,
-            param="concurrency",
-            values=[1, 2],
-            workload=wl,
-            engine=None,
-            base_url=srv.base_url,
-            model="m",
+            ExperimentSpec.build(
+                param="concurrency",
+                values=[1, 2],
+                workload=wl,
+                engine=None,
+                base_url=srv.base_url,
+                model="m",
+            ),
         )
         run_experiment(db_path, exp_id)
     args = ["experiment", "--resume", str(exp_id), "--max-repeats", "4", "--db", str(db_path)]

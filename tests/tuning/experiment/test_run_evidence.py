@@ -15,6 +15,7 @@ from tests.fakes.engines import fake_launch, fake_spec
 from tuning.engine.server import ServerProcess
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.runner import run_experiment
+from tuning.experiment.spec import ExperimentSpec
 from tuning.measure.traffic.workload import Workload
 
 QUICK = Workload(num_requests=4, concurrency=2, input_len=8, output_len=4, num_warmups=0)
@@ -24,10 +25,9 @@ TOKENS_PER_GIB = 2**30 // 2048  # the fake sizes its KV cache at the tiny model'
 def _one_run(db_path: Path, kv_bytes: str) -> dict[str, object]:
     exp_id = plan_experiment(
         db_path,
-        param="kv-cache-memory-bytes",
-        values=[kv_bytes],
-        workload=QUICK,
-        engine=fake_spec(),
+        ExperimentSpec.build(
+            param="kv-cache-memory-bytes", values=[kv_bytes], workload=QUICK, engine=fake_spec()
+        ),
     )
     run_experiment(db_path, exp_id, start_timeout=60)
     with connect(db_path, readonly=True) as db:
@@ -61,7 +61,8 @@ def test_a_fleet_experiment_never_runs_here_by_default(fresh_db: Path) -> None:
     """The executor is the caller's choice; a fleet experiment handed no fleet executor is refused
     before anything runs (run on this machine it would be another experiment than planned)."""
     exp_id = plan_experiment(
-        fresh_db, param="max-num-seqs", values=[2], workload=QUICK, engine=fake_spec()
+        fresh_db,
+        ExperimentSpec.build(param="max-num-seqs", values=[2], workload=QUICK, engine=fake_spec()),
     )
     with connect(fresh_db) as db:
         repo.update_experiment(db, exp_id, fleet_json={"mode": "local", "slots": 1})

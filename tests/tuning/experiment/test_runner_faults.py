@@ -21,6 +21,7 @@ from tests.fakes.engines import fake_launch, fake_spec, foreign_listener
 from tuning.engine.server import ServerProcess, StartFailure, port_is_free
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.runner import run_experiment
+from tuning.experiment.spec import ExperimentSpec
 from tuning.measure.traffic.workload import Workload
 
 QUICK = {"num_requests": 6, "concurrency": 2, "input_len": 8, "output_len": 8, "num_warmups": 1}
@@ -38,10 +39,9 @@ def run_faulty(
     wl = Workload(**{**QUICK, **workload})
     exp_id = plan_experiment(
         db_path,
-        param="max-num-seqs",
-        values=[4, 2],
-        workload=wl,
-        engine=fake_spec(faults),
+        ExperimentSpec.build(
+            param="max-num-seqs", values=[4, 2], workload=wl, engine=fake_spec(faults)
+        ),
     )
     run_experiment(db_path, exp_id, start_timeout=start_timeout)
     with connect(db_path, readonly=True) as db:

@@ -15,6 +15,7 @@ from store import open_db, queries
 from tests.fakes.fake_openai import FakeConfig, FakeOpenAIServer
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.runner import run_experiment
+from tuning.experiment.spec import ExperimentSpec
 from tuning.measure.traffic.workload import Workload
 
 
@@ -28,12 +29,14 @@ def test_late_counters_still_reconcile_and_server_means_are_stored(
     with FakeOpenAIServer(config) as srv:
         exp_id = plan_experiment(
             db_path,
-            param="concurrency",
-            values=[4],
-            workload=wl,
-            engine=None,
-            base_url=srv.base_url,
-            model="m",
+            ExperimentSpec.build(
+                param="concurrency",
+                values=[4],
+                workload=wl,
+                engine=None,
+                base_url=srv.base_url,
+                model="m",
+            ),
         )
         run_experiment(db_path, exp_id)
     (run,) = queries.list_runs(open_db(db_path), exp_id)

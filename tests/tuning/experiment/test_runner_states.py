@@ -102,6 +102,8 @@ def test_an_interrupted_experiment_is_cancelled_with_its_run(
     db_path = lab_home / "lab.db"
     proc = cli(
         "experiment",
+        "--repeats",
+        "1",
         "--base-url",
         slow_server.base_url,
         "--model",
@@ -311,7 +313,15 @@ def test_every_cli_start_reaps_dead_runners(lab_home: Path) -> None:
         db_path, runner_pid=dead.pid, runner_start_time_s=time.time() - 5
     )
     proc = cli(
-        "experiment", "--param", "concurrency", "--values", "0", "--db", str(db_path)
+        "experiment",
+        "--repeats",
+        "1",
+        "--param",
+        "concurrency",
+        "--values",
+        "0",
+        "--db",
+        str(db_path),
     )  # refused (a bad value), but the dead runner is reaped first
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 2
@@ -390,7 +400,17 @@ def test_a_repeat_count_below_one_is_refused(lab_home: Path) -> None:
 def test_an_experiment_whose_every_run_failed_fails_with_a_reason(no_leftovers: Path) -> None:
     lab_home = no_leftovers
     env = fake_settings_env(lab_home, faults="crash_at_start")
-    proc = cli("experiment", "--param", "max-num-seqs", "--values", "2,4", "--json", env=env)
+    proc = cli(
+        "experiment",
+        "--repeats",
+        "1",
+        "--param",
+        "max-num-seqs",
+        "--values",
+        "2,4",
+        "--json",
+        env=env,
+    )
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 1, err
     assert "every run failed (engine_init x2)" in err

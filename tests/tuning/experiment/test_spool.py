@@ -23,6 +23,7 @@ from store import open_db, queries, repo
 from tests.fakes.fake_openai import FakeConfig, FakeOpenAIServer
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.runner import run_experiment
+from tuning.experiment.spec import ExperimentSpec
 from tuning.measure.traffic.workload import Workload
 
 Cli = Callable[..., CompletedProcess[str]]
@@ -57,12 +58,14 @@ def _run_on_a_full_disk(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[
     with FakeOpenAIServer(FakeConfig(model="m")) as srv:
         exp_id = plan_experiment(
             db_path,
-            param="concurrency",
-            values=[8],
-            workload=wl,
-            engine=None,
-            base_url=srv.base_url,
-            model="m",
+            ExperimentSpec.build(
+                param="concurrency",
+                values=[8],
+                workload=wl,
+                engine=None,
+                base_url=srv.base_url,
+                model="m",
+            ),
         )
         run_experiment(db_path, exp_id)
     assert seen == ["database or disk is full"], seen
@@ -101,12 +104,14 @@ def test_a_run_that_stored_everything_leaves_no_spool_file(lab_home: Path) -> No
     with FakeOpenAIServer(FakeConfig(model="m")) as srv:
         exp_id = plan_experiment(
             db_path,
-            param="concurrency",
-            values=[2],
-            workload=wl,
-            engine=None,
-            base_url=srv.base_url,
-            model="m",
+            ExperimentSpec.build(
+                param="concurrency",
+                values=[2],
+                workload=wl,
+                engine=None,
+                base_url=srv.base_url,
+                model="m",
+            ),
         )
         run_experiment(db_path, exp_id)
     (run,) = queries.list_runs(open_db(db_path), exp_id)

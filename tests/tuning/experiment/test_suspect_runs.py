@@ -21,6 +21,7 @@ from tests.fakes.engines import fake_spec
 from tuning.cli.main import main
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.runner import run_experiment
+from tuning.experiment.spec import ExperimentSpec
 from tuning.measure.traffic.workload import Workload
 
 WL = Workload(num_requests=4, concurrency=2, input_len=8, output_len=3, num_warmups=1)
@@ -33,7 +34,10 @@ def lab(no_leftovers: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, int]
     monkeypatch.delenv("FAKE_VLLM_FAULTS", raising=False)
     db_path = no_leftovers / "lab.db"
     exp_id = plan_experiment(
-        db_path, param="max-num-seqs", values=[4, 2], workload=WL, engine=fake_spec(FORGED)
+        db_path,
+        ExperimentSpec.build(
+            param="max-num-seqs", values=[4, 2], workload=WL, engine=fake_spec(FORGED)
+        ),
     )
     run_experiment(db_path, exp_id, start_timeout=30)
     return db_path, exp_id

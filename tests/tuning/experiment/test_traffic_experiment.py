@@ -36,6 +36,8 @@ def rate_sweep(
     done = tuning(
         home,
         "experiment",
+        "--repeats",
+        "1",
         "--param",
         "request-rate",
         "--values",
@@ -109,6 +111,8 @@ def test_a_saved_workload_by_name_and_a_dataset(
     done = tuning(
         home,
         "experiment",
+        "--repeats",
+        "1",
         "--param",
         "concurrency",
         "--values",
@@ -125,7 +129,18 @@ def test_a_saved_workload_by_name_and_a_dataset(
         runs = queries.list_runs(db, 1, include_hidden=True)
     assert [r["workload_spec"]["arrival"]["concurrency"] for r in runs] == [1, 3]
     assert [r["completed"] for r in runs] == [6, 6]
-    bad = tuning(home, "experiment", "--param", "concurrency", "--values", "2", "--workload", "no")
+    bad = tuning(
+        home,
+        "experiment",
+        "--repeats",
+        "1",
+        "--param",
+        "concurrency",
+        "--values",
+        "2",
+        "--workload",
+        "no",
+    )
     assert bad.returncode == 2 and "neither a spec file nor a saved workload" in bad.stderr
 
 
@@ -161,7 +176,7 @@ def test_an_open_loop_is_judged_by_its_schedule(rate_sweep: dict[str, Any]) -> N
 
 def test_a_schedule_not_kept_is_the_client_bound_reason(tiny_tokenizer: Path) -> None:
     from core.records import RequestRecord
-    from tuning.experiment.planned import judge
+    from tuning.experiment.planned import judge_traffic
     from tuning.measure.traffic import materialize
     from tuning.measure.traffic.workload import LocalTokenizer
 
@@ -172,7 +187,7 @@ def test_a_schedule_not_kept_is_the_client_bound_reason(tiny_tokenizer: Path) ->
         for i in range(4)
     ]
     health: dict[str, Any] = {"client_bound_reasons": ["never held 1 of 1 requests in flight"]}
-    traffic = judge(health, recs, plan, 1.0)
+    traffic = judge_traffic(health, recs, plan, 1.0)
     assert not traffic["schedule_kept"] and health["client_bound"]
     assert [r.split(":")[0] for r in health["client_bound_reasons"]] == [
         "the schedule was not kept"
@@ -181,4 +196,4 @@ def test_a_schedule_not_kept_is_the_client_bound_reason(tiny_tokenizer: Path) ->
         RequestRecord(index=i, start=0.1 * i, ok=True, turn=0, dispatch_lag=0.001) for i in range(4)
     ]
     health = {"client_bound_reasons": ["never held 1 of 1 requests in flight"]}
-    assert judge(health, kept, plan, 1.0)["schedule_kept"] and not health["client_bound"]
+    assert judge_traffic(health, kept, plan, 1.0)["schedule_kept"] and not health["client_bound"]

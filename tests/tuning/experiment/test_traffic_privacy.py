@@ -39,7 +39,17 @@ def marked(
     data.write_text("".join(json.dumps(x) + "\n" for x in lines))
     done = fake_cli(
         home,
-        *("experiment", "--param", "concurrency", "--values", "2", "--dataset", str(data)),
+        *(
+            "experiment",
+            "--repeats",
+            "1",
+            "--param",
+            "concurrency",
+            "--values",
+            "2",
+            "--dataset",
+            str(data),
+        ),
         *SMALL,
         timeout=240,
     )

@@ -34,7 +34,8 @@ def test_scheduling_policy_runs_and_the_engine_record_is_stored(
     knobs = fake_cli(tmp_path, "flags", "--env").stdout
     assert "VLLM_FAKE_STEPS (int; default 4)\n     Decode steps per fake scheduler tick" in knobs
     assert "LD_LIBRARY_PATH" not in knobs  # not vLLM's own
-    args = ["--param", "scheduling-policy", "--values", "fcfs,priority", *WORKLOAD, "--json"]
+    args = ["--repeats", "1", "--param", "scheduling-policy", "--values", "fcfs,priority"]
+    args += [*WORKLOAD, "--json"]
     done = fake_cli(tmp_path, "experiment", *args)
     assert done.returncode == 0, done.stdout + done.stderr
     runs = json.loads(fake_cli(tmp_path, "runs", "--json").stdout)
@@ -85,7 +86,17 @@ def test_refusals_write_nothing(fake_cli: FakeCli, fake_vllm_python: str, tmp_pa
         "scheduler-cls": ("some.module.Sched", "never tuned by the lab: it reads a file"),
     }
     for param, (values, message) in cases.items():
-        done = fake_cli(tmp_path, "experiment", "--param", param, "--values", values, *WORKLOAD)
+        done = fake_cli(
+            tmp_path,
+            "experiment",
+            "--repeats",
+            "1",
+            "--param",
+            param,
+            "--values",
+            values,
+            *WORKLOAD,
+        )
         assert done.returncode == 2 and message in done.stderr, (param, done.stderr)
     assert json.loads(fake_cli(tmp_path, "runs", "--json").stdout) == []
 
@@ -97,14 +108,26 @@ def test_a_comma_inside_a_text_value_is_refused_unquoted_and_one_value_quoted(
     became two runs, AWS_ and HF_ (the fake records each start's VLLM_ environment)."""
     record = tmp_path / "starts.jsonl"
     monkeypatch.setenv("FAKE_VLLM_RECORD", str(record))
-    refused = fake_cli(tmp_path, "experiment", "--param", KNOB, "--values", "AWS_,HF_", *WORKLOAD)
+    refused = fake_cli(
+        tmp_path, "experiment", "--repeats", "1", "--param", KNOB, "--values", "AWS_,HF_", *WORKLOAD
+    )
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert refused.stderr.count("\n") == 1 and "comma-separated list" in refused.stderr
     assert "--values '\"AWS_,HF_\"'" in refused.stderr
     assert not record.exists()
     with connect(tmp_path / "lab.db") as db:
         assert queries.list_experiments(db) == []
-    done = fake_cli(tmp_path, "experiment", "--param", KNOB, "--values", '"AWS_,HF_"', *WORKLOAD)
+    done = fake_cli(
+        tmp_path,
+        "experiment",
+        "--repeats",
+        "1",
+        "--param",
+        KNOB,
+        "--values",
+        '"AWS_,HF_"',
+        *WORKLOAD,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     (start,) = [json.loads(x) for x in record.read_text().splitlines()]
     assert start["env"][KNOB] == "AWS_,HF_"

@@ -11,9 +11,13 @@ import pytest
 from store import connect
 from tuning.engine.flags import catalog as catalog_mod
 from tuning.engine.flags.policy import CODE, DENIED, refusal
-from tuning.engine.learn import catalog_for, prepare, resolve
+from tuning.engine.learn import catalog_for, resolve
 from tuning.engine.params import ParamError, suggest
 from tuning.engine.spec import EngineSpec
+from tuning.experiment.spec import ExperimentSpec
+from tuning.measure.traffic.workload import Workload
+
+WL = Workload(num_requests=4, concurrency=1, input_len=4, output_len=4)
 
 
 def _spec(python: str) -> EngineSpec:
@@ -25,6 +29,21 @@ def _spec(python: str) -> EngineSpec:
         backend="gpu",
         vllm_version="0.32.0+fake",
     )
+
+
+def prepare(
+    db: Path, engine: EngineSpec, param: str, values: str, base: dict[str, str]
+) -> ExperimentSpec:
+    """The experiment these choices make, checked by the engine's own parser as the CLI does."""
+    spec = ExperimentSpec.build(
+        param=param, values=values, workload=WL, engine=engine, base_config=base, db_path=db
+    )
+    spec.check_with_engine()
+    return spec
+
+
+def typed(spec: ExperimentSpec) -> tuple[str, list[object]]:
+    return spec.param.name, list(spec.values)
 
 
 def test_what_must_never_be_tuned_says_why() -> None:
@@ -99,13 +118,14 @@ def test_refused_and_unknown_flags_before_anything_starts(
 def test_a_learned_flag_is_planned_launched_and_kept_with_the_engine(
     fake_vllm_python: str, tmp_path: Path
 ) -> None:
-    spec = _spec(fake_vllm_python)
-    name, values = prepare(
-        tmp_path / "lab.db", spec, "compilation-config", '{"mode": 3},{"mode": 0}', {}
-    )
+    exp = prepare(
+        tmp_path / "lab.db", _spec(fake_vllm_python), "compilation-config",
+        '{"mode": 3},{"mode": 0}', {}
+    )  # fmt: skip
+    name, values = typed(exp)
     assert (name, values) == ("compilation-config", ['{"mode":3}', '{"mode":0}'])
-    assert spec.learned["compilation-config"]["type"] == "json"
-    stored = EngineSpec(**spec.to_json())  # as the runner rebuilds it from the experiment row
+    assert exp.engine is not None and exp.engine.learned["compilation-config"]["type"] == "json"
+    stored = EngineSpec(**exp.engine.to_json())  # as the runner rebuilds it from the experiment row
     launch = stored.launch({"compilation-config": values[0], "max-num-seqs": 8})
     assert launch.argv[-4:] == ["--compilation-config", '{"mode":3}', "--max-num-seqs", "8"]
     assert set(launch.learned) == {"compilation-config"}
@@ -116,10 +136,15 @@ def test_a_learned_flag_is_planned_launched_and_kept_with_the_engine(
 def test_async_scheduling_and_a_switch_reach_the_argv(
     fake_vllm_python: str, tmp_path: Path
 ) -> None:
-    spec = _spec(fake_vllm_python)
-    prepare(
-        tmp_path / "lab.db", spec, "async-scheduling", "false,true", {"enable-log-outputs": "false"}
+    exp = prepare(
+        tmp_path / "lab.db",
+        _spec(fake_vllm_python),
+        "async-scheduling",
+        "false,true",
+        {"enable-log-outputs": "false"},
     )
+    assert exp.engine is not None
+    spec = exp.engine
     off = spec.launch({"async-scheduling": False, "enable-log-outputs": False}).argv
     on = spec.launch({"async-scheduling": True, "enable-log-outputs": True}).argv
     assert "--no-async-scheduling" in off and "--enable-log-outputs" not in off
@@ -157,11 +182,9 @@ def test_the_catalog_is_read_once_per_engine_version(
 
 def test_curated_names_never_read_the_engine(tmp_path: Path) -> None:
     spec = _spec(str(tmp_path / "no-such-python"))  # reading it would fail
-    assert prepare(tmp_path / "lab.db", spec, "max-num-seqs", "2, 4", {"block-size": "32"}) == (
-        "max-num-seqs",
-        [2, 4],
-    )
-    assert spec.learned == {}
+    exp = prepare(tmp_path / "lab.db", spec, "max-num-seqs", "2, 4", {"block-size": "32"})
+    assert typed(exp) == ("max-num-seqs", [2, 4])
+    assert exp.engine is not None and exp.engine.learned == {} and spec.learned == {}
     assert resolve("max_num_seqs", None).name == "max-num-seqs"
     assert sys.executable  # the fast tier's own interpreter stays the lab's
 
@@ -171,22 +194,26 @@ def test_an_environment_knob_is_tuned_when_named_and_checked_by_vllms_reader(
 ) -> None:
     db = tmp_path / "lab.db"
     spec = _spec(fake_vllm_python)
-    assert prepare(db, spec, "VLLM_FAKE_STEPS", "4,8", {}) == ("VLLM_FAKE_STEPS", [4, 8])
-    launch = spec.launch({"VLLM_FAKE_STEPS": 8})
+    exp = prepare(db, spec, "VLLM_FAKE_STEPS", "4,8", {})
+    assert typed(exp) == ("VLLM_FAKE_STEPS", [4, 8]) and exp.engine is not None
+    assert spec.learned == {}  # what was learned is on the experiment's engine, not the argument
+    launch = exp.engine.launch({"VLLM_FAKE_STEPS": 8})
     assert launch.env["VLLM_FAKE_STEPS"] == "8" and "--VLLM_FAKE_STEPS" not in " ".join(launch.argv)
     with pytest.raises(ParamError, match="is not a valid int"):
         prepare(db, _spec(fake_vllm_python), "VLLM_FAKE_STEPS", "4,many", {})
-    spec_text = _spec(fake_vllm_python)
-    prepare(db, spec_text, "VLLM_CPU_OMP_THREADS_BIND", "auto,all", {})
+    spec_text = prepare(db, _spec(fake_vllm_python), "VLLM_CPU_OMP_THREADS_BIND", "auto,all", {})
+    assert spec_text.engine is not None
     assert (
-        spec_text.launch({"VLLM_CPU_OMP_THREADS_BIND": "all"}).env["VLLM_CPU_OMP_THREADS_BIND"]
+        spec_text.engine.launch({"VLLM_CPU_OMP_THREADS_BIND": "all"}).env[
+            "VLLM_CPU_OMP_THREADS_BIND"
+        ]
         == "all"
     )
     with pytest.raises(ParamError, match="VLLM_FAKE_SPLIT: refused by vLLM's own reader of it: Va"):
         prepare(db, _spec(fake_vllm_python), "VLLM_FAKE_SPLIT", "2,abc", {})  # typed only by vLLM
     # a knob with fixed choices (vLLM's env_with_choices) is a choice: the lab checks it first
     method = "VLLM_WORKER_MULTIPROC_METHOD"
-    assert prepare(db, _spec(fake_vllm_python), method, "spawn,fork", {}) == (
+    assert typed(prepare(db, _spec(fake_vllm_python), method, "spawn,fork", {})) == (
         method,
         ["spawn", "fork"],
     )
@@ -240,18 +267,19 @@ def test_code_and_files_are_refused_inside_json_values_and_class_fields(
         "it changes who can reach the server (the lab binds it to 127.0.0.1 itself)"
     )
     # what is left stays tunable, checked by vLLM's own parser as before
-    spec = _spec(fake_vllm_python)
-    assert prepare(db, spec, "distributed-executor-backend", "mp,uni", {}) == (
-        "distributed-executor-backend",
-        ["mp", "uni"],
-    )
-    assert spec.launch({"distributed-executor-backend": "uni"}).argv[-2:] == [
+    exp = prepare(db, _spec(fake_vllm_python), "distributed-executor-backend", "mp,uni", {})
+    assert typed(exp) == ("distributed-executor-backend", ["mp", "uni"])
+    assert exp.engine is not None
+    assert exp.engine.launch({"distributed-executor-backend": "uni"}).argv[-2:] == [
         "--distributed-executor-backend",
         "uni",
     ]
-    assert prepare(db, _spec(fake_vllm_python), "structured-outputs-config", '{"backend": "auto"}',
-                   {})[1] == ['{"backend":"auto"}']  # fmt: skip
-    assert prepare(db, _spec(fake_vllm_python), "max-lora-cls-labels", "2,4", {})[1] == [2, 4]
+    assert typed(prepare(db, _spec(fake_vllm_python), "structured-outputs-config",
+                         '{"backend": "auto"}', {}))[1] == ['{"backend":"auto"}']  # fmt: skip
+    assert typed(prepare(db, _spec(fake_vllm_python), "max-lora-cls-labels", "2,4", {}))[1] == [
+        2,
+        4,
+    ]
 
 
 def test_a_stored_experiment_cannot_smuggle_a_plugin_into_a_start(
@@ -259,9 +287,15 @@ def test_a_stored_experiment_cannot_smuggle_a_plugin_into_a_start(
 ) -> None:
     """The runner rebuilds each start from the stored experiment: a JSON value edited into the
     DB (or stored by an older lab) is held to the same policy when it is launched."""
-    spec = _spec(fake_vllm_python)
-    prepare(tmp_path / "lab.db", spec, "structured-outputs-config", '{"backend": "auto"}', {})
-    stored = EngineSpec(**spec.to_json())
+    exp = prepare(
+        tmp_path / "lab.db",
+        _spec(fake_vllm_python),
+        "structured-outputs-config",
+        '{"backend": "auto"}',
+        {},
+    )
+    assert exp.engine is not None
+    stored = EngineSpec(**exp.engine.to_json())
     plugin = {"structured-outputs-config": '{"reasoning_parser_plugin": "/tmp/e.py"}'}
     with pytest.raises(ParamError, match="reasoning_parser_plugin inside it is never tuned"):
         stored.launch(plugin)

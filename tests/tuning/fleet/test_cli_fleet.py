@@ -26,7 +26,17 @@ def no_ray(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_fleet_without_ray_says_make_fleet(
     no_ray: None, fresh_db: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    argv = ["experiment", "--param", "max-num-seqs", "--values", "2,4", "--fleet", "local"]
+    argv = [
+        "experiment",
+        "--repeats",
+        "1",
+        "--param",
+        "max-num-seqs",
+        "--values",
+        "2,4",
+        "--fleet",
+        "local",
+    ]
     assert main([*argv, "--db", str(fresh_db)]) == 2
     err = capsys.readouterr().err
     assert "make fleet" in err and "Ray" in err
@@ -40,7 +50,17 @@ def test_fleet_without_ray_says_make_fleet(
 def test_fleet_flags_are_checked_before_planning(
     fresh_db: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    base = ["experiment", "--param", "max-num-seqs", "--values", "2", "--db", str(fresh_db)]
+    base = [
+        "experiment",
+        "--repeats",
+        "1",
+        "--param",
+        "max-num-seqs",
+        "--values",
+        "2",
+        "--db",
+        str(fresh_db),
+    ]
     assert main([*base, "--fleet", "local", "--slots", "0"]) == 2
     assert "--slots" in capsys.readouterr().err
     assert main([*base, "--fleet", "ray", "--base-url", "http://127.0.0.1:1"]) == 2

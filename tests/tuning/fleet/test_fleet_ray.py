@@ -31,6 +31,7 @@ from tuning.engine import ipc_dir
 from tuning.engine.procs import group_alive
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.runner import run_experiment
+from tuning.experiment.spec import ExperimentSpec
 from tuning.measure.traffic.workload import Workload
 
 pytestmark = [pytest.mark.usefixtures("ray_installed"), pytest.mark.fleet, pytest.mark.timeout(600)]
@@ -101,13 +102,17 @@ def _guard_has_seen(reports: Path, worker: int, server: int) -> bool:
 def _plan(db: Path, name: str, address: str, faults: str) -> int:
     exp_id = plan_experiment(
         db,
-        param="max-num-seqs",
-        values=[2, 4],
-        workload=Workload(num_requests=4, concurrency=2, input_len=16, output_len=4, num_warmups=0),
-        engine=fake_spec(faults, served_name=name),
-        repeats=2,
-        author="ada",
-        host="box-a",
+        ExperimentSpec.build(
+            param="max-num-seqs",
+            values=[2, 4],
+            workload=Workload(
+                num_requests=4, concurrency=2, input_len=16, output_len=4, num_warmups=0
+            ),
+            engine=fake_spec(faults, served_name=name),
+            repeats=2,
+            author="ada",
+            host="box-a",
+        ),
     )
     with connect(db) as conn:
         fleet = FleetOptions(mode="ray", address=address).to_dict()

@@ -23,7 +23,16 @@ DATASET = REPO_ROOT / "workloads" / "chat-500.sharegpt.json"
 
 
 def _experiment(home: Path, db: Path, *extra: str) -> list[dict[str, object]]:
-    argv = [sys.executable, "-m", "tuning", "experiment", "--param", "max-num-seqs"]
+    argv = [
+        sys.executable,
+        "-m",
+        "tuning",
+        "experiment",
+        "--repeats",
+        "1",
+        "--param",
+        "max-num-seqs",
+    ]
     argv += ["--values", "4,8", "--dataset", str(DATASET), "--dataset-format", "sharegpt"]
     argv += ["--num-requests", "40", "--concurrency", "4", "--db", str(db), "--json", *extra]
     env = {**os.environ, **fake_settings_env(home), "TUNING_LAB_DB": str(db)}

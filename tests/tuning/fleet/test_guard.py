@@ -107,7 +107,7 @@ def test_a_server_the_guard_never_polled_is_found_by_its_workers_mark(tmp_path: 
     init. A worker marks its environment (OWNER_ENV) and its servers inherit the mark; the guard,
     when its worker is gone, stops every process carrying it. Here the "server" has left the
     worker's tree before any poll: only the mark can find it."""
-    from tuning.decide.fleet.guard import OWNER_ENV, marked, owner_mark, reap
+    from tuning.decide.fleet.guard import OWNER_ENV, marked, owner_mark, reap_orphans
 
     mark = owner_mark(12345, 1.0)
     stray = subprocess.Popen(
@@ -125,7 +125,7 @@ def test_a_server_the_guard_never_polled_is_found_by_its_workers_mark(tmp_path: 
         seen: dict[int, tuple[float, int]] = {}
         marked(mark, seen)
         assert set(seen) == {stray.pid}
-        reap(seen, grace=2.0)
+        reap_orphans(seen, grace=2.0)
         assert stray.wait(timeout=30) is not None
         assert other.poll() is None
     finally:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from tuning.decide.fleet.schedule import History, Job, Slot, assign, pick
-from tuning.experiment.order import schedule
+from tuning.experiment.order import counterbalanced
 
 
 def _slots(nodes: int, per_node: int) -> list[Slot]:
@@ -14,7 +14,7 @@ def _slots(nodes: int, per_node: int) -> list[Slot]:
 
 
 def test_each_values_repeats_land_on_different_slots_and_nodes() -> None:
-    plan = schedule([2, 4, 8, 16], repeats=2)
+    plan = counterbalanced([2, 4, 8, 16], repeats=2)
     layout = assign(plan, _slots(nodes=2, per_node=2))
     slots_of: dict[str, set[str]] = defaultdict(set)
     nodes_of: dict[str, set[str]] = defaultdict(set)

@@ -86,6 +86,8 @@ def test_an_attached_experiment_with_a_wrong_model_plans_nothing(
     with fake_server(model="gw-model", api_key=KEY) as srv:
         base = [
             "experiment",
+            "--repeats",
+            "1",
             "--base-url",
             srv.base_url,
             "--param",
@@ -188,7 +190,17 @@ def test_an_attached_experiment_on_a_keepalive_only_server_plans_nothing(
     """The issue's case, with the probe's own deadlines (no flag): one line naming the URL and
     what it saw, exit 1, nothing planned; it used to hang for ever."""
     db_path = lab_home / "lab.db"
-    args = ["experiment", "--param", "concurrency", "--values", "1", "--model", MODEL]
+    args = [
+        "experiment",
+        "--repeats",
+        "1",
+        "--param",
+        "concurrency",
+        "--values",
+        "1",
+        "--model",
+        MODEL,
+    ]
     args += ["--num-requests", "2", "--input-len", "4", "--output-len", "2", "--db", str(db_path)]
     with fake_server(keepalive_only=True) as srv:  # timeout=90: a guard against the old hang
         done = tuning_cli([*args, "--base-url", srv.base_url], lab_home, timeout=90)

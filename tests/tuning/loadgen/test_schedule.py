@@ -16,14 +16,14 @@ from tuning.measure.loadgen.schedule import (
     dispatch_lags,
     plan_concurrency,
     plan_workload,
-    run_plan_sync,
+    run_schedule_sync,
     sleep_until,
 )
 from tuning.measure.traffic import (
     Arrival,
     LengthDist,
     MultiTurn,
-    Plan,
+    Schedule,
     Source,
     WorkloadSpec,
     materialize,
@@ -54,10 +54,10 @@ def small(**kw: object) -> WorkloadSpec:
     return WorkloadSpec(**base)  # type: ignore[arg-type]
 
 
-def run(plan: Plan, endpoint: str = "completions", **fake: object) -> tuple[list, list]:  # type: ignore[type-arg]
+def run(plan: Schedule, endpoint: str = "completions", **fake: object) -> tuple[list, list]:  # type: ignore[type-arg]
     wl = plan_workload(plan, 0, endpoint)  # type: ignore[arg-type]
     with fake_server(**fake) as srv:
-        res = run_plan_sync(srv.base_url, MODEL, plan, [], wl, transport="raw")
+        res = run_schedule_sync(srv.base_url, MODEL, plan, [], wl, transport="raw")
         bodies = list(srv.stats.bodies)
         peak = srv.stats.max_concurrent
     assert not res.cancelled and len(res.records) == len(plan.requests)

@@ -17,7 +17,7 @@ from core.records import RequestRecord
 from tests.factories import load_workload as wl
 from tests.factories import prompts_for
 from tests.fakes.fake_openai import fake_server
-from tuning.measure.loadgen.schedule import plan_workload, run_plan_sync
+from tuning.measure.loadgen.schedule import plan_workload, run_schedule_sync
 from tuning.measure.loadgen.sse import SSEReader
 from tuning.measure.loadgen.start import run_load_sync
 from tuning.measure.traffic import LengthDist, WorkloadSpec, materialize
@@ -119,6 +119,8 @@ def test_a_plan_checks_each_request_against_its_own_max_tokens(tiny_tokenizer: P
     asked = [r.output_len for r in plan.requests]
     assert min(asked) < 4 <= max(asked)
     with fake_server(usage_override={"completion_tokens": 4}) as srv:
-        res = run_plan_sync(srv.base_url, MODEL, plan, [], plan_workload(plan, 0, "completions"))
+        res = run_schedule_sync(
+            srv.base_url, MODEL, plan, [], plan_workload(plan, 0, "completions")
+        )
     for r, n in zip(res.records, asked, strict=True):
         assert r.ok == (n >= 4) and (r.error_kind == "implausible_usage") == (n < 4), (n, r)

@@ -176,7 +176,7 @@ def test_stall_timeout_flag_on_bench_and_experiment() -> None:
     common = ["--model", "m", "--num-requests", "2", "--input-len", "4", "--output-len", "2"]
     for argv in (
         ["bench", "--base-url", "http://x", "--concurrency", "1", "--result-json", "r", *common],
-        ["experiment", "--param", "concurrency", "--values", "1,2", *common],
+        ["experiment", "--repeats", "1", "--param", "concurrency", "--values", "1,2", *common],
     ):
         assert workload_from_args(parser.parse_args(argv)).stall_timeout_s == 60.0
         got = workload_from_args(parser.parse_args([*argv, "--stall-timeout", "7.5"]))

@@ -57,7 +57,7 @@ def _assert_inert(page: str) -> None:
 
 def test_chart_html_keeps_a_hostile_value_inside_the_spec(hostile: dict[str, Any]) -> None:
     chart = charts_compare.throughput_chart(hostile["cmp"])
-    page = export.render(chart, "html").decode("utf-8")  # what the Compare page downloads
+    page = export.chart_bytes(chart, "html").decode("utf-8")  # what the Compare page downloads
     _assert_inert(page)
 
 

@@ -219,10 +219,11 @@ def test_undecided_rows_are_grey_in_the_report_table() -> None:
     from tests.factories import undecided_and_better_runs
     from tuning.compare.comparison import build_comparison
     from tuning.compare.present import tone_css
-    from tuning.present.report import STYLE, _table_section
+    from tuning.present.report import STYLE
+    from tuning.present.report_verdicts import table_section
 
     assert tone_css() in STYLE and "faint" not in STYLE
-    html = _table_section(build_comparison(undecided_and_better_runs(), [1, 2]))
+    html = table_section(build_comparison(undecided_and_better_runs(), [1, 2]))
     rows = {r.split("</td>")[0]: r for r in html.split("<tr>")[1:]}
     tput = next(r for k, r in rows.items() if "output throughput" in k)
     ttft = next(r for k, r in rows.items() if "mean TTFT" in k)

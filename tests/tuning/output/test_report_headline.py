@@ -9,7 +9,7 @@ from pathlib import Path
 from store import snapshot
 from tuning.compare.headline import CandidateHeadline, Headline
 from tuning.present.report import build_report
-from tuning.present.report_headline import headline_section
+from tuning.present.report_verdicts import headline_section
 
 REPO = Path(__file__).resolve().parents[3]
 DECISIONS = REPO / "examples" / "h200" / "lab-h200-decisions.db.xz"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from core.records import NewExperiment
 from store import connect, repo
 from tuning.decide.background import busy_reason
 from tuning.engine.procs import process_start_time
@@ -18,8 +19,8 @@ def test_a_running_search_is_named_even_while_one_of_its_steps_runs(lab_home: Pa
     with connect(db_path) as db:
         exp = repo.create_experiment(
             db,
+            NewExperiment(param="max-num-seqs"),
             name="search ab12: max-num-seqs = 2",
-            param="max-num-seqs",
             values_json=[2],
             status="running",
             runner_pid=me,

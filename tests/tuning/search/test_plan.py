@@ -11,12 +11,12 @@ from pathlib import Path
 from subprocess import CompletedProcess
 
 from store import connect, queries
-from store.plans import list_plans
+from store.queries import list_plans
 from tests.factories import run_row
 from tests.fakes.engines import FAKE_MODEL, fake_settings_env
 from tuning.compare.stats import VERDICTS
 from tuning.decide.search.plan import apply_choice, serve_command
-from tuning.experiment.order import schedule
+from tuning.experiment.order import counterbalanced
 from tuning.measure.traffic.workload import Workload
 
 PLAN = ["plan", "--params", "max-num-seqs,block-size"]
@@ -69,7 +69,7 @@ def test_a_plan_over_two_parameters_on_the_fake_engine(
         assert "max-num-seqs" not in runs[rid]["config"]
     # counterbalanced (issue 25): start, final, final, start, in the runner's order
     assert sorted(confirm["start"] + confirm["final"]) == [
-        confirm[side][index] for side, index in schedule(["start", "final"], 2)
+        confirm[side][index] for side, index in counterbalanced(["start", "final"], 2)
     ]
     # issue 23 item 5: the plan is one row (the resume reused it), each search one of its own
     with connect(db, readonly=True) as conn:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from store import connect, repo
-from store.plans import get_plan, list_plans
+from store.queries import get_plan, list_plans
 from tuning.decide.search.plan import PlanSpec
 from tuning.decide.search.plan_record import plan_recorded, reap_plans
 from tuning.decide.search.strategy import Space

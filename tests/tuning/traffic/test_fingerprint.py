@@ -9,7 +9,7 @@ import pytest
 
 from tuning.measure.traffic.errors import TrafficError
 from tuning.measure.traffic.fingerprint import fingerprint, requests_digest, spec_digest
-from tuning.measure.traffic.materialize import Plan, materialize
+from tuning.measure.traffic.materialize import Schedule, materialize
 from tuning.measure.traffic.spec import Arrival, LengthDist, Source, WorkloadSpec
 from tuning.measure.traffic.workload import LocalTokenizer
 
@@ -50,7 +50,7 @@ def test_one_changed_byte_of_a_data_file_changes_it(tok: LocalTokenizer, tmp_pat
 
 
 def test_ignoring_a_swept_field(tok: LocalTokenizer) -> None:
-    def plan(rate: float) -> Plan:
+    def plan(rate: float) -> Schedule:
         spec = WorkloadSpec(
             num_requests=5,
             input=LengthDist(mean=30),

@@ -7,9 +7,9 @@ import argparse
 
 import pytest
 
-from tuning.cli.experiment import add_workload_arguments
 from tuning.measure.traffic import TrafficError
 from tuning.measure.traffic.options import TrafficOptions, guess_format
+from tuning.measure.traffic.workload import add_workload_arguments
 
 
 def spec_from_args(args: argparse.Namespace) -> object:

@@ -25,6 +25,7 @@ from typing import Any
 from tuning.decide.fleet import SLOT_RESOURCE, FleetError, import_ray, require_ray
 from tuning.decide.fleet.guard import start_guard
 from tuning.decide.fleet.schedule import Slot
+from tuning.engine.launch import free_port
 from tuning.engine.procs import stop_group
 
 OBJECT_STORE_BYTES = 100 * 2**20
@@ -85,14 +86,6 @@ class LocalNode:
         if self.guard is not None and self.guard.poll() is None:
             self.guard.terminate()
             self.guard.wait(timeout=10)
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def ensure_auth_token(env: dict[str, str]) -> None:
@@ -247,9 +240,9 @@ def open_fleet(options: FleetOptions) -> Iterator[Fleet]:
 
 def default_local_slots(gpus_per_run: int | None) -> int:
     """One slot per GPU set on a GPU machine, else two (a CPU slot each)."""
-    from tuning.engine.hardware import describe
+    from tuning.engine.hardware import hardware_details
 
-    gpus = len(describe()["gpus"])
+    gpus = len(hardware_details()["gpus"])
     if gpus:
         return max(1, gpus // max(1, gpus_per_run or 1))
     return 2

@@ -78,7 +78,7 @@ def _snapshot(worker: psutil.Process, seen: dict[int, tuple[float, int]]) -> Non
             continue
 
 
-def reap(seen: dict[int, tuple[float, int]], grace: float = 5.0) -> None:
+def reap_orphans(seen: dict[int, tuple[float, int]], grace: float = 5.0) -> None:
     """Stop what `seen` remembers: whole groups led by a remembered process, then the rest."""
     groups = {
         pgid
@@ -145,7 +145,7 @@ def watch(worker_pid: int, groups: list[int] | None = None, report: Path | None 
             reported = set(seen)
         time.sleep(POLL_S)
     marked(owner_mark(worker_pid, started), seen)
-    reap(seen)
+    reap_orphans(seen)
 
 
 def _guard_argv(

@@ -35,7 +35,7 @@ def describe_placement(node_id: str, slot: str) -> dict[str, Any]:
         "node_host": socket.gethostname(),
         "gpu_uuids": [g["uuid"] for g in gpus],
         "gpu_model": " + ".join(models) if models else None,
-        "cpu_model": hardware.describe()["cpu"],
+        "cpu_model": hardware.hardware_details()["cpu"],
         "slot": slot,
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "pid": os.getpid(),

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import tempfile
 import threading
 import traceback
@@ -28,17 +27,12 @@ from typing import Any
 from store import connect
 from store.transfer import run_rows, store_experiment_row
 from tuning.decide.fleet.placement import describe_placement
+from tuning.engine.launch import free_port
 from tuning.experiment.bookkeeping import Bookkeeping
 from tuning.experiment.run_unit import RunUnit
 
 # Ray keeps nothing of ours but this module path; the class is made remote by the driver.
 MAX_CONCURRENCY = 4
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def worker_engine(engine: dict[str, Any] | None, gpus_per_run: int) -> dict[str, Any] | None:

@@ -19,6 +19,7 @@ from tuning.decide.search.driver import SearchSpec
 from tuning.engine.params import format_value, get_param
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.repeats import AutoRepeats
+from tuning.experiment.spec import ExperimentSpec
 
 
 def confirm_prefix(search_id: int) -> str:
@@ -67,7 +68,9 @@ def plan_confirm(
     db_path: Path, facts: Mapping[str, Any], spec: SearchSpec, against: str = "baseline", **who: str
 ) -> int:
     """Write the confirming experiment (queued; a runner takes it); its id."""
-    return plan_experiment(db_path, **confirm_plan(facts, spec, against, **who))
+    return plan_experiment(
+        db_path, ExperimentSpec.build(**confirm_plan(facts, spec, against, **who))
+    )
 
 
 def confirm_verdict(db_path: Path, search_id: int, spec: SearchSpec) -> dict[str, Any] | None:

@@ -36,6 +36,7 @@ from tuning.engine.spec import EngineSpec
 from tuning.experiment.outcome import LAB_KINDS
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.runner import run_experiment
+from tuning.experiment.spec import ExperimentSpec
 from tuning.experiment.supervisor import reap, settle
 from tuning.measure.traffic.workload import Workload
 
@@ -226,14 +227,16 @@ def run_search(
         say("step", {"step": len(obs) + 1, "value": value, "why": step.why})
         exp_id = plan_experiment(
             db_path,
-            param=p.name,
-            values=[value],
-            workload=spec.workload,
-            engine=spec.engine,
-            base_config=spec.base_config,
-            base_url=spec.base_url,
-            model=spec.model,
-            name=f"{NAME_PREFIX}{spec.key()}: {p.name} = {format_value(value)}",
+            ExperimentSpec.build(
+                param=p.name,
+                values=[value],
+                workload=spec.workload,
+                engine=spec.engine,
+                base_config=spec.base_config,
+                base_url=spec.base_url,
+                model=spec.model,
+                name=f"{NAME_PREFIX}{spec.key()}: {p.name} = {format_value(value)}",
+            ),
         )
         try:
             with connect(db_path) as db:

@@ -41,9 +41,10 @@ from tuning.decide.search.strategy import Space
 from tuning.engine.launch import config_args
 from tuning.engine.params import format_value, get_param
 from tuning.engine.spec import EngineSpec
-from tuning.experiment.order import schedule
+from tuning.experiment.order import counterbalanced
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.runner import run_experiment
+from tuning.experiment.spec import ExperimentSpec
 from tuning.measure.traffic.workload import Workload
 
 NAME_PREFIX = "plan "
@@ -211,21 +212,23 @@ def _confirm(
     round and side, whatever order it ran in."""
     key = spec.key()
     out: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
-    for side, index in schedule(list(sides), spec.confirm_repeats):
+    for side, index in counterbalanced(list(sides), spec.confirm_repeats):
         round_, (config, workload) = index + 1, sides[side]
         found = _confirm_runs(db_path, key, round_, side)
         if not found:
             say("confirm", {"round": round_, "side": side})
             exp_id = plan_experiment(
                 db_path,
-                param=CARRIER,
-                values=[workload.concurrency],
-                workload=workload,
-                engine=spec.engine,
-                base_config=config,
-                base_url=spec.base_url,
-                model=spec.model,
-                name=_confirm_name(key, round_, side),
+                ExperimentSpec.build(
+                    param=CARRIER,
+                    values=[workload.concurrency],
+                    workload=workload,
+                    engine=spec.engine,
+                    base_config=config,
+                    base_url=spec.base_url,
+                    model=spec.model,
+                    name=_confirm_name(key, round_, side),
+                ),
             )
             run_experiment(db_path, exp_id, start_timeout=start_timeout)
             found = _confirm_runs(db_path, key, round_, side)

@@ -16,7 +16,7 @@ from typing import Any
 from core.clock import now_iso
 from core.status import Status
 from store import connect, repo
-from store.plans import list_plans, plan_id_for_key
+from store.queries import list_plans, plan_id_for_key
 from tuning.decide.search.record import ended, search_alive
 from tuning.engine.procs import process_start_time
 from tuning.settings import load_settings

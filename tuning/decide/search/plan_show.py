@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from store import connect
-from store.plans import get_plan, list_plans
+from store.queries import get_plan, list_plans
 from tuning.compare.catalog import METRIC_BY_KEY
 from tuning.compare.present import Tone, fmt
 from tuning.decide.search.plan import verdict_text_of
 from tuning.decide.search.plan_record import reap_plans
-from tuning.decide.search.show import slo_text
-from tuning.engine.shown import show_value
+from tuning.decide.search.show import slo_words
+from tuning.engine.params import show_value
 
 
 def find_plan(db_path: Path, plan_id: int) -> dict[str, Any]:
@@ -93,7 +93,7 @@ def _config(start: Mapping[str, Any], final: Mapping[str, Any]) -> list[dict[str
     ]
 
 
-def facts(row: Mapping[str, Any]) -> dict[str, Any]:
+def plan_facts(row: Mapping[str, Any]) -> dict[str, Any]:
     """Everything `plan show --json` prints and the Searches page shows of a plan."""
     spec, result = row.get("spec") or {}, row.get("result") or {}
     params = list(result.get("params") or spec.get("params") or [])
@@ -158,12 +158,12 @@ def gain_line(f: Mapping[str, Any], g: Mapping[str, Any]) -> str:
     return f"{g['label']}: {values}, {verdict_text_of(g)}"
 
 
-def lines(f: Mapping[str, Any]) -> list[str]:
+def plan_lines(f: Mapping[str, Any]) -> list[str]:
     """The facts in words, one line each (the CLI prints them; the page shows the same)."""
     out = [
         f"plan {f['plan_id']} ({f['status']}): {', then '.join(f['params']) or 'no parameter'}",
         f"objective: {f['objective']} ({f['unit']}, {f['better']} is better); "
-        f"SLOs: {slo_text(f['slo_ms'])}",
+        f"SLOs: {slo_words(f['slo_ms'])}",
         "searches, in order:",
         *(f"  {step_line(f, s)}" for s in f["steps"]),
     ]

@@ -64,7 +64,7 @@ def knee_of(db_path: Path, done: Progress) -> dict[str, Any] | None:
     return None if found is None else {"value": found.value, "why": found.why}
 
 
-def facts(db_path: Path, row: Mapping[str, Any]) -> dict[str, Any]:
+def search_facts(db_path: Path, row: Mapping[str, Any]) -> dict[str, Any]:
     """Everything `search show --json` prints and the Searches page shows, from the store."""
     done = progress(db_path, row)
     spec = done.spec
@@ -96,17 +96,17 @@ def facts(db_path: Path, row: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def slo_text(slo_ms: Mapping[str, float]) -> str:
+def slo_words(slo_ms: Mapping[str, float]) -> str:
     return ", ".join(f"p99 {k.upper()} <= {v:g} ms" for k, v in slo_ms.items()) or "none"
 
 
-def lines(f: Mapping[str, Any]) -> list[str]:
+def search_lines(f: Mapping[str, Any]) -> list[str]:
     """The facts in words, one line each (the CLI prints them; the page shows the same)."""
     unit, objective = f["unit"], f["objective"]
     out = [
         f"search {f['search_id']} ({f['status']}): {f['param']} over "
         f"{f['range'][0]:g}..{f['range'][1]:g}",
-        f"objective: {objective} ({unit}, {f['better']} is better); SLOs: {slo_text(f['slo_ms'])}",
+        f"objective: {objective} ({unit}, {f['better']} is better); SLOs: {slo_words(f['slo_ms'])}",
         chosen_line(f),
     ]
     if f["knee"]:

@@ -440,7 +440,7 @@ class _Refused(Exception):
     pass
 
 
-def check(items: list[list[Any]]) -> list[dict[str, Any]]:
+def check_items(items: list[list[Any]]) -> list[dict[str, Any]]:
     parser, _ = _parser()
 
     def error(message: str) -> Any:
@@ -476,7 +476,7 @@ def main() -> int:
         elif mode == "check-env":
             result = check_env(json.load(sys.stdin))
         else:
-            result = check(json.load(sys.stdin))
+            result = check_items(json.load(sys.stdin))
     sys.stdout.write(json.dumps(result))
     return 0
 

@@ -28,7 +28,7 @@ from tuning.measure.traffic.workload import Workload
 from tuning.settings import REPO_ROOT
 
 if TYPE_CHECKING:
-    from tuning.measure.traffic import Plan
+    from tuning.measure.traffic import Schedule
 
 _FRAME = struct.Struct("<cQ")
 ERR_TAIL_BYTES = 2000  # of the child's stderr, in the error when it sent no result
@@ -42,14 +42,14 @@ def run_load_in_subprocess(
     workload: Workload,
     *,
     python: str | None = None,
-    plan: Plan | None = None,
+    plan: Schedule | None = None,
     **options: Unpack[LoadOptions],
 ) -> LoadResult:
     """`run_load_sync` in a child Python process (`python`, default this interpreter); the
     callbacks run here, in the caller. Cancelling sends SIGTERM (a graceful stop).
 
-    With `plan`, the child runs `schedule.run_plan_sync` instead: `prompts` are the warm-ups only
-    and `workload` is `schedule.plan_workload(plan, ...)`."""
+    With `plan`, the child runs `schedule.run_schedule_sync` instead: `prompts` are the warm-ups
+    only and `workload` is `schedule.plan_workload(plan, ...)`."""
     if plan is None:
         check_prompts(prompts, workload)
     else:
@@ -182,9 +182,9 @@ def _child_main() -> int:
     workload = Workload.from_dict(job["workload"])
     try:
         if job.get("plan") is not None:
-            from tuning.measure.loadgen.schedule import run_plan_sync
+            from tuning.measure.loadgen.schedule import run_schedule_sync
 
-            result = run_plan_sync(
+            result = run_schedule_sync(
                 job["base_url"], job["model"], job["plan"], job["prompts"], workload, **options
             )
         else:

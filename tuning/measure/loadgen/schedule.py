@@ -1,6 +1,5 @@
-"""Planned traffic on the wire: a `tuning.measure.traffic.Plan` sent in a closed loop, an open loop
-or as a
-trace, conversations turn by turn, one `RequestRecord` per request.
+"""Planned traffic on the wire: a `tuning.measure.traffic.Schedule` sent in a closed loop, an open
+loop or as a trace, conversations turn by turn, one `RequestRecord` per request.
 
 - closed (the default): `concurrency` workers, each takes the next conversation and sends its turns
   in order; with single-turn traffic this is exactly `client.run_load`'s closed loop.
@@ -38,7 +37,7 @@ from tuning.measure.loadgen.endpoint import api_key_from_env
 from tuning.measure.loadgen.sse import SSEReader, classify
 from tuning.measure.loadgen.start import loop_factory
 from tuning.measure.telemetry.server_stats import Settled
-from tuning.measure.traffic import Plan, PlannedRequest, render_messages, render_text
+from tuning.measure.traffic import PlannedRequest, Schedule, render_messages, render_text
 from tuning.measure.traffic.workload import Endpoint, Workload
 
 # An open loop without a cap still needs a connection pool size: at most this many sockets.
@@ -61,7 +60,7 @@ async def sleep_until(deadline: float) -> None:
         await asyncio.sleep(left)
 
 
-def plan_concurrency(plan: Plan) -> int:
+def plan_concurrency(plan: Schedule) -> int:
     """Requests in flight at most: closed loop C, the open loop's cap, or every conversation."""
     arrival = plan.spec.arrival
     conversations = len({r.conversation for r in plan.requests}) or 1
@@ -73,7 +72,7 @@ def plan_concurrency(plan: Plan) -> int:
 
 
 def plan_workload(
-    plan: Plan,
+    plan: Schedule,
     num_warmups: int,
     endpoint: Endpoint = "completions",
     request_timeout_s: float = 600.0,
@@ -140,7 +139,7 @@ class _PlanClient(_Client):
     """`_Client` whose measured phase is a plan: per-request bodies, schedule and conversations."""
 
     def __init__(
-        self, base_url: str, model: str, plan: Plan, workload: Workload, **kw: Any
+        self, base_url: str, model: str, plan: Schedule, workload: Workload, **kw: Any
     ) -> None:
         super().__init__(base_url, model, workload, **kw)
         self.model = model
@@ -287,7 +286,7 @@ class _PlanClient(_Client):
                 gate.release()
 
 
-def check_plan(plan: Plan, warmup_prompts: Sequence[str], workload: Workload) -> None:
+def check_plan(plan: Schedule, warmup_prompts: Sequence[str], workload: Workload) -> None:
     if workload.num_requests != len(plan.requests) or workload.warmups != len(warmup_prompts):
         raise LoadError(
             f"the workload says {workload.warmups} warm-ups + {workload.num_requests} requests; "
@@ -297,10 +296,10 @@ def check_plan(plan: Plan, warmup_prompts: Sequence[str], workload: Workload) ->
         raise LoadError("the plan has no requests")
 
 
-async def run_plan(
+async def run_schedule(
     base_url: str,
     model: str,
-    plan: Plan,
+    plan: Schedule,
     warmup_prompts: Sequence[str],
     workload: Workload,
     **options: Unpack[LoadOptions],
@@ -330,17 +329,17 @@ async def run_plan(
     return result
 
 
-def run_plan_sync(
+def run_schedule_sync(
     base_url: str,
     model: str,
-    plan: Plan,
+    plan: Schedule,
     warmup_prompts: Sequence[str],
     workload: Workload,
     **options: Unpack[LoadOptions],
 ) -> LoadResult:
     """`run_plan` in a fresh event loop, for plain threads and processes."""
     with asyncio.Runner(loop_factory=loop_factory()) as runner:
-        return runner.run(run_plan(base_url, model, plan, warmup_prompts, workload, **options))
+        return runner.run(run_schedule(base_url, model, plan, warmup_prompts, workload, **options))
 
 
 def dispatch_lags(records: Sequence[RequestRecord]) -> dict[str, float | int]:

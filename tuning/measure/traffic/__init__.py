@@ -3,7 +3,7 @@ arrival schedules, the materialized request list, its fingerprint and a preview.
 
 from tuning.measure.traffic.errors import DataError, TrafficError
 from tuning.measure.traffic.fingerprint import fingerprint
-from tuning.measure.traffic.materialize import Plan, materialize
+from tuning.measure.traffic.materialize import Schedule, materialize
 from tuning.measure.traffic.preview import preview
 from tuning.measure.traffic.request import Message, PlannedRequest, render_messages, render_text
 from tuning.measure.traffic.sources import read_source
@@ -28,7 +28,7 @@ __all__ = [
     "Limits",
     "Message",
     "MultiTurn",
-    "Plan",
+    "Schedule",
     "PlannedRequest",
     "SharedPrefixes",
     "Source",

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from tuning.measure.traffic.errors import TrafficError
-from tuning.measure.traffic.materialize import Plan
+from tuning.measure.traffic.materialize import Schedule
 from tuning.measure.traffic.request import PlannedRequest
 from tuning.measure.traffic.spec import WorkloadSpec
 
@@ -69,7 +69,7 @@ def requests_digest(requests: Sequence[PlannedRequest], schedule: bool = True) -
     return h.hexdigest()[:_LEN]
 
 
-def fingerprint(plan: Plan, ignore: Iterable[str] = ()) -> str:
+def fingerprint(plan: Schedule, ignore: Iterable[str] = ()) -> str:
     """16 hex chars naming the workload a run replayed (see the module docstring for `ignore`)."""
     ignored = list(ignore)
     parts = [spec_digest(plan.spec, plan.data_digest, ignored)]

@@ -37,7 +37,7 @@ from tuning.measure.traffic.workload import TokenizerLike
 
 
 @dataclass(frozen=True)
-class Plan:
+class Schedule:
     """The materialized workload. `skipped` counts file entries left out (vLLM's length filter,
     ShareGPT entries with fewer than two messages, trace lines over the context);
     `truncated_turns` the later turns cut because the history outgrew `max_total_len`;
@@ -350,7 +350,7 @@ def materialize(
     tokenizer: TokenizerLike,
     data: Conversations | Trace | None = None,
     special_tokens: int | None = None,
-) -> Plan:
+) -> Schedule:
     """The request list for `spec`. `data` is the spec's file already read (`read_source`), or
     None to read it here; `special_tokens` is what the tokenizer adds to a plain encode (found
     from a `LocalTokenizer` when None), counted in file lengths as vLLM counts them."""
@@ -384,4 +384,4 @@ def materialize(
             "multi_turn.think_time_s", len(requests) - 1, planned, "the think time between turns"
         )
     digest = None if data is None else data.digest
-    return Plan(spec, tuple(requests), digest, skipped, b.truncated, oversampled)
+    return Schedule(spec, tuple(requests), digest, skipped, b.truncated, oversampled)

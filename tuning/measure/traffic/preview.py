@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from tuning.measure.traffic.arrival import MAX_SCHEDULE_S, gap_stats
-from tuning.measure.traffic.materialize import Plan, planned_duration_s
+from tuning.measure.traffic.materialize import Schedule, planned_duration_s
 from tuning.measure.traffic.request import PlannedRequest
 
 _BINS = 20
@@ -66,7 +66,7 @@ def reusable_tokens(requests: Sequence[PlannedRequest], block_size: int) -> int:
     return total
 
 
-def preview(plan: Plan) -> dict[str, Any]:
+def preview(plan: Schedule) -> dict[str, Any]:
     """The preview numbers of a plan (see the module docstring)."""
     spec = plan.spec
     reqs = plan.requests

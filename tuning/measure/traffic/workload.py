@@ -158,6 +158,26 @@ class Workload:
         return cls(**dict(data))
 
 
+STALL_HELP = (
+    "seconds without data after a stream's first token (or of SSE comments only) before it "
+    "counts as stalled"
+)
+
+
+def add_workload_arguments(p: argparse.ArgumentParser) -> None:
+    """The workload flags of `experiment` and `search` (read by workload_from_args)."""
+    p.add_argument("--concurrency", type=int, default=16)
+    p.add_argument("--num-requests", type=int, default=64)
+    p.add_argument("--input-len", type=int, default=64)
+    p.add_argument("--output-len", type=int, default=64)
+    p.add_argument("--shared-prefix-len", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--num-warmups", type=int, default=None)
+    p.add_argument("--endpoint", choices=["completions", "chat"], default="completions")
+    p.add_argument("--request-timeout", type=float, default=600.0)
+    p.add_argument("--stall-timeout", type=float, default=60.0, help=STALL_HELP)
+
+
 def workload_from_args(args: argparse.Namespace) -> Workload:
     """The workload the command-line flags describe (`bench` and `experiment` share their names)."""
     return Workload(

@@ -9,7 +9,7 @@ from typing import Any
 import altair as alt
 import numpy as np
 
-from store import queries
+from store import timeseries
 from tuning.compare.catalog import WORKLOAD_PARAMS
 from tuning.compare.comparison import Comparison, numeric_values
 from tuning.present.charts.common import MAX_POINTS, short_labels, side_order, with_context
@@ -32,14 +32,14 @@ from tuning.present.charts.timeseries import kv_chart, memory_chart
 Points = list[tuple[float, float]]
 
 
-def available_series(db: Any, run_ids: Iterable[int]) -> set[str]:
+def drawn_series(db: Any, run_ids: Iterable[int]) -> set[str]:
     """Which of the drawn sample series these runs have (probed before a chart is offered)."""
-    return queries.available_series(db, run_ids, DASHBOARD_SERIES)
+    return timeseries.available_series(db, run_ids, DASHBOARD_SERIES)
 
 
 def latency_sample(db: Any, run_id: int, max_rows: int = 2000) -> dict[str, np.ndarray]:
     """Per-request TTFT, TPOT, E2EL (ms) of successful requests, thinned to about `max_rows`."""
-    rows = queries.latency_rows(db, run_id, max_rows)
+    rows = timeseries.latency_rows(db, run_id, max_rows)
     if not rows:
         empty = np.zeros(0)
         return {"ttft": empty, "tpot": empty, "e2el": empty}
@@ -72,7 +72,7 @@ def run_series(
     per = max(20, max_points // max(1, len(runs)))
     out: dict[tuple[str, str], Points] = {}
     for side, rid in runs:
-        points = queries.load_series(db, rid, series_name, max_points=per)
+        points = timeseries.load_series(db, rid, series_name, max_points=per)
         if not points:
             continue
         if align == "load":
@@ -107,7 +107,7 @@ def _time_chart(
     if kind == "kv":
         series = run_series(db, comparison, "kv_cache_usage_perc", align)
         return kv_chart(series, x_title, order) if series else None
-    name = memory_series or memory_series_for(available_series(db, comparison.measured_ids))
+    name = memory_series or memory_series_for(drawn_series(db, comparison.measured_ids))
     if not name:
         return None
     series = run_series(db, comparison, name, align)

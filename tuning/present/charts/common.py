@@ -20,8 +20,7 @@ import pandas as pd
 from core.units import GIB
 from tuning.compare.catalog import METRIC_BY_KEY, Metric
 from tuning.compare.comparison import Comparison
-from tuning.engine.params import get_param
-from tuning.engine.shown import show_value
+from tuning.engine.params import get_param, show_value
 
 MAX_POINTS = 2000
 # Streamlit's categorical colours (its light theme's chartCategoricalColors), set on every side's
@@ -184,7 +183,7 @@ def side_order(comparison: Comparison) -> list[str]:
     return list(short_labels(comparison).values())
 
 
-def number(value: Any) -> float | None:
+def as_float(value: Any) -> float | None:
     try:
         return float(value)
     except (TypeError, ValueError):

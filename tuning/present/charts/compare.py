@@ -15,9 +15,9 @@ from tuning.present.charts.common import (
     CAP_PX,
     FROM_ZERO,
     LEGEND_BELOW,
+    as_float,
     band_axis,
     chart_text,
-    number,
     param_axis,
     run_points,
     short_labels,
@@ -155,7 +155,7 @@ def knee_chart(
         frame = side_frame(comparison, [key], error)
         if frame.empty:
             continue
-        frame["x"] = frame["side"].map(lambda s: _scaled(number(values.get(s)), x_scale))
+        frame["x"] = frame["side"].map(lambda s: _scaled(as_float(values.get(s)), x_scale))
         frame = frame.dropna(subset=["x"])
         metric = METRIC_BY_KEY[key]
         x = alt.X("x:Q", title=x_title, scale=alt.Scale(zero=False))

@@ -24,7 +24,7 @@ from tuning.compare.frontier import (
     side_knee,
 )
 from tuning.compare.frontier import pareto_front as front_of
-from tuning.engine.shown import run_value, show_value
+from tuning.engine.params import run_value, show_value
 from tuning.present.charts.common import chart_text, subtitle_lines, tooltip, whisker_lines
 from tuning.present.charts.compare import knee_chart
 
@@ -65,7 +65,7 @@ def pareto_frame(runs: Sequence[Mapping[str, Any]], view: str = "ttft") -> pd.Da
     return pd.DataFrame(rows, columns=_FRAME_COLUMNS)
 
 
-def workload_runs(db: Any, fingerprint: str) -> list[dict[str, Any]]:
+def tradeoff_runs(db: Any, fingerprint: str) -> list[dict[str, Any]]:
     """The finished runs of one workload (same fingerprint), from the store: the columns
     pareto_frame and an export's context lines (tuning.compare.context) read, not whole runs."""
     return queries.workload_runs(db, fingerprint, ("param", "value", *AXIS_COLUMNS, *CONTEXT))
