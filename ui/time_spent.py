@@ -18,7 +18,7 @@ TITLE = "Where each run's time went"
 X_TITLE = "seconds since the previous run's end"
 
 
-def run_label(run: Mapping[str, Any]) -> str:
+def _anatomy_label(run: Mapping[str, Any]) -> str:
     return f"run {run['id']}: {run.get('value')}"
 
 
@@ -34,10 +34,10 @@ def render_time_spent(db: Any, runs: Sequence[Mapping[str, Any]], key: str) -> N
 
 def render_timeline(runs: Sequence[Mapping[str, Any]], key: str) -> None:
     """Each run's parts, one bar a run; the run in flight shows its parts so far."""
-    rows = timeline_rows((run_label(r), r.get("anatomy")) for r in runs)
+    rows = timeline_rows((_anatomy_label(r), r.get("anatomy")) for r in runs)
     if not rows:
         return
     st.altair_chart(startup_chart(rows, TITLE, X_TITLE), key=key)
     current = next((r for r in reversed(runs) if r.get("anatomy")), None)
     if current is not None:
-        st.caption(f"{run_label(current)}, {esc(describe(current.get('anatomy')))}")
+        st.caption(f"{_anatomy_label(current)}, {esc(describe(current.get('anatomy')))}")

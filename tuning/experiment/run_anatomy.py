@@ -187,7 +187,7 @@ def _amount(seconds: float, minutes: bool) -> str:
     return f"{seconds / 60:.1f}" if minutes else f"{seconds:.1f}"
 
 
-def summary_line(groups: Mapping[str, float], total_s: float | None = None) -> str:
+def time_spent_line(groups: Mapping[str, float], total_s: float | None = None) -> str:
     """'9.0 min: 4.6 starting, 2.0 load, 1.1 stopping, 0.9 warm-up, 0.4 other' (largest first;
     seconds under 90 s). Empty without parts."""
     total = sum(groups.values()) if total_s is None else total_s

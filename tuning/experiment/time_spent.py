@@ -20,7 +20,7 @@ from core.status import is_active
 from store import queries, repo
 from tuning.engine.startup_anatomy import COLD, compile_state
 from tuning.experiment.estimate import about, of_experiment
-from tuning.experiment.run_anatomy import grouped, parts_of, summary_line
+from tuning.experiment.run_anatomy import grouped, parts_of, time_spent_line
 from tuning.experiment.run_parts import span_s
 
 
@@ -77,7 +77,7 @@ def experiment_anatomy(
         "groups": {k: round(v, 3) for k, v in groups.items()},
         "runs_with_anatomy": len(anats),
         "runs_without": len(runs) - len(anats),
-        "line": summary_line(groups, total),
+        "line": time_spent_line(groups, total),
     }
 
 

@@ -15,7 +15,7 @@ import pytest
 from store import connect, queries
 from tests.fakes.engines import fake_spec
 from tuning.experiment.plan import plan_experiment
-from tuning.experiment.run_anatomy import TOLERANCE, RunClock, adds_up, summary_line
+from tuning.experiment.run_anatomy import TOLERANCE, RunClock, adds_up, time_spent_line
 from tuning.experiment.runner import ExperimentRunner, run_experiment
 from tuning.experiment.time_spent import experiment_anatomy
 from tuning.measure.traffic.workload import Workload
@@ -161,9 +161,9 @@ def test_the_parts_tile_the_window_whatever_the_marks() -> None:
 
 def test_the_one_line_summary() -> None:
     groups = {"starting": 276.0, "load": 120.0, "other": 24.0, "stopping": 120.0}
-    assert summary_line(groups) == "9.0 min: 4.6 starting, 2.0 load, 2.0 stopping, 0.4 other"
-    assert summary_line({"load": 30.0, "starting": 12.5}) == "42.5 s: 30.0 load, 12.5 starting"
-    assert summary_line({}) == ""
+    assert time_spent_line(groups) == "9.0 min: 4.6 starting, 2.0 load, 2.0 stopping, 0.4 other"
+    assert time_spent_line({"load": 30.0, "starting": 12.5}) == "42.5 s: 30.0 load, 12.5 starting"
+    assert time_spent_line({}) == ""
 
 
 def test_stored_anatomies_that_are_not_whole_are_read_as_far_as_they_go() -> None:
