@@ -27,6 +27,9 @@ def test_start_from_page_and_see_runs(
     at.number_input(key="new_requests").set_value(8).run()
     at.number_input(key="new_input").set_value(32).run()
     at.number_input(key="new_output").set_value(16).run()
+    # one run a value: this test is about the page starting a runner, not about deciding
+    at.radio(key="new_repeat_mode").set_value("fixed").run()
+    at.number_input(key="new_repeats").set_value(1).run()
     assert not at.error, [e.value for e in at.error]
     at.button(key="new_start").click().run()
     assert not at.exception

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from core.records import NewExperiment
 from store import connect, queries, repo
 from tests.tuning.experiment.test_estimate import ENGINE, WL, seed, timed
 from tuning.engine import hardware
@@ -51,14 +52,13 @@ def test_each_configuration_not_compiled_here_yet_is_counted_cold_once(fresh_db:
     with connect(fresh_db) as db:
         exp_id = repo.create_experiment(
             db,
-            uid=repo.new_uid(),
-            param="max-num-seqs",
-            values_json=[2, 16],
-            repeats=2,
-            engine_json=ENGINE,
-            workload_json=WL.to_dict(),
-            config_json={},
-            status="queued",
+            NewExperiment(
+                param="max-num-seqs",
+                values=(2, 16),
+                repeats=2,
+                engine=ENGINE,
+                workload=WL.to_dict(),
+            ),
         )
     with connect(fresh_db, readonly=True) as db:
         costs = engine_costs(db, ENGINE, WL)

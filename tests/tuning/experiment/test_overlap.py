@@ -19,6 +19,7 @@ from tuning.engine.spec import EngineSpec
 from tuning.experiment.load_prep import LoadPrep
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.runner import run_experiment
+from tuning.experiment.spec import ExperimentSpec
 from tuning.measure.traffic.workload import FALLBACK_TOKENIZER_ID, ServerTokenizer, Workload
 
 WL = Workload(num_requests=6, concurrency=2, input_len=8, output_len=8, num_warmups=2)
@@ -45,7 +46,10 @@ def test_no_start_meets_a_server_of_the_lab_still_alive(
     monkeypatch.setattr(ServerProcess, "start", start)
     db_path = lab_home / "lab.db"
     exp_id = plan_experiment(
-        db_path, param="max-num-seqs", values=[4, 2], repeats=2, workload=WL, engine=fake_spec()
+        db_path,
+        ExperimentSpec.build(
+            param="max-num-seqs", values=[4, 2], repeats=2, workload=WL, engine=fake_spec()
+        ),
     )
     run_experiment(db_path, exp_id, start_timeout=60)
     with connect(db_path, readonly=True) as db:

@@ -17,6 +17,7 @@ from tests.fakes.engines import fake_spec
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.run_anatomy import TOLERANCE, RunClock, adds_up, time_spent_line
 from tuning.experiment.runner import ExperimentRunner, run_experiment
+from tuning.experiment.spec import ExperimentSpec
 from tuning.experiment.time_spent import experiment_anatomy
 from tuning.measure.traffic.workload import Workload
 
@@ -64,11 +65,13 @@ def test_failed_starts_and_restarts_are_accounted_for(lab_home: Path) -> None:
     db_path = lab_home / "lab.db"
     exp_id = plan_experiment(
         db_path,
-        param="max-num-seqs",
-        values=[4, 2],
-        repeats=2,
-        workload=QUICK,
-        engine=fake_spec("crash_at_start@max-num-seqs=4"),
+        ExperimentSpec.build(
+            param="max-num-seqs",
+            values=[4, 2],
+            repeats=2,
+            workload=QUICK,
+            engine=fake_spec("crash_at_start@max-num-seqs=4"),
+        ),
     )
     run_experiment(db_path, exp_id, start_timeout=60)
     with connect(db_path, readonly=True) as db:
@@ -111,10 +114,9 @@ def test_a_cancelled_run_is_accounted_for_until_it_ended(lab_home: Path) -> None
     slow = Workload(num_requests=200, concurrency=2, input_len=4, output_len=40, num_warmups=0)
     exp_id = plan_experiment(
         db_path,
-        param="max-num-seqs",
-        values=[4, 2],
-        workload=slow,
-        engine=fake_spec("itl_ms=20"),
+        ExperimentSpec.build(
+            param="max-num-seqs", values=[4, 2], workload=slow, engine=fake_spec("itl_ms=20")
+        ),
     )
     held: list[ExperimentRunner] = []
 

@@ -16,6 +16,7 @@ from tests.fakes.engines import fake_spec
 from tuning.cli.runs import run_as_dict
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.runner import run_experiment
+from tuning.experiment.spec import ExperimentSpec
 from tuning.measure.traffic.workload import Workload
 from ui.health import health_badge, health_problems
 
@@ -26,7 +27,10 @@ def one_run(home: Path) -> dict[str, Any]:
     """An experiment of one value on the fake vLLM, run by the lab's runner; its run as stored."""
     db_path = home / "lab.db"
     exp_id = plan_experiment(
-        db_path, param="max-num-seqs", values=[4], workload=Workload(**QUICK), engine=fake_spec()
+        db_path,
+        ExperimentSpec.build(
+            param="max-num-seqs", values=[4], workload=Workload(**QUICK), engine=fake_spec()
+        ),
     )
     run_experiment(db_path, exp_id, start_timeout=30)
     with connect(db_path, readonly=True) as db:

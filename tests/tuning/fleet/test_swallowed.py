@@ -123,7 +123,7 @@ def test_the_guard_says_what_it_could_not_stop(
     monkeypatch.setattr(guard.psutil, "Process", Unkillable)
     monkeypatch.setattr(guard.ipc_dir, "folder_of", lambda pid: None)
     monkeypatch.setattr(guard.ipc_dir, "remove", lambda folder: None)
-    guard.reap({4242: (1.0, 4242)}, grace=0)
+    guard.reap_orphans({4242: (1.0, 4242)}, grace=0)
     lines = capsys.readouterr().err.splitlines()
     assert lines == [
         "fleet: stopping process group 4242: RuntimeError: process group 4242 survived SIGKILL",
