@@ -37,6 +37,19 @@ def test_chunk_size_differs_is_said_next_to_itl_and_time_per_token_is_better() -
     assert sum("chunk size differs" in x for x in lines) == 2  # mean and p99 ITL
 
 
+def test_the_json_export_carries_each_sides_tokens_a_chunk_and_the_note() -> None:
+    import json
+
+    from tuning.present.export import comparison_json
+
+    data = json.loads(comparison_json(build_comparison(stream_interval_runs(1.0, 15.06), [1, 2])))
+    chunks = data["chunks"]
+    assert list(chunks["tokens_per_chunk"].values()) == [1.0, 15.06]
+    assert chunks["note"].startswith("chunk size differs (1 → 15.1 tokens a chunk)")
+    same = json.loads(comparison_json(build_comparison(stream_interval_runs(1.0, 1.0), [1, 2])))
+    assert same["chunks"]["note"] is None
+
+
 def test_same_chunks_or_unknown_chunks_say_nothing() -> None:
     for base, cand in ((1.0, 1.0), (0.99, 1.0), (None, 15.0), (None, None)):
         cmp = build_comparison(stream_interval_runs(base, cand), [1, 2])

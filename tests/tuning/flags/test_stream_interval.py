@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from subprocess import CompletedProcess
 
+import pytest
+
 from store import connect, queries
 
 FakeCli = Callable[..., CompletedProcess[str]]
@@ -45,3 +47,5 @@ def test_stream_interval_16_differs_in_chunk_size_and_is_better_per_token(
     data = json.loads(fake_cli(tmp_path, "compare", "--experiment", "1", "--json").stdout)
     verdicts = {r["metric"]: r["verdict"] for r in data["rows"] if r["role"] == "candidate"}
     assert verdicts["mean_tpot_ms"] == verdicts["mean_itl_per_token_ms"] == "better"
+    assert data["chunks"]["note"].startswith("chunk size differs (1 → 12.8 tokens a chunk)")
+    assert sorted(data["chunks"]["tokens_per_chunk"].values()) == pytest.approx([1.0, 12.8])
