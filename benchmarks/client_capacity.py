@@ -1,17 +1,25 @@
-"""How many streamed output tokens per second can a client absorb per CPU-second it burns?
+"""How many streamed output tokens per second can a client absorb per CPU-second it burns, on
+/v1/completions and on /v1/chat/completions?
 
-The lab's client and vLLM's own (`vllm bench serve`, from the engine venv) run against the same
-instant streaming stub (benchmarks/stub_server.py, a separate process), at several concurrencies,
-interleaved A B A B so drift on a shared machine hits both alike. Each client runs as its own
-process; this script samples that process's CPU time with psutil every 10 ms and integrates it over
-the client's measured window only (first dispatch .. first dispatch + duration, both taken from the
-client's result file on the system-wide monotonic clock), so interpreter start-up, vLLM's import,
-tokenizer loading and warm-ups are not charged to either client.
+The lab's client and vLLM's own (`vllm bench serve`, from the engine venv: its `openai` backend
+on completions, `openai-chat` on chat) run against the same instant streaming stub
+(benchmarks/stub_server.py, a separate process: the bare asyncio protocol, or with `--stub
+aiohttp` a framework server), at several concurrencies, both endpoints and every client
+interleaved, the order swapped every repeat (A B, B A), so drift on a shared machine hits all
+alike. Each client runs as its own process; this script samples that process's CPU time with
+psutil every 10 ms and integrates it over the client's measured window only (first dispatch ..
+first dispatch + duration, both taken from the client's result file on the system-wide monotonic
+clock), so interpreter start-up, vLLM's import, tokenizer loading and warm-ups are not charged to
+either client. The stub's own CPU per token is sampled too: a server that is the bottleneck sets
+the tok/s, and a client can only change that through the server's cost.
 
     .venv/bin/python benchmarks/client_capacity.py [--quick] [--concurrency 32 256 1024]
+        [--endpoints completions chat] [--stub bare|aiohttp]
 
-Reported per run: output tok/s, client CPU (cores), and tok per client CPU-second = the client's
-absorb capacity per core. Then the median per client and concurrency, and the ratio lab / vLLM.
+Reported per run: output tok/s, client CPU (cores), tok per client CPU-second = the client's
+absorb capacity per core, and the stub's CPU µs per token. Then, per endpoint and concurrency,
+the medians per client and the ratios lab / vLLM: capacity (tok/CPU-s, the acceptance figure:
+>= 1.0) and throughput (tok/s).
 """
 
 from __future__ import annotations
@@ -44,11 +52,13 @@ TOKENIZER_DIR = REPO / ".engine" / "tiny-llama"
 MODEL = "tiny"
 SAMPLE_S = 0.010
 CLIENTS = ("lab-aiohttp", "lab-raw", "vllm")
+ENDPOINTS = ("completions", "chat")
 
 
 @dataclass
 class Run:
     client: str
+    endpoint: str
     concurrency: int
     repeat: int
     requests: int
@@ -60,6 +70,7 @@ class Run:
     tok_per_cpu_s: float
     failed: int
     wall_s: float
+    stub_us_per_token: float
 
 
 def wait_health(url: str, timeout_s: float = 20.0) -> None:
@@ -120,10 +131,20 @@ def window(client: str, result: dict[str, Any]) -> tuple[float, float]:
 
 
 def run_once(
-    client: str, base_url: str, c: int, n: int, repeat: int, args: argparse.Namespace, tmp: Path
+    client: str,
+    endpoint: str,
+    base_url: str,
+    c: int,
+    n: int,
+    repeat: int,
+    args: argparse.Namespace,
+    tmp: Path,
+    stub: psutil.Process,
 ) -> Run:
-    out = tmp / f"{client}-{c}-{repeat}.json"
-    load = common.Load(base_url, MODEL, TOKENIZER_DIR, c, n, args.input_len, args.output_len)
+    out = tmp / f"{client}-{endpoint}-{c}-{repeat}.json"
+    load = common.Load(
+        base_url, MODEL, TOKENIZER_DIR, c, n, args.input_len, args.output_len, endpoint
+    )
     if client.startswith("lab"):
         transport = client.partition("-")[2] or "aiohttp"
         cmd = common.lab_argv(
@@ -131,7 +152,7 @@ def run_once(
         )
     else:
         cmd = common.vllm_argv(str(ENGINE_PYTHON), load, out, extra=("--save-detailed",))
-    log = tmp / f"{client}-{c}-{repeat}.log"
+    log = tmp / f"{client}-{endpoint}-{c}-{repeat}.log"
     started = time.perf_counter()
     with open(log, "wb") as fh:
         proc = subprocess.Popen(
@@ -143,20 +164,23 @@ def run_once(
             stdin=subprocess.DEVNULL,
         )
         sampler = CpuSampler(proc.pid).start()
+        server = CpuSampler(stub.pid).start()
         try:
             code = proc.wait(timeout=args.run_timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
             raise RuntimeError(
-                f"{client} at C={c} did not finish in {args.run_timeout} s; log: {log}"
+                f"{client} at C={c} on {endpoint} did not finish in {args.run_timeout} s; "
+                f"log: {log}"
             ) from None
         finally:
             sampler.stop()
+            server.stop()
     wall = time.perf_counter() - started
     if code != 0 or not out.exists():
         tail = log.read_text(errors="replace")[-1500:]
-        raise RuntimeError(f"{client} at C={c} exited {code}:\n{tail}")
+        raise RuntimeError(f"{client} at C={c} on {endpoint} exited {code}:\n{tail}")
     result = json.loads(out.read_text())
     t0, t1 = window(client, result)
     cpu = sampler.cpu_between(t0, t1)
@@ -164,6 +188,7 @@ def run_once(
     tokens = int(result["total_output_tokens"])
     return Run(
         client=client,
+        endpoint=endpoint,
         concurrency=c,
         repeat=repeat,
         requests=n,
@@ -175,7 +200,68 @@ def run_once(
         tok_per_cpu_s=tokens / cpu if cpu > 0 else 0.0,
         failed=int(result.get("failed") or 0),
         wall_s=wall,
+        stub_us_per_token=server.cpu_between(t0, t1) / tokens * 1e6 if tokens else 0.0,
     )
+
+
+def run_order(
+    concurrencies: list[int], repeats: int, endpoints: list[str], clients: list[str]
+) -> list[tuple[int, int, str, str]]:
+    """(C, repeat, endpoint, client) in run order: every endpoint and client once a repeat, the
+    endpoints and the clients each in reverse order every other repeat (A B, B A)."""
+    out = []
+    for c in concurrencies:
+        for i in range(repeats):
+            flip = i % 2 == 1
+            for endpoint in reversed(endpoints) if flip else endpoints:
+                for client in reversed(clients) if flip else clients:
+                    out.append((c, i, endpoint, client))
+    return out
+
+
+def summarize(runs: list[Run], args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Per endpoint and C: each client's medians, and lab / vLLM for capacity and throughput."""
+    labs = [c for c in args.clients if c != "vllm"]
+    print(
+        "\nmedians per endpoint and concurrency: output tok/s | tok per client CPU-second"
+        + (" || lab / vLLM: capacity (tok/CPU-s) | throughput" if "vllm" in args.clients else "")
+    )
+    header = f"{'endpoint':<12} {'C':>5} " + " ".join(f"{name:>20}" for name in args.clients)
+    if "vllm" in args.clients:
+        header += " ||" + " ".join(f"{name + '/vllm':>22}" for name in labs)
+    print(header)
+    rows: list[dict[str, Any]] = []
+    keys = ("output_tok_s", "tok_per_cpu_s", "stub_us_per_token")
+    for endpoint in args.endpoints:
+        mine = [asdict(r) for r in runs if r.endpoint == endpoint]
+        med = common.medians(mine, keys, by="client")
+        for c in args.concurrency:
+            row: dict[str, Any] = {"endpoint": endpoint, "concurrency": c}
+            cells = []
+            for client in args.clients:
+                got = med.get(c, {}).get(client)
+                if got is None:
+                    cells.append("n/a")
+                    continue
+                row[f"{client}_tok_s"] = got["output_tok_s"]
+                row[f"{client}_tok_per_cpu_s"] = got["tok_per_cpu_s"]
+                row[f"{client}_stub_us_per_token"] = got["stub_us_per_token"]
+                cells.append(f"{got['output_tok_s']:>8.0f} | {got['tok_per_cpu_s']:>8.0f}")
+            line = f"{endpoint:<12} {c:>5} " + " ".join(f"{cell:>20}" for cell in cells)
+            if "vllm" in args.clients and "vllm_tok_s" in row:
+                parts = []
+                for client in labs:
+                    if f"{client}_tok_s" not in row:
+                        continue
+                    cap = row[f"{client}_tok_per_cpu_s"] / row["vllm_tok_per_cpu_s"]
+                    tput = row[f"{client}_tok_s"] / row["vllm_tok_s"]
+                    row[f"{client}_over_vllm"] = cap
+                    row[f"{client}_tok_s_over_vllm"] = tput
+                    parts.append(f"{cap:>10.2f} | {tput:>9.2f}")
+                line += " ||" + " ".join(f"{p:>22}" for p in parts)
+            rows.append(row)
+            print(line)
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -198,6 +284,19 @@ def main(argv: list[str] | None = None) -> int:
         help="requests per run at least waves x C (default 4, 2 with --quick)",
     )
     parser.add_argument("--stub-itl-ms", type=float, default=0.0)
+    parser.add_argument(
+        "--stub",
+        choices=["bare", "aiohttp"],
+        default="bare",
+        help="the stub's server: the bare asyncio protocol, or aiohttp's web server",
+    )
+    parser.add_argument(
+        "--endpoints",
+        nargs="+",
+        default=list(ENDPOINTS),
+        choices=list(ENDPOINTS),
+        help="measured interleaved, each with its vLLM backend (openai, openai-chat)",
+    )
     parser.add_argument("--run-timeout", type=float, default=300.0)
     parser.add_argument(
         "--clients",
@@ -234,6 +333,7 @@ def main(argv: list[str] | None = None) -> int:
             MODEL,
             "--itl-ms",
             str(args.stub_itl_ms),
+            *(["--aiohttp"] if args.stub == "aiohttp" else []),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -243,24 +343,29 @@ def main(argv: list[str] | None = None) -> int:
     try:
         wait_health(base_url)
         print(
-            f"stub {base_url} (pid {stub.pid}); {os.cpu_count()} CPUs; "
-            f"{args.input_len} in / {args.output_len} out; repeats {repeats}",
+            f"stub {base_url} ({args.stub}, pid {stub.pid}); {os.cpu_count()} CPUs; "
+            f"{args.input_len} in / {args.output_len} out; repeats {repeats}; "
+            f"endpoints {', '.join(args.endpoints)}",
             flush=True,
         )
         print(
-            f"{'client':<12} {'C':>5} {'rep':>3} {'reqs':>6} {'out tok/s':>11} "
-            f"{'cores':>6} {'tok/CPU-s':>10} {'failed':>6}",
+            f"{'client':<12} {'endpoint':<12} {'C':>5} {'rep':>3} {'reqs':>6} {'out tok/s':>10} "
+            f"{'cores':>6} {'tok/CPU-s':>10} {'stub µs/tok':>11} {'failed':>6}",
             flush=True,
         )
+        server = psutil.Process(stub.pid)
         with tempfile.TemporaryDirectory(prefix="client-capacity-") as tmpdir:
             tmp = Path(tmpdir)
-            for c, rep, client in common.interleaved(args.concurrency, repeats, args.clients):
+            for c, rep, endpoint, client in run_order(
+                args.concurrency, repeats, args.endpoints, args.clients
+            ):
                 n = max(min_requests, waves * c)
-                run = run_once(client, base_url, c, n, rep, args, tmp)
+                run = run_once(client, endpoint, base_url, c, n, rep, args, tmp, server)
                 runs.append(run)
                 print(
-                    f"{run.client:<12} {c:>5} {rep:>3} {n:>6} {run.output_tok_s:>11.0f} "
-                    f"{run.client_cores:>6.2f} {run.tok_per_cpu_s:>10.0f} {run.failed:>6}",
+                    f"{run.client:<12} {endpoint:<12} {c:>5} {rep:>3} {n:>6} "
+                    f"{run.output_tok_s:>10.0f} {run.client_cores:>6.2f} "
+                    f"{run.tok_per_cpu_s:>10.0f} {run.stub_us_per_token:>11.2f} {run.failed:>6}",
                     flush=True,
                 )
     finally:
@@ -271,34 +376,7 @@ def main(argv: list[str] | None = None) -> int:
             stub.kill()
             stub.wait()
 
-    print(
-        "\nmedians per concurrency: output tok/s | tok per client CPU-second"
-        + (" | ratio to vLLM (tok/CPU-s)" if "vllm" in args.clients else "")
-    )
-    labs = [c for c in args.clients if c != "vllm"]
-    header = f"{'C':>5} " + " ".join(f"{name:>24}" for name in args.clients)
-    if "vllm" in args.clients:
-        header += " " + " ".join(f"{name + '/vllm':>17}" for name in labs)
-    print(header)
-    summary: list[dict[str, Any]] = []
-    med = common.medians((asdict(r) for r in runs), ("output_tok_s", "tok_per_cpu_s"), by="client")
-    for c in args.concurrency:
-        row: dict[str, Any] = {"concurrency": c}
-        cells = []
-        for client in args.clients:
-            row[f"{client}_tok_s"] = med[c][client]["output_tok_s"]
-            row[f"{client}_tok_per_cpu_s"] = med[c][client]["tok_per_cpu_s"]
-            cells.append(
-                f"{row[f'{client}_tok_s']:>11.0f} | {row[f'{client}_tok_per_cpu_s']:>10.0f}"
-            )
-        line = f"{c:>5} " + " ".join(f"{cell:>24}" for cell in cells)
-        if "vllm" in args.clients:
-            for client in labs:
-                ratio = row[f"{client}_tok_per_cpu_s"] / row["vllm_tok_per_cpu_s"]
-                row[f"{client}_over_vllm"] = ratio
-                line += f" {ratio:>17.2f}"
-        summary.append(row)
-        print(line)
+    summary = summarize(runs, args)
     if args.json:
         args.json.write_text(
             json.dumps({"runs": [asdict(r) for r in runs], "summary": summary}, indent=1)

@@ -45,6 +45,7 @@ class Load:
     num_requests: int
     input_len: int
     output_len: int
+    endpoint: str = "completions"  # or "chat": /v1/chat/completions, vLLM's openai-chat backend
 
 
 def lab_argv(
@@ -79,21 +80,23 @@ def lab_argv(
         "--result-json",
         str(out),
         "--quiet",
+        *(["--endpoint", "chat"] if load.endpoint == "chat" else []),
     ]
 
 
 def vllm_argv(python: str, load: Load, out: Path, *, extra: Sequence[str] = ()) -> list[str]:
     """vLLM's serving benchmark for `load`, run by `python` (it must have vLLM), result to `out`."""
+    chat = load.endpoint == "chat"
     return [
         python,
         "-c",
         VLLM_LAUNCHER,
         "--backend",
-        "openai",
+        "openai-chat" if chat else "openai",
         "--base-url",
         load.base_url,
         "--endpoint",
-        "/v1/completions",
+        "/v1/chat/completions" if chat else "/v1/completions",
         "--model",
         load.model,
         "--tokenizer",

@@ -8,7 +8,11 @@ engine step that emits one token for every running request; with `--itl-ms` it p
 With `--whole` each response goes out in one write as soon as its request is read (every token's
 event still its own chunk): the cheapest server per request, for measuring a client's request rate.
 
-    python benchmarks/stub_server.py --port 8321 [--itl-ms 0 | --whole] [--model tiny]
+With `--aiohttp` the same responses go out through aiohttp's web server (one write, one HTTP chunk,
+per event): a framework server, as many OpenAI-compatible gateways are, which costs more CPU a
+token than the bare protocol.
+
+    python benchmarks/stub_server.py --port 8321 [--itl-ms 0 | --whole | --aiohttp] [--model tiny]
 
 Routes: GET /health, GET /v1/models, POST /v1/completions, POST /v1/chat/completions (404 for the
 rest, so `vllm bench serve` skips its /tokenize alignment and /metrics scrape).
@@ -224,6 +228,75 @@ class StubProtocol(asyncio.Protocol):
         t.write(stub.last[chat] + stub.usage(chat, prompt_tokens, n) + stub.done)
 
 
+async def serve_aiohttp(port: int, model: str, itl_ms: float, ready: Any = None) -> None:
+    """The same responses through aiohttp's web server: one `write` (one HTTP chunk) per event,
+    a yield to the loop between them. A framework server, as many OpenAI-compatible gateways are;
+    it costs the server more CPU than the bare protocol, which the client under test then shares."""
+    from aiohttp import web
+
+    stub = Stub(model, itl_ms)
+
+    def payload(event: bytes) -> bytes:
+        """An event pre-encoded as an HTTP chunk -> the bare event (aiohttp chunks it again)."""
+        return event.split(b"\r\n", 1)[1][:-2]
+
+    mid = {chat: payload(e) for chat, e in stub.mid.items()}
+    last = {chat: payload(e) for chat, e in stub.last.items()}
+    role = payload(stub.role)
+
+    async def health(request: web.Request) -> web.Response:
+        return web.Response(body=b"")
+
+    async def models(request: web.Request) -> web.Response:
+        return web.Response(body=stub.models, content_type="application/json")
+
+    async def generate(request: web.Request) -> web.StreamResponse:
+        req = await request.json()
+        n = int(req.get("max_tokens") or req.get("max_completion_tokens") or 16)
+        chat = request.path.endswith("chat/completions")
+        text = req["messages"][-1]["content"] if chat else req.get("prompt", "")
+        prompt_tokens = max(1, len(str(text)) // 4)
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8"})
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        if chat:
+            await resp.write(role)
+        pause = stub.itl_s
+        event = mid[chat]
+        for _ in range(n - 1):
+            await asyncio.sleep(pause)
+            await resp.write(event)
+        await asyncio.sleep(pause)
+        await resp.write(last[chat])
+        await resp.write(payload(stub.usage(chat, prompt_tokens, n)))
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
+
+    app = web.Application()
+    app.router.add_get("/health", health)
+    app.router.add_get("/v1/models", models)
+    app.router.add_post("/v1/completions", generate)
+    app.router.add_post("/v1/chat/completions", generate)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", port, backlog=4096, reuse_address=True)
+    await site.start()
+    if ready is not None:
+        ready(port)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):
+            pass
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
 async def serve(
     port: int, model: str, itl_ms: float, ready: Any = None, whole: bool = False
 ) -> None:
@@ -259,6 +332,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--whole", action="store_true", help="each response in one write, no pause (instant)"
     )
+    parser.add_argument(
+        "--aiohttp",
+        action="store_true",
+        help="serve through aiohttp's web server (a framework server) instead of the bare protocol",
+    )
     args = parser.parse_args(argv)
     try:
         import uvloop
@@ -266,13 +344,17 @@ def main(argv: list[str] | None = None) -> int:
         runner = asyncio.Runner(loop_factory=uvloop.new_event_loop)
     except ImportError:
         runner = asyncio.Runner()
+    announce = lambda p: print(f"stub on http://127.0.0.1:{p}", flush=True)  # noqa: E731
     with runner:
+        if args.aiohttp:
+            runner.run(serve_aiohttp(args.port, args.model, args.itl_ms, ready=announce))
+            return 0
         runner.run(
             serve(
                 args.port,
                 args.model,
                 args.itl_ms,
-                ready=lambda p: print(f"stub on http://127.0.0.1:{p}", flush=True),
+                ready=announce,
                 whole=args.whole,
             )
         )

@@ -54,6 +54,19 @@ class RequestRecord:
     def e2el(self) -> float | None:
         return None if self.end is None else self.end - self.start
 
+    @property
+    def chunks(self) -> int:
+        """Content chunks received: the first, then one per ITL gap (0 when none came)."""
+        return 0 if self.ttft is None else len(self.itl) + 1
+
+    @property
+    def tokens_per_chunk(self) -> float | None:
+        """Output tokens (the server's usage) / content chunks: 1 when each chunk carries one
+        token, more with `--stream-interval N` or speculative decoding. Computed once per request
+        when asked, never per chunk; None without usage or chunks."""
+        chunks = self.chunks
+        return None if self.output_tokens is None or not chunks else self.output_tokens / chunks
+
     def to_row(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -11,6 +11,7 @@ import uuid
 from sqlite_utils import Database, Migrations
 
 from core.clock import now_iso
+from store.backfill import backfill_chunks
 
 migrations = Migrations("vllm-tuning-lab")
 
@@ -31,6 +32,8 @@ SUMMARY_COLUMNS: dict[str, type] = {
     "output_throughput": float,
     "total_token_throughput": float,
     **{k: float for k in LATENCY_KEYS},
+    **{f"{stat}_itl_per_token_ms": float for stat in ("mean", "median", "p90", "p99")},
+    "mean_tokens_per_chunk": float,
     "peak_tree_rss_bytes": int,
     "peak_gpu_used_bytes": int,
     "peak_gpu_tree_bytes": int,
@@ -428,6 +431,22 @@ def m015_run_anatomy(db: Database) -> None:
     its runs (`anatomy_json`: the last server's stop). NULL on rows written before."""
     add_missing_columns(db, "runs", {"anatomy_json": str})
     add_missing_columns(db, "experiments", {"anatomy_json": str, "estimate_json": str})
+
+
+@migrations()
+def m016_chunked_streams(db: Database) -> None:
+    """Chunks that carry several tokens (`--stream-interval N`, speculative decoding): each run's
+    tokens a chunk (mean_tokens_per_chunk) and ITL per token (mean, median, p90, p99), beside
+    vLLM's ITL, which is per chunk. Runs stored before get the two means from their request rows."""
+    add_missing_columns(
+        db,
+        "runs",
+        {
+            **{f"{s}_itl_per_token_ms": float for s in ("mean", "median", "p90", "p99")},
+            "mean_tokens_per_chunk": float,
+        },
+    )
+    backfill_chunks(db)
 
 
 def lab_uid(db: Database) -> str | None:

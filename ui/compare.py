@@ -441,17 +441,35 @@ def render_charts(
             export_buttons(chart, kind, scope_id, context)
 
 
+# A spec without `autosize` gets Streamlit's "fit" when it is one view or a layer
+# (streamlit/elements/vega_charts.py, _prepare_vega_lite_spec): title, subtitle and axes squeezed
+# into the spec's height, which is the plot's. "Output throughput per value" (a title of four
+# lines, turned labels, 260 px) drew a plot 0 px tall, no bar and no axis, at 1440 and 1024 px,
+# and the toolbar's "Download as PNG" saved that. "fit-x": the width fits the column, the height
+# is the plot's own plus its title and axes. The exported files keep Vega's own sizing.
+PAGE_AUTOSIZE = {"type": "fit-x", "contains": "padding"}
+COMPOSED = ("facet", "concat", "hconcat", "vconcat", "repeat")
+
+
+def page_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """The spec as the page draws it: a single or layered view sized by `PAGE_AUTOSIZE` unless
+    it says how itself (compositions are left to Streamlit)."""
+    if "autosize" not in spec and not any(k in spec for k in COMPOSED):
+        spec = {**spec, "autosize": dict(PAGE_AUTOSIZE)}
+    return spec
+
+
 class _Checked:
     """An Altair chart as st.altair_chart reads it (Streamlit calls only `to_dict()`), its spec
-    made without Altair's JSON-schema check: the check took 0.03 of the page's 0.23 CPU
-    seconds (benchmarks/compare_page_speed.py), and tests/tuning/charts/test_build.py checks
-    every chart kind's spec."""
+    made without Altair's JSON-schema check (the check took 0.03 of the page's 0.23 CPU
+    seconds: benchmarks/compare_page_speed.py; tests/tuning/charts/test_build.py checks every
+    chart kind's spec), sized for the page (`page_spec`)."""
 
     def __init__(self, chart: Any) -> None:
         self.chart = chart
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.chart.to_dict(validate=False))
+        return page_spec(dict(self.chart.to_dict(validate=False)))
 
 
 def draw_chart(chart: Any, key: str) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import streamlit as st
 
 from tuning.compare.catalog import Metric
+from tuning.compare.chunks import chunk_note, is_per_chunk
 from tuning.compare.comparison import Comparison, Side
 from tuning.compare.headline import CandidateHeadline, Headline, candidate_headline
 from tuning.compare.prefer import Preference
@@ -26,8 +27,10 @@ def summary_line(comparison: Comparison, side: Side, metric: Metric) -> str:
     base = fmt(comparison.baseline.stats(metric.key)["mean"], metric.unit)
     cand = fmt(side.stats(metric.key)["mean"], metric.unit)
     values = md_escape(f"{base} → {cand}")
+    chunks = chunk_note(comparison, side) if is_per_chunk(metric) else None
+    aside = f" · :orange[{md_escape(chunks)}]" if chunks else ""  # ITL is per chunk
     if change is None:
-        return f"**{md_escape(metric.label)}**: {values}"
+        return f"**{md_escape(metric.label)}**: {values}{aside}"
     verdict = md_escape(verdict_text(change, comparison.confidence))
     shade = tone(metric, change)
     if shade in ("better", "worse"):
@@ -36,7 +39,7 @@ def summary_line(comparison: Comparison, side: Side, metric: Metric) -> str:
         verdict = f":{TONE_MARK[shade]}[{verdict}]"
     return (
         f"**{md_escape(metric.label)}**: {values} "
-        f"({md_escape(pct_text(change.rel_change))}) · {verdict}"
+        f"({md_escape(pct_text(change.rel_change))}) · {verdict}{aside}"
     )
 
 

@@ -25,6 +25,10 @@ class FakeConfig:
     ttft_ms: float = 0.0
     itl_ms: float = 0.0
     tokens_per_chunk: int = 1
+    # vLLM's --stream-interval N: the first token alone, then N tokens a chunk, the rest last; a
+    # chunk's pause is half per chunk (streaming), half per token (`itl_ms` a token): fewer,
+    # larger chunks take longer each and less per token, as on a GPU.
+    stream_interval: int = 1
     token_text: str = " tok"
     fail_http_on: set[int] = field(default_factory=set)
     error_after: dict[int, int] = field(default_factory=dict)  # ordinal -> chunks before the error

@@ -328,6 +328,9 @@ class FakeOpenAIServer(ServerAccounting):
         head = {"id": rid, "object": kind, "created": int(time.time()), "model": c.model}
         tpc = max(1, c.tokens_per_chunk)
         sizes = [min(tpc, max_tokens - k) for k in range(0, max_tokens, tpc)]
+        interval = max(1, c.stream_interval)
+        if interval > 1:  # vLLM's: the first token at once, then every N, the rest at the end
+            sizes = [1] + [min(interval, max_tokens - k) for k in range(1, max_tokens, interval)]
         if c.ttft_ms:
             await asyncio.sleep(c.ttft_ms / 1000.0)
         if mode != "no_choices":
@@ -355,7 +358,8 @@ class FakeOpenAIServer(ServerAccounting):
                 ):
                     break
                 if n and c.itl_ms:
-                    await asyncio.sleep(c.itl_ms / 1000.0)
+                    pace = (1 + size) / 2 if interval > 1 else 1.0
+                    await asyncio.sleep(c.itl_ms * pace / 1000.0)
                 last = n == len(sizes) - 1
                 text = c.token_text * size
                 choice: dict[str, Any] = {

@@ -5,7 +5,8 @@
 
 Like vLLM it is an API server parent plus an `EngineCore` child in the same process group, logs
 with `(APIServer pid=N)` / `(EngineCore pid=N)` prefixes, binds its port before the engine starts,
-sizes a KV cache from its flags (2,048 bytes per token, the tiny model's), and serves the
+sizes a KV cache from its flags (2,048 bytes per token, the tiny model's), streams
+`--stream-interval N` tokens a chunk as vLLM does (`FakeConfig.stream_interval`), and serves the
 OpenAI routes of `fake_openai.FakeOpenAIServer` plus `/health`, `/metrics` with
 `vllm:cache_config_info`, and `/fake/state` (what it runs with, for tests). Started with
 `--enable-sleep-mode` and `VLLM_SERVER_DEV_MODE=1` it also serves vLLM's sleep-mode endpoints,
@@ -419,6 +420,7 @@ def serve(argv: list[str]) -> int:
         model=served,
         ttft_ms=faults.ttft_ms,
         itl_ms=faults.itl_ms,
+        stream_interval=int(flags.get("stream_interval") or 1),
         counter_lag_ms=faults.counter_lag * 1000.0,
         usage_override={
             key: value

@@ -123,3 +123,20 @@ def test_choose_tokenizer(tmp_path: Path, tiny_tokenizer: Path) -> None:
     assert isinstance(tok, ServerTokenizer) and ident == "server:/tokenize"
     tok, ident = choose_tokenizer(None, str(tiny_tokenizer.parent), "http://127.0.0.1:1", None)
     assert isinstance(tok, LocalTokenizer) and ident.endswith("tokenizer.json")
+
+
+def test_bench_reports_tokens_a_chunk_and_itl_per_token(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 37 item 7: 5 tokens streamed as 1 + 4 (`--stream-interval 4`) read 2.5 tokens a
+    chunk, and ITL per token (a gap shared by the 4 tokens of the later chunk) beside ITL."""
+    out = tmp_path / "r.json"
+    with fake_server(stream_interval=4, itl_ms=8) as srv:
+        code = run_bench_command(bench_args(srv.base_url, out))
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    result = json.loads(out.read_text())
+    assert result["mean_tokens_per_chunk"] == 2.5
+    assert result["mean_itl_per_token_ms"] == pytest.approx(result["mean_itl_ms"] / 4)
+    assert "Tokens per chunk (mean):                 2.50" in printed.out
+    assert "ITL per token, mean / P99 (ms):" in printed.out

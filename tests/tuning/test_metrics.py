@@ -238,3 +238,45 @@ def test_many_rows_summarize() -> None:
     s = summarize(cols, 100.0)
     assert steady_state(cols, 100) is not None
     assert s["completed"] == n and math.isclose(s["mean_itl_ms"], 4.0)
+
+
+def test_chunks_of_several_tokens_give_itl_per_chunk_and_per_token() -> None:
+    """Issue 37 item 7: with `--stream-interval 16` a chunk carries 16 tokens, so vLLM's ITL (a
+    gap between chunks) grows while the time per token falls; the run also records its tokens a
+    chunk and ITL per token, each gap shared by the tokens a later chunk of its request carries."""
+    interval = [0.16] * 4  # 64 tokens: 1, then 16, 16, 16, 15 -> 5 chunks, 4 gaps of 160 ms
+    recs = [
+        rec(0, 0.0, 0.05, interval, out=64, prompt=8),
+        rec(1, 0.1, 0.05, [0.16, 0.16, 0.24, 0.08], out=64, prompt=8),
+        rec(2, 0.2, 0.05, [0.01, 0.01], out=3, prompt=8),  # one token a chunk: 10 ms a token
+        rec(3, 0.3, 0.05, [0.5], out=1, prompt=8),  # chat's role chunk, then its one token
+        rec(4, 0.4, 0.05, [0.16], out=None, prompt=None),  # no usage: no tokens, no per-token
+        rec(5, 0.5, None, [], out=None, prompt=None, ok=False, kind="http"),
+    ]
+    assert [r.chunks for r in recs] == [5, 5, 3, 2, 2, 0]
+    assert recs[0].tokens_per_chunk == pytest.approx(12.8)
+    assert recs[4].tokens_per_chunk is None and recs[5].tokens_per_chunk is None
+    s = summarize(recs, 2.0)
+    # per chunk: vLLM's ITL, every gap pooled (13 gaps)
+    gaps = [*interval, 0.16, 0.16, 0.24, 0.08, 0.01, 0.01, 0.5, 0.16]
+    assert s["mean_itl_ms"] == pytest.approx(np.mean(gaps) * 1000)
+    # tokens a chunk: output tokens / chunks of the requests with a usage (64 + 64 + 3 + 1) / 15
+    assert s["mean_tokens_per_chunk"] == pytest.approx(132 / 15)
+    # per token: a gap / ((out - 1) / (chunks - 1)): 63 / 4 for the first two, 1 for the third;
+    # the one-token request and the one without usage give none
+    per_token = [g * 4 / 63 for g in gaps[:8]] + [0.01, 0.01]
+    assert s["mean_itl_per_token_ms"] == pytest.approx(np.mean(per_token) * 1000)
+    assert s["median_itl_per_token_ms"] == pytest.approx(np.median(per_token) * 1000)
+    assert s["p99_itl_per_token_ms"] == pytest.approx(np.percentile(per_token, 99) * 1000)
+    # a request's gaps per token average to its TPOT: the time per token, which fell
+    assert np.mean(per_token[:4]) == pytest.approx(0.64 / 63)
+    assert s["mean_itl_per_token_ms"] < s["mean_itl_ms"] / 5
+
+
+def test_one_token_a_chunk_gives_itl_per_token_equal_to_itl(five: list[RequestRecord]) -> None:
+    s = summarize(five, 1.0)
+    assert s["mean_tokens_per_chunk"] == pytest.approx(7 / 7)
+    for stat in ("mean", "median", "std", "p90", "p99"):
+        assert s[f"{stat}_itl_per_token_ms"] == pytest.approx(s[f"{stat}_itl_ms"])
+    nothing = summarize([rec(0, 0.0, None, [], out=None, prompt=None, ok=False)], 1.0)
+    assert nothing["mean_tokens_per_chunk"] is None and nothing["mean_itl_per_token_ms"] is None

@@ -17,3 +17,24 @@ def test_undecided_rows_are_grey_in_the_page_table() -> None:
     assert set(css.loc[tput, cand]) == {TONE_CSS["muted"]}
     assert set(css.loc[ttft, cand]) == {TONE_CSS["better"]}
     assert "#1a7f37" not in " ".join(css.loc[tput])
+
+
+def test_single_and_layered_charts_keep_their_plot_height_on_the_page() -> None:
+    """Issue 37 item 8: Streamlit gives a one-view or layered spec without `autosize` its "fit",
+    which fits title, subtitle and axes into the plot's own height (the throughput plot drew 0 px
+    tall); the page asks "fit-x" for those, and leaves compositions and a chart's own choice be."""
+    from tuning.compare.comparison import build_comparison as build
+    from tuning.present.charts.compare import latency_chart, throughput_chart
+    from ui.compare import PAGE_AUTOSIZE, _Checked
+
+    cmp = build(undecided_and_better_runs(), [1, 2])
+    bars = _Checked(throughput_chart(cmp)).to_dict()
+    assert "layer" in bars and bars["autosize"] == PAGE_AUTOSIZE == {
+        "type": "fit-x",
+        "contains": "padding",
+    }
+    assert bars["height"] == 260  # the plot's, with the title and axes added around it
+    assert "autosize" not in _Checked(latency_chart(cmp)).to_dict()  # a facet: Streamlit's "pad"
+    own = throughput_chart(cmp).properties(autosize="pad")
+    assert _Checked(own).to_dict()["autosize"] == "pad"
+    assert "autosize" not in throughput_chart(cmp).to_dict()  # exports keep Vega's sizing

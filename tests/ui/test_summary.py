@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from streamlit.testing.v1 import AppTest
 
-from tests.factories import undecided_and_better_runs
+from tests.factories import stream_interval_runs, undecided_and_better_runs
 from tuning.compare.catalog import METRIC_BY_KEY
 from tuning.compare.comparison import build_comparison
 from ui.summary import summary_line
@@ -37,3 +37,17 @@ def test_the_summary_states_the_baseline_drift() -> None:
     assert any(
         "first run 1 → last run 8" in c and "output throughput -7.0 %" in c for c in captions
     ), captions
+
+
+def test_the_itl_line_says_the_chunk_size_differs() -> None:
+    """Issue 37 item 7: stream-interval 1 vs 16, the page's ITL line says so beside its verdict;
+    the ITL-per-token and TPOT lines, better, say nothing of chunks."""
+    cmp = build_comparison(stream_interval_runs(1.0, 15.06), [1, 2])
+    side = cmp.candidates[0]
+    itl = summary_line(cmp, side, METRIC_BY_KEY["mean_itl_ms"])
+    assert "worse" in itl and ":orange[chunk size differs (1 → 15.1 tokens a chunk)" in itl
+    for key in ("mean_itl_per_token_ms", "mean_tpot_ms"):
+        line = summary_line(cmp, side, METRIC_BY_KEY[key])
+        assert "better" in line and "chunk size" not in line
+    same = build_comparison(stream_interval_runs(1.0, 1.0), [1, 2])
+    assert "chunk size" not in summary_line(same, same.candidates[0], METRIC_BY_KEY["mean_itl_ms"])

@@ -143,6 +143,7 @@ def _with_selection(args: argparse.Namespace, use: Callable[[Any, Selection], in
 def format_comparison(comparison: Comparison, recommendation: str | None = None) -> str:
     """The comparison as a plain-text report: checks first, then one table per candidate, then
     the recommendation (keep vLLM's default, set a value, or why neither) when given."""
+    from tuning.compare.chunks import chunk_note, is_per_chunk
     from tuning.compare.present import (
         comparability_text,
         drift_text,
@@ -173,6 +174,7 @@ def format_comparison(comparison: Comparison, recommendation: str | None = None)
         f"{len(b.measured_ids)} measured)"
     )
     for side in comparison.candidates:
+        chunks = chunk_note(comparison, side)
         lines += [
             "",
             f"Candidate: {printable(side.label)} (runs {' '.join(map(str, side.run_ids))}; "
@@ -192,6 +194,7 @@ def format_comparison(comparison: Comparison, recommendation: str | None = None)
                 f"  {metric.label[:30]:30} {fmt(ch.base_mean, metric.unit):>14} "
                 f"{fmt(ch.cand_mean, metric.unit):>14} {pct_text(ch.rel_change):>9}  "
                 f"{ch.verdict}{f' ({detail})' if detail else ''}"
+                + (f" · {chunks}" if chunks and is_per_chunk(metric) else "")
             )
     if not comparison.candidates:
         lines.append("No candidate side: name runs of another value.")

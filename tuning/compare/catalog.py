@@ -42,6 +42,15 @@ _LAT_FORMULA = {
     "e2el": "E2EL = last token's arrival − request start, per request",
 }
 LATENCIES = tuple(_LAT_FORMULA)
+_ITL_PER_TOKEN = (
+    "ITL per token = each gap between chunks / the tokens a later chunk of its request carries "
+    "((output tokens − 1) / (chunks − 1)), pooled over requests; ITL itself at one token a chunk"
+)
+# Shown beside the metrics, never judged (no direction is better): the tokens a chunk carries. ITL
+# is per chunk, so sides whose chunks differ (--stream-interval, speculative decoding) cannot be
+# compared on ITL, only on ITL per token (tuning.compare.chunks says so next to ITL).
+TOKENS_PER_CHUNK = "mean_tokens_per_chunk"
+TOKENS_PER_CHUNK_FORMULA = "successful output tokens (usage) / their streamed content chunks"
 # Latency statistic -> how a label names it.
 STATS: dict[str, str] = {"mean": "mean", "median": "p50", "p99": "p99"}
 _DURATION = "(first dispatch → last completion)"
@@ -60,6 +69,11 @@ _TABLE: tuple[tuple[str, str, str, Direction, str, str], ...] = (
         (f"{stat}_{lat}_ms", f"{STATS[stat]} {lat.upper()}", "ms", "lower",
          f"{_LAT_FORMULA[lat]}; {STATS[stat]} over the run", "latency")
         for lat in LATENCIES
+        for stat in STATS
+    ),
+    *(
+        (f"{stat}_itl_per_token_ms", f"{STATS[stat]} ITL per token", "ms", "lower",
+         f"{_ITL_PER_TOKEN}; {STATS[stat]} over the run", "latency")
         for stat in STATS
     ),
     ("peak_gpu_tree_bytes", "peak GPU memory (server tree)", "bytes", "lower",

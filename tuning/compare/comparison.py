@@ -19,7 +19,7 @@ import numpy as np
 from core.status import Status, is_active, suspect_reasons
 from core.units import fmt
 from store import queries
-from tuning.compare.catalog import METRICS, Metric
+from tuning.compare.catalog import METRICS, TOKENS_PER_CHUNK, Metric
 from tuning.compare.comparability import (
     PairCheck,
     check_pair,
@@ -219,6 +219,7 @@ def run_metric_values(
     """One number per metric for one run, from its stored summary columns (never recomputed)
     except goodput, which depends on the SLO and is recomputed from the stored request rows."""
     out = {x.key: _finite(run.get(x.key)) for x in METRICS}
+    out[TOKENS_PER_CHUNK] = _finite(run.get(TOKENS_PER_CHUNK))  # shown beside ITL, not judged
     out["request_goodput"] = None
     if slo_ms and requests is not None and run.get("duration"):
         cols = requests(int(run["id"]))
@@ -266,7 +267,7 @@ def _make_side(
         run_ids=[int(r["id"]) for r in members],
         measured_ids=[],
         failed=[],
-        values={k.key: [] for k in METRICS},
+        values={k: [] for k in (*(x.key for x in METRICS), TOKENS_PER_CHUNK)},
     )
     for r in members:
         rid = int(r["id"])

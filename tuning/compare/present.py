@@ -15,6 +15,7 @@ from typing import Any, Literal
 from core.units import NONE as NONE
 from core.units import fmt as fmt  # re-exported: the Compare page, CLI and report import it here
 from tuning.compare.catalog import METRIC_BY_KEY, Metric
+from tuning.compare.chunks import chunk_note, is_per_chunk
 from tuning.compare.comparison import Comparison
 from tuning.compare.stats import (
     CONFIDENCE,
@@ -301,6 +302,7 @@ def table_rows(comparison: Comparison) -> list[list[Cell]]:
         [Cell("runs (measured / total)", "muted"), *[blank] * (3 * len(candidates))]
         + [runs(base), *map(runs, candidates), blank]
     ]
+    chunks = chunk_note(comparison)  # beside every ITL row when the sides' chunks differ
     for metric in comparison.metrics:
         decided: list[Cell] = []
         for side in candidates:
@@ -316,9 +318,14 @@ def table_rows(comparison: Comparison) -> list[list[Cell]]:
             for s in (base, *candidates)
         ]
         direction = Cell("↑ higher" if metric.better == "higher" else "↓ lower", "muted")
+        name = Cell(f"{metric.label} ({metric.unit})", title=metric.formula)
+        if chunks and is_per_chunk(metric):
+            name = Cell(
+                f"{name.text} · chunk size differs", "muted", title=f"{chunks}. {name.title}"
+            )
         rows.append(
             [
-                Cell(f"{metric.label} ({metric.unit})", title=metric.formula),
+                name,
                 *decided,
                 *means,
                 direction,

@@ -5,6 +5,11 @@
 - TPOT: (E2EL - TTFT) / (output_tokens - 1) per request with output_tokens > 1; requests weigh
   equally.
 - ITL: every gap between consecutive content chunks, pooled over all requests (chunk-weighted).
+  A chunk may carry several tokens (`--stream-interval N`, speculative decoding), so the lab
+  also reports ITL per token: each gap / (output_tokens - 1) / (chunks - 1) of its request (the
+  tokens a later chunk carries on average; the first chunk's belong to TTFT), which equals ITL at
+  one token a chunk and averages to TPOT over one request's gaps; and
+  mean_tokens_per_chunk = successful output tokens / their content chunks.
 - E2EL: last content chunk minus start.
 - duration: first dispatch to last completion (the load generator measures it).
 - output_throughput = successful output tokens / duration;
@@ -146,13 +151,37 @@ def _tpots(c: Columns, zero_for_short: bool) -> np.ndarray:
     return (e2el[long] - ttft[long]) / (out[long] - 1)
 
 
+def _tokens_per_chunk(c: Columns) -> float | None:
+    """Successful output tokens / their content chunks (requests with a usage), pooled."""
+    tokens = c.output_tokens[c.ok]
+    known = ~np.isnan(tokens)
+    chunks = int(c.chunks[known].sum())
+    return float(tokens[known].sum()) / chunks if chunks else None
+
+
+def _itl_per_token(c: Columns) -> np.ndarray:
+    """Each ITL gap / the tokens a later chunk of its request carries on average,
+    (output_tokens - 1) / (chunks - 1); a request without usage or with one output token gives
+    none. At one token a chunk everywhere this is ITL itself (no copy)."""
+    gaps = c.chunks - 1
+    per_chunk = (c.output_tokens[c.ok] - 1) / np.maximum(gaps, 1)  # NaN without usage
+    has = gaps > 0
+    if np.all(per_chunk[has] == 1.0):
+        return c.itl
+    usable = per_chunk > 0  # False for NaN
+    factor = np.repeat(np.where(usable, per_chunk, np.nan), gaps)
+    values = c.itl / factor
+    return values[~np.isnan(factor)]
+
+
 def _per_s(value: float, duration_s: float) -> float | None:
     return value / duration_s if duration_s > 0 else None
 
 
 def summarize(records: Iterable[Row] | Columns, duration_s: float) -> dict[str, Any]:
     """vLLM's result keys: completed, failed, duration, token totals, throughputs, and mean /
-    median / std / p90 / p99 of TTFT, TPOT, ITL, E2EL in ms. Also `failed_by_kind` and the exact
+    median / std / p90 / p99 of TTFT, TPOT, ITL, E2EL in ms. Also the lab's ITL per token (same
+    statistics) and `mean_tokens_per_chunk`, `failed_by_kind` and the exact
     `max_concurrent_requests` over the successful requests' [start, end) intervals."""
     c = records if isinstance(records, Columns) else columns(records)
     ok = c.ok
@@ -172,6 +201,8 @@ def summarize(records: Iterable[Row] | Columns, duration_s: float) -> dict[str, 
     _stats("ttft", c.ttft[ok], out)
     _stats("tpot", _tpots(c, zero_for_short=False), out)
     _stats("itl", c.itl, out)
+    _stats("itl_per_token", _itl_per_token(c), out)
+    out["mean_tokens_per_chunk"] = _tokens_per_chunk(c)
     _stats("e2el", c.e2el[ok], out)
     kinds: dict[str, int] = {}
     for i in np.flatnonzero(~ok):

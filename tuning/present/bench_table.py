@@ -1,5 +1,6 @@
 """The console table of a `bench` result: vLLM's `bench serve` layout, then the lab's own rows
-(steady state, client health, the server's own view)."""
+(tokens a chunk and ITL per token beside vLLM's per-chunk ITL, steady state, client health, the
+server's own view)."""
 
 from __future__ import annotations
 
@@ -64,6 +65,12 @@ def print_table(result: dict[str, Any], out: TextIO | None = None) -> None:
     steady = lab["steady_state"]
     rows += [
         "{s:{c}^{n}}".format(s="Lab", n=50, c="-"),
+        line("Tokens per chunk (mean):", _fmt(result.get("mean_tokens_per_chunk"))),
+        line(
+            "ITL per token, mean / P99 (ms):",
+            f"{_fmt(result.get('mean_itl_per_token_ms'))} / "
+            f"{_fmt(result.get('p99_itl_per_token_ms'))}",
+        ),
         line("Achieved concurrency (sum E2EL/dur):", _fmt(lab["achieved_concurrency"])),
         line("Steady-state output tok/s:", _fmt(steady.get("output_throughput"))),
         line("Client CPU (cores):", _fmt(client["client_cpu_util"])),

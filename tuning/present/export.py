@@ -19,6 +19,7 @@ from typing import Any
 import altair as alt
 from altair.utils.html import spec_to_html
 
+from tuning.compare.chunks import chunk_note, tokens_per_chunk
 from tuning.compare.comparison import Comparison
 
 # What may not appear raw in JSON inside <script>: each becomes its \u escape.
@@ -146,8 +147,13 @@ def _clean(value: Any) -> Any:
 
 def comparison_json(comparison: Comparison, extra: Mapping[str, Any] | None = None) -> bytes:
     """The comparison as JSON (strict: NaN and infinities become null), with `extra` keys (the
-    recommendation) at the top."""
-    data = _clean({**comparison.to_json(), **(extra or {})})
+    recommendation) at the top, and each side's tokens a chunk with the note that says when they
+    differ (ITL, per chunk, then does not compare)."""
+    chunks = {
+        "tokens_per_chunk": {s.label: tokens_per_chunk(s) for s in comparison.sides},
+        "note": chunk_note(comparison),
+    }
+    data = _clean({**comparison.to_json(), "chunks": chunks, **(extra or {})})
     return json.dumps(data, indent=2, allow_nan=False, default=str).encode("utf-8")
 
 

@@ -115,3 +115,24 @@ def test_raw_transport_resends_on_a_stale_keep_alive_socket() -> None:
     records, served = asyncio.run(scenario())
     assert [r.ok for r in records] == [True, True, True], [r.error for r in records]
     assert [r.output_tokens for r in records] == [1, 1, 1] and len(served) == 3
+
+
+def test_one_chunk_a_read_parses_as_the_whole_body_does() -> None:
+    """The one-chunk-a-read path (a server that keeps up sends each token's event alone): every
+    payload comes out as the general parser gives it, whatever it holds; a size line it cannot
+    read (an extension, a malformed size) or a read that is not exactly one chunk goes the general
+    way, and a chunk that lies about its size still fails."""
+    parts = [b"data: a\n\n", b"x" * 300, b"\r\n0\r\n\r\n", b"ab\r\n", b"\r\n", b"0"]
+    body = Body("chunked", 0, True)
+    got = [body.feed(b"%x\r\n%s\r\n" % (len(p), p)) for p in parts]
+    assert got == parts and not body.complete
+    assert body.feed(b"0\r\n\r\n") == b"" and body.complete and body.leftover == b""
+    body = Body("chunked", 0, True)
+    assert body.feed(b"3;ext=1\r\nabc\r\n") == b"abc"  # an extension: the general path
+    assert body.feed(b"2\r\nab\r\n2\r\ncd\r\n") == b"abcd"  # two chunks in one read
+    assert body.feed(b"0\r\n\r\n") == b"" and body.complete
+    for bad in (b"zz\r\nabc\r\n", b"3\r\nabcXY", b"4\r\nabc\r\n"):
+        body = Body("chunked", 0, True)
+        with pytest.raises(ConnectionError):
+            body.feed(bad)
+            body.feed(b"0\r\n\r\n")

@@ -272,6 +272,18 @@ class Body:
         if self.buf:
             data = self.buf + data
             self.buf = b""
+        elif not (self.left or self.crlf or self.trailer):
+            # Fastest path: the read is exactly one whole chunk, as each token's event arrives
+            # from a server that keeps up with its client: its size line, then exactly that many
+            # bytes and a CRLF (a payload holding a CRLF still parses right: its size says so).
+            eol = data.find(b"\r\n", 0, 18)
+            if eol > 0:
+                try:
+                    end = eol + 2 + int(data[:eol], 16)
+                except ValueError:
+                    end = -1
+                if end > eol + 2 and len(data) == end + 2 and data.endswith(b"\r\n"):
+                    return data[eol + 2 : end]
         if not (self.left or self.crlf or self.trailer) and data.endswith(b"\r\n"):
             # Fast path: the read is whole chunks, perhaps ending with the last (zero-size) chunk
             # and no trailers, as a short response arrives in one read. Split on CRLF and check

@@ -94,9 +94,22 @@ class SSEReader:
         if cut < 0:
             self.pending = data
             return True
-        self.pending = data[cut + 2 :] if cut + 2 < len(data) else b""
-        itl = self.itl
+        size = len(data)
+        self.pending = data[cut + 2 :] if cut + 2 < size else b""
         first = self.first
+        if (
+            not first
+            and cut + 2 == size
+            and data.find(_SEP, 0, cut) < 0
+            and _CONTENT in data
+            and _ERROR_KEY not in data
+            and _USAGE not in data
+        ):
+            # One whole content event, as each token arrives from a server that keeps up.
+            self.itl.append(t - self.last)
+            self.last = t
+            return True
+        itl = self.itl
         last = self.last
         bulk = not first
         pos = 0

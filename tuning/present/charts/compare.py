@@ -30,6 +30,12 @@ from tuning.present.charts.common import (
 )
 
 CDF_POINTS = 101
+# A knee panel two a row: with their y axes (5-digit labels and a title) and the gap between
+# them, two of 170 px take about 510 of the 532 px the Compare page's charts get in a 1024 px
+# window with the sidebar open (two of 200 px drew 590: the second panel was cut).
+KNEE_PANEL_PX = 170
+# A latency panel, two a row: 190 px drew 558 of those 532 px, the E2EL panel's right edge cut.
+LATENCY_PANEL_PX = 175
 WHISKER = "#31333f"  # Streamlit's text colour
 _MEAN_TIPS = (tooltip("side:N"), tooltip("mean:Q", ",.2f"))
 _RANGE_TIPS = (tooltip("low:Q", ",.2f"), tooltip("high:Q", ",.2f"), tooltip("runs:Q"))
@@ -118,7 +124,7 @@ def latency_chart(
         y=alt.Y("low:Q", scale=FROM_ZERO), y2=alt.Y2("high"), color=alt.ColorValue("black")
     )
     return (
-        alt.layer(bars, rules, data=frame, width=190, height=200)
+        alt.layer(bars, rules, data=frame, width=LATENCY_PANEL_PX, height=200)
         .facet(
             facet=alt.Facet("latency:N", sort=[x.upper() for x in latencies], title=None),
             columns=2,
@@ -175,7 +181,7 @@ def knee_chart(
         charts.append(
             alt.layer(
                 *layers,
-                width=300 if columns == 1 else 200,
+                width=300 if columns == 1 else KNEE_PANEL_PX,
                 height=220,
                 title=f"{metric.label} vs value",
             )
@@ -186,7 +192,7 @@ def knee_chart(
         f"Where it bends: metric vs {chart_text(comparison.param or 'value')}",
         subtitle=["mean over runs", *whisker_lines(error)],
     )
-    # `columns` panels a row: two of 200 px fit the Compare page in a 1024 px window
+    # `columns` panels a row: two of KNEE_PANEL_PX fit the Compare page in a 1024 px window
     return alt.concat(*charts, columns=columns, title=title)
 
 

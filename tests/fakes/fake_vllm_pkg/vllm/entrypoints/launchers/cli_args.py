@@ -50,6 +50,9 @@ def make_arg_parser(parser):
     sched.add_argument(
         "--async-scheduling", action=argparse.BooleanOptionalAction, default=None, help="Async."
     )
+    sched.add_argument(
+        "--stream-interval", type=int, default=1, help="Tokens a streamed chunk carries."
+    )
     sched.add_argument("--scheduler-cls", type=str, default=None, help="The scheduler class.")
     sched.add_argument("--max-lora-cls-labels", type=int, default=None, help="Labels.")
     parallel = parser.add_argument_group("ParallelConfig")
