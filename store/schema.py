@@ -67,6 +67,8 @@ JSON_COLUMNS: tuple[str, ...] = (
     "gpu_uuids_json",
     "reused_from_json",
     "engine_identity_json",
+    "guards_json",
+    "decision_json",
 )
 
 # Who made a row and where, where it came from (local or a bundle), and the user's own marks:
@@ -416,6 +418,16 @@ def m014_run_engine_identity(db: Database) -> None:
     and the inherited environment knobs. NULL on a run written before: such a run is never
     offered for reuse (nothing says which model or command measured it)."""
     add_missing_columns(db, "runs", {"engine_identity_json": str})
+
+
+@migrations()
+def m015_decisions(db: Database) -> None:
+    """What an experiment decides on and what it decided (issue 37): its declared primary
+    metrics, the objective (a metric key; NULL: output throughput) and its guards (guards_json:
+    a list of metric keys; NULL: p99 TTFT and p99 TPOT), and the decision record its own rule
+    made when it ended (decision_json: tuning.compare.decision.Decision, read by every surface)."""
+    columns: dict[str, type] = {"objective": str, "guards_json": str, "decision_json": str}
+    add_missing_columns(db, "experiments", columns)
 
 
 def lab_uid(db: Database) -> str | None:

@@ -643,10 +643,26 @@ def seed_drifting_lab(path: Path) -> dict[str, Any]:
     return info
 
 
-def plan_result(search_ids: Sequence[int | None] = (None, None)) -> dict[str, Any]:
+def plan_decision(recommended: bool = True) -> dict[str, Any]:
+    """A plan's decision record as `run_plan` stores it (tuning.compare.decision.decide_pair):
+    output throughput +21 % decided better over 2 runs a side (or, not `recommended`, the same
+    change under noise: undecided), the guards not measured."""
+    from tuning.compare.decision import decide_pair
+    from tuning.compare.primaries import Primaries
+
+    start = {"output_throughput": [1000.0, 1001.0]}
+    final = {"output_throughput": [1210.0, 1211.0] if recommended else [1150.0, 1270.0]}
+    decision = decide_pair(start, final, Primaries(), baseline="start", candidate="recommended")
+    return decision.to_json()
+
+
+def plan_result(
+    search_ids: Sequence[int | None] = (None, None), recommended: bool = True
+) -> dict[str, Any]:
     """A recommendation shaped as `run_plan` returns it (tuning.decide.search.plan): max-num-seqs
     then
-    block-size, chosen 16 and 32; output throughput decided better, mean TTFT undecided."""
+    block-size, chosen 16 and 32; output throughput decided better, mean TTFT undecided; its
+    decision record recommends it (or, not `recommended`, leaves the objective undecided)."""
 
     def search(param: str, rng: list[float], chosen: int, tput: float, runs: list[int]) -> dict:
         log = [
@@ -718,6 +734,7 @@ def plan_result(search_ids: Sequence[int | None] = (None, None)) -> dict[str, An
         "start_command": "vllm serve m",
         "gain": gains[0],
         "gains": gains,
+        "decision": plan_decision(recommended),
         "searches": [first, second],
         "evidence": {
             "search_runs": {"max-num-seqs": [1, 2], "block-size": [3, 4]},

@@ -21,6 +21,7 @@ from tuning.cli.args import (
     say,
 )
 from tuning.cli.fleet import add_fleet_arguments, fleet_options
+from tuning.cli.primaries import add_primary_arguments, primaries_from_args, primaries_given
 from tuning.cli.reuse import add_reuse_arguments, offer_reuse
 from tuning.cli.server import parse_sets
 from tuning.measure.traffic.options import TrafficOptions
@@ -112,6 +113,7 @@ def add_arguments(sub: Subparsers) -> None:
     exp.add_argument("--start-timeout", type=float, default=300.0)
     exp.add_argument("--json", action="store_true", help="print the run ids as JSON")
     add_yes(exp)
+    add_primary_arguments(exp)
     add_workload_arguments(exp)
     TrafficOptions.add_cli_args(exp)
     add_fleet_arguments(exp)
@@ -218,6 +220,9 @@ def _experiment(args: argparse.Namespace) -> int:
     path = db_path(args)
     try:  # flags that need no server or DB are refused first, with nothing written
         _auto(args)
+        primaries = primaries_from_args(args)
+        if args.resume is not None and primaries_given(args):
+            raise ValueError("--resume takes the experiment as planned: no --objective or --guard")
         fleet = None if args.resume is not None else fleet_options(args)
     except (ValueError, FleetError) as exc:
         return refused(str(exc))
@@ -240,7 +245,9 @@ def _experiment(args: argparse.Namespace) -> int:
         else:
             exp_id = _plan(args, path)
             from tuning.decide.fleet import attach_fleet
+            from tuning.experiment.primaries import declare
 
+            declare(path, exp_id, primaries)  # what decides it, before it runs
             attach_fleet(path, exp_id, fleet)
             reuse = offer_reuse(args, path, exp_id)  # earlier identical runs: asked, never silent
     except (ParamError, ValueError, ResumeRefused, StoreError, FleetError, CatalogError) as exc:
@@ -276,10 +283,14 @@ def _experiment(args: argparse.Namespace) -> int:
         code, run_ids = _run_stored(path, exp_id, progress, args.start_timeout)
     status, error = _final(path, exp_id)
     plan = _stored_plan(path, exp_id)
+    from tuning.cli.compare import decision_summary
+
+    decided, record = decision_summary(path, exp_id, None if args.db is None else str(args.db))
     if args.json:
         out = {"experiment_id": exp_id, "run_ids": run_ids, "status": status, "error": error}
         out["reuse"] = reuse
         out["estimate"] = estimate
+        out["decision"] = record
         say(json.dumps({**out, "repeats": plan} if plan else out))
     else:
         say(f"experiment {exp_id}: {status}; runs {', '.join(map(str, run_ids)) or 'none'}")
@@ -287,6 +298,8 @@ def _experiment(args: argparse.Namespace) -> int:
             from tuning.experiment.repeats import summary_lines
 
             say("\n".join(summary_lines(plan)))
+        if decided:
+            say("\n".join(printable(line) for line in decided))
     return code
 
 

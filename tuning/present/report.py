@@ -10,7 +10,6 @@ secret-scrubbed (run rows may come from imported bundles).
 
 from __future__ import annotations
 
-import html
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -23,34 +22,29 @@ from store import StoreError, connect, queries
 from tuning.compare.catalog import METRICS
 from tuning.compare.comparability import run_parameters, run_workload
 from tuning.compare.comparison import Comparison
-from tuning.compare.headline import headline
-from tuning.compare.prefer import Preference
 from tuning.compare.present import (
-    CLEAR,
-    VERDICT_LABEL,
     Cell,
-    ci_text,
     comparability_text,
-    drift_text,
     failed_text,
     noise_text,
     not_applied_text,
-    pct_text,
     reused_text,
     slo_text,
     suspect_text,
     table_columns,
     table_rows,
     tone_css,
-    verdict_rule,
 )
-from tuning.compare.selection import Selection, SelectionError, select_runs
+from tuning.compare.selection import SelectionError
 from tuning.engine.shown import run_value, show_value
 from tuning.present.charts.build import build_chart
 from tuning.present.charts.kinds import CHART_KINDS, CHART_TITLES, PREALLOCATION_NOTE
 from tuning.present.export import chart_svg, network_references
+from tuning.present.model import ReportModel, build_model
 from tuning.present.report_cards import CARDS_STYLE, cards_section, chart_lines
 from tuning.present.report_headline import HEADLINE_STYLE, headline_section
+from tuning.present.report_verdicts import esc as _e
+from tuning.present.report_verdicts import prefer_section, verdicts_section
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 LOG_TAIL_CHARS = 3000
@@ -87,13 +81,6 @@ STYLE += HEADLINE_STYLE + CARDS_STYLE  # the decision at the top, set apart; the
 
 class ReportError(ValueError):
     """Nothing to report: no runs named, or a run or experiment that does not exist."""
-
-
-def _e(value: Any) -> str:
-    """Escaped text for HTML (None -> an em dash)."""
-    if value is None or value == "":
-        return "—"
-    return html.escape(str(value), quote=True)
 
 
 def report_file_name(experiment_id: int | None = None, run_ids: Sequence[int] = ()) -> str:
@@ -203,50 +190,6 @@ def _checks_section(comparison: Comparison) -> str:
     parts += [f"<p{attr}>{_e(text)}</p>" for text, attr in notes if text]
     parts.append("</section>")
     return "".join(parts)
-
-
-def _verdicts_section(comparison: Comparison) -> str:
-    parts = ['<section id="verdicts"><h2>Verdicts</h2>']
-    if not comparison.candidates:
-        parts.append("<p>No candidate side: only one configuration among these runs.</p>")
-    for side in comparison.candidates:
-        items = []
-        counts: dict[str, int] = {}
-        for metric in comparison.metrics:
-            c = comparison.changes.get((side.label, metric.key))
-            if c is None:
-                continue
-            counts[c.verdict] = counts.get(c.verdict, 0) + 1
-            if c.verdict in CLEAR:
-                ci = ci_text(c, comparison.confidence)
-                items.append(
-                    f'<li class="{c.verdict}">{VERDICT_LABEL[c.verdict]}: '
-                    f"{_e(metric.label)} {pct_text(c.rel_change)}{f' ({ci})' if ci else ''}</li>"
-                )
-        rest = ", ".join(f"{n} {_e(v)}" for v, n in sorted(counts.items()) if v not in CLEAR)
-        parts.append(f"<h3>{_e(side.label)} vs {_e(comparison.baseline.label)}</h3>")
-        none = "No verdict: not applied by the engine." if counts.get("not applied") else ""
-        parts.append(
-            f"<ul>{''.join(items)}</ul>"
-            if items
-            else f"<p>{none or 'No metric is clearly better or worse.'}</p>"
-        )
-        if rest:
-            parts.append(f'<p class="muted">Other metrics: {rest}.</p>')
-    if drift := drift_text(comparison):
-        parts.append(f'<p class="muted" id="baseline-drift">{_e(drift)}</p>')
-    rule = verdict_rule(lambda s: f"<i>{s}</i>", comparison.confidence, comparison.margin)
-    parts.append(f'<p class="muted">{rule}</p></section>')
-    return "".join(parts)
-
-
-def _prefer_section(preference: Preference) -> str:
-    """The recommendation: keep vLLM's default, set a value, or why the lab cannot prefer one."""
-    css = {"value": "better", "default": "ok", "none": "muted"}[preference.kind]
-    return (
-        f'<section id="recommendation"><h2>Recommendation</h2>'
-        f'<p class="{css}">{_e(preference.text)}</p></section>'
-    )
 
 
 def _td(cell: Cell) -> str:
@@ -410,9 +353,9 @@ def _heading(title: str | None, experiments: Sequence[Mapping[str, Any]], n_runs
 
 
 def _body(
-    db: Any, heading: str, selection: Selection, kinds: Sequence[str], secrets: Sequence[str]
+    db: Any, heading: str, model: ReportModel, kinds: Sequence[str], secrets: Sequence[str]
 ) -> str:
-    runs, comparison = selection.runs, selection.comparison
+    runs, comparison = model.runs, model.comparison
     ids = [int(r["id"]) for r in runs]
     extra = queries.runs_by_id(db, ids, _EXTRA_COLUMNS)
     charts_html, n_charts = _charts_section(db, comparison, kinds, chart_lines(runs, comparison))
@@ -423,12 +366,12 @@ def _body(
             f'<header><h1>{_e(heading)}</h1><p class="meta">vLLM Tuning Lab report · '
             f"generated {_e(now)} · {len(ids)} run(s) by {_e(', '.join(authors))} · "
             f"{n_charts} chart(s) · self-contained, opens offline</p>",
-            cards_section(runs, selection.experiments, secrets) + "</header>",  # what it is of
-            headline_section(headline(comparison, selection.preference)),
-            *(_experiment_section(exp, secrets) for exp in selection.experiments),
+            cards_section(runs, model.experiments, secrets) + "</header>",  # what it is of
+            headline_section(model.headline),
+            *(_experiment_section(exp, secrets) for exp in model.experiments),
             _checks_section(comparison),
-            _verdicts_section(comparison),
-            _prefer_section(selection.preference),
+            verdicts_section(comparison, model.headline),
+            prefer_section(model.preference, model.command),
             _config_section(comparison, {int(r["id"]): r for r in runs}),
             _table_section(comparison),
             charts_html,
@@ -452,17 +395,15 @@ def build_report(
     secrets = env_secrets()
     try:
         with connect(db_path, readonly=True) as db:
-            selection = select_runs(
+            model = build_model(
                 db,
                 run_ids=run_ids,
                 experiment_ids=experiment_ids,
                 baseline_ids=baseline_ids,
                 slo=slo_ms,
             )
-            heading = scrub_text(
-                _heading(title, selection.experiments, len(selection.runs)), secrets
-            )
-            body = _body(db, heading, selection, kinds, secrets)
+            heading = scrub_text(_heading(title, model.experiments, len(model.runs)), secrets)
+            body = _body(db, heading, model, kinds, secrets)
     except (StoreError, SelectionError) as exc:
         raise ReportError(str(exc)) from None
     return html_page(heading, body)

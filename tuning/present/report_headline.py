@@ -1,5 +1,6 @@
 """The HTML report's opening section: the decision at a glance (tuning.compare.headline), one
-sentence per candidate and the recommendation, before the comparability notes and the tables."""
+sentence per candidate over the primary metrics, the rule that decided, and the recommendation
+(only a decided one) or what would decide it, before the comparability notes and the tables."""
 
 from __future__ import annotations
 
@@ -16,19 +17,18 @@ HEADLINE_STYLE = (
 
 def headline_section(lead: Headline) -> str:
     """`<section id="headline">`: the sentences (escaped: labels carry values from the DB), the
-    recommendation; nothing when there is no candidate and no recommendation."""
+    rule, the recommendation or what would decide it; nothing when there is nothing to say."""
     if not lead.lines:
         return ""
     items = "".join(
         f'<li class="headline-candidate">{html.escape(text)}</li>' for text in lead.sentences
     )
-    rec = (
-        f'<p class="headline-recommendation"><b>Recommendation:</b> '
-        f"{html.escape(lead.recommendation)}</p>"
-        if lead.recommendation
-        else ""
-    )
+    rule = f'<p class="headline-rule muted">{html.escape(lead.rule)}</p>' if lead.candidates else ""
+    closing = lead.closing or ""
+    head, _, rest = closing.partition(": ")
+    css = "headline-recommendation" if lead.kind == "value" else "headline-next"
+    end = f'<p class="{css}"><b>{html.escape(head)}:</b> {html.escape(rest)}</p>' if rest else ""
     return (
         '<section id="headline"><h2>Decision</h2>'
-        f"{f'<ul>{items}</ul>' if items else ''}{rec}</section>"
+        f"{f'<ul>{items}</ul>' if items else ''}{rule}{end}</section>"
     )
