@@ -31,11 +31,11 @@ from tuning.compare.comparison import Comparison, Side
 from tuning.compare.holm import holm
 from tuning.compare.primaries import Primaries
 from tuning.compare.sequential import Plan
-from tuning.compare.stats import CONFIDENCE, DECIDED, MARGIN, Change, MoreRuns, Values
+from tuning.compare.stats import DECIDED, MARGIN, Change, MoreRuns, Values
 
 Rule = Literal["fixed-n", "sequential", "ad-hoc"]
 Outcome = Literal["recommended", "trade-off", "not better", "undecided", "not applied"]
-ALPHA = 1.0 - CONFIDENCE  # the family-wise false-alarm rate a decision holds
+ALPHA = 0.05  # the family-wise false-alarm rate a decision holds (1 - stats.CONFIDENCE)
 RULES: tuple[Rule, ...] = ("fixed-n", "sequential", "ad-hoc")
 _CHANGE_FIELDS = {f.name for f in fields(Change)}
 

@@ -11,7 +11,7 @@ worse) or what would decide it:
     stream-interval 16 vs 1: objective output throughput +97.7 % (undecided); guards p99 TTFT
     +3.1 % (equivalent), p99 TPOT -40.2 % (better); 19 other metrics for information, not
     corrected
-    Decided by repeat until decided: ... Holm over the objective and 2 guards ...
+    Judged by repeat until decided: ... Holm over the objective and 2 guards ...
     Not decided: 3 more runs a side, about 6 min, would likely decide it: python -m tuning ...
 
 An ad-hoc look (runs a user put together) says so in every sentence and never recommends.
@@ -165,14 +165,16 @@ def rule_text(decision: Decision) -> str:
         )
     if decision.rule == "fixed-n":
         runs = "/".join(str(n) for n in decision.looks) or "no"
-        head = f"Decided by the fixed-repeats test: one look at {runs} runs a side"
+        head = f"Judged by the fixed-repeats test: one look at {runs} runs a side"
     else:
         looks = ", ".join(str(n) for n in decision.looks)
         each = (
             f", each spending α = {decision.look_alpha * 100:.2g} %" if decision.look_alpha else ""
         )
-        head = f"Decided by repeat until decided: looks at {looks} runs a side{each}"
-        head += f"; stopped: {decision.reason}" if decision.reason else ""
+        head = f"Judged by repeat until decided: looks at {looks} runs a side{each}"
+        reason = decision.reason
+        if reason:
+            head += f"; {reason}" if reason.startswith("stopped") else f"; stopped: {reason}"
     state = "" if decision.complete else " (the experiment is still running)"
     return (
         f"{head}; Holm over {family} ({p.text()}), family-wise false-alarm rate ≤ {alpha}"
@@ -219,7 +221,7 @@ def headline(
     step = decision.next_step
     next_step = None
     if decision.decides and decision.complete and step is not None and decision.undecided:
-        next_step = f"{step.text()} would likely decide it" + (f": {command}" if command else "")
+        next_step = f"{step.text()}, would likely decide it" + (f": {command}" if command else "")
     closing: str | None
     if kind == "value":
         closing = f"Recommendation: {text}"

@@ -25,6 +25,7 @@ from core.status import Status, is_active
 from store import queries, repo
 from tuning.compare.comparison import build_comparison, default_baseline
 from tuning.compare.decision import (
+    ALPHA,
     Decision,
     NextStep,
     decide_fixed,
@@ -33,7 +34,7 @@ from tuning.compare.decision import (
 )
 from tuning.compare.primaries import Primaries
 from tuning.compare.stats import MARGIN
-from tuning.engine.params import format_value
+from tuning.engine.params import ParamError, format_value
 from tuning.experiment.estimate import (
     Costs,
     about,
@@ -57,12 +58,21 @@ def _costs(db: Database, exp: Mapping[str, Any]) -> Costs | None:
         return None
 
 
+def _restarts(exp: Mapping[str, Any]) -> bool:
+    """Whether each run restarts the server (the estimate's start cost); a flag this lab cannot
+    name now (learned from an engine whose flags are not cached here) is taken to restart."""
+    try:
+        return restarts(exp)
+    except ParamError:
+        return True
+
+
 def _empty(exp: Mapping[str, Any], primaries: Primaries, complete: bool) -> Decision:
     values = list(exp.get("values") or [])
     return Decision(
         rule="sequential" if exp.get("repeats_auto") else "fixed-n",
         primaries=primaries,
-        alpha=0.05,
+        alpha=ALPHA,
         margin=MARGIN,
         param=exp.get("param"),
         baseline=format_value(values[0]) if values else None,
@@ -90,7 +100,7 @@ def decide(
     settings = AutoRepeats.of(exp)
     if settings is not None and values:
         costs = costs or _costs(db, exp)
-        plan = plan_for(values, runs, settings, costs, restarts(exp), primaries)
+        plan = plan_for(values, runs, settings, costs, _restarts(exp), primaries)
         labels = [format_value(v) for v in values]
         decision = decide_sequential(
             plan,
@@ -141,7 +151,7 @@ def next_step(
     costs = costs or _costs(db, exp)
     model = blend(costs or NO_MODEL, [r for r in runs if r.get("status") == Status.DONE])
     known = costs is not None or model.measured_runs > 0
-    seconds = runs_seconds(model, more * (1 + len(undecided)), restarts(exp)) if known else None
+    seconds = runs_seconds(model, more * (1 + len(undecided)), _restarts(exp)) if known else None
     budget = None
     if settings is not None and settings.budget_minutes is not None:
         spent = sum(s for r in runs if (s := span_s(r.get("started_at"), r.get("finished_at"))))

@@ -202,6 +202,7 @@ def _rounds_left(db: Database, exp: dict[str, Any], runs: list[dict[str, Any]]) 
     """The runs a repeat-until-decided experiment would still add (0 for any other): its stopping
     rule asked again, with the limits as stored now (`raise_limits`)."""
     from tuning.compare.primaries import Primaries
+    from tuning.engine.params import ParamError
     from tuning.experiment.estimate import costs_of, restarts
     from tuning.experiment.repeats import AutoRepeats, plan_for
 
@@ -210,7 +211,11 @@ def _rounds_left(db: Database, exp: dict[str, Any], runs: list[dict[str, Any]]) 
         return 0
     values = list(exp["values"] or [])
     costs = costs_of(db, exp)
-    plan = plan_for(values, runs, settings, costs, restarts(exp), Primaries.of(exp))
+    try:
+        restart = restarts(exp)
+    except ParamError:  # a flag learned from an engine whose flags are not cached here
+        restart = True
+    plan = plan_for(values, runs, settings, costs, restart, Primaries.of(exp))
     return 0 if plan.stop else plan.runs
 
 

@@ -25,7 +25,7 @@ def test_compare_text_opens_with_the_headline(capsys: pytest.CaptureFixture[str]
     assert cli_main(["compare", "--db", str(DECISIONS), "--experiment", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == SENTENCE
-    assert lines[1].startswith("Decided by repeat until decided: looks at 2, 3 runs a side")
+    assert lines[1].startswith("Judged by repeat until decided: looks at 2, 3 runs a side")
     assert lines[2].startswith("Recommendation: Set kv-cache-memory-bytes = 16 GiB: ")
     assert lines[3] == "" and lines[4].startswith("All 4 runs are comparable")
     assert sum(line.startswith("Recommendation") for line in lines) == 1  # said once

@@ -58,7 +58,7 @@ def test_the_h200_decision_in_one_sentence() -> None:
     assert keys == ["output_throughput", "p99_ttft_ms", "p99_tpot_ms"]
     # every metric is counted once: the primaries shown, the rest for information
     assert len(one.primaries) + one.information == len(model.comparison.metrics)
-    assert lead.rule.startswith("Decided by repeat until decided: looks at 2, 3 runs a side")
+    assert lead.rule.startswith("Judged by repeat until decided: looks at 2, 3 runs a side")
     closing = lead.closing or ""
     assert closing.startswith("Recommendation: Set kv-cache-memory-bytes = 16 GiB")
 
@@ -101,7 +101,7 @@ def test_the_recommendation_closes_and_an_undecided_one_says_what_would_decide_i
     cmd = "python -m tuning experiment --resume 1 --max-repeats 5"
     undecided = headline(cmp, decision, pref("none", "No recommendation: ..."), cmd)
     assert undecided.lines[-1] == (
-        "Not decided: 3 more runs a side, about 6 min would likely decide it: " + cmd
+        "Not decided: 3 more runs a side, about 6 min, would likely decide it: " + cmd
     )
     assert len(undecided.lines) == len(undecided.sentences) + 2  # the rule, then the closing
 

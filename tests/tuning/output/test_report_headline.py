@@ -26,7 +26,7 @@ def test_the_report_opens_with_the_decision() -> None:
         "guards p99 TTFT -93.4 % (better), p99 TPOT -21.7 % (undecided); 18 other metrics for "
         "information, not corrected"
     ) in section
-    assert "Decided by repeat until decided" in section
+    assert "Judged by repeat until decided" in section
     assert "<b>Recommendation:</b> Set kv-cache-memory-bytes = 16 GiB" in section
     assert page.index('id="headline"') < page.index('id="verdicts"') < page.index('id="table"')
 
