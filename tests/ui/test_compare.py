@@ -13,7 +13,7 @@ def test_undecided_rows_are_grey_in_the_page_table() -> None:
     text, css = table_frames(build_comparison(undecided_and_better_runs(), [1, 2]))
     tput = text.index[text["metric"].str.startswith("output throughput")][0]
     ttft = text.index[text["metric"].str.startswith("mean TTFT")][0]
-    cand = list(text.columns[2:4])  # Δ and verdict of the candidate, after the metric's role
+    cand = list(text.columns[1:3])  # Δ and verdict of the candidate, right after the metric
     assert set(css.loc[tput, cand]) == {TONE_CSS["muted"]}
     assert set(css.loc[ttft, cand]) == {TONE_CSS["better"]}
     assert "#1a7f37" not in " ".join(css.loc[tput])

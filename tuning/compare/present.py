@@ -338,15 +338,15 @@ def side_heading(comparison: Comparison, side: Any) -> str:
 
 
 def table_columns(comparison: Comparison) -> list[str]:
-    """The metric and its role (objective, guard, or for information), then what was decided
-    (each candidate's Δ, verdict, and what would decide an undecided one), then the side means,
-    the baseline's first, and the direction last: a narrow window shows the verdicts, not only
-    the baseline's column."""
+    """The metric, then what was decided (each candidate's Δ, verdict, and what would decide an
+    undecided one), then the side means, the baseline's first, the direction, and the metric's
+    role last (objective, guard, or for information, not corrected): a narrow window shows the
+    verdicts, not only the baseline's column."""
     heads = [side_heading(comparison, s) for s in comparison.sides]
-    cols = ["metric", "role"]
+    cols = ["metric"]
     for head in heads[1:]:
         cols += [f"Δ {head}", f"verdict {head}", f"to decide {head}"]
-    return [*cols, f"{heads[0]} (baseline)", *heads[1:], "better"]
+    return [*cols, f"{heads[0]} (baseline)", *heads[1:], "better", "role"]
 
 
 def table_rows(comparison: Comparison) -> list[list[Cell]]:
@@ -358,8 +358,8 @@ def table_rows(comparison: Comparison) -> list[list[Cell]]:
         return Cell(f"{len(side.measured_ids)} / {len(side.run_ids)}", "muted", True)
 
     rows = [
-        [Cell("runs (measured / total)", "muted"), blank, *[blank] * (3 * len(candidates))]
-        + [runs(base), *map(runs, candidates), blank]
+        [Cell("runs (measured / total)", "muted"), *[blank] * (3 * len(candidates))]
+        + [runs(base), *map(runs, candidates), blank, blank]
     ]
     for metric in comparison.metrics:
         decided: list[Cell] = []
@@ -380,10 +380,10 @@ def table_rows(comparison: Comparison) -> list[list[Cell]]:
         rows.append(
             [
                 Cell(f"{metric.label} ({metric.unit})", title=metric.formula),
-                Cell(role, "" if role != INFORMATION else "muted"),
                 *decided,
                 *means,
                 direction,
+                Cell(role, "" if role != INFORMATION else "muted"),
             ]
         )
     return rows
