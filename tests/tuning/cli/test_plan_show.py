@@ -76,6 +76,20 @@ def test_an_undecided_plan_shows_no_serve_command_and_says_what_would_decide_it(
     assert facts["decision"]["rule"] == "fixed-n" and facts["decision"]["recommended"] is None
 
 
+def test_a_plan_stored_before_decisions_were_recorded_recommends_nothing(
+    fresh_db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A plan result without a decision record (stored before m015): its gain stays for
+    information, and no command is offered as if it were decided."""
+    result = plan_result()
+    del result["decision"]
+    plan_id = add_plan(fresh_db, result)
+    code, out, err = _cli(["plan", "show", str(plan_id), "--db", str(fresh_db)], capsys)
+    assert code == 0, err
+    assert "serve: vllm serve m --max-num-seqs" not in out
+    assert "not recommended: no decision record: this plan ended before the lab recorded" in out
+
+
 def test_plan_list_lists_the_plans_newest_first(
     fresh_db: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
