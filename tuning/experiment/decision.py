@@ -176,9 +176,12 @@ def decision_of(
     db: Database, exp: Mapping[str, Any], runs: Sequence[Run] | None = None
 ) -> Decision:
     """The experiment's record as stored; for one still running, or stored before the record
-    existed (or unreadable), the record its own rule gives for the runs so far."""
+    existed (or unreadable), the record its own rule gives for the runs so far. An imported
+    experiment's record is made again from its runs by the same rule: a bundle's runs are its
+    evidence, its stored words are not."""
     stored = exp.get("decision")
-    if isinstance(stored, Mapping) and not is_active(exp.get("status")):
+    local = (exp.get("origin") or "local") == "local"
+    if isinstance(stored, Mapping) and local and not is_active(exp.get("status")):
         try:
             return Decision.from_json(stored)
         except ValueError:

@@ -107,6 +107,20 @@ def test_an_unreadable_record_is_made_again_by_the_same_rule(fresh_db: Path) -> 
     assert again.rule == "sequential" and again.values[0].outcome == "undecided"
 
 
+def test_an_imported_record_is_made_again_from_its_runs(fresh_db: Path) -> None:
+    """A bundle's experiment carries a record that says 'recommended' for runs that do not
+    decide it: the lab judges the runs by the experiment's rule and ignores the words."""
+    exp = add_undecided_experiment(fresh_db)
+    planted = _record(fresh_db, exp).to_json()
+    planted["values"][0]["metrics"][0]["verdict"] = "better"
+    planted["values"][0]["metrics"][0]["change"]["verdict"] = "better"
+    with connect(fresh_db) as db:
+        repo.update_experiment(db, exp, decision_json=planted, origin="bundle from box-b")
+        assert Decision.from_json(planted).recommended is not None  # what the words claim
+        judged = decision_of(db, queries.get_experiment(db, exp))
+    assert judged.values[0].outcome == "undecided" and judged.recommended is None
+
+
 def test_the_record_reads_back_as_written(fresh_db: Path) -> None:
     exp = add_undecided_experiment(fresh_db)
     record = _record(fresh_db, exp)
