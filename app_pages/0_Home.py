@@ -14,6 +14,7 @@ from tuning.experiment import demo
 from tuning.experiment.supervisor import spawn_runner
 from tuning.settings import load_settings
 from ui.common import ICONS, db, lab_db_path, md_code, md_escape
+from ui.decision import render_latest_decision
 from ui.engine_card import engine_line
 from ui.holder import render_holder
 
@@ -72,6 +73,7 @@ else:
         start_demo()
         st.switch_page("app_pages/3_Live.py")
 
+render_latest_decision(conn)  # what the newest experiment decided, from its stored record
 left, right = st.columns(2)
 with left:
     st.subheader("Where to start")

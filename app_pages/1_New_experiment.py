@@ -14,6 +14,7 @@ from tuning.engine.learn import needs_catalog
 from tuning.engine.params import ParamError, format_value, show_value
 from tuning.engine.validate import parse_assignments
 from tuning.experiment.plan import plan_experiment
+from tuning.experiment.primaries import declare as declare_primaries
 from tuning.experiment.spec import ExperimentSpec
 from tuning.experiment.supervisor import spawn_runner
 from tuning.measure.traffic.workload import Workload
@@ -29,6 +30,7 @@ from ui.experiment_form import (
 from ui.flag_picker import CHECKING, engine_flags, render_picker
 from ui.holder import render_holder
 from ui.predict import render_prediction
+from ui.primaries import render_primaries
 from ui.reuse import render_reuse_offer, take_offer
 from ui.search import render_search_mode
 from ui.workload import traffic_section
@@ -98,6 +100,7 @@ prefix_len = c5.number_input("Shared prefix tokens", 0, 100000, 0, key="new_pref
 endpoint = c6.selectbox("Endpoint", ["completions", "chat"], key="new_endpoint")
 seed = c7.number_input("Seed", 0, 2**31 - 1, 0, key="new_seed")
 repeats = render_repeats()
+primaries = render_primaries()  # what decides it (ui.primaries), stored once it is planned
 with st.expander("Real traffic: data file, request rate, conversations", expanded=False):
     classic = dict(
         num_requests=int(num_requests),
@@ -209,6 +212,7 @@ if st.button(
             with st.spinner(CHECKING):
                 draft.check_with_engine()
         exp_id = plan_experiment(lab_db_path(), draft)
+        declare_primaries(lab_db_path(), exp_id, primaries)
     except (ParamError, CatalogError) as exc:  # vLLM's own parser: its words, as they are
         say_refusal(str(exc), label="")
         st.error("Nothing started: the refusal is shown above, next to its field.")

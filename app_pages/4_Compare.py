@@ -1,4 +1,6 @@
-"""Compare: baseline vs candidates of one experiment (or any runs), with verdicts and exports.
+"""Compare: baseline vs candidates of one experiment (or any runs), with the experiment's decision
+first, then verdicts and exports. The runs are read once; one report model (tuning.present.model)
+feeds every part of the page.
 
 Preselect with query parameters: ?experiment=3, or ?runs=1,2,3&baseline=1 (any runs); the
 session_state key `cmp_run_ids` (a list of ids) does the same for tests and the benchmark.
@@ -10,14 +12,15 @@ import streamlit as st
 
 from store import queries
 from tuning.compare.context import comparison_context
-from tuning.compare.headline import headline
-from tuning.compare.selection import SelectionError, gather_runs, select_runs
+from tuning.compare.selection import SelectionError, gather_runs
 from tuning.decide.reaper import reap_dead
+from tuning.present.model import build_model
 from ui import compare as view
 from ui.common import ICONS, db, lab_db_path
+from ui.decision import render_decision
 from ui.health import warn_unhealthy
 from ui.startup import render_startup
-from ui.summary import render_headline, render_preference, render_summary
+from ui.summary import render_summary
 from ui.time_spent import render_time_spent
 from ui.tradeoff import render_tradeoffs
 
@@ -57,7 +60,7 @@ scope = st.selectbox(
     format_func=lambda i: f"the {len(preset)} runs from the link" if i is None else names[i],
 )
 try:
-    runs, _ = gather_runs(
+    runs, experiments_named = gather_runs(
         conn,
         run_ids=preset if scope is None else (),
         experiment_ids=[] if scope is None else [scope],
@@ -73,29 +76,30 @@ if not baseline_ids:
     st.stop()
 picked = set(baseline_ids) | set(candidate_ids)
 include_suspect = view.suspect_toggle([r for r in runs if int(r["id"]) in picked])
-selection = select_runs(
+model = build_model(  # the runs as loaded above: nothing is read twice
     conn,
-    run_ids=[int(r["id"]) for r in runs if int(r["id"]) in picked],
+    experiment_ids=[] if scope is None else [scope],
     baseline_ids=baseline_ids,
     slo=slo,
     margin=margin,
     include_suspect=include_suspect,
+    runs=[r for r in runs if int(r["id"]) in picked],
+    experiments=experiments_named,
+    named_runs=scope is None,
+    db_hint=str(lab_db_path()),
 )
-comparison = selection.comparison
-lead = headline(comparison, selection.preference)
-render_headline(lead)  # the decision, first
+comparison = model.comparison
+render_decision(model, lab_db_path())  # the decision, first
 view.render_checks(comparison)
 render_summary(comparison)
-if lead.recommendation is None:  # why the lab cannot recommend (else the headline says it)
-    render_preference(selection.preference)
-warn_unhealthy(selection.runs)
+warn_unhealthy(model.runs)
 if not comparison.candidates:
     st.info("No candidate side yet: pick runs of another value as candidates.")
 report = view.report_request(lab_db_path(), runs, list(picked), baseline_ids, slo, scope)
-view.render_table(comparison, scope, report)
-render_startup(comparison, selection.runs)
-render_time_spent(conn, selection.runs, "cmp_time_spent")  # where each experiment's time went
-context = comparison_context(selection.runs, comparison).lines()  # what every export says it is of
+view.render_table(comparison, scope, report, model.extra_json())
+render_startup(comparison, model.runs)
+render_time_spent(conn, model.runs, "cmp_time_spent")  # where each experiment's time went
+context = comparison_context(model.runs, comparison).lines()  # what every export says it is of
 view.render_charts(conn, comparison, scope, context)
 render_tradeoffs(conn, lab_db_path(), comparison, scope, context)
 view.render_definitions()

@@ -72,6 +72,8 @@ JSON_COLUMNS: tuple[str, ...] = (
     "engine_identity_json",
     "anatomy_json",
     "estimate_json",
+    "guards_json",
+    "decision_json",
 )
 
 # Who made a row and where, where it came from (local or a bundle), and the user's own marks:
@@ -447,6 +449,16 @@ def m016_chunked_streams(db: Database) -> None:
         },
     )
     backfill_chunks(db)
+
+
+@migrations()
+def m017_decisions(db: Database) -> None:
+    """What an experiment decides on and what it decided (issue 37): its declared primary
+    metrics, the objective (a metric key; NULL: output throughput) and its guards (guards_json:
+    a list of metric keys; NULL: p99 TTFT and p99 TPOT), and the decision record its own rule
+    made when it ended (decision_json: tuning.compare.decision.Decision, read by every surface)."""
+    columns: dict[str, type] = {"objective": str, "guards_json": str, "decision_json": str}
+    add_missing_columns(db, "experiments", columns)
 
 
 def lab_uid(db: Database) -> str | None:

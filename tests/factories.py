@@ -552,6 +552,9 @@ def undecided_and_better_runs() -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------------------------
 
 
+_CHOSEN = ("output_throughput", "mean_ttft_ms")
+
+
 def _chosen_metrics(tput: float, ttft: float) -> dict[str, float]:
     return {"output_throughput": tput, "mean_ttft_ms": ttft, "mean_tpot_ms": 5.0}
 
@@ -561,9 +564,12 @@ def add_measured_experiment(
     param: str,
     sides: Mapping[Any, Mapping[str, Sequence[float]]],
     fingerprint: str = "fp-a",
+    **fields: Any,
 ) -> int:
-    """One finished experiment over `param`: per value its runs' throughput and mean TTFT,
-    repeats interleaved, every run stored with a summary as the runner leaves it."""
+    """One finished experiment over `param`: per value its runs' throughput and mean TTFT (and
+    any other summary metric given, e.g. p99_ttft_ms), repeats interleaved, every run stored with
+    a summary as the runner leaves it. `fields` go on the experiment row (repeats_auto=1,
+    max_repeats=3: one that repeated until decided)."""
     values = list(sides)
     repeats = len(next(iter(sides.values()))["output_throughput"])
     with connect(db_path) as db:
@@ -578,6 +584,7 @@ def add_measured_experiment(
             engine_json=engine_json(),
             status="done",
             phase="done",
+            **fields,
         )
         seq = 0
         for rep in range(repeats):
@@ -605,6 +612,7 @@ def add_measured_experiment(
                     "failed": 0,
                     "duration": 2.0,
                     **_chosen_metrics(m["output_throughput"][rep], m["mean_ttft_ms"][rep]),
+                    **{k: v[rep] for k, v in m.items() if k not in _CHOSEN},
                 }
                 repo.store_summary(db, rid, summary)
                 repo.update_run(db, rid, status="done", phase="done", kv_cache_tokens=8192)
@@ -646,10 +654,26 @@ def seed_drifting_lab(path: Path) -> dict[str, Any]:
     return info
 
 
-def plan_result(search_ids: Sequence[int | None] = (None, None)) -> dict[str, Any]:
+def plan_decision(recommended: bool = True) -> dict[str, Any]:
+    """A plan's decision record as `run_plan` stores it (tuning.compare.decision.decide_pair):
+    output throughput +21 % decided better over 2 runs a side (or, not `recommended`, the same
+    change under noise: undecided), the guards not measured."""
+    from tuning.compare.decision import decide_pair
+    from tuning.compare.primaries import Primaries
+
+    start = {"output_throughput": [1000.0, 1001.0]}
+    final = {"output_throughput": [1210.0, 1211.0] if recommended else [1150.0, 1270.0]}
+    decision = decide_pair(start, final, Primaries(), baseline="start", candidate="recommended")
+    return decision.to_json()
+
+
+def plan_result(
+    search_ids: Sequence[int | None] = (None, None), recommended: bool = True
+) -> dict[str, Any]:
     """A recommendation shaped as `run_plan` returns it (tuning.decide.search.plan): max-num-seqs
     then
-    block-size, chosen 16 and 32; output throughput decided better, mean TTFT undecided."""
+    block-size, chosen 16 and 32; output throughput decided better, mean TTFT undecided; its
+    decision record recommends it (or, not `recommended`, leaves the objective undecided)."""
 
     def search(param: str, rng: list[float], chosen: int, tput: float, runs: list[int]) -> dict:
         log = [
@@ -721,6 +745,7 @@ def plan_result(search_ids: Sequence[int | None] = (None, None)) -> dict[str, An
         "start_command": "vllm serve m",
         "gain": gains[0],
         "gains": gains,
+        "decision": plan_decision(recommended),
         "searches": [first, second],
         "evidence": {
             "search_runs": {"max-num-seqs": [1, 2], "block-size": [3, 4]},
@@ -776,3 +801,42 @@ def stream_interval_runs(chunk_b: float | None, chunk_c: float | None) -> list[d
         one(3, 16, 74.0, 4.7, chunk_c),
         one(4, 16, 75.5, 4.8, chunk_c),
     ]
+
+
+# --------------------------------------------------------------------------------------------
+# A decision its own rule left undecided (issue 37: decide, don't guess)
+# --------------------------------------------------------------------------------------------
+
+# Three runs a side, repeated until decided (max 3 runs a value: looks at 2 and 3, each at
+# alpha 0.025, Holm over 3 primaries): output throughput +14.3 %, which a plain 95 % interval
+# over all runs calls better (it excludes no change) while the rule's looks leave it undecided;
+# p99 TTFT and p99 TPOT unchanged under noise.
+UNDECIDED_SIDES: dict[Any, dict[str, list[float]]] = {
+    1: {
+        "output_throughput": [1000.0, 1100.0, 1050.0],
+        "mean_ttft_ms": [50.0, 51.0, 50.5],
+        "p99_ttft_ms": [100.0, 110.0, 105.0],
+        "p99_tpot_ms": [10.0, 11.0, 10.5],
+    },
+    16: {
+        "output_throughput": [1150.0, 1250.0, 1200.0],
+        "mean_ttft_ms": [50.2, 50.8, 50.4],
+        "p99_ttft_ms": [104.0, 100.0, 108.0],
+        "p99_tpot_ms": [10.4, 10.0, 10.8],
+    },
+}
+
+
+def add_undecided_experiment(db_path: Path, *, store: bool = True) -> int:
+    """A stream-interval experiment 1 vs 16 that repeated until decided and stopped at max_repeats
+    with its objective undecided (`UNDECIDED_SIDES`); its decision record stored as the runner
+    stores it when it ends (unless not `store`: a record made before m017 or still running)."""
+    exp = add_measured_experiment(
+        db_path, "stream-interval", UNDECIDED_SIDES, repeats_auto=1, max_repeats=3
+    )
+    if store:
+        from tuning.experiment.decision import store_decision
+
+        with connect(db_path) as db:
+            store_decision(db, exp)
+    return exp

@@ -302,10 +302,14 @@ def report_button(col: Any, request: ReportRequest) -> None:
 
 
 def render_table(
-    comparison: Comparison, scope_id: int | None, report: ReportRequest | None = None
+    comparison: Comparison,
+    scope_id: int | None,
+    report: ReportRequest | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> None:
-    """The side-by-side table, decided changes coloured by direction, its CSV / JSON exports and
-    the report of the comparison."""
+    """The side-by-side table, decided changes coloured by direction, its CSV / JSON exports (the
+    JSON with `extra`: the decision record and its words, tuning.present.model) and the report
+    of the comparison."""
     text, css = table_frames(comparison)
     styler = text.style.apply(lambda _frame: css, axis=None)
     with st.container(key="cmp_table"):
@@ -316,16 +320,19 @@ def render_table(
         with st.expander("How to read this table and its verdicts", expanded=False):
             st.caption(
                 "Values are the mean over each side's runs; Δ is the candidate's change of the "
-                "mean vs the baseline (green / red only when the verdict is better / worse; "
-                "undecided, equivalent and not applied are grey). "
+                "mean vs the baseline, in % or, for counts and fractions, in the metric's unit "
+                "(green / red only when the verdict is better / worse; undecided, equivalent "
+                "and not applied are grey). Only the objective and the guards decide, with the "
+                "experiment's rule; every other metric is for information, not corrected. "
                 + verdict_rule(lambda s: f"*{s}*", comparison.confidence, comparison.margin)
             )
-        tables = (("csv", export.comparison_csv), ("json", export.comparison_json))
+        makers: dict[str, Callable[[], bytes]] = {
+            "csv": partial(export.comparison_csv, comparison),
+            "json": partial(export.comparison_json, comparison, extra),
+        }
         row = st.container(horizontal=True, key="cmp_table_downloads")
-        for fmt, make in tables:
-            _download(
-                row, f"Table as {fmt.upper()}", partial(make, comparison), "table", fmt, scope_id
-            )
+        for fmt, make in makers.items():
+            _download(row, f"Table as {fmt.upper()}", make, "table", fmt, scope_id)
         if report is not None:
             report_button(row, report)
 

@@ -58,10 +58,12 @@ def render_plans(path: Path) -> None:
                 query_params={"search": str(s["search_id"])},
             )
     if f["config"]:
-        st.subheader("Recommended vs start")
+        st.subheader("Recommended vs start" if f["recommended"] else "Final vs start")
         st.dataframe(config_frame(f), hide_index=True, key="plans_config")
-    if f["serve_command"]:
+    if f["serve_command"]:  # only a decided recommendation (plan_show.verdict_of)
         st.code(f["serve_command"], language="bash")
+    elif f["not_recommended"]:
+        st.info(md_escape(f"Not recommended: {f['not_recommended']}"))
     render_evidence(f)
 
 
@@ -118,7 +120,9 @@ def config_frame(f: Mapping[str, Any]) -> pd.DataFrame:
             {
                 "parameter": c["param"],
                 "start": show_value(c["param"], c["start"]),  # 'unset' for None, bytes in GiB
-                "recommended": show_value(c["param"], c["recommended"]),
+                "recommended" if f["recommended"] else "final": show_value(
+                    c["param"], c["recommended"]
+                ),
                 "changed": c["changed"],
             }
             for c in f["config"]

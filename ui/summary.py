@@ -1,9 +1,8 @@
-"""The Compare page's summary, first on the page: the headline (one sentence per candidate and the
-recommendation, tuning.compare.headline), then for each candidate one line per decided metric with
-the baseline's and the candidate's mean, the change and the verdict with what stands behind it;
-the undecided and the equivalent metrics folded into one line each. The words come from
-tuning.compare.present (the CLI and the report say the same); lines wrap, so a verdict is never
-cut the way a table cell is.
+"""The Compare page's verdicts under the headline (ui.decision): for each candidate one line per
+primary metric (its objective, then its guards) with the baseline's and the candidate's mean, the
+change and the decision's verdict with what stands behind it; every other metric folded into one
+line, "for information, not corrected". The words come from tuning.compare.present (the CLI and
+the report say the same); lines wrap, so a verdict is never cut the way a table cell is.
 """
 
 from __future__ import annotations
@@ -15,9 +14,16 @@ import streamlit as st
 from tuning.compare.catalog import Metric
 from tuning.compare.chunks import chunk_note, is_per_chunk
 from tuning.compare.comparison import Comparison, Side
-from tuning.compare.headline import CandidateHeadline, Headline, candidate_headline
 from tuning.compare.prefer import Preference
-from tuning.compare.present import TONE_MARK, drift_text, fmt, pct_text, tone, verdict_text
+from tuning.compare.present import (
+    INFORMATION,
+    TONE_MARK,
+    change_text,
+    drift_text,
+    fmt,
+    tone,
+    verdict_text,
+)
 from ui.common import md_escape
 
 
@@ -31,7 +37,7 @@ def summary_line(comparison: Comparison, side: Side, metric: Metric) -> str:
     aside = f" · :orange[{md_escape(chunks)}]" if chunks else ""  # ITL is per chunk
     if change is None:
         return f"**{md_escape(metric.label)}**: {values}{aside}"
-    verdict = md_escape(verdict_text(change, comparison.confidence))
+    verdict = md_escape(verdict_text(change, comparison.confidence, metric.unit))
     shade = tone(metric, change)
     if shade in ("better", "worse"):
         verdict = f"**{verdict}**"
@@ -39,20 +45,8 @@ def summary_line(comparison: Comparison, side: Side, metric: Metric) -> str:
         verdict = f":{TONE_MARK[shade]}[{verdict}]"
     return (
         f"**{md_escape(metric.label)}**: {values} "
-        f"({md_escape(pct_text(change.rel_change))}) · {verdict}{aside}"
+        f"({md_escape(change_text(change, metric.unit))}) · {verdict}{aside}"
     )
-
-
-def render_headline(lead: Headline) -> None:
-    """The decision at a glance, the first thing under the selectors: one sentence per candidate,
-    the recommendation when the lab makes one."""
-    if not lead.lines:
-        return
-    with st.container(border=True, key="cmp_headline"):
-        lines = [f"- {md_escape(text)}" for text in lead.sentences]
-        if lead.recommendation:
-            lines.append(f"**Recommendation:** {md_escape(lead.recommendation)}")
-        st.markdown("\n".join(lines))
 
 
 def _fold(
@@ -67,7 +61,7 @@ def _fold(
         st.markdown("\n".join(f"- {summary_line(comparison, side, m)}" for m in metrics))
 
 
-def _candidate_block(comparison: Comparison, side: Side, lead: CandidateHeadline, i: int) -> None:
+def _candidate_block(comparison: Comparison, side: Side, i: int) -> None:
     base = comparison.baseline
     st.markdown(
         f"**{md_escape(side.label)}** ({len(side.measured_ids)} of "
@@ -75,23 +69,28 @@ def _candidate_block(comparison: Comparison, side: Side, lead: CandidateHeadline
         f"**{md_escape(base.label)}** ({len(base.measured_ids)} of "
         f"{len(base.run_ids)})"
     )
-    folded = {m.key for m in (*lead.undecided, *lead.equivalent)}
-    shown = [m for m in comparison.metrics if m.key not in folded]
-    if shown:
-        st.markdown("\n".join(f"- {summary_line(comparison, side, m)}" for m in shown))
-    _fold(comparison, side, lead.undecided, "undecided", f"cmp_undecided_{i}")
-    _fold(comparison, side, lead.equivalent, "equivalent", f"cmp_equivalent_{i}")
+    primary = [m for m in comparison.metrics if m.key in comparison.roles]
+    if primary:
+        st.markdown(
+            "\n".join(
+                f"- *{comparison.roles[m.key]}* {summary_line(comparison, side, m)}"
+                for m in primary
+            )
+        )
+    others = [m for m in comparison.metrics if m.key not in comparison.roles]
+    _fold(comparison, side, others, f"other metrics, {INFORMATION}", f"cmp_info_{i}")
 
 
 def render_summary(comparison: Comparison) -> None:
-    """One bordered block per candidate: who is compared, then the verdict per metric."""
+    """One bordered block per candidate: who is compared, then the decision's verdict per
+    primary metric and the other metrics folded."""
     if not comparison.candidates:
         return
     with st.container(key="cmp_summary"):
         st.markdown("#### Verdict per metric")
         for i, side in enumerate(comparison.candidates):
             with st.container(border=True, key=f"cmp_summary_{i}"):
-                _candidate_block(comparison, side, candidate_headline(comparison, side), i)
+                _candidate_block(comparison, side, i)
         if drift := drift_text(comparison):  # the machine's drift, beside the verdicts
             st.caption(md_escape(drift))
 
@@ -103,7 +102,7 @@ def render_preference(preference: Preference) -> None:
         text = md_escape(preference.text)
         if preference.kind == "value":
             st.success(f"**Recommendation:** {text}")
-        elif preference.kind == "default":
-            st.info(f"**Recommendation:** {text}")
+        elif preference.kind in ("default", "keep"):
+            st.info(f"**Decision:** {text}")
         else:
             st.caption(f"**Recommendation:** {text}")

@@ -44,13 +44,18 @@ def assert_verdicts_fit(page: Any, db_path: Path, experiment_id: int) -> int:
     page gave its column (Streamlit cuts what does not); returns the cells measured."""
     from store import connect
     from tuning.compare.comparison import default_baseline
-    from tuning.compare.selection import gather_runs, select_runs
+    from tuning.compare.selection import gather_runs
+    from tuning.present.model import build_model
     from ui.compare import CELL_PADDING_PX, table_frames, table_widths
 
-    with connect(db_path, readonly=True) as db:
-        runs, _ = gather_runs(db, experiment_ids=[experiment_id])
-        comparison = select_runs(
-            db, run_ids=[int(r["id"]) for r in runs], baseline_ids=default_baseline(runs)
+    with connect(db_path, readonly=True) as db:  # as the page builds it: one report model
+        runs, named = gather_runs(db, experiment_ids=[experiment_id])
+        comparison = build_model(
+            db,
+            experiment_ids=[experiment_id],
+            runs=runs,
+            experiments=named,
+            baseline_ids=default_baseline(runs),
         ).comparison
     text, _ = table_frames(comparison)
     widths = table_widths(text)

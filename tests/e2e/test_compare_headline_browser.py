@@ -18,7 +18,9 @@ from tools.screenshots import copy_db
 pytestmark = pytest.mark.browser
 SNAPSHOT = REPO / "examples" / "h200" / "lab-h200-decisions.db.xz"
 VIEWPORTS = ((1440, 900), (1024, 768))
-SENTENCE_START = "kv-cache-memory-bytes 16 GiB vs 1 GiB: output throughput +212.6 % (better)"
+SENTENCE_START = (
+    "kv-cache-memory-bytes 16 GiB vs 1 GiB: objective output throughput +212.6 % (better)"
+)
 
 # In page order, every visible element of the main area (Streamlit's element containers and keyed
 # blocks) that is neither the title, nor a selector, nor inside one of those: the first must be

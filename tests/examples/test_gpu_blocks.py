@@ -48,7 +48,7 @@ def test_compare_shows_the_kv_capacity_and_preemptions_behind_the_verdict(
     assert "output throughput +193.1 % (better)" in out
     assert "32,768        524,288" in out  # KV capacity, tokens: 2048 vs 32768 blocks of 16
     line = next(x for x in out.splitlines() if x.strip().startswith("preemptions"))
-    assert line.split()[1:3] == ["735", "0"]
+    assert line.split()[1:4] == ["info", "735", "0"]  # for information: not a primary
 
 
 def test_the_engine_log_agrees_it_overrode_the_block_count() -> None:

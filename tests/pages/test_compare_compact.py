@@ -14,7 +14,8 @@ from streamlit.testing.v1 import AppTest
 from store import connect
 from tests.apptest import open_page
 from tuning.compare.present import verdict_text
-from tuning.compare.selection import gather_runs, select_runs
+from tuning.compare.selection import gather_runs
+from tuning.present.model import build_model
 from ui.common import md_escape
 from ui.compare import CELL_PADDING_PX, VERDICT_PX_PER_CHAR
 
@@ -45,16 +46,21 @@ def test_compare_page_puts_the_verdicts_first(dashboard_lab: dict[str, Any]) -> 
     assert summary < order.index("#### Side by side") < order.index("#### Charts")
     lines = "\n".join(v for k, v, _ in shown if k == "markdown")
     with connect(dashboard_lab["db"]) as db:
-        runs, _ = gather_runs(db, run_ids=(), experiment_ids=[dashboard_lab["done_exp"]])
-        comparison = select_runs(
-            db, run_ids=[int(r["id"]) for r in runs], baseline_ids=dashboard_lab["runs"][0::3]
+        exp = dashboard_lab["done_exp"]
+        runs, named = gather_runs(db, run_ids=(), experiment_ids=[exp])
+        comparison = build_model(
+            db,
+            experiment_ids=[exp],
+            runs=runs,
+            experiments=named,
+            baseline_ids=dashboard_lab["runs"][0::3],
         ).comparison
     assert comparison.candidates
     for side in comparison.candidates:
         for metric in comparison.metrics:
             change = comparison.changes.get((side.label, metric.key))
             if change is not None:  # the whole verdict, on the metric's own line
-                whole = md_escape(verdict_text(change, comparison.confidence))
+                whole = md_escape(verdict_text(change, comparison.confidence, metric.unit))
                 line = next(x for x in lines.splitlines() if f"**{metric.label}**" in x)
                 assert whole in lines and line.startswith("- "), (metric.key, whole)
 

@@ -22,7 +22,7 @@ def test_compare_shows_keep_the_default(fresh_db: Path) -> None:
     assert not at.exception, at.exception
     text = page_text(at)
     assert (
-        "Recommendation: Keep vLLM's default enable-prefix-caching = true (the lab's table)"
+        "Decision: Keep vLLM's default enable-prefix-caching = true (the lab's table)"
         in text.replace("*", "").replace("\\", "")
     )
 

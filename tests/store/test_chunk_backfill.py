@@ -33,7 +33,7 @@ def test_runs_stored_before_get_tokens_a_chunk_and_mean_itl_per_token(tmp_path: 
         summary = summarize(chunky, 3.0)
         repo.store_summary(db, target, summary)
         expected = {int(r["id"]): dict(r) for r in queries.list_runs(db)}
-        # as a lab of the last version left them: no such columns' values, m015 not applied
+        # as a lab of the last version left them: no such columns' values, m016 not applied
         db.execute(f"update runs set {', '.join(f'{k} = null' for k in NEW)}")
         db.execute("delete from _sqlite_migrations where name = 'm016_chunked_streams'")
         db.conn.commit()

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
     from tuning.compare.comparison import Comparison
     from tuning.compare.selection import Selection
+    from tuning.present.model import ReportModel
 
 COMMANDS = ("compare", "chart")
 # What `chart` draws when no --kind is given: output throughput per value, the usual first look.
@@ -111,47 +112,75 @@ def margin_pct(text: str) -> float:
     return pct / 100.0
 
 
-def _with_selection(args: argparse.Namespace, use: Callable[[Any, Selection], int]) -> int:
-    """Open the lab read-only, select and compare the runs the arguments name; hand both on."""
+def _with_selection(
+    args: argparse.Namespace,
+    use: Callable[[Any, Selection], int],
+    model: Callable[[Any, ReportModel], int] | None = None,
+) -> int:
+    """Open the lab read-only, select and compare the runs the arguments name; hand both on (or,
+    with `model`, the report model built once from them: the decision, its words)."""
     from store import StoreError, connect
     from tuning.compare.comparison import parse_slo
     from tuning.compare.selection import select_runs
     from tuning.compare.stats import MARGIN
+    from tuning.present.model import model_of
 
     # `--slo ttft:500 12 13` hands the run ids to --slo (nargs="+"): take them back.
     slo_items = [x for x in (args.slo or []) if not x.strip().isdigit()]
     stray_ids = [int(x) for x in (args.slo or []) if x.strip().isdigit()]
+    run_ids = [*(args.run_ids or []), *stray_ids]
+    margin = getattr(args, "margin", None) or MARGIN
+    include_suspect = bool(getattr(args, "include_suspect", False))
     with ExitStack() as stack:
         try:
             slo = parse_slo(slo_items)
             db = stack.enter_context(connect(db_path(args), readonly=True))
             selection = select_runs(
                 db,
-                run_ids=[*(args.run_ids or []), *stray_ids],
+                run_ids=run_ids,
                 experiment_ids=args.experiment or [],
                 baseline_ids=[] if args.baseline is None else [args.baseline],
                 with_repeats=True,
                 slo=slo,
-                margin=getattr(args, "margin", None) or MARGIN,
-                include_suspect=bool(getattr(args, "include_suspect", False)),
+                margin=margin,
+                include_suspect=include_suspect,
+            )
+            if model is None:
+                return use(db, selection)
+            built = model_of(
+                db,
+                selection,
+                named_runs=bool(run_ids),
+                experiment_ids=list(args.experiment or []),
+                include_suspect=include_suspect,
+                margin=margin,
+                db_hint=_db_hint(args),
             )
         except (StoreError, ValueError) as exc:  # no lab there, unknown runs, a bad SLO
             return refused(str(exc))
-        return use(db, selection)
+        return model(db, built)
+
+
+def _db_hint(args: argparse.Namespace) -> str | None:
+    """The --db the user gave, for a command printed back to them (None: the default lab)."""
+    given = getattr(args, "db", None)
+    return None if given is None else str(given)
 
 
 def format_comparison(comparison: Comparison, recommendation: str | None = None) -> str:
-    """The comparison as a plain-text report: checks first, then one table per candidate, then
-    the recommendation (keep vLLM's default, set a value, or why neither) when given."""
+    """The comparison as a plain-text report: checks first, then one table per candidate (each
+    metric's role: objective, guard, or for information, not corrected), then the
+    recommendation (keep vLLM's default, set a value, or why neither) when given."""
     from tuning.compare.chunks import chunk_note, is_per_chunk
     from tuning.compare.present import (
+        INFORMATION,
+        change_text,
         comparability_text,
         drift_text,
         failed_text,
         fmt,
         noise_text,
         not_applied_text,
-        pct_text,
         reused_text,
         slo_text,
         suspect_text,
@@ -179,7 +208,7 @@ def format_comparison(comparison: Comparison, recommendation: str | None = None)
             "",
             f"Candidate: {printable(side.label)} (runs {' '.join(map(str, side.run_ids))}; "
             f"{len(side.measured_ids)} measured)",
-            f"  {'metric':30} {'baseline':>14} {'candidate':>14} {'change':>9}  "
+            f"  {'metric':30} {'role':9} {'baseline':>14} {'candidate':>14} {'change':>10}  "
             "verdict (CI; what would decide it)",
         ]
         for metric in comparison.metrics:
@@ -188,16 +217,21 @@ def format_comparison(comparison: Comparison, recommendation: str | None = None)
                 continue
             # not applied: the reason is listed above, under "Not applied by the engine"
             detail = (
-                "" if ch.verdict == "not applied" else verdict_detail(ch, comparison.confidence)
+                ""
+                if ch.verdict == "not applied"
+                else verdict_detail(ch, comparison.confidence, metric.unit)
             )
+            role = comparison.roles.get(metric.key, "info")
             lines.append(
-                f"  {metric.label[:30]:30} {fmt(ch.base_mean, metric.unit):>14} "
-                f"{fmt(ch.cand_mean, metric.unit):>14} {pct_text(ch.rel_change):>9}  "
+                f"  {metric.label[:30]:30} {role:9} {fmt(ch.base_mean, metric.unit):>14} "
+                f"{fmt(ch.cand_mean, metric.unit):>14} {change_text(ch, metric.unit):>10}  "
                 f"{ch.verdict}{f' ({detail})' if detail else ''}"
                 + (f" · {chunks}" if chunks and is_per_chunk(metric) else "")
             )
     if not comparison.candidates:
         lines.append("No candidate side: name runs of another value.")
+    else:
+        lines.append(f"  (role info: {INFORMATION}; only the objective and guards decide)")
     lines += ["", text] if (text := drift_text(comparison)) else []
     lines += ["", text] if (text := noise_text(comparison)) else []
     lines += ["", f"Recommendation: {printable(recommendation)}"] if recommendation else []
@@ -206,32 +240,44 @@ def format_comparison(comparison: Comparison, recommendation: str | None = None)
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from tuning.compare.headline import headline
     from tuning.present.export import comparison_json
 
-    def show(db: Any, selection: Selection) -> int:
+    def show(db: Any, model: ReportModel) -> int:
         from tuning.experiment.time_spent import report
 
-        comparison, preference = selection.comparison, selection.preference
-        lead = headline(comparison, preference)
-        spent = report(db, selection.runs)  # where each experiment's time went, and its estimate
+        comparison, lead = model.comparison, model.headline
+        spent = report(db, model.runs)  # where each experiment's time went, and its estimate
         if args.json:
-            extra = {
-                "headline": lead.sentences,
-                "headline_recommendation": lead.recommendation,
-                "prefer_default": preference.to_json(),
-                "time_spent": spent,
-            }
+            extra = {**model.extra_json(), "time_spent": spent}
             say(comparison_json(comparison, extra).decode("utf-8"))
-        else:  # the decision first; the recommendation once, in the headline when it makes one
-            rest = format_comparison(comparison, None if lead.recommendation else preference.text)
+        else:  # the decision first: its sentences, its rule, the recommendation or next step
+            rest = format_comparison(comparison)
             rest += "".join(
                 "\n\n" + "\n".join(printable(line) for line in e["lines"]) for e in spent
             )
             say("\n".join([*lead.lines, "", rest]) if lead.lines else rest)
         return 0
 
-    return _with_selection(args, show)
+    return _with_selection(args, lambda _db, _sel: 0, show)
+
+
+def decision_summary(
+    path: Path, exp_id: int, db_hint: str | None = None
+) -> tuple[list[str], dict[str, Any] | None]:
+    """An experiment's decision as `experiment` ends with it: the headline's lines (sentences,
+    rule, recommendation or what would decide it) and the record as JSON; nothing for an
+    experiment with no candidate to judge."""
+    from store import StoreError, connect
+    from tuning.present.model import build_model
+
+    try:
+        with connect(path, readonly=True) as db:
+            model = build_model(db, experiment_ids=[exp_id], with_repeats=True, db_hint=db_hint)
+    except (StoreError, ValueError):  # no runs, or nothing to compare
+        return [], None
+    if not model.comparison.candidates:
+        return [], None
+    return model.headline.lines, model.extra_json()["decision"]
 
 
 def compare_experiment(path: Path, exp_id: int) -> int:

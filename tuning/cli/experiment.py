@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from core.status import Status
 from tuning.cli.args import EXIT_INTERRUPTED, add_db, add_yes, db_path, printable, refused, say
 from tuning.cli.fleet import add_fleet_arguments, fleet_options
+from tuning.cli.primaries import add_primary_arguments, primaries_from_args, primaries_given
 from tuning.cli.reuse import add_reuse_arguments, offer_reuse
 from tuning.experiment.spec import ExperimentSpec, repeats_from_args
 
@@ -44,6 +45,7 @@ def add_arguments(sub: Subparsers) -> None:
     exp.add_argument("--start-timeout", type=float, default=300.0)
     exp.add_argument("--json", action="store_true", help="print the run ids as JSON")
     add_yes(exp)
+    add_primary_arguments(exp)
     add_fleet_arguments(exp)
     add_reuse_arguments(exp)
     add_db(exp)
@@ -86,6 +88,9 @@ def _experiment(args: argparse.Namespace) -> int:
     path = db_path(args)
     try:  # flags that need no server or DB are refused first, with nothing written
         repeats_from_args(args, resuming=args.resume is not None)
+        primaries = primaries_from_args(args)
+        if args.resume is not None and primaries_given(args):
+            raise ValueError("--resume takes the experiment as planned: no --objective or --guard")
         fleet = None if args.resume is not None else fleet_options(args)
     except (ValueError, FleetError) as exc:
         return refused(str(exc))
@@ -111,7 +116,9 @@ def _experiment(args: argparse.Namespace) -> int:
                 say(f"warning: --repeats {spec.repeats}: {spec.warning}", file=sys.stderr)
             exp_id = plan_experiment(path, spec)
             from tuning.decide.fleet import attach_fleet
+            from tuning.experiment.primaries import declare
 
+            declare(path, exp_id, primaries)  # what decides it, before it runs
             attach_fleet(path, exp_id, fleet)
             reuse = offer_reuse(args, path, exp_id)  # earlier identical runs: asked, never silent
     except (ParamError, ValueError, ResumeRefused, StoreError, FleetError, CatalogError) as exc:
@@ -160,11 +167,15 @@ def _experiment(args: argparse.Namespace) -> int:
     plan = _stored_plan(path, exp_id)
     if not plan or not plan.get("stop") or _undecided(plan):  # what would decide it sooner
         advise()
+    from tuning.cli.compare import decision_summary
+
+    decided, record = decision_summary(path, exp_id, None if args.db is None else str(args.db))
     if args.json:
         out = {"experiment_id": exp_id, "run_ids": run_ids, "status": status, "error": error}
         out["reuse"] = reuse
         out["estimate"] = estimate
         out["load_advice"] = advised or None
+        out["decision"] = record
         say(json.dumps({**out, "repeats": plan} if plan else out))
     else:
         say(f"experiment {exp_id}: {status}; runs {', '.join(map(str, run_ids)) or 'none'}")
@@ -172,6 +183,8 @@ def _experiment(args: argparse.Namespace) -> int:
             from tuning.experiment.repeats import repeats_lines
 
             say("\n".join(repeats_lines(plan)))
+        if decided:
+            say("\n".join(printable(line) for line in decided))
     return code
 
 

@@ -1,5 +1,7 @@
-"""The metric catalogue: every number a comparison judges, its unit, which way is better and how
-it is computed (vLLM's definitions), so the table, the charts, the exports and the report agree."""
+"""The metric catalogue: every number a comparison judges, its unit, which way is better, the scale
+a change of it is read on (a ratio, or a difference in its unit) and how it is computed (vLLM's
+definitions), in one place, so the table, the charts, the exports, the report and the decision
+agree (as AIPerf's metric classes keep a metric's unit, direction and formula together)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,14 @@ from typing import Literal
 
 from tuning.engine.params import PARAMS
 
-Direction = Literal["lower", "higher"]
+# Which way is an improvement; "neither" for a number that is a state, not a score (how full the
+# KV cache was at peak: lower is more headroom, higher is more requests served at once).
+Direction = Literal["lower", "higher", "neither"]
+# How a change is read: a ratio (log scale, shown in %) or a difference in the metric's unit, for
+# counts and fractions whose baseline is often 0 or near it (0 preemptions -> 2 is not "+inf %",
+# and 0.02 % -> 0.04 % KV usage is not "+100 %").
+Scale = Literal["ratio", "difference"]
+DIFFERENCE_SCALE = frozenset({"peak_kv_cache_usage_perc", "preemptions", "failed"})
 
 # Registry name of each workload parameter -> Workload field name.
 WORKLOAD_PARAMS: dict[str, str] = {
@@ -28,11 +37,19 @@ class Metric:
     better: Direction
     formula: str
     group: str
+    scale: Scale = "ratio"
+
+    @property
+    def direction_text(self) -> str:
+        """'lower is better', 'higher is better' or 'no better direction'."""
+        return "no better direction" if self.better == "neither" else f"{self.better} is better"
 
     @property
     def definition(self) -> str:
-        """'label (unit, lower is better): formula', as the page and the report list it."""
-        return f"{self.label} ({self.unit}, {self.better} is better): {self.formula}"
+        """'label (unit, lower is better): formula', as the page and the report list it; a
+        difference-scale metric says so."""
+        scale = ", compared as a difference" if self.scale == "difference" else ""
+        return f"{self.label} ({self.unit}, {self.direction_text}{scale}): {self.formula}"
 
 
 _LAT_FORMULA = {
@@ -55,7 +72,10 @@ TOKENS_PER_CHUNK_FORMULA = "successful output tokens (usage) / their streamed co
 STATS: dict[str, str] = {"mean": "mean", "median": "p50", "p99": "p99"}
 _DURATION = "(first dispatch → last completion)"
 _GOODPUT = "requests meeting every SLO / duration (vLLM's goodput; TPOT 0 for 1-token outputs)"
-_KV_USAGE = "max of vLLM's kv_cache_usage_perc during the load (0–1; lower = more headroom)"
+_KV_USAGE = (
+    "max of vLLM's kv_cache_usage_perc during the load (0–1; lower = more headroom, higher = more "
+    "requests held at once: neither is better by itself)"
+)
 
 # key, label, unit, better, formula, group: a data table, one metric a line.
 # fmt: off
@@ -80,7 +100,7 @@ _TABLE: tuple[tuple[str, str, str, Direction, str, str], ...] = (
      "max over samples of device memory held by the server's processes", "memory"),
     ("peak_tree_rss_bytes", "peak RSS (server tree)", "bytes", "lower",
      "max over samples of the resident memory of the server's process tree", "memory"),
-    ("peak_kv_cache_usage_perc", "peak KV-cache usage", "fraction", "lower", _KV_USAGE, "memory"),
+    ("peak_kv_cache_usage_perc", "peak KV-cache usage", "fraction", "neither", _KV_USAGE, "memory"),
     ("kv_cache_tokens", "KV capacity", "tokens", "higher",
      "tokens the KV cache holds, from vLLM's startup log", "memory"),
     ("preemptions", "preemptions", "count", "lower",
@@ -92,5 +112,7 @@ _TABLE: tuple[tuple[str, str, str, Direction, str, str], ...] = (
 )
 # fmt: on
 
-METRICS: tuple[Metric, ...] = tuple(Metric(*row) for row in _TABLE)
+METRICS: tuple[Metric, ...] = tuple(
+    Metric(*row, scale="difference" if row[0] in DIFFERENCE_SCALE else "ratio") for row in _TABLE
+)
 METRIC_BY_KEY: dict[str, Metric] = {x.key: x for x in METRICS}

@@ -101,6 +101,9 @@ class Comparison:
     load_windows: dict[int, tuple[float, float]] = field(default_factory=dict)
     margin: float = MARGIN  # the equivalence margin E (a fraction of the baseline's mean)
     drift: list[Drift] = field(default_factory=list)  # the baseline's first run vs its last
+    # metric key -> its role in the decision ('objective', 'guard'); any other metric is "for
+    # information, not corrected" (set from the decision record: tuning.compare.decision)
+    roles: dict[str, str] = field(default_factory=dict)
 
     @property
     def excluded(self) -> list[PairCheck]:
@@ -144,10 +147,16 @@ class Comparison:
             **stats,
             "value_shown": None if side.value is None else show_value(side.param, side.value),
             "mean_shown": fmt(stats["mean"], metric.unit, none=""),
+            "metric_role": self.roles.get(metric.key, "for information, not corrected"),
+            "scale": metric.scale,
             "change_pct": pct(ch.rel_change) if ch else None,
             "ci_low_pct": pct(ch.rel_low) if ch else None,
             "ci_high_pct": pct(ch.rel_high) if ch else None,
             "ci_scale": ch.scale if ch and ch.rel_low is not None else None,
+            "change_diff": ch.diff if ch else None,
+            "ci_low_diff": ch.diff_low if ch else None,
+            "ci_high_diff": ch.diff_high if ch else None,
+            "ci_confidence": ch.confidence if ch else None,
             "verdict": ch.verdict if ch else None,
             "more_runs_per_side": ch.more.to_json()["runs"] if ch and ch.more else None,
             "more_runs_goal": ch.more.goal if ch and ch.more else None,
@@ -172,8 +181,11 @@ class Comparison:
                 "resamples": RESAMPLES,
                 "equivalence_margin": self.margin,
                 "min_runs": MIN_RUNS,
+                "metric_scale": "a metric whose scale is 'difference' (counts, fractions) is "
+                "judged and shown as mean_c - mean_b in its unit, never as a %",
                 "verdicts": {
                     "better/worse": "the interval of the change excludes no change",
+                    "changed": "the same, for a metric with no better direction",
                     "equivalent": "the interval lies within ±log(1 + margin) on the log scale, "
                     "±margin of the baseline's mean on the difference scale",
                     "undecided": "neither; more_runs_per_side estimates the runs that decide it",
@@ -397,6 +409,7 @@ def build_comparison(
             resamples=resamples,
             seed=seed,
             margin=margin,
+            metric_scale=metric.scale,
         )
         for side in candidates
         for metric in shown

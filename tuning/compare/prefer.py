@@ -1,17 +1,17 @@
-"""Prefer vLLM's default when it does not matter: each tried value judged against the default on
-the watched metrics, and the recommendation that follows (vLLM recipes keep "fewer explicit
-overrides" when results are within 1 %; sweepeval calls a knob inert by an equivalence test).
+"""The recommendation, read from the decision record (tuning.compare.decision), and vLLM's default
+where it matters (vLLM recipes keep "fewer explicit overrides" when results are within 1 %;
+sweepeval calls a knob inert by an equivalence test).
 
-A value is **equivalent** to the default when every watched metric's interval of the change lies
-within the comparison's equivalence margin (stats: ±log(1 + E) on the log scale, E = 2 % unless
-`--margin` says otherwise). It is **better beyond the margin** on a metric when the whole
-interval lies past the margin in the metric's better direction: a gain the noise and the margin
-cannot explain. The recommendation:
-- a value better beyond the margin on some watched metric and worse on none: that value (the
-  one better on the most metrics, then by the first metric's gain);
-- otherwise vLLM's default, saying whether every value was equivalent (the knob is inert), some
-  were undecided (more runs could change it) or a gain came with a loss (a trade-off);
-- no default among the runs (or none known): no preference, and why.
+Nothing is recommended that is not decided: a value is recommended only when the experiment's own
+rule decided its objective better and no guard worse (`Decision.recommended`). Otherwise:
+- every value's objective decided not better (equivalent or worse): keep the baseline, and say
+  "keep vLLM's default" when the baseline is vLLM's default (fewer flags);
+- a value better on the objective but worse on a guard: a trade-off, named, not recommended;
+- an objective still undecided: no recommendation, and what would decide it;
+- an ad-hoc look (runs a user put together, no stopping rule): never a recommendation.
+
+`judge` (each value against the default side on WATCHED, at the comparison's level) serves the
+inert-knob finder (tuning.compare.inert), which is a separate, descriptive look.
 """
 
 from __future__ import annotations
@@ -23,18 +23,21 @@ from typing import Any, Literal
 
 from tuning.compare.catalog import METRIC_BY_KEY
 from tuning.compare.comparison import Comparison, Side
+from tuning.compare.decision import Decision, ValueDecision
 from tuning.compare.defaults import EngineDefault
-from tuning.compare.present import margin_text, pct_text
+from tuning.compare.present import change_text
 from tuning.compare.stats import Change, bootstrap_change
 from tuning.engine.effective import same
-from tuning.engine.params import ParamError, format_value, get_param
+from tuning.engine.params import ParamError, format_value, get_param, show_value
 
 # What must not move for the default to win: the lab's decided metrics (sequential's
 # DEFAULT_METRICS) and the KV capacity, the memory wall's own number (a flag that buys KV room
 # at equal speed is not inert). A metric no run measured is left out.
 WATCHED: tuple[str, ...] = ("output_throughput", "mean_ttft_ms", "mean_tpot_ms", "kv_cache_tokens")
 State = Literal["default", "equivalent", "better", "trade-off", "not better", "not applied"]
-Kind = Literal["default", "value", "none"]
+# default: keep vLLM's default; keep: keep the baseline (not vLLM's default); value: set
+# `recommended`; none: no recommendation (undecided, a trade-off, an ad-hoc look)
+Kind = Literal["default", "keep", "value", "none"]
 
 
 @dataclass(frozen=True)
@@ -78,11 +81,7 @@ class Preference:
     metrics: tuple[str, ...]
     values: list[ValueJudgement] = field(default_factory=list)
 
-    @property
-    def inert(self) -> bool:
-        """Every tried value was equivalent to the default on every watched metric."""
-        judged = [v for v in self.values if v.state != "default"]
-        return bool(judged) and all(v.state == "equivalent" for v in judged)
+    inert: bool = False  # every value decided equivalent on every primary metric
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -92,7 +91,7 @@ class Preference:
             "recommended_value": self.recommended,
             "text": self.text,
             "equivalence_margin": self.margin,
-            "watched_metrics": list(self.metrics),
+            "primary_metrics": list(self.metrics),
             "inert": self.inert,
             "values": [v.to_json() for v in self.values],
         }
@@ -125,6 +124,7 @@ def _change(comparison: Comparison, ref: Side, side: Side, key: str) -> Change:
         METRIC_BY_KEY[key].better,
         confidence=comparison.confidence,
         margin=comparison.margin,
+        metric_scale=METRIC_BY_KEY[key].scale,
     )
 
 
@@ -163,82 +163,106 @@ def default_side(comparison: Comparison, default: EngineDefault) -> Side | None:
     return None
 
 
-def _gain(judged: ValueJudgement, key: str) -> float:
-    change = judged.changes.get(key)
-    if change is None or change.rel_change is None:
-        return 0.0
-    return change.rel_change if METRIC_BY_KEY[key].better == "higher" else -change.rel_change
+def _is(param: str | None, value: Any, default: EngineDefault) -> bool:
+    """`value` is vLLM's default for `param`."""
+    if not default.known or param is None or value is None:
+        return False
+    try:
+        return same(get_param(param), value, default.value)
+    except ParamError:  # a learned flag: compare the values as text
+        return format_value(value) == format_value(default.value)
 
 
-def _labels(keys: Sequence[str]) -> str:
-    return ", ".join(METRIC_BY_KEY[k].label for k in keys)
+def _metric_words(value: ValueDecision, key: str) -> str:
+    """'output throughput +12.0 % (better)'."""
+    found = value.metric(key)
+    metric = METRIC_BY_KEY[key]
+    if found is None or not (found.change.n_base and found.change.n_cand):
+        return f"{metric.label} not measured"
+    return f"{metric.label} {change_text(found.change, metric.unit)} ({found.verdict})"
+
+
+def _rule_words(decision: Decision) -> str:
+    if decision.rule == "sequential":
+        return "the experiment's repeat-until-decided rule"
+    return "the experiment's fixed-repeats test"
 
 
 def prefer_default(
-    comparison: Comparison, default: EngineDefault, metrics: Sequence[str] = WATCHED
+    comparison: Comparison, default: EngineDefault, decision: Decision
 ) -> Preference:
-    """The recommendation for the comparison's parameter (see the module docstring)."""
-    keys = watched(comparison, metrics)
+    """The recommendation for the comparison's parameter, from the decision record (see the
+    module docstring); `default` says whether the value kept is vLLM's own."""
+    keys = decision.primaries.keys
     name, margin = comparison.param, comparison.margin
-    band = margin_text(margin)
+    objective = METRIC_BY_KEY[decision.primaries.objective].label
 
-    def pref(kind: Kind, text: str, rec: str | None = None, values: Any = ()) -> Preference:
-        return Preference(name, default, kind, rec, text, margin, keys, list(values))
+    def pref(kind: Kind, text: str, rec: str | None = None, inert: bool = False) -> Preference:
+        return Preference(name, default, kind, rec, text, margin, keys, [], inert)
 
+    def shown(value: Any) -> str:
+        return f"{name} = {show_value(name, value)}"
+
+    if not decision.decides:
+        return pref(
+            "none",
+            f"No recommendation: an ad-hoc look ({decision.reason}), its verdicts uncorrected; "
+            "a decision comes from an experiment's own rule (compare --experiment ID).",
+        )
+    if not decision.complete:
+        return pref(
+            "none",
+            "No recommendation yet: the experiment's rule has not stopped (it is still running, "
+            f"or was stopped first: {decision.reason}).",
+        )
     if name is None:
-        return pref("none", "Cannot prefer vLLM's default: these runs vary no single parameter.")
-    if not default.known:
-        return pref("none", f"Cannot prefer vLLM's default: {default.source}.")
-    ref = default_side(comparison, default)
-    shown = f"{name} = {default.text}"
-    if ref is None:
-        tried = ", ".join(str(s.value) for s in comparison.sides)
-        return pref(
-            "none",
-            f"Cannot prefer vLLM's default: no run at its default {shown} among the values "
-            f"tried ({tried}); add it to the values so the lab can keep the default when no "
-            "value beats it.",
-        )
-    if len(ref.measured_ids) < 2:
-        return pref(
-            "none",
-            f"Cannot prefer vLLM's default {shown}: {len(ref.measured_ids)} of its "
-            f"{len(ref.run_ids)} runs measured, and a verdict needs 2.",
-        )
-    judged = judge(comparison, ref, keys)
-    others = [j for j in judged if j.state != "default"]
-    if not others:
-        return pref(
-            "default", f"Only vLLM's default {shown} ran: no other value to weigh.", ref.value
-        )
-    winners = [j for j in others if j.state == "better"]
-    if winners:
-        best = max(winners, key=lambda j: (len(j.beyond), _gain(j, keys[0]) if keys else 0.0))
-        gains = ", ".join(
-            f"{METRIC_BY_KEY[k].label} {pct_text(best.changes[k].rel_change)}" for k in best.beyond
-        )
-        return pref(
-            "value",
-            f"Set {name} = {best.value}: better than vLLM's default {default.text} beyond "
-            f"{band} on {gains}, and worse on no watched metric.",
-            best.value,
-            judged,
-        )
-    keep = f"Keep vLLM's default {shown}"
-    if all(j.state == "equivalent" for j in others):
+        return pref("none", "No recommendation: these runs vary no single parameter.")
+    if not decision.values:
+        return pref("none", "No recommendation: no candidate value to weigh.")
+    rec = decision.recommended
+    if rec is not None:
+        guards = [_metric_words(rec, g) for g in decision.primaries.guards]
         why = (
-            f"no value of {name} changed any watched metric ({_labels(keys)}) by more than "
-            f"{margin * 100:g} %; fewer flags."
+            f"{_metric_words(rec, decision.primaries.objective)}, no guard worse"
+            + (f" ({', '.join(guards)})" if guards else "")
+            + f", decided by {_rule_words(decision)}"
         )
-    else:
-        counts: dict[str, int] = {}
-        for j in others:
-            counts[j.state] = counts.get(j.state, 0) + 1
-        detail = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
-        why = (
-            f"no value was shown better beyond {band} on a watched metric without being worse "
-            f"on another ({detail}); fewer flags."
-        )
-        if counts.get("not better"):
-            why += " More runs could still show a gain."
-    return pref("default", f"{keep}: {why}", ref.value, judged)
+        if _is(name, rec.value, default):
+            return pref("value", f"Set vLLM's default {shown(rec.value)}: {why}.", rec.value)
+        return pref("value", f"Set {shown(rec.value)}: {why}.", rec.value)
+    outcomes = [v.outcome for v in decision.values]
+    metrics = [m for v in decision.values for m in v.metrics]
+    measured = [m for m in metrics if m.change.n_base and m.change.n_cand]
+    inert = bool(measured) and all(m.verdict == "equivalent" for m in measured)
+    if all(o == "not better" for o in outcomes):
+        why = f"no value's {objective} is decided better than the baseline's"
+        if _is(name, decision.baseline, default):
+            detail = "every value equivalent on every primary metric" if inert else why
+            return pref(
+                "default",
+                f"Keep vLLM's default {name} = {default.text}: {detail}; fewer flags.",
+                decision.baseline,
+                inert,
+            )
+        note = ""
+        if default.known:
+            note = f" (vLLM's default, {name} = {default.text}, was not among the values tried)"
+        text = f"Keep the baseline {shown(decision.baseline)}: {why}{note}."
+        return pref("keep", text, None, inert)
+    parts = []
+    for value in decision.values:
+        if value.outcome == "trade-off":
+            worse = ", ".join(METRIC_BY_KEY[k].label for k in value.guards_worse)
+            parts.append(
+                f"{shown(value.value)} is better on {objective} but worse on {worse}: a "
+                "trade-off, not a recommendation"
+            )
+    undecided = [v for v in decision.values if v.outcome == "undecided"]
+    if undecided:
+        values = ", ".join(show_value(name, v.value) for v in undecided)
+        step = decision.next_step
+        how = f": {step.text()} would likely decide it" if step else ""
+        parts.append(f"{objective} undecided for {name} = {values}{how}")
+    if not parts:
+        parts.append(f"no value's {objective} is decided better without a guard decided worse")
+    return pref("none", "No recommendation: " + "; ".join(parts) + ".")

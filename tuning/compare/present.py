@@ -17,6 +17,7 @@ from core.units import fmt as fmt  # re-exported: the Compare page, CLI and repo
 from tuning.compare.catalog import METRIC_BY_KEY, Metric
 from tuning.compare.chunks import chunk_note, is_per_chunk
 from tuning.compare.comparison import Comparison
+from tuning.compare.noise import noise_floor
 from tuning.compare.stats import (
     CONFIDENCE,
     MARGIN,
@@ -25,13 +26,13 @@ from tuning.compare.stats import (
     RESAMPLES,
     Change,
     VerdictName,
-    noise_floor,
 )
 from tuning.engine.params import show_value
 
 VERDICT_LABEL: dict[VerdictName, str] = {
     "better": "▲ better",
     "worse": "▼ worse",
+    "changed": "≠ changed",
     "equivalent": "= equivalent",
     "undecided": "? undecided",
     "not applied": "⊘ not applied",
@@ -40,6 +41,11 @@ VERDICT_LABEL: dict[VerdictName, str] = {
 CLEAR: frozenset[str] = frozenset({"better", "worse"})
 # Metrics whose run-to-run spread the noise note reports.
 NOISE_METRICS = ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")
+# An interval wider than this (as a relative change, hi - lo) says how few runs and how much
+# spread stand behind it, beside it.
+WIDE = 1.0
+# What the table and the summaries call a metric that is not primary.
+INFORMATION = "for information, not corrected"
 
 # How a cell looks: green / red only for a decided better / worse verdict; everything else
 # (undecided, equivalent, not applied, no verdict) is the one neutral grey, never tinted by the
@@ -67,60 +73,110 @@ def pct_text(fraction: float | None) -> str:
     return NONE if fraction is None else f"{fraction * 100:+.1f} %"
 
 
+def diff_text(value: float | None, unit: str = "") -> str:
+    """A change in the metric's own unit, signed: '+2 count', '+0.3 pp' for a fraction (points
+    of a percentage), '-1.5 GiB'."""
+    if value is None:
+        return NONE
+    sign = "+" if value >= 0 else "-"
+    if unit == "fraction":
+        points = value * 100
+        return f"{points:+.2f} pp" if abs(points) < 1 else f"{points:+.1f} pp"
+    return sign + fmt(abs(value), unit)
+
+
+def change_text(change: Change | None, unit: str = "") -> str:
+    """The change a table or a sentence shows: a % for a ratio, the difference in the metric's
+    unit when the metric is read as one or its baseline is 0 (never '+100 %' from 0.0 %)."""
+    if change is None:
+        return NONE
+    if change.rel_change is not None:
+        return pct_text(change.rel_change)
+    return diff_text(change.diff, unit)
+
+
 def margin_text(margin: float) -> str:
     """The equivalence margin as shown: '±2 %'."""
     return f"±{margin * 100:g} %"
 
 
-def ci_text(change: Change | None, confidence: float = CONFIDENCE) -> str:
-    """'95 % CI +8.1 … +12.3 %', or '' when there is no interval."""
-    if change is None or change.rel_low is None or change.rel_high is None:
-        return ""
-    return (
-        f"{confidence * 100:.0f} % CI {change.rel_low * 100:+.1f} … {change.rel_high * 100:+.1f} %"
+def level_text(confidence: float) -> str:
+    """'95 %', '98.3 %': a confidence as the intervals name it."""
+    pct = confidence * 100
+    return f"{pct:.0f} %" if abs(pct - round(pct)) < 0.05 else f"{pct:.1f} %"
+
+
+def spread_text(change: Change) -> str:
+    """'2 + 2 runs, run-to-run CV 31 % / 44 %': what a wide interval rests on."""
+    cvs = [change.cv("base"), change.cv("cand")]
+    spread = " / ".join(f"{c * 100:.0f} %" for c in cvs if c is not None)
+    return f"{change.n_base} + {change.n_cand} runs" + (
+        f", run-to-run CV {spread}" if spread else ""
     )
 
 
-def _decided_by(change: Change, confidence: float) -> list[str]:
+def ci_text(change: Change | None, confidence: float | None = None, unit: str = "") -> str:
+    """'95 % CI +8.1 … +12.3 %' at the level the interval was computed at (the change's own), in
+    the metric's unit for a difference ('95 % CI +1 … +3 count'); a huge interval (wider than
+    100 points) says its runs and spread beside it; '' when there is no interval."""
+    if change is None:
+        return ""
+    level = level_text(change.confidence)
+    if change.rel_low is not None and change.rel_high is not None:
+        text = f"{level} CI {change.rel_low * 100:+.1f} … {change.rel_high * 100:+.1f} %"
+        if change.rel_high - change.rel_low > WIDE:
+            text += f" — wide: {spread_text(change)}"
+        return text
+    if change.diff_low is None or change.diff_high is None:
+        return ""
+    return f"{level} CI {diff_text(change.diff_low, unit)} … {diff_text(change.diff_high, unit)}"
+
+
+def _decided_by(change: Change, confidence: float, unit: str = "") -> list[str]:
     """A verdict's interval, the margin of an equivalence and the change's note."""
-    parts = [ci_text(change, confidence)]
+    parts = [ci_text(change, confidence, unit)]
     if change.verdict == "equivalent":
         parts.append(f"within {margin_text(change.margin)}")
     return [p for p in (*parts, change.note) if p]
 
 
-def verdict_detail(change: Change, confidence: float = CONFIDENCE) -> str:
+def verdict_detail(change: Change, confidence: float = CONFIDENCE, unit: str = "") -> str:
     """What stands behind a verdict: its interval, the margin for an equivalence, the reason
     and the repeat estimate for an undecided one."""
     more = [change.more.text] if change.more is not None else []
-    return "; ".join(_decided_by(change, confidence) + more)
+    return "; ".join(_decided_by(change, confidence, unit) + more)
 
 
-def verdict_text(change: Change | None, confidence: float = CONFIDENCE) -> str:
+def verdict_text(change: Change | None, confidence: float = CONFIDENCE, unit: str = "") -> str:
     """'▼ worse (95 % CI +8.1 … +12.3 %)', '? undecided (95 % CI …; ≈ 2 more runs a side
     would likely decide it)', '= equivalent (95 % CI -0.4 … +0.9 %; within ±2 %)'."""
     if change is None:
         return ""
-    detail = verdict_detail(change, confidence)
+    detail = verdict_detail(change, confidence, unit)
     return VERDICT_LABEL[change.verdict] + (f" ({detail})" if detail else "")
 
 
-def verdict_cell(change: Change | None, confidence: float = CONFIDENCE) -> str:
+def verdict_cell(change: Change | None, confidence: float = CONFIDENCE, unit: str = "") -> str:
     """The table's verdict cell: `verdict_text` without the repeat estimate, which has a column
     of its own (a narrow window then still shows the whole verdict)."""
     if change is None:
         return ""
-    detail = "; ".join(_decided_by(change, confidence))
+    detail = "; ".join(_decided_by(change, confidence, unit))
     return VERDICT_LABEL[change.verdict] + (f" ({detail})" if detail else "")
 
 
 def tone(metric: Metric, change: Change | None) -> Tone:
     """Green for a decided change in the better direction, red for the worse; the neutral grey
-    for anything not decided better or worse (an undecided change leans nowhere)."""
-    if change is None or change.verdict not in CLEAR or not change.rel_change:
+    for anything not decided better or worse (an undecided change leans nowhere, and a metric
+    with no better direction is never coloured)."""
+    if change is None or change.verdict not in CLEAR or metric.better == "neither":
         return "muted"
-    good = (change.rel_change > 0) == (metric.better == "higher")
-    return "better" if good else "worse"
+    return "better" if change.verdict == "better" else "worse"
+
+
+def direction_cell_text(metric: Metric) -> str:
+    """'↑ higher', '↓ lower' or '· neither' (no better direction)."""
+    return {"higher": "↑ higher", "lower": "↓ lower"}.get(metric.better, "· neither")
 
 
 def tone_css(selector: Callable[[Tone], str] = lambda t: f".{t}") -> str:
@@ -219,7 +275,8 @@ def reused_text(comparison: Comparison) -> str | None:
 
 
 def noise_text(comparison: Comparison) -> str | None:
-    """The baseline's run-to-run spread (A/A) and the smallest change it lets a verdict resolve."""
+    """The baseline's run-to-run spread (A/A) and the smallest change it lets a verdict resolve
+    with as many runs a side, by the t and the power of the repeat estimate."""
     floors = [(k, noise_floor(comparison.baseline.values.get(k) or [])) for k in NOISE_METRICS]
     parts = [
         f"{METRIC_BY_KEY[k].label}: run-to-run CV {x.cv * 100:.1f} %, smallest resolvable change "
@@ -229,7 +286,9 @@ def noise_text(comparison: Comparison) -> str | None:
     ]
     if not parts:
         return None
-    return f"Noise floor from the baseline's {floors[0][1].n} repeats (A/A): " + ", ".join(parts)
+    n, t = floors[0][1].n, next((x.t for _, x in floors if x.t is not None), None)
+    how = f" (t = {t:.2f} at {n} runs a side, {int(POWER * 100)} % power)" if t else ""
+    return f"Noise floor from the baseline's {n} repeats (A/A){how}: " + ", ".join(parts)
 
 
 def drift_text(comparison: Comparison) -> str | None:
@@ -281,13 +340,14 @@ def side_heading(comparison: Comparison, side: Any) -> str:
 
 def table_columns(comparison: Comparison) -> list[str]:
     """The metric, then what was decided (each candidate's Δ, verdict, and what would decide an
-    undecided one), then the side means, the baseline's first, and the direction last: a narrow
-    window shows the verdicts, not only the baseline's column."""
+    undecided one), then the side means, the baseline's first, the direction, and the metric's
+    role last (objective, guard, or for information, not corrected): a narrow window shows the
+    verdicts, not only the baseline's column."""
     heads = [side_heading(comparison, s) for s in comparison.sides]
     cols = ["metric"]
     for head in heads[1:]:
         cols += [f"Δ {head}", f"verdict {head}", f"to decide {head}"]
-    return [*cols, f"{heads[0]} (baseline)", *heads[1:], "better"]
+    return [*cols, f"{heads[0]} (baseline)", *heads[1:], "better", "role"]
 
 
 def table_rows(comparison: Comparison) -> list[list[Cell]]:
@@ -300,7 +360,7 @@ def table_rows(comparison: Comparison) -> list[list[Cell]]:
 
     rows = [
         [Cell("runs (measured / total)", "muted"), *[blank] * (3 * len(candidates))]
-        + [runs(base), *map(runs, candidates), blank]
+        + [runs(base), *map(runs, candidates), blank, blank]
     ]
     chunks = chunk_note(comparison)  # beside every ITL row when the sides' chunks differ
     for metric in comparison.metrics:
@@ -309,15 +369,16 @@ def table_rows(comparison: Comparison) -> list[list[Cell]]:
             change = comparison.changes.get((side.label, metric.key))
             shade = tone(metric, change)
             decided += [
-                Cell(pct_text(change.rel_change if change else None), shade, True),
-                Cell(verdict_cell(change, comparison.confidence), shade),
+                Cell(change_text(change, metric.unit), shade, True),
+                Cell(verdict_cell(change, comparison.confidence, metric.unit), shade),
                 Cell(change.more.text if change and change.more else "", "muted"),
             ]
         means = [
             Cell(fmt(s.stats(metric.key)["mean"], metric.unit), numeric=True)
             for s in (base, *candidates)
         ]
-        direction = Cell("↑ higher" if metric.better == "higher" else "↓ lower", "muted")
+        direction = Cell(direction_cell_text(metric), "muted")
+        role = comparison.roles.get(metric.key, INFORMATION)
         name = Cell(f"{metric.label} ({metric.unit})", title=metric.formula)
         if chunks and is_per_chunk(metric):
             name = Cell(
@@ -329,6 +390,7 @@ def table_rows(comparison: Comparison) -> list[list[Cell]]:
                 *decided,
                 *means,
                 direction,
+                Cell(role, "" if role != INFORMATION else "muted"),
             ]
         )
     return rows

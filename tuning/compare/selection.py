@@ -1,5 +1,7 @@
 """From what a user names (run ids, experiment ids, a baseline) to a Comparison: the one path the
-CLI, the HTML report, the History page's sharing and the Compare page all take."""
+CLI, the HTML report, the History page's sharing and the Compare page all take (through the
+report model, tuning.present.model, which adds the decision record and its words). Runs already
+loaded (the Compare page's) are used as they are: nothing is read twice."""
 
 from __future__ import annotations
 
@@ -15,8 +17,6 @@ from tuning.compare.comparison import (
     repeats_of,
     request_loader,
 )
-from tuning.compare.defaults import engine_default
-from tuning.compare.prefer import Preference, prefer_default
 from tuning.compare.stats import MARGIN
 
 
@@ -29,9 +29,7 @@ class Selection:
     runs: list[dict[str, Any]]  # every run named, in the order named
     experiments: list[dict[str, Any]]  # the experiments named
     comparison: Comparison
-    preference: (
-        Preference  # keep vLLM's default, set a value, or why neither (tuning.compare.prefer)
-    )
+    baseline_ids: list[int]  # the baseline side as picked (default: the first value's runs)
 
 
 def _unique(ids: Iterable[int]) -> list[int]:
@@ -71,28 +69,30 @@ def select_runs(
     slo: Mapping[str, float] | None = None,
     margin: float = MARGIN,
     include_suspect: bool = False,
+    runs: Sequence[dict[str, Any]] | None = None,
+    experiments: Sequence[dict[str, Any]] = (),
 ) -> Selection:
     """The named runs compared. The baseline side is `baseline_ids` (added to the selection when
     not named otherwise; with their repeats among the runs if `with_repeats`), by default the runs
     of the first value. `margin` is the equivalence margin E (a fraction; stats.MARGIN). Suspect
-    runs are left out of the values unless `include_suspect`."""
+    runs are left out of the values unless `include_suspect`. `runs` (with `experiments`) are
+    rows already loaded: they are compared as given, and the DB is read only for goodput."""
     base = _unique(baseline_ids)
-    runs, experiments = gather_runs(db, run_ids=run_ids, experiment_ids=experiment_ids, first=base)
+    if runs is None:
+        found, named = gather_runs(db, run_ids=run_ids, experiment_ids=experiment_ids, first=base)
+    else:
+        if not runs:
+            raise SelectionError("no runs selected: name runs or an experiment that has runs")
+        found, named = list(runs), list(experiments)
     if with_repeats:
-        base = _unique(i for b in base for i in repeats_of(runs, b))
-    base = base or default_baseline(runs)
+        base = _unique(i for b in base for i in repeats_of(found, b))
+    base = base or default_baseline(found)
     comparison = build_comparison(
-        runs,
+        found,
         base,
         slo_ms=slo,
         requests=request_loader(db),
         margin=margin,
         include_suspect=include_suspect,
     )
-    return Selection(runs, experiments, comparison, preference_of(db, comparison, runs))
-
-
-def preference_of(db: Any, comparison: Comparison, runs: Sequence[Mapping[str, Any]]) -> Preference:
-    """The recommendation for the comparison's parameter: its engine default read for `runs`."""
-    param = comparison.param or ""
-    return prefer_default(comparison, engine_default(db, param, runs))
+    return Selection(found, named, comparison, base)

@@ -11,11 +11,17 @@ The stopping rule: looks at a fixed schedule, alpha split across them (Bonferron
   n in `Design.looks()` (2, 3, 5, 8, ... up to max_repeats: each about `growth` x the one before).
   Each look compares the first n runs of the value with the first n runs of the baseline, so a
   verdict never changes once given, however many runs the baseline gets for other values.
-- Each of the L scheduled looks uses the verdict rule of stats.bootstrap_change at confidence
-  1 - alpha / L. A value stops at its first decided look (better, worse, equivalent).
-- By the union bound, P(some look says better or worse | no real difference) <= L x alpha / L =
-  alpha, whatever the correlation between looks, and for any noise the verdict's interval covers
-  at its nominal level (the wider-of-bootstrap-and-Welch interval is conservative at these sizes).
+- Each of the L scheduled looks spends alpha / L, split over the watched metrics (the
+  experiment's primaries: an objective and its guards, tuning.compare.primaries) by Holm's
+  step-down (tuning.compare.holm): with m metrics, each judged by stats.bootstrap_change, the
+  first step at 1 - alpha / (L m), then 1 - alpha / (L (m - 1)) once one is decided, and so on.
+  A metric keeps the verdict of the first look that decided it (better, worse, equivalent); a
+  value stops when every watched metric is decided.
+- Holm holds the family-wise rate within a look: P(some metric of the look says better or worse |
+  no real difference) <= alpha / L. By the union bound over looks, P(some metric at some look
+  says better or worse) <= L x alpha / L = alpha, whatever the correlation between looks and
+  between metrics, and for any noise the verdict's interval covers at its nominal level (the
+  wider-of-bootstrap-and-Welch interval is conservative at these sizes).
   Why not Pocock or O'Brien-Fleming boundaries: they are exact only for normal statistics with a
   known variance and equal information steps; with 2-10 runs a side and an estimated variance,
   Student's t at the adjusted level is the honest building block, and the union bound needs no
@@ -26,30 +32,34 @@ The stopping rule: looks at a fixed schedule, alpha split across them (Bonferron
   after i looks): the total stays alpha.
 - Futility (from the third scheduled look, 5 runs a side): a value stops early, undecided, when
   every metric still undecided would likely stay so at max_repeats (stats.more_runs at the look's
-  confidence and power 0.5, the observed change taken as the truth). Stopping early never adds a
-  false alarm; it saves runs.
+  strictest Holm level and power 0.5, the observed change taken as the truth). Stopping early
+  never adds a false alarm; it saves runs.
 - A value whose runs produced no measurement twice in a row from the start is stopped as failed;
   attempts (measured or not) count against max_repeats.
 
-The guarantee is per comparison (one value against the baseline on one metric). For several
-metrics or values at once, divide alpha by their number (Bonferroni) if a family-wise rate is
-wanted. benchmarks/aa_false_alarm.py measures the rate by simulation.
+The guarantee is per comparison (one value against the baseline), family-wise over its watched
+metrics; for several values at once, divide alpha by their number (Bonferroni) if a rate over
+values is wanted. benchmarks/aa_false_alarm.py measures the family-wise rate by simulation.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Literal
 
 from tuning.compare.catalog import METRIC_BY_KEY, Direction
+from tuning.compare.catalog import Scale as MetricScale
+from tuning.compare.holm import step_down
+from tuning.compare.primaries import Primaries
 from tuning.compare.stats import (
     DECIDED,
     MARGIN,
     MIN_RUNS,
     RESAMPLES,
+    Change,
     MoreRuns,
     VerdictName,
     bootstrap_change,
@@ -58,8 +68,8 @@ from tuning.compare.stats import (
 
 Row = Mapping[str, Any]  # one run: metric key -> its value (None or missing: not measured)
 State = Literal["decided", "pending", "futile", "capped", "failed", "budget"]
-# What `--repeats auto` decides on unless told otherwise.
-DEFAULT_METRICS: tuple[str, ...] = ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")
+# What `--repeats auto` decides on unless told otherwise: the default primaries.
+DEFAULT_METRICS: tuple[str, ...] = Primaries().keys
 # Futility needs a spread and a change estimated from this many runs a side at least: from 2 or 3
 # runs the estimate is too noisy, and stopping a real change there costs most of the power.
 FUTILITY_MIN_RUNS = 5
@@ -100,7 +110,8 @@ class Design:
         return tuple(out)
 
     def look_confidence(self) -> float:
-        """The confidence of every scheduled look: 1 - alpha / L (1 - alpha when not adjusted)."""
+        """The confidence of every scheduled look: 1 - alpha / L (1 - alpha when not adjusted);
+        Holm then splits it over the metrics (`step_down`)."""
         return 1.0 - (self.alpha / len(self.looks()) if self.adjusted else self.alpha)
 
     def final_confidence(self, runs: int) -> float:
@@ -110,6 +121,13 @@ class Design:
         looks = self.looks()
         taken = sum(1 for n in looks if n < runs)
         return 1.0 - self.alpha * (len(looks) - taken) / len(looks)
+
+    def look_alpha(self, runs: int) -> float:
+        """The family-wise alpha the look at `runs` a side spends: alpha / L at a scheduled look,
+        the alpha of every look not taken at an unscheduled last one."""
+        if runs in self.looks():
+            return 1.0 - self.look_confidence()
+        return 1.0 - self.final_confidence(runs)
 
 
 @dataclass(frozen=True)
@@ -124,9 +142,12 @@ class ValueStatus:
     decided_at: dict[str, int]  # per decided metric: runs a side at the look that decided it
     more: dict[str, MoreRuns | None]  # per undecided metric: the repeat estimate
     why: str = ""
+    # per metric: the Change of the look that decided it (else the latest look), at the Holm
+    # level it was judged at; the decision record (tuning.compare.decision) keeps these
+    changes: dict[str, Change] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
+        out = {k: v for k, v in asdict(self).items() if k != "changes"}
         out["more"] = {k: (v.to_json() if v else None) for k, v in self.more.items()}
         return out
 
@@ -177,25 +198,33 @@ def _finite(value: Any) -> bool:
 
 
 def _measured(rows: Sequence[Row], metrics: Sequence[str]) -> list[Row]:
-    """The runs with a number for every watched metric, in run order."""
-    return [r for r in rows if all(_finite(r.get(k)) for k in metrics)]
+    """The runs with a number for the first watched metric (the objective), in run order: a
+    guard a run could not measure (TPOT of one-token outputs) does not unmake the run."""
+    return [r for r in rows if _finite(r.get(metrics[0]))] if metrics else list(rows)
 
 
 def _series(rows: Sequence[Row], key: str, n: int) -> list[float]:
-    return [float(r[key]) for r in rows[:n]]
+    """The metric's values over the first n measured runs (those that have it)."""
+    return [float(r[key]) for r in rows[:n] if _finite(r.get(key))]
+
+
+def _measures(rows: Sequence[Row], key: str) -> bool:
+    return any(_finite(r.get(key)) for r in rows)
 
 
 @lru_cache(maxsize=8192)
-def _verdict(
+def _change(
     base: tuple[float, ...],
     cand: tuple[float, ...],
     better: Direction,
+    scale: MetricScale,
     confidence: float,
     resamples: int,
     margin: float,
-) -> VerdictName:
-    """One look's verdict; cached, since each call of the stateless plan_next judges every
-    earlier look again (the same numbers give the same verdict: the bootstrap is seeded by them)."""
+) -> Change:
+    """One look's verdict on one metric at one confidence; cached, since each call of the
+    stateless plan_next judges every earlier look again, and Holm's steps ask again at looser
+    levels (the same numbers give the same verdict: the bootstrap is seeded by them)."""
     return bootstrap_change(
         base,
         cand,
@@ -204,7 +233,48 @@ def _verdict(
         resamples=resamples,
         margin=margin,
         estimate=False,
-    ).verdict
+        metric_scale=scale,
+    )
+
+
+def _scale(key: str) -> MetricScale:
+    metric = METRIC_BY_KEY.get(key)
+    return metric.scale if metric else "ratio"
+
+
+@dataclass(frozen=True)
+class _Judged:
+    """One value's metrics after every look it has reached."""
+
+    verdicts: dict[str, VerdictName]
+    decided_at: dict[str, int]
+    changes: dict[str, Change]
+    more: dict[str, MoreRuns | None]
+    futile: bool
+
+
+def _look_holm(
+    base: Sequence[Row],
+    cand: Sequence[Row],
+    metrics: Mapping[str, Direction],
+    design: Design,
+    n: int,
+    alpha: float,
+) -> dict[str, Change]:
+    """Holm over every watched metric at the look of `n` runs a side, at the look's alpha."""
+
+    def judge(key: str, confidence: float) -> Change:
+        return _change(
+            tuple(_series(base, key, n)),
+            tuple(_series(cand, key, n)),
+            metrics[key],
+            _scale(key),
+            confidence,
+            design.resamples,
+            design.margin,
+        )
+
+    return step_down(list(metrics), alpha, judge)
 
 
 def _judge(
@@ -213,57 +283,53 @@ def _judge(
     metrics: Mapping[str, Direction],
     design: Design,
     final: bool,
-) -> tuple[dict[str, VerdictName], dict[str, int], dict[str, MoreRuns | None], bool]:
+) -> _Judged:
     """Every watched metric of one value at each scheduled look it has reached (and, if `final`,
-    one last look at the runs it has): (verdicts, decided_at, estimates, futile)."""
+    one last look at the runs it has), Holm over the metrics within each look's alpha: a metric
+    keeps the verdict of the first look that decided it."""
     n_max = min(len(base), len(cand))
     looks = [n for n in design.looks() if n <= n_max]
-    last_conf = design.look_confidence()
     if final and n_max >= design.min_repeats and (not looks or looks[-1] < n_max):
         looks.append(n_max)
     verdicts: dict[str, VerdictName] = {}
     decided_at: dict[str, int] = {}
+    changes: dict[str, Change] = {}
+    for n in looks:
+        judged = _look_holm(base, cand, metrics, design, n, design.look_alpha(n))
+        for key, change in judged.items():
+            if key in decided_at:
+                continue
+            verdicts[key], changes[key] = change.verdict, change
+            if change.verdict in DECIDED:
+                decided_at[key] = n
+        if len(decided_at) == len(metrics):
+            break
     more: dict[str, MoreRuns | None] = {}
     hopeless: dict[str, bool] = {}  # per undecided metric: futile on its own
-    for key, better in metrics.items():
-        for n in looks:
-            conf = design.final_confidence(n) if n not in design.looks() else last_conf
-            verdict = _verdict(
-                tuple(_series(base, key, n)),
-                tuple(_series(cand, key, n)),
-                better,
-                conf,
-                design.resamples,
-                design.margin,
-            )
-            verdicts[key] = verdict
-            if verdict in DECIDED:
-                decided_at[key] = n
-                break
-        if key in decided_at or not looks:
-            continue
+    if looks:
         n = looks[-1]
-        est = more_runs(
-            _series(base, key, n),
-            _series(cand, key, n),
-            confidence=last_conf,
-            margin=design.margin,
-        )
-        more[key] = est
-        if design.futility and n >= FUTILITY_MIN_RUNS:
-            odds = more_runs(
-                _series(base, key, n),
-                _series(cand, key, n),
-                confidence=last_conf,
-                margin=design.margin,
-                power=FUTILITY_POWER,
-            )
-            hopeless[key] = odds.runs is None or n + odds.runs > design.max_repeats
-        else:
+        # The estimates aim at the next look's strictest Holm level (conservative).
+        conf = 1.0 - design.look_alpha(n) / max(1, len(metrics))
+        for key in metrics:
+            if key in decided_at:
+                continue
+            b, c = _series(base, key, n), _series(cand, key, n)
+            if not b or not c:  # not measured: nothing to estimate, never holds a value back
+                continue
+            scale = _scale(key)
+            more[key] = more_runs(b, c, confidence=conf, margin=design.margin, metric_scale=scale)
             hopeless[key] = False
+            if design.futility and n >= FUTILITY_MIN_RUNS:
+                odds = more_runs(
+                    b, c, confidence=conf, margin=design.margin, power=FUTILITY_POWER,
+                    metric_scale=scale,
+                )  # fmt: skip
+                hopeless[key] = odds.runs is None or n + odds.runs > design.max_repeats
+            if more[key] is not None and key in changes:
+                changes[key] = replace(changes[key], more=more[key])
     # futile when every metric still undecided is: one that can still be decided keeps it going
     futile = bool(hopeless) and all(hopeless.values())
-    return verdicts, decided_at, more, futile
+    return _Judged(verdicts, decided_at, changes, more, futile)
 
 
 def plan_next(
@@ -305,19 +371,29 @@ def plan_next(
             return ValueStatus(label, 0, tried, "failed", {}, {}, {}, "no measured run in 2 tries")
         # Out of attempts between two scheduled looks: one last look at what it has.
         final = final or tried >= design.max_repeats
-        verdicts, decided_at, more, futile = _judge(base, cand, watched, design, final)
-        if len(decided_at) == len(keys):
-            why = ", ".join(f"{k} {verdicts[k]} at {decided_at[k]} runs" for k in keys)
-            return ValueStatus(label, n, tried, "decided", verdicts, decided_at, more, why)
+        judged = _judge(base, cand, watched, design, final)
+        verdicts, decided_at, more = judged.verdicts, judged.decided_at, judged.more
+
+        def value_status(state: State, why: str) -> ValueStatus:
+            return ValueStatus(
+                label, n, tried, state, verdicts, decided_at, more, why, judged.changes
+            )
+
+        # a watched metric no run of either side measured cannot be decided: it does not hold
+        # the value back (the record shows it undecided, "no measured run")
+        needed = [k for k in keys if _measures(base, k) and _measures(cand, k)]
+        if needed and all(k in decided_at for k in needed):
+            why = ", ".join(f"{k} {verdicts[k]} at {decided_at[k]} runs" for k in needed)
+            return value_status("decided", why)
         state: State = "pending"
         why = ""
-        if futile:
+        if judged.futile:
             state, why = "futile", f"the repeat estimate exceeds max_repeats {design.max_repeats}"
         elif tried >= design.max_repeats:
             state, why = "capped", f"max_repeats {design.max_repeats} reached"
         elif final:
             state, why = "budget", "the time budget is spent"
-        return ValueStatus(label, n, tried, state, verdicts, decided_at, more, why)
+        return value_status(state, why)
 
     def stopped(reason: str, final: bool) -> Plan:
         statuses = {label: status(label, rows, final) for label, rows in values.items()}

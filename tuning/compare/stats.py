@@ -23,10 +23,15 @@ three possible resampled means, so its "CI" is their min-max). Three verdicts, n
   symmetric in log so that swapping the sides keeps the verdict: -1.96 % .. +2 % for E = 2 %),
   ±E x |mean_b| on the difference scale: whatever the change is, it is smaller than E;
 - **better** / **worse** (by the metric's direction): the interval excludes no change;
+  **changed** for a metric with no better direction (catalog: peak KV-cache usage);
 - **undecided**: neither, including any side with fewer than ``MIN_RUNS`` measured runs (one run
   has no spread, so never better or worse). An undecided verdict carries `MoreRuns`: how many
   further runs a side would likely decide it, from the observed spread on the verdict's scale
   (`more_runs`).
+
+A metric the catalogue reads as a **difference** (`Metric.scale`: counts and fractions that are
+often 0, such as preemptions or peak KV usage) is judged on the difference scale whatever its
+values, and has no % change at all: 0.02 % -> 0.04 % of KV usage is +0.02 points, never "+100 %".
 
 Each side's resamples come from a generator seeded by the side's own (sorted) values, so the
 result does not depend on which side is the baseline: swapping them negates every draw (of the
@@ -48,13 +53,22 @@ from typing import Literal
 import numpy as np
 
 from tuning.compare.catalog import Direction
+from tuning.compare.catalog import Scale as MetricScale
 from tuning.compare.tdist import t_quantile
 
 # "not applied": the engine did not run with a side's value (tuning.engine.effective), so no
 # verdict.
-VerdictName = Literal["better", "worse", "equivalent", "undecided", "not applied"]
-VERDICTS: tuple[VerdictName, ...] = ("better", "worse", "equivalent", "undecided", "not applied")
-DECIDED: frozenset[str] = frozenset({"better", "worse", "equivalent"})
+# "changed": a real change of a metric with no better direction (catalog.Direction "neither").
+VerdictName = Literal["better", "worse", "changed", "equivalent", "undecided", "not applied"]
+VERDICTS: tuple[VerdictName, ...] = (
+    "better",
+    "worse",
+    "changed",
+    "equivalent",
+    "undecided",
+    "not applied",
+)
+DECIDED: frozenset[str] = frozenset({"better", "worse", "changed", "equivalent"})
 Goal = Literal["difference", "equivalence"]
 # The scale a change is judged on: log(mean_c / mean_b), or mean_c - mean_b when a run is <= 0.
 Scale = Literal["log", "difference"]
@@ -111,14 +125,26 @@ class Change:
     scale: Scale = "difference"  # the scale the verdict was judged on
     log_low: float | None = None  # the interval of log(mean_c / mean_b), on the log scale only
     log_high: float | None = None
+    sd_base: float | None = None  # each side's standard deviation across runs (None under 2)
+    sd_cand: float | None = None
+    confidence: float = CONFIDENCE  # the level the interval was computed at
+
+    @property
+    def diff(self) -> float | None:
+        """mean_c - mean_b in the metric's unit (None when a side has no measured run)."""
+        if self.base_mean is None or self.cand_mean is None:
+            return None
+        return self.cand_mean - self.base_mean
+
+    def cv(self, side: Literal["base", "cand"]) -> float | None:
+        """One side's run-to-run coefficient of variation (None without a spread or a mean)."""
+        sd, mean = (
+            (self.sd_base, self.base_mean) if side == "base" else (self.sd_cand, self.cand_mean)
+        )
+        return None if sd is None or not mean else sd / abs(mean)
 
 
-def normal_quantile(confidence: float) -> float:
-    """The two-sided normal quantile of a confidence level (1.96 for 0.95)."""
-    return NormalDist().inv_cdf(0.5 + confidence / 2.0)
-
-
-def _finite_sorted(values: Values) -> np.ndarray:
+def finite_sorted(values: Values) -> np.ndarray:
     return np.sort(np.asarray([v for v in values if v is not None and math.isfinite(v)], float))
 
 
@@ -205,7 +231,7 @@ def _t_around(
 def scale_of(base: Values, cand: Values) -> Scale:
     """'log' when every finite run value of both sides is above 0 (a ratio exists), else
     'difference': decided from both sides together, so swapping them keeps the scale."""
-    b, c = _finite_sorted(base), _finite_sorted(cand)
+    b, c = finite_sorted(base), finite_sorted(cand)
     return "log" if (b.size or c.size) and bool((b > 0).all() and (c > 0).all()) else "difference"
 
 
@@ -245,7 +271,7 @@ def _wider(
     base: Values, cand: Values, log: bool, confidence: float, resamples: int, seed: int
 ) -> tuple[float, float] | None:
     """The wider of the bootstrap and the t-interval, on the difference or the log scale."""
-    b, c = _finite_sorted(base), _finite_sorted(cand)
+    b, c = finite_sorted(base), finite_sorted(cand)
     if _short(b, c, bool(len(base))) or (log and ((b <= 0).any() or (c <= 0).any())):
         return None
     draws = _resampled_means(c, resamples, seed)
@@ -265,10 +291,12 @@ def change_interval(
     confidence: float = CONFIDENCE,
     resamples: int = RESAMPLES,
     seed: int = SEED,
+    metric_scale: MetricScale = "ratio",
 ) -> tuple[Scale, float, float] | None:
     """THE interval a verdict is judged on, with its scale: `log_interval` when every value is
-    above 0, `interval` (the difference) otherwise; None under MIN_RUNS runs a side."""
-    scale = scale_of(base, cand)
+    above 0 and the metric is read as a ratio, `interval` (the difference) otherwise; None under
+    MIN_RUNS runs a side."""
+    scale = "difference" if metric_scale == "difference" else scale_of(base, cand)
     pick = log_interval if scale == "log" else interval
     ci = pick(base, cand, confidence, resamples, seed)
     return None if ci is None else (scale, ci[0], ci[1])
@@ -284,7 +312,7 @@ def mean_interval(
     for positive values (mean x exp(lo) .. mean x exp(hi), never below 0), else the difference
     scale's, clipped at 0 when no value is negative (a count's mean cannot be). None under
     MIN_RUNS runs."""
-    arr = _finite_sorted(values)
+    arr = finite_sorted(values)
     if scale_of((), arr) == "log":
         ci = log_interval((), arr, confidence, resamples, seed)
         return None if ci is None else (math.exp(ci[0]), math.exp(ci[1]))
@@ -320,6 +348,7 @@ def more_runs(
     margin: float = MARGIN,
     power: float = POWER,
     cap: int = MAX_MORE_RUNS,
+    metric_scale: MetricScale = "ratio",
 ) -> MoreRuns:
     """Further runs a side that would likely decide an undecided comparison (a power estimate).
 
@@ -333,12 +362,12 @@ def more_runs(
     `cap` runs reads as "many"; with one run a side there is no spread yet, and the answer is 1
     (the run that measures it).
     """
-    b, c = _finite_sorted(base), _finite_sorted(cand)
+    b, c = finite_sorted(base), finite_sorted(cand)
     if not b.size or not c.size:
         short = max(MIN_RUNS - b.size, MIN_RUNS - c.size, 1)
         return MoreRuns(short, "difference", "no measured run on one side")
     mb, mc = float(b.mean()), float(c.mean())
-    log = scale_of(b, c) == "log"
+    log = metric_scale == "ratio" and scale_of(b, c) == "log"
     change = abs(math.log(mc / mb)) if log else abs(mc - mb)
     band = math.log1p(margin) if log else margin * abs(mb)
     goal: Goal = "difference" if change > band else "equivalence"
@@ -378,25 +407,36 @@ def bootstrap_change(
     seed: int = SEED,
     margin: float = MARGIN,
     estimate: bool = True,
+    metric_scale: MetricScale = "ratio",
 ) -> Change:
     """The verdict for one metric from per-run values (one number per run, runs as the unit),
     on `change_interval`'s scale: equivalent when the interval lies within the margin
     (±log(1 + margin) on the log scale, ±margin x |mean_b| on the difference scale), better or
-    worse (by `better`) when it excludes no change, undecided otherwise (with `more_runs`,
-    unless `estimate` is False)."""
-    b, c = _finite_sorted(base), _finite_sorted(cand)
+    worse (by `better`; changed when it has no better direction) when it excludes no change,
+    undecided otherwise (with `more_runs`, unless `estimate` is False). A metric read as a
+    difference (`metric_scale`) has no % change: rel_change and its interval stay None."""
+    b, c = finite_sorted(base), finite_sorted(cand)
     mb = float(b.mean()) if b.size else None
     mc = float(c.mean()) if c.size else None
-    rel = None if mb is None or mc is None or mb == 0 else (mc - mb) / mb
+    ratio = metric_scale == "ratio"
+    rel = None if mb is None or mc is None or mb == 0 or not ratio else (mc - mb) / mb
+    sds = tuple(float(x.std(ddof=1)) if x.size >= 2 else None for x in (b, c))
+
+    def estimate_more() -> MoreRuns | None:
+        if not estimate:
+            return None
+        return more_runs(b, c, confidence=confidence, margin=margin, metric_scale=metric_scale)
 
     def undecided(note: str) -> Change:
-        more = more_runs(b, c, confidence=confidence, margin=margin) if estimate else None
         n = (b.size, c.size)
-        return Change(mb, mc, rel, None, None, None, None, *n, "undecided", note, margin, more)
+        return Change(
+            mb, mc, rel, None, None, None, None, *n, "undecided", note, margin, estimate_more(),
+            sd_base=sds[0], sd_cand=sds[1], confidence=confidence,
+        )  # fmt: skip
 
     if mb is None or mc is None:
         return undecided("no measured run on one side")
-    ci = change_interval(b, c, confidence, resamples, seed)
+    ci = change_interval(b, c, confidence, resamples, seed, metric_scale)
     if ci is None:
         return undecided(f"{min(b.size, c.size)} run on one side: no interval yet")
     scale, lo, hi = ci
@@ -410,18 +450,18 @@ def bootstrap_change(
         if not (b < 0).any() and not (c < 0).any():
             lo, hi = max(lo, -mb), max(hi, -mb)  # a non-negative mean falls by 100 % at most
         diff_ci = (lo, hi)
-        rel_ci = (lo / mb, hi / mb) if mb > 0 else None
+        rel_ci = (lo / mb, hi / mb) if mb > 0 and ratio else None
         band = margin * abs(mb)
     verdict: VerdictName = "undecided"
     note = ""
     if -band <= lo and hi <= band:
         verdict = "equivalent"
         note = "a real change, smaller than the margin" if lo > 0 or hi < 0 else ""
+    elif (lo > 0 or hi < 0) and better == "neither":
+        verdict = "changed"
     elif lo > 0 or hi < 0:
         verdict = "better" if (lo > 0) == (better == "higher") else "worse"
-    more = None
-    if verdict == "undecided" and estimate:
-        more = more_runs(b, c, confidence=confidence, margin=margin)
+    more = estimate_more() if verdict == "undecided" else None
     return Change(
         base_mean=mb,
         cand_mean=mc,
@@ -439,26 +479,7 @@ def bootstrap_change(
         scale=scale,
         log_low=log_ci[0] if log_ci else None,
         log_high=log_ci[1] if log_ci else None,
+        sd_base=sds[0],
+        sd_cand=sds[1],
+        confidence=confidence,
     )
-
-
-@dataclass(frozen=True)
-class NoiseFloor:
-    """How much one configuration moves between repeats (the A/A noise)."""
-
-    n: int
-    mean: float | None
-    cv: float | None  # std (ddof=1) / mean across runs
-    min_detectable: float | None  # ~ smallest relative change two sides of n runs can resolve
-
-
-def noise_floor(values: Sequence[float], confidence: float = CONFIDENCE) -> NoiseFloor:
-    """From repeats of one configuration: z * cv * sqrt(2 / n) is roughly the smallest relative
-    change a comparison of two sides of n runs each could call (why a 1 % win needs many
-    repeats)."""
-    arr = _finite_sorted(values)
-    if arr.size < 2 or arr.mean() == 0:
-        return NoiseFloor(arr.size, float(arr.mean()) if arr.size else None, None, None)
-    cv = float(arr.std(ddof=1) / abs(arr.mean()))
-    z = normal_quantile(confidence)
-    return NoiseFloor(arr.size, float(arr.mean()), cv, z * cv * math.sqrt(2.0 / arr.size))

@@ -29,6 +29,7 @@ from sqlite_utils import Database
 from core.status import Status
 from store import queries, repo
 from tuning.compare.catalog import METRICS
+from tuning.compare.primaries import Primaries
 from tuning.compare.sequential import Design, Plan, plan_next
 from tuning.engine.params import format_value
 from tuning.experiment.estimate import Costs, about, blend, costs_of, restarts, span_s
@@ -104,10 +105,12 @@ def plan_for(
     settings: AutoRepeats,
     costs: Costs | None = None,
     restart: bool = True,
+    primaries: Primaries | None = None,
 ) -> Plan:
     """The next step for an experiment of `values` (the first is the baseline) given its stored
-    runs in run order: a pure function of what is stored. A round is added only when the
-    estimate (tuning.experiment.estimate: `costs`, the engine's earlier runs, with this
+    runs in run order: a pure function of what is stored. The rule decides on the experiment's
+    `primaries` (its objective and guards; the defaults unless given). A round is added only
+    when the estimate (tuning.experiment.estimate: `costs`, the engine's earlier runs, with this
     experiment's finished runs in their place) says it fits in the budget left."""
     labels = [format_value(v) for v in values]
     tried = [r for r in runs if r.get("status") in _TRIED]
@@ -129,6 +132,7 @@ def plan_for(
     plan = plan_next(
         by_label[base_label],
         candidates,
+        (primaries or Primaries()).keys,
         design=settings.design(),
         seconds_per_run=per_run,
         budget_left_s=budget_left if per_run is not None else None,
@@ -180,10 +184,12 @@ def extend(runner: _Runner) -> list[int]:
     values = list(runner.exp["values"])
     by_label = {format_value(v): v for v in values}
     restart = restarts(runner.exp)
+    primaries = Primaries.of(runner.exp)
     new_ids: list[int] = []
     while not runner.live.cancel.is_set():
         runs = queries.list_runs(runner.db, runner.experiment_id, include_hidden=True)
-        plan = plan_for(values, runs, settings, costs_of(runner.db, runner.exp), restart)
+        costs = costs_of(runner.db, runner.exp)
+        plan = plan_for(values, runs, settings, costs, restart, primaries)
         repo.update_experiment(
             runner.db,
             runner.experiment_id,

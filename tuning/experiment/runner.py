@@ -29,6 +29,7 @@ from core.status import Status
 from store import repo
 from tuning.experiment import exits, outcome, repeats, spool, time_spent
 from tuning.experiment.bookkeeping import Bookkeeping, Progress
+from tuning.experiment.decision import store_decision
 from tuning.experiment.lock import RunnerBusy, machine_lock
 from tuning.experiment.order import counterbalanced
 from tuning.experiment.plan import is_imported, refuse_imported
@@ -134,6 +135,19 @@ class ExperimentRunner(Bookkeeping):
                 print(f"runner: while stopping: {type(exc).__name__}: {exc}", file=sys.stderr)
         heartbeat.stop()
         self._write_end(status, error, abort)
+        self._decide()
+
+    def _decide(self) -> None:
+        """The experiment's decision record, by its own rule, once its status is final
+        (tuning.experiment.decision); a failure here must not undo the terminal status."""
+
+        def write() -> None:
+            store_decision(self.db, self.experiment_id)
+
+        try:
+            exits.retry(write)
+        except Exception as exc:  # noqa: BLE001 (readers then decide by the same rule)
+            print(f"runner: while deciding: {type(exc).__name__}: {exc}", file=sys.stderr)
 
     def _phase_stopping(self) -> None:
         self.phase("stopping")

@@ -201,13 +201,21 @@ def _refuse_unresumable(exp: dict[str, Any]) -> None:
 def _rounds_left(db: Database, exp: dict[str, Any], runs: list[dict[str, Any]]) -> int:
     """The runs a repeat-until-decided experiment would still add (0 for any other): its stopping
     rule asked again, with the limits as stored now (`raise_limits`)."""
+    from tuning.compare.primaries import Primaries
+    from tuning.engine.params import ParamError
     from tuning.experiment.estimate import costs_of, restarts
     from tuning.experiment.repeats import AutoRepeats, plan_for
 
     settings = AutoRepeats.of(exp)
     if settings is None:
         return 0
-    plan = plan_for(list(exp["values"] or []), runs, settings, costs_of(db, exp), restarts(exp))
+    values = list(exp["values"] or [])
+    costs = costs_of(db, exp)
+    try:
+        restart = restarts(exp)
+    except ParamError:  # a flag learned from an engine whose flags are not cached here
+        restart = True
+    plan = plan_for(values, runs, settings, costs, restart, Primaries.of(exp))
     return 0 if plan.stop else plan.runs
 
 
@@ -216,18 +224,20 @@ def raise_limits(
 ) -> None:
     """New limits for a repeat-until-decided experiment that stopped on its budget or its
     max_repeats, before `prepare_resume`: the budget is the whole experiment's (its runs so far
-    count), so only a larger one buys more rounds."""
+    count), so only a larger one buys more rounds. An experiment of fixed repeats left undecided
+    goes on until decided under these limits: from then on its decision is the sequential
+    rule's over all its runs (tuning.experiment.decision), as if it had repeated until decided
+    from the start."""
     from tuning.experiment.repeats import AutoRepeats
+    from tuning.experiment.size import DEFAULT_MAX_REPEATS
 
     with connect(db_path) as db:
         exp = queries.get_experiment(db, experiment_id)
         _refuse_unresumable(exp)  # a running runner keeps the limits it read
         stored = AutoRepeats.of(exp)
-        if stored is None:
-            raise ResumeRefused(
-                f"experiment {experiment_id} has a fixed number of repeats: --max-repeats and "
-                "--budget-minutes apply to one run with --repeats auto"
-            )
+        if stored is None:  # fixed repeats: from now on, until decided
+            at_least = max(DEFAULT_MAX_REPEATS, int(exp.get("repeats") or 1))
+            stored = AutoRepeats(max_repeats=at_least)
         new = AutoRepeats(
             max_repeats=stored.max_repeats if max_repeats is None else max_repeats,
             budget_minutes=stored.budget_minutes if budget_minutes is None else budget_minutes,

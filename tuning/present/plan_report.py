@@ -12,8 +12,10 @@ from typing import Any
 
 from core.redact import env_secrets, scrub_text
 from tuning.compare.present import fmt
+from tuning.decide.search.plan_show import verdict_of
 from tuning.engine.params import format_value
-from tuning.present.report import _e, html_page, write_page
+from tuning.present.report import html_page, write_page
+from tuning.present.report_verdicts import escaped as _e
 
 
 def _ids(ids: Sequence[Any]) -> str:
@@ -82,7 +84,8 @@ def plan_page(result: Mapping[str, Any]) -> str:
     secrets = env_secrets()
     heading = f"Tuning plan {result['plan_key']}: {', '.join(result['params'])}"
     ev = result["evidence"]
-    command = result["serve_command"]
+    recommended, why_not = verdict_of(result)  # a command only for a decided recommendation
+    command = result["serve_command"] if recommended else None
     now = datetime.now(UTC).isoformat(timespec="seconds")
     confirm = [*ev["confirm_runs"]["start"], *ev["confirm_runs"]["final"]]
     body = "".join(
@@ -91,7 +94,9 @@ def plan_page(result: Mapping[str, Any]) -> str:
             f"generated {_e(now)} · objective {_e(result['objective'])} · self-contained, "
             "opens offline</p></header>",
             '<section id="recommendation"><h2>Recommendation</h2>',
-            f"<pre>{_e(scrub_text(command, secrets))}</pre>" if command else "",
+            f"<pre>{_e(scrub_text(command, secrets))}</pre>"
+            if command
+            else f'<p class="muted">Not recommended: {_e(why_not)}</p>',
             _config_table(result["start"], result["recommended"]),
             "</section>",
             '<section id="gain"><h2>Gain over the starting configuration</h2>',

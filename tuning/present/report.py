@@ -22,13 +22,13 @@ from store import StoreError, connect, queries
 from tuning.compare.catalog import METRICS
 from tuning.compare.comparability import run_parameters, run_workload
 from tuning.compare.comparison import Comparison
-from tuning.compare.headline import headline
 from tuning.compare.present import tone_css
-from tuning.compare.selection import Selection, SelectionError, select_runs
+from tuning.compare.selection import SelectionError
 from tuning.engine.params import run_value, show_value
 from tuning.present.charts.build import build_chart
 from tuning.present.charts.kinds import CHART_KINDS, CHART_TITLES, PREALLOCATION_NOTE
 from tuning.present.export import chart_svg, network_references
+from tuning.present.model import ReportModel, build_model
 from tuning.present.report_cards import CARDS_STYLE, cards_section, chart_lines
 from tuning.present.report_verdicts import (
     HEADLINE_STYLE,
@@ -303,9 +303,9 @@ def _heading(title: str | None, experiments: Sequence[Mapping[str, Any]], n_runs
 
 
 def _body(
-    db: Any, heading: str, selection: Selection, kinds: Sequence[str], secrets: Sequence[str]
+    db: Any, heading: str, model: ReportModel, kinds: Sequence[str], secrets: Sequence[str]
 ) -> str:
-    runs, comparison = selection.runs, selection.comparison
+    runs, comparison = model.runs, model.comparison
     ids = [int(r["id"]) for r in runs]
     extra = queries.runs_by_id(db, ids, _EXTRA_COLUMNS)
     charts_html, n_charts = _charts_section(db, comparison, kinds, chart_lines(runs, comparison))
@@ -316,12 +316,12 @@ def _body(
             f'<header><h1>{_e(heading)}</h1><p class="meta">vLLM Tuning Lab report · '
             f"generated {_e(now)} · {len(ids)} run(s) by {_e(', '.join(authors))} · "
             f"{n_charts} chart(s) · self-contained, opens offline</p>",
-            cards_section(runs, selection.experiments, secrets) + "</header>",  # what it is of
-            headline_section(headline(comparison, selection.preference)),
-            *(_experiment_section(exp, secrets) for exp in selection.experiments),
+            cards_section(runs, model.experiments, secrets) + "</header>",  # what it is of
+            headline_section(model.headline),
+            *(_experiment_section(exp, secrets) for exp in model.experiments),
             checks_section(comparison),
-            verdicts_section(comparison),
-            prefer_section(selection.preference),
+            verdicts_section(comparison, model.headline),
+            prefer_section(model.preference, model.command),
             _config_section(comparison, {int(r["id"]): r for r in runs}),
             table_section(comparison),
             charts_html,
@@ -345,17 +345,15 @@ def build_report(
     secrets = env_secrets()
     try:
         with connect(db_path, readonly=True) as db:
-            selection = select_runs(
+            model = build_model(
                 db,
                 run_ids=run_ids,
                 experiment_ids=experiment_ids,
                 baseline_ids=baseline_ids,
                 slo=slo_ms,
             )
-            heading = scrub_text(
-                _heading(title, selection.experiments, len(selection.runs)), secrets
-            )
-            body = _body(db, heading, selection, kinds, secrets)
+            heading = scrub_text(_heading(title, model.experiments, len(model.runs)), secrets)
+            body = _body(db, heading, model, kinds, secrets)
     except (StoreError, SelectionError) as exc:
         raise ReportError(str(exc)) from None
     return html_page(heading, body)

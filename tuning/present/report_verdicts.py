@@ -1,7 +1,10 @@
 """The report's sections about the decision, as HTML: the decision at a glance (the headline, first
-thing a reader sees), whether the runs are comparable, the verdicts per candidate, the
-recommendation and the side-by-side table. Every text escaped (labels carry values from the DB);
-tuning.present.report puts them in the document with the runs, charts and definitions."""
+thing a reader sees: one sentence per candidate over the primary metrics, the rule that decided,
+the recommendation, only a decided one, or what would decide it), whether the runs are
+comparable, the verdicts per candidate (every primary metric with the decision's verdict, then the
+other metrics for information, not corrected), the recommendation and the side-by-side table.
+Every text escaped (labels carry values from the DB); tuning.present.report puts them in the
+document with the runs, charts and definitions."""
 
 from __future__ import annotations
 
@@ -13,15 +16,16 @@ from tuning.compare.headline import Headline
 from tuning.compare.prefer import Preference
 from tuning.compare.present import (
     CLEAR,
+    INFORMATION,
     VERDICT_LABEL,
     Cell,
+    change_text,
     ci_text,
     comparability_text,
     drift_text,
     failed_text,
     noise_text,
     not_applied_text,
-    pct_text,
     reused_text,
     slo_text,
     suspect_text,
@@ -39,21 +43,20 @@ HEADLINE_STYLE = (
 
 def headline_section(lead: Headline) -> str:
     """`<section id="headline">`: the sentences (escaped: labels carry values from the DB), the
-    recommendation; nothing when there is no candidate and no recommendation."""
+    rule, the recommendation or what would decide it; nothing when there is nothing to say."""
     if not lead.lines:
         return ""
     items = "".join(
         f'<li class="headline-candidate">{html.escape(text)}</li>' for text in lead.sentences
     )
-    rec = (
-        f'<p class="headline-recommendation"><b>Recommendation:</b> '
-        f"{html.escape(lead.recommendation)}</p>"
-        if lead.recommendation
-        else ""
-    )
+    rule = f'<p class="headline-rule muted">{html.escape(lead.rule)}</p>' if lead.candidates else ""
+    closing = lead.closing or ""
+    head, _, rest = closing.partition(": ")
+    css = "headline-recommendation" if lead.kind == "value" else "headline-next"
+    end = f'<p class="{css}"><b>{html.escape(head)}:</b> {html.escape(rest)}</p>' if rest else ""
     return (
         '<section id="headline"><h2>Decision</h2>'
-        f"{f'<ul>{items}</ul>' if items else ''}{rec}</section>"
+        f"{f'<ul>{items}</ul>' if items else ''}{rule}{end}</section>"
     )
 
 
@@ -90,48 +93,61 @@ def checks_section(comparison: Comparison) -> str:
     return "".join(parts)
 
 
-def verdicts_section(comparison: Comparison) -> str:
+def _verdict_item(comparison: Comparison, side: Any, metric: Any, role: str) -> str:
+    c = comparison.changes[(side.label, metric.key)]
+    ci = ci_text(c, comparison.confidence, metric.unit)
+    css = c.verdict if c.verdict in CLEAR else "muted"
+    interval = f" ({escaped(ci)})" if ci else ""
+    return (
+        f'<li class="{css}" data-role="{escaped(role)}">{escaped(role)}: '
+        f"{VERDICT_LABEL[c.verdict]}: "
+        f"{escaped(metric.label)} {escaped(change_text(c, metric.unit))}{interval}</li>"
+    )
+
+
+def verdicts_section(comparison: Comparison, lead: Headline) -> str:
+    """Per candidate: every primary metric with the decision's verdict, then the other metrics
+    decided better or worse at a plain 95 %, for information, not corrected."""
     parts = ['<section id="verdicts"><h2>Verdicts</h2>']
     if not comparison.candidates:
         parts.append("<p>No candidate side: only one configuration among these runs.</p>")
     for side in comparison.candidates:
-        items = []
-        counts: dict[str, int] = {}
-        for metric in comparison.metrics:
-            c = comparison.changes.get((side.label, metric.key))
-            if c is None:
-                continue
-            counts[c.verdict] = counts.get(c.verdict, 0) + 1
-            if c.verdict in CLEAR:
-                ci = ci_text(c, comparison.confidence)
-                shown = f"{escaped(metric.label)} {pct_text(c.rel_change)}"
-                items.append(
-                    f'<li class="{c.verdict}">{VERDICT_LABEL[c.verdict]}: '
-                    f"{shown}{f' ({ci})' if ci else ''}</li>"
-                )
-        rest = ", ".join(f"{n} {escaped(v)}" for v, n in sorted(counts.items()) if v not in CLEAR)
+        primary = [
+            _verdict_item(comparison, side, m, comparison.roles[m.key])
+            for m in comparison.metrics
+            if m.key in comparison.roles and (side.label, m.key) in comparison.changes
+        ]
+        info = [
+            _verdict_item(comparison, side, m, "for information")
+            for m in comparison.metrics
+            if m.key not in comparison.roles
+            and (c := comparison.changes.get((side.label, m.key))) is not None
+            and c.verdict in CLEAR
+        ]
         parts.append(f"<h3>{escaped(side.label)} vs {escaped(comparison.baseline.label)}</h3>")
-        none = "No verdict: not applied by the engine." if counts.get("not applied") else ""
-        parts.append(
-            f"<ul>{''.join(items)}</ul>"
-            if items
-            else f"<p>{none or 'No metric is clearly better or worse.'}</p>"
-        )
-        if rest:
-            parts.append(f'<p class="muted">Other metrics: {rest}.</p>')
+        if side.not_applied or comparison.baseline.not_applied:
+            parts.append("<p>No verdict: not applied by the engine.</p>")
+        parts.append(f'<ul class="primary">{"".join(primary)}</ul>' if primary else "")
+        if info:
+            parts.append(
+                f'<p class="muted">Other metrics, {INFORMATION} (a plain 95 % each):</p>'
+                f'<ul class="information">{"".join(info)}</ul>'
+            )
     if drift := drift_text(comparison):
         parts.append(f'<p class="muted" id="baseline-drift">{escaped(drift)}</p>')
     rule = verdict_rule(lambda s: f"<i>{s}</i>", comparison.confidence, comparison.margin)
-    parts.append(f'<p class="muted">{rule}</p></section>')
+    parts.append(f'<p class="muted">{escaped(lead.rule)} {rule}</p></section>')
     return "".join(parts)
 
 
-def prefer_section(preference: Preference) -> str:
-    """The recommendation: keep vLLM's default, set a value, or why the lab cannot prefer one."""
-    css = {"value": "better", "default": "ok", "none": "muted"}[preference.kind]
+def prefer_section(preference: Preference, command: str | None = None) -> str:
+    """The recommendation (only a decided one), keep vLLM's default, or why there is none and
+    the command that would decide it."""
+    css = {"value": "better", "default": "ok", "keep": "ok", "none": "muted"}[preference.kind]
+    run = f"<p>To decide it: <code>{escaped(command)}</code></p>" if command else ""
     return (
         f'<section id="recommendation"><h2>Recommendation</h2>'
-        f'<p class="{css}">{escaped(preference.text)}</p></section>'
+        f'<p class="{css}">{escaped(preference.text)}</p>{run}</section>'
     )
 
 

@@ -1,5 +1,6 @@
-"""Issue 23, item 1 in the CLI: `compare` opens with the headline decision, and `--json` carries it
-as `headline`, one sentence per candidate (the committed H200 decisions example, read-only)."""
+"""Issue 23 item 1, issue 37 item 1 in the CLI: `compare` opens with the headline decision (the
+experiment's own record: its primaries, its rule, the recommendation it allows), and `--json`
+carries it as `headline` and `decision` (the committed H200 decisions example, read-only)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ from tuning.cli.main import main as cli_main
 REPO = Path(__file__).resolve().parents[3]
 DECISIONS = REPO / "examples" / "h200" / "lab-h200-decisions.db.xz"
 SENTENCE = (
-    "kv-cache-memory-bytes 16 GiB vs 1 GiB: output throughput +212.6 % (better), "
-    "mean TTFT -95.6 % (better), mean TPOT +31.6 % (worse); 14 more decided (9 better, "
-    "5 worse); 3 metrics undecided; 1 equivalent"
+    "kv-cache-memory-bytes 16 GiB vs 1 GiB: objective output throughput +212.6 % (better); "
+    "guards p99 TTFT -93.4 % (better), p99 TPOT -21.7 % (undecided); 18 other metrics for "
+    "information, not corrected"
 )
 
 
@@ -24,17 +25,19 @@ def test_compare_text_opens_with_the_headline(capsys: pytest.CaptureFixture[str]
     assert cli_main(["compare", "--db", str(DECISIONS), "--experiment", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == SENTENCE
-    assert lines[1] == "" and lines[2].startswith("All 4 runs are comparable")
-    # no default known for the flag: the reason stays at the end, not in the headline
-    assert lines[-3].startswith("Recommendation: Cannot prefer vLLM's default")
+    assert lines[1].startswith("Judged by repeat until decided: looks at 2, 3 runs a side")
+    assert lines[2].startswith("Recommendation: Set kv-cache-memory-bytes = 16 GiB: ")
+    assert lines[3] == "" and lines[4].startswith("All 4 runs are comparable")
+    assert sum(line.startswith("Recommendation") for line in lines) == 1  # said once
 
 
 def test_compare_json_carries_the_headline(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["compare", "--db", str(DECISIONS), "--experiment", "1", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["headline"] == [SENTENCE]
-    assert data["headline_recommendation"] is None
+    assert data["headline_recommendation"].startswith("Set kv-cache-memory-bytes = 16 GiB")
     assert len(data["headline"]) == len(data["candidates"])
+    assert data["decision"]["rule"] == "sequential" and data["decision"]["recommended"]
 
 
 def test_one_sentence_per_candidate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

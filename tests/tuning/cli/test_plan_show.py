@@ -46,7 +46,7 @@ def test_plan_show_prints_the_recommendation_and_what_stands_behind_it(
     assert (
         "  behind it: runs 5, 8 (start) vs runs 6, 7 (recommended); experiments 5, 6, 7, 8" in lines
     )
-    assert "serve: vllm serve m --max-num-seqs 16 --block-size 32" in lines
+    assert "Recommended: serve: vllm serve m --max-num-seqs 16 --block-size 32" in lines
 
     code, out, _ = _cli(["plan", "show", str(plan_id), "--db", str(fresh_db), "--json"], capsys)
     facts = json.loads(out)
@@ -56,6 +56,38 @@ def test_plan_show_prints_the_recommendation_and_what_stands_behind_it(
     assert facts["gain"]["ci_low_pct"] == 13.0 and facts["confirm_runs"]["final"] == [6, 7]
     changed = {c["param"]: c["changed"] for c in facts["config"]}
     assert changed == {"block-size": True, "concurrency": False, "max-num-seqs": True}
+
+
+def test_an_undecided_plan_shows_no_serve_command_and_says_what_would_decide_it(
+    fresh_db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 37 item 5: a plan showed "Recommended" and a ready `vllm serve` command for a gain
+    that was undecided. Its decision record now decides: no command, and what would decide it."""
+    plan_id = add_plan(fresh_db, plan_result(recommended=False))
+    code, out, err = _cli(["plan", "show", str(plan_id), "--db", str(fresh_db)], capsys)
+    assert code == 0, err
+    assert "serve: vllm serve m --max-num-seqs" not in out and "Recommended" not in out
+    assert "final (not recommended) vs start:" in out
+    assert "not recommended: output throughput is undecided; ≈ " in out
+    assert "more runs a side (a larger --confirm-repeats) would likely decide it" in out
+    code, out, _ = _cli(["plan", "show", str(plan_id), "--db", str(fresh_db), "--json"], capsys)
+    facts = json.loads(out)
+    assert facts["serve_command"] is None and facts["recommended"] is False
+    assert facts["decision"]["rule"] == "fixed-n" and facts["decision"]["recommended"] is None
+
+
+def test_a_plan_stored_before_decisions_were_recorded_recommends_nothing(
+    fresh_db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A plan result without a decision record (stored before m017): its gain stays for
+    information, and no command is offered as if it were decided."""
+    result = plan_result()
+    del result["decision"]
+    plan_id = add_plan(fresh_db, result)
+    code, out, err = _cli(["plan", "show", str(plan_id), "--db", str(fresh_db)], capsys)
+    assert code == 0, err
+    assert "serve: vllm serve m --max-num-seqs" not in out
+    assert "not recommended: no decision record: this plan ended before the lab recorded" in out
 
 
 def test_plan_list_lists_the_plans_newest_first(

@@ -1,6 +1,7 @@
-"""Issue 23, item 1: the headline decision, one sentence per candidate: the decided metrics with
-their change and verdict in the catalogue's order, the rest counted, the undecided and the
-equivalent ones folded into one count each, and the recommendation when the lab makes one."""
+"""The headline decision (issue 23 item 1, issue 37 items 1, 2, 5): one sentence per candidate over
+the primary metrics only (the objective, then the guards), each with the decision record's change
+and verdict; every other metric counted "for information, not corrected"; the rule that decided;
+then the recommendation (only a decided one) or what would decide it."""
 
 from __future__ import annotations
 
@@ -9,13 +10,22 @@ from pathlib import Path
 from store import connect, snapshot
 from tests.factories import run_row
 from tuning.compare.comparison import build_comparison
+from tuning.compare.decision import (
+    NextStep,
+    apply_decision,
+    decide_adhoc,
+    decide_fixed,
+    with_next_step,
+)
 from tuning.compare.defaults import EngineDefault
-from tuning.compare.headline import NAMED, headline
+from tuning.compare.headline import headline
 from tuning.compare.prefer import Preference
-from tuning.compare.selection import select_runs
+from tuning.compare.primaries import Primaries
+from tuning.present.model import build_model
 
 REPO = Path(__file__).resolve().parents[3]
 DECISIONS = REPO / "examples" / "h200" / "lab-h200-decisions.db.xz"
+MEAN = Primaries("output_throughput", ("mean_ttft_ms", "mean_tpot_ms"))
 
 
 def _mixed_runs() -> list[dict[str, object]]:
@@ -31,90 +41,83 @@ def _mixed_runs() -> list[dict[str, object]]:
 
 
 def test_the_h200_decision_in_one_sentence() -> None:
-    """Experiment 1 of the committed H200 example: kv-cache-memory-bytes 1G vs 16G."""
+    """Experiment 1 of the committed H200 example: kv-cache-memory-bytes 1G vs 16G, repeated
+    until decided (2 runs a side, stopped on its budget): the rule's looks over the default
+    primaries, read as the record says."""
     with connect(snapshot.expanded(DECISIONS), readonly=True) as db:
-        selection = select_runs(db, experiment_ids=[1], with_repeats=True)
-    lead = headline(selection.comparison, selection.preference)
+        model = build_model(db, experiment_ids=[1], with_repeats=True)
+    lead = model.headline
+    assert model.decision.rule == "sequential" and model.decision.decides
     assert lead.sentences == [
-        "kv-cache-memory-bytes 16 GiB vs 1 GiB: output throughput +212.6 % (better), "
-        "mean TTFT -95.6 % (better), mean TPOT +31.6 % (worse); 14 more decided (9 better, "
-        "5 worse); 3 metrics undecided; 1 equivalent"
+        "kv-cache-memory-bytes 16 GiB vs 1 GiB: objective output throughput +212.6 % (better); "
+        "guards p99 TTFT -93.4 % (better), p99 TPOT -21.7 % (undecided); 18 other metrics for "
+        "information, not corrected"
     ]
     one = lead.candidates[0]
-    assert [m.key for m in one.undecided] == [
-        "p99_tpot_ms",
-        "peak_tree_rss_bytes",
-        "time_to_healthy_s",
-    ]
-    assert [m.key for m in one.equivalent] == ["failed"]
-    # every metric is counted once: named + more + undecided + equivalent
-    assert len(one.decided) + len(one.undecided) + len(one.equivalent) == len(
-        selection.comparison.metrics
-    )
-    assert selection.preference.kind == "none" and lead.recommendation is None
-    assert lead.lines == lead.sentences  # no default known: nothing recommended
+    keys = [d.metric.key for d in one.primaries]
+    assert keys == ["output_throughput", "p99_ttft_ms", "p99_tpot_ms"]
+    # every metric is counted once: the primaries shown, the rest for information
+    assert len(one.primaries) + one.information == len(model.comparison.metrics)
+    assert lead.rule.startswith("Judged by repeat until decided: looks at 2, 3 runs a side")
+    closing = lead.closing or ""
+    assert closing.startswith("Recommendation: Set kv-cache-memory-bytes = 16 GiB")
 
 
-def test_a_scripted_mix_of_verdicts() -> None:
+def test_only_the_primaries_are_named_and_the_rest_counted() -> None:
     cmp = build_comparison(_mixed_runs(), [1, 2])
-    verdicts = {k: c.verdict for (_, k), c in cmp.changes.items()}
-    assert verdicts["output_throughput"] == "undecided"
-    assert verdicts["mean_ttft_ms"] == "better" and verdicts["mean_tpot_ms"] == "worse"
-    lead = headline(cmp)
-    # named in the catalogue's order (mean TTFT, p50 TTFT, mean TPOT), p99 TTFT counted, output
-    # throughput undecided, the unchanged ones equivalent
+    decision = decide_fixed(cmp, MEAN)
+    apply_decision(cmp, decision)
+    lead = headline(cmp, decision)
+    (one,) = lead.candidates
+    assert [d.metric.key for d in one.primaries] == list(MEAN.keys)
+    assert one.primaries[0].role == "objective" and one.primaries[0].change.verdict == "undecided"
     assert lead.sentences == [
-        "max-num-seqs 64 vs 16: mean TTFT -50.0 % (better), p50 TTFT -50.0 % (better), "
-        "mean TPOT +20.1 % (worse); 1 more decided (1 better); 1 metric undecided; 4 equivalent"
+        "max-num-seqs 64 vs 16: objective output throughput +14.2 % (undecided); guards "
+        f"mean TTFT -50.0 % ({one.primaries[1].change.verdict}), mean TPOT +20.1 % "
+        f"({one.primaries[2].change.verdict}); {one.information} other metrics for "
+        "information, not corrected"
     ]
-    one = lead.candidates[0]
-    assert [d.metric.key for d in one.more] == ["p99_ttft_ms"]
-    assert [m.key for m in one.undecided] == ["output_throughput"]
-    assert {m.key for m in one.equivalent} == {
-        "kv_cache_tokens",
-        "preemptions",
-        "failed",
-        "peak_tree_rss_bytes",
-    }
+    # p50 TTFT is decided better at a plain 95 %, but it is not primary: never in the sentence
+    assert cmp.changes[(one.side, "median_ttft_ms")].verdict == "better"
+    assert "p50 TTFT" not in lead.sentences[0]
     data = one.to_json()
-    assert data["sentence"] == lead.sentences[0] and data["undecided"] == ["output_throughput"]
-    assert [(d["metric"], d["verdict"]) for d in data["decided"]][:2] == [
-        ("mean_ttft_ms", "better"),
-        ("median_ttft_ms", "better"),
-    ]
+    assert data["sentence"] == lead.sentences[0] and data["outcome"] == "undecided"
+    assert [p["metric"] for p in data["primaries"]] == list(MEAN.keys)
 
 
-def test_without_a_decided_lead_metric_the_first_decided_ones_are_named() -> None:
-    """The lead metrics noisy: the decided ones (p50 and p99 TTFT) are named, up to NAMED."""
-    rows = _mixed_runs()
-    for row in rows:  # the lead metrics the same on both sides, noisy
-        row["mean_ttft_ms"] = 100.0 + row["id"] % 2  # type: ignore[operator]
-        row["mean_tpot_ms"] = 5.0 + (row["id"] % 2) * 0.5  # type: ignore[operator]
-    cmp = build_comparison(rows, [1, 2])
-    one = headline(cmp).candidates[0]
-    assert not any(d.metric.key in ("mean_ttft_ms", "mean_tpot_ms") for d in one.decided)
-    assert [d.metric.key for d in one.named] == [d.metric.key for d in one.decided][:NAMED]
-    assert one.sentence == (
-        "max-num-seqs 64 vs 16: p50 TTFT -50.0 % (better), p99 TTFT -50.0 % (better); "
-        "3 metrics undecided; 4 equivalent"
-    )
-
-
-def test_the_recommendation_follows_the_sentences() -> None:
+def test_the_recommendation_closes_and_an_undecided_one_says_what_would_decide_it() -> None:
     cmp = build_comparison(_mixed_runs(), [1, 2])
+    decision = with_next_step(decide_fixed(cmp, MEAN), NextStep(3, 360.0, "about 6 min", 5))
     default = EngineDefault("max-num-seqs", 16, "the lab's table", True)
 
     def pref(kind: str, text: str) -> Preference:
         return Preference("max-num-seqs", default, kind, "16", text, 0.02, ())  # type: ignore[arg-type]
 
-    keep = headline(cmp, pref("default", "Keep vLLM's default max-num-seqs = 16: fewer flags."))
-    assert keep.lines[-1] == "Recommendation: Keep vLLM's default max-num-seqs = 16: fewer flags."
-    assert len(keep.lines) == len(keep.sentences) + 1
-    assert headline(cmp, pref("none", "Cannot prefer vLLM's default.")).recommendation is None
+    keep = headline(cmp, decision, pref("default", "Keep vLLM's default max-num-seqs = 16."))
+    assert keep.lines[-1] == "Decision: Keep vLLM's default max-num-seqs = 16."
+    assert keep.recommendation is None  # keeping is a decision, not "Recommended"
+    rec = headline(cmp, decision, pref("value", "Set max-num-seqs = 64: ..."))
+    assert rec.lines[-1] == "Recommendation: Set max-num-seqs = 64: ..." and rec.recommendation
+    cmd = "python -m tuning experiment --resume 1 --max-repeats 5"
+    undecided = headline(cmp, decision, pref("none", "No recommendation: ..."), cmd)
+    assert undecided.lines[-1] == (
+        "Not decided: 3 more runs a side, about 6 min, would likely decide it: " + cmd
+    )
+    assert len(undecided.lines) == len(undecided.sentences) + 2  # the rule, then the closing
+
+
+def test_an_adhoc_look_says_so_in_every_sentence() -> None:
+    cmp = build_comparison(_mixed_runs(), [1, 2])
+    decision = decide_adhoc(cmp, MEAN, "runs named one by one")
+    lead = headline(cmp, decision)
+    assert lead.sentences[0].startswith("max-num-seqs 64 vs 16 (ad-hoc look, uncorrected): ")
+    assert lead.rule.startswith("Ad-hoc look (runs named one by one): no stopping rule")
+    assert "never a recommendation" in lead.rule
 
 
 def test_no_candidate_no_sentence_and_a_not_applied_side_says_so() -> None:
-    assert headline(build_comparison(_mixed_runs()[:2], [1, 2])).lines == []
+    cmp = build_comparison(_mixed_runs()[:2], [1, 2])
+    assert headline(cmp, decide_fixed(cmp, MEAN)).lines == []
     rows = _mixed_runs()
     for row in rows[2:]:  # the engine ran 16 although 64 was asked
         row["config_mismatch"] = [
@@ -126,6 +129,9 @@ def test_no_candidate_no_sentence_and_a_not_applied_side_says_so() -> None:
                 "reason": "max-num-seqs: asked 64, the engine ran with 16",
             }
         ]
-    lead = headline(build_comparison(rows, [1, 2]))
+    cmp = build_comparison(rows, [1, 2])
+    decision = decide_fixed(cmp, MEAN)
+    lead = headline(cmp, decision)
     assert lead.sentences == ["max-num-seqs 64 vs 16: not applied by the engine, so no verdict"]
     assert lead.candidates[0].to_json()["not_applied"] is True
+    assert decision.values[0].outcome == "not applied" and decision.recommended is None

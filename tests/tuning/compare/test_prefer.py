@@ -1,6 +1,8 @@
-"""Issue 25 item 4: prefer vLLM's default when it does not matter. Stored runs (built here, no
-engine) compared the way `compare` does; the recommendation keeps the default when every value is
-equivalent, names a value better beyond the margin, and says why when no run is at the default."""
+"""Issue 25 item 4 and issue 37 item 5: prefer vLLM's default when it does not matter, and
+recommend only what the experiment's decision decided. Stored runs (built here, no engine)
+compared the way `compare` does; the recommendation keeps the default when every value is decided
+equivalent, names a value whose objective is decided better with no guard worse, and keeps the
+baseline (saying where vLLM's default stands) when nothing beats it."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import pytest
 from store import connect
 from tests.factories import add_measured_experiment
 from tuning.cli.main import main
-from tuning.compare.selection import select_runs
+from tuning.present.model import build_model
 from tuning.present.report import build_report
 
 PC = "enable-prefix-caching"  # vLLM's default: true (the lab's table and the parser agree)
@@ -22,7 +24,7 @@ FLAT = {"output_throughput": [1000.0, 1003.0, 998.0], "mean_ttft_ms": [100.0, 10
 
 def preference(db_path: Path, exp: int) -> Any:
     with connect(db_path, readonly=True) as db:
-        return select_runs(db, experiment_ids=[exp]).preference
+        return build_model(db, experiment_ids=[exp]).preference
 
 
 def test_equivalent_on_every_metric_keeps_the_default(fresh_db: Path) -> None:
@@ -37,13 +39,11 @@ def test_equivalent_on_every_metric_keeps_the_default(fresh_db: Path) -> None:
     pref = preference(fresh_db, exp)
     print(pref.text)
     assert pref.kind == "default" and pref.recommended == "true"
-    assert pref.text.startswith(f"Keep vLLM's default {PC} = true (the lab's table)")
-    assert (
-        "changed any watched metric" in pref.text and "by more than 2 %; fewer flags" in pref.text
+    assert pref.text == (
+        f"Keep vLLM's default {PC} = true (the lab's table): every value equivalent on every "
+        "primary metric; fewer flags."
     )
     assert pref.inert
-    judged = {v.value: v.state for v in pref.values}
-    assert judged == {"true": "default", "false": "equivalent"}
 
 
 def test_one_metric_better_beyond_the_margin_recommends_that_value(fresh_db: Path) -> None:
@@ -58,10 +58,9 @@ def test_one_metric_better_beyond_the_margin_recommends_that_value(fresh_db: Pat
     pref = preference(fresh_db, exp)
     print(pref.text)
     assert pref.kind == "value" and pref.recommended == "false"
-    assert pref.text.startswith(
-        f"Set {PC} = false: better than vLLM's default true (the lab's table)"
-    )
-    assert "beyond ±2 % on output throughput +" in pref.text
+    assert pref.text.startswith(f"Set {PC} = false: output throughput +20.1 % (better), no guard")
+    assert "(p99 TTFT not measured, p99 TPOT not measured)" in pref.text
+    assert "decided by the experiment's fixed-repeats test" in pref.text
     assert not pref.inert
 
 
@@ -73,11 +72,11 @@ def test_no_run_at_the_default_says_why(fresh_db: Path) -> None:
     )
     pref = preference(fresh_db, exp)
     print(pref.text)
-    assert pref.kind == "none" and pref.recommended is None
+    assert pref.kind == "keep" and pref.recommended is None
     assert pref.text == (
-        "Cannot prefer vLLM's default: no run at its default kv-cache-dtype = auto (the lab's "
-        "table) among the values tried (fp8, bfloat16); add it to the values so the lab can "
-        "keep the default when no value beats it."
+        "Keep the baseline kv-cache-dtype = fp8: no value's output throughput is decided better "
+        "than the baseline's (vLLM's default, kv-cache-dtype = auto (the lab's table), was not "
+        "among the values tried)."
     )
 
 
@@ -93,7 +92,7 @@ def test_the_engine_parser_default_wins_over_the_table(fresh_db: Path) -> None:
             128: {"output_throughput": [1001, 999, 1002], "mean_ttft_ms": [100, 100.2, 99.9]},
         },
     )
-    assert preference(fresh_db, exp).kind == "none"  # no known default yet: stated
+    assert preference(fresh_db, exp).kind == "keep"  # no known default yet: the baseline
     flag = {"name": "max-num-seqs", "dest": "max_num_seqs", "kind": "int", "default": 64}
     catalog = {"python": "/x/python", "vllm_version": "0.32.0", "flags": [flag], "format": 3}
     with connect(fresh_db) as db:
@@ -117,7 +116,7 @@ def test_compare_text_json_and_report_carry_the_recommendation(
     )
     assert main(["compare", "--db", str(fresh_db), "--experiment", str(exp)]) == 0
     text = capsys.readouterr().out
-    assert f"Recommendation: Keep vLLM's default {PC} = true" in text
+    assert f"Decision: Keep vLLM's default {PC} = true" in text
     assert main(["compare", "--db", str(fresh_db), "--experiment", str(exp), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["prefer_default"]["recommendation"] == "default"

@@ -31,6 +31,7 @@ def test_table_cells_of_undecided_rows_carry_no_green_or_red() -> None:
     rows = {row[0].text.split(" (")[0]: row for row in table_rows(cmp)}
     tput, ttft = rows["output throughput"], rows["mean TTFT"]
     assert {c.tone for c in tput[1:]} <= {"", "muted"}  # Δ, verdict, to decide, the means
+    assert ttft[-1].text == "for information, not corrected"  # the role: no decision here
     assert ttft[1].tone == ttft[2].tone == "better"  # Δ and verdict of the candidate
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tuning.compare.stats import bootstrap_change, noise_floor
+from tuning.compare.stats import bootstrap_change
 
 
 def sides(noise: float, shift: float, n: int = 5, seed: int = 3) -> tuple[list[float], list[float]]:
@@ -75,10 +75,3 @@ def test_zero_baseline_counts() -> None:
     ch = bootstrap_change([0, 0, 0], [3, 4, 5], "lower")  # preemptions appear
     assert ch.verdict == "worse" and ch.rel_change is None
     assert bootstrap_change([0, 0], [0, 0]).verdict == "equivalent"
-
-
-def test_noise_floor() -> None:
-    nf = noise_floor([100.0, 102.0, 98.0, 101.0, 99.0])
-    assert nf.n == 5 and nf.cv == pytest.approx(np.std([100, 102, 98, 101, 99], ddof=1) / 100)
-    assert nf.min_detectable == pytest.approx(1.96 * nf.cv * np.sqrt(2 / 5), rel=1e-3)
-    assert noise_floor([5.0]).min_detectable is None

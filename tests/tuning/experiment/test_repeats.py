@@ -32,6 +32,8 @@ def stored(value: str, tput: float | None, *, seconds: int = 30, **extra: Any) -
         "output_throughput": tput,
         "mean_ttft_ms": 50.0 if done else None,
         "mean_tpot_ms": 10.0 if done else None,
+        "p99_ttft_ms": 80.0 if done else None,  # the default guards (tuning.compare.primaries)
+        "p99_tpot_ms": 15.0 if done else None,
         "started_at": T0,
         "finished_at": f"2026-12-03T10:00:{seconds:02d}+00:00",
         **extra,
@@ -181,9 +183,12 @@ def test_an_experiment_stopped_on_its_budget_goes_on_under_a_larger_one(
     assert exp["status"] == "done" and exp["repeats_plan"]["stop"]
 
 
-def test_resume_refuses_limits_for_an_experiment_of_fixed_repeats(
+def test_resume_with_limits_takes_a_fixed_repeats_experiment_on_until_decided(
     lab_home: Path, tuning_cli: Callable[..., CompletedProcess[str]]
 ) -> None:
+    """Issue 37 item 5: an experiment of fixed repeats left undecided offers more runs; `--resume
+    ID --max-repeats N` (what its record's next step prints) goes on with it until decided,
+    where it used to be refused, and its decision becomes the sequential rule's."""
     db_path = lab_home / "lab.db"
     wl = Workload(num_requests=2, concurrency=1, input_len=4, output_len=3, num_warmups=0)
     with FakeOpenAIServer(FakeConfig(model="m", ttft_ms=5.0, itl_ms=5.0)) as srv:
@@ -199,8 +204,13 @@ def test_resume_refuses_limits_for_an_experiment_of_fixed_repeats(
             ),
         )
         run_experiment(db_path, exp_id)
-    args = ["experiment", "--resume", str(exp_id), "--max-repeats", "4", "--db", str(db_path)]
-    done = tuning_cli(args, lab_home)
-    assert done.returncode == 2 and "has a fixed number of repeats" in done.stderr
+        first = queries.get_experiment(open_db(db_path), exp_id)
+        assert first["decision"]["rule"] == "fixed-n"  # stored by the runner as it ended
+        assert first["decision"]["values"][0]["outcome"] == "undecided"  # one run a side
+        args = ["experiment", "--resume", str(exp_id), "--max-repeats", "3", "--db", str(db_path)]
+        done = tuning_cli(args, lab_home)
+    assert done.returncode == 0, done.stderr
     exp = queries.get_experiment(open_db(db_path), exp_id)
-    assert exp["status"] == "done" and exp["max_repeats"] is None
+    assert exp["status"] == "done" and exp["repeats_auto"] == 1 and exp["max_repeats"] == 3
+    assert len(queries.list_runs(open_db(db_path), exp_id)) > 2  # more rounds ran
+    assert exp["decision"]["rule"] == "sequential"

@@ -22,18 +22,22 @@ def test_the_report_opens_with_the_decision() -> None:
     assert first and first.group(1) == "headline"
     section = body[: body.index("</section>")]
     assert (
-        "kv-cache-memory-bytes 16 GiB vs 1 GiB: output throughput +212.6 % (better), "
-        "mean TTFT -95.6 % (better), mean TPOT +31.6 % (worse); 14 more decided (9 better, "
-        "5 worse); 3 metrics undecided; 1 equivalent"
+        "kv-cache-memory-bytes 16 GiB vs 1 GiB: objective output throughput +212.6 % (better); "
+        "guards p99 TTFT -93.4 % (better), p99 TPOT -21.7 % (undecided); 18 other metrics for "
+        "information, not corrected"
     ) in section
-    assert "Recommendation" not in section  # no default known: the report says why further down
+    assert "Judged by repeat until decided" in section
+    assert "<b>Recommendation:</b> Set kv-cache-memory-bytes = 16 GiB" in section
     assert page.index('id="headline"') < page.index('id="verdicts"') < page.index('id="table"')
 
 
 def test_the_section_escapes_and_says_the_recommendation() -> None:
-    side = CandidateHeadline("x = <b>", "x = 1", "x <b> vs 1", (), (), (), (), False)
-    html = headline_section(Headline((side,), "Set x = <i>2</i>: better."))
+    side = CandidateHeadline("x = <b>", "x = 1", "x <b> vs 1", (), 0, "recommended", False, False)
+    rec = "Set x = <i>2</i>: better."
+    lead = Headline((side,), "Decided <by> a rule.", rec, f"Recommendation: {rec}", "value")
+    html = headline_section(lead)
     assert "<b>" not in html.replace("<b>Recommendation:</b>", "")
-    assert "x &lt;b&gt; vs 1: no metric decided better or worse" in html
+    assert "x &lt;b&gt; vs 1: no primary metric measured" in html
+    assert "Decided &lt;by&gt; a rule." in html
     assert "<b>Recommendation:</b> Set x = &lt;i&gt;2&lt;/i&gt;: better." in html
-    assert headline_section(Headline((), None)) == ""
+    assert headline_section(Headline((), "", None, None)) == ""

@@ -1,7 +1,8 @@
 """Issue 13, item 5 end to end on the fake vLLM: a plan over two parameters runs two ordinary
 searches, the second with the first's winner in its baseline, then start vs recommended
-counterbalanced; it prints the `vllm serve` command and the gain with its verdict words, writes an
-offline report, and a second call with the same arguments resumes (no run again)."""
+counterbalanced; it prints the gain with its verdict words and the `vllm serve` command only when
+its decision record recommends it (issue 37 item 5), writes an offline report, and a second call
+with the same arguments resumes (no run again)."""
 
 from __future__ import annotations
 
@@ -35,11 +36,12 @@ def test_a_plan_over_two_parameters_on_the_fake_engine(
     assert text.returncode == 0, text.stdout + text.stderr
     out = text.stdout
     assert "search max-num-seqs 1:4:" in out and "search block-size 16:32:" in out
-    assert f"recommended: vllm serve {FAKE_MODEL} --block-size " in out
     assert "gain over the start, output throughput:" in out
     assert any(word in out for word in ("better", "worse", "equivalent", "undecided"))
+    decided = f"recommended: vllm serve {FAKE_MODEL} --block-size " in out
+    assert decided != ("not recommended: the decision (fixed-n" in out)  # one or the other
     page = report.read_text()
-    assert "Content-Security-Policy" in page and "vllm serve" in page
+    assert "Content-Security-Policy" in page and ("vllm serve" in page) == decided
     assert 'id="plan-gain"' in page and "http://" not in page and "https://" not in page
 
     again = tuning_cli([*PLAN, "--json"], lab_home, env=env)  # resumes: every step is stored
@@ -55,6 +57,9 @@ def test_a_plan_over_two_parameters_on_the_fake_engine(
     assert f"--max-num-seqs {first['chosen']}" in result["serve_command"]
     gain = result["gain"]
     assert gain["metric"] == "output_throughput" and gain["verdict"] in VERDICTS
+    decision = result["decision"]  # the plan's record: the fixed-n test over its primaries
+    assert decision["rule"] == "fixed-n" and (decision["recommended"] is not None) == decided
+    assert gain["verdict"] == decision["values"][0]["metrics"][0]["verdict"]
     assert gain["runs_a_side"] == [2, 2] and gain["ci_low_pct"] is not None
     confirm = result["evidence"]["confirm_runs"]
     with connect(db, readonly=True) as conn:

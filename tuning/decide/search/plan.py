@@ -7,12 +7,14 @@ done are found again and cost no run, the one that was cut short resumes where i
 
 The end: the starting and the recommended configuration run `confirm_repeats` times each,
 counterbalanced (start, final, final, start, ...: a linear drift hits both alike), as one-run
-experiments named by the plan's key (found again on resume). The gain is judged by the compare
-package's verdict rule (`stats.bootstrap_change` over per-run values from
-`comparison.run_metric_values`), in its words: better / worse / equivalent / undecided. The two
-configurations usually differ in more than one parameter, which is exactly what the one-at-a-time
-comparison refuses, so the plan applies the rule itself to these runs (same workload, same engine,
-nothing else differs).
+experiments named by the plan's key (found again on resume). The gain is the plan's decision
+record (tuning.compare.decision.decide_pair: the fixed-n test, Holm over the plan's objective and
+the default guards, over per-run values from `comparison.run_metric_values`), stored in the
+result as `decision`; the other gain metrics are for information, at a plain 95 %, not corrected.
+The recommended configuration is recommended only when that decision says so (objective better,
+no guard worse). The two configurations usually differ in more than one parameter, which is
+exactly what the one-at-a-time comparison refuses, so the plan applies the rule itself to these
+runs (same workload, same engine, nothing else differs).
 """
 
 from __future__ import annotations
@@ -30,8 +32,10 @@ from core.status import MEASURED, Status
 from store import connect, queries
 from tuning.compare.catalog import METRIC_BY_KEY, WORKLOAD_PARAMS
 from tuning.compare.comparison import request_loader, run_metric_values
+from tuning.compare.decision import Decision, decide_pair
 from tuning.compare.inert import InertKnob, inert_for
 from tuning.compare.present import VERDICT_LABEL, verdict_text
+from tuning.compare.primaries import Primaries
 from tuning.compare.standing import not_applied
 from tuning.compare.stats import bootstrap_change
 from tuning.decide.search.driver import SearchSpec, run_search
@@ -241,8 +245,10 @@ def _gain(
     runs: Mapping[str, Sequence[dict[str, Any]]],
     metrics: Sequence[str],
     spec: PlanSpec,
-) -> list[dict[str, Any]]:
-    """Recommended vs start for each metric: the change, its interval and the verdict."""
+    primaries: Primaries,
+) -> tuple[list[dict[str, Any]], Decision]:
+    """Recommended vs start for each metric: the change, its interval and the verdict (the
+    decision's for the primaries, a plain 95 % for the rest), and the decision record."""
     out = []
     with connect(db_path, readonly=True) as db:
         loader = request_loader(db)
@@ -254,11 +260,23 @@ def _gain(
         }
     changed = set(spec.params)
     reasons = not_applied([*runs["start"], *runs["final"]], changed)
+    series = {
+        side: {k: [v[k] for v in rows if v.get(k) is not None] for k in metrics}
+        for side, rows in values.items()
+    }
+    decision = decide_pair(
+        series["start"], series["final"], primaries, baseline="start", candidate="recommended"
+    )
+    decided = decision.values[0]
     for key in metrics:
         metric = METRIC_BY_KEY[key]
-        base = [v[key] for v in values["start"] if v.get(key) is not None]
-        cand = [v[key] for v in values["final"] if v.get(key) is not None]
-        change = bootstrap_change(base, cand, metric.better)
+        base, cand = series["start"][key], series["final"][key]
+        found = decided.metric(key)
+        change = (
+            found.change
+            if found
+            else bootstrap_change(base, cand, metric.better, metric_scale=metric.scale)
+        )
         pct = None if change.rel_change is None else change.rel_change * 100
 
         def as_pct(x: float | None) -> float | None:
@@ -280,9 +298,11 @@ def _gain(
                 "more_runs_per_side": change.more.to_json()["runs"] if change.more else None,
                 "runs_a_side": [change.n_base, change.n_cand],
                 "not_applied": reasons,
+                "role": primaries.role(key),
+                "confidence": change.confidence,
             }
         )
-    return out
+    return out, decision
 
 
 def run_plan(
@@ -336,8 +356,11 @@ def _recommend(
     sides = {"start": (dict(spec.base_config), spec.workload), "final": final}
     runs = _confirm(db_path, spec, sides, say, start_timeout)
     objective = searches[0]["objective"]
-    metrics = [objective, *(k for k in GAIN_METRICS if k != objective)]
-    gain = _gain(db_path, runs, metrics, spec)
+    primaries = Primaries.parse(objective, None)
+    metrics = [*primaries.keys, *(k for k in GAIN_METRICS if k not in primaries.keys)]
+    gain, decision = _gain(db_path, runs, metrics, spec, primaries)
+    if gain and gain[0]["not_applied"]:
+        decision = dataclasses.replace(decision, values=(), reason="not applied by the engine")
     confirm_ids = {side: [int(r["id"]) for r in members] for side, members in runs.items()}
     chosen = {s["param"]: s["chosen"] for s in searches}
     return {
@@ -352,6 +375,7 @@ def _recommend(
         "start_command": serve_command(spec.engine, spec.base_config),
         "gain": gain[0],
         "gains": gain,
+        "decision": decision.to_json(),
         "searches": searches,
         "evidence": {
             "search_runs": {s["param"]: s["runs"] for s in searches},
@@ -392,7 +416,15 @@ def summary_lines(result: Mapping[str, Any]) -> list[str]:
         f"(runs {result['evidence']['confirm_runs']['start']} vs "
         f"{result['evidence']['confirm_runs']['final']})"
     )
-    lines.append(f"recommended: {result['serve_command'] or result['recommended']}")
+    decision = result.get("decision") or {}
+    if decision.get("recommended"):
+        lines.append(f"recommended: {result['serve_command'] or result['recommended']}")
+    else:
+        lines.append(
+            f"not recommended: the decision ({decision.get('rule', 'fixed-n')}, Holm over the "
+            "objective and guards) did not find the objective better with no guard worse; "
+            "more --confirm-repeats would decide it"
+        )
     if result.get("skipped_inert"):
         names = ", ".join(k["param"] for k in result["skipped_inert"])
         lines.append(f"skipped, inert on this workload: {names} (--include-inert searches them)")

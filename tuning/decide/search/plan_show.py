@@ -6,7 +6,10 @@ interval and verdict, the `vllm serve` command, and the run and experiment ids b
 
 Everything is read from the plan's row (tuning.decide.search.plan_record): run_plan's
 recommendation,
-stored as each search ends and when the plan ends.
+stored as each search ends and when the plan ends. The recommended configuration and its `vllm
+serve` command are shown only when the plan's decision record (`decision`: the fixed-n test, Holm
+over the objective and guards) decided the objective better and no guard worse; otherwise the
+facts say why, and what would decide it.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 from store import connect
 from store.queries import get_plan, list_plans
 from tuning.compare.catalog import METRIC_BY_KEY
+from tuning.compare.decision import Decision
 from tuning.compare.present import Tone, fmt
 from tuning.decide.search.plan import verdict_text_of
 from tuning.decide.search.plan_record import reap_plans
@@ -81,6 +85,38 @@ def _step(index: int, param: str, found: Mapping[str, Any] | None) -> dict[str, 
     }
 
 
+def verdict_of(result: Mapping[str, Any]) -> tuple[bool, str]:
+    """(recommended, why not): from the plan's stored decision record."""
+    stored = result.get("decision")
+    if not isinstance(stored, Mapping):
+        if not result.get("gain"):
+            return False, "not measured yet"
+        return False, (
+            "no decision record: this plan ended before the lab recorded decisions, so its gain "
+            "is for information only; run the same plan again to decide"
+        )
+    try:
+        decision = Decision.from_json(stored)
+    except ValueError:
+        return False, "its decision record cannot be read"
+    if decision.recommended is not None:
+        return True, ""
+    value = decision.values[0] if decision.values else None
+    objective = METRIC_BY_KEY[decision.primaries.objective].label
+    if value is None:
+        return False, f"no decision: {decision.reason}"
+    if value.outcome == "trade-off":
+        worse = ", ".join(METRIC_BY_KEY[k].label for k in value.guards_worse)
+        return False, f"{objective} is better but {worse} worse: a trade-off"
+    if value.outcome == "not better":
+        return False, f"{objective} is decided not better than the start: keep the start"
+    more = value.more
+    runs = f"≈ {more.runs} more runs a side" if more and more.runs else "more runs a side"
+    return False, (
+        f"{objective} is undecided; {runs} (a larger --confirm-repeats) would likely decide it"
+    )
+
+
 def _config(start: Mapping[str, Any], final: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [
         {
@@ -102,6 +138,7 @@ def plan_facts(row: Mapping[str, Any]) -> dict[str, Any]:
     metric = METRIC_BY_KEY.get(objective)
     gains = [{**g, "tone": gain_tone(g)} for g in result.get("gains") or []]
     evidence = result.get("evidence") or {}
+    recommended, why_not = verdict_of(result)
     return {
         "plan_id": int(row["id"]),
         "key": row.get("key"),
@@ -118,7 +155,11 @@ def plan_facts(row: Mapping[str, Any]) -> dict[str, Any]:
         "config": _config(result.get("start") or {}, result.get("recommended") or {}),
         "gain": gains[0] if gains else None,
         "gains": gains,
-        "serve_command": result.get("serve_command"),
+        "recommended": recommended,
+        "not_recommended": why_not or None,
+        "decision": result.get("decision"),
+        # only a decided recommendation comes with a command to run it
+        "serve_command": result.get("serve_command") if recommended else None,
         "start_command": result.get("start_command"),
         "confirm_runs": evidence.get("confirm_runs") or {},
         "confirm_experiments": list(evidence.get("confirm_experiments") or []),
@@ -168,7 +209,8 @@ def plan_lines(f: Mapping[str, Any]) -> list[str]:
         *(f"  {step_line(f, s)}" for s in f["steps"]),
     ]
     if f["config"]:
-        out.append("recommended vs start:")
+        head = "recommended" if f["recommended"] else "final (not recommended)"
+        out.append(f"{head} vs start:")
         for c in f["config"]:
             start = show_value(c["param"], c["start"])  # 'unset' for None, bytes in GiB
             final = show_value(c["param"], c["recommended"])
@@ -185,7 +227,9 @@ def plan_lines(f: Mapping[str, Any]) -> list[str]:
     else:
         out.append("gain over the start: not measured yet")
     if f["serve_command"]:
-        out.append(f"serve: {f['serve_command']}")
+        out.append(f"Recommended: serve: {f['serve_command']}")
+    elif f["not_recommended"]:
+        out.append(f"not recommended: {f['not_recommended']}")
     if f["start_command"]:
         out.append(f"start was: {f['start_command']}")
     if f["error"]:

@@ -1,0 +1,138 @@
+"""The decision on the page: the headline box Compare opens with (one sentence per candidate over
+the primary metrics, the rule that decided, then the recommendation with its `vllm serve` line,
+the decision to keep, or what would decide it with a button that starts those runs), and Home's
+latest decision. Everything is read from the report model / the stored decision record
+(tuning.present.model, tuning.experiment.decision); nothing is judged here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from tuning.compare.decision import Decision, NextStep
+from tuning.compare.headline import Headline
+from tuning.present.model import ReportModel
+from ui.common import ICONS, md_escape
+from ui.links import compare_link
+
+MORE_RUNS_KEY = "cmp_more_runs"
+
+
+def serve_line(exp: Mapping[str, Any] | None, value: Any) -> str | None:
+    """`vllm serve MODEL --flag value ...` for the experiment's baseline with `value` set (None
+    for an attached server, an imported row, or a value that is not a server flag)."""
+    from tuning.decide.search.plan import serve_command
+    from tuning.engine.params import ParamError
+    from tuning.engine.spec import EngineSpec
+
+    if not exp or not exp.get("engine") or not exp.get("param"):
+        return None
+    try:
+        engine = EngineSpec(**exp["engine"])
+        return serve_command(engine, {**(exp.get("config") or {}), exp["param"]: value})
+    except (TypeError, ValueError, ParamError):
+        return None
+
+
+def start_more_runs(db_path: Path, experiment_id: int, step: NextStep) -> int:
+    """Go on with the experiment under the step's limits (a fixed-repeats one goes on until
+    decided) and start its runner; the runs it will add (0: nothing left to run)."""
+    from tuning.experiment.supervisor import prepare_resume, raise_limits, spawn_runner
+
+    raise_limits(db_path, experiment_id, step.max_repeats, step.budget_minutes)
+    left = prepare_resume(db_path, experiment_id)
+    if left:
+        spawn_runner(db_path, experiment_id)
+    return left
+
+
+def _more_runs_button(model: ReportModel, db_path: Path) -> None:
+    """The button that runs what would decide it, and the same as a command."""
+    step, exp_id = model.decision.next_step, model.experiment_id
+    if step is None or exp_id is None or step.max_repeats is None:
+        return
+    busy = any(e.get("status") in ("queued", "running") for e in model.experiments)
+    label = f"Run {step.text()}"
+    if st.button(label, key=MORE_RUNS_KEY, icon=":material/play_arrow:", disabled=busy):
+        from tuning.experiment.supervisor import ResumeRefused
+
+        try:
+            left = start_more_runs(db_path, exp_id, step)
+        except (ResumeRefused, ValueError) as exc:
+            st.error(f"refused: {md_escape(exc)}")
+        else:
+            st.success(f"Experiment {exp_id} goes on: {left} more run(s) planned.")
+            st.page_link("pages/3_Live.py", label="Watch it live", icon=ICONS["live"])
+    if model.command:
+        st.code(model.command, language="bash")
+
+
+def render_closing(lead: Headline, model: ReportModel | None, db_path: Path | None) -> None:
+    """The headline's last line: recommended (green, with its serve line), keep (blue), not
+    decided (with what would decide it), or why there is no recommendation (grey)."""
+    if not lead.closing:
+        return
+    head, _, rest = lead.closing.partition(": ")
+    text = f"**{md_escape(head)}:** {md_escape(rest)}"
+    if lead.kind == "value":
+        st.success(text)
+        exp = model.experiments[0] if model and len(model.experiments) == 1 else None
+        rec = model.decision.recommended if model else None
+        line = serve_line(exp, rec.value) if rec else None
+        if line:
+            st.code(line, language="bash")
+    elif lead.kind in ("default", "keep"):
+        st.info(text)
+    elif lead.next_step and model is not None and db_path is not None:
+        st.warning(text)
+        _more_runs_button(model, db_path)
+    else:
+        st.caption(text)
+
+
+def render_decision(model: ReportModel, db_path: Path | None = None) -> None:
+    """The decision at a glance, the first thing under Compare's selectors."""
+    lead = model.headline
+    if not lead.lines:
+        return
+    with st.container(border=True, key="cmp_headline"):
+        if lead.sentences:
+            st.markdown("\n".join(f"- {md_escape(text)}" for text in lead.sentences))
+            st.caption(md_escape(lead.rule))
+        render_closing(lead, model, db_path)
+
+
+def latest_text(exp: Mapping[str, Any], decision: Decision) -> str:
+    """'experiment 4 (stream-interval 1, 16): recommended 16' or its state in words."""
+    name = f"experiment {exp['id']}: {exp.get('name') or exp.get('param')}"
+    rec = decision.recommended
+    if not decision.decides:
+        return f"{name}: no decision"
+    if not decision.complete:
+        return f"{name}: running, not decided yet"
+    if rec is not None:
+        return f"{name}: recommended {decision.param} = {rec.value}"
+    if decision.undecided:
+        step = decision.next_step
+        return f"{name}: undecided" + (f" ({step.text()} would likely decide it)" if step else "")
+    return f"{name}: decided, no value to recommend (keep {decision.param} = {decision.baseline})"
+
+
+def render_latest_decision(db: Any) -> None:
+    """Home's latest decision: the newest experiment of two or more values, as its record says,
+    with a link to Compare."""
+    from tuning.experiment.decision import latest_decision
+
+    found = latest_decision(db)
+    st.subheader("Latest decision")
+    if found is None:
+        st.caption("none yet: an experiment of two or more values decides one")
+        return
+    exp, decision = found
+    with st.container(key="home_latest_decision"):
+        st.markdown(md_escape(latest_text(exp, decision)))
+        compare_link("See it on Compare", experiment=int(exp["id"]))
