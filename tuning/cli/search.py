@@ -130,9 +130,11 @@ def search_estimate(spec: Any, path: Path) -> dict[str, Any]:
     """Print a search's estimate (its budget of runs, less the steps stored) and return it."""
     from tuning.cli.estimate import say_estimate, search_costs
     from tuning.decide.search.driver import observations
+    from tuning.decide.search.race import budget_text
     from tuning.experiment.estimate import for_search
 
-    stored = len(observations(path, spec)[0])
+    stored = observations(path, spec).used
+    say(budget_text(spec.budget_runs, spec.coarse_points), file=sys.stderr)
     return say_estimate(for_search(search_costs(spec, path), spec.budget_runs, stored))
 
 
@@ -208,16 +210,23 @@ def run(args: argparse.Namespace) -> int:
     if code:
         return code
     result["estimate"] = estimate
-    confirmed: dict[str, Any] = {}
-    if args.confirm and result.get("chosen") is not None:
+    if args.confirm:
         from tuning.cli.search_show import confirm_search
+        from tuning.decide.search.confirm import confirm_values
+        from tuning.decide.search.show import facts, find_search
 
-        code, confirmed = drive(
-            lambda: confirm_search(db_path(args), result["search_id"], "rival", args.start_timeout)
-        )
-        if code:
-            return code
-        result["confirm"] = confirmed["confirm"]
+        known = facts(db_path(args), find_search(db_path(args), result["search_id"]))
+        if confirm_values(known, "rival") is None:
+            say("confirm: no leader and rival to confirm", file=sys.stderr)
+        else:
+            code, confirmed = drive(
+                lambda: confirm_search(
+                    db_path(args), result["search_id"], "rival", args.start_timeout
+                )
+            )
+            if code:
+                return code
+            result["confirm"], result["choice"] = confirmed["confirm"], confirmed["choice"]
     if args.json:
         say(json.dumps(result, indent=2))
         return 0
@@ -234,12 +243,10 @@ def run(args: argparse.Namespace) -> int:
             f"start limit: {args.param} = {limit['starts']} starts, {limit['fails']} does not "
             f"(the largest value that starts is in [{limit['starts']}, {limit['fails']}))"
         )
-    say(
-        f"chosen: {args.param} = {result['chosen']} ({result['objective']} "
-        f"{result['chosen_objective']}); {result['stopped']}"
-    )
-    if confirmed:
-        from tuning.decide.search.show import confirm_line
+    from tuning.decide.search.show import confirm_line, facts, find_search
 
-        say(confirm_line(confirmed))
+    shown = facts(db_path(args), find_search(db_path(args), result["search_id"]))
+    say(f"{shown['choice']['line']}; stopped: {result['stopped']}")
+    if result.get("confirm"):
+        say(confirm_line(shown))
     return 0
