@@ -35,15 +35,16 @@ def add_arguments(sub: Subparsers) -> None:
     p.add_argument(
         "--confirm",
         action="store_true",
-        help="when the search ends, run the chosen value against its closest rival with "
-        "repeats until decided (`search confirm ID --against rival`): the choice's interval",
+        help="when the search ends, run its choice (undecided: its leader) against its closest "
+        "rival with repeats until decided (`search confirm ID --against rival`); the verdict "
+        "becomes part of the search's choice",
     )
     p.add_argument(
         "--against",
         choices=("baseline", "rival"),
         default="baseline",
-        help="search confirm: the chosen value against the baseline's value (default) or the "
-        "closest rival",
+        help="search confirm: the search's choice (or leader) against the baseline's value "
+        "(default) or the closest rival",
     )
     p.add_argument("--record", type=int, default=None, help=argparse.SUPPRESS)  # the UI's row
     add_search_arguments(p)
@@ -61,7 +62,14 @@ def add_search_arguments(p: argparse.ArgumentParser) -> None:
         "the lab starts)",
     )
     p.add_argument("--slo", nargs="+", default=None, metavar="METRIC:MS", help="e.g. ttft:200")
-    p.add_argument("--budget-runs", type=int, default=8, metavar="N", help="runs of a search")
+    p.add_argument(
+        "--budget-runs",
+        type=int,
+        default=8,
+        metavar="N",
+        help="runs of a search: up to half explore (coarse pass, bisection), the rest race the "
+        "contenders with repeats",
+    )
     p.add_argument("--coarse", type=int, default=4, metavar="K", help="points of the first pass")
     p.add_argument("--set", action="append", metavar="NAME=VALUE", help="baseline parameter")
     p.add_argument("--base-url", default=None, help="attach (workload parameters only)")

@@ -196,3 +196,32 @@ def value_lines(f: Mapping[str, Any]) -> list[str]:
         text = f"{head}: {measured(f, row['value'])}" + (f"; {slo}" if slo else "")
         out.append(f"{text}; {row['status']}")
     return out
+
+
+def search_choice_text(result: Mapping[str, Any]) -> str:
+    """A search's choice in a few words from its stored result alone (a plan's summary and
+    report): 'chosen 16 (better than 8 by +12.0 % (…))', 'tie 16, 32: 16 by its tie-breaker
+    (…)', 'undecided (16 leads: …): the baseline kept', 'no choice (…): the baseline kept'."""
+    d = result.get("decision") or {}
+    outcome, chosen = d.get("outcome"), result.get("chosen")
+    if outcome == "chosen" and chosen is not None:
+        rival = d.get("rival") or {}
+        if rival.get("why") == "objective":
+            return (
+                f"chosen {_v(chosen)} (better than {_v(rival['value'])} by {pct_interval(rival)})"
+            )
+        if rival.get("why") == "slo":
+            return f"chosen {_v(chosen)} ({_v(rival['value'])} fails the SLOs)"
+        if rival.get("why") == "slo undecided":
+            return f"chosen {_v(chosen)} (meets the SLOs; {_v(rival['value'])}'s are undecided)"
+        return f"chosen {_v(chosen)} (the only value that gave a usable result)"
+    if outcome == "tie" and chosen is not None:
+        breaker = (d.get("tie_breaker") or {}).get("text", "")
+        return f"tie {_values(d.get('tie') or [])}: {_v(chosen)} by its tie-breaker ({breaker})"
+    if outcome == "undecided":
+        leader = d.get("leader")
+        lead = "" if leader is None else f"{_v(leader)} leads: "
+        return f"undecided ({lead}{d.get('why')}): the baseline kept"
+    if not d and chosen is not None:  # a result from before decisions were stored
+        return f"{_v(chosen)} (from single runs: no interval)"
+    return f"no choice ({d.get('why') or 'no value gave a usable result'}): the baseline kept"
