@@ -16,7 +16,7 @@ def _decide(
     values: list[ValueRuns],
     slo: dict[str, float] | None = None,
     default: Default | None = None,
-    race_runs: int = 6,
+    race_runs: int = 12,
 ) -> dict[str, Any]:
     race = plan_race(values, "higher", slo or {}, race_runs=race_runs, budget_left=0)
     return decide(race, values, "higher", slo or {}, default)

@@ -7,9 +7,9 @@ resumes its race from the store alone, and `search show` replays the same looks.
   tuning.decide.search.strategy) may spend at most half of it (`explore_budget`, at least the
   coarse pass); every run it leaves goes to the race.
 - **Entry.** The values that measured something enter by their one run (those whose run was under
-  the SLOs first, then by objective): the top `entry_size` (half the race's runs, at least 2), so
-  each has 2 runs at the first look and half the race is left for later looks. A run over the
-  SLO orders the entry; it rules nothing out (one run has no interval).
+  the SLOs first, then by objective): the top `entry_size` (as many as can each reach 5 runs, a
+  quarter of the race's runs, at least 2). A run over the SLO orders the entry; it rules nothing
+  out (one run has no interval), and a value never raced stays "tried once", never a rival beaten.
 - **Looks.** Every contender runs to the same number of runs, counterbalanced (each round in the
   opposite order of the last), and the race looks at 2, 3, 5, 8 and 10 runs a side (RACE_MAX;
   tuning.compare.sequential.Design's schedule). Each look spends alpha / L of the race's alpha
@@ -143,11 +143,13 @@ def explore_budget(budget_runs: int, coarse_points: int) -> int:
 
 
 def entry_size(race_runs: int, candidates: int) -> int:
-    """How many values enter the race: half its runs (at least 2), no more than it can give a
-    second run or there are values."""
+    """How many values enter the race: as many as can each reach 5 runs (its third look: 4 more
+    runs each, a quarter of its runs), at least 2; no more than it can give a second run or there
+    are values. At 2 runs a side nothing but a huge gap decides, so more entrants would spend the
+    race on runs that cannot drop anyone (simulated: benchmarks/search_race_alpha.py)."""
     if race_runs <= 0:
         return 0
-    return min(max(2, race_runs // 2), race_runs, candidates)
+    return min(max(2, race_runs // 4), race_runs, candidates)
 
 
 def budget_for_decision(coarse_points: int) -> int:
