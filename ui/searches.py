@@ -183,13 +183,16 @@ def confirm(path: Path, row: Mapping[str, Any], f: Mapping[str, Any]) -> None:
         busy = bool(queries.active_experiments(db)) or runner_busy() or search_running(path)
     if busy:
         st.warning("An experiment or a search is running; one at a time per machine.")
+    # an unsettled choice (a tie, undecided) is settled against the rival: that one leads
+    settled = (f.get("choice") or {}).get("outcome") == "chosen"
+    lead = "baseline" if settled else "rival"
     for against, key in (("baseline", "srchs_confirm"), ("rival", "srchs_confirm_rival")):
         values = confirm_values(f, against)
         if values is None or (against == "rival" and values == confirm_values(f)):
             continue
         chosen, other = format_value(values[1]), format_value(values[0])
         label = f"Confirm: run {chosen} vs {other} with repeats until decided"
-        kind: Any = "primary" if against == "baseline" else "secondary"
+        kind: Any = "primary" if against == lead else "secondary"
         if st.button(label, type=kind, disabled=busy, key=key):
             _start(path, row, f, against)
 
