@@ -1,5 +1,7 @@
-"""Searches: a search as a result of its own: the chosen value, the chart with the SLO lines and
-the knee, why each step ran, and one click to confirm the choice with repeats (ui.searches); then
+"""Searches: a search as a result of its own: its choice (with its interval against the closest
+rival, a named tie, or undecided; the confirm's result in the same line), each value's runs and
+SLOs, the chart with the SLO lines and the knee, why each step ran, and one click to confirm the
+choice with repeats (ui.searches); then
 the plans, each a result of its own: every search's choice, start vs recommended, the gain and the
 `vllm serve` command (ui.plans)."""
 
@@ -16,8 +18,9 @@ st.set_page_config(
 )
 st.title("Searches")
 st.caption(
-    "Each search on its own: the value it chose under the objective and the SLOs, why each step "
-    "ran, and one click to run the choice against the baseline until the difference is decided."
+    "Each search on its own: what it chose under the objective and the SLOs and how sure (an "
+    "interval against the closest rival, or a tie named as one), why each step ran, and one "
+    "click to run the choice against its rival or the baseline until the difference is decided."
 )
 reap_dead(lab_db_path())  # a search or plan whose process died reads failed
 searches.render_searches(lab_db_path())

@@ -151,8 +151,12 @@ def main(argv: list[str] | None = None) -> int:
         value = e.get(METRIC)
         shown = f"{value:9,.0f} tok/s" if value is not None else f"{e['status']:>15}"
         print(f"  step {e['step']}: {PARAM} = {e['value']:>3g}  {shown}  ({e['why']})")
-    chosen, best = int(found["chosen"]), int(top["value"])
-    print(f"  chosen: {PARAM} = {chosen} ({found['stopped']})")
+    # the search's choice, else (undecided: too few runs to race) the value it leads with
+    decision = found.get("decision") or {}
+    pick = found["chosen"] if found["chosen"] is not None else decision.get("leader")
+    chosen, best = int(pick), int(top["value"])
+    outcome = decision.get("outcome", "chosen")
+    print(f"  {outcome}: {PARAM} = {chosen} ({found['stopped']})")
 
     runs_ok = len(found["runs"]) * 2 <= grid_runs
     if chosen == best:

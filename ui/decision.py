@@ -66,7 +66,7 @@ def _more_runs_button(model: ReportModel, db_path: Path) -> None:
             st.error(f"refused: {md_escape(exc)}")
         else:
             st.success(f"Experiment {exp_id} goes on: {left} more run(s) planned.")
-            st.page_link("pages/3_Live.py", label="Watch it live", icon=ICONS["live"])
+            st.page_link("app_pages/3_Live.py", label="Watch it live", icon=ICONS["live"])
     if model.command:
         st.code(model.command, language="bash")
 

@@ -17,11 +17,12 @@ import streamlit as st
 
 from store import connect, queries
 from tuning.compare.catalog import METRIC_BY_KEY, METRICS
-from tuning.compare.present import fmt
 from tuning.decide.background import SearchBusy, busy_reason, spawn_search, stop_search
 from tuning.decide.search.driver import OBJECTIVES, STARTUP, SearchSpec
+from tuning.decide.search.race import budget_text
 from tuning.decide.search.record import Progress, objective_label, progress
 from tuning.decide.search.strategy import Space
+from tuning.decide.search.words import decision_line
 from tuning.engine.params import PARAMS, Param, ParamError, format_value
 from tuning.engine.spec import EngineSpec
 from tuning.engine.validate import parse_assignments
@@ -84,7 +85,10 @@ def search_form(spec: EngineSpec) -> SearchSpec | None:
     objective = st.selectbox(
         "Objective", OBJECTIVE_KEYS, key="srch_objective", format_func=_objective_text
     )
-    st.markdown("**SLOs** (0 = off): a value whose p99 breaks one has no score")
+    st.markdown(
+        "**SLOs** (0 = off): a value meets one when the interval of its p99 over its repeats "
+        "lies under the limit; one run over it rules nothing out"
+    )
     slo: dict[str, float] = {}
     for col, slo_name in zip(st.columns(3), SLO_NAMES, strict=True):
         limit = col.number_input(
@@ -116,6 +120,8 @@ def search_form(spec: EngineSpec) -> SearchSpec | None:
         errors.append(str(exc))
     for err in errors:
         st.error(md_escape(err))
+    if not errors:
+        st.caption(md_escape(budget_text(search.budget_runs, search.coarse_points)))
     return None if errors else search
 
 
@@ -190,23 +196,20 @@ def _slo_text(spec: SearchSpec) -> str:
 
 
 def chosen_text(done: Progress) -> str:
-    """The chosen value, its objective's mean and interval (the verdicts' rule), in words."""
-    if done.chosen is None:
-        return "**Chosen:** none yet" + (
-            "" if done.active or not done.log else " (no value gave a usable result)"
-        )
+    """The search's decision so far in words (tuning.decide.search.words: the choice with its
+    interval against the closest rival, a named tie, or what keeps it undecided); never a choice
+    from one run."""
+    if not done.log:
+        return "**Decision:** none yet (no step has run)"
     metric = METRIC_BY_KEY[done.spec.metric]
-    value = int(done.chosen) if done.spec.space.integer else done.chosen
-    text = f"**Chosen: {md_escape(done.spec.param)} = {value:g}** · {metric.label} "
-    text += md_escape(fmt(done.chosen_mean, metric.unit))
-    n = len(done.chosen_runs)
-    if done.interval is not None:
-        lo, hi = done.interval
-        text += f", 95 % interval {md_escape(fmt(lo, metric.unit))} … "
-        text += f"{md_escape(fmt(hi, metric.unit))} over {n} runs"
-    else:
-        text += f" (one run: no interval yet; repeat it to get one; runs {n})"
-    return text
+    shown = {
+        "decision": done.decision,
+        "objective": done.spec.metric,
+        "unit": metric.unit,
+        "param": done.spec.param,
+    }
+    so_far = " so far" if done.active else ""
+    return f"**Decision{so_far}:** {md_escape(decision_line(shown))}"
 
 
 def log_frame(done: Progress) -> pd.DataFrame:
@@ -220,7 +223,8 @@ def log_frame(done: Progress) -> pd.DataFrame:
             "run": e["run_id"],
             "status": e["status"] + (f" ({e['failure_kind']})" if e.get("failure_kind") else ""),
             metric: e[metric],
-            "meets SLOs": e.get("meets_slo"),
+            "this run under the SLOs": e.get("under_slo"),
+            "value's SLOs (interval)": e.get("slo_state"),
         }
         for e in done.log
     ]

@@ -1,8 +1,10 @@
-"""The Searches page (issue 23 item 5): a search as a result of its own. The chosen value and what
-its objective measured first, then the chart (metric vs value, the chosen value, the knee and the
-SLO lines), why each step ran, and one click to confirm the choice: the chosen value against the
-baseline's (or its closest rival) with repeats until decided, planned as an ordinary experiment
-and started in its own process like New experiment's (one runner per machine).
+"""The Searches page (issue 23 item 5, issue 37 item 4): a search as a result of its own. The
+choice first (the search's decision settled by its confirm, one line: the choice with its interval
+against the closest rival, a named tie and its tie-breaker, or what keeps it undecided), each
+value's runs and SLO state, then the chart (metric vs value, the chosen value, the knee and the
+SLO lines), why each step ran, and one click to confirm the choice: the leader against its closest
+rival (or the baseline's value) with repeats until decided, planned as an ordinary experiment and
+started in its own process like New experiment's (one runner per machine).
 
 Everything shown comes from tuning.decide.search.show (the same facts `search show ID` prints).
 Widget
@@ -31,6 +33,7 @@ from tuning.decide.search.show import (
     slo_words,
     unrecorded_keys,
 )
+from tuning.decide.search.words import search_headline, slo_checks_text
 from tuning.engine.current import current_spec
 from tuning.engine.params import format_value
 from tuning.engine.spec import EngineError
@@ -44,8 +47,16 @@ from ui.links import compare_link
 
 def _label(row: Mapping[str, Any]) -> str:
     result = row.get("result") or {}
+    decision = result.get("decision") or {}
     chosen = result.get("chosen")
-    tail = f" · chosen {format_value(chosen)}" if chosen is not None else ""
+    if decision.get("outcome") == "tie" and chosen is not None:
+        tail = f" · tie, {format_value(chosen)} by its tie-breaker"
+    elif chosen is not None and decision:
+        tail = f" · chosen {format_value(chosen)}"
+    elif decision.get("outcome") == "undecided":
+        tail = " · undecided"
+    else:
+        tail = ""
     return f"search {row['id']}: {row['param']} · {row['status']}{tail}"
 
 
@@ -76,6 +87,7 @@ def render_searches(path: Path) -> None:
         return
     f = search_facts(path, row)
     render_search_headline(f)
+    st.dataframe(values_frame(f), hide_index=True, key="srchs_values")
     chart(path, f)
     st.subheader("Why each step ran")
     st.dataframe(search_steps_frame(f), hide_index=True, key="srchs_steps")
@@ -86,9 +98,9 @@ def render_searches(path: Path) -> None:
 
 
 def render_search_headline(f: Mapping[str, Any]) -> None:
-    """The decision first: the chosen value, the objective and the SLOs, the knee."""
-    chosen = "none" if f["chosen"] is None else format_value(f["chosen"])
-    st.subheader(f"{md_escape(f['param'])}: chosen {md_escape(chosen)}")
+    """The decision first: the choice (or the tie, or undecided) with the confirm's result, the
+    objective and the SLOs, the knee."""
+    st.subheader(f"{md_escape(f['param'])}: {md_escape(search_headline(f))}")
     st.markdown(md_escape(chosen_line(f)))
     st.caption(
         md_escape(
@@ -124,6 +136,29 @@ def chart(path: Path, f: Mapping[str, Any]) -> None:
     st.caption(KNEE_NOTE)
 
 
+def values_frame(f: Mapping[str, Any]) -> pd.DataFrame:
+    """One row per value the search ran: its runs, its mean objective and interval, its SLOs
+    (judged on the interval over its runs) and where it stands in the race."""
+    unit = f["unit"]
+    rows = []
+    for r in (f.get("decision") or {}).get("values") or []:
+        ci = r.get("interval")
+        rows.append(
+            {
+                f["param"]: format_value(r["value"]),
+                "runs": r["runs"],
+                f"{f['objective']} ({unit})": fmt(r.get("mean"), unit),
+                "95 % interval": "tried once: no interval yet"
+                if r["runs"] == 1
+                else (f"{fmt(ci[0], unit)} … {fmt(ci[1], unit)}" if ci else "—"),
+                "SLOs": (r.get("slo") or {}).get("state"),
+                "SLO intervals": slo_checks_text(r.get("slo")),
+                "status": r["status"],
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 def search_steps_frame(f: Mapping[str, Any]) -> pd.DataFrame:
     """One row per step: its value, why it ran, its run, what the objective measured, the SLOs."""
     objective, unit = f["objective"], f["unit"]
@@ -137,7 +172,7 @@ def search_steps_frame(f: Mapping[str, Any]) -> pd.DataFrame:
                 "status": e["status"]
                 + (f" ({e['failure_kind']})" if e.get("failure_kind") else ""),
                 f"{objective} ({unit})": fmt(e.get(objective), unit),
-                "meets SLOs": e.get("meets_slo"),
+                "this run under the SLOs": e.get("under_slo"),
                 "chosen": f["chosen"] is not None and float(e["value"]) == float(f["chosen"]),
             }
             for e in f["steps"]
@@ -153,13 +188,16 @@ def confirm(path: Path, row: Mapping[str, Any], f: Mapping[str, Any]) -> None:
         busy = bool(queries.active_experiments(db)) or runner_busy() or search_running(path)
     if busy:
         st.warning("An experiment or a search is running; one at a time per machine.")
+    # an unsettled choice (a tie, undecided) is settled against the rival: that one leads
+    settled = (f.get("choice") or {}).get("outcome") == "chosen"
+    lead = "baseline" if settled else "rival"
     for against, key in (("baseline", "srchs_confirm"), ("rival", "srchs_confirm_rival")):
         values = confirm_values(f, against)
         if values is None or (against == "rival" and values == confirm_values(f)):
             continue
         chosen, other = format_value(values[1]), format_value(values[0])
         label = f"Confirm: run {chosen} vs {other} with repeats until decided"
-        kind: Any = "primary" if against == "baseline" else "secondary"
+        kind: Any = "primary" if against == lead else "secondary"
         if st.button(label, type=kind, disabled=busy, key=key):
             _start(path, row, f, against)
 

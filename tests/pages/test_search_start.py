@@ -72,7 +72,10 @@ def test_search_from_the_page_runs_in_its_own_process(fake_lab: Path) -> None:
     row = _search(fake_lab, 1)
     log = Path(row["log_path"]).read_text()
     assert row["status"] == "done", (row, log)
-    assert row["result"]["chosen"] in (2, 8) and len(row["result"]["runs"]) == 2
+    # two values, one run each: no choice (issue 37 item 4), the leader named
+    decision = row["result"]["decision"]
+    assert row["result"]["chosen"] is None and decision["outcome"] == "undecided"
+    assert decision["leader"] in (2, 8) and len(row["result"]["runs"]) == 2
     assert json.loads(log[log.index("{") :])["runs"] == row["result"]["runs"]  # its --json output
     with connect(fake_lab, readonly=True) as db:  # every step an ordinary run
         runs = queries.list_runs(db, include_hidden=True)
@@ -82,8 +85,9 @@ def test_search_from_the_page_runs_in_its_own_process(fake_lab: Path) -> None:
     }
     at.radio(key="new_mode").set_value("search").run()
     text = page_text(at)
-    assert f"Chosen: max-num-seqs = {row['result']['chosen']}" in text
-    assert "one run: no interval yet" in text
+    assert "Chosen" not in text
+    assert "**Decision:** undecided: no value has 2 runs (tried once: no interval yet)" in text
+    assert f"leader {decision['leader']}" in text
     steps = frame_with(at, "why")
     assert list(steps["value"]) == [2.0, 8.0] and steps["why"][0].startswith("coarse pass")
     assert not at.button(key="srch_start").disabled  # free again

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from subprocess import CompletedProcess
 from typing import Any
 
 import pytest
@@ -16,6 +18,7 @@ from streamlit.testing.v1 import AppTest
 from store import connect, queries
 from store.snapshot import expanded
 from tests.apptest import frame_with, open_page, page_text
+from tests.fakes.fake_openai import FakeConfig, FakeOpenAIServer
 from tuning.decide.search.adopt import import_result
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "h200"
@@ -49,23 +52,31 @@ def _rules(panel: dict[str, Any]) -> list[str]:
     ]
 
 
-def test_the_page_leads_with_the_chosen_value_and_draws_the_slo_line(h200_lab: Path) -> None:
+def test_the_page_leads_with_the_decision_and_draws_the_slo_line(h200_lab: Path) -> None:
+    """Issue 37 item 4: the H200 search ran each value once: the page says undecided (138
+    leads, tried once: no interval yet), never "chosen 138"; each value's SLOs are tried once."""
     at = open_page("app_pages/7_Searches.py")
     text = page_text(at).replace("\\", "")  # as read: without Markdown's escapes
-    assert at.subheader[0].value == "concurrency: chosen 138", [s.value for s in at.subheader]
-    assert "chosen 138: output_throughput 8,431 tok/s" in text, text
+    heads = [s.value for s in at.subheader]
+    assert heads[0] == "concurrency: undecided (138 leads)", heads
+    assert "chosen 138" not in text
+    assert "undecided: no value has 2 runs (tried once: no interval yet); leader 138" in text
     assert "SLOs: p99 TTFT <= 1000 ms" in text
     assert "knee at 138" in text
+    values = frame_with(at, "runs")
+    assert list(values["runs"]) == [1] * 6 and set(values["SLOs"]) == {"tried once"}
+    assert set(values["95 % interval"]) == {"tried once: no interval yet"}
     spec = _chart_spec(at)
     subtitle = spec["title"]["subtitle"]
-    assert "chosen by the search: 138" in subtitle and "SLO: p99 TTFT <= 1000 ms" in subtitle
+    assert "chosen by the search" not in subtitle and "SLO: p99 TTFT <= 1000 ms" in subtitle
     throughput, ttft = spec["concat"]  # one panel a row (fits 1024 px)
     assert ttft["title"] == "p99 TTFT vs value", ttft["title"]
-    assert _rules(throughput) == ["x"] and sorted(_rules(ttft)) == ["x", "y"]
+    assert _rules(throughput) == ["x"] and sorted(_rules(ttft)) == ["x", "y"]  # the knee
     steps = frame_with(at, "why")
     assert list(steps["concurrency"]) == ["64", "213", "363", "512", "138", "101"]
     assert steps["why"].iloc[4] == "refine: between the best so far 64 and its neighbour 213"
-    assert list(steps["chosen"]) == [False, False, False, False, True, False]
+    assert list(steps["chosen"]) == [False] * 6
+    assert list(steps["this run under the SLOs"]) == [True, False, False, False, True, True]
     labels = [b.label for b in at.button]
     assert "Confirm: run 138 vs 16 with repeats until decided" in labels, labels
     assert "Confirm: run 138 vs 101 with repeats until decided" in labels, labels
@@ -94,3 +105,35 @@ def test_a_lab_without_searches_says_so(fresh_db: Path) -> None:
     at = open_page("app_pages/7_Searches.py")
     assert "No search yet" in page_text(at)
     assert not at.button
+
+
+def test_the_confirms_result_is_in_the_header_and_the_choice_line(
+    lab_home: Path,
+    tuning_cli: Callable[..., CompletedProcess[str]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 37 item 4: after `search --confirm` (two values tried once, then the leader against
+    its rival until decided: fake server, attached), the page's header and choice line carry the
+    confirm's result (it used to say "chosen ... from one run" above an undecided confirm)."""
+    db = lab_home / "lab.db"
+    with FakeOpenAIServer(FakeConfig(model="m", ttft_ms=2.0, itl_ms=5.0)) as srv:
+        flags = "--param concurrency --range 1:4 --coarse 2 --budget-runs 2 --model m "
+        flags += f"--base-url {srv.base_url} --num-requests 8 --input-len 4 --output-len 3 "
+        flags += f"--num-warmups 0 --db {db} --confirm --json"
+        done = tuning_cli(["search", *flags.split()], lab_home)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    choice, confirm = result["choice"], result["confirm"]
+    assert choice["source"] == "confirm"
+    monkeypatch.setenv("TUNING_LAB_DB", str(db))
+    at = open_page("app_pages/7_Searches.py")
+    text = page_text(at).replace("\\", "")
+    head = at.subheader[0].value
+    if choice["outcome"] == "chosen":
+        assert head == f"concurrency: chosen {choice['chosen']} (confirmed)", head
+    else:
+        assert head.startswith("concurrency: tie 1, 4 after the confirm"), head
+    line = next(m.value for m in at.markdown if "confirm experiment" in m.value)
+    assert line.replace("\\", "") == choice["line"], (line, choice["line"])
+    assert line.replace("\\", "").startswith("undecided: no value has 2 runs")
+    assert f"confirm experiment {confirm['experiment_id']}" in text

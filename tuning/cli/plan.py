@@ -84,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
         skipped_text,
         summary_lines,
     )
+    from tuning.decide.search.race import budget_text
     from tuning.engine.params import ParamError, get_param
     from tuning.experiment.estimate import for_plan
     from tuning.present.plan_report import write_plan_report
@@ -110,8 +111,10 @@ def run(args: argparse.Namespace) -> int:
         say(f"skipping, inert on this workload: {skipped_text(skipped)}", file=sys.stderr)
 
     def progress(event: str, data: dict[str, Any]) -> None:
-        if event == "search":
-            text = f"search {data['index']} of {data['of']}: {data['param']}"
+        if event == "search":  # and what its budget buys: exploring, then the race
+            points = len(spec.spaces[data["param"]].coarse(spec.coarse))
+            text = f"search {data['index']} of {data['of']}: {data['param']}; "
+            text += budget_text(spec.budget_runs, points)
         elif event == "confirm":
             text = f"confirm round {data['round']}: {data['side']} configuration"
         else:

@@ -35,15 +35,16 @@ def add_arguments(sub: Subparsers) -> None:
     p.add_argument(
         "--confirm",
         action="store_true",
-        help="when the search ends, run the chosen value against its closest rival with "
-        "repeats until decided (`search confirm ID --against rival`): the choice's interval",
+        help="when the search ends, run its choice (undecided: its leader) against its closest "
+        "rival with repeats until decided (`search confirm ID --against rival`); the verdict "
+        "becomes part of the search's choice",
     )
     p.add_argument(
         "--against",
         choices=("baseline", "rival"),
         default="baseline",
-        help="search confirm: the chosen value against the baseline's value (default) or the "
-        "closest rival",
+        help="search confirm: the search's choice (or leader) against the baseline's value "
+        "(default) or the closest rival",
     )
     p.add_argument("--record", type=int, default=None, help=argparse.SUPPRESS)  # the UI's row
     add_search_arguments(p)
@@ -61,7 +62,14 @@ def add_search_arguments(p: argparse.ArgumentParser) -> None:
         "the lab starts)",
     )
     p.add_argument("--slo", nargs="+", default=None, metavar="METRIC:MS", help="e.g. ttft:200")
-    p.add_argument("--budget-runs", type=int, default=8, metavar="N", help="runs of a search")
+    p.add_argument(
+        "--budget-runs",
+        type=int,
+        default=8,
+        metavar="N",
+        help="runs of a search: up to half explore (coarse pass, bisection), the rest race the "
+        "contenders with repeats",
+    )
     p.add_argument("--coarse", type=int, default=4, metavar="K", help="points of the first pass")
     p.add_argument("--set", action="append", metavar="NAME=VALUE", help="baseline parameter")
     p.add_argument("--base-url", default=None, help="attach (workload parameters only)")
@@ -130,9 +138,11 @@ def search_estimate(spec: Any, path: Path) -> dict[str, Any]:
     """Print a search's estimate (its budget of runs, less the steps stored) and return it."""
     from tuning.cli.estimate import say_estimate, search_costs
     from tuning.decide.search.driver import observations
+    from tuning.decide.search.race import budget_text
     from tuning.experiment.estimate import for_search
 
-    stored = len(observations(path, spec)[0])
+    stored = observations(path, spec).used
+    say(budget_text(spec.budget_runs, spec.coarse_points), file=sys.stderr)
     return say_estimate(for_search(search_costs(spec, path), spec.budget_runs, stored))
 
 
@@ -208,16 +218,23 @@ def run(args: argparse.Namespace) -> int:
     if code:
         return code
     result["estimate"] = estimate
-    confirmed: dict[str, Any] = {}
-    if args.confirm and result.get("chosen") is not None:
+    if args.confirm:
         from tuning.cli.search_show import confirm_search
+        from tuning.decide.search.confirm import confirm_values
+        from tuning.decide.search.show import find_search, search_facts
 
-        code, confirmed = drive(
-            lambda: confirm_search(db_path(args), result["search_id"], "rival", args.start_timeout)
-        )
-        if code:
-            return code
-        result["confirm"] = confirmed["confirm"]
+        known = search_facts(db_path(args), find_search(db_path(args), result["search_id"]))
+        if confirm_values(known, "rival") is None:
+            say("confirm: no leader and rival to confirm", file=sys.stderr)
+        else:
+            code, confirmed = drive(
+                lambda: confirm_search(
+                    db_path(args), result["search_id"], "rival", args.start_timeout
+                )
+            )
+            if code:
+                return code
+            result["confirm"], result["choice"] = confirmed["confirm"], confirmed["choice"]
     if args.json:
         say(json.dumps(result, indent=2))
         return 0
@@ -234,12 +251,10 @@ def run(args: argparse.Namespace) -> int:
             f"start limit: {args.param} = {limit['starts']} starts, {limit['fails']} does not "
             f"(the largest value that starts is in [{limit['starts']}, {limit['fails']}))"
         )
-    say(
-        f"chosen: {args.param} = {result['chosen']} ({result['objective']} "
-        f"{result['chosen_objective']}); {result['stopped']}"
-    )
-    if confirmed:
-        from tuning.decide.search.show import confirm_line
+    from tuning.decide.search.show import confirm_line, find_search, search_facts
 
-        say(confirm_line(confirmed))
+    shown = search_facts(db_path(args), find_search(db_path(args), result["search_id"]))
+    say(f"{shown['choice']['line']}; stopped: {result['stopped']}")
+    if result.get("confirm"):
+        say(confirm_line(shown))
     return 0

@@ -82,7 +82,7 @@ def confirm_search(
 ) -> dict[str, Any]:
     """Plan the confirming experiment and run it here (the machine lock held); the facts after."""
     from tuning.decide.search.confirm import plan_confirm
-    from tuning.decide.search.record import spec_from_json
+    from tuning.decide.search.record import keep_confirm, spec_from_json
     from tuning.decide.search.show import find_search, search_facts
     from tuning.engine.current import current_spec
     from tuning.engine.spec import EngineError
@@ -97,7 +97,9 @@ def confirm_search(
     exp_id = plan_confirm(path, known, spec_from_json(row["spec"], engine), against)
     say(f"confirming search {search_id}: experiment {exp_id}", file=sys.stderr)
     run_experiment(path, exp_id, start_timeout=start_timeout)
-    return search_facts(path, find_search(path, search_id))
+    shown = search_facts(path, find_search(path, search_id))
+    keep_confirm(path, search_id, shown)
+    return shown
 
 
 def _confirm(args: argparse.Namespace, search_id: int) -> int:

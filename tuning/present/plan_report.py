@@ -13,6 +13,7 @@ from typing import Any
 from core.redact import env_secrets, scrub_text
 from tuning.compare.present import fmt
 from tuning.decide.search.plan_show import verdict_of
+from tuning.decide.search.words import search_choice_text
 from tuning.engine.params import format_value
 from tuning.present.report import html_page, write_page
 from tuning.present.report_verdicts import escaped as _e
@@ -69,7 +70,7 @@ def _search_section(s: Mapping[str, Any]) -> str:
         f"<td>{_e(e['why'])}</td></tr>"
         for e in s["log"]
     )
-    chosen = "no usable value" if s["chosen"] is None else format_value(s["chosen"])
+    chosen = search_choice_text(s)  # a decided choice, a named tie, or undecided (issue 37)
     base = ", ".join(f"{k}={format_value(v)}" for k, v in sorted(s["baseline"].items()))
     return (
         f"<h3>{_e(s['param'])} over {s['range'][0]:g}:{s['range'][1]:g}: {_e(chosen)}</h3>"

@@ -33,7 +33,10 @@ def test_a_search_and_a_plan_say_their_estimate_first(
     out = search_estimate(spec(), fresh_db)
     err = capsys.readouterr().err
     assert out["runs"] == 5 and out["what"] == "search"
-    assert err.startswith("estimate: 5 runs, about ") and "a guess" in err
+    budget, estimate = err.splitlines()  # what the budget buys (issue 37 item 4), then its time
+    assert budget.startswith("budget 5 runs: up to 4 explore the range (a coarse pass of 4")
+    assert "too few to give two values 2 runs each" in budget  # and it says so, first
+    assert estimate.startswith("estimate: 5 runs, about ") and "a guess" in estimate
     plan = say_estimate(for_plan(search_costs(spec(), fresh_db), 2, 5, 3))
     assert plan["runs"] == 2 * 5 + 2 * 3
     assert capsys.readouterr().err.startswith("estimate: 16 runs, about ")

@@ -35,29 +35,49 @@ def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str,
     return code, out.out, out.err
 
 
-def test_import_then_show_names_the_chosen_value_plainly(
+def test_import_then_show_names_the_leader_never_a_choice_from_one_run(
     h200_db: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Issue 37 item 4: the H200 search ran each value once, so it chose nothing: `search show`
+    names the leader, tried once with no interval, and each value's SLOs as tried once (one run
+    over the limit rules nothing out); it used to say "chosen 138"."""
     db = ["--db", str(h200_db)]
     code, out, err = _cli(
         ["search", "import", str(EXAMPLES / "decisions-search.json"), *db], capsys
     )
     assert code == 0, err
-    assert "recorded search 1" in err and "chosen 138: output_throughput 8,431 tok/s" in out
+    assert "recorded search 1" in err and "chosen 138" not in out
     code, out, err = _cli(["search", "show", "1", *db, "--json"], capsys)
     facts = json.loads(out)
-    assert (facts["search_id"], facts["chosen"], round(facts["chosen_objective"])) == (1, 138, 8431)
+    assert (facts["search_id"], facts["chosen"], facts["leader"]) == (1, None, 138)
+    assert facts["chosen_objective"] is None and facts["interval"] is None
+    decision = facts["decision"]
+    assert decision["outcome"] == "undecided" and "tried once" in decision["why"]
+    assert facts["choice"]["outcome"] == "undecided" and facts["choice"]["source"] == "search"
     assert facts["slo_ms"] == {"ttft": 1000.0} and facts["objective"] == "output_throughput"
     assert facts["knee"]["value"] == 138 and (facts["baseline"], facts["rival"]) == (16, 101)
     assert [s["value"] for s in facts["steps"]] == [64, 213, 363, 512, 138, 101]
-    assert [s["meets_slo"] for s in facts["steps"]] == [True, False, False, False, True, True]
+    # each run's own p99 against the limit is a fact of the run; the value's SLOs are undecided
+    assert [s["under_slo"] for s in facts["steps"]] == [True, False, False, False, True, True]
+    assert {s["slo_state"] for s in facts["steps"]} == {"tried once"}
+    assert {s["meets_slo"] for s in facts["steps"]} == {None}
+    rows = {r["value"]: r for r in decision["values"]}
+    assert rows[213]["status"] == "tried once" and rows[213]["slo"]["state"] == "tried once"
+    assert round(rows[138]["mean"]) == 8431 and rows[138]["interval"] is None
     code, text, _ = _cli(["search", "show", "1", *db], capsys)
     lines = text.splitlines()
     assert (
         lines[1]
         == "objective: output_throughput (tok/s, higher is better); SLOs: p99 TTFT <= 1000 ms"
     )
-    assert lines[2].startswith("chosen 138: output_throughput 8,431 tok/s (one run")
+    assert lines[2].startswith(
+        "undecided: no value has 2 runs (tried once: no interval yet); leader 138: "
+        "output_throughput 8,431 tok/s in its one run"
+    ), lines[2]
+    assert (
+        "  concurrency = 213: tried once, no interval yet: output_throughput 9,423 tok/s, "
+        "p99 TTFT 2,435 ms (limit 1000 ms)" in lines
+    )
     assert "(refine: between the best so far 64 and its neighbour 213)" in text
     assert lines[-1].startswith("confirm: run 138 vs 16 with repeats until decided")
 
@@ -88,8 +108,12 @@ def test_refusals_are_one_line_and_write_nothing(
 def test_search_confirm_repeats_the_choice_against_its_rival_until_decided(
     lab_home: Path, tuning_cli: Callable[..., CompletedProcess[str]]
 ) -> None:
+    """`search --confirm`: the leader (two values tried once: undecided) runs against its closest
+    rival until decided, and the confirm's result is part of the search's record: the choice in
+    --json and in `search show`'s choice line (issue 37 item 4; it used to keep saying "chosen
+    ... (one run: no interval yet)" after the confirm)."""
     db = lab_home / "lab.db"
-    # two steps (1 and 4): the chosen one and its rival, then repeated until decided
+    # two steps (1 and 4): the leader and its rival, then repeated until decided
     with FakeOpenAIServer(FakeConfig(model="m", ttft_ms=2.0, itl_ms=5.0)) as srv:
         flags = (
             f"--param concurrency --range 1:4 --coarse 2 --budget-runs 2 --base-url {srv.base_url}"
@@ -99,13 +123,26 @@ def test_search_confirm_repeats_the_choice_against_its_rival_until_decided(
         done = tuning_cli(["search", *flags.split()], lab_home)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
-    confirm = result["confirm"]
-    assert result["search_id"] == 1 and confirm["chosen"] == result["chosen"]
+    confirm, choice = result["confirm"], result["choice"]
+    assert result["search_id"] == 1 and result["decision"]["outcome"] == "undecided"
+    assert confirm["chosen"] == result["decision"]["leader"]
     assert {confirm["chosen"], confirm["other"]} == {1, 4}
     assert confirm["verdict"] in ("better", "worse", "equivalent", "undecided")
     assert confirm["runs_a_side"][0] >= 2 and confirm["runs_a_side"][1] >= 2
+    assert confirm["confidence"] is not None and 0.95 <= confirm["confidence"] < 1
+    # the confirm settles the choice: a value when decided, a named tie when not
+    assert choice["source"] == "confirm" and choice["outcome"] in ("chosen", "tie")
+    if choice["outcome"] == "tie":
+        assert choice["tie"] == [1, 4] and choice["tie_breaker"]["rule"] == "less memory"
     with connect(db, readonly=True) as conn:
         exp = queries.get_experiment(conn, confirm["experiment_id"])
+        stored = queries.get_search(conn, 1)["result"]
     assert exp["name"].startswith("confirm search 1: concurrency") and exp["repeats_auto"] == 1
+    assert stored["confirm"] == confirm and stored["choice"]["chosen"] == choice["chosen"]
     shown = tuning_cli(["search", "show", "1", "--db", str(db), "--json"], lab_home)
-    assert json.loads(shown.stdout)["confirm"] == confirm
+    facts = json.loads(shown.stdout)
+    assert facts["confirm"] == confirm and facts["chosen"] == choice["chosen"]
+    assert f"confirm experiment {confirm['experiment_id']}" in facts["choice"]["line"]
+    text = tuning_cli(["search", "show", "1", "--db", str(db)], lab_home).stdout.splitlines()
+    assert text[2] == facts["choice"]["line"], text[2]
+    assert any(w in text[2] for w in ("after the confirm", "confirmed", "overturned")), text[2]

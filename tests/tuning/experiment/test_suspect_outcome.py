@@ -55,8 +55,11 @@ def test_a_search_sees_a_suspect_step_as_started_but_unscored(fresh_db: Path) ->
             exp = add_experiment(db, values=[value], name=name)
             rid = add_run(db, exp, seq=0, value=value, rng=rng)
             repo.update_run(db, rid, status=status, output_throughput=1e11 if value == 4 else 9.0)
-    obs, log = observations(fresh_db, spec, key)
+    stored = observations(fresh_db, spec, key)
+    obs, log = stored.obs, stored.log
     by_value = {o.value: o for o in obs}
+    race = {v.value: v for v in stored.values}  # the race counts no number of it either
+    assert race[4.0].n == 0 and race[4.0].failed_after is None and race[2.0].objective == (9.0,)
     assert by_value[4.0].started  # 9aeadaf: a failed start ("4 does not start")
     assert by_value[4.0].score is None and by_value[2.0].score == 9.0
     assert [e["status"] for e in log] == ["done", "suspect"]

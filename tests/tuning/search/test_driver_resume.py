@@ -80,7 +80,8 @@ def test_an_unmeasured_step_is_no_start_limit_and_is_measured_again(
     fresh_db: Path, how: str
 ) -> None:
     _seed(fresh_db, UNMEASURED[how])
-    obs, log = observations(fresh_db, _spec())
+    stored = observations(fresh_db, _spec())
+    obs, log = stored.obs, stored.log
     assert [o.value for o in obs] == [4.0, 64.0] and all(o.started for o in obs)
     assert start_limit(obs) is None  # 64 ran: nothing says 16 does not start
     step = next_step(_spec().space, obs, budget_runs=6, coarse=3)
@@ -93,7 +94,7 @@ def test_an_unmeasured_step_is_no_start_limit_and_is_measured_again(
 @pytest.mark.parametrize("kind", ["out_of_memory", "invalid_argument", "engine_init", "timeout"])
 def test_a_failed_start_stays_evidence_of_a_start_limit(fresh_db: Path, kind: str) -> None:
     _seed(fresh_db, {"status": "failed", "failure_kind": kind})
-    obs, _ = observations(fresh_db, _spec())
+    obs = observations(fresh_db, _spec()).obs
     assert [(o.value, o.started) for o in obs] == [(4.0, True), (16.0, False), (64.0, True)]
     assert start_limit(obs) == (4.0, 16.0)
 
@@ -103,7 +104,7 @@ def test_a_value_whose_server_was_healthy_started(fresh_db: Path, kind: str) -> 
     """Every request failed, or the engine died under load: the server had answered /health, so
     the value started (no score, no start limit)."""
     _seed(fresh_db, {"status": "failed", "failure_kind": kind})
-    obs, _ = observations(fresh_db, _spec())
+    obs = observations(fresh_db, _spec()).obs
     assert [(o.value, o.started, o.score is None) for o in obs] == [
         (4.0, True, False),
         (16.0, True, True),
@@ -161,7 +162,8 @@ def test_a_step_that_measures_nothing_stops_the_search_instead_of_looping(
     message = str(stopped.value)
     assert f"concurrency = 1, measured nothing: run 1 {words}" in message
     assert "run the same search again" in message and "\n" not in message
-    assert observations(fresh_db, spec) == ([], [])
+    stored = observations(fresh_db, spec)
+    assert (stored.obs, stored.log, stored.used) == ([], [], 0)
     with connect(fresh_db, readonly=True) as db:
         (row,) = queries.list_searches(db)
     assert row["status"] == search_status and "measured nothing" in row["error"]

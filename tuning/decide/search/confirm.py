@@ -1,21 +1,32 @@
-"""Confirming a search's choice (issue 23 item 5): one value a run is no decision, so the chosen
-value runs against the search's baseline value (or, when that is the chosen value itself or
-unknown, against its closest rival) as an ordinary experiment with `--repeats auto`: interleaved,
-counterbalanced rounds until the stopping rule (tuning.compare.sequential) decides it or its
-budget of repeats is spent. The experiment is named after the search (`confirm search ID: ...`),
-so the search finds it again; its verdict on the search's objective is read from the stored runs
-by the compare package's rule, the interval beside it.
+"""Confirming a search's choice (issue 23 item 5, issue 37 item 4): the search's choice (or, when
+it is undecided or a tie, its leader) runs against its closest rival (the interval on the
+choice) or the search's baseline value (the gain over it) as an ordinary experiment with
+`--repeats auto`: interleaved, counterbalanced rounds until the stopping rule
+(tuning.compare.sequential) decides it or its budget of repeats is spent. The experiment is named
+after the search (`confirm search ID: ...`), so the search finds it again.
+
+Its verdict on the search's objective is the stopping rule's own, as the experiment stored it
+(`repeats_plan_json`: the verdict at the look that decided, else at the last look), never a
+fresh 95 % comparison of all its runs; the interval beside it is that look's (its runs a side,
+its confidence). An objective the rule did not watch (it watches output throughput, mean TTFT
+and mean TPOT) is judged by the same rule replayed on the stored runs. Each side's SLOs are
+judged on the interval over its runs (tuning.decide.search.slo), never run by run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from core.status import Status
 from store import connect, queries
-from tuning.compare.selection import SelectionError, select_runs
+from tuning.compare.catalog import METRIC_BY_KEY
+from tuning.compare.comparison import request_loader, run_metric_values
+from tuning.compare.sequential import plan_next
+from tuning.compare.stats import bootstrap_change
 from tuning.decide.search.driver import SearchSpec
+from tuning.decide.search.slo import slo_key, slo_state
 from tuning.engine.params import format_value, get_param
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.repeats import AutoRepeats
@@ -31,12 +42,15 @@ AGAINST = ("baseline", "rival")
 
 
 def confirm_values(facts: Mapping[str, Any], against: str = "baseline") -> list[Any] | None:
-    """[other, chosen] for the confirming experiment: against the search's baseline value (else,
-    when that is unknown or the chosen value itself, the closest rival), or against the closest
-    rival (the interval on the choice); None without both."""
-    chosen, base, rival = facts["chosen"], facts["baseline"], facts["rival"]
+    """[other, chosen] for the confirming experiment: the search's choice (else its leader)
+    against the search's baseline value (else, when that is unknown or the same value, the
+    closest rival), or against the closest rival; None without both."""
+    chosen = facts.get("chosen")
+    if chosen is None:
+        chosen = facts.get("leader")
+    base, rival = facts.get("baseline"), facts.get("rival")
     other = base if against == "baseline" and base is not None and base != chosen else rival
-    return None if chosen is None or other is None else [other, chosen]
+    return None if chosen is None or other is None or other == chosen else [other, chosen]
 
 
 def confirm_plan(
@@ -75,42 +89,96 @@ def plan_confirm(
 
 def confirm_verdict(db_path: Path, search_id: int, spec: SearchSpec) -> dict[str, Any] | None:
     """The latest confirming experiment of the search and its verdict on the objective (chosen
-    vs the other value, with the verdicts' interval as a % change); None when there is none."""
+    vs the other value: the stopping rule's verdict, with that look's interval as a % change),
+    each side's SLO state; None when there is none."""
     with connect(db_path, readonly=True) as db:
         ids = queries.search_experiment_ids(db, confirm_prefix(search_id))
         if not ids:
             return None
         exp = queries.get_experiment(db, ids[-1])
-        out: dict[str, Any] = {
-            "experiment_id": ids[-1],
-            "status": exp["status"],
-            "other": exp["values"][0],
-            "chosen": exp["values"][-1],
-            "verdict": "not run yet",
-            "change_pct": None,
-            "interval_pct": None,
-            "runs_a_side": None,
-            "reason": (exp.get("repeats_plan") or {}).get("reason") or exp["status"],
+        loader = request_loader(db)
+        runs = [
+            (r, run_metric_values(r, spec.slo_ms, loader))
+            for r in queries.list_runs(db, ids[-1], True)
+            if r["status"] == Status.DONE
+        ]
+    other, chosen = exp["values"][0], exp["values"][-1]
+    out: dict[str, Any] = {
+        "experiment_id": ids[-1],
+        "status": exp["status"],
+        "other": other,
+        "chosen": chosen,
+        "verdict": "not run yet",
+        "change_pct": None,
+        "interval_pct": None,
+        "confidence": None,
+        "runs_a_side": None,
+        "reason": (exp.get("repeats_plan") or {}).get("reason") or exp["status"],
+        "slo": None,
+    }
+    sides = {
+        label: [(r, v) for r, v in runs if r.get("value") == label]
+        for label in (format_value(other), format_value(chosen))
+    }
+    base, cand = list(sides.values())
+    if spec.slo_ms:
+        out["slo"] = {
+            side: slo_state(
+                {
+                    n: [float(r[slo_key(n)]) for r, _ in rows if r.get(slo_key(n)) is not None]
+                    for n in spec.slo_ms
+                },
+                spec.slo_ms,
+            ).to_json()
+            for side, rows in (("other", base), ("chosen", cand))
         }
-        try:
-            comparison = select_runs(db, experiment_ids=ids[-1:], slo=spec.slo_ms).comparison
-        except SelectionError:
-            return out
-    if not comparison.candidates:
-        return out
-    change = comparison.changes.get((comparison.candidates[-1].label, spec.metric))
-    if change is None:
-        return out
-
-    def pct(x: float | None) -> float | None:
-        return None if x is None else x * 100
-
-    out.update(
-        verdict=change.verdict,
-        change_pct=pct(change.rel_change),
-        interval_pct=None
-        if change.rel_low is None
-        else [pct(change.rel_low), pct(change.rel_high)],
-        runs_a_side=[change.n_base, change.n_cand],
-    )
+    found = rule_verdict(exp, spec.metric, [v for _, v in base], [v for _, v in cand])
+    if found is not None:
+        out.update(found)
     return out
+
+
+def rule_verdict(
+    exp: Mapping[str, Any],
+    metric: str,
+    base: Sequence[Mapping[str, Any]],
+    cand: Sequence[Mapping[str, Any]],
+) -> dict[str, Any] | None:
+    """The stopping rule's verdict on `metric` (chosen = the last value vs the first) and the
+    interval of the look it was made at; None before two runs a side."""
+    settings = AutoRepeats.of(exp) or AutoRepeats()
+    design = settings.design()
+    better = METRIC_BY_KEY[metric].better
+    b = [float(r[metric]) for r in base if r.get(metric) is not None]
+    c = [float(r[metric]) for r in cand if r.get(metric) is not None]
+    if min(len(b), len(c)) < design.min_repeats:
+        return None
+    label = format_value(exp["values"][-1])
+    stored = ((exp.get("repeats_plan") or {}).get("values") or {}).get(label) or {}
+    verdict = (stored.get("verdicts") or {}).get(metric)
+    n = (stored.get("decided_at") or {}).get(metric)
+    if verdict is None:  # a metric the rule did not watch: the same rule, replayed
+        plan = plan_next(
+            [{metric: x} for x in b], {label: [{metric: x} for x in c]}, {metric: better}, design
+        )
+        status = plan.values[label]
+        verdict, n = status.verdicts.get(metric), status.decided_at.get(metric)
+    reached = min(len(b), len(c))
+    if n is None:  # undecided: at its last look (the unscheduled last one when the budget or
+        # max_repeats stopped it between two scheduled looks), else the last scheduled one
+        looks = [k for k in design.looks() if k <= reached]
+        final = stored.get("state") in ("budget", "capped") or not looks
+        n = reached if final else looks[-1]
+    n = min(int(n), reached)
+    confidence = design.look_confidence() if n in design.looks() else design.final_confidence(n)
+    change = bootstrap_change(b[:n], c[:n], better, confidence=confidence)
+    return {
+        "verdict": verdict or change.verdict,
+        "change_pct": None if change.rel_change is None else change.rel_change * 100,
+        "interval_pct": None
+        if change.rel_low is None or change.rel_high is None
+        else [change.rel_low * 100, change.rel_high * 100],
+        "confidence": confidence,
+        "runs_a_side": [n, n],
+        "runs_total": [len(b), len(c)],
+    }

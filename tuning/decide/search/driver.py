@@ -11,10 +11,14 @@ run cancelled or interrupted (Ctrl-C, SIGTERM), reaped after its process was kil
 with nothing is measured again on the next call and spends no run of the budget; a step that
 measures nothing ends the search (StepUnmeasured) instead of trying the same value for ever.
 
-A value's score: the objective of its run (tuning.compare's metric values; goodput recomputed from
-the stored requests for the SLOs), None when it failed or broke an SLO (p99 of each SLO metric
-above its limit). One run per value: the chosen value has no interval yet (repeat it with
-`experiment --repeats auto` against its neighbours to decide).
+Two phases share the budget of runs (tuning.decide.search.race): exploring (the coarse pass and
+bisection, tuning.decide.search.strategy, at most half the budget) steers on each value's first
+run: the objective of that run (tuning.compare's metric values; goodput recomputed from the stored
+requests for the SLOs), no score when it failed or its p99 was over a limit. Then the race gives
+repeats to the contenders, each repeat one more one-value step of the same value, and the
+decision (tuning.decide.search.decision) is made from the race's looks: a choice with its interval
+against the closest rival, a named tie with its tie-breaker, or undecided, never "chosen" from one
+run.
 """
 
 from __future__ import annotations
@@ -30,7 +34,11 @@ from core.status import Status, is_active
 from store import connect, queries
 from tuning.compare.catalog import METRIC_BY_KEY
 from tuning.compare.comparison import request_loader, run_metric_values
-from tuning.decide.search.strategy import Observation, Space, Step, best, next_step, start_limit
+from tuning.compare.defaults import engine_default
+from tuning.decide.search.decision import Default, decide
+from tuning.decide.search.race import Race, ValueRuns, explore_budget, plan_race
+from tuning.decide.search.slo import slo_key, under_limits
+from tuning.decide.search.strategy import Observation, Space, Step, next_step, start_limit
 from tuning.engine.params import format_value, get_param
 from tuning.engine.spec import EngineSpec
 from tuning.experiment.outcome import LAB_KINDS
@@ -77,6 +85,15 @@ class SearchSpec:
     def metric(self) -> str:
         return OBJECTIVES.get(self.objective, self.objective)
 
+    @property
+    def coarse_points(self) -> int:
+        return len(self.space.coarse(self.coarse))
+
+    @property
+    def explore_runs(self) -> int:
+        """Runs exploring may spend (the rest of the budget races the contenders)."""
+        return explore_budget(self.budget_runs, self.coarse_points)
+
     def validate(self) -> None:
         if self.metric not in METRIC_BY_KEY:
             known = ", ".join(sorted([*METRIC_BY_KEY, *OBJECTIVES]))
@@ -118,14 +135,6 @@ def _refuse_unstarted(param: str, restarts: bool, base_url: str | None) -> None:
         )
 
 
-def _meets_slo(run: Mapping[str, Any], slo_ms: Mapping[str, float]) -> bool:
-    for name, limit in slo_ms.items():
-        p99 = run.get(f"p99_{name}_ms")
-        if p99 is None or float(p99) > limit:
-            return False
-    return True
-
-
 def evidence(run: Mapping[str, Any]) -> str:
     """What one step's run says of its value: MEASURED (done, or any other terminal status of a
     run that started), STARTED (healthy, but its load failed), NO_START (a failed start: evidence
@@ -142,18 +151,68 @@ def evidence(run: Mapping[str, Any]) -> str:
     return STARTED if kind in AFTER_START else NO_START
 
 
-def observations(
-    db_path: Path, spec: SearchSpec, key: str | None = None
-) -> tuple[list[Observation], list[dict[str, Any]]]:
-    """The steps of this search (or of the stored `key`) found in the store, in order:
-    observations and the log. Each step's last run with evidence counts; a step whose run is
-    still open is in the log (the step in progress) but not an observation."""
+@dataclass
+class Stored:
+    """What the store holds of one search's steps: one Observation a value (its first run with
+    evidence: what exploring steers on), the log (one entry a step), each value's runs for the
+    race, and the runs the budget has spent."""
+
+    obs: list[Observation] = field(default_factory=list)
+    log: list[dict[str, Any]] = field(default_factory=list)
+    values: list[ValueRuns] = field(default_factory=list)
+    used: int = 0
+
+    @property
+    def run_ids(self) -> list[int]:
+        return [int(e["run_id"]) for e in self.log]
+
+
+@dataclass
+class _Runs:
+    """One value's runs as they are read, turned into a ValueRuns at the end."""
+
+    objective: list[float] = field(default_factory=list)
+    slo: dict[str, list[float]] = field(default_factory=dict)
+    started: bool = True
+    failed_after: int | None = None
+    first_under_slo: bool | None = None
+
+    def add(self, run: Mapping[str, Any], said: str, metric: float | None, slo: Any) -> None:
+        if said != MEASURED:
+            if self.failed_after is None:
+                self.failed_after = len(self.objective)
+            return
+        p99s = [float(p) for name in slo if (p := run.get(slo_key(name))) is not None]
+        if run["status"] != Status.DONE or metric is None or len(p99s) < len(slo):
+            return  # tried (suspect, or a number missing): no measurement, no failure
+        if not self.objective:
+            self.first_under_slo = under_limits(run, slo)
+        self.objective.append(float(metric))
+        for name, p99 in zip(slo, p99s, strict=True):
+            self.slo.setdefault(name, []).append(p99)
+
+    def value_runs(self, value: float) -> ValueRuns:
+        slo = {k: tuple(v) for k, v in self.slo.items()}
+        return ValueRuns(
+            value,
+            tuple(self.objective),
+            slo,
+            self.started,
+            self.failed_after,
+            self.first_under_slo,
+        )
+
+
+def observations(db_path: Path, spec: SearchSpec, key: str | None = None) -> Stored:
+    """The steps of this search (or of the stored `key`) found in the store, in order. Each
+    step's runs with evidence count (one a step); a step whose run is still open is in the log
+    (the step in progress) but says nothing yet."""
     prefix = f"{NAME_PREFIX}{key or spec.key()}:"
     sign = 1.0 if METRIC_BY_KEY[spec.metric].better == "higher" else -1.0
-    obs: list[Observation] = []
-    log: list[dict[str, Any]] = []
+    out = Stored()
+    per_value: dict[float, _Runs] = {}
     if not db_path.exists():
-        return obs, log
+        return out
     with connect(db_path, readonly=True) as db:
         loader = request_loader(db)
         mine = [
@@ -165,27 +224,115 @@ def observations(
             open_ = [r for r in runs if is_active(r["status"])]
             if not said and not open_:
                 continue
-            run = (said or open_)[-1]
             value = float(exp["values"][0])
-            metric = run_metric_values(run, spec.slo_ms, loader).get(spec.metric)
-            ok = run["status"] == Status.DONE and metric is not None
-            slo_ok = ok and _meets_slo(run, spec.slo_ms)
-            score = sign * float(metric) if ok and slo_ok and metric is not None else None
-            if said:
-                obs.append(Observation(value, score, evidence(run) != NO_START))
-            log.append(
-                {
-                    "step": len(log) + 1,
-                    "value": value,
-                    "why": exp.get("notes") or "",
-                    "run_id": run["id"],
-                    "status": run["status"],
-                    "failure_kind": run.get("failure_kind"),
-                    spec.metric: metric,
-                    "meets_slo": slo_ok if spec.slo_ms else None,
-                }
-            )
-    return obs, log
+            for run in said or open_[-1:]:
+                metric = run_metric_values(run, spec.slo_ms, loader).get(spec.metric)
+                under = under_limits(run, spec.slo_ms)
+                if said:
+                    out.used += 1
+                    if value not in per_value:  # the first run steers exploring
+                        per_value[value] = _Runs(started=evidence(run) != NO_START)
+                        meets = not spec.slo_ms or under is True  # one run: it steers, no more
+                        ok = run["status"] == Status.DONE and metric is not None and meets
+                        score = sign * metric if ok and metric is not None else None
+                        out.obs.append(Observation(value, score, evidence(run) != NO_START))
+                    per_value[value].add(run, evidence(run), metric, spec.slo_ms)
+                out.log.append(
+                    {
+                        "step": len(out.log) + 1,
+                        "value": value,
+                        "why": exp.get("notes") or "",
+                        "run_id": run["id"],
+                        "status": run["status"],
+                        "failure_kind": run.get("failure_kind"),
+                        spec.metric: metric,
+                        **{slo_key(n): run.get(slo_key(n)) for n in spec.slo_ms},
+                        "under_slo": under,  # this run's p99s under the limits: a fact, no verdict
+                        "meets_slo": None,  # the value's SLOs, judged on its interval (annotate)
+                    }
+                )
+    out.values = [r.value_runs(v) for v, r in per_value.items()]
+    return out
+
+
+def next_action(spec: SearchSpec, stored: Stored) -> tuple[Step, Race | None]:
+    """The next step (exploring, else the race) and the race so far (None while exploring)."""
+    step = next_step(spec.space, stored.obs, budget_runs=spec.explore_runs, coarse=spec.coarse)
+    if step.value is not None and stored.used < spec.budget_runs:
+        return step, None
+    better = METRIC_BY_KEY[spec.metric].better
+    race = plan_race(
+        stored.values,
+        better,
+        spec.slo_ms,
+        race_runs=spec.budget_runs - len(stored.obs),
+        budget_left=spec.budget_runs - stored.used,
+    )
+    if race.next:
+        return Step(race.next[0], race.why), race
+    explored = step.why.replace(
+        f"the budget of {spec.explore_runs} runs is", f"its {spec.explore_runs} runs are"
+    )
+    return Step(None, f"exploring: {explored}; race: {race.why}"), race
+
+
+def judged(
+    db_path: Path, spec: SearchSpec, key: str | None = None
+) -> tuple[Stored, Race, dict[str, Any]]:
+    """The stored steps, the race they make and its decision (values typed as the parameter
+    takes them); the log annotated with each value's SLO state. What `run_search` stores as its
+    result, and what a search still running shows so far."""
+    stored = observations(db_path, spec, key)
+    _, race = next_action(spec, stored)
+    if race is None:  # still exploring: the race as it would stand now
+        race = plan_race(
+            stored.values,
+            METRIC_BY_KEY[spec.metric].better,
+            spec.slo_ms,
+            race_runs=spec.budget_runs - len(stored.obs),
+            budget_left=0,
+        )
+    default = _default(db_path, spec, stored.run_ids)
+    decision = decide(race, stored.values, METRIC_BY_KEY[spec.metric].better, spec.slo_ms, default)
+    decision = typed_tree(decision, spec.space)
+    states = {row["value"]: row["slo"]["state"] for row in decision["values"]}
+    for entry in stored.log:
+        state = states.get(_typed(entry["value"], spec.space))
+        entry["slo_state"] = state
+        entry["meets_slo"] = (
+            None if not spec.slo_ms else {"met": True, "failed": False}.get(str(state))
+        )
+    return stored, race, decision
+
+
+def _default(db_path: Path, spec: SearchSpec, run_ids: list[int]) -> Default | None:
+    """vLLM's default of the parameter for the engine the steps ran on (the tie-breaker)."""
+    if not run_ids or not db_path.exists():
+        return None
+    with connect(db_path, readonly=True) as db:
+        found = engine_default(db, spec.param, queries.load_runs(db, run_ids))
+    return Default(found.value, found.source) if found.known else None
+
+
+_VALUE_KEYS = frozenset({"value", "chosen", "leader", "against"})
+_LIST_KEYS = frozenset({"tie", "contenders", "entrants", "left"})
+
+
+def typed_tree(data: Any, space: Space) -> Any:
+    """A decision with every parameter value typed as the parameter takes it."""
+    if isinstance(data, dict):
+        out: dict[str, Any] = {}
+        for k, v in data.items():
+            if k in _VALUE_KEYS and isinstance(v, float):
+                out[k] = _typed(v, space)
+            elif k in _LIST_KEYS and isinstance(v, list):
+                out[k] = [_typed(x, space) if isinstance(x, float) else x for x in v]
+            else:
+                out[k] = typed_tree(v, space)
+        return out
+    if isinstance(data, list):
+        return [typed_tree(x, space) for x in data]
+    return data
 
 
 def _unmeasured(db_path: Path, exp_id: int, step: str) -> StepUnmeasured | None:
@@ -219,12 +366,12 @@ def run_search(
     if db_path.exists():  # a killed search's step: its run failed (runner_died), its server stopped
         reap(db_path)
     while True:
-        obs, log = observations(db_path, spec)
-        step: Step = next_step(spec.space, obs, budget_runs=spec.budget_runs, coarse=spec.coarse)
+        stored = observations(db_path, spec)
+        step, _ = next_action(spec, stored)
         if step.value is None:
             break
         value: Any = int(step.value) if spec.space.integer else step.value
-        say("step", {"step": len(obs) + 1, "value": value, "why": step.why})
+        say("step", {"step": stored.used + 1, "value": value, "why": step.why})
         exp_id = plan_experiment(
             db_path,
             ExperimentSpec.build(
@@ -245,33 +392,39 @@ def run_search(
         except KeyboardInterrupt:  # before its runner began: cancelled, not queued for ever
             settle(db_path, exp_id, Status.CANCELLED, "interrupted before it started")
             raise
-        step_name = f"search step {len(obs) + 1}, {p.name} = {format_value(value)},"
+        step_name = f"search step {stored.used + 1}, {p.name} = {format_value(value)},"
         if (unmeasured := _unmeasured(db_path, exp_id, step_name)) is not None:
             raise unmeasured
-    top = best(obs)
-    limit = start_limit(obs)
-    chosen: Any = None
-    if top is not None:
-        chosen = _typed(top.value, spec.space)
+    return result_of(db_path, spec, step.why)
+
+
+def result_of(db_path: Path, spec: SearchSpec, stopped: str | None) -> dict[str, Any]:
+    """The search's result from its stored steps, with its decision (`judged`)."""
+    stored, _, decision = judged(db_path, spec)
+    limit = start_limit(stored.obs)
+    chosen = decision["chosen"]
+    row = next((r for r in decision["values"] if r["value"] == chosen), None)
     return {
-        "param": p.name,
+        "param": get_param(spec.param).name,
         "range": [spec.space.lo, spec.space.hi],
         "objective": spec.metric,
         "better": METRIC_BY_KEY[spec.metric].better,
         "slo_ms": spec.slo_ms,
         "search_key": spec.key(),
-        "chosen": chosen,  # the parameter's value; its objective is chosen_objective
-        "chosen_objective": next((e[spec.metric] for e in log if e["value"] == top.value), None)
-        if top
-        else None,
-        "interval": None,  # one run per value: decide with --repeats auto around the choice
-        "runs": [e["run_id"] for e in log],
+        # the parameter's value (None unless decided or a named tie); its objective's mean
+        # over its runs is chosen_objective, with the interval of that mean
+        "chosen": chosen,
+        "chosen_objective": row["mean"] if row else None,
+        "interval": row["interval"] if row else None,
+        "decision": decision,
+        "budget": {"runs": spec.budget_runs, "explore": spec.explore_runs, "used": stored.used},
+        "runs": stored.run_ids,
         # the largest value that started below the smallest that did not (None: all started)
         "start_limit": None
         if limit is None
         else {"starts": _typed(limit[0], spec.space), "fails": _typed(limit[1], spec.space)},
-        "stopped": step.why,
-        "log": log,
+        "stopped": stopped,
+        "log": stored.log,
     }
 
 

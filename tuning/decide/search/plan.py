@@ -42,8 +42,9 @@ from tuning.decide.search.driver import SearchSpec, run_search
 from tuning.decide.search.plan_record import plan_recorded
 from tuning.decide.search.record import recorded, search_id_for_key
 from tuning.decide.search.strategy import Space
+from tuning.decide.search.words import search_choice_text
 from tuning.engine.launch import config_args
-from tuning.engine.params import format_value, get_param
+from tuning.engine.params import get_param
 from tuning.engine.spec import EngineSpec
 from tuning.experiment.order import counterbalanced
 from tuning.experiment.plan import plan_experiment
@@ -332,6 +333,8 @@ def run_plan(
             result["experiment_ids"] = _experiment_ids(db_path, result["runs"])
             searches.append(result)
             keep({"searches": searches})  # the row shows each search as it ends
+            # only a decided choice or a named tie (its tie-breaker's pick) is carried on: an
+            # undecided search (no value known better, or its SLOs undecided) keeps the baseline
             if result["chosen"] is not None:
                 config, workload = apply_choice(config, workload, param, result["chosen"])
         out = _recommend(db_path, spec, searches, (config, workload), say, start_timeout)
@@ -404,10 +407,9 @@ def _experiment_ids(db_path: Path, run_ids: Sequence[int]) -> list[int]:
 def summary_lines(result: Mapping[str, Any]) -> list[str]:
     """The recommendation in words (the CLI's text output)."""
     lines = []
-    for s in result["searches"]:
-        chosen = "no usable value" if s["chosen"] is None else format_value(s["chosen"])
+    for s in result["searches"]:  # a decided choice or a named tie; undecided keeps the start
         lines.append(
-            f"search {s['param']} {s['range'][0]:g}:{s['range'][1]:g}: {chosen} "
+            f"search {s['param']} {s['range'][0]:g}:{s['range'][1]:g}: {search_choice_text(s)} "
             f"({len(s['runs'])} runs {s['runs']}; {s['stopped']})"
         )
     g = result["gain"]

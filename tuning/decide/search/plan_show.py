@@ -26,6 +26,7 @@ from tuning.compare.present import Tone, fmt
 from tuning.decide.search.plan import verdict_text_of
 from tuning.decide.search.plan_record import reap_plans
 from tuning.decide.search.show import slo_words
+from tuning.decide.search.words import search_choice_text
 from tuning.engine.params import show_value
 
 
@@ -179,7 +180,9 @@ def step_line(f: Mapping[str, Any], s: Mapping[str, Any]) -> str:
     lo, hi = s["range"] or (None, None)
     param = s["param"]
     head += "" if lo is None else f" {show_value(param, lo)}..{show_value(param, hi)}"
-    if s["chosen"] is None:
+    if s.get("decision"):  # the search's own decision, in the words of its summary and report
+        text = f"{head}: {search_choice_text(s)}"
+    elif s["chosen"] is None:
         text = f"{head}: no usable value"
     else:
         measured = fmt(s["chosen_objective"], f["unit"])

@@ -3,8 +3,8 @@ status and, once ended, its result. `python -m tuning search` writes it (`record
 was started; the UI starts one in the background (`tuning.decide.background`) and reads its
 progress from here and from its steps, which are ordinary experiments and runs.
 
-The chosen value's interval is the one the verdicts use (tuning.compare.stats.mean_interval over
-the chosen value's runs of this search); with one run a value there is none yet.
+Its decision (tuning.decide.search.decision) is stored with its result when it ends; a search
+still running shows the decision its runs make so far, by the same rule.
 """
 
 from __future__ import annotations
@@ -20,10 +20,8 @@ from core.clock import now_iso
 from core.status import Status, is_active
 from store import connect, queries, repo
 from tuning.compare.catalog import METRIC_BY_KEY
-from tuning.compare.comparison import request_loader, run_metric_values
-from tuning.compare.stats import mean_interval
-from tuning.decide.search.driver import NAME_PREFIX, SearchSpec, StepUnmeasured, observations
-from tuning.decide.search.strategy import Space, best
+from tuning.decide.search.driver import NAME_PREFIX, SearchSpec, StepUnmeasured, judged
+from tuning.decide.search.strategy import Space
 from tuning.engine.procs import process_start_time, same_process
 from tuning.engine.spec import EngineSpec
 from tuning.experiment import exits
@@ -133,6 +131,16 @@ def recorded(
     _end(db_path, sid, Status.DONE, result_json=result)
 
 
+def keep_confirm(db_path: Path, search_id: int, shown: Mapping[str, Any]) -> None:
+    """The confirm's result and the choice it makes, written into the search's stored result
+    (`search --confirm`, `search confirm ID`): the record holds them once the confirm ran."""
+    with connect(db_path) as db:
+        row = queries.get_search(db, search_id)
+        result = dict(row.get("result") or {})
+        result.update(confirm=shown.get("confirm"), choice=shown.get("choice"))
+        repo.update_search(db, search_id, result_json=result)
+
+
 def search_id_for_key(db_path: Path, key: str) -> int | None:
     """The newest search row of this key (the same search: a plan resumed reuses it), or None."""
     if not db_path.exists():
@@ -171,12 +179,14 @@ def reap_searches(db_path: Path) -> list[int]:
 
 @dataclass
 class Progress:
-    """What the UI shows of a search: its steps (the decision log), the chosen value and the
-    interval of its objective, from the store alone."""
+    """What the UI shows of a search: its steps (the decision log) and its decision
+    (tuning.decide.search.decision: the choice, a tie, or undecided), from the store alone; the
+    chosen value's mean objective and its interval over its runs."""
 
     row: dict[str, Any]
     spec: SearchSpec
     log: list[dict[str, Any]] = field(default_factory=list)
+    decision: dict[str, Any] = field(default_factory=dict)
     chosen: float | None = None
     chosen_mean: float | None = None
     interval: tuple[float, float] | None = None
@@ -192,30 +202,31 @@ class Progress:
 
 
 def progress(db_path: Path, row: Mapping[str, Any]) -> Progress:
-    """A search's progress read from the store: its row and its steps' runs. The chosen value's
-    runs are every finished run of that value among the steps (repeats too), and its interval
-    is the verdicts' interval of their mean objective (none under two runs)."""
+    """A search's progress read from the store: its row, its steps' runs, and its decision: the
+    one stored with its result once it ended, else the decision its runs make so far (the same
+    rule, `judged`)."""
     spec = spec_from_json(row["spec"], None)
-    key = str(row["key"])
-    obs, log = observations(db_path, spec, key)
-    out = Progress(dict(row), spec, log)
-    top = best(obs)
-    if top is None:
+    stored, _, decision = judged(db_path, spec, str(row["key"]))
+    result = row.get("result") or {}
+    if not is_active(row.get("status")) and isinstance(result.get("decision"), Mapping):
+        decision = dict(result["decision"])
+    out = Progress(dict(row), spec, stored.log, decision)
+    chosen = decision.get("chosen")
+    if chosen is None:
         return out
-    out.chosen = top.value
-    values: list[float] = []
-    with connect(db_path, readonly=True) as db:
-        loader = request_loader(db)
-        for exp_id in queries.search_experiment_ids(db, step_prefix(key)):
-            for run in queries.list_runs(db, exp_id, include_hidden=True):
-                if run["status"] != Status.DONE or float(run["value"]) != top.value:
-                    continue
-                metric = run_metric_values(run, spec.slo_ms, loader).get(spec.metric)
-                if metric is not None:
-                    out.chosen_runs.append(int(run["id"]))
-                    values.append(float(metric))
-    out.chosen_mean = sum(values) / len(values) if values else None
-    out.interval = mean_interval(values)
+    out.chosen = float(chosen)
+    found = next((r for r in decision.get("values") or [] if r["value"] == chosen), None)
+    if found is not None:
+        out.chosen_mean = found.get("mean")
+        ci = found.get("interval")
+        out.interval = (float(ci[0]), float(ci[1])) if ci else None
+    out.chosen_runs = [
+        int(e["run_id"])
+        for e in stored.log
+        if float(e["value"]) == out.chosen
+        and e["status"] == Status.DONE
+        and e.get(spec.metric) is not None
+    ]
     return out
 
 

@@ -1,15 +1,17 @@
-"""A search as a result of its own (issue 23 item 5): its facts (JSON-ready) and the same facts
-in words, for `python -m tuning search show ID` and the Searches page: the chosen value and what
-its objective measured, the SLOs, the knee, why each step ran, the closest rival, and the
-experiment that confirms the choice (chosen vs baseline, repeated until decided).
+"""A search as a result of its own (issue 23 item 5, issue 37 item 4): its facts (JSON-ready) and
+the same facts in words, for `python -m tuning search show ID` and the Searches page: the choice
+(its decision, settled by the confirm once that has a verdict: tuning.decide.search.choice), the
+choice's interval against the closest rival or the tie and its tie-breaker, each value's runs and
+SLO state, the knee, why each step ran, and the experiment that confirms the choice.
 
-Everything is read from the store: the search's row and its steps' runs
-(tuning.decide.search.record).
+Everything is read from the store: the search's row with its stored decision, its steps' runs
+(tuning.decide.search.record) and the confirming experiment's stored verdict
+(tuning.decide.search.confirm).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +20,11 @@ from tuning.compare.catalog import METRIC_BY_KEY, WORKLOAD_PARAMS
 from tuning.compare.frontier import knee_keys, side_knee
 from tuning.compare.present import fmt
 from tuning.compare.selection import select_runs
+from tuning.decide.search.choice import choice
 from tuning.decide.search.confirm import confirm_values, confirm_verdict
 from tuning.decide.search.driver import NAME_PREFIX, SearchSpec
 from tuning.decide.search.record import Progress, progress
+from tuning.decide.search.words import choice_line, value_lines
 from tuning.engine.params import format_value, get_param
 
 
@@ -40,20 +44,6 @@ def baseline_value(spec: SearchSpec) -> Any:
     return get_param(name).default
 
 
-def rival(log: Sequence[Mapping[str, Any]], spec: SearchSpec, chosen: float | None) -> Any:
-    """The closest rival: the best-scoring other value that ran and met the SLOs; None if none."""
-    sign = 1.0 if METRIC_BY_KEY[spec.metric].better == "higher" else -1.0
-    scored = [
-        (sign * float(e[spec.metric]), float(e["value"]))
-        for e in log
-        if e.get("status") == "done"
-        and e.get(spec.metric) is not None
-        and e.get("meets_slo") is not False
-        and float(e["value"]) != chosen
-    ]
-    return typed(max(scored)[1], spec) if scored else None
-
-
 def knee_of(db_path: Path, done: Progress) -> dict[str, Any] | None:
     """The knee of the search's runs, as the search chart draws it."""
     if len(done.run_ids) < 3:
@@ -70,6 +60,7 @@ def search_facts(db_path: Path, row: Mapping[str, Any]) -> dict[str, Any]:
     spec = done.spec
     result = row.get("result") or {}
     metric = METRIC_BY_KEY[spec.metric]
+    decision = done.decision
     out: dict[str, Any] = {
         "search_id": int(row["id"]),
         "status": row["status"],
@@ -79,20 +70,37 @@ def search_facts(db_path: Path, row: Mapping[str, Any]) -> dict[str, Any]:
         "better": metric.better,
         "unit": metric.unit,
         "slo_ms": dict(spec.slo_ms),
-        "chosen": typed(done.chosen, spec),
-        "chosen_objective": done.chosen_mean,
-        "interval": list(done.interval) if done.interval else None,
-        "chosen_runs": done.chosen_runs,
+        "decision": decision,
+        "leader": decision.get("leader"),
+        "rival": (decision.get("rival") or {}).get("value"),
         "baseline": baseline_value(spec),
-        "rival": rival(done.log, spec, done.chosen),
         "knee": knee_of(db_path, done),
         "stopped": result.get("stopped"),
         "start_limit": result.get("start_limit"),
-        "confirm": None,
+        # how the budget was split (None for a search from before the race: imported)
+        "budget": result.get("budget")
+        or (
+            {"runs": spec.budget_runs, "explore": spec.explore_runs, "used": len(done.log)}
+            if done.active
+            else None
+        ),
         "error": row.get("error"),
         "steps": done.log,
     }
     out["confirm"] = confirm_verdict(db_path, out["search_id"], spec)
+    out["choice"] = choice(decision, out["confirm"])
+    chosen = out["choice"]["chosen"]
+    rows: list[dict[str, Any]] = list(decision.get("values") or [])
+    found: dict[str, Any] = next((r for r in rows if r["value"] == chosen), {})
+    out["chosen"] = chosen
+    out["chosen_objective"] = found.get("mean")
+    out["interval"] = found.get("interval")
+    out["chosen_runs"] = [
+        int(e["run_id"])
+        for e in done.log
+        if chosen is not None and float(e["value"]) == float(chosen) and e["status"] == "done"
+    ]
+    out["choice"]["line"] = choice_line(out)
     return out
 
 
@@ -103,12 +111,19 @@ def slo_words(slo_ms: Mapping[str, float]) -> str:
 def search_lines(f: Mapping[str, Any]) -> list[str]:
     """The facts in words, one line each (the CLI prints them; the page shows the same)."""
     unit, objective = f["unit"], f["objective"]
+    budget = f["budget"]
     out = [
         f"search {f['search_id']} ({f['status']}): {f['param']} over "
         f"{f['range'][0]:g}..{f['range'][1]:g}",
         f"objective: {objective} ({unit}, {f['better']} is better); SLOs: {slo_words(f['slo_ms'])}",
         chosen_line(f),
     ]
+    if budget:
+        out.append(
+            f"budget: {budget['runs']} runs, up to {budget['explore']} to explore and the rest "
+            f"to race; {budget['used']} spent"
+        )
+    out += ["values:", *value_lines(f)]
     if f["knee"]:
         out.append(f"knee at {format_value(f['knee']['value'])}: {f['knee']['why']}")
     if f["start_limit"]:
@@ -118,11 +133,8 @@ def search_lines(f: Mapping[str, Any]) -> list[str]:
         out.append(f"stopped: {f['stopped']}")
     for e in f["steps"]:
         measured = fmt(e.get(objective), unit)
-        slo = (
-            ""
-            if e.get("meets_slo") is None
-            else (" meets SLOs" if e["meets_slo"] else " breaks SLOs")
-        )
+        under = e.get("under_slo")
+        slo = "" if under is None else (" under the SLOs" if under else " over the SLOs")
         out.append(
             f"  step {e['step']}: {f['param']} = {format_value(e['value'])}, "
             f"run {e['run_id']} {e['status']}, "
@@ -133,19 +145,8 @@ def search_lines(f: Mapping[str, Any]) -> list[str]:
 
 
 def chosen_line(f: Mapping[str, Any]) -> str:
-    if f["chosen"] is None:
-        return "chosen: none (no value gave a usable result under the SLOs)"
-    measured = fmt(f["chosen_objective"], f["unit"])
-    text = f"chosen {format_value(f['chosen'])}: {f['objective']} {measured}"
-    if f["interval"]:
-        lo, hi = f["interval"]
-        text += f" (95 % interval {fmt(lo, f['unit'])} ... {fmt(hi, f['unit'])}, "
-        text += f"{len(f['chosen_runs'])} runs)"
-    else:
-        text += " (one run: no interval yet)"
-    if f["rival"] is not None:
-        text += f"; closest rival {format_value(f['rival'])}"
-    return text
+    """The choice line (tuning.decide.search.words.choice_line): the decision and the confirm."""
+    return str((f.get("choice") or {}).get("line") or choice_line(f))
 
 
 def confirm_line(f: Mapping[str, Any]) -> str:
@@ -155,7 +156,8 @@ def confirm_line(f: Mapping[str, Any]) -> str:
         change = "" if c["change_pct"] is None else f" {c['change_pct']:+.1f} %"
         if c["interval_pct"]:
             lo, hi = c["interval_pct"]
-            change += f" (95 % CI {lo:+.1f} ... {hi:+.1f} %)"
+            level = f"{c['confidence'] * 100:.4g} %" if c.get("confidence") else "95 %"
+            change += f" ({level} CI {lo:+.1f} ... {hi:+.1f} %, {c['runs_a_side'][0]} runs a side)"
         return (
             f"confirm: {format_value(c['chosen'])} vs {format_value(c['other'])} on "
             f"{f['objective']}: {c['verdict']}{change}; {c['reason']} "
