@@ -70,3 +70,14 @@ def assert_verdicts_fit(page: Any, db_path: Path, experiment_id: int) -> int:
         assert too_wide == [], (room, too_wide)
         checked += len(cells)
     return checked
+
+
+def fixed_runs(page: Any, runs: int) -> None:
+    """On New experiment: a fixed number of runs a value instead of the default until decided (a
+    test about the page and the runner, not about deciding, keeps its engine starts few)."""
+    page.locator(".st-key-new_repeat_mode").get_by_text("a fixed number").click()
+    wait_idle(page)
+    box = page.locator(".st-key-new_repeats input")
+    box.fill(str(runs))
+    box.press("Enter")
+    wait_idle(page)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.checks import png_size
+from tests.e2e.pages import fixed_runs
 from tools.browser import wait_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.engine]
@@ -28,6 +29,7 @@ def test_start_watch_compare_download(browser: Any, app_url: str, tmp_path: Path
     requests.fill("48")
     requests.press("Enter")
     wait_idle(page)
+    fixed_runs(page, 1)
     page.get_by_role("button", name="Start experiment").click()
     expect(page.get_by_text("started in its own process")).to_be_visible(timeout=30_000)
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from store import connect, queries
+from tests.e2e.pages import fixed_runs
 from tools.browser import pick_option, wait_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.engine]
@@ -74,6 +75,7 @@ def test_pick_a_flag_by_search_see_its_help_and_run_it(
         ("new_output", "4"),
     ):
         _type(page, key, value)
+    fixed_runs(page, 1)
     assert page.locator("[data-testid='stException']").count() == 0
     page.get_by_role("button", name="Start experiment").click()
     # vLLM's own parser checks both values first (another import of vLLM), then the runner starts.
