@@ -32,7 +32,7 @@ from urllib.parse import quote
 
 from sqlite_utils import Database
 
-from store.schema import (
+from store.schema_version import (
     apply_migrations,
     is_lab_schema,
     pending_migrations,

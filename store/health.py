@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from store.schema import code_migrations, schema_version, unknown_migrations
+from store.schema_version import known_migrations, schema_version, unknown_migrations
 
 
 @dataclass
@@ -56,7 +56,7 @@ def _readonly_uri(target: Path) -> str:
 def inspect_db(path: str | Path, timeout_s: float = 5.0) -> DbHealth:
     """Open `path` read-only (SQLite's `mode=ro`: no WAL switch, no migration, no write)."""
     target = Path(path)
-    health = DbHealth(str(target), target.exists(), code_schema_version=len(code_migrations()))
+    health = DbHealth(str(target), target.exists(), code_schema_version=len(known_migrations()))
     if not health.exists:
         return health
     try:

@@ -49,7 +49,7 @@ def expanded(path: Path) -> Path:
     """The SQLite file to open for `path`: itself, or the cached expansion of a compressed DB."""
     if not is_compressed(path):
         return path
-    from store.schema import known_migrations  # here: `--help` starts without sqlite-utils
+    from store.schema_version import known_migrations  # here: `--help` starts without sqlite-utils
 
     digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
     schema = hashlib.sha256(" ".join(known_migrations()).encode()).hexdigest()[:8]

@@ -31,7 +31,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from core import json_depth
-from store.schema import apply_migrations, schema_version
+from store.schema_version import apply_migrations, schema_version
 
 FORMAT = "vllm-tuning-lab-bundle"
 FORMAT_VERSION = 1

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from store import open_db, schema, snapshot
+from store import open_db, schema_version, snapshot
 
 
 def test_each_schema_version_opens_its_own_expansion(
@@ -25,8 +25,10 @@ def test_each_schema_version_opens_its_own_expansion(
     ours = snapshot.expanded(packed)
     assert snapshot.expanded(packed) == ours  # expanded once
     assert ours.is_relative_to(tmp_path / "cache")
-    known = schema.known_migrations()
-    monkeypatch.setattr(schema, "known_migrations", lambda: [*known, "m999_from_the_future"])
+    known = schema_version.known_migrations()
+    monkeypatch.setattr(
+        schema_version, "known_migrations", lambda: [*known, "m999_from_the_future"]
+    )
     newer = snapshot.expanded(packed)
     assert newer != ours and newer.exists()
     assert packed.read_bytes() == lzma.compress(plain.read_bytes())  # the file itself unchanged

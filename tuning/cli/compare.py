@@ -120,9 +120,9 @@ def _with_selection(
     """Open the lab read-only, select and compare the runs the arguments name; hand both on (or,
     with `model`, the report model built once from them: the decision, its words)."""
     from store import StoreError, connect
-    from tuning.compare.comparison import parse_slo
     from tuning.compare.selection import select_runs
     from tuning.compare.stats import MARGIN
+    from tuning.measure.metrics import parse_slo
     from tuning.present.model import model_of
 
     # `--slo ttft:500 12 13` hands the run ids to --slo (nargs="+"): take them back.

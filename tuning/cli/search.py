@@ -112,7 +112,7 @@ def search_options(args: argparse.Namespace) -> dict[str, Any]:
 def search_slo(args: argparse.Namespace) -> dict[str, float]:
     """--slo as the search uses it; an SLO named twice (the last would win unseen) or one no run
     can meet (TPOT of 1-token outputs: no gap between tokens) is refused."""
-    from tuning.compare.comparison import parse_slo
+    from tuning.measure.metrics import parse_slo
 
     named = [
         p.strip().partition(":")[0]

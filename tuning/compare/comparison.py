@@ -10,7 +10,7 @@ recomputed from the stored request rows.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -200,24 +200,6 @@ class Comparison:
             ],
             "rows": self.rows(),
         }
-
-
-def parse_slo(items: Iterable[str] | None) -> dict[str, float]:
-    """['ttft:200', 'tpot:50,e2el:2000'] -> {'ttft': 200.0, ...}; ValueError says what is wrong."""
-    out: dict[str, float] = {}
-    parts = [p.strip() for item in items or [] for p in str(item).split(",") if p.strip()]
-    for part in parts:
-        name, sep, value = part.partition(":")
-        if not sep or name not in m.GOODPUT_METRICS:
-            raise ValueError(f"SLO {part!r}: expected ttft:MS, tpot:MS or e2el:MS")
-        try:
-            ms = float(value)
-        except ValueError:
-            raise ValueError(f"SLO {part!r}: {value!r} is not a number") from None
-        if not (ms > 0 and math.isfinite(ms)):
-            raise ValueError(f"SLO {part!r}: must be a positive number of ms")
-        out[name] = ms
-    return out
 
 
 def _finite(value: Any) -> float | None:

@@ -404,3 +404,21 @@ def warmup_check(
         slow_start=bool(a > ratio * b and a - b > min_diff_ms),
     )
     return result
+
+
+def parse_slo(items: Iterable[str] | None) -> dict[str, float]:
+    """['ttft:200', 'tpot:50,e2el:2000'] -> {'ttft': 200.0, ...}; ValueError says what is wrong."""
+    out: dict[str, float] = {}
+    parts = [p.strip() for item in items or [] for p in str(item).split(",") if p.strip()]
+    for part in parts:
+        name, sep, value = part.partition(":")
+        if not sep or name not in GOODPUT_METRICS:
+            raise ValueError(f"SLO {part!r}: expected ttft:MS, tpot:MS or e2el:MS")
+        try:
+            ms = float(value)
+        except ValueError:
+            raise ValueError(f"SLO {part!r}: {value!r} is not a number") from None
+        if not (ms > 0 and math.isfinite(ms)):
+            raise ValueError(f"SLO {part!r}: must be a positive number of ms")
+        out[name] = ms
+    return out

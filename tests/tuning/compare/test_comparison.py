@@ -9,8 +9,8 @@ import pytest
 from core.records import RequestRecord
 from tests.factories import record
 from tests.factories import run_row as run
-from tuning.compare.comparison import build_comparison, default_baseline, parse_slo
-from tuning.measure.metrics import columns
+from tuning.compare.comparison import build_comparison, default_baseline
+from tuning.measure.metrics import columns, parse_slo
 
 
 def test_comparison_groups_sides_and_leaves_out_what_is_not_comparable() -> None:
