@@ -54,7 +54,7 @@ def test_compare_opens_on_the_latest_experiment_with_two_values_headline_first(
     lines = _markdown(after)
     assert lines[0] == (
         "- kv-cache-memory-bytes 16 GiB vs 1 GiB: objective output throughput +212.6 % "
-        "(better); guards p99 TTFT -93.4 % (better), p99 TPOT -21.7 % (undecided); 18 other "
+        "(better); guards p99 TTFT -93.4 % (better), p99 TPOT -21.7 % (undecided); 19 other "
         "metrics for information, not corrected"
     )
     # the verdict list below: the primaries in full, every other metric folded in one line

@@ -83,7 +83,7 @@ def _empty(exp: Mapping[str, Any], primaries: Primaries, complete: bool) -> Deci
     )
 
 
-def decide(
+def decide_experiment(
     db: Database,
     exp: Mapping[str, Any],
     runs: Sequence[Run] | None = None,
@@ -118,7 +118,7 @@ def decide(
             decision = _said(decision, "fixed repeats, stopped before every run was in: one look")
     else:
         return _empty(exp, primaries, complete)
-    return with_next_step(decision, next_step(db, exp, decision, runs, costs))
+    return with_next_step(decision, experiment_next_step(db, exp, decision, runs, costs))
 
 
 def _said(decision: Decision, reason: str) -> Decision:
@@ -127,7 +127,7 @@ def _said(decision: Decision, reason: str) -> Decision:
     return replace(decision, reason=reason)
 
 
-def next_step(
+def experiment_next_step(
     db: Database,
     exp: Mapping[str, Any],
     decision: Decision,
@@ -167,7 +167,7 @@ def store_decision(db: Database, experiment_id: int) -> Decision | None:
     exp = queries.get_experiment(db, experiment_id)
     if len(exp.get("values") or []) < 2:
         return None
-    decision = decide(db, exp)
+    decision = decide_experiment(db, exp)
     repo.update_experiment(db, experiment_id, decision_json=decision.to_json())
     return decision
 
@@ -187,7 +187,7 @@ def decision_of(
         except ValueError:
             pass
     ordered = None if runs is None else sorted(runs, key=lambda r: (r.get("seq") or 0, r["id"]))
-    return decide(db, exp, ordered)
+    return decide_experiment(db, exp, ordered)
 
 
 def latest_decision(db: Database) -> tuple[dict[str, Any], Decision] | None:

@@ -76,7 +76,7 @@ def test_the_declared_primaries_are_stored_and_decide(
         args = ["experiment", "--param", "concurrency", "--values", "1,2", "--db", str(db_path)]
         args += ["--base-url", srv.base_url, "--model", "m", "--num-requests", "2"]
         args += ["--input-len", "4", "--output-len", "3", "--num-warmups", "0", "--json"]
-        args += ["--objective", "mean_ttft_ms", "--guard", "p99_e2el_ms"]
+        args += ["--objective", "mean_ttft_ms", "--guard", "p99_e2el_ms", "--repeats", "2"]
         done = tuning_cli(args, lab_home)
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from tuning.decide.search.choice import choice
-from tuning.decide.search.decision import Default, decide
+from tuning.decide.search.decision import Default, decide_search
 from tuning.decide.search.race import ValueRuns, plan_race
 
 
@@ -19,7 +19,7 @@ def _decide(
     race_runs: int = 12,
 ) -> dict[str, Any]:
     race = plan_race(values, "higher", slo or {}, race_runs=race_runs, budget_left=0)
-    return decide(race, values, "higher", slo or {}, default)
+    return decide_search(race, values, "higher", slo or {}, default)
 
 
 SAME = (1000.0, 1003.0, 998.0)

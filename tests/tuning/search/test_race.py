@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Mapping
 
-from tuning.decide.search.decision import decide
+from tuning.decide.search.decision import decide_search
 from tuning.decide.search.race import (
     Race,
     ValueRuns,
@@ -17,8 +17,8 @@ from tuning.decide.search.race import (
     budget_text,
     entry_size,
     explore_budget,
-    holm,
-    judge,
+    holm_rivals,
+    judge_look,
     plan_race,
     race_design,
 )
@@ -72,7 +72,7 @@ def test_a_search_whose_best_single_run_is_noise_ends_in_a_named_tie() -> None:
     race, vals, runs = _race(draw, values, budget=17)
     firsts = {v: runs[v][0][0] for v in values}
     lucky = max(firsts, key=lambda v: firsts[v])
-    decision = decide(race, vals, "higher", {})
+    decision = decide_search(race, vals, "higher", {})
     assert decision["outcome"] == "tie", decision
     assert decision["tie_breaker"]["rule"] == "less memory"
     assert decision["chosen"] == min(decision["tie"])
@@ -99,7 +99,7 @@ def test_a_clear_loser_leaves_at_the_first_look_and_gets_no_more_runs() -> None:
 def test_holm_splits_a_looks_alpha_over_the_rivals() -> None:
     leader = [100.0, 101.0, 99.0, 100.0]
     rivals = {1.0: [50.0, 51.0, 49.0, 50.0], 2.0: [99.0, 101.0, 100.0, 98.0]}
-    found = holm(leader, rivals, "higher", 0.01)
+    found = holm_rivals(leader, rivals, "higher", 0.01)
     assert found[1.0].change.verdict == "worse" and found[1.0].confidence == 1 - 0.01 / 2
     assert found[2.0].confidence == 1 - 0.01 / 1  # the rest read again at alpha / 1
     assert found[2.0].change.verdict != "worse"
@@ -141,7 +141,7 @@ def test_a_value_over_the_slo_in_one_run_stays_in_while_its_interval_straddles()
     last = race.looks[-1]
     assert last.slo[8.0].state == UNDECIDED and 8.0 not in last.dropped
     assert 8.0 in race.left
-    decision = decide(race, vals, "higher", {"tpot": 20.0})
+    decision = decide_search(race, vals, "higher", {"tpot": 20.0})
     open_ = {o["value"]: o for o in decision["open"]}
     assert 8.0 in open_ and open_[8.0]["slo"]["state"] == UNDECIDED
     row = next(r for r in decision["values"] if r["value"] == 8.0)
@@ -153,7 +153,7 @@ def test_a_value_whose_interval_lies_over_the_slo_is_dropped() -> None:
         ValueRuns(4.0, (1000.0, 1001.0, 999.0), {"tpot": (15.0, 15.1, 14.9)}),
         ValueRuns(8.0, (1300.0, 1301.0, 1299.0), {"tpot": (25.0, 25.2, 24.9)}),
     ]
-    look = judge(members, 3, 0.99, "higher", {"tpot": 20.0})
+    look = judge_look(members, 3, 0.99, "higher", {"tpot": 20.0})
     assert look.slo[8.0].state == FAILED and "fails the SLOs" in look.dropped[8.0]
     assert look.leader == 4.0 and look.left == (4.0,)
 

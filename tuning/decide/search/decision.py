@@ -36,7 +36,7 @@ from tuning.decide.search.slo import ONCE, SloState, slo_state
 CHOSEN, TIE, UNDECIDED, NONE = "chosen", "tie", "undecided", "none"
 
 
-def rule_text(design: Design) -> str:
+def race_rule_text(design: Design) -> str:
     """The rule the race decided by, in words (its looks and the alpha each spends)."""
     looks = design.looks()
     return (
@@ -178,7 +178,7 @@ def _runner_up(race: Race, leader: Any) -> dict[str, Any] | None:
     return None if value is None else {"value": value, "why": "runner-up"}
 
 
-def decide(
+def decide_search(
     race: Race,
     values: Sequence[ValueRuns],
     better: Direction,
@@ -218,7 +218,7 @@ def _decide(
         "open": [],
         "why": race.why,
         "next": None,
-        "rule": rule_text(race.design),
+        "rule": race_rule_text(race.design),
         "alpha": race.design.alpha,
         "look_runs": list(race.design.looks()),
         "default": None if default is None else {"value": default.value, "source": default.source},

@@ -35,7 +35,7 @@ from store import connect, queries
 from tuning.compare.catalog import METRIC_BY_KEY
 from tuning.compare.comparison import request_loader, run_metric_values
 from tuning.compare.defaults import engine_default
-from tuning.decide.search.decision import Default, decide
+from tuning.decide.search.decision import Default, decide_search
 from tuning.decide.search.race import Race, ValueRuns, explore_budget, plan_race
 from tuning.decide.search.slo import slo_key, under_limits
 from tuning.decide.search.strategy import Observation, Space, Step, next_step, start_limit
@@ -293,7 +293,9 @@ def judged(
             budget_left=0,
         )
     default = _default(db_path, spec, stored.run_ids)
-    decision = decide(race, stored.values, METRIC_BY_KEY[spec.metric].better, spec.slo_ms, default)
+    decision = decide_search(
+        race, stored.values, METRIC_BY_KEY[spec.metric].better, spec.slo_ms, default
+    )
     decision = typed_tree(decision, spec.space)
     states = {row["value"]: row["slo"]["state"] for row in decision["values"]}
     for entry in stored.log:

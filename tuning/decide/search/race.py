@@ -164,7 +164,7 @@ def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values)
 
 
-def holm(
+def holm_rivals(
     leader: Sequence[float],
     rivals: Mapping[float, Sequence[float]],
     better: Direction,
@@ -194,7 +194,7 @@ def _slo_why(state: SloState) -> str:
     )
 
 
-def judge(
+def judge_look(
     members: Sequence[ValueRuns],
     n: int,
     confidence: float,
@@ -220,7 +220,7 @@ def judge(
         return Look(n, confidence, final, contenders, None, slo, {}, dropped, means)
     pool = [m for m in alive if slo[m.value].feasible] or alive
     leader = max(pool, key=lambda m: (sign * means[m.value], -m.value))
-    rivals = holm(
+    rivals = holm_rivals(
         leader.objective[:n],
         {m.value: m.objective[:n] for m in alive if m is not leader},
         better,
@@ -303,7 +303,7 @@ def plan_race(
         live = [m for m in members if not m.doomed(n)]
         if any(m.n < n for m in live):
             break
-        look = judge(members, n, design.look_confidence(), better, slo_ms)
+        look = judge_look(members, n, design.look_confidence(), better, slo_ms)
         looks.append(look)
         members = [m for m in members if m.value in look.left]
         settled = _settled(look)
@@ -338,7 +338,7 @@ def plan_race(
     k = max(reach)
     if cost(k) > 0:
         return going(_runs_to(live, k, parity), f"race: the budget affords a last look at {k} runs")
-    look = judge(members, k, design.final_confidence(k), better, slo_ms, final=True)
+    look = judge_look(members, k, design.final_confidence(k), better, slo_ms, final=True)
     looks.append(look)
     return Race(
         candidates, names, tuple(looks), look.left, (), "the budget of runs is spent", design

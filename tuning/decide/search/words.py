@@ -52,7 +52,7 @@ def slo_checks_text(slo: Mapping[str, Any] | None) -> str:
     return "; ".join(parts)
 
 
-def slo_words(slo: Mapping[str, Any] | None) -> str:
+def slo_state_words(slo: Mapping[str, Any] | None) -> str:
     """'SLOs met: p99 TPOT 17.1 … 18.9 ms (limit 20 ms)', 'p99 TPOT 22.1 ms (limit 20 ms) in its
     one run', or '' without SLOs."""
     if not slo or slo.get("state") == "no SLO":
@@ -89,7 +89,7 @@ def _rival_text(f: Mapping[str, Any], rival: Mapping[str, Any] | None, chosen: A
     if rival.get("why") == "slo":
         return f"closest rival {value} fails the SLOs ({slo_checks_text(rival.get('slo'))})"
     if rival.get("why") == "slo undecided":
-        state = slo_words(_row(f, rival["value"]).get("slo"))
+        state = slo_state_words(_row(f, rival["value"]).get("slo"))
         return f"{value} is not ruled out ({_v(chosen)} vs it {pct_interval(rival)}): its {state}"
     against = rival.get("against")
     words = {"better": "better than", "worse": "worse than", "equivalent": "equivalent to"}
@@ -104,7 +104,7 @@ def decision_line(f: Mapping[str, Any]) -> str:
     outcome = d.get("outcome")
     if outcome == "chosen":
         chosen = d["chosen"]
-        slo = slo_words(_row(f, chosen).get("slo"))
+        slo = slo_state_words(_row(f, chosen).get("slo"))
         text = f"chosen {_v(chosen)}: {measured(f, chosen)}"
         text += f"; {slo}" if slo else ""
         return text + f"; {_rival_text(f, d.get('rival'), chosen)}"
@@ -121,7 +121,7 @@ def decision_line(f: Mapping[str, Any]) -> str:
         leader = d.get("leader")
         text = f"undecided: {d.get('why')}"
         if leader is not None:
-            slo = slo_words(_row(f, leader).get("slo"))
+            slo = slo_state_words(_row(f, leader).get("slo"))
             text += f"; leader {_v(leader)}: {measured(f, leader)}" + (f", {slo}" if slo else "")
         return text + (f"; next: {d['next']}" if d.get("next") else "")
     return f"no choice: {d.get('why') or 'no value gave a usable result'}"
@@ -187,7 +187,7 @@ def value_lines(f: Mapping[str, Any]) -> list[str]:
     out = []
     for row in (f.get("decision") or {}).get("values") or []:
         head = f"  {f['param']} = {_v(row['value'])}"
-        slo = slo_words(row.get("slo"))
+        slo = slo_state_words(row.get("slo"))
         if row.get("runs") == 1 and row.get("status") == "tried once":
             facts = f"{f['objective']} {fmt(row.get('mean'), f['unit'])}"
             facts += f", {slo_checks_text(row.get('slo'))}" if slo else ""
