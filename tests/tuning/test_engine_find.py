@@ -109,6 +109,10 @@ def test_a_vllm_python_seeing_no_gpu_stops_make_run_in_one_line_rather_than_inst
     assert "NVML sees no GPU" in line and "TUNING_LAB_ENGINE_COMMAND=" in line
     assert not save_found(decision, Settings())
     assert decide(Settings(), nvml=FakeNvml(devices=2)).code == USE_FOUND
+    # the way on that the line names (docs/guides/gpu-box.md): the custom engine is always used
+    monkeypatch.setenv("TUNING_LAB_ENGINE", "custom")
+    monkeypatch.setenv("TUNING_LAB_ENGINE_COMMAND", sys.executable)
+    assert decide(load_settings(), nvml=FakeNvml(devices=0)).code == USE_FOUND
 
 
 def test_a_vllm_python_without_vllm_stops_make_run_naming_it_even_with_a_vllm_on_path(
