@@ -115,7 +115,7 @@ def test_a_vllm_python_seeing_no_gpu_stops_make_run_in_one_line_rather_than_inst
     assert decide(load_settings(), nvml=FakeNvml(devices=0)).code == USE_FOUND
 
 
-def test_a_vllm_python_without_vllm_stops_make_run_naming_it_even_with_a_vllm_on_path(
+def test_a_vllm_python_without_vllm_stops_make_run_naming_it_rather_than_use_the_vllm_on_path(
     box: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     missing = tmp_path / "venv" / "bin" / "python"
@@ -124,6 +124,10 @@ def test_a_vllm_python_without_vllm_stops_make_run_naming_it_even_with_a_vllm_on
     assert decision.code == NAMED_UNUSABLE
     [line] = decision.lines
     assert line.startswith(f"stopped: VLLM_PYTHON={missing}: {missing} not found")
+    # nor is another vLLM (the one on PATH) served in its place, GPUs or not
+    assert decide(Settings(), nvml=FakeNvml(devices=2)).code == NAMED_UNUSABLE
+    saved = Settings(engine="custom", engine_command=f"{box['shim']} serve")
+    assert decide(saved, nvml=FakeNvml(devices=0)).code == USE_FOUND  # the saved one: always
     monkeypatch.delenv("VLLM_PYTHON")
     assert decide(Settings(), nvml=FakeNvml(devices=0)).code == USE_EMBEDDED
 

@@ -302,7 +302,8 @@ def decide(
     chosen = model or env.get("VLLM_MODEL") or settings.engine_model
     found = discovery.found
     lines = [f"not used: {note}" for note in discovery.notes]
-    if found is not None and (found.source == "settings" or gpus.names):
+    named = named_but_unusable(discovery, gpus, env)
+    if found is not None and not named and (found.source == "settings" or gpus.names):
         lines.append(
             f"using your vLLM {found.version} ({found.source}): {shlex.join(found.command)} "
             f"(python {found.python}); GPUs: {gpus.summary()}"
@@ -310,7 +311,6 @@ def decide(
         if not chosen:
             lines.append("no model yet: `make run VLLM_MODEL=/path/or/hub-id` or Settings -> Model")
         return Decision(USE_FOUND, discovery, gpus, chosen, lines)
-    named = named_but_unusable(discovery, gpus, env)
     if named:
         return Decision(NAMED_UNUSABLE, discovery, gpus, chosen, [named])
     if found is not None:
@@ -327,12 +327,15 @@ def decide(
 
 def named_but_unusable(discovery: Discovery, gpus: Gpus, environ: Mapping[str, str]) -> str:
     """One line saying why `make run` stops when VLLM_PYTHON names a vLLM it cannot use (it does
-    not import, or NVML sees no GPU), rather than install the 3.5 GB CPU engine; "" otherwise."""
+    not import, or NVML sees no GPU), rather than install the 3.5 GB CPU engine or serve another
+    vLLM (one on PATH); "" otherwise, and when the saved custom engine is used."""
     python = environ.get("VLLM_PYTHON", "")
-    if not python:
-        return ""
     found = discovery.found
+    if not python or (found is not None and found.source == "settings"):
+        return ""
     if found is not None and found.source == "VLLM_PYTHON":
+        if gpus.names:
+            return ""
         return (
             f"stopped: VLLM_PYTHON={python} has vllm {found.version}, but {gpus.summary()}; "
             f"to use it anyway (a GPU NVML cannot see): TUNING_LAB_ENGINE=custom "
