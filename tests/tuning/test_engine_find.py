@@ -15,6 +15,7 @@ from tests.fakes.fake_nvml import FakeNvml
 from tests.fakes.gpu_box import FAKE_VLLM_PKG, engine_vars, vllm_shim
 from tuning.engine.current import custom_spec
 from tuning.engine.find import (
+    NAMED_UNUSABLE,
     SAVED_MISSING,
     USE_EMBEDDED,
     USE_FOUND,
@@ -95,6 +96,40 @@ def test_a_saved_engine_that_is_gone_stops_make_run_rather_than_install_the_cpu_
     decision = decide(gone, nvml=FakeNvml(devices=2))
     assert decision.code == SAVED_MISSING
     assert "was not found" in decision.lines[-1] and "Settings" in decision.lines[-1]
+
+
+def test_a_vllm_python_seeing_no_gpu_stops_make_run_in_one_line_rather_than_install_the_cpu_engine(
+    box: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VLLM_PYTHON", sys.executable)
+    decision = decide(Settings(), nvml=FakeNvml(devices=0))
+    assert decision.code == NAMED_UNUSABLE != USE_EMBEDDED
+    [line] = decision.lines
+    assert line.startswith(f"stopped: VLLM_PYTHON={sys.executable} has vllm 0.32.0+fake")
+    assert "NVML sees no GPU" in line and "TUNING_LAB_ENGINE_COMMAND=" in line
+    assert not save_found(decision, Settings())
+    assert decide(Settings(), nvml=FakeNvml(devices=2)).code == USE_FOUND
+    # the way on that the line names (docs/guides/gpu-box.md): the custom engine is always used
+    monkeypatch.setenv("TUNING_LAB_ENGINE", "custom")
+    monkeypatch.setenv("TUNING_LAB_ENGINE_COMMAND", sys.executable)
+    assert decide(load_settings(), nvml=FakeNvml(devices=0)).code == USE_FOUND
+
+
+def test_a_vllm_python_without_vllm_stops_make_run_naming_it_rather_than_use_the_vllm_on_path(
+    box: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    missing = tmp_path / "venv" / "bin" / "python"
+    monkeypatch.setenv("VLLM_PYTHON", str(missing))
+    decision = decide(Settings(), nvml=FakeNvml(devices=0))
+    assert decision.code == NAMED_UNUSABLE
+    [line] = decision.lines
+    assert line.startswith(f"stopped: VLLM_PYTHON={missing}: {missing} not found")
+    # nor is another vLLM (the one on PATH) served in its place, GPUs or not
+    assert decide(Settings(), nvml=FakeNvml(devices=2)).code == NAMED_UNUSABLE
+    saved = Settings(engine="custom", engine_command=f"{box['shim']} serve")
+    assert decide(saved, nvml=FakeNvml(devices=0)).code == USE_FOUND  # the saved one: always
+    monkeypatch.delenv("VLLM_PYTHON")
+    assert decide(Settings(), nvml=FakeNvml(devices=0)).code == USE_EMBEDDED
 
 
 def test_the_found_vllm_is_saved_with_the_model_and_a_served_name_from_it(

@@ -26,6 +26,7 @@ from tuning.settings import Settings, save_settings
 USE_FOUND = 0  # a vLLM was found (and NVML sees GPUs): use it, install nothing
 SAVED_MISSING = 1  # the saved custom engine is not there and nothing else was found: fix Settings
 USE_EMBEDDED = 3  # nothing usable found: the embedded CPU engine
+NAMED_UNUSABLE = 1  # VLLM_PYTHON names a vLLM the lab cannot use: stop, say why, install nothing
 EMBEDDED_SERVED_NAME = "tiny"  # the embedded engine's name, and the old default of the setting
 VERSION_TIMEOUT_S = 120.0
 # argv[1] "import": import vllm first (the doctor: does it really load?); else metadata first.
@@ -276,7 +277,8 @@ def model_config(model: str, environ: Mapping[str, str] | None = None) -> tuple[
 
 @dataclass
 class Decision:
-    """What `make run` does: `code` is the exit code (USE_FOUND, USE_EMBEDDED, SAVED_MISSING)."""
+    """What `make run` does: `code` is the exit code (USE_FOUND, USE_EMBEDDED, SAVED_MISSING or
+    NAMED_UNUSABLE)."""
 
     code: int
     discovery: Discovery
@@ -292,15 +294,16 @@ def decide(
     nvml: Any = None,
 ) -> Decision:
     """Use the found vLLM (saved setting: always; VLLM_PYTHON or PATH: when NVML sees GPUs),
-    else the embedded engine; a saved custom engine that is gone stops `make run` instead of
-    installing 3.5 GB it would not use."""
+    else the embedded engine; a saved custom engine that is gone, or a VLLM_PYTHON that cannot be
+    used, stops `make run` instead of installing 3.5 GB it would not use."""
     env = os.environ if environ is None else environ
     discovery = find_vllm(settings, env)
     gpus = read_gpus(nvml)
     chosen = model or env.get("VLLM_MODEL") or settings.engine_model
     found = discovery.found
     lines = [f"not used: {note}" for note in discovery.notes]
-    if found is not None and (found.source == "settings" or gpus.names):
+    named = named_but_unusable(discovery, gpus, env)
+    if found is not None and not named and (found.source == "settings" or gpus.names):
         lines.append(
             f"using your vLLM {found.version} ({found.source}): {shlex.join(found.command)} "
             f"(python {found.python}); GPUs: {gpus.summary()}"
@@ -308,6 +311,8 @@ def decide(
         if not chosen:
             lines.append("no model yet: `make run VLLM_MODEL=/path/or/hub-id` or Settings -> Model")
         return Decision(USE_FOUND, discovery, gpus, chosen, lines)
+    if named:
+        return Decision(NAMED_UNUSABLE, discovery, gpus, chosen, [named])
     if found is not None:
         lines.append(f"not used: {found.source}: vllm {found.version}, but {gpus.summary()}")
     if discovery.saved_missing and settings.engine == "custom":
@@ -318,6 +323,33 @@ def decide(
         return Decision(SAVED_MISSING, discovery, gpus, chosen, lines)
     lines.append("no vLLM with GPUs found: the embedded CPU engine")
     return Decision(USE_EMBEDDED, discovery, gpus, chosen, lines)
+
+
+def named_but_unusable(discovery: Discovery, gpus: Gpus, environ: Mapping[str, str]) -> str:
+    """One line saying why `make run` stops when VLLM_PYTHON names a vLLM it cannot use (it does
+    not import, or NVML sees no GPU), rather than install the 3.5 GB CPU engine or serve another
+    vLLM (one on PATH); "" otherwise, and when the saved custom engine is used."""
+    python = environ.get("VLLM_PYTHON", "")
+    found = discovery.found
+    if not python or (found is not None and found.source == "settings"):
+        return ""
+    if found is not None and found.source == "VLLM_PYTHON":
+        if gpus.names:
+            return ""
+        return (
+            f"stopped: VLLM_PYTHON={python} has vllm {found.version}, but {gpus.summary()}; "
+            f"to use it anyway (a GPU NVML cannot see): TUNING_LAB_ENGINE=custom "
+            f"TUNING_LAB_ENGINE_COMMAND={shlex.quote(python)} make run; for the embedded CPU "
+            "engine: unset VLLM_PYTHON or `make run ENGINE=embedded`"
+        )
+    why = next((n for n in discovery.notes if n.startswith("VLLM_PYTHON:")), "")
+    if not why:
+        return ""
+    return (
+        f"stopped: {why.replace('VLLM_PYTHON:', f'VLLM_PYTHON={python}:', 1)}; point "
+        "VLLM_PYTHON at the python of the environment that has vLLM, or unset it (or "
+        "`make run ENGINE=embedded`) for the embedded CPU engine"
+    )
 
 
 def save_found(decision: Decision, settings: Settings, path: Path | None = None) -> bool:

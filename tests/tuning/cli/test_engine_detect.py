@@ -61,6 +61,24 @@ def test_make_run_without_gpus_builds_the_embedded_engine(tmp_path: Path) -> Non
     assert not (tmp_path / "home" / "settings.json").exists()
 
 
+def test_make_run_with_a_vllm_python_and_no_gpu_stops_and_says_why_installing_nothing(
+    tmp_path: Path,
+) -> None:
+    env = {**subprocess_env(tmp_path, 0), "VLLM_PYTHON": sys.executable}
+    out = subprocess.run(
+        ["make", "-n", "-o", ".venv/.deps", "run"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode != 0
+    assert f"stopped: VLLM_PYTHON={sys.executable} has vllm 0.32.0+fake" in out.stdout
+    assert SETUP not in out.stdout and "ui.serve" not in out.stdout
+    assert not (tmp_path / "home" / "settings.json").exists()
+
+
 def test_make_run_engine_embedded_still_builds_it_and_serves_it(tmp_path: Path) -> None:
     out = make_n_run(tmp_path, 2, "ENGINE=embedded")
     assert out.returncode == 0, out.stdout + out.stderr

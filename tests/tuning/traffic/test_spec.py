@@ -105,3 +105,27 @@ def test_file_sources_take_lengths_from_the_file() -> None:
             output=None,
             prefixes=SharedPrefixes(1, 10),
         )
+
+
+def test_a_file_spec_that_leaves_input_unset_as_its_error_says_is_accepted(tmp_path: Any) -> None:
+    """The refusal says "leave input unset": a spec file without `input` (or with null) is the
+    accepted form, for every file kind; a trace's `output` likewise."""
+    import json
+
+    from tuning.measure.traffic.errors import DataError
+    from tuning.measure.traffic.spec import read_spec
+
+    path = tmp_path / "spec.json"
+    for kind in ("sharegpt", "jsonl", "csv"):
+        path.write_text(json.dumps({"source": {"kind": kind, "path": "chat.json"}}))
+        spec = read_spec(path)
+        assert spec.input is None and spec.output == WorkloadSpec().output
+    path.write_text(json.dumps({"source": {"kind": "trace", "path": "t.jsonl"}, "input": None}))
+    spec = read_spec(path)
+    assert (spec.input, spec.output) == (None, None)
+    assert WorkloadSpec.from_dict(spec.to_dict()) == spec
+    given = {"source": {"kind": "sharegpt", "path": "chat.json"}, "input": {"mean": 8}}
+    path.write_text(json.dumps(given))
+    with pytest.raises(DataError, match="leave input unset"):
+        read_spec(path)
+    assert WorkloadSpec.from_dict({}).input == LengthDist(mean=256)  # synthetic: the default

@@ -288,9 +288,11 @@ class WorkloadSpec:
         if kind == "synthetic" and (self.input is None or self.output is None):
             raise TrafficError("a synthetic workload needs input and output length distributions")
         if kind != "synthetic" and self.input is not None:
-            raise TrafficError(f"input lengths come from the {kind} file; leave input unset")
+            raise TrafficError(
+                f"input lengths come from the {kind} file; leave input unset (or null)"
+            )
         if kind == "trace" and self.output is not None:
-            raise TrafficError("output lengths come from the trace; leave output unset")
+            raise TrafficError("output lengths come from the trace; leave output unset (or null)")
         if kind == "trace" and self.prefixes.count:
             raise TrafficError("a trace shares prompts through its hash_ids; leave prefixes unset")
         if self.arrival.kind == "trace" and kind != "trace":
@@ -316,10 +318,22 @@ class WorkloadSpec:
 
     @classmethod
     def from_dict(cls, data: Any) -> WorkloadSpec:
-        """Builds and validates a spec; an error names the field, e.g. 'arrival.rate'."""
-        spec = _build(cls, data, "spec")
+        """Builds and validates a spec; an error names the field, e.g. 'arrival.rate'. A file
+        source's lengths left unset (absent, or null) come from the file, as its error says."""
+        spec = _build(cls, _file_lengths_unset(data), "spec")
         assert isinstance(spec, WorkloadSpec)
         return spec
+
+
+def _file_lengths_unset(data: Any) -> Any:
+    """`data` with `input` (and a trace's `output`) null where a file source leaves them out:
+    the defaults are synthetic lengths, which a file source refuses."""
+    source = data.get("source") if isinstance(data, dict) else None
+    kind = source.get("kind") if isinstance(source, dict) else None
+    if kind is None or kind == "synthetic" or not isinstance(kind, str):
+        return data
+    unset = {"input": None, "output": None} if kind == "trace" else {"input": None}
+    return {**unset, **data}
 
 
 def _to_plain(value: Any) -> Any:
