@@ -98,6 +98,11 @@ def _typed(param: Param, raw: Any) -> Any:
         text = raw.strip()
         if not text:
             raise ParamError(f"{param.name}: empty value")
+        if param.names_code and _QUALNAME.match(text):  # a class path beside its named options
+            raise ParamError(
+                f"{param.name}: {text!r} is a class to import (its own choices: "
+                f"{', '.join(param.choices)}): never tuned by the lab: {CODE}"
+            )
         # '1 GiB' is one value: the space inside a byte count is not a character of the argv
         _reject_text(param, "".join(text.split()) if param.type == "bytes" else text)
     else:
@@ -118,11 +123,6 @@ def _typed(param: Param, raw: Any) -> Any:
             raise ParamError(f"{param.name}: expected text, got {raw!r}")
         return text
     if param.type == "choice":
-        if param.names_code and text is not None and _QUALNAME.match(text):
-            raise ParamError(
-                f"{param.name}: {text!r} names code to import (its own choices: "
-                f"{', '.join(param.choices)}): never tuned by the lab: {CODE}"
-            )
         if text is None or text not in param.choices:
             raise ParamError(f"{param.name}: {raw!r} is not {param.describe_range()}")
         return text
