@@ -21,7 +21,7 @@ from store import StoreError, connect
 from store import engine_flags as cache
 from tuning.compare.inert import inert_knobs
 from tuning.engine.flags.catalog import Catalog, CatalogError, FlagInfo, engine_python
-from tuning.engine.learn import catalog_for, flag_status, needs_catalog, resolve
+from tuning.engine.learn import LISTS, catalog_for, flag_status, needs_catalog, resolve
 from tuning.engine.params import PARAMS, Param
 from tuning.engine.spec import EngineSpec, installed_vllm_version
 from tuning.engine.value_text import join_values, list_text, value_words
@@ -163,9 +163,8 @@ def _label(name: str, catalog: Catalog | None) -> str:
     info = catalog.get(name) if catalog else None
     if info is None:
         return name
-    return (
-        f"{name} · {info.group or 'other'} ({info.kind}{', deprecated' if info.deprecated else ''})"
-    )
+    kind = f"list of {info.kind}" if info.nargs in LISTS else info.kind
+    return f"{name} · {info.group or 'other'} ({kind}{', deprecated' if info.deprecated else ''})"
 
 
 def suggested_values(param: Param) -> str | None:

@@ -87,7 +87,6 @@ def test_refused_flags_are_not_offered_and_say_why(fake_lab: Path) -> None:
     assert "trust-remote-code" in text and "it reads a file or loads code" in text, text
     assert "host" not in _search(at, "host")
     assert "who can reach the server" in page_text(at)
-    assert "nargs" not in page_text(at)  # issue 40: never argparse's word on the page
     assert not _experiments(fake_lab)
 
 
@@ -97,6 +96,9 @@ def test_a_list_valued_flag_is_offered_and_takes_lists(fake_lab: Path) -> None:
     shows each list in words."""
     at = open_page("app_pages/1_New_experiment.py")
     assert _search(at, "cudagraph") == ["cudagraph-capture-sizes"]
+    assert at.selectbox(key="new_param").options == [
+        "cudagraph-capture-sizes · VllmConfig (list of int)"
+    ]
     at.selectbox(key="new_param").set_value("cudagraph-capture-sizes").run()
     text = page_text(at).replace("\\", "")  # markdown's escapes
     assert "a list of whole numbers, each value in brackets, as [1,2,4,8]" in text, text
