@@ -76,7 +76,9 @@ _ENGINE_FIELD = re.compile(r"(?<![\w.])(\w+)=([^,\s]+)")
 # the text "NONE (0)", which a JSON value matches by name or by value.
 _ENUM_REPR = re.compile(r"<(?:\w+\.)+(\w+): ([^<>]*)>")
 _ENUM_TEXT = re.compile(r"^(\w+) \((.*)\)$")
-_ARG_ITEM = re.compile(r"'(\w+)': ('[^']*'|\"[^\"]*\"|True|False|None|-?[\d.]+(?:e[+-]?\d+)?)")
+_ARG_ITEM = re.compile(
+    r"'(\w+)': ('[^']*'|\"[^\"]*\"|True|False|None|-?[\d.]+(?:e[+-]?\d+)?|\[[^\[\]'\"]*\])"
+)  # a flat list of numbers too (a flag of several values: `'cudagraph_capture_sizes': [1, 2]`)
 _AUTO = {"dtype": "auto", "kv-cache-dtype": "auto"}
 
 

@@ -16,7 +16,7 @@ from subprocess import CompletedProcess
 import pytest
 
 from store import connect, queries
-from tuning.engine.effective import same
+from tuning.engine.effective import compare, read_effective, same
 from tuning.engine.flags.catalog import FlagInfo, check_in_engine, read_catalog
 from tuning.engine.flags.policy import CODE
 from tuning.engine.launch import config_args
@@ -239,3 +239,17 @@ def test_two_lists_run_end_to_end_on_the_fake_vllm(
         assert run["config_mismatch"] == [], run["config_mismatch"]
     table = fake_cli(tmp_path, "runs").stdout
     assert "1, 2, 4, 8, 16, 32" in table and "[1,2" not in table, table
+
+
+def test_a_list_is_read_back_from_a_non_default_args_line_that_is_no_literal() -> None:
+    """vLLM's line may hold a config object's repr (no Python literal): the simple items are then
+    taken one by one, and a flat list is one of them (it was lost: "did not receive it")."""
+    line = (
+        "(APIServer pid=4242) INFO 12-05 09:40:00 [api_utils.py:273] non-default args: "
+        "{'model': 'x', 'scheduler_cls': <class 'Sched'>, 'cudagraph_capture_sizes': [1, 2, 4, 8]}"
+    )
+    eff = read_effective(line, None, LEARNED)
+    assert eff.non_default_args == {"cudagraph-capture-sizes": [1, 2, 4, 8]}
+    assert compare({SIZES.name: "[1,2,4,8]"}, eff, "gpu", LEARNED) == ([], [])
+    (wrong,), _ = compare({SIZES.name: "[1,2,4]"}, eff, "gpu", LEARNED)
+    assert "asked [1,2,4], the engine ran with [1, 2, 4, 8]" in wrong.reason, wrong.reason
