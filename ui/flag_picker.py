@@ -175,6 +175,8 @@ def suggested_values(param: Param) -> str | None:
         return "false,true"
     if param.type == "choice" and param.choices:
         return join_values(param.choices[:4])
+    if param.type == "list" and param.default == "[]" and param.nargs != "*":
+        return ""  # an empty default list is no value the flag can be given
     if param.source == "learned" and param.type in ("text", "json", "list"):
         return "" if param.default is None else join_values([param.default])  # quoted if a list
     return None

@@ -92,8 +92,10 @@ def test_a_list_valued_flag_starts_from_its_default_list_or_empty() -> None:
             "kv-cache-dtype-skip-layers", "k", "str", default=["0", "sliding_window"], nargs="+"
         ),
     ]
-    both = _with(catalog, learned)
+    empty = FlagInfo("skip-nothing", "s", "str", default=[], nargs="+")  # vLLM 0.25's default
+    both = _with(catalog, [*learned, empty])
     assert suggested_values(resolve("cudagraph-capture-sizes", both)) == ""
+    assert suggested_values(resolve("skip-nothing", both)) == ""  # "[]" would be refused
     layers = resolve("kv-cache-dtype-skip-layers", both)
     start = str(suggested_values(layers))
     assert start == '["0","sliding_window"]'
