@@ -98,7 +98,8 @@ def _typed(param: Param, raw: Any) -> Any:
         text = raw.strip()
         if not text:
             raise ParamError(f"{param.name}: empty value")
-        if param.names_code and _QUALNAME.match(text):  # a class path beside its named options
+        if param.names_code and text not in param.choices and _QUALNAME.match(text):
+            # a class path beside the flag's named options
             raise ParamError(
                 f"{param.name}: {text!r} is a class to import (its own choices: "
                 f"{', '.join(param.choices)}): never tuned by the lab: {CODE}"
