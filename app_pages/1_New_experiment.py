@@ -67,7 +67,8 @@ values_text = st.text_input(
     "Values (comma-separated)",
     key="new_values",
     help="A JSON value keeps its own commas; text that holds a comma goes in double quotes: "
-    '"AWS_,HF_",OTHER_ is two values.',
+    '"AWS_,HF_",OTHER_ is two values. A flag of several values takes each value as a list in '
+    "brackets: [1,2,4,8],[1,2,4,8,16,32] is two values.",
 )
 values_slot = st.container()  # what will run, or why not (filled once the spec is built)
 name = render_name(param.name, values_text)

@@ -21,10 +21,10 @@ from store import StoreError, connect
 from store import engine_flags as cache
 from tuning.compare.inert import inert_knobs
 from tuning.engine.flags.catalog import Catalog, CatalogError, FlagInfo, engine_python
-from tuning.engine.learn import catalog_for, flag_status, needs_catalog, resolve
-from tuning.engine.params import PARAMS, Param, format_value
+from tuning.engine.learn import LISTS, catalog_for, flag_status, needs_catalog, resolve
+from tuning.engine.params import PARAMS, Param
 from tuning.engine.spec import EngineSpec, installed_vllm_version
-from tuning.engine.value_text import join_values
+from tuning.engine.value_text import join_values, list_text, value_words
 from ui.common import md_escape
 
 ALL = "All groups"
@@ -163,9 +163,8 @@ def _label(name: str, catalog: Catalog | None) -> str:
     info = catalog.get(name) if catalog else None
     if info is None:
         return name
-    return (
-        f"{name} · {info.group or 'other'} ({info.kind}{', deprecated' if info.deprecated else ''})"
-    )
+    kind = f"list of {info.kind}" if info.nargs in LISTS else info.kind
+    return f"{name} · {info.group or 'other'} ({kind}{', deprecated' if info.deprecated else ''})"
 
 
 def suggested_values(param: Param) -> str | None:
@@ -176,7 +175,9 @@ def suggested_values(param: Param) -> str | None:
         return "false,true"
     if param.type == "choice" and param.choices:
         return join_values(param.choices[:4])
-    if param.source == "learned" and param.type in ("text", "json"):
+    if param.type == "list" and param.default == "[]" and param.nargs != "*":
+        return ""  # an empty default list is no value the flag can be given
+    if param.source == "learned" and param.type in ("text", "json", "list"):
         return "" if param.default is None else join_values([param.default])  # quoted if a list
     return None
 
@@ -278,10 +279,13 @@ def render_learned(param: Param, info: FlagInfo | None, version: str) -> None:
         f"**{md_escape(param.name)}** · {md_escape(info.group if info else '')} · as your vLLM "
         f"{md_escape(version)} defines it"
     ]
-    lines.append(
-        f"Type: {md_escape(kind)}"
-        + (f" ({md_escape(info.type_name)})" if info and info.type_name else "")
-    )
+    if param.type == "list":  # several values at once: each value of the experiment is one list
+        lines.append(f"Takes {md_escape(param.describe_range())}")
+    else:
+        lines.append(
+            f"Type: {md_escape(kind)}"
+            + (f" ({md_escape(info.type_name)})" if info and info.type_name else "")
+        )
     if param.choices:
         lines.append("Choices: " + md_escape(", ".join(param.choices)))
     lines.append("Default: " + md_escape(_shown(info.default if info else param.default)))
@@ -296,4 +300,6 @@ def render_learned(param: Param, info: FlagInfo | None, version: str) -> None:
 
 
 def _shown(value: Any) -> str:
-    return "none" if value is None else format_value(value)
+    if isinstance(value, list):  # a list-valued flag's default, in words
+        return value_words(list_text(value)) if value else "an empty list"
+    return "none" if value is None else value_words(value)

@@ -55,6 +55,8 @@ DEFAULTS: dict[str, Any] = {
     "enable_prefix_caching": True,
     "kv_cache_dtype": "auto",
 }
+# Flags vLLM parses with nargs "+" (one argv item per element), read as a list as vLLM does.
+SEVERAL = frozenset({"cudagraph-capture-sizes"})
 _BYTE_SUFFIX = {"k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**20, "G": 2**30}
 
 
@@ -151,7 +153,12 @@ def parse_flags(argv: list[str]) -> dict[str, Any]:
             continue
         name, eq, value = token[2:].partition("=")
         parsed: Any = _typed(value) if eq else True
-        if not eq and i < len(argv) and not argv[i].startswith("--"):
+        if name in SEVERAL and not eq:  # nargs "+": every item up to the next flag, a list
+            parsed = []
+            while i < len(argv) and not argv[i].startswith("--"):
+                parsed.append(_typed(argv[i]))
+                i += 1
+        elif not eq and i < len(argv) and not argv[i].startswith("--"):
             parsed = _typed(argv[i])
             i += 1
         if name.startswith("no-") and parsed is True:

@@ -87,8 +87,29 @@ def test_refused_flags_are_not_offered_and_say_why(fake_lab: Path) -> None:
     assert "trust-remote-code" in text and "it reads a file or loads code" in text, text
     assert "host" not in _search(at, "host")
     assert "who can reach the server" in page_text(at)
-    assert "cudagraph-capture-sizes" not in _search(at, "cudagraph")
-    assert "several values at once" in page_text(at)
+    assert not _experiments(fake_lab)
+
+
+def test_a_list_valued_flag_is_offered_and_takes_lists(fake_lab: Path) -> None:
+    """Issue 40 item 5: `cudagraph-capture-sizes` (nargs +) was listed as refused because it
+    "takes several values at once (nargs +)"; it is offered, says how to write its values, and
+    shows each list in words."""
+    at = open_page("app_pages/1_New_experiment.py")
+    assert _search(at, "cudagraph") == ["cudagraph-capture-sizes"]
+    assert at.selectbox(key="new_param").options == [
+        "cudagraph-capture-sizes · VllmConfig (list of int)"
+    ]
+    at.selectbox(key="new_param").set_value("cudagraph-capture-sizes").run()
+    text = page_text(at).replace("\\", "")  # markdown's escapes
+    assert "a list of whole numbers, each value in brackets, as [1,2,4,8]" in text, text
+    assert "nargs" not in text
+    at.text_input(key="new_values").set_value("1,2,4,8").run()
+    assert any("write each in brackets" in e for e in _errors(at)), _errors(at)
+    assert at.button(key="new_start").disabled
+    at.text_input(key="new_values").set_value("[1,2,4,8],[1,2,4,8,16,32]").run()
+    assert not _errors(at), _errors(at)
+    captions = " ".join(c.value for c in at.caption)
+    assert "will run: ` 1, 2, 4, 8 ` · ` 1, 2, 4, 8, 16, 32 `" in captions, captions
     assert not _experiments(fake_lab)
 
 

@@ -80,3 +80,25 @@ def _with(catalog: Catalog, infos: list[FlagInfo]) -> Catalog:
     flags = {**catalog.flags, **{i.name: i for i in infos if not i.name.startswith("VLLM_")}}
     env = {**catalog.env, **{i.name: i for i in infos if i.name.startswith("VLLM_")}}
     return Catalog(catalog.python, catalog.vllm_version, catalog.parser, flags, env=env)
+
+
+def test_a_list_valued_flag_starts_from_its_default_list_or_empty() -> None:
+    """Issue 40 item 5: a list flag's numbers typed for the last flag ("2,16") are no list; it
+    starts from its own default list, which parses back as one value, or empty."""
+    catalog = _catalog()
+    learned = [
+        FlagInfo("cudagraph-capture-sizes", "c", "int", nargs="+"),
+        FlagInfo(
+            "kv-cache-dtype-skip-layers", "k", "str", default=["0", "sliding_window"], nargs="+"
+        ),
+    ]
+    empty = FlagInfo("skip-nothing", "s", "str", default=[], nargs="+")  # vLLM 0.25's default
+    both = _with(catalog, [*learned, empty])
+    assert suggested_values(resolve("cudagraph-capture-sizes", both)) == ""
+    assert suggested_values(resolve("skip-nothing", both)) == ""  # "[]" would be refused
+    layers = resolve("kv-cache-dtype-skip-layers", both)
+    start = str(suggested_values(layers))
+    assert start == '["0","sliding_window"]'
+    assert parse_values(layers.name, start, {layers.name: layers}) == [start]
+    names, refused = offers(both, "gpu", "cudagraph")
+    assert names == ["cudagraph-capture-sizes"] and refused == []

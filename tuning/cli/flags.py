@@ -43,7 +43,8 @@ def _row(info: FlagInfo) -> dict[str, Any]:
     status, why = flag_status(info)
     return {
         "name": info.name,
-        "type": info.kind,
+        "type": info.kind,  # of each element when `nargs` says it takes several
+        "nargs": info.nargs,
         "choices": list(info.options if info.names_code else info.choices),
         "default": info.default,
         "group": info.group,
@@ -90,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
             group = row["group"]
             say(f"\n[{group or 'other'}]")
         kind = row["type"] + (f" {{{','.join(row['choices'])}}}" if row["choices"] else "")
+        if row["nargs"] in ("+", "*"):  # one list per value: [1,2,4,8]
+            kind = f"a list of {kind}, each value in brackets"
         mark = {"curated": "*", "tunable": " ", "refused": "x"}[row["status"]]
         dashes = "" if args.env else "--"
         say(f" {mark} {dashes}{row['name']} ({kind}; default {row['default']!r})")

@@ -8,6 +8,7 @@ from typing import Any
 
 from core.status import suspect_reasons
 from tuning.cli.args import db_path, printable, refused, say
+from tuning.engine.value_text import value_words
 from tuning.measure.telemetry.completeness import sample_gaps
 
 RUN_KEYS = (
@@ -96,6 +97,7 @@ def runs(args: argparse.Namespace) -> int:
     for r in rows:
         tps, ttft, tpot = (fmt(r[k], spec="{:.1f}", none="-") for k in _RUNS_TABLE)
         param, value, status, kind = (printable(r[k] or "") for k in _RUNS_TEXT)  # one line each
+        value = printable(value_words(r["value"] or ""))  # a list value: 1, 2, 4, 8
         say(
             f"{r['id']:>4} {r['experiment_id']:>4} {param:22} {value:>8} "
             f"{status:9} {tps:>9} {ttft:>8} {tpot:>8} {fmt(r['failed'], 'count', none='-'):>4}"

@@ -29,7 +29,7 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from core.units import GIB, format_bytes
@@ -38,6 +38,7 @@ from tuning.engine.log_facts import SOURCE as SRC_LOG
 from tuning.engine.log_facts import Sheet, read_sheet
 from tuning.engine.params import CPU_KV_ENV, PARAMS, Param, get_param, parse_bytes
 from tuning.engine.server import StartupFacts
+from tuning.engine.value_text import list_elements
 
 BYTES_TOLERANCE = 1e-3
 # Floats reach vLLM with every digit (tuning.engine.value_text.format_value) and vLLM prints them
@@ -75,7 +76,9 @@ _ENGINE_FIELD = re.compile(r"(?<![\w.])(\w+)=([^,\s]+)")
 # the text "NONE (0)", which a JSON value matches by name or by value.
 _ENUM_REPR = re.compile(r"<(?:\w+\.)+(\w+): ([^<>]*)>")
 _ENUM_TEXT = re.compile(r"^(\w+) \((.*)\)$")
-_ARG_ITEM = re.compile(r"'(\w+)': ('[^']*'|\"[^\"]*\"|True|False|None|-?[\d.]+(?:e[+-]?\d+)?)")
+_ARG_ITEM = re.compile(
+    r"'(\w+)': ('[^']*'|\"[^\"]*\"|True|False|None|-?[\d.]+(?:e[+-]?\d+)?|\[[^\[\]'\"]*\])"
+)  # a flat list of numbers too (a flag of several values: `'cudagraph_capture_sizes': [1, 2]`)
 _AUTO = {"dtype": "auto", "kv-cache-dtype": "auto"}
 
 
@@ -239,6 +242,8 @@ def same(param: Param, asked: Any, effective: Any) -> bool:
         return a_int is not None and a_int == e_int
     if param.type == "json":
         return _same_json(asked, effective)
+    if param.type == "list":
+        return _same_list(param, asked, effective)
     if _AUTO.get(param.name) == _as_text(asked):
         return True  # `auto` is whatever the engine resolved it to
     return _as_text(asked) == _as_text(effective)
@@ -261,6 +266,27 @@ def _same_json(asked: Any, effective: Any) -> bool:
         return all(_same_field(v, effective.get(k)) for k, v in wanted.items())
     text = str(effective)  # a config object's repr: `field=value` or `'field': value`
     return all(f"{k}={v!r}" in text or f"'{k}': {v!r}" in text for k, v in wanted.items())
+
+
+def _elements(value: Any) -> list[Any] | None:
+    """A list value as its elements: the stored JSON text, a list, or the engine's repr of one."""
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    try:
+        return list_elements(value)
+    except ValueError:
+        pass
+    found = _literal(str(value)) if isinstance(value, str) else None
+    return list(found) if isinstance(found, (list, tuple)) else None
+
+
+def _same_list(param: Param, asked: Any, effective: Any) -> bool:
+    """The same elements in the same order, each by its own type's rule."""
+    wanted, got = _elements(asked), _elements(effective)
+    if wanted is None or got is None or len(wanted) != len(got):
+        return False
+    one = replace(param, type=param.item or "text", item=None, nargs=None)
+    return all(same(one, a, e) for a, e in zip(wanted, got, strict=True))
 
 
 def _same_field(wanted: Any, got: Any) -> bool:

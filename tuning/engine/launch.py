@@ -21,6 +21,7 @@ from tuning.engine.params import (
     get_param,
 )
 from tuning.engine.validate import validate_config, validate_value
+from tuning.engine.value_text import list_argv
 
 
 def engine_env(
@@ -45,7 +46,8 @@ def config_args(
     config: Mapping[str, Any], learned: Learned | None = None
 ) -> tuple[list[str], dict[str, str]]:
     """Validated config -> (flag argv, env); never emits --disable-log-stats or a host. A bool
-    flag without a `--no-` form (a switch) is given when true and left out when false."""
+    flag without a `--no-` form (a switch) is given when true and left out when false; a list
+    value is one argv item per element (`--cudagraph-capture-sizes 1 2 4 8`)."""
     argv: list[str] = []
     env: dict[str, str] = {}
     for key in sorted(config):
@@ -57,6 +59,8 @@ def config_args(
             assert param.flag is not None
             if param.type == "bool" and (value or param.negatable):
                 argv.append(param.flag if value else "--no-" + param.flag[2:])
+            elif param.type == "list":  # vLLM's nargs: one argv item per element
+                argv += [param.flag, *list_argv(value)]
             elif param.type != "bool":
                 argv += [param.flag, format_value(value)]
     return argv, env

@@ -28,6 +28,7 @@ from tuning.engine.params import (
     suggest,
 )
 from tuning.engine.spec import EngineSpec, installed_vllm_version
+from tuning.engine.value_text import list_elements, list_text
 
 _TYPES: dict[str, ValueType] = {
     "bool": "bool",
@@ -62,9 +63,14 @@ def to_param(info: FlagInfo) -> Param:
     if info.names_code:  # a class path or one of its named options: the options only
         kind, choices = "choice", info.options
         default = default if default in choices else None
+    item: ValueType | None = None
+    if info.nargs in LISTS:  # several values at once: each value of the lab's is one list
+        item, kind, default = kind, "list", _list_default(info.default)
     return Param(
         name=info.name,
         type=kind,
+        item=item,
+        nargs=info.nargs if item else None,
         help=info.help,
         flag="--" + info.name,
         choices=choices,
@@ -85,15 +91,44 @@ def why_refused(info: FlagInfo) -> str | None:
     return CODE if info.names_code and not info.options else None
 
 
+# argparse's nargs the lab launches: one list per value, one argv item per element
+LISTS = ("+", "*")
+
+
+def _list_default(default: object) -> str | None:
+    """The parser's default of a list-valued flag as a list value's stored text, when it is one."""
+    if not isinstance(default, list):
+        return None
+    try:
+        return list_text(list_elements(default))
+    except ValueError:
+        return None
+
+
+def why_not_launched(info: FlagInfo) -> str | None:
+    """Why a flag the policy allows still cannot be launched, in the user's words: a list of
+    true/false or of JSON values, or a value that is optional or a fixed count of items."""
+    if info.nargs is None:
+        return None
+    if info.nargs in LISTS:
+        if info.kind in ("bool", "switch", "json"):
+            return f"it takes a list of {_KIND_WORDS[info.kind]}, which the lab cannot launch yet"
+        return None
+    if info.nargs == "?":
+        return "its value may be left out (given bare), which the lab cannot launch yet"
+    return f"it takes exactly {info.nargs} values at once, which the lab cannot launch yet"
+
+
+_KIND_WORDS = {"bool": "true/false values", "switch": "true/false values", "json": "JSON values"}
+
+
 def flag_status(info: FlagInfo) -> tuple[str, str | None]:
     """("curated" | "tunable" | "refused", why refused): how the lab treats one flag of the
     engine, for the CLI's listing and New experiment's picker alike."""
     if info.name in PARAMS:
         return "curated", None
-    if why := why_refused(info):
+    if why := why_refused(info) or why_not_launched(info):
         return "refused", why
-    if info.nargs is not None:
-        return "refused", f"takes several values at once (nargs {info.nargs})"
     return "tunable", None
 
 
@@ -115,11 +150,8 @@ def resolve(name: str, catalog: Catalog | None) -> Param:
         raise ParamError(f"unknown parameter {key!r} in {where}{suggest(key, known)}")
     if why := why_refused(info):
         raise ParamError(f"{info.name}: never tuned by the lab: {why}")
-    if info.nargs is not None:
-        raise ParamError(
-            f"{info.name} takes several values at once (nargs {info.nargs}), which the lab "
-            "cannot sweep yet; a JSON-valued flag that holds them may (e.g. compilation-config)"
-        )
+    if why := why_not_launched(info):
+        raise ParamError(f"{info.name}: {why}")
     return to_param(info)
 
 

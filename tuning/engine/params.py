@@ -9,6 +9,7 @@ tuning.engine.validate before any process starts.
 from __future__ import annotations
 
 import difflib
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
@@ -20,10 +21,11 @@ from tuning.engine.value_text import (
     format_value as format_value,  # re-exported: the registry's callers
 )
 from tuning.engine.value_text import split_values as split_values
+from tuning.engine.value_text import value_words
 
 Backend = Literal["cpu", "gpu"]
 Kind = Literal["flag", "env", "workload"]
-ValueType = Literal["int", "float", "bool", "choice", "bytes", "text", "json"]
+ValueType = Literal["int", "float", "bool", "choice", "bytes", "text", "json", "list"]
 Learned = Mapping[
     str, "Param"
 ]  # flags of the user's vLLM beyond the curated table (tuning.engine.flags)
@@ -34,6 +36,9 @@ FORCED_HOST = "127.0.0.1"
 # cache_config.kv_cache_memory_bytes, so it silently beats both flags below.
 CPU_KV_ENV = "VLLM_CPU_KVCACHE_SPACE"
 KV_BUDGET_FLAGS = ("kv-cache-memory-bytes", "gpu-memory-utilization")
+
+
+_ITEM_WORDS = {"int": "whole numbers", "float": "numbers", "bytes": "byte counts", "text": "texts"}
 
 
 class ParamError(ValueError):
@@ -65,6 +70,10 @@ class Param:
     # or a file; `names_code`: the value itself would, beyond its named `choices`.
     code_keys: tuple[str, ...] = ()
     names_code: bool = False
+    # A list-valued flag (`type` "list"; vLLM's argparse nargs "+" or "*"): each value is one list
+    # of `item`-typed elements (`choices` are theirs), launched one argv item per element.
+    item: ValueType | None = None
+    nargs: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -84,6 +93,15 @@ class Param:
         return self.kind != "workload"
 
     def describe_range(self) -> str:
+        if self.type == "list":
+            what = _ITEM_WORDS.get(self.item or "text", "values")
+            if self.item == "choice":
+                what = "of " + ", ".join(self.choices)
+            numbers = self.item in ("int", "float", "bytes")
+            words = list(self.choices[:2]) or ["a", "b"]
+            example = "[1,2,4,8]" if numbers else json.dumps(words, separators=(",", ":"))
+            empty = " (or empty: [])" if self.nargs == "*" else ""
+            return f"a list of {what}{empty}, each value in brackets, as {example}"
         if self.type == "choice":
             named = "one of " + ", ".join(self.choices)
             return named + (f" (any other is a class to import: {CODE})" if self.names_code else "")
@@ -312,7 +330,7 @@ def show_value(name: str | None, value: Any, learned: Learned | None = None) -> 
             return format_bytes(n)
     except ValueError:  # ParamError is one
         pass
-    return format_value(value)
+    return value_words(value)
 
 
 def run_value(run: Mapping[str, Any]) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 from tuning.engine.flags.catalog import CatalogError, Checked, check_in_engine, engine_python
 from tuning.engine.params import Param, ParamError, format_value
 from tuning.engine.spec import EngineSpec
+from tuning.engine.value_text import list_argv
 
 
 def check_with_engine(
@@ -32,17 +33,19 @@ def check_values(python: str, param: Param, values: Sequence[Any]) -> None:
     if param.source == "curated":
         return
     if param.kind == "env":
-        pairs: list[tuple[str, str | None]] = [
+        pairs: list[tuple[str, str | list[str] | None]] = [
             (param.env or param.name, format_value(v)) for v in values
         ]
         _refuse_any(param, _checked(python, param, pairs, env=True))
         return
     if param.flag is None:
         return
-    argvs: list[tuple[str, str | None]] = []
+    argvs: list[tuple[str, str | list[str] | None]] = []
     for value in values:
         if param.type == "bool":
             argvs.append((param.flag if value else "--no-" + param.flag[2:], None))
+        elif param.type == "list":
+            argvs.append((param.flag, list_argv(value)))
         else:
             argvs.append((param.flag, format_value(value)))
     if not param.negatable:
@@ -51,7 +54,7 @@ def check_values(python: str, param: Param, values: Sequence[Any]) -> None:
 
 
 def _checked(
-    python: str, param: Param, items: list[tuple[str, str | None]], env: bool = False
+    python: str, param: Param, items: list[tuple[str, str | list[str] | None]], env: bool = False
 ) -> list[Checked]:
     try:
         return check_in_engine(python, items, env=env)

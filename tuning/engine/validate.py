@@ -10,9 +10,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from core.units import parse_bytes
+from tuning.engine.flags.policy import CODE
 from tuning.engine.params import (
     CPU_KV_ENV,
     KV_BUDGET_FLAGS,
@@ -21,8 +23,18 @@ from tuning.engine.params import (
     ParamError,
     get_param,
 )
-from tuning.engine.value_text import Item, ambiguous_split, json_object_text, value_items
+from tuning.engine.value_text import (
+    Item,
+    ambiguous_split,
+    format_value,
+    json_object_text,
+    list_elements,
+    list_text,
+    value_items,
+)
 
+# `module.Class`, `pkg.mod:attr`: what vLLM imports by name (resolve_obj_by_qualname)
+_QUALNAME = re.compile(r"^[A-Za-z_]\w*([.:][A-Za-z_]\w*)+$")
 _SAFE_TEXT = re.compile(r"^[A-Za-z0-9_.]+$")
 _PRINTABLE = re.compile(r"^[\x21-\x7e]+$")  # a learned text flag's value: one argv item, no space
 
@@ -51,12 +63,47 @@ def _json_value(param: Param, raw: Any) -> str:
 def validate_value(name: str, raw: Any, learned: Learned | None = None) -> Any:
     """Return the typed value of `raw` for parameter `name`, or raise ParamError saying why not."""
     param = get_param(name, learned)
+    if param.type == "list":
+        return _list_value(param, raw)
+    return _typed(param, raw)
+
+
+def _list_value(param: Param, raw: Any) -> str:
+    """A list-valued flag's value as its stored text (compact JSON), each element typed and
+    checked as a value of the element's type."""
+    if raw is None:
+        raise ParamError(f"{param.name}: a value is required")
+    try:
+        elements = list_elements(raw)
+    except ValueError as exc:
+        raise ParamError(f"{param.name}: {exc}") from None
+    if not elements and param.nargs != "*":
+        raise ParamError(f"{param.name}: an empty list; give at least one item, as [1,2,4,8]")
+    one = replace(param, type=param.item or "text", item=None, nargs=None)
+    numbers = one.type in ("int", "float", "bytes")
+    typed = [
+        _typed(one, e if numbers and not isinstance(e, str) else format_value(e)) for e in elements
+    ]
+    try:
+        return list_text(typed)
+    except ValueError as exc:
+        raise ParamError(f"{param.name}: {exc}") from None
+
+
+def _typed(param: Param, raw: Any) -> Any:
+    """`raw` as a value of `param`'s own (not list) type."""
     if raw is None:
         raise ParamError(f"{param.name}: a value is required")
     if isinstance(raw, str):
         text = raw.strip()
         if not text:
             raise ParamError(f"{param.name}: empty value")
+        if param.names_code and text not in param.choices and _QUALNAME.match(text):
+            # a class path beside the flag's named options
+            raise ParamError(
+                f"{param.name}: {text!r} is a class to import (its own choices: "
+                f"{', '.join(param.choices)}): never tuned by the lab: {CODE}"
+            )
         # '1 GiB' is one value: the space inside a byte count is not a character of the argv
         _reject_text(param, "".join(text.split()) if param.type == "bytes" else text)
     else:
@@ -181,12 +228,16 @@ def parse_values(name: str, text: str | Iterable[Any], learned: Learned | None =
     if not found:
         raise ParamError(f"{name}: give at least one value")
     items = [item.text for item in found]
+    param = _known(name, learned)
+    bare = [i for i in found if i.quoted or not str(i.text).startswith("[")]
+    if param is not None and param.type == "list" and isinstance(text, str) and bare:
+        raise ParamError(f"{param.name} {_bracket_hint(found, bare[0])}")
     spaced = [i.text for i in found if not i.quoted and _spaced(name, i.text)]
     if spaced:
         raise ParamError(f"{name}: separate values with commas: {','.join(spaced[0].split())}")
-    param = _known(name, learned) if isinstance(text, str) else None  # a list is split already
     if (
-        param
+        isinstance(text, str)  # a list is split already
+        and param
         and param.type == "text"
         and (why := ambiguous_split(found, param.help, param.default))
     ):
@@ -198,6 +249,17 @@ def parse_values(name: str, text: str | Iterable[Any], learned: Learned | None =
             raise ParamError(f"{name}: {raw} is given twice; each value runs once per repeat")
         seen.append(value)
     return values
+
+
+def _bracket_hint(found: list[Item], bare: Item) -> str:
+    """Why a list-valued flag's typed values are not lists, and how to write them."""
+    if all(not i.quoted and not str(i.text).startswith("[") for i in found):
+        one = "[" + ",".join(" ".join(str(i.text).split()) for i in found).replace(" ", ",") + "]"
+        return (
+            f"takes a list for each value: write each in brackets, as {one} for one value, or "
+            f"{one},[...] for several (on a command line inside single quotes: --values '{one}')"
+        )
+    return f"takes a list for each value: {str(bare.text)!r} is not in brackets, as [1,2,4,8]"
 
 
 def _spaced(name: str, text: Any) -> bool:

@@ -3,7 +3,8 @@ split into its items, a JSON value read under the flag policy, and a value writt
 exact text vLLM, the environment, a stored label and a command line get.
 
 The list syntax: items separated by commas. An item that starts with `{` or `[` is one JSON value
-with its own commas (`{"a":1,"b":2},{}`; `[1,2,4],[1,2]` for list-valued flags); an item in
+with its own commas (`{"a":1,"b":2},{}`; `[1,2,4],[1,2]` for list-valued flags, each list one
+value, stored as its compact JSON text and launched one argv item per element); an item in
 double quotes is JSON text that may hold commas (`"AWS_,HF_",OTHER_` is two values, the first
 with a comma inside). Everything else runs to the next comma, as it always did (`2, 16`).
 """
@@ -89,6 +90,57 @@ def format_value(value: Any) -> str:
         short = f"{value:g}"
         return short if float(short) == value else repr(value)
     return str(value)
+
+
+MAX_LIST_ITEMS = 1024  # elements of one list value (vLLM's own capture-size list has about 70)
+
+
+def list_elements(raw: Any) -> list[Any]:
+    """A list-valued flag's value (its JSON text, or a list) as its elements; ValueError saying
+    why not: not JSON, not a list, an element that is a list, an object or null, too many."""
+    if isinstance(raw, (list, tuple)):
+        value: Any = list(raw)
+    else:
+        text = str(raw).strip()
+        if not text.startswith("["):
+            raise ValueError(f"expected a list in brackets such as [1,2,4,8], got {raw!r}")
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"{raw!r} is not a JSON list ({exc})") from None
+    if not isinstance(value, list):
+        raise ValueError(f"expected a list in brackets such as [1,2,4,8], got {raw!r}")
+    if len(value) > MAX_LIST_ITEMS:
+        raise ValueError(f"a list of {len(value)} items; at most {MAX_LIST_ITEMS}")
+    for item in value:
+        if item is None or isinstance(item, (list, dict)):
+            raise ValueError(f"{json.dumps(item)} inside {raw!r} is not one plain value")
+    return value
+
+
+def list_text(elements: Iterable[Any]) -> str:
+    """Typed elements as the one stored text of a list value: compact JSON ('[1,2,4,8]')."""
+    try:
+        return json.dumps(list(elements), separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        raise ValueError("a list holds a number that is not finite") from None
+
+
+def list_argv(value: Any) -> list[str]:
+    """A list value (its stored text, or a list) as the argv items after its flag, one each."""
+    return [format_value(e) for e in list_elements(value)]
+
+
+def value_words(value: Any) -> str:
+    """A value as a person reads it, where no parameter says more: a list value (its stored JSON
+    text) as its elements in words, '1, 2, 4, 8'; anything else as `format_value` writes it."""
+    if isinstance(value, str) and value.startswith("["):
+        try:
+            elements = list_elements(value)
+        except ValueError:
+            return value
+        return ", ".join(format_value(e) for e in elements) if elements else "an empty list"
+    return format_value(value)
 
 
 def json_object_text(raw: Any, code_keys: Iterable[str] = ()) -> str:

@@ -125,7 +125,10 @@ class ExperimentSpec:
                 apply_value(workload, workload_spec, p.name, value)
         if engine is not None:  # the flags it launches with travel with the experiment
             engine = replace(engine, learned={n: q.to_dict() for n, q in learned.items()})
-        shown = ", ".join(show_value(p.name, v, learned) for v in typed)
+        # a list value reads "1, 2, 4, 8": the values of a list-valued flag part with "; "
+        shown = ("; " if p.type == "list" else ", ").join(
+            show_value(p.name, v, learned) for v in typed
+        )
         return cls(
             param=p,
             values=typed,
@@ -208,7 +211,8 @@ class ExperimentSpec:
             "--values",
             default=None,
             help="comma-separated, e.g. 2,16 (required); a JSON value keeps its commas, and text "
-            "that holds a comma goes in double quotes: '\"AWS_,HF_\",OTHER_' is two values",
+            "that holds a comma goes in double quotes: '\"AWS_,HF_\",OTHER_' is two values; a "
+            "flag of several values takes each as a list: '[1,2,4,8],[1,2,4,8,16,32]' is two",
         )
         p.add_argument(
             "--set", action="append", metavar="NAME=VALUE", help="baseline server parameter"

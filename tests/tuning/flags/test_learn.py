@@ -103,8 +103,8 @@ def test_refused_and_unknown_flags_before_anything_starts(
         prepare(db, spec, "trust-remote-code", "false,true", {})
     with pytest.raises(ParamError, match="did you mean `max-num-seqs`"):
         prepare(db, spec, "max-num-seq", "2,4", {})
-    with pytest.raises(ParamError, match="several values at once"):
-        prepare(db, spec, "cudagraph-capture-sizes", "1,2", {})
+    with pytest.raises(ParamError, match="takes a list for each value: write each in brackets"):
+        prepare(db, spec, "cudagraph-capture-sizes", "1,2", {})  # issue 40: lists, in brackets
     with pytest.raises(ParamError, match="is not JSON"):
         prepare(db, spec, "compilation-config", "{bad", {})
     with pytest.raises(ParamError, match="refused by vLLM's own parser: .*no_such_field"):
@@ -258,8 +258,9 @@ def test_code_and_files_are_refused_inside_json_values_and_class_fields(
         assert message == f"compilation-config: {key} inside it is {CODE_REASON}", message
     # a value that is a class to import; a flag whose name or type says it takes one
     message = refused("distributed-executor-backend", "mp,some.module.Class")
-    assert "'some.module.Class' is not one of external_launcher, mp, ray, uni" in message
-    assert "class to import: it reads a file or loads code" in message
+    assert "'some.module.Class' is a class to import" in message
+    assert "external_launcher, mp, ray, uni" in message
+    assert message.endswith(CODE_REASON)  # issue 40: the reason every code flag gives
     assert refused("scheduler-cls", "some.module.Sched").endswith(CODE_REASON)
     assert refused("fake-worker-hook", "some.module.Hook").endswith(CODE_REASON)  # by its type
     assert refused("fake-dump-path", "/tmp/x").endswith(CODE_REASON)  # by its name

@@ -214,12 +214,13 @@ class Checked:
 
 def check_in_engine(
     python: str,
-    argvs: Iterable[tuple[str, str | None]],
+    argvs: Iterable[tuple[str, str | list[str] | None]],
     timeout: float = PROBE_TIMEOUT_S,
     env: bool = False,
 ) -> list[Checked]:
-    """Each (flag, value) parsed alone by the engine's parser (None: a bare flag): its types,
-    choices and JSON models, before any server starts. With `env`, each (VLLM_NAME, value) read
+    """Each (flag, value) parsed alone by the engine's parser (None: a bare flag; a list: one
+    argv item each, for a flag of several values): its types, choices and JSON models, before
+    any server starts. With `env`, each (VLLM_NAME, value) read
     by vLLM's own reader of that variable."""
     items = [[flag, value] for flag, value in argvs]
     if not items:

@@ -6,11 +6,11 @@ parser of the vLLM it belongs to, or check values with it.
     python engine_probe.py check-env < JSON  (the same for [[VLLM_NAME, value], ...])
 
 `check` reads [[flag, value-or-null], ...]; each is parsed alone with the engine's own types and
-choices (a null value is a bare flag), so a malformed value is refused with vLLM's own message
-before any server starts. `list` also reads, from the engine's config classes (a flag's group is
-its class, its dest the field), which flags take a class to import and which keys of a JSON value
-name code or a file, for the lab's policy (tuning.engine.flags.policy). Which parser: the API
-server's
+choices (a null value is a bare flag, a list one argv item per element), so a malformed value is
+refused with vLLM's own message before any server starts. `list` also reads, from the engine's
+config classes (a flag's group is its class, its dest the field), which flags take a class to
+import and which keys of a JSON value name code or a file, for the lab's policy
+(tuning.engine.flags.policy). Which parser: the API server's
 (`make_arg_parser`, the place moved between vLLM versions), else the engine's
 (`AsyncEngineArgs.add_cli_args`).
 """
@@ -450,7 +450,10 @@ def check_items(items: list[list[Any]]) -> list[dict[str, Any]]:
     parser.exit_on_error = False
     out = []
     for flag, value in items:
-        argv = [flag] if value is None else [flag, str(value)]
+        if isinstance(value, list):  # a flag of several values (nargs): one argv item each
+            argv = [flag, *(str(v) for v in value)]
+        else:
+            argv = [flag] if value is None else [flag, str(value)]
         try:
             with contextlib.redirect_stderr(io.StringIO()):
                 ns, rest = parser.parse_known_args(argv)
