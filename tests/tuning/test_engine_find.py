@@ -19,8 +19,8 @@ from tuning.engine.find import (
     SAVED_MISSING,
     USE_EMBEDDED,
     USE_FOUND,
+    choose_engine,
     custom_problem,
-    decide,
     find_vllm,
     model_config,
     read_gpus,
@@ -81,11 +81,11 @@ def test_an_interpreter_without_vllm_is_not_a_vllm(
 
 
 def test_make_run_uses_a_found_vllm_only_when_nvml_sees_gpus(box: dict[str, str]) -> None:
-    assert decide(Settings(), nvml=FakeNvml(devices=2)).code == USE_FOUND
-    assert decide(Settings(), nvml=FakeNvml(devices=0)).code == USE_EMBEDDED
+    assert choose_engine(Settings(), nvml=FakeNvml(devices=2)).code == USE_FOUND
+    assert choose_engine(Settings(), nvml=FakeNvml(devices=0)).code == USE_EMBEDDED
     no_driver = FakeNvml()
     no_driver.fail_init = True
-    assert decide(Settings(), nvml=no_driver).code == USE_EMBEDDED
+    assert choose_engine(Settings(), nvml=no_driver).code == USE_EMBEDDED
 
 
 def test_a_saved_engine_that_is_gone_stops_make_run_rather_than_install_the_cpu_engine(
@@ -93,7 +93,7 @@ def test_a_saved_engine_that_is_gone_stops_make_run_rather_than_install_the_cpu_
 ) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
     gone = Settings(engine="custom", engine_command="/opt/vllm/bin/vllm serve", engine_model="m")
-    decision = decide(gone, nvml=FakeNvml(devices=2))
+    decision = choose_engine(gone, nvml=FakeNvml(devices=2))
     assert decision.code == SAVED_MISSING
     assert "was not found" in decision.lines[-1] and "Settings" in decision.lines[-1]
 
@@ -102,17 +102,17 @@ def test_a_vllm_python_seeing_no_gpu_stops_make_run_in_one_line_rather_than_inst
     box: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("VLLM_PYTHON", sys.executable)
-    decision = decide(Settings(), nvml=FakeNvml(devices=0))
+    decision = choose_engine(Settings(), nvml=FakeNvml(devices=0))
     assert decision.code == NAMED_UNUSABLE != USE_EMBEDDED
     [line] = decision.lines
     assert line.startswith(f"stopped: VLLM_PYTHON={sys.executable} has vllm 0.32.0+fake")
     assert "NVML sees no GPU" in line and "TUNING_LAB_ENGINE_COMMAND=" in line
     assert not save_found(decision, Settings())
-    assert decide(Settings(), nvml=FakeNvml(devices=2)).code == USE_FOUND
+    assert choose_engine(Settings(), nvml=FakeNvml(devices=2)).code == USE_FOUND
     # the way on that the line names (docs/guides/gpu-box.md): the custom engine is always used
     monkeypatch.setenv("TUNING_LAB_ENGINE", "custom")
     monkeypatch.setenv("TUNING_LAB_ENGINE_COMMAND", sys.executable)
-    assert decide(load_settings(), nvml=FakeNvml(devices=0)).code == USE_FOUND
+    assert choose_engine(load_settings(), nvml=FakeNvml(devices=0)).code == USE_FOUND
 
 
 def test_a_vllm_python_without_vllm_stops_make_run_naming_it_rather_than_use_the_vllm_on_path(
@@ -120,16 +120,16 @@ def test_a_vllm_python_without_vllm_stops_make_run_naming_it_rather_than_use_the
 ) -> None:
     missing = tmp_path / "venv" / "bin" / "python"
     monkeypatch.setenv("VLLM_PYTHON", str(missing))
-    decision = decide(Settings(), nvml=FakeNvml(devices=0))
+    decision = choose_engine(Settings(), nvml=FakeNvml(devices=0))
     assert decision.code == NAMED_UNUSABLE
     [line] = decision.lines
     assert line.startswith(f"stopped: VLLM_PYTHON={missing}: {missing} not found")
     # nor is another vLLM (the one on PATH) served in its place, GPUs or not
-    assert decide(Settings(), nvml=FakeNvml(devices=2)).code == NAMED_UNUSABLE
+    assert choose_engine(Settings(), nvml=FakeNvml(devices=2)).code == NAMED_UNUSABLE
     saved = Settings(engine="custom", engine_command=f"{box['shim']} serve")
-    assert decide(saved, nvml=FakeNvml(devices=0)).code == USE_FOUND  # the saved one: always
+    assert choose_engine(saved, nvml=FakeNvml(devices=0)).code == USE_FOUND  # the saved one: always
     monkeypatch.delenv("VLLM_PYTHON")
-    assert decide(Settings(), nvml=FakeNvml(devices=0)).code == USE_EMBEDDED
+    assert choose_engine(Settings(), nvml=FakeNvml(devices=0)).code == USE_EMBEDDED
 
 
 def test_the_found_vllm_is_saved_with_the_model_and_a_served_name_from_it(
@@ -137,13 +137,13 @@ def test_the_found_vllm_is_saved_with_the_model_and_a_served_name_from_it(
 ) -> None:
     monkeypatch.setenv("VLLM_MODEL", "/models/Qwen3-8B/")
     settings = load_settings()
-    assert save_found(decide(settings, nvml=FakeNvml(devices=1)), settings)
+    assert save_found(choose_engine(settings, nvml=FakeNvml(devices=1)), settings)
     saved = load_settings()
     assert (saved.engine, saved.engine_command) == ("custom", f"{box['shim']} serve")
     assert saved.engine_model == "/models/Qwen3-8B/"
     spec = custom_spec(saved)
     assert spec.served_model_name == "Qwen3-8B" and spec.vllm_version == "0.32.0+fake"
-    assert not save_found(decide(saved, nvml=FakeNvml(devices=1)), saved)  # nothing new
+    assert not save_found(choose_engine(saved, nvml=FakeNvml(devices=1)), saved)  # nothing new
 
 
 @pytest.mark.parametrize(

@@ -82,14 +82,14 @@ def _load_state() -> dict[str, Any] | None:
 
 def _detect(args: argparse.Namespace) -> int:
     """Which engine `make run` serves; exit code per tuning.engine.find (0, 1 or 3)."""
-    from tuning.engine.find import decide, save_found
+    from tuning.engine.find import choose_engine, save_found
     from tuning.settings import load_settings
 
     if args.model is not None and not args.model.strip():
         say("refused: --model is empty", file=sys.stderr)
         return 2
     settings = load_settings()
-    decision = decide(settings, model=args.model)
+    decision = choose_engine(settings, model=args.model)
     saved = save_found(decision, settings) if args.save else False
     if args.json:
         found = decision.discovery.found

@@ -276,7 +276,7 @@ def model_config(model: str, environ: Mapping[str, str] | None = None) -> tuple[
 
 
 @dataclass
-class Decision:
+class EngineChoice:
     """What `make run` does: `code` is the exit code (USE_FOUND, USE_EMBEDDED, SAVED_MISSING or
     NAMED_UNUSABLE)."""
 
@@ -287,12 +287,12 @@ class Decision:
     lines: list[str]
 
 
-def decide(
+def choose_engine(
     settings: Settings,
     model: str | None = None,
     environ: Mapping[str, str] | None = None,
     nvml: Any = None,
-) -> Decision:
+) -> EngineChoice:
     """Use the found vLLM (saved setting: always; VLLM_PYTHON or PATH: when NVML sees GPUs),
     else the embedded engine; a saved custom engine that is gone, or a VLLM_PYTHON that cannot be
     used, stops `make run` instead of installing 3.5 GB it would not use."""
@@ -310,9 +310,9 @@ def decide(
         )
         if not chosen:
             lines.append("no model yet: `make run VLLM_MODEL=/path/or/hub-id` or Settings -> Model")
-        return Decision(USE_FOUND, discovery, gpus, chosen, lines)
+        return EngineChoice(USE_FOUND, discovery, gpus, chosen, lines)
     if named:
-        return Decision(NAMED_UNUSABLE, discovery, gpus, chosen, [named])
+        return EngineChoice(NAMED_UNUSABLE, discovery, gpus, chosen, [named])
     if found is not None:
         lines.append(f"not used: {found.source}: vllm {found.version}, but {gpus.summary()}")
     if discovery.saved_missing and settings.engine == "custom":
@@ -320,9 +320,9 @@ def decide(
             f"the saved engine command {settings.engine_command!r} was not found: {COMMAND_FIX} "
             "on Settings, or `make run ENGINE=embedded`"
         )
-        return Decision(SAVED_MISSING, discovery, gpus, chosen, lines)
+        return EngineChoice(SAVED_MISSING, discovery, gpus, chosen, lines)
     lines.append("no vLLM with GPUs found: the embedded CPU engine")
-    return Decision(USE_EMBEDDED, discovery, gpus, chosen, lines)
+    return EngineChoice(USE_EMBEDDED, discovery, gpus, chosen, lines)
 
 
 def named_but_unusable(discovery: Discovery, gpus: Gpus, environ: Mapping[str, str]) -> str:
@@ -352,7 +352,7 @@ def named_but_unusable(discovery: Discovery, gpus: Gpus, environ: Mapping[str, s
     )
 
 
-def save_found(decision: Decision, settings: Settings, path: Path | None = None) -> bool:
+def save_found(decision: EngineChoice, settings: Settings, path: Path | None = None) -> bool:
     """Save the found vLLM as the custom engine (a model only when one was given); True when the
     settings changed. The served name is left empty, so it follows the model."""
     found = decision.discovery.found
