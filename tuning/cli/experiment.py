@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from tuning.experiment.runner import Executor
 
 COMMANDS = ("bench", "experiment", "run-experiment", "cancel", "runs", "reap")
-# Exit codes of `experiment` and `run-experiment` by the experiment's final status (args.EXIT_CODES):
+# Exit codes of `experiment` and `run-experiment` by the experiment's final status (EXIT_CODES):
 # another runner holding the experiment is a refusal like any other (it was 3).
 EXIT_BUSY = EXIT_REFUSED
 
@@ -417,5 +417,8 @@ def _cancel(args: argparse.Namespace) -> int:
     if not is_active(exp.get("status")):
         return refused(f"experiment {args.id} is already {exp.get('status')}: nothing to cancel")
     cancel_experiment(path, args.id)
-    say(f"experiment {args.id}: cancel requested (its runner stops the server and marks the run cancelled)")
+    say(
+        f"experiment {args.id}: cancel requested (its runner stops the server and marks the "
+        "run cancelled)"
+    )
     return 0

@@ -29,6 +29,7 @@ from tuning.cli import (
 )
 from tuning.cli.args import EXIT_INTERRUPTED, base_url_problem, refused, say
 from tuning.cli.edges import quiet_closed_pipe, warnings_once
+from tuning.cli.helps import fill_help
 from tuning.cli.parser import LabParser, prog_name
 
 MODULES = (
@@ -81,6 +82,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in MODULES:
         module.add_arguments(sub)
+    fill_help(parser)  # the flags lower layers define without help get the CLI's words
     return parser
 
 

@@ -44,7 +44,10 @@ class DefaultsFormatter(argparse.HelpFormatter):
         if (
             action.help is argparse.SUPPRESS
             or not action.option_strings
-            or default in (None, False, [], argparse.SUPPRESS)
+            or default is None
+            or default is False
+            or default is argparse.SUPPRESS
+            or default == []
             or isinstance(action, argparse._StoreConstAction)
             or "default" in text.lower()
         ):
