@@ -24,7 +24,7 @@ from typing import Any
 from tqdm import tqdm
 
 from core.redact import display_url
-from tuning.cli.args import add_progress, say, show_progress
+from tuning.cli.args import EXIT_REFUSED, add_progress, say, show_progress
 from tuning.measure.health import client_limits, reconcile_tokens, server_latency
 from tuning.measure.loadgen.client import (
     DEFAULT_TRANSPORT,
@@ -298,7 +298,7 @@ def run_bench_command(args: argparse.Namespace) -> int:
         workload = bench_workload(args, spec is not None)
     except (WorkloadError, ValueError) as exc:
         say(f"error: {exc}", file=err)
-        return 2
+        return EXIT_REFUSED  # refused before any request: 1 (2 is argparse's usage error)
     prep: Prepared | None = None
     try:
         check_endpoint(args.base_url, args.model, key)

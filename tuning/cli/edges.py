@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from typing import TextIO
 
 # `runs | head -1`: the reader is gone, the output was wanted no further. Like coreutils and gh,
 # the process ends quietly with the shell's code for SIGPIPE (128 + 13), never a traceback.
@@ -43,17 +44,26 @@ class OncePerProcess(logging.Filter):
         return True
 
 
-_HANDLER_NAME = "tuning-lab-stderr"
+class _Stderr(logging.StreamHandler):
+    """Writes to sys.stderr as it is at each record (as logging's last-resort handler does)."""
+
+    @property
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: object) -> None:
+        pass
 
 
 def warnings_once() -> None:
     """Library warnings (the lab's loggers log, never print) go to stderr as one plain line each,
-    and each only once in this process. Idempotent: a second call adds nothing."""
+    as Python's last-resort handler printed them, but each only once in this process. A program
+    that configured logging itself (pytest, an embedding tool) keeps its own handlers."""
     root = logging.getLogger()
-    if any(h.get_name() == _HANDLER_NAME for h in root.handlers):
+    if root.handlers:
         return
-    handler = logging.StreamHandler()  # sys.stderr at the time of each write
-    handler.set_name(_HANDLER_NAME)
+    handler = _Stderr()
     handler.setLevel(logging.WARNING)
     handler.setFormatter(logging.Formatter("%(message)s"))
     handler.addFilter(OncePerProcess())

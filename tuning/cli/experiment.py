@@ -24,6 +24,7 @@ from tuning.cli.args import (
     show_progress,
 )
 from tuning.cli.fleet import add_fleet_arguments, fleet_options
+from tuning.cli.parser import prog_name
 from tuning.cli.primaries import add_primary_arguments, primaries_from_args, primaries_given
 from tuning.cli.reuse import add_reuse_arguments, offer_reuse
 from tuning.experiment.spec import ExperimentSpec, repeats_from_args
@@ -73,7 +74,8 @@ def add_arguments(sub: Subparsers) -> None:
         ("run-experiment", None),  # the runner process's own command: works, hidden from help
         ("cancel", "ask a running experiment to stop"),
     ):
-        p = sub.add_parser(name, **({"help": help_text} if help_text else {}))
+        # a command added without help= is left out of the command list
+        p = sub.add_parser(name, help=help_text) if help_text else sub.add_parser(name)
         p.add_argument(
             "--id",
             type=int,
@@ -267,7 +269,7 @@ def _run_stored(
         settle(path, exp_id, Status.CANCELLED, "interrupted before it started")
         say(
             f"experiment {exp_id} interrupted: what ran is stored, the rest is not; "
-            f"`python -m tuning experiment --resume {exp_id}` runs what is left",
+            f"`{prog_name()} experiment --resume {exp_id}` runs what is left",
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED, []

@@ -125,7 +125,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """`tuning-lab ...` / `python -m tuning ...` (tuning/__main__.py); the exit code of the
     command (args.EXIT_CODES). A reader that closed the pipe ends it quietly (edges)."""
     try:
-        return _main(argv)
+        code = _main(argv)
+        sys.stdout.flush()  # here, not at the interpreter's exit, where it could not be caught
+        return code
     except BrokenPipeError:
         return quiet_closed_pipe()
 

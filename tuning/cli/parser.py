@@ -70,7 +70,7 @@ def did_you_mean(word: str, names: Sequence[str]) -> str:
     return "; did you mean " + " or ".join(repr(f) for f in found) + "?"
 
 
-def visible_commands(action: argparse._SubParsersAction) -> list[str]:  # type: ignore[type-arg]
+def visible_commands(action: argparse._SubParsersAction) -> list[str]:
     """The commands help lists (those added with help=...); hidden ones are left out."""
     return [a.dest for a in action._choices_actions]
 
