@@ -10,14 +10,13 @@ import argparse
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.factories import seed_clean_lab
 from tuning.cli.main import build_parser, main
-from tuning.cli.parser import prog_name
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -67,6 +66,8 @@ def _cli(*args: str, stdout: int | None = subprocess.PIPE, argv0: str | None = N
 
 
 def test_the_program_is_named_as_it_was_run() -> None:
+    from tuning.cli.parser import prog_name
+
     assert prog_name("/home/u/.venv/bin/tuning-lab") == "tuning-lab"
     assert prog_name("/repo/tuning/__main__.py") == "python -m tuning"
     console = _cli("rnus", argv0="/home/u/.venv/bin/tuning-lab")
@@ -229,7 +230,7 @@ def test_the_cli_reference_documents_the_exit_codes() -> None:
     from tuning.cli.args import EXIT_CODES
 
     page = (REPO / "docs" / "reference" / "cli.md").read_text()
-    assert "## Exit codes" in page and "`tuning-lab`" in page
+    assert "## Exit codes" in page and "## `tuning-lab runs`" in page
     for code, meaning in EXIT_CODES:
         assert f"| {code} | {meaning} |" in page
 
@@ -242,18 +243,31 @@ BROKEN_NVML = "def nvmlInit():\n    raise RuntimeError('NVML driver not loaded (
 
 def test_redirected_progress_has_no_carriage_returns_and_a_warning_is_said_once(
     tmp_path: Path,
-    fake_cli: Callable[..., subprocess.CompletedProcess[str]],
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Two runs on the fake vLLM with NVML broken, stderr a pipe: the bar is not drawn (no `\\r`)
-    and 'GPU sampling off' is said once for the process, not once per run."""
+    """Two runs on the fake vLLM with NVML broken, stderr a pipe read as bytes (text mode would
+    turn `\\r` into newlines): the bar is not drawn, and 'GPU sampling off' is said once for the
+    process, not once per run."""
+    from tests.fakes.engines import fake_settings_env
+
     shadow = tmp_path / "shadow"
     shadow.mkdir()
     (shadow / "pynvml.py").write_text(BROKEN_NVML)
-    monkeypatch.setenv("PYTHONPATH", f"{shadow}{os.pathsep}{REPO}")
+    home = tmp_path / "home"
+    env = {**os.environ, **fake_settings_env(home), "PYTHONPATH": f"{shadow}{os.pathsep}{REPO}"}
     args = ["experiment", "--param", "max-num-seqs", "--values", "2,4", "--repeats", "1"]
-    args += ["--num-requests", "4", "--concurrency", "2", "--input-len", "8"]
-    done = fake_cli(tmp_path / "home", *args, "--output-len", "4", timeout=240)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "\r" not in done.stderr
-    assert done.stderr.count("NVML unavailable") == 1, done.stderr[-3000:]
+    args += ["--num-requests", "4", "--concurrency", "2", "--input-len", "8", "--output-len", "4"]
+    done = subprocess.run(
+        [sys.executable, "-m", "tuning", *args], cwd=REPO, env=env, capture_output=True, timeout=240
+    )
+    err = done.stderr.decode(errors="replace")
+    assert done.returncode == 0, err[-3000:]
+    assert b"\r" not in done.stderr, err[-3000:]
+    assert err.count("NVML unavailable") == 1, err[-3000:]
+    forced = subprocess.run(
+        [sys.executable, "-m", "tuning", *args, "--progress"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        timeout=240,
+    )
+    assert forced.returncode == 0 and b"\r" in forced.stderr  # --progress draws it anyway
