@@ -396,7 +396,9 @@ def run_bench_command(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m tuning.cli.bench ...`: the same command without the lab's CLI around it."""
-    parser = argparse.ArgumentParser(prog="python -m tuning.cli.bench", description=__doc__)
+    from tuning.cli.parser import LabParser  # the lab's habits: no prefixes, did-you-mean
+
+    parser = LabParser(prog="python -m tuning.cli.bench", description=__doc__)
     add_bench_arguments(parser)
     return run_bench_command(parser.parse_args(argv))
 
