@@ -50,6 +50,16 @@ MODULES = (
 )
 
 
+# How `--help` lists the commands: by what a user is doing.
+COMMAND_GROUPS = [
+    ("start here", ["doctor", "demo"]),
+    ("measure", ["experiment", "search", "plan", "bench", "predict", "workload"]),
+    ("read results", ["runs", "compare", "chart", "report", "findings", "inert"]),
+    ("share", ["export", "import", "publish", "team"]),
+    ("engine and runs", ["engine", "server", "flags", "fleet", "cancel", "reap"]),
+]
+
+
 class _Version(argparse.Action):
     """`--version`: the lab's version (and vLLM's when known cheaply), read only when asked."""
 
@@ -83,6 +93,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     for module in MODULES:
         module.add_arguments(sub)
     fill_help(parser)  # the flags lower layers define without help get the CLI's words
+    parser.command_groups = COMMAND_GROUPS
     return parser
 
 

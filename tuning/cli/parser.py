@@ -92,6 +92,32 @@ class LabParser(argparse.ArgumentParser):
         kwargs.setdefault("allow_abbrev", False)
         kwargs.setdefault("formatter_class", DefaultsFormatter)
         super().__init__(*args, **kwargs)
+        # (title, command names): help lists the commands under these headings, in this order
+        self.command_groups: list[tuple[str, list[str]]] = []
+
+    def format_help(self) -> str:
+        """argparse's help; with command_groups, the commands listed by group (a command no
+        group names comes last, under "other commands"; hidden ones never)."""
+        sub = next((a for a in self._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if not self.command_groups or sub is None:
+            return super().format_help()
+        formatter = self._get_formatter()
+        formatter.add_usage(self.usage, self._actions, self._mutually_exclusive_groups)
+        formatter.add_text(self.description)
+        shown = {a.dest: a for a in sub._choices_actions}
+        grouped = [n for _, names in self.command_groups for n in names]
+        groups = [*self.command_groups, ("other commands", [n for n in shown if n not in grouped])]
+        for title, names in groups:
+            if not any(n in shown for n in names):
+                continue
+            formatter.start_section(title)
+            formatter.add_arguments([shown[n] for n in names if n in shown])
+            formatter.end_section()
+        formatter.start_section("options")
+        formatter.add_arguments([a for a in self._actions if a.option_strings])
+        formatter.end_section()
+        formatter.add_text(self.epilog)
+        return formatter.format_help()
 
     def _check_value(self, action: argparse.Action, value: Any) -> None:
         """A value outside the choices (a command, a subcommand, a --dataset-format): refused with

@@ -162,6 +162,21 @@ def test_help_shows_defaults(capsys: pytest.CaptureFixture[str]) -> None:
     assert "(default: None)" not in out and "(default: False)" not in out
 
 
+def test_help_lists_each_command_once_under_its_group(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = capsys.readouterr().out
+    for heading in ("start here:", "measure:", "read results:", "share:", "engine and runs:"):
+        assert f"\n{heading}\n" in text
+    top = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    listed = [
+        line.split()[0]
+        for line in text.splitlines()
+        if line.startswith("  ") and line[2:3].isalpha()
+    ]
+    assert sorted(listed) == sorted(a.dest for a in top._choices_actions)
+
+
 def test_internal_commands_and_flags_are_hidden_but_work(
     lab: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
