@@ -41,7 +41,7 @@ def test_cli_compare_text_and_json(
     data = json.loads(capsys.readouterr().out)
     assert data["slo_ms"] == {"ttft": 105.0, "tpot": 50.0} and len(data["candidates"]) == 1
     assert compare("999") == 1
-    assert compare("--slo", "itl:4", *ids) == 2
+    assert compare("--slo", "itl:4", *ids) == 1
 
 
 def test_compare_experiment_prints_what_the_command_prints(

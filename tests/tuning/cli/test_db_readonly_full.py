@@ -56,6 +56,8 @@ def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
 def test_a_read_only_db_is_called_read_only(
     lab: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    with store_db.connect(lab) as db:  # waiting for a runner: a cancel must write
+        db.execute("update experiments set status = 'queued', runner_pid = null where id = 1")
     before = db_fingerprint(lab)
     _opened_as(monkeypatch, lab, "ro")
     assert cli_main(["cancel", "--id", "1", "--db", str(lab)]) == 1

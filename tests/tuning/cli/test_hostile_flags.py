@@ -1,4 +1,4 @@
-"""Odd flag values are refused in one line that names the flag (exit 2, nothing written), never a
+"""Odd flag values are refused in one line that names the flag (exit 1, nothing written), never a
 traceback: `predict --device-memory-gib nan|inf|-4`, a `--base-url` that does not parse; and a
 URL's `?token=` is never echoed in an error."""
 

@@ -102,7 +102,7 @@ def test_refusals_are_one_line_and_write_nothing(
         (["search"], "--param is required"),
     ):
         code, _, err = _cli([*args, *db], capsys)
-        assert code == 2 and words in err and err.count("\n") == 1, (args, err)
+        assert code == 1 and words in err and err.count("\n") == 1, (args, err)
 
 
 def test_search_confirm_repeats_the_choice_against_its_rival_until_decided(

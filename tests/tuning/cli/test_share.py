@@ -44,7 +44,7 @@ def test_cli_export_and_import(
     assert "refused:" in capsys.readouterr().err
     assert db_fingerprint(fresh) == before
     assert (
-        cli_main(["export", "--db", str(source["path"]), "--out", str(tmp_path / "none.zip")]) == 2
+        cli_main(["export", "--db", str(source["path"]), "--out", str(tmp_path / "none.zip")]) == 1
     )
 
 

@@ -1,5 +1,5 @@
 """Issue 22, bounded input: each kind of hostile workload file or flag, through `experiment` and
-`bench`, is one `refused`/`error` line with exit code 2, no traceback, and no experiment in the DB
+`bench`, is one `refused`/`error` line with exit code 1, no traceback, and no experiment in the DB
 (the data file is read and the schedule checked at the flag, before anything is planned)."""
 
 from __future__ import annotations

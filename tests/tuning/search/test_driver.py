@@ -89,7 +89,7 @@ def test_search_refuses_startup_time_where_nothing_starts(
     lab_home: Path, tuning_cli: Callable[..., CompletedProcess[str]]
 ) -> None:
     """An attached server is never started, and a workload knob runs on one server: no start to
-    time. One line, exit 2, nothing written."""
+    time. One line, exit 1, nothing written."""
     db = lab_home / "lab.db"
     common = ["--range", "1:4", "--objective", "time_to_healthy_s", "--db", str(db)]
     attached = ["search", "--param", "concurrency", "--base-url", "http://127.0.0.1:9/v1"]
