@@ -20,7 +20,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 PAGE = REPO / "docs" / "reference" / "cli.md"
-PROG = "python -m tuning"
+PROG = "tuning-lab"  # the console command; `python -m tuning` is the same program
 REGENERATE = ".venv/bin/python tools/cli_reference.py (or make cli-reference)"
 WIDTH = (
     "100"  # argparse wraps usage lines to $COLUMNS: fixed, so every machine writes the same page
@@ -32,11 +32,19 @@ HEADER = f"""# CLI reference
      Regenerate with: {REGENERATE} -->
 
 Every command of the lab's command line, with its flags, defaults and help, as the parser defines
-them. Run them as `.venv/bin/tuning-lab COMMAND ...` (the console command `make setup` installs) or
-`.venv/bin/python -m tuning COMMAND ...`; both are the same program. Defaults that name a path are
+them. Run them as `tuning-lab COMMAND ...` (`.venv/bin/tuning-lab`, the console command `make setup`
+installs) or `.venv/bin/python -m tuning COMMAND ...`; both are the same program, and each names
+itself in its usage lines as it was run. `tuning-lab --version` prints the lab's version (and the
+configured vLLM's when its package can be read without starting it). Defaults that name a path are
 shown relative to the repository; `TUNING_LAB_DB` and `TUNING_LAB_HOME` move them
 ([configuration](configuration.md)). For examples of each command in use, see
 [the CLI at a glance](cli-overview.md).
+
+Flags are typed whole: a prefix (`--exp` for `--experiment`) is a usage error that names the flag
+meant, as a mistyped command, flag or value does. Progress bars are drawn only on a terminal
+(`--progress` draws them into a file too). A reader that closes the pipe early
+(`tuning-lab runs | head -1`) ends the command quietly, with exit code 141 (128 + SIGPIPE, as
+coreutils under `set -o pipefail`). Each warning is printed once per process.
 """
 
 
@@ -55,13 +63,36 @@ def plain_environment() -> Iterator[None]:
 
 
 def lab_parser() -> argparse.ArgumentParser:
-    """The lab's top-level parser, built as `python -m tuning` builds it."""
+    """The lab's top-level parser, built as the `tuning-lab` command builds it."""
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
     from tuning.cli.main import build_parser
 
     with plain_environment():
-        return build_parser()
+        return build_parser(prog=PROG)
+
+
+def exit_codes() -> str:
+    """The exit-code table, from the codes the CLI returns (tuning.cli.args.EXIT_CODES)."""
+    from tuning.cli.args import EXIT_CODES
+    from tuning.cli.edges import EXIT_CLOSED_PIPE
+
+    rows = [f"| {code} | {_cell(meaning)} |" for code, meaning in EXIT_CODES]
+    return "\n".join(
+        [
+            "## Exit codes",
+            "",
+            "The same for every command:",
+            "",
+            "| code | meaning |",
+            "|---|---|",
+            *rows,
+            "",
+            f"A command whose reader closed the pipe ends quietly with {EXIT_CLOSED_PIPE} "
+            "(128 + SIGPIPE). A `refused:` line on stderr always comes with 1.",
+            "",
+        ]
+    )
 
 
 def commands(
@@ -142,7 +173,7 @@ def heading(path: tuple[str, ...]) -> str:
 
 def render(parser: argparse.ArgumentParser) -> str:
     """The whole page for this parser."""
-    out = [HEADER]
+    out = [HEADER, exit_codes()]
     with plain_environment():
         for path, sub, help_text in commands(parser):
             if not path:
@@ -151,6 +182,9 @@ def render(parser: argparse.ArgumentParser) -> str:
             out.append("")
             if help_text:
                 out.append(_cell(_relative(help_text)[:1].upper() + _relative(help_text)[1:]) + ".")
+                out.append("")
+            elif len(path) == 1:  # added without help: internal, left out of `--help`
+                out.append("Internal: the lab's own processes run it; hidden from `--help`.")
                 out.append("")
             out.append("```")
             out.append(_relative(sub.format_usage()).rstrip())

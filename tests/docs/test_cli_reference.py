@@ -32,7 +32,7 @@ def test_the_page_names_every_top_level_command() -> None:
     top = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     assert len(top.choices) >= 20
     for name in top.choices:
-        assert f"## `python -m tuning {name}`" in page
+        assert f"## `tuning-lab {name}`" in page
 
 
 def test_the_check_catches_a_planted_undocumented_flag() -> None:
@@ -40,8 +40,8 @@ def test_the_check_catches_a_planted_undocumented_flag() -> None:
     _subparser(parser, "bench").add_argument("--planted-flag", help="not on the page")
     _subparser(parser, "workload", "save").add_argument("--planted-too", type=int, default=3)
     assert undocumented(parser, PAGE.read_text()) == [
-        "python -m tuning bench --planted-flag",
-        "python -m tuning workload save --planted-too",
+        "tuning-lab bench --planted-flag",
+        "tuning-lab workload save --planted-too",
     ]
     assert PAGE.read_text() != render(parser)  # and the page reads as stale
 
@@ -51,7 +51,7 @@ def test_the_check_catches_a_planted_undocumented_command() -> None:
     top = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     planted = top.add_parser("planted", help="a command nobody documented")
     planted.add_argument("--depth", type=int, default=1)
-    assert undocumented(parser, PAGE.read_text()) == ["python -m tuning planted"]
+    assert undocumented(parser, PAGE.read_text()) == ["tuning-lab planted"]
 
 
 def test_a_flag_documented_under_another_command_does_not_count() -> None:
@@ -60,4 +60,4 @@ def test_a_flag_documented_under_another_command_does_not_count() -> None:
     _subparser(parser, "demo").add_argument("--json", action="store_true")
     page = PAGE.read_text()
     assert "`--json`" in page
-    assert "python -m tuning demo --json" in undocumented(parser, page)
+    assert "tuning-lab demo --json" in undocumented(parser, page)

@@ -92,7 +92,7 @@ def test_every_flag_of_vllm_cpu_and_refusals_before_any_restart(
     for param, (values, message) in refusals.items():
         args = ["experiment", "--repeats", "1", "--param", param, "--values", values, "--db", db]
         refused = tuning_cli(args, tmp_path)
-        assert refused.returncode == 2 and message in refused.stderr, (param, refused.stderr)
+        assert refused.returncode == 1 and message in refused.stderr, (param, refused.stderr)
     listed = tuning_cli(["runs", "--json", "--db", db], tmp_path)
     assert json.loads(listed.stdout) == []  # nothing started, nothing stored
 

@@ -88,7 +88,7 @@ def test_cli_server_start_status_stop(engine: EngineSpec, lab_home: Path) -> Non
         )
 
     bad = run("start", "--set", "max-num-seqs=4;id")
-    assert bad.returncode == 2 and "refused before starting anything" in bad.stdout
+    assert bad.returncode == 1 and "refused before starting anything" in bad.stdout
     started = run("start", "--set", "max-num-seqs=8", "--json")
     assert started.returncode == 0, started.stdout + started.stderr
     state = json.loads(started.stdout[started.stdout.index("{") :])

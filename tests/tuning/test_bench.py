@@ -106,7 +106,7 @@ def test_bench_with_local_tokenizer_and_failures(
 
 def test_bench_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "r.json"
-    assert run_bench_command(bench_args("http://127.0.0.1:9", out, "--concurrency", "0")) == 2
+    assert run_bench_command(bench_args("http://127.0.0.1:9", out, "--concurrency", "0")) == 1
     with fake_server() as srv:
         assert run_bench_command(bench_args(srv.base_url, out, model="nope")) == 1
         assert "check the model name" in capsys.readouterr().err

@@ -73,7 +73,7 @@ def test_a_trace_needs_no_length_flags(tmp_path: Path, tiny_tokenizer: Path) -> 
 def test_the_fixed_length_workload_names_what_it_misses(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert run("http://127.0.0.1:9", tmp_path / "r.json", "--concurrency", "2") == 2
+    assert run("http://127.0.0.1:9", tmp_path / "r.json", "--concurrency", "2") == 1
     err = capsys.readouterr().err
     assert "--num-requests, --input-len, --output-len needed" in err
     assert not (tmp_path / "r.json").exists()

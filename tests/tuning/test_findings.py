@@ -148,7 +148,7 @@ def test_findings_from_the_cli(
     text = tuning_cli(["findings", "--run", str(rid), "--db", str(fresh_db)], lab_home)
     assert "KV-cache pressure" in text.stdout and "next: max-num-seqs = 4, 2" in text.stdout
     missing = tuning_cli(["findings", "--run", "999", "--db", str(fresh_db)], lab_home)
-    assert missing.returncode == 2 and "no run 999" in missing.stderr
+    assert missing.returncode == 1 and "no run 999" in missing.stderr
 
 
 def test_findings_on_the_committed_h200_runs(

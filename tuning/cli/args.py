@@ -10,8 +10,23 @@ from typing import TYPE_CHECKING, TextIO
 
 from tuning.settings import configured_db_path, default_db_path
 
+# Exit codes, the same for every command (docs/reference/cli.md prints this table):
+EXIT_OK = 0  # done
+EXIT_FAILED = 1  # failed (a run, a server, a check), or refused (bad input, nothing done)
+EXIT_REFUSED = 1
+EXIT_USAGE = 2  # argparse: an unknown command or flag, a missing or malformed argument
 # Ctrl-C (SIGINT) or SIGTERM: what ran is stored, the rest is cancelled (the shell's 128 + 2).
 EXIT_INTERRUPTED = 130
+EXIT_CODES = (
+    (EXIT_OK, "done"),
+    (
+        EXIT_FAILED,
+        "failed, or refused: a run or check failed, or the input was refused (one line "
+        "on stderr says why; nothing was written), or what it names does not exist",
+    ),
+    (EXIT_USAGE, "usage: an unknown command or flag, a missing or malformed argument (argparse)"),
+    (EXIT_INTERRUPTED, "interrupted (Ctrl-C or SIGTERM): what finished is stored"),
+)
 
 if TYPE_CHECKING:
     # What `sub.add_parser` hangs off (argparse has no public name for it).
@@ -127,6 +142,26 @@ def store_refusal(args: argparse.Namespace, exc: BaseException) -> str | None:
 
 
 def refused(message: str) -> int:
-    """Say why nothing was done; exit code 2."""
+    """Say why nothing was done, one line on stderr; EXIT_REFUSED (1: usage errors alone are 2)."""
     say(f"refused: {message}", file=sys.stderr)
-    return 2
+    return EXIT_REFUSED
+
+
+def add_progress(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--progress",
+        action="store_true",
+        help="draw the progress bar even when stderr is not a terminal (by default it is drawn "
+        "only on a terminal, so redirected output holds no carriage returns)",
+    )
+
+
+def show_progress(args: argparse.Namespace, stream: TextIO | None = None) -> bool:
+    """Whether to draw a progress bar: on a terminal, or when --progress asks."""
+    if getattr(args, "progress", False):
+        return True
+    out = stream or sys.stderr
+    try:
+        return bool(out.isatty())
+    except (AttributeError, ValueError):
+        return False

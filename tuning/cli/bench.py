@@ -24,7 +24,7 @@ from typing import Any
 from tqdm import tqdm
 
 from core.redact import display_url
-from tuning.cli.args import say
+from tuning.cli.args import EXIT_REFUSED, add_progress, say, show_progress
 from tuning.measure.health import client_limits, reconcile_tokens, server_latency
 from tuning.measure.loadgen.client import (
     DEFAULT_TRANSPORT,
@@ -133,6 +133,7 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--result-json", required=True, type=Path, help="where to write results")
     parser.add_argument("--quiet", action="store_true", help="no table, no progress")
+    add_progress(parser)
     from tuning.measure.traffic.options import TrafficOptions
 
     TrafficOptions.add_cli_args(parser)  # --workload, --dataset, --request-rate, --multi-turn, ...
@@ -297,7 +298,7 @@ def run_bench_command(args: argparse.Namespace) -> int:
         workload = bench_workload(args, spec is not None)
     except (WorkloadError, ValueError) as exc:
         say(f"error: {exc}", file=err)
-        return 2
+        return EXIT_REFUSED  # refused before any request: 1 (2 is argparse's usage error)
     prep: Prepared | None = None
     try:
         check_endpoint(args.base_url, args.model, key)
@@ -322,7 +323,7 @@ def run_bench_command(args: argparse.Namespace) -> int:
         cancel.set()
         say("\nstopping: in-flight requests are cancelled; Ctrl-C again to abort", file=err)
 
-    show = not args.quiet and err.isatty()
+    show = not args.quiet and show_progress(args, err)  # a terminal, or --progress
 
     bar = tqdm(desc="bench", unit="req", file=err, disable=not show, leave=False)
 
@@ -395,7 +396,9 @@ def run_bench_command(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m tuning.cli.bench ...`: the same command without the lab's CLI around it."""
-    parser = argparse.ArgumentParser(prog="python -m tuning.cli.bench", description=__doc__)
+    from tuning.cli.parser import LabParser  # the lab's habits: no prefixes, did-you-mean
+
+    parser = LabParser(prog="python -m tuning.cli.bench", description=__doc__)
     add_bench_arguments(parser)
     return run_bench_command(parser.parse_args(argv))
 

@@ -10,8 +10,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.status import Status
-from tuning.cli.args import EXIT_INTERRUPTED, add_db, add_yes, db_path, printable, refused, say
+from tuning.cli.args import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_REFUSED,
+    add_db,
+    add_progress,
+    add_yes,
+    db_path,
+    printable,
+    refused,
+    say,
+    show_progress,
+)
 from tuning.cli.fleet import add_fleet_arguments, fleet_options
+from tuning.cli.parser import prog_name
 from tuning.cli.primaries import add_primary_arguments, primaries_from_args, primaries_given
 from tuning.cli.reuse import add_reuse_arguments, offer_reuse
 from tuning.experiment.spec import ExperimentSpec, repeats_from_args
@@ -21,8 +34,9 @@ if TYPE_CHECKING:
     from tuning.experiment.runner import Executor
 
 COMMANDS = ("bench", "experiment", "run-experiment", "cancel", "runs", "reap")
-# Exit codes of `experiment` and `run-experiment` by the experiment's final status.
-EXIT_FAILED, EXIT_BUSY = 1, 3
+# Exit codes of `experiment` and `run-experiment` by the experiment's final status (EXIT_CODES):
+# another runner holding the experiment is a refusal like any other (it was 3).
+EXIT_BUSY = EXIT_REFUSED
 
 
 def add_arguments(sub: Subparsers) -> None:
@@ -42,19 +56,32 @@ def add_arguments(sub: Subparsers) -> None:
         "with --max-repeats/--budget-minutes, one that repeats until decided goes on under "
         "these limits (the budget counts its runs so far)",
     )
-    exp.add_argument("--start-timeout", type=float, default=300.0)
+    exp.add_argument(
+        "--start-timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="how long each server may take to become healthy before its run fails",
+    )
     exp.add_argument("--json", action="store_true", help="print the run ids as JSON")
+    add_progress(exp)
     add_yes(exp)
     add_primary_arguments(exp)
     add_fleet_arguments(exp)
     add_reuse_arguments(exp)
     add_db(exp)
     for name, help_text in (
-        ("run-experiment", "(runner process) run a planned experiment"),
+        ("run-experiment", None),  # the runner process's own command: works, hidden from help
         ("cancel", "ask a running experiment to stop"),
     ):
-        p = sub.add_parser(name, help=help_text)
-        p.add_argument("--id", type=int, required=True)
+        # a command added without help= is left out of the command list
+        p = sub.add_parser(name, help=help_text) if help_text else sub.add_parser(name)
+        p.add_argument(
+            "--id",
+            type=int,
+            required=True,
+            help="the experiment (its id, as `runs` and `experiment` print it)",
+        )
         add_db(p)
         if name == "run-experiment":
             p.add_argument(
@@ -66,11 +93,17 @@ def add_arguments(sub: Subparsers) -> None:
     reap = sub.add_parser(
         "reap", help="mark experiments whose runner died failed and stop what they left"
     )
-    reap.add_argument("--json", action="store_true")
+    reap.add_argument("--json", action="store_true", help="the reaped experiments as JSON")
     add_db(reap)
     runs = sub.add_parser("runs", help="every run with its summary")
-    runs.add_argument("--json", action="store_true")
-    runs.add_argument("--experiment", type=int, default=None)
+    runs.add_argument("--json", action="store_true", help="the runs as one JSON list")
+    runs.add_argument(
+        "--experiment",
+        type=int,
+        default=None,
+        metavar="ID",
+        help="only this experiment's runs (refused when there is no such experiment)",
+    )
     add_db(runs)
 
 
@@ -128,7 +161,13 @@ def _experiment(args: argparse.Namespace) -> int:
     if args.resume is not None and (advice := load_advice(path, exp_id)):  # its runs so far
         say(advice.line(), file=sys.stderr)
         advised.update(advice.to_json())
-    bar = tqdm(desc=f"experiment {exp_id}", unit="run", file=sys.stderr)
+    # Drawn on a terminal only (or with --progress): redirected stderr gets lines, never `\r`.
+    bar = tqdm(
+        desc=f"experiment {exp_id}",
+        unit="run",
+        file=sys.stderr,
+        disable=not show_progress(args, sys.stderr),
+    )
 
     def advise() -> None:
         """After the first runs: would longer loads decide sooner than more restarts?"""
@@ -230,7 +269,7 @@ def _run_stored(
         settle(path, exp_id, Status.CANCELLED, "interrupted before it started")
         say(
             f"experiment {exp_id} interrupted: what ran is stored, the rest is not; "
-            f"`python -m tuning experiment --resume {exp_id}` runs what is left",
+            f"`{prog_name()} experiment --resume {exp_id}` runs what is left",
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED, []
@@ -360,7 +399,28 @@ def run(args: argparse.Namespace) -> int:
         return _reap(args)
     if args.command == "run-experiment":
         return _run_experiment(args)
-    from tuning.experiment.supervisor import cancel_experiment
+    return _cancel(args)
 
-    cancel_experiment(db_path(args), args.id)
+
+def _cancel(args: argparse.Namespace) -> int:
+    """Ask experiment --id to stop: refused (exit 1) when there is no such experiment or it has
+    already ended, since then nothing would ever read the request."""
+    from core.status import is_active
+    from store import StoreError, connect, queries
+    from tuning.experiment.supervisor import cancel_experiment, reap
+
+    path = db_path(args)
+    reap(path)  # a runner that died reads failed, not running
+    try:
+        with connect(path, readonly=True) as db:
+            exp = queries.get_experiment(db, args.id)
+    except StoreError as exc:
+        return refused(str(exc))
+    if not is_active(exp.get("status")):
+        return refused(f"experiment {args.id} is already {exp.get('status')}: nothing to cancel")
+    cancel_experiment(path, args.id)
+    say(
+        f"experiment {args.id}: cancel requested (its runner stops the server and marks the "
+        "run cancelled)"
+    )
     return 0

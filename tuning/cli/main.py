@@ -28,6 +28,9 @@ from tuning.cli import (
     workload,
 )
 from tuning.cli.args import EXIT_INTERRUPTED, base_url_problem, refused, say
+from tuning.cli.edges import quiet_closed_pipe, warnings_once
+from tuning.cli.helps import fill_help
+from tuning.cli.parser import LabParser, prog_name
 
 MODULES = (
     server,
@@ -47,13 +50,50 @@ MODULES = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m tuning", description="vLLM Tuning Lab: one variable at a time."
+# How `--help` lists the commands: by what a user is doing.
+COMMAND_GROUPS = [
+    ("start here", ["doctor", "demo"]),
+    ("measure", ["experiment", "search", "plan", "bench", "predict", "workload"]),
+    ("read results", ["runs", "compare", "chart", "report", "findings", "inert"]),
+    ("share", ["export", "import", "publish", "team"]),
+    ("engine and runs", ["engine", "server", "flags", "fleet", "cancel", "reap"]),
+]
+
+
+class _Version(argparse.Action):
+    """`--version`: the lab's version (and vLLM's when known cheaply), read only when asked."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
+        super().__init__(
+            option_strings,
+            dest,
+            nargs=0,
+            default=argparse.SUPPRESS,
+            help="print the lab's version (and the configured vLLM's, when known without "
+            "starting it) and exit",
+        )
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from tuning.cli.version import version_text
+
+        say(version_text())
+        parser.exit(0)
+
+
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    """The whole CLI; `prog` names it in usage lines (default: as it was started, prog_name)."""
+    parser = LabParser(
+        prog=prog or prog_name(),
+        description="vLLM Tuning Lab: one variable at a time.",
+        epilog="exit codes: 0 done, 1 failed or refused, 2 usage error, 130 interrupted. "
+        "`%(prog)s COMMAND --help` for a command's flags.",
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action=_Version)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in MODULES:
         module.add_arguments(sub)
+    fill_help(parser)  # the flags lower layers define without help get the CLI's words
+    parser.command_groups = COMMAND_GROUPS
     return parser
 
 
@@ -93,8 +133,19 @@ def _reap_first(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m tuning ...` (tuning/__main__.py); the exit code of the command."""
+    """`tuning-lab ...` / `python -m tuning ...` (tuning/__main__.py); the exit code of the
+    command (args.EXIT_CODES). A reader that closed the pipe ends it quietly (edges)."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # here, not at the interpreter's exit, where it could not be caught
+        return code
+    except BrokenPipeError:
+        return quiet_closed_pipe()
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    warnings_once()
     module = next(m for m in MODULES if args.command in m.COMMANDS)
     if problem := base_url_problem(args):
         return refused(problem)

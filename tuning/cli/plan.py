@@ -52,7 +52,7 @@ def add_arguments(sub: Subparsers) -> None:
         "--include-inert",
         action="store_true",
         help="search the parameters the lab found inert on this workload too (by default they "
-        "are skipped, and named: `python -m tuning inert` lists them)",
+        "are skipped, and named: `inert` lists them)",
     )
     add_search_arguments(p)
 

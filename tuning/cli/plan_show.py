@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from tuning.cli.args import db_path, refused, say
+from tuning.cli.parser import prog_name
 
 ACTIONS = ("show", "list")
 
@@ -48,7 +49,7 @@ def _list(path: Path, as_json: bool) -> int:
         say(json.dumps([plan_facts(r) for r in rows], indent=2))
         return 0
     if not rows:
-        say("no plan yet: `python -m tuning plan --params A,B --param-range ...`", file=sys.stderr)
+        say(f"no plan yet: `{prog_name()} plan --params A,B --param-range ...`", file=sys.stderr)
     for row in rows:
         say(label(row))
     return 0

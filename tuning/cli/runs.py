@@ -83,6 +83,8 @@ def runs(args: argparse.Namespace) -> int:
 
     try:
         with connect(db_path(args), readonly=True) as db:
+            if args.experiment is not None:
+                queries.get_experiment(db, args.experiment)  # "no experiment 999", exit 1
             runs = queries.list_runs(db, args.experiment, include_hidden=True)
     except StoreError as exc:
         return refused(str(exc))

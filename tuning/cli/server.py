@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tuning.cli.args import say
+from tuning.cli.args import EXIT_REFUSED, refused, say
+from tuning.cli.parser import prog_name
 from tuning.engine import effective, ipc_dir
 from tuning.engine.current import current_spec, engine_info
 from tuning.engine.embedded import setup_embedded
@@ -86,8 +87,7 @@ def _detect(args: argparse.Namespace) -> int:
     from tuning.settings import load_settings
 
     if args.model is not None and not args.model.strip():
-        say("refused: --model is empty", file=sys.stderr)
-        return 2
+        return refused("--model is empty")
     settings = load_settings()
     decision = choose_engine(settings, model=args.model)
     saved = save_found(decision, settings) if args.save else False
@@ -126,8 +126,7 @@ def _engine(args: argparse.Namespace) -> int:
     try:
         info = engine_info()
     except EngineError as exc:
-        say(f"refused: {exc}", file=sys.stderr)
-        return 2
+        return refused(str(exc))
     if args.json:
         say(json.dumps(info, indent=2))
     else:
@@ -152,7 +151,7 @@ def _start(args: argparse.Namespace) -> int:
     if state and group_alive(int(state["pgid"])):
         say(
             f"a server is already running at {state['base_url']} (pid {state['pid']}); "
-            "`python -m tuning server stop` first"
+            f"`{prog_name()} server stop` first"
         )
         return 1
     spec = current_spec()
@@ -162,7 +161,7 @@ def _start(args: argparse.Namespace) -> int:
         launch = spec.launch(config)
     except ParamError as exc:
         say(f"refused before starting anything: {exc}")
-        return 2
+        return EXIT_REFUSED
     log = lab_home() / "logs" / f"server-{time.strftime('%Y%m%d-%H%M%S')}.log"
     server = ServerProcess(launch, log)
     server.start()

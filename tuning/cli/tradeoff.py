@@ -43,7 +43,7 @@ def add_arguments(chart: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         metavar="ID",
-        help="search: the runs of this search (`python -m tuning search`), its chosen value marked",
+        help="search: the runs of this search (`search`), its chosen value marked",
     )
 
 

@@ -52,7 +52,7 @@ def test_the_cli_names_the_bundle_the_table_and_the_field(
     bad = _with_null(bundle, tmp_path, "runs", "param")
     before = db_fingerprint(target)
     out = tuning_cli(["import", str(bad), "--db", str(target)], tmp_path / "home", timeout=120)
-    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.returncode == 1, out.stdout + out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in out.stderr
     assert bad.name in lines[0] and "runs.param is empty (NULL)" in lines[0]

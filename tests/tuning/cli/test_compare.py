@@ -40,8 +40,8 @@ def test_cli_compare_text_and_json(
     assert compare("--json", "--slo", "ttft:105", "tpot:50", *ids) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["slo_ms"] == {"ttft": 105.0, "tpot": 50.0} and len(data["candidates"]) == 1
-    assert compare("999") == 2
-    assert compare("--slo", "itl:4", *ids) == 2
+    assert compare("999") == 1
+    assert compare("--slo", "itl:4", *ids) == 1
 
 
 def test_compare_experiment_prints_what_the_command_prints(
@@ -80,7 +80,7 @@ def test_cli_chart(charts_lab: dict[str, Any], tmp_path: Path) -> None:
     html = tmp_path / "lat.html"
     assert chart("latency", html, "--experiment", str(charts_lab["exp"])) == 0
     assert not export.network_references(html.read_text())
-    assert chart("cdf", tmp_path / "x.pdf", *ids) == 2
+    assert chart("cdf", tmp_path / "x.pdf", *ids) == 1
 
 
 H200 = Path(__file__).resolve().parents[3] / "examples" / "h200"

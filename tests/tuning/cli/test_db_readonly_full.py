@@ -56,9 +56,11 @@ def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
 def test_a_read_only_db_is_called_read_only(
     lab: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    with store_db.connect(lab) as db:  # waiting for a runner: a cancel must write
+        db.execute("update experiments set status = 'queued', runner_pid = null where id = 1")
     before = db_fingerprint(lab)
     _opened_as(monkeypatch, lab, "ro")
-    assert cli_main(["cancel", "--id", "1", "--db", str(lab)]) == 2
+    assert cli_main(["cancel", "--id", "1", "--db", str(lab)]) == 1
     line = _one_line(capsys)
     assert f"the lab database {lab} is read-only" in line and "chmod u+w" in line, line
     assert db_fingerprint(lab)["db"] == before["db"]  # a WAL reader may leave an empty -wal
@@ -77,7 +79,7 @@ def test_a_full_disk_is_called_full_with_the_bytes_free(
     monkeypatch.setattr(
         shutil, "disk_usage", lambda _: SimpleNamespace(total=1 << 30, used=0, free=4096)
     )
-    assert cli_main(["import", str(bundle), "--db", str(lab)]) == 2
+    assert cli_main(["import", str(bundle), "--db", str(lab)]) == 1
     line = _one_line(capsys)
     assert f"the disk holding {lab} is full: 4,096 bytes free" in line, line
     assert "database or disk is full" in line  # SQLite's own words, quoted

@@ -62,7 +62,7 @@ def test_a_deep_flag_value_is_refused_before_anything_is_written(
     path = [str(FAKE_VLLM_PKG), *filter(None, [os.environ.get("PYTHONPATH")])]
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(path))
     db = lab_home / "lab.db"
-    assert cli_main(["experiment", *args, "--db", str(db)]) == 2
+    assert cli_main(["experiment", *args, "--db", str(db)]) == 1
     _one_refusal(capsys, *names)
     assert not db.exists()
 
@@ -72,7 +72,7 @@ def test_a_deep_search_import_file_is_refused(
 ) -> None:
     deep = tmp_path / "search.json"
     deep.write_text(DEEP_ARRAY)
-    assert cli_main(["search", "import", str(deep), "--db", str(lab_home / "lab.db")]) == 2
+    assert cli_main(["search", "import", str(deep), "--db", str(lab_home / "lab.db")]) == 1
     _one_refusal(capsys, str(deep))
 
 
@@ -82,7 +82,7 @@ def test_a_deep_model_config_is_refused(
     deep = tmp_path / "config.json"
     deep.write_text(DEEP_OBJECT)
     args = ["predict", "--param", "max-num-seqs", "--values", "2", "--model-config", str(deep)]
-    assert cli_main(args) == 2
+    assert cli_main(args) == 1
     _one_refusal(capsys, str(deep))
 
 
@@ -94,7 +94,7 @@ def test_a_bundle_with_a_deep_manifest_is_refused(
         zf.writestr(MANIFEST_NAME, DEEP_ARRAY)
         zf.writestr(DATA_NAME, b"")
     db = lab_home / "lab.db"
-    assert cli_main(["import", str(bundle), "--db", str(db)]) == 2
+    assert cli_main(["import", str(bundle), "--db", str(db)]) == 1
     _one_refusal(capsys, str(bundle), MANIFEST_NAME)
 
 

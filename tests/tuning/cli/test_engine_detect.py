@@ -100,7 +100,7 @@ def test_detect_exit_codes_and_the_model_it_saves(tmp_path: Path) -> None:
 
 def test_detect_refuses_an_empty_model_and_writes_nothing(tmp_path: Path) -> None:
     out = cli(tmp_path, 2, "engine", "detect", "--save", "--model", " ")
-    assert out.returncode == 2 and out.stderr.strip() == "refused: --model is empty"
+    assert out.returncode == 1 and out.stderr.strip() == "refused: --model is empty"
     assert not (tmp_path / "home").exists()
 
 

@@ -63,7 +63,7 @@ def test_a_metric_that_cannot_decide_is_refused_before_anything(
     db = lab_home / "lab.db"
     args = ["experiment", "--param", "max-num-seqs", "--values", "2,16", "--db", str(db)]
     done = tuning_cli([*args, *flags], lab_home)
-    assert done.returncode == 2 and done.stdout == ""
+    assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.splitlines() == [done.stderr.strip()] and says in done.stderr
     assert not db.exists() or not queries.list_experiments(open_db(db))  # nothing written
 

@@ -1,4 +1,4 @@
-"""Odd flag values are refused in one line that names the flag (exit 2, nothing written), never a
+"""Odd flag values are refused in one line that names the flag (exit 1, nothing written), never a
 traceback: `predict --device-memory-gib nan|inf|-4`, a `--base-url` that does not parse; and a
 URL's `?token=` is never echoed in an error."""
 
@@ -21,7 +21,7 @@ def test_predict_refuses_a_device_memory_that_is_not_a_size(
         ["predict", f"--device-memory-gib={gib}", "--param", "block-size", "--values", "32"]
     )
     err = capsys.readouterr().err
-    assert code == 2, err
+    assert code == 1, err
     assert err.count("\n") == 1 and "--device-memory-gib" in err and "finite" in err
 
 
@@ -48,7 +48,7 @@ def test_a_base_url_that_does_not_parse_is_refused_in_one_line(
         [command, *argv, *(extra if command == "bench" else []), "--model", "m", "--base-url", url]
     )
     err = capsys.readouterr().err
-    assert code == 2, err
+    assert code == 1, err
     assert err.count("\n") == 1 and err.startswith("refused: --base-url") and why in err, err
     assert SECRET not in err
     assert not (lab_home / "lab.db").exists() and not (lab_home / "r.json").exists()

@@ -33,7 +33,7 @@ def test_a_plan_report_that_cannot_be_written_is_refused_before_any_run(
         args = [*PLAN, "--base-url", srv.base_url, "--db", str(db)]
         code = cli_main([*args, "--report", "/proc/self/mem"])
         asked = list(srv.stats.paths)
-    assert code == 2
+    assert code == 1
     _one_line(capsys, "--report /proc/self/mem")
     assert asked == [] and not db.exists()  # no run, no DB
 
@@ -75,7 +75,7 @@ def test_an_output_that_cannot_be_a_file_is_refused_and_nothing_is_created(
         target = out_dir / name
         target.mkdir()
     before = sorted(p.name for p in out_dir.rglob("*"))
-    assert cli_main([*command, "--db", str(lab), flag, str(target)]) == 2
+    assert cli_main([*command, "--db", str(lab), flag, str(target)]) == 1
     _one_line(capsys, f"{flag} {target}")
     assert sorted(p.name for p in out_dir.rglob("*")) == before
 
@@ -93,6 +93,6 @@ def test_an_output_onto_the_lab_db_is_refused(
     lab: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     size = lab.stat().st_size
-    assert cli_main(["export", "--experiment", "1", "--db", str(lab), "--out", str(lab)]) == 2
+    assert cli_main(["export", "--experiment", "1", "--db", str(lab), "--out", str(lab)]) == 1
     _one_line(capsys, "the lab's database")
     assert lab.stat().st_size == size

@@ -118,7 +118,7 @@ def test_a_bad_plan_command_is_refused_in_one_line(
     fresh_db: Path, capsys: pytest.CaptureFixture[str], args: list[str], says: str
 ) -> None:
     code, out, err = _cli([*args, "--db", str(fresh_db)], capsys)
-    assert (code, out, err) == (2, "", f"refused: {says}\n")
+    assert (code, out, err) == (1, "", f"refused: {says}\n")
 
 
 def test_a_bytes_typed_plan_reads_in_gib(

@@ -23,5 +23,5 @@ def test_the_cli_names_the_flag_and_the_message_does_not(
     )
     err = capsys.readouterr().err
     print(err)
-    assert code == 2 and err.count("\n") == 1
+    assert code == 1 and err.count("\n") == 1
     assert "no config.json at absent.json" in err and err.rstrip().endswith("give --model-config")

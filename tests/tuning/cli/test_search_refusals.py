@@ -58,7 +58,7 @@ def refused_line(capsys: pytest.CaptureFixture[str], *words: str) -> str:
 def test_a_search_it_could_not_use_is_refused_before_any_run(
     args: list[str], words: list[str], db: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert cli_main([*args, "--db", str(db)]) == 2
+    assert cli_main([*args, "--db", str(db)]) == 1
     refused_line(capsys, *words)
     assert not db.exists()
 
@@ -78,7 +78,7 @@ def test_a_set_of_the_varied_parameter_is_refused(
         "--set",
         "max_num_seqs=8",
     ]
-    assert cli_main([*args, "--db", str(db)]) == 2
+    assert cli_main([*args, "--db", str(db)]) == 1
     refused_line(capsys, "--set max_num_seqs=8", "varies")
     assert not db.exists()
 
@@ -95,7 +95,7 @@ def test_a_set_of_a_searched_parameter_is_said_not_silent(
 ) -> None:
     """For a search or a plan it is the start value its confirmation compares against: said in a
     note before anything else (the search here is then refused for its budget, so nothing runs)."""
-    assert cli_main([*args, "--budget-runs", "1", "--db", str(db)]) == 2
+    assert cli_main([*args, "--budget-runs", "1", "--db", str(db)]) == 1
     err = capsys.readouterr().err
     (note,) = [ln for ln in err.splitlines() if ln.startswith("note:")]
     assert "--set max-num-seqs=4" in note and words in note, err
@@ -106,7 +106,7 @@ def test_a_first_pass_longer_than_the_budget_is_said(
 ) -> None:
     """Not refused (the search page offers 4 points with a budget of 3): said, before any run."""
     args = [*SEARCH, "--coarse", "6", "--budget-runs", "3", "--slo", "ttft:1", "ttft:2"]
-    assert cli_main([*args, "--db", str(db)]) == 2  # then refused for its SLO: nothing runs
+    assert cli_main([*args, "--db", str(db)]) == 1  # then refused for its SLO: nothing runs
     err = capsys.readouterr().err
     assert "note: --coarse 6 is more points than --budget-runs 3" in err, err
 
@@ -116,12 +116,12 @@ def test_a_server_flag_on_an_attached_server_is_refused_before_the_server_is_ask
 ) -> None:
     with FakeOpenAIServer(FakeConfig(model="m")) as srv:
         attach = ["--base-url", srv.base_url, "--model", "m", "--db", str(db)]
-        assert cli_main([*SEARCH, *attach]) == 2
+        assert cli_main([*SEARCH, *attach]) == 1
         refused_line(capsys, "max-num-seqs needs a server restart", "--base-url")
         searched = ["search", "--param", "concurrency", "--range", "1:4"]
-        assert cli_main([*searched, "--set", "max-num-seqs=4", *attach]) == 2
+        assert cli_main([*searched, "--set", "max-num-seqs=4", *attach]) == 1
         refused_line(capsys, "--set max-num-seqs=4", "its own flags")
-        assert cli_main([*searched, "--set", "concurrency=2", *attach]) == 2
+        assert cli_main([*searched, "--set", "concurrency=2", *attach]) == 1
         refused_line(capsys, "--set concurrency=2", "workload setting", "--concurrency 2")
         asked = list(srv.stats.paths)
     assert asked == [] and not db.exists()
@@ -140,7 +140,7 @@ def test_an_experiment_over_the_cap_needs_yes(
 ) -> None:
     dead = ["--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--db", str(db)]
     command = ["experiment", "--repeats", "1", "--param", "concurrency", *args, *dead]
-    assert cli_main(command) == 2
+    assert cli_main(command) == 1
     refused_line(capsys, runs, "--yes")
     assert not db.exists()
     # With --yes it gets past the cap to the server, which is not there (exit 1, its own words).
@@ -168,6 +168,6 @@ def test_an_experiment_over_the_cap_needs_yes(
 def test_a_search_or_plan_over_the_cap_needs_yes(
     args: list[str], runs: str, db: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert cli_main([*args, "--db", str(db)]) == 2
+    assert cli_main([*args, "--db", str(db)]) == 1
     refused_line(capsys, runs, "--yes")
     assert not db.exists()

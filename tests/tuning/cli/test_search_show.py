@@ -91,7 +91,7 @@ def test_refusals_are_one_line_and_write_nothing(
     forged = tmp_path / "forged.json"
     forged.write_text(json.dumps(data))
     code, _, err = _cli(["search", "import", str(forged), *db], capsys)
-    assert code == 2 and err.count("\n") == 1, err
+    assert code == 1 and err.count("\n") == 1, err
     assert "search_key 9036f9681d does not match" in err
     with connect(h200_db, readonly=True) as conn:
         assert queries.list_searches(conn) == []
@@ -102,7 +102,7 @@ def test_refusals_are_one_line_and_write_nothing(
         (["search"], "--param is required"),
     ):
         code, _, err = _cli([*args, *db], capsys)
-        assert code == 2 and words in err and err.count("\n") == 1, (args, err)
+        assert code == 1 and words in err and err.count("\n") == 1, (args, err)
 
 
 def test_search_confirm_repeats_the_choice_against_its_rival_until_decided(

@@ -40,11 +40,11 @@ def test_cli_export_and_import(
     broken = tmp_path / "broken.bundle.zip"
     broken.write_bytes(out.read_bytes()[:100])
     before = db_fingerprint(fresh)
-    assert cli_main(["import", "--db", str(fresh), str(broken)]) == 2
+    assert cli_main(["import", "--db", str(fresh), str(broken)]) == 1
     assert "refused:" in capsys.readouterr().err
     assert db_fingerprint(fresh) == before
     assert (
-        cli_main(["export", "--db", str(source["path"]), "--out", str(tmp_path / "none.zip")]) == 2
+        cli_main(["export", "--db", str(source["path"]), "--out", str(tmp_path / "none.zip")]) == 1
     )
 
 
@@ -76,5 +76,5 @@ def test_cli_publish_and_team(
     assert cli_main(["team", "--db", str(team["ada"])]) == 0
     assert "imported" in capsys.readouterr().out
     monkeypatch.setenv("TUNING_LAB_TEAM_FOLDER", str(team["folder"] / "missing"))
-    assert cli_main(["team", "--db", str(team["ada"])]) == 2
+    assert cli_main(["team", "--db", str(team["ada"])]) == 1
     assert "does not exist" in capsys.readouterr().err

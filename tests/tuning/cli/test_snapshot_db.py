@@ -70,7 +70,7 @@ def test_an_experiment_into_a_snapshot_is_refused_before_anything_is_written(
         )
         asked = list(srv.stats.paths)
     err = capsys.readouterr().err
-    assert code == 2, err
+    assert code == 1, err
     _refused_with_the_way_out(err, snapshot, f"--db {snapshot.with_suffix('')}")
     assert asked == []  # refused before the server was asked anything
     assert _sha(snapshot) == sha
@@ -85,7 +85,7 @@ def test_an_import_into_a_snapshot_is_refused(
     sha = _sha(snapshot)
     code = cli_main(["import", str(bundle), "--db", str(snapshot)])
     err = capsys.readouterr().err
-    assert code == 2, err
+    assert code == 1, err
     _refused_with_the_way_out(err, snapshot, f"--db {snapshot.with_suffix('')}")
     assert _sha(snapshot) == sha and not (tmp_path / "cache").exists()
 
@@ -97,7 +97,7 @@ def test_a_snapshot_named_by_tuning_lab_db_is_read_only_too(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setenv("TUNING_LAB_DB", str(snapshot))
-    assert cli_main(["import", str(_bundle(tmp_path))]) == 2
+    assert cli_main(["import", str(_bundle(tmp_path))]) == 1
     _refused_with_the_way_out(
         capsys.readouterr().err, snapshot, f"TUNING_LAB_DB={snapshot.with_suffix('')}"
     )

@@ -55,7 +55,7 @@ def test_a_damaged_db_gets_a_plain_message_with_the_way_out(
         args += ["--values", "1", "--base-url", "http://127.0.0.1:9/v1"]
         args[2] = "concurrency"
     out = tuning_cli(args, tmp_path / "home", timeout=120)
-    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.returncode == 1, out.stdout + out.stderr
     assert "Traceback" not in out.stderr, out.stderr
     assert "cannot be read" in out.stderr and ".recover" in out.stderr
     assert _sha(path) == before
@@ -97,7 +97,7 @@ def test_a_db_from_a_newer_lab_is_refused_and_nothing_is_written(
         tmp_path / "home",
         timeout=120,
     )
-    assert out.returncode == 2 and "newer version of the lab" in out.stderr, out.stderr
+    assert out.returncode == 1 and "newer version of the lab" in out.stderr, out.stderr
     assert "Traceback" not in out.stderr
     assert db_fingerprint(path) == before
 
@@ -169,7 +169,7 @@ def test_readers_refuse_a_db_from_a_newer_lab_too(
     with newer, connect(path, readonly=True):
         pass
     out = tuning_cli([*args, "--db", str(path)], tmp_path / "home", timeout=120)
-    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.returncode == 1, out.stdout + out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "newer version of the lab" in lines[0] and str(path) in lines[0]
     assert out.stdout == "" and not list(tmp_path.glob("out*"))
@@ -206,7 +206,7 @@ def test_an_unrelated_sqlite_file_is_refused_not_given_the_lab_s_tables(
     path = _foreign(tmp_path)
     sha, mtime = _sha(path), path.stat().st_mtime_ns
     out = tuning_cli([*command, "--db", str(path)], tmp_path / "home", timeout=120)
-    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.returncode == 1, out.stdout + out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and str(path) in lines[0] and "none of the lab's" in lines[0], lines
     assert _sha(path) == sha and path.stat().st_mtime_ns == mtime
@@ -256,7 +256,7 @@ def test_a_locked_db_is_called_locked_not_damaged(
         out = tuning_cli([*command, "--db", str(path)], tmp_path / "home", timeout=120)
     finally:
         holder.communicate("", timeout=30)
-    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.returncode == 1, out.stdout + out.stderr
     assert "Traceback" not in out.stderr, out.stderr
     assert "is locked by another writer" in out.stderr and "not damaged" in out.stderr
     assert f"pid {holder.pid}" in out.stderr, out.stderr

@@ -31,4 +31,4 @@ def test_preview_refuses_a_bad_file_with_its_line(
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"prompt": "hello there", "output_len": 4}\n{"prompt": \n')
     done = tuning_cli(["workload", "preview", "--dataset", str(bad)], lab_home)
-    assert done.returncode == 2 and f"{bad}, line 2" in done.stderr
+    assert done.returncode == 1 and f"{bad}, line 2" in done.stderr

@@ -1,5 +1,5 @@
 """Issue 22, bounded input: each kind of hostile workload file or flag, through `experiment` and
-`bench`, is one `refused`/`error` line with exit code 2, no traceback, and no experiment in the DB
+`bench`, is one `refused`/`error` line with exit code 1, no traceback, and no experiment in the DB
 (the data file is read and the schedule checked at the flag, before anything is planned)."""
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ COMMON = ["--num-requests", "10", "--input-len", "8", "--output-len", "4"]
 
 def _one_line(done: CompletedProcess[str], says: str) -> str:
     lines = done.stderr.strip().splitlines()
-    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.returncode == 1, done.stdout + done.stderr
     assert "Traceback" not in done.stderr and len(lines) == 1, done.stderr
     assert says in lines[0], lines[0]
     return lines[0]

@@ -58,7 +58,7 @@ def test_run_experiment_cli_refuses_it_plainly(
         lab_home,
         timeout=120,
     )
-    assert out.returncode == 2 and "read-only" in out.stderr, out.stderr
+    assert out.returncode == 1 and "read-only" in out.stderr, out.stderr
     assert "Traceback" not in out.stderr
     assert not imported["marker"].exists()
 

@@ -173,7 +173,7 @@ def test_an_experiment_stopped_on_its_budget_goes_on_under_a_larger_one(
             db.table("runs").update(run["id"], {"output_throughput": tput})
         base = ["experiment", "--resume", str(exp_id), "--db", str(db_path)]
         fixed = tuning_cli([*base, "--budget-minutes", "0"], lab_home)
-        assert fixed.returncode == 2 and "--budget-minutes must be more than 0" in fixed.stderr
+        assert fixed.returncode == 1 and "--budget-minutes must be more than 0" in fixed.stderr
         again = tuning_cli([*base, "--budget-minutes", "30"], lab_home)
     assert again.returncode == 0, again.stderr
     exp = queries.get_experiment(db, exp_id)

@@ -141,7 +141,7 @@ def test_a_saved_workload_by_name_and_a_dataset(
         "--workload",
         "no",
     )
-    assert bad.returncode == 2 and "neither a spec file nor a saved workload" in bad.stderr
+    assert bad.returncode == 1 and "neither a spec file nor a saved workload" in bad.stderr
 
 
 def test_knobs_change_the_spec_and_refuse_what_it_lacks() -> None:

@@ -97,7 +97,7 @@ def test_refusals_write_nothing(fake_cli: FakeCli, fake_vllm_python: str, tmp_pa
             values,
             *WORKLOAD,
         )
-        assert done.returncode == 2 and message in done.stderr, (param, done.stderr)
+        assert done.returncode == 1 and message in done.stderr, (param, done.stderr)
     assert json.loads(fake_cli(tmp_path, "runs", "--json").stdout) == []
 
 
@@ -111,7 +111,7 @@ def test_a_comma_inside_a_text_value_is_refused_unquoted_and_one_value_quoted(
     refused = fake_cli(
         tmp_path, "experiment", "--repeats", "1", "--param", KNOB, "--values", "AWS_,HF_", *WORKLOAD
     )
-    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert refused.returncode == 1, refused.stdout + refused.stderr
     assert refused.stderr.count("\n") == 1 and "comma-separated list" in refused.stderr
     assert "--values '\"AWS_,HF_\"'" in refused.stderr
     assert not record.exists()

@@ -37,12 +37,12 @@ def test_fleet_without_ray_says_make_fleet(
         "--fleet",
         "local",
     ]
-    assert main([*argv, "--db", str(fresh_db)]) == 2
+    assert main([*argv, "--db", str(fresh_db)]) == 1
     err = capsys.readouterr().err
     assert "make fleet" in err and "Ray" in err
     with connect(fresh_db) as db:
         assert db.table("experiments").count == 0  # nothing planned
-    assert main(["fleet", "status"]) == 2
+    assert main(["fleet", "status"]) == 1
     assert "make fleet" in capsys.readouterr().err
 
 
@@ -61,7 +61,7 @@ def test_fleet_flags_are_checked_before_planning(
         "--db",
         str(fresh_db),
     ]
-    assert main([*base, "--fleet", "local", "--slots", "0"]) == 2
+    assert main([*base, "--fleet", "local", "--slots", "0"]) == 1
     assert "--slots" in capsys.readouterr().err
-    assert main([*base, "--fleet", "ray", "--base-url", "http://127.0.0.1:1"]) == 2
+    assert main([*base, "--fleet", "ray", "--base-url", "http://127.0.0.1:1"]) == 1
     assert "--base-url" in capsys.readouterr().err

@@ -181,12 +181,12 @@ def test_write_report_and_cli(
                 str(tmp_path / "x.html"),
             ]
         )
-        == 2
+        == 1
     )
     assert "no experiment 999" in capsys.readouterr().err
-    assert cli_main(["report", "--db", str(lab["path"]), "--out", str(tmp_path / "x.html")]) == 2
+    assert cli_main(["report", "--db", str(lab["path"]), "--out", str(tmp_path / "x.html")]) == 1
     assert (
-        cli_main(["report", "--db", str(lab["path"]), "1", "--out", str(tmp_path / "x.png")]) == 2
+        cli_main(["report", "--db", str(lab["path"]), "1", "--out", str(tmp_path / "x.png")]) == 1
     )
     with pytest.raises(ReportError, match="no run 4242"):
         build_report(lab["path"], run_ids=[4242])

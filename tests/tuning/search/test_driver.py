@@ -55,7 +55,7 @@ def test_search_runs_steps_and_resumes(
         assert sorted(r["id"] for r in runs) == sorted(more["runs"])
         assert all(r["status"] == "done" for r in runs)
     bad = tuning_cli([*args, "--objective", "nope"], lab_home)
-    assert bad.returncode == 2 and "refused: objective 'nope'" in bad.stderr
+    assert bad.returncode == 1 and "refused: objective 'nope'" in bad.stderr
 
 
 def test_search_takes_startup_time_as_its_objective(
@@ -89,17 +89,17 @@ def test_search_refuses_startup_time_where_nothing_starts(
     lab_home: Path, tuning_cli: Callable[..., CompletedProcess[str]]
 ) -> None:
     """An attached server is never started, and a workload knob runs on one server: no start to
-    time. One line, exit 2, nothing written."""
+    time. One line, exit 1, nothing written."""
     db = lab_home / "lab.db"
     common = ["--range", "1:4", "--objective", "time_to_healthy_s", "--db", str(db)]
     attached = ["search", "--param", "concurrency", "--base-url", "http://127.0.0.1:9/v1"]
     done = tuning_cli([*attached, "--model", "m", *common], lab_home)
-    assert done.returncode == 2
+    assert done.returncode == 1
     (line,) = done.stderr.strip().splitlines()
     assert "--objective time_to_healthy_s: an attached server (--base-url)" in line
     knob = ["search", "--param", "concurrency", *common]
     done = tuning_cli(knob, lab_home, env=fake_settings_env(lab_home))
-    assert done.returncode == 2
+    assert done.returncode == 1
     (line,) = done.stderr.strip().splitlines()
     assert "concurrency is a workload parameter, run on one server without a restart" in line
     if db.exists():  # nothing written

@@ -100,11 +100,11 @@ def test_a_plan_is_refused_without_a_range_for_each_parameter(
     env = fake_settings_env(lab_home)
     args = ["plan", "--params", "max-num-seqs,block-size", "--param-range", "max-num-seqs=1:4"]
     done = tuning_cli(args, lab_home, env=env)
-    assert done.returncode == 2 and "no range for block-size" in done.stderr
+    assert done.returncode == 1 and "no range for block-size" in done.stderr
     bad = tuning_cli(
         [*args, "--param-range", "block-size=16:32", "--confirm-repeats", "1"], lab_home
     )
-    assert bad.returncode == 2 and "--confirm-repeats must be at least 2" in bad.stderr
+    assert bad.returncode == 1 and "--confirm-repeats must be at least 2" in bad.stderr
 
 
 def test_choices_go_to_the_config_or_the_workload() -> None:
@@ -156,7 +156,7 @@ def test_a_plan_refuses_startup_time_for_a_workload_parameter(
     args = ["plan", "--params", "max-num-seqs,concurrency", "--param-range", "max-num-seqs=1:4"]
     args += ["--param-range", "concurrency=1:8", "--objective", "time_to_healthy_s"]
     done = tuning_cli(args, lab_home, env=env)
-    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.returncode == 1, done.stdout + done.stderr
     (line,) = done.stderr.strip().splitlines()
     assert "--objective time_to_healthy_s: concurrency is a workload parameter" in line
     if (lab_home / "lab.db").exists():  # nothing written
