@@ -32,9 +32,7 @@ def pick_plan(path: Path) -> dict[str, Any] | None:
         st.caption(
             "No plan yet. A plan searches several parameters in order, each winner the next "
             "search's baseline, and measures the recommendation against the start: "
-            + md_code(
-                "python -m tuning plan --params A,B --param-range A=LO:HI --param-range B=LO:HI"
-            )
+            + md_code("tuning-lab plan --params A,B --param-range A=LO:HI --param-range B=LO:HI")
         )
         return None
     return pick_by_query(rows, "plan", "Plan", "plans_pick", label)

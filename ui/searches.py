@@ -70,12 +70,12 @@ def pick_search(path: Path) -> dict[str, Any] | None:
         st.info(
             f"Steps of {len(missing)} search(es) without a record (a lab from before searches "
             "were stored: " + ", ".join(map(md_code, missing)) + "). Record one from the JSON it "
-            "printed: " + md_code("python -m tuning search import RESULT.json --db LAB.db")
+            "printed: " + md_code("tuning-lab search import RESULT.json --db LAB.db")
         )
     if not rows:
         st.info(
             "No search yet. Start one on **New experiment** (Search one parameter) or with "
-            + md_code("python -m tuning search --param NAME --range LO:HI")
+            + md_code("tuning-lab search --param NAME --range LO:HI")
         )
         return None
     return pick_by_query(rows, "search", "Search", "srchs_pick", _label)

@@ -29,9 +29,7 @@ def test_runs_page_shows_findings_and_queues_the_next_experiment(
         at = open_page("app_pages/2_Runs.py")
         text = page_text(at)
         assert f"Findings for run {rid}" in text and "KV-cache pressure" in text
-        assert (
-            "9 preemptions" in text and "python -m tuning experiment --param max-num-seqs" in text
-        )
+        assert "9 preemptions" in text and "tuning-lab experiment --param max-num-seqs" in text
         at.button(key="runs_findings-0-1").click().run()  # fewer max-num-seqs: 4, 2
         assert not at.exception, at.exception
         (exp_id,) = spawned

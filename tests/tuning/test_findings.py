@@ -121,7 +121,7 @@ def test_the_next_experiment_is_planned_from_the_run_and_shown_as_a_command(
     fewer = next(n for n in f.next if n.param == "max-num-seqs")
     assert fewer.values == [4, 2]
     command = fewer.command(run)
-    assert command.startswith("python -m tuning experiment --param max-num-seqs --values 4,2")
+    assert command.startswith("tuning-lab experiment --param max-num-seqs --values 4,2")
     assert "--set block-size=16" in command and "--concurrency 8" in command
     exp_id = plan_suggested(fresh_db, run, fewer, exp, embedded_spec(), author="ada", host="box")
     with connect(fresh_db, readonly=True) as db:
@@ -144,7 +144,7 @@ def test_findings_from_the_cli(
     f, cap = json.loads(done.stdout)["findings"]  # the seeded samples queue 1 request throughout
     assert cap["kind"] == "scheduler_cap" and "100 % of the load" in cap["evidence"]
     assert f["kind"] == "kv_pressure" and f["next"][1]["values"] == [4, 2]
-    assert f["next"][1]["command"].startswith("python -m tuning experiment --param max-num-seqs")
+    assert f["next"][1]["command"].startswith("tuning-lab experiment --param max-num-seqs")
     text = tuning_cli(["findings", "--run", str(rid), "--db", str(fresh_db)], lab_home)
     assert "KV-cache pressure" in text.stdout and "next: max-num-seqs = 4, 2" in text.stdout
     missing = tuning_cli(["findings", "--run", "999", "--db", str(fresh_db)], lab_home)

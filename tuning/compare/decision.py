@@ -197,7 +197,7 @@ class NextStep:
         """`python -m tuning experiment --resume ID --max-repeats N [--budget-minutes M]`."""
         if experiment_id is None or self.max_repeats is None:
             return None
-        words = ["python -m tuning experiment"]
+        words = ["tuning-lab experiment"]
         if db:
             words.append(f"--db {db}")
         words.append(f"--resume {experiment_id} --max-repeats {self.max_repeats}")

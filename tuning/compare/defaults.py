@@ -117,6 +117,6 @@ def engine_default(db: Any, param: str, runs: Sequence[Run]) -> EngineDefault:
         spec.name,
         None,
         f"no known default for {spec.name}: the lab's table has none and vLLM "
-        f"{'/'.join(versions) or '?'}'s flags were never read here (python -m tuning flags)",
+        f"{'/'.join(versions) or '?'}'s flags were never read here (tuning-lab flags)",
         False,
     )

@@ -47,7 +47,7 @@ class NextExperiment:
     def command(self, run: Mapping[str, Any]) -> str:
         """The same experiment from the CLI (the run's baseline as --set, its workload's flags)."""
         config = {k: v for k, v in run_config(run).items() if k != self.param}
-        words = ["python", "-m", "tuning", "experiment", "--param", self.param]
+        words = ["tuning-lab", "experiment", "--param", self.param]
         words += ["--values", join_values(self.values)]
         for key, value in sorted(config.items()):
             words += ["--set", f"{key}={format_value(value)}"]

@@ -22,7 +22,7 @@ LAB_KINDS = frozenset(
 )
 HINTS: dict[str, str] = {
     "lab_error": "The lab itself failed around this run (not the engine); the traceback is in "
-    "the runner's log. `python -m tuning experiment --resume ID` runs it again.",
+    "the runner's log. `tuning-lab experiment --resume ID` runs it again.",
     "store_error": "The lab's database refused a write (locked or read-only); nothing of the "
     "engine is to blame. Resume the experiment once the DB is writable.",
     "stop_failed": "The previous server did not go away (a process or the port outlived SIGKILL); "

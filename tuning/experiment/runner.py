@@ -80,7 +80,7 @@ class ExperimentRunner(Bookkeeping):
             self.db.conn.close()  # a fleet experiment run here would be another experiment
             raise ValueError(
                 f"experiment {experiment_id} runs on the fleet: run it with "
-                "`python -m tuning run-experiment`, which opens the fleet"
+                "`tuning-lab run-experiment`, which opens the fleet"
             )
         self.start_timeout = start_timeout
         self.executor = executor

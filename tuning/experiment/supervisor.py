@@ -145,7 +145,7 @@ def _fail_orphan_runs(db: Database, item: Reaped) -> None:
             finished_at=now_iso(),
             failure_kind="runner_died",
             failure_hint="The runner process stopped without finishing; "
-            "its log is under data/logs/. `python -m tuning experiment --resume "
+            "its log is under data/logs/. `tuning-lab experiment --resume "
             f"{item.experiment_id}` runs what is left.",
         )
         item.runs.append(int(run["id"]))

@@ -110,7 +110,7 @@ def plan_page(result: Mapping[str, Any]) -> str:
             *(_search_section(s) for s in result["searches"]),
             "</section>",
             '<section id="evidence"><h2>Evidence</h2><p>Open these in the lab (Runs, Compare: '
-            "`python -m tuning compare RUN_ID ...`):</p><ul>",
+            "`tuning-lab compare RUN_ID ...`):</p><ul>",
             *(f"<li>search {_e(p)}: runs {_ids(ids)}</li>" for p, ids in ev["search_runs"].items()),
             f"<li>confirm: runs {_ids(confirm)}</li></ul></section>",
         ]

@@ -98,7 +98,7 @@ def test_the_recommendation_closes_and_an_undecided_one_says_what_would_decide_i
     assert keep.recommendation is None  # keeping is a decision, not "Recommended"
     rec = headline(cmp, decision, pref("value", "Set max-num-seqs = 64: ..."))
     assert rec.lines[-1] == "Recommendation: Set max-num-seqs = 64: ..." and rec.recommendation
-    cmd = "python -m tuning experiment --resume 1 --max-repeats 5"
+    cmd = "tuning-lab experiment --resume 1 --max-repeats 5"
     undecided = headline(cmp, decision, pref("none", "No recommendation: ..."), cmd)
     assert undecided.lines[-1] == (
         "Not decided: 3 more runs a side, about 6 min, would likely decide it: " + cmd

@@ -168,7 +168,7 @@ def confirm_line(f: Mapping[str, Any]) -> str:
         return "confirm: nothing to confirm yet"
     return (
         f"confirm: run {format_value(values[1])} vs {format_value(values[0])} with repeats until "
-        f"decided: python -m tuning search confirm {f['search_id']} (or the Searches page)"
+        f"decided: tuning-lab search confirm {f['search_id']} (or the Searches page)"
     )
 
 
