@@ -311,6 +311,13 @@ def render_table(
     JSON with `extra`: the decision record and its words, tuning.present.model) and the report
     of the comparison."""
     text, css = table_frames(comparison)
+    # each mean carries its own unit (GiB, not the metric's bytes): the name goes without it,
+    # which keeps the metric, Δ and verdict columns in a 1024 px window
+    names = [f"{m.label} ({m.unit})" for m in comparison.metrics]
+    text["metric"] = [
+        str(t).replace(name, name.rsplit(" (", 1)[0], 1) if i else t
+        for i, (t, name) in enumerate(zip(text["metric"], ["", *names], strict=True))
+    ]
     styler = text.style.apply(lambda _frame: css, axis=None)
     with st.container(key="cmp_table"):
         st.markdown("#### Side by side")

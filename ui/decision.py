@@ -15,6 +15,7 @@ import streamlit as st
 
 from tuning.compare.decision import Decision, NextStep
 from tuning.compare.headline import Headline
+from tuning.engine.params import show_value
 from tuning.present.model import ReportModel
 from ui.common import ICONS, md_escape
 from ui.links import compare_link
@@ -71,27 +72,34 @@ def _more_runs_button(model: ReportModel, db_path: Path) -> None:
         st.code(model.command, language="bash")
 
 
-def render_closing(lead: Headline, model: ReportModel | None, db_path: Path | None) -> None:
-    """The headline's last line: recommended (green, with its serve line), keep (blue), not
-    decided (with what would decide it), or why there is no recommendation (grey)."""
+def render_closing(lead: Headline) -> None:
+    """The headline's last line: recommended (green), keep (blue), not decided (amber), or why
+    there is no recommendation (grey)."""
     if not lead.closing:
         return
     head, _, rest = lead.closing.partition(": ")
     text = f"**{md_escape(head)}:** {md_escape(rest)}"
     if lead.kind == "value":
         st.success(text)
-        exp = model.experiments[0] if model and len(model.experiments) == 1 else None
-        rec = model.decision.recommended if model else None
+    elif lead.kind in ("default", "keep"):
+        st.info(text)
+    elif lead.next_step:
+        st.warning(text)
+    else:
+        st.caption(text)
+
+
+def render_actions(lead: Headline, model: ReportModel, db_path: Path | None) -> None:
+    """Under the headline box: the recommendation's `vllm serve` line, or the button (and command)
+    that runs what would decide it. Outside the box, so the decision itself fits one screen."""
+    if lead.kind == "value":
+        exp = model.experiments[0] if len(model.experiments) == 1 else None
+        rec = model.decision.recommended
         line = serve_line(exp, rec.value) if rec else None
         if line:
             st.code(line, language="bash")
-    elif lead.kind in ("default", "keep"):
-        st.info(text)
-    elif lead.next_step and model is not None and db_path is not None:
-        st.warning(text)
+    elif lead.next_step and db_path is not None:
         _more_runs_button(model, db_path)
-    else:
-        st.caption(text)
 
 
 def render_decision(model: ReportModel, db_path: Path | None = None) -> None:
@@ -100,10 +108,11 @@ def render_decision(model: ReportModel, db_path: Path | None = None) -> None:
     if not lead.lines:
         return
     with st.container(border=True, key="cmp_headline"):
-        if lead.sentences:
-            st.markdown("\n".join(f"- {md_escape(text)}" for text in lead.sentences))
-            st.caption(md_escape(lead.rule))
-        render_closing(lead, model, db_path)
+        if lead.sentences:  # the rule that decided: on the sentences' help mark, one hover away
+            sentences = "\n".join(f"- {md_escape(text)}" for text in lead.sentences)
+            st.markdown(sentences, help=lead.rule)
+        render_closing(lead)
+    render_actions(lead, model, db_path)
 
 
 def latest_text(exp: Mapping[str, Any], decision: Decision) -> str:
@@ -115,11 +124,12 @@ def latest_text(exp: Mapping[str, Any], decision: Decision) -> str:
     if not decision.complete:
         return f"{name}: running, not decided yet"
     if rec is not None:
-        return f"{name}: recommended {decision.param} = {rec.value}"
+        return f"{name}: recommended {decision.param} = {show_value(decision.param, rec.value)}"
     if decision.undecided:
         step = decision.next_step
         return f"{name}: undecided" + (f" ({step.text()} would likely decide it)" if step else "")
-    return f"{name}: decided, no value to recommend (keep {decision.param} = {decision.baseline})"
+    keep = show_value(decision.param, decision.baseline)
+    return f"{name}: decided, no value to recommend (keep {decision.param} = {keep})"
 
 
 def render_latest_decision(db: Any) -> None:

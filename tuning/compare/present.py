@@ -115,7 +115,9 @@ def spread_text(change: Change) -> str:
     )
 
 
-def ci_text(change: Change | None, confidence: float | None = None, unit: str = "") -> str:
+def ci_text(
+    change: Change | None, confidence: float | None = None, unit: str = "", spread: bool = True
+) -> str:
     """'95 % CI +8.1 … +12.3 %' at the level the interval was computed at (the change's own), in
     the metric's unit for a difference ('95 % CI +1 … +3 count'); a huge interval (wider than
     100 points) says its runs and spread beside it; '' when there is no interval."""
@@ -124,7 +126,7 @@ def ci_text(change: Change | None, confidence: float | None = None, unit: str = 
     level = level_text(change.confidence)
     if change.rel_low is not None and change.rel_high is not None:
         text = f"{level} CI {change.rel_low * 100:+.1f} … {change.rel_high * 100:+.1f} %"
-        if change.rel_high - change.rel_low > WIDE:
+        if spread and is_wide(change):
             text += f" — wide: {spread_text(change)}"
         return text
     if change.diff_low is None or change.diff_high is None:
@@ -132,10 +134,18 @@ def ci_text(change: Change | None, confidence: float | None = None, unit: str = 
     return f"{level} CI {diff_text(change.diff_low, unit)} … {diff_text(change.diff_high, unit)}"
 
 
-def _decided_by(change: Change, confidence: float, unit: str = "") -> list[str]:
+def is_wide(change: Change) -> bool:
+    """An interval wider than 100 points: what it rests on is said beside it."""
+    low, high = change.rel_low, change.rel_high
+    return low is not None and high is not None and high - low > WIDE
+
+
+def _decided_by(
+    change: Change, confidence: float, unit: str = "", spread: bool = True
+) -> list[str]:
     """A verdict's interval, the margin of an equivalence and the change's note."""
-    parts = [ci_text(change, confidence, unit)]
-    if change.verdict == "equivalent":
+    parts = [ci_text(change, confidence, unit, spread)]
+    if change.verdict == "equivalent" and change.rel_low is not None:  # a relative margin
         parts.append(f"within {margin_text(change.margin)}")
     return [p for p in (*parts, change.note) if p]
 
@@ -157,12 +167,23 @@ def verdict_text(change: Change | None, confidence: float = CONFIDENCE, unit: st
 
 
 def verdict_cell(change: Change | None, confidence: float = CONFIDENCE, unit: str = "") -> str:
-    """The table's verdict cell: `verdict_text` without the repeat estimate, which has a column
-    of its own (a narrow window then still shows the whole verdict)."""
+    """The table's verdict cell: `verdict_text` without the repeat estimate and a wide
+    interval's runs and spread, which have a column of their own (`aside_cell`: a narrow window
+    then still shows the whole verdict)."""
     if change is None:
         return ""
-    detail = "; ".join(_decided_by(change, confidence, unit))
+    detail = "; ".join(_decided_by(change, confidence, unit, spread=False))
     return VERDICT_LABEL[change.verdict] + (f" ({detail})" if detail else "")
+
+
+def aside_cell(change: Change | None) -> str:
+    """Beside the verdict: what would decide an undecided change, and what a wide interval rests
+    on ('wide: 2 + 2 runs, run-to-run CV 31 % / 44 %')."""
+    if change is None:
+        return ""
+    parts = [change.more.text] if change.more is not None else []
+    parts += [f"wide: {spread_text(change)}"] if is_wide(change) else []
+    return "; ".join(parts)
 
 
 def tone(metric: Metric, change: Change | None) -> Tone:
@@ -371,7 +392,7 @@ def table_rows(comparison: Comparison) -> list[list[Cell]]:
             decided += [
                 Cell(change_text(change, metric.unit), shade, True),
                 Cell(verdict_cell(change, comparison.confidence, metric.unit), shade),
-                Cell(change.more.text if change and change.more else "", "muted"),
+                Cell(aside_cell(change), "muted"),
             ]
         means = [
             Cell(fmt(s.stats(metric.key)["mean"], metric.unit), numeric=True)
