@@ -237,7 +237,7 @@ def table_frames(comparison: Comparison) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(text table, css table) of the same shape: rows = metrics, columns per side; a "to
     decide" column with nothing to say is left out."""
     columns = table_columns(comparison)
-    rows = table_rows(comparison)
+    rows = table_rows(comparison, with_units=False)  # each mean says its unit (GiB, not bytes)
     text = pd.DataFrame([[c.text for c in row] for row in rows], columns=columns)
     css = pd.DataFrame([[TONE_CSS[c.tone] for c in row] for row in rows], columns=columns)
     empty = [c for c in columns if c.startswith("to decide ") and not any(text[c])]
@@ -311,13 +311,6 @@ def render_table(
     JSON with `extra`: the decision record and its words, tuning.present.model) and the report
     of the comparison."""
     text, css = table_frames(comparison)
-    # each mean carries its own unit (GiB, not the metric's bytes): the name goes without it,
-    # which keeps the metric, Δ and verdict columns in a 1024 px window
-    names = [f"{m.label} ({m.unit})" for m in comparison.metrics]
-    text["metric"] = [
-        str(t).replace(name, name.rsplit(" (", 1)[0], 1) if i else t
-        for i, (t, name) in enumerate(zip(text["metric"], ["", *names], strict=True))
-    ]
     styler = text.style.apply(lambda _frame: css, axis=None)
     with st.container(key="cmp_table"):
         st.markdown("#### Side by side")

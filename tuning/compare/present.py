@@ -371,8 +371,10 @@ def table_columns(comparison: Comparison) -> list[str]:
     return [*cols, f"{heads[0]} (baseline)", *heads[1:], "better", "role"]
 
 
-def table_rows(comparison: Comparison) -> list[list[Cell]]:
-    """Rows of `table_columns`: the run counts first, then one row per metric (side means)."""
+def table_rows(comparison: Comparison, with_units: bool = True) -> list[list[Cell]]:
+    """Rows of `table_columns`: the run counts first, then one row per metric (side means).
+    Without units, a metric's name is its label alone (the page: each mean carries its own
+    unit, and a narrower name keeps the metric, Δ and verdict columns in a 1024 px window)."""
     base, candidates = comparison.baseline, comparison.candidates
     blank = Cell("", "muted")
 
@@ -400,7 +402,8 @@ def table_rows(comparison: Comparison) -> list[list[Cell]]:
         ]
         direction = Cell(direction_cell_text(metric), "muted")
         role = comparison.roles.get(metric.key, INFORMATION)
-        name = Cell(f"{metric.label} ({metric.unit})", title=metric.formula)
+        label = f"{metric.label} ({metric.unit})" if with_units else metric.label
+        name = Cell(label, title=metric.formula)
         if chunks and is_per_chunk(metric):
             name = Cell(
                 f"{name.text} · chunk size differs", "muted", title=f"{chunks}. {name.title}"
