@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuning.cli.args import add_db, add_yes, db_path, refused, say
-from tuning.cli.search_show import ACTIONS, drive
+from tuning.cli.search_show import ACTIONS, confirm_limits, drive
+from tuning.experiment.size import DEFAULT_BUDGET_MINUTES, DEFAULT_MAX_REPEATS
 
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
@@ -45,6 +46,21 @@ def add_arguments(sub: Subparsers) -> None:
         default="baseline",
         help="search confirm: the search's choice (or leader) against the baseline's value "
         "(default) or the closest rival",
+    )
+    p.add_argument(
+        "--max-repeats",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"the confirm: at most N runs a value (default {DEFAULT_MAX_REPEATS})",
+    )
+    p.add_argument(
+        "--budget-minutes",
+        type=float,
+        default=None,
+        metavar="M",
+        help="the confirm: add a round only when the estimate says it fits in M minutes "
+        f"(default {DEFAULT_BUDGET_MINUTES:g}; 0: no budget)",
     )
     p.add_argument("--record", type=int, default=None, help=argparse.SUPPRESS)  # the UI's row
     add_search_arguments(p)
@@ -195,11 +211,17 @@ def run(args: argparse.Namespace) -> int:
     for flag, value in (("--param", args.param), ("--range", args.range)):
         if not value:
             return refused(f"search: {flag} is required (or `search show ID`)")
+    limits = args.max_repeats is not None or args.budget_minutes is not None
+    if limits and not args.confirm:
+        return refused(
+            "search: --max-repeats and --budget-minutes limit the confirm: add --confirm"
+        )
     try:
         spec = SearchSpec(
             param=args.param, space=parse_range(args.param, args.range), **search_options(args)
         )
         spec.validate()
+        confirm_limits(args)  # refused before the search runs, not after
     except (ParamError, ValueError) as exc:
         return refused(str(exc))
 
@@ -229,7 +251,11 @@ def run(args: argparse.Namespace) -> int:
         else:
             code, confirmed = drive(
                 lambda: confirm_search(
-                    db_path(args), result["search_id"], "rival", args.start_timeout
+                    db_path(args),
+                    result["search_id"],
+                    "rival",
+                    args.start_timeout,
+                    confirm_limits(args),
                 )
             )
             if code:

@@ -12,10 +12,14 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core import json_depth
 from tuning.cli.args import EXIT_INTERRUPTED, db_path, refused, say
+from tuning.experiment.size import DEFAULT_BUDGET_MINUTES, DEFAULT_MAX_REPEATS
+
+if TYPE_CHECKING:
+    from tuning.experiment.repeats import AutoRepeats
 
 ACTIONS = ("show", "confirm", "import")
 MAX_JSON_BYTES = 16 << 20  # a search's --json output is a few KiB; refuse anything huge
@@ -77,10 +81,27 @@ def _show(path: Path, search_id: int, as_json: bool) -> int:
     return 0
 
 
+def confirm_limits(args: argparse.Namespace) -> AutoRepeats:
+    """The confirm's until-decided limits from `--max-repeats` and `--budget-minutes` (the
+    experiment's own defaults; a budget of 0 is none). ValueError for a bad limit."""
+    from tuning.experiment.repeats import AutoRepeats
+
+    budget = DEFAULT_BUDGET_MINUTES if args.budget_minutes is None else args.budget_minutes
+    return AutoRepeats(
+        max_repeats=DEFAULT_MAX_REPEATS if args.max_repeats is None else args.max_repeats,
+        budget_minutes=budget or None,
+    )
+
+
 def confirm_search(
-    path: Path, search_id: int, against: str = "baseline", start_timeout: float = 300.0
+    path: Path,
+    search_id: int,
+    against: str = "baseline",
+    start_timeout: float = 300.0,
+    auto: AutoRepeats | None = None,
 ) -> dict[str, Any]:
-    """Plan the confirming experiment and run it here (the machine lock held); the facts after."""
+    """Plan the confirming experiment and run it here (the machine lock held), repeated until
+    decided within `auto`'s limits; the facts after."""
     from tuning.decide.search.confirm import plan_confirm
     from tuning.decide.search.record import keep_confirm, spec_from_json
     from tuning.decide.search.show import find_search, search_facts
@@ -94,7 +115,7 @@ def confirm_search(
         engine = None if row["spec"].get("base_url") else current_spec()
     except EngineError as exc:
         raise ValueError(f"search confirm: {exc}") from None
-    exp_id = plan_confirm(path, known, spec_from_json(row["spec"], engine), against)
+    exp_id = plan_confirm(path, known, spec_from_json(row["spec"], engine), against, auto)
     say(f"confirming search {search_id}: experiment {exp_id}", file=sys.stderr)
     run_experiment(path, exp_id, start_timeout=start_timeout)
     shown = search_facts(path, find_search(path, search_id))
@@ -111,7 +132,9 @@ def _confirm(args: argparse.Namespace, search_id: int) -> int:
     except StoreError as exc:
         return refused(f"search {search_id}: {exc}")
     code, found = drive(
-        lambda: confirm_search(db_path(args), search_id, args.against, args.start_timeout)
+        lambda: confirm_search(
+            db_path(args), search_id, args.against, args.start_timeout, confirm_limits(args)
+        )
     )
     if not code:
         print_facts(found, args.json)

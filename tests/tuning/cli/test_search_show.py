@@ -120,6 +120,7 @@ def test_search_confirm_repeats_the_choice_against_its_rival_until_decided(
         )
         flags += " --model m --objective output_throughput --num-requests 8 --input-len 4"
         flags += f" --output-len 3 --num-warmups 0 --db {db} --confirm --json"
+        flags += " --max-repeats 4 --budget-minutes 30"  # the confirm's limits
         done = tuning_cli(["search", *flags.split()], lab_home)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
@@ -128,7 +129,7 @@ def test_search_confirm_repeats_the_choice_against_its_rival_until_decided(
     assert confirm["chosen"] == result["decision"]["leader"]
     assert {confirm["chosen"], confirm["other"]} == {1, 4}
     assert confirm["verdict"] in ("better", "worse", "equivalent", "undecided")
-    assert confirm["runs_a_side"][0] >= 2 and confirm["runs_a_side"][1] >= 2
+    assert 2 <= confirm["runs_a_side"][0] <= 4 and 2 <= confirm["runs_a_side"][1] <= 4
     assert confirm["confidence"] is not None and 0.95 <= confirm["confidence"] < 1
     # the confirm settles the choice: a value when decided, a named tie when not
     assert choice["source"] == "confirm" and choice["outcome"] in ("chosen", "tie")
@@ -138,6 +139,7 @@ def test_search_confirm_repeats_the_choice_against_its_rival_until_decided(
         exp = queries.get_experiment(conn, confirm["experiment_id"])
         stored = queries.get_search(conn, 1)["result"]
     assert exp["name"].startswith("confirm search 1: concurrency") and exp["repeats_auto"] == 1
+    assert (exp["max_repeats"], exp["budget_minutes"]) == (4, 30.0)  # it used to have no budget
     assert stored["confirm"] == confirm and stored["choice"]["chosen"] == choice["chosen"]
     shown = tuning_cli(["search", "show", "1", "--db", str(db), "--json"], lab_home)
     facts = json.loads(shown.stdout)
@@ -146,3 +148,36 @@ def test_search_confirm_repeats_the_choice_against_its_rival_until_decided(
     text = tuning_cli(["search", "show", "1", "--db", str(db)], lab_home).stdout.splitlines()
     assert text[2] == facts["choice"]["line"], text[2]
     assert any(w in text[2] for w in ("after the confirm", "confirmed", "overturned")), text[2]
+
+
+def test_a_confirm_has_the_experiments_limits_by_default() -> None:
+    """`search --confirm` / `search confirm ID` without limits repeat at most
+    DEFAULT_MAX_REPEATS runs a value within DEFAULT_BUDGET_MINUTES, as `experiment --repeats auto`
+    does (the confirm used to repeat with no time budget at all); 0 minutes is no budget."""
+    from tuning.cli.main import build_parser
+    from tuning.cli.search_show import confirm_limits
+    from tuning.experiment.size import DEFAULT_BUDGET_MINUTES, DEFAULT_MAX_REPEATS
+
+    parse = build_parser().parse_args
+    auto = confirm_limits(parse(["search", "confirm", "1"]))
+    assert (auto.max_repeats, auto.budget_minutes) == (DEFAULT_MAX_REPEATS, DEFAULT_BUDGET_MINUTES)
+    auto = confirm_limits(parse(["search", "confirm", "1", "--budget-minutes", "0"]))
+    assert auto.budget_minutes is None
+    with pytest.raises(ValueError, match="budget-minutes"):
+        confirm_limits(parse(["search", "confirm", "1", "--budget-minutes", "-1"]))
+
+
+def test_confirm_limits_are_refused_before_the_search_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bad confirm limit, or a limit without --confirm, is one line before any work (nothing
+    is written: no DB appears)."""
+    db = tmp_path / "lab.db"
+    base = ["search", "--param", "concurrency", "--range", "1:4", "--base-url", "http://x:1"]
+    for extra, words in (
+        (["--confirm", "--budget-minutes", "-1"], "--budget-minutes must be more than 0"),
+        (["--max-repeats", "3"], "limit the confirm: add --confirm"),
+    ):
+        code, _, err = _cli([*base, *extra, "--db", str(db)], capsys)
+        assert code == 1 and words in err and err.count("\n") == 1, err
+    assert not db.exists()

@@ -30,6 +30,7 @@ from tuning.decide.search.slo import slo_key, slo_state
 from tuning.engine.params import format_value, get_param
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.repeats import AutoRepeats
+from tuning.experiment.size import DEFAULT_BUDGET_MINUTES
 from tuning.experiment.spec import ExperimentSpec
 
 
@@ -54,11 +55,17 @@ def confirm_values(facts: Mapping[str, Any], against: str = "baseline") -> list[
 
 
 def confirm_plan(
-    facts: Mapping[str, Any], spec: SearchSpec, against: str = "baseline", **who: str
+    facts: Mapping[str, Any],
+    spec: SearchSpec,
+    against: str = "baseline",
+    auto: AutoRepeats | None = None,
+    **who: str,
 ) -> dict[str, Any]:
     """plan_experiment's keywords for the confirming experiment: the other value first (the side
-    every verdict is against), the chosen value second, repeated until decided; the search's
-    workload, engine and baseline config. ValueError when there is no pair."""
+    every verdict is against), the chosen value second, repeated until decided within `auto`'s
+    limits (default: the experiment's own, DEFAULT_MAX_REPEATS runs a value and
+    DEFAULT_BUDGET_MINUTES); the search's workload, engine and baseline config. ValueError when
+    there is no pair."""
     values = confirm_values(facts, against)
     if values is None:
         raise ValueError(f"search {facts['search_id']}: no chosen value and rival to confirm")
@@ -71,7 +78,7 @@ def confirm_plan(
         base_config={k: v for k, v in spec.base_config.items() if k != name},
         base_url=spec.base_url,
         model=spec.model,
-        auto=AutoRepeats(),
+        auto=auto or AutoRepeats(budget_minutes=DEFAULT_BUDGET_MINUTES),
         name=f"{confirm_prefix(int(facts['search_id']))} {name} "
         f"{format_value(values[1])} vs {format_value(values[0])}",
         **who,
@@ -79,11 +86,16 @@ def confirm_plan(
 
 
 def plan_confirm(
-    db_path: Path, facts: Mapping[str, Any], spec: SearchSpec, against: str = "baseline", **who: str
+    db_path: Path,
+    facts: Mapping[str, Any],
+    spec: SearchSpec,
+    against: str = "baseline",
+    auto: AutoRepeats | None = None,
+    **who: str,
 ) -> int:
     """Write the confirming experiment (queued; a runner takes it); its id."""
     return plan_experiment(
-        db_path, ExperimentSpec.build(**confirm_plan(facts, spec, against, **who))
+        db_path, ExperimentSpec.build(**confirm_plan(facts, spec, against, auto, **who))
     )
 
 
