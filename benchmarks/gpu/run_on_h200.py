@@ -450,6 +450,50 @@ def search() -> dict[str, Any]:
     return out
 
 
+# (m) a server-flag search under a latency SLO, settled by its confirm (issue 37): max-num-seqs
+# over a range at C=256 (each value a restart, eager), the objective output throughput under a
+# p99 TPOT SLO, then `--confirm`: the leader against its closest rival, repeated until decided
+# within the confirm's limits.
+SEARCH_CONFIRM = {
+    "range": os.environ.get("H200_M_RANGE", "64:256"),
+    "slo": os.environ.get("H200_M_SLO", "tpot:80"),
+    "budget_runs": os.environ.get("H200_M_BUDGET", "4"),
+    "requests": os.environ.get("H200_M_REQUESTS", "2048"),
+    "max_repeats": os.environ.get("H200_M_MAX_REPEATS", "4"),
+    "minutes": os.environ.get("H200_M_MINUTES", "9"),
+}
+
+
+def search_confirm() -> dict[str, Any]:
+    """(m) `tuning search --param max-num-seqs ... --slo ... --confirm`: the lab starts each
+    value's server itself; the result (choice, interval or named tie) in search-confirm.json."""
+    spec = SEARCH_CONFIRM
+    argv = [
+        sys.executable, "-m", "tuning", "search",
+        "--param", "max-num-seqs", "--range", spec["range"], "--coarse", "2",
+        "--objective", "output_throughput", "--slo", spec["slo"],
+        "--budget-runs", spec["budget_runs"], "--confirm",
+        "--max-repeats", spec["max_repeats"], "--budget-minutes", spec["minutes"],
+        "--set", "max-model-len=2048", "--set", "enforce-eager=true",
+        "--concurrency", "256", "--num-requests", spec["requests"],
+        "--input-len", "512", "--output-len", "256", "--start-timeout", "420",
+        "--db", str(DB), "--json",
+    ]  # fmt: skip
+    t = time.monotonic()
+    done = call(argv, timeout=3000, stdout_only=True)
+    out: dict[str, Any] = {"key": "m", "rc": done.returncode, "wall_s": time.monotonic() - t}
+    text = done.stdout or ""
+    if "{" in text:
+        try:
+            out["search"] = json.loads(text[text.index("{") :])
+        except ValueError:
+            out["stdout"] = text[-3000:]
+    (ACC / "search-confirm.json").write_text(json.dumps(out, indent=2, default=str))
+    found = out.get("search", {})
+    log(f"search (m): choice {json.dumps(found.get('choice'))} rc {done.returncode}")
+    return out
+
+
 def bench() -> dict[str, Any]:
     state = start_server("max-num-seqs=256")
     if state is None:
@@ -492,7 +536,7 @@ def pipeline(args: argparse.Namespace) -> int:
     for step in steps:
         log(f"=== step ({step}) ===")
         try:
-            special = {"c": bench, "f": search, "l": learn_flags}
+            special = {"c": bench, "f": search, "l": learn_flags, "m": search_confirm}
             results[step] = special[step]() if step in special else experiment(step)
         except Exception as exc:  # one step's failure must not lose the others
             log(f"step ({step}) raised {type(exc).__name__}: {exc}")
@@ -616,7 +660,12 @@ def collect(args: argparse.Namespace) -> int:
             sys.stdout.write((out / "summary.txt").read_text())
         except Exception as exc:
             log(f"summary failed: {type(exc).__name__}: {exc}")
-    for name in ("bench-agreement.json", "search-h200.json", "flags-h200.json"):
+    for name in (
+        "bench-agreement.json",
+        "search-h200.json",
+        "flags-h200.json",
+        "search-confirm.json",
+    ):
         if (ACC / name).exists():
             shutil.copy2(ACC / name, out / name)
     if PIPE_LOG.exists():
