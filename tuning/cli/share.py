@@ -2,6 +2,7 @@
 
     export  --db lab.db (--experiment ID | RUN_ID ...) --out FILE.bundle.zip
     import  --db lab.db FILE.bundle.zip
+    import  --db lab.db RESULT.json|SWEEP_DIR [--param NAME --value V] [--experiment ID]
     report  --db lab.db (--experiment ID | RUN_ID ...) --out FILE.html [--baseline RUN_ID]
     publish --db lab.db (--experiment ID | RUN_ID ...) [--team-folder DIR]
     team    --db lab.db [--import-new] [--team-folder DIR] [--json]
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuning.cli.args import add_db, add_selection, db_path, printable, refused, say
+from tuning.cli.field_files import add_field_arguments, import_field_file
 
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
@@ -55,10 +57,16 @@ def add_arguments(sub: Subparsers) -> None:
     exp.add_argument("--note", default="", help="a line for the manifest")
     _include_prompts(exp)
     imp = sub.add_parser(
-        "import", help="merge a bundle into the lab (validated first; importing twice adds nothing)"
+        "import",
+        help="merge a bundle, or read another tool's result file (vLLM bench JSON or sweep "
+        "folder, GuideLLM benchmarks.json, AIPerf profile_export_aiperf.json) into runs of an "
+        "experiment (validated first; importing twice adds nothing)",
     )
-    imp.add_argument("bundle", type=Path, metavar="FILE")
-    imp.add_argument("--json", action="store_true")
+    imp.add_argument(
+        "bundle", type=Path, metavar="FILE", help="a .bundle.zip, a result file or a sweep folder"
+    )
+    imp.add_argument("--json", action="store_true", help="what was imported, as JSON")
+    add_field_arguments(imp)
     add_db(imp)
     rep = sub.add_parser("report", help="one standalone HTML report (opens offline)")
     add_selection(rep)
@@ -125,7 +133,12 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
+    import zipfile
+
     from store.bundle import BundleError, import_bundle
+
+    if args.bundle.is_dir() or (args.bundle.is_file() and not zipfile.is_zipfile(args.bundle)):
+        return import_field_file(args)
 
     try:
         result = import_bundle(db_path(args), args.bundle)
