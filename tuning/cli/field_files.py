@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
+from typing import Any
 
 from tuning.cli.args import db_path, printable, refused, say
 
@@ -66,4 +68,80 @@ def import_field_file(args: argparse.Namespace) -> int:
         )
     else:
         say(printable(result.describe()))
+    return 0
+
+
+FORMATS = ("bundle", "benchmark-report", "vllm-bench")
+
+
+def add_format_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="bundle",
+        help="bundle: the lab's own (default); benchmark-report: llm-d Benchmark Report v0.2.1, "
+        "one per run; vllm-bench: vLLM's bench serve --save-result JSON (several runs: a "
+        "bench sweep folder that `vllm bench sweep plot` reads)",
+    )
+
+
+def _selected(db: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The measured runs named (and those of the experiments named), in order."""
+    from core.status import MEASURED
+    from store import queries
+
+    ids = list(dict.fromkeys(int(i) for i in args.run_ids or []))
+    for eid in args.experiment or []:
+        ids += [i for i in queries.experiment_run_ids(db, eid) if i not in ids]
+    return [r for r in queries.load_runs(db, ids) if r.get("status") in MEASURED]
+
+
+def _write(path: Path, doc: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=2, default=str, allow_nan=False) + "\n")
+
+
+def export_field_files(args: argparse.Namespace) -> int:
+    """Write the runs named as Benchmark Reports or vLLM bench JSON (one run: the file --out;
+    several: files under the folder --out)."""
+    from store import StoreError, queries
+    from store.db import connect
+    from tuning.present.field.benchmark_report import benchmark_report
+    from tuning.present.field.vllm_bench import bench_result, sweep_files
+
+    out = Path(args.out)
+    if not (args.run_ids or args.experiment):
+        return refused("name runs or --experiment ID to export")
+    try:
+        with connect(db_path(args), readonly=True) as db:
+            runs = _selected(db, args)
+            if not runs:
+                return refused("no measured run among those named")
+            single = len(runs) == 1 and not args.experiment
+            if single and out.suffix != ".json":
+                return refused(f"--out {out}: one run is written to a .json file")
+            if not single and out.suffix:
+                return refused(f"--out {out}: several runs are written to a folder, not a file")
+            if args.format == "benchmark-report":
+                uids = {
+                    int(r["experiment_id"]): queries.get_experiment(db, int(r["experiment_id"]))[
+                        "uid"
+                    ]
+                    for r in runs
+                    if r.get("experiment_id")
+                }
+                files: dict[str, Any] = {
+                    f"run-{r['id']}.json": benchmark_report(
+                        r, uids.get(int(r["experiment_id"] or 0))
+                    )
+                    for r in runs
+                }
+            else:
+                pairs = [(r, queries.get_requests(db, int(r["id"])) or None) for r in runs]
+                files = {"": bench_result(*pairs[0])} if single else sweep_files(pairs)
+    except (StoreError, ValueError) as exc:
+        return refused(str(exc))
+    for rel, doc in files.items():
+        _write(out if single else out / rel, doc)
+    say(f"wrote {out}: {len(runs)} run(s) as {args.format}")
     return 0

@@ -1,6 +1,7 @@
 """`python -m tuning export|import|report|publish|team`: sharing run history from a shell.
 
     export  --db lab.db (--experiment ID | RUN_ID ...) --out FILE.bundle.zip
+    export  ... --format benchmark-report|vllm-bench --out FILE.json|DIR
     import  --db lab.db FILE.bundle.zip
     import  --db lab.db RESULT.json|SWEEP_DIR [--param NAME --value V] [--experiment ID]
     report  --db lab.db (--experiment ID | RUN_ID ...) --out FILE.html [--baseline RUN_ID]
@@ -19,7 +20,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuning.cli.args import add_db, add_selection, db_path, printable, refused, say
-from tuning.cli.field_files import add_field_arguments, import_field_file
+from tuning.cli.field_files import (
+    add_field_arguments,
+    add_format_argument,
+    export_field_files,
+    import_field_file,
+)
 
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
@@ -52,8 +58,10 @@ def add_arguments(sub: Subparsers) -> None:
         "--out",
         required=True,
         metavar="FILE",
-        help="the bundle to write (e.g. ada-runs.bundle.zip)",
+        help="the bundle to write (e.g. ada-runs.bundle.zip); with --format, a .json file for "
+        "one run or a folder for several",
     )
+    add_format_argument(exp)
     exp.add_argument("--note", default="", help="a line for the manifest")
     _include_prompts(exp)
     imp = sub.add_parser(
@@ -119,6 +127,9 @@ def _bundle_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 def _export(args: argparse.Namespace) -> int:
     from store.bundle import BundleError, export_bundle
+
+    if args.format != "bundle":
+        return export_field_files(args)
 
     try:
         m = export_bundle(db_path(args), args.out, **_bundle_kwargs(args))

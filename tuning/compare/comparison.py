@@ -69,7 +69,7 @@ class Side:
     imported: list[str] = field(default_factory=list)
 
     def brief(self) -> dict[str, Any]:
-        keys = ("label", "run_ids", "not_applied", "reused", "suspect")
+        keys = ("label", "run_ids", "not_applied", "reused", "suspect", "imported")
         return {k: getattr(self, k) for k in keys}
 
     def mean_interval(self, key: str, confidence: float = CONFIDENCE) -> tuple[float, float] | None:

@@ -11,6 +11,7 @@ those are the server's flags, under vLLM's names with dashes."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from core.records import RequestRecord
@@ -88,6 +89,14 @@ def server_overrides(doc: Mapping[str, Any], folder: str) -> dict[str, Any]:
     }
 
 
+def _date(value: Any) -> str | None:
+    """vLLM's `date` ('20261207-021929', local time) as ISO-8601; None when it is not one."""
+    try:
+        return datetime.strptime(str(value), "%Y%m%d-%H%M%S").isoformat() if value else None
+    except ValueError:
+        return None
+
+
 def read_run(doc: Mapping[str, Any], label: str, folder: str = "") -> FieldRun:
     """One --save-result document as a FieldRun (a sweep's run file: with its server flags)."""
     records = _records(doc)
@@ -107,5 +116,5 @@ def read_run(doc: Mapping[str, Any], label: str, folder: str = "") -> FieldRun:
         model=str(doc["model_id"]) if isinstance(doc.get("model_id"), str) else None,
         workload={k: v for k, v in workload.items() if v is not None},
         config=server_overrides(doc, folder),
-        started_at=str(doc["date"]) if isinstance(doc.get("date"), str) else None,
+        started_at=_date(doc.get("date")),
     )
