@@ -37,6 +37,20 @@ def add_field_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def is_field_file(path: Path) -> bool:
+    """A sweep folder, or a file that is not a bundle (a bundle is a zip: named .zip or starting
+    with the zip signature, so a truncated one still gets the bundle's refusal)."""
+    if path.is_dir():
+        return True
+    if not path.is_file() or path.suffix.lower() == ".zip":
+        return False
+    try:
+        with path.open("rb") as f:
+            return f.read(2) != b"PK"
+    except OSError:
+        return False
+
+
 def import_field_file(args: argparse.Namespace) -> int:
     """Read a result file into runs; a refusal comes before any write."""
     from tuning.experiment.imported import ImportError_, import_field

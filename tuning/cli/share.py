@@ -25,6 +25,7 @@ from tuning.cli.field_files import (
     add_format_argument,
     export_field_files,
     import_field_file,
+    is_field_file,
 )
 
 if TYPE_CHECKING:
@@ -144,11 +145,9 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    import zipfile
-
     from store.bundle import BundleError, import_bundle
 
-    if args.bundle.is_dir() or (args.bundle.is_file() and not zipfile.is_zipfile(args.bundle)):
+    if is_field_file(args.bundle):
         return import_field_file(args)
 
     try:

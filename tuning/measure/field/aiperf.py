@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from core.json_depth import TooDeep, loads
+from core.plausible import count, number
 from core.records import RequestRecord
-from tuning.measure.field.run import FieldError, FieldRun, count, items, number, obj
+from tuning.measure.field.run import FieldError, FieldRun, items, obj
 from tuning.measure.metrics import summarize
 
 TOOL = "aiperf"
@@ -32,7 +33,7 @@ _METRICS = {
 }
 
 
-def looks_like(doc: Any) -> bool:
+def is_aiperf(doc: Any) -> bool:
     return isinstance(doc, Mapping) and (
         "aiperf_version" in doc or ("schema_version" in doc and "request_latency" in doc)
     )
@@ -49,7 +50,8 @@ def _record(i: int, row: Mapping[str, Any], t0: int) -> RequestRecord:
     ttft = number(_value(metrics, "time_to_first_token"))
     latency = number(_value(metrics, "request_latency"))
     ok = not err and ttft is not None and latency is not None
-    gaps = [g / 1000.0 for g in (number(x) for x in items(_value(metrics, "inter_chunk_latency")))]
+    raw = (number(x) for x in items(_value(metrics, "inter_chunk_latency")))
+    gaps = [g / 1000.0 for g in raw if g is not None]
     out_tokens = count(_value(metrics, "usage_completion_tokens"))
     if out_tokens is None:
         out_tokens = count(_value(metrics, "output_sequence_length"))
@@ -61,7 +63,7 @@ def _record(i: int, row: Mapping[str, Any], t0: int) -> RequestRecord:
         start=start / 1e9,
         ttft=(ttft or 0.0) / 1000.0 if ok else None,
         end=start / 1e9 + (latency or 0.0) / 1000.0 if ok else None,
-        itl=[g for g in gaps if g is not None] if ok else [],
+        itl=gaps if ok else [],
         prompt_tokens=in_tokens,
         output_tokens=out_tokens if ok else None,
         ok=ok,
@@ -70,7 +72,7 @@ def _record(i: int, row: Mapping[str, Any], t0: int) -> RequestRecord:
     )
 
 
-def read_jsonl(path: Path) -> list[RequestRecord]:
+def read_profile_jsonl(path: Path) -> list[RequestRecord]:
     """The profiling phase's requests of a profile_export.jsonl, bounded per line and in lines."""
     rows: list[Mapping[str, Any]] = []
     with path.open("rb") as f:
@@ -110,10 +112,10 @@ def _aggregate(doc: Mapping[str, Any], duration: float) -> dict[str, Any]:
     return {k: v for k, v in out.items() if v is not None}
 
 
-def read(doc: Mapping[str, Any], jsonl: Path | None) -> FieldRun:
+def read_aiperf(doc: Mapping[str, Any], jsonl: Path | None) -> FieldRun:
     """The run of one AIPerf profile (per request from `jsonl` when given)."""
     duration = number(obj(doc.get("benchmark_duration")).get("avg")) or 0.0
-    records = read_jsonl(jsonl) if jsonl is not None else None
+    records = read_profile_jsonl(jsonl) if jsonl is not None else None
     records = records or None
     summary = (
         summarize(records, duration) if records and duration > 0 else _aggregate(doc, duration)

@@ -16,8 +16,8 @@ from tuning.measure.field.run import FieldError, FieldRun
 MAX_BYTES = 512 * 1024 * 1024  # a detailed run of 100k requests is well under this
 MAX_SWEEP_FILES = 10_000
 EXPECTED = (
-    "expected a vLLM bench --save-result JSON, a vLLM bench sweep folder, a GuideLLM "
-    "benchmarks.json or AIPerf's profile_export_aiperf.json"
+    "expected a lab bundle (.bundle.zip), a vLLM bench --save-result JSON, a vLLM bench "
+    "sweep folder, a GuideLLM benchmarks.json or AIPerf's profile_export_aiperf.json"
 )
 
 
@@ -44,7 +44,7 @@ def _sweep(folder: Path) -> list[FieldRun]:
     runs = []
     for f in files:
         doc = load_json(f)
-        if not vllm_bench.looks_like(doc):
+        if not vllm_bench.is_vllm_bench(doc):
             raise FieldError(f"{f}: not a vLLM bench result; {EXPECTED}")
         runs.append(vllm_bench.read_run(doc, str(f.relative_to(folder)), f.parent.name))
     if not runs:
@@ -57,11 +57,13 @@ def read_field(path: Path) -> tuple[str, list[FieldRun]]:
     if path.is_dir():
         return "vLLM bench sweep", _sweep(path)
     doc = load_json(path)
-    if guidellm.looks_like(doc):
-        return "GuideLLM benchmarks", guidellm.read(doc)
-    if aiperf.looks_like(doc):
+    if guidellm.is_guidellm(doc):
+        return "GuideLLM benchmarks", guidellm.read_guidellm(doc)
+    if aiperf.is_aiperf(doc):
         jsonl = path.with_name("profile_export.jsonl")
-        return "AIPerf profile export", [aiperf.read(doc, jsonl if jsonl.is_file() else None)]
-    if vllm_bench.looks_like(doc):
+        return "AIPerf profile export", [
+            aiperf.read_aiperf(doc, jsonl if jsonl.is_file() else None)
+        ]
+    if vllm_bench.is_vllm_bench(doc):
         return "vLLM bench result", [vllm_bench.read_run(doc, path.name)]
     raise FieldError(f"{path}: no known result format; {EXPECTED}")

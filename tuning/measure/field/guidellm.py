@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from core.plausible import count, number
 from core.records import RequestRecord
-from tuning.measure.field.run import FieldRun, count, items, number, obj
+from tuning.measure.field.run import FieldRun, items, obj
 from tuning.measure.metrics import summarize
 
 TOOL = "guidellm"
@@ -28,7 +29,7 @@ _DISTRIBUTIONS = {
 _STATS = {"mean": "mean", "median": "median", "p90": "p90", "p99": "p99"}
 
 
-def looks_like(doc: Any) -> bool:
+def is_guidellm(doc: Any) -> bool:
     return (
         isinstance(doc, Mapping)
         and isinstance(doc.get("benchmarks"), list)
@@ -93,7 +94,7 @@ def _aggregate(bench: Mapping[str, Any], duration: float) -> dict[str, Any]:
     return {k: v for k, v in out.items() if v is not None}
 
 
-def read(doc: Mapping[str, Any]) -> list[FieldRun]:
+def read_guidellm(doc: Mapping[str, Any]) -> list[FieldRun]:
     """One FieldRun per benchmark of the report."""
     version = obj(doc.get("metadata")).get("guidellm_version")
     runs = []

@@ -4,7 +4,6 @@ the file says of the load and the server. Pure data; the readers build it, the i
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,19 +28,6 @@ class FieldRun:
     workload: dict[str, Any] = field(default_factory=dict)  # concurrency, request_rate, ...
     config: dict[str, Any] = field(default_factory=dict)  # server flags the file holds, if any
     started_at: str | None = None
-
-
-def number(value: Any) -> float | None:
-    """A finite float, else None ('inf', NaN, text and booleans are no measurement)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    out = float(value)
-    return out if math.isfinite(out) else None
-
-
-def count(value: Any) -> int | None:
-    got = number(value)
-    return None if got is None else int(got)
 
 
 def obj(value: Any) -> Mapping[str, Any]:

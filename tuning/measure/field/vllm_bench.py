@@ -14,8 +14,9 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from core.plausible import count, number
 from core.records import RequestRecord
-from tuning.measure.field.run import FieldRun, count, items, number
+from tuning.measure.field.run import FieldRun, items
 from tuning.measure.metrics import summarize
 
 TOOL = "vllm-bench"
@@ -28,7 +29,7 @@ _HEADER = {
 _PER_REQUEST = ("ttfts", "itls", "latencies", "start_times", "input_lens", "output_lens")
 
 
-def looks_like(doc: Any) -> bool:
+def is_vllm_bench(doc: Any) -> bool:
     """A --save-result JSON: vLLM's header and result keys."""
     return (
         isinstance(doc, Mapping)
