@@ -1,4 +1,4 @@
-"""Runs from another tool's result file stored as an experiment of this lab (issue 40 item 3):
+"""Runs from another tool's result file stored as an experiment of this lab:
 each FieldRun (tuning.measure.field) becomes a done run whose summary columns are what compare
 reads, with its request rows where the file kept them, so it gets the same verdicts as a run
 measured here. The file does not hold the engine's configuration, so the run says so: its
