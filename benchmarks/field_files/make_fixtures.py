@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -57,6 +58,51 @@ def vllm_bench(vllm: str, url: str, model: str, work: Path) -> tuple[list[str], 
     return argv, [f"vllm_bench_serve.json: vLLM {version}"]
 
 
+_SWEEP = (
+    "import sys; from vllm.utils.argparse_utils import FlexibleArgumentParser; "
+    "from vllm.benchmarks.sweep.serve import SweepServeArgs, run_main; "
+    "p = FlexibleArgumentParser(); SweepServeArgs.add_cli_args(p); "
+    "run_main(SweepServeArgs.from_cli_args(p.parse_args(sys.argv[1:])))"
+)
+# The fake server as a sweep's serve command: it drops the one server flag the sweep varies
+# (a fake has no scheduler to apply it to), so the sweep's own layout and files are real.
+_FAKE_SERVE = (
+    "import sys; from tests.fakes.fake_openai import main; a = sys.argv[1:]; "
+    "i = a.index('--max-num-seqs'); del a[i:i + 2]; sys.exit(main(a))"
+)
+
+
+def vllm_sweep(vllm: str, model: str, port: int, work: Path) -> tuple[list[str], list[str]]:
+    """`vllm bench sweep serve` over max-num-seqs 4 and 8, two runs each, its server the fake
+    OpenAI server started by the sweep itself (so this one needs the checkout's fakes)."""
+    python = str(Path(vllm).with_name("python"))
+    params = work / "serve_params.json"
+    params.write_text(json.dumps([{"max_num_seqs": 4}, {"max_num_seqs": 8}]))
+    serve = [sys.executable, "-c", _FAKE_SERVE, "--port", str(port), "--model", model,
+             "--ttft-ms", "20", "--itl-ms", "5"]  # fmt: skip
+    bench = [
+        python, "-c", _BENCH, "--backend", "vllm", "--base-url", f"http://127.0.0.1:{port}",
+        "--model", model, "--tokenizer", model, "--dataset-name", "random",
+        "--random-input-len", str(IN_LEN), "--random-output-len", str(OUT_LEN),
+        "--num-prompts", "8", "--max-concurrency", "2", "--ignore-eos", "--save-detailed",
+    ]  # fmt: skip
+    argv = [
+        python, "-c", _SWEEP, "--serve-cmd", shlex.join(serve), "--bench-cmd", shlex.join(bench),
+        "--serve-params", str(params), "--num-runs", "2", "--output-dir", str(work / "sweep"),
+        "--experiment-name", "max_num_seqs",
+        "--after-bench-cmd", shlex.join([sys.executable, "-c", "pass"]),  # no cache to reset
+    ]  # fmt: skip
+    # The sweep's last step (a pandas table of every combination) fails in a venv without
+    # pandas, after every run file and summary.json is written: those files are what is kept.
+    print("$", " ".join(argv), flush=True)
+    subprocess.run(argv, cwd=work, check=False, timeout=900)
+    found = sorted((work / "sweep").rglob("summary.json"))
+    if len(found) != 2 or len(list((work / "sweep").rglob("run=*.json"))) != 4:
+        raise SystemExit("bench sweep serve did not write its 4 runs and 2 summaries")
+    version = _version([python, "-c", "import vllm; print(vllm.__version__)"])
+    return argv, [f"vllm_sweep/: vLLM {version} (`bench sweep serve`, the fake as its server)"]
+
+
 def guidellm(venv: Path, url: str, model: str, work: Path) -> tuple[list[str], list[str]]:
     argv = [
         str(venv / "bin" / "guidellm"), "run",
@@ -96,16 +142,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", required=True, help="served model name (a local folder works)")
     p.add_argument("--tools-venv", type=Path, default=Path("/tmp/fieldtools"))
     p.add_argument("--vllm", default=str(REPO / ".engine" / "venv" / "bin" / "vllm"))
-    p.add_argument("--only", choices=("vllm", "guidellm", "aiperf"), action="append")
+    p.add_argument("--only", choices=("vllm", "sweep", "guidellm", "aiperf"), action="append")
+    p.add_argument(
+        "--sweep-port",
+        type=int,
+        default=8312,
+        help="a free port for the fake server `bench sweep serve` starts (sweep only)",
+    )
     args = p.parse_args(argv)
     lines = ["# Result files made by the real tools (benchmarks/field_files/make_fixtures.py)", ""]
-    wanted = args.only or ["vllm", "guidellm", "aiperf"]
+    wanted = args.only or ["vllm", "sweep", "guidellm", "aiperf"]
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         made: list[tuple[list[str], list[str]]] = []
         if "vllm" in wanted:
             made.append(vllm_bench(args.vllm, args.base_url, args.model, work))
             shutil.copy(work / "vllm_bench_serve.json", OUT / "vllm_bench_serve.json")
+        if "sweep" in wanted:
+            made.append(vllm_sweep(args.vllm, args.model, args.sweep_port, work))
+            shutil.rmtree(OUT / "vllm_sweep", ignore_errors=True)
+            shutil.copytree(work / "sweep", OUT / "vllm_sweep")
         if "guidellm" in wanted:
             made.append(guidellm(args.tools_venv, args.base_url, args.model, work))
             shutil.copy(work / "benchmarks.json", OUT / "guidellm_benchmarks.json")

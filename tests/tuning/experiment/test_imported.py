@@ -101,6 +101,29 @@ def test_files_with_different_values_make_one_experiment_with_verdicts(
     assert "fingerprint is incomplete" in text
 
 
+def test_a_sweep_folder_imports_without_naming_its_flag(
+    fresh_db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["import", "--db", str(fresh_db), str(FIELD / "vllm_sweep"), "--json"]
+    assert cli_main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["runs_added"]) == 4
+    with connect(fresh_db, readonly=True) as db:
+        exp = queries.get_experiment(db, out["experiment_id"])
+    assert exp["param"] == "max-num-seqs" and sorted(exp["values"]) == [4, 8]
+    assert cli_main(args) == 0  # again: nothing added
+    assert json.loads(capsys.readouterr().out)["runs_added"] == []
+
+
+def test_the_cli_refuses_a_missing_value_in_one_line_and_writes_nothing(
+    fresh_db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli_main(["import", "--db", str(fresh_db), str(AIPERF)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--param NAME --value V" in err
+    assert _counts(fresh_db) == (0, 0)
+
+
 def test_runs_of_another_experiment_kind_are_refused(fresh_db: Path) -> None:
     eid = import_field(fresh_db, VLLM, param="max-num-seqs", value="16").experiment_id
     with pytest.raises(ImportError_, match="varies max-num-seqs, not block-size"):

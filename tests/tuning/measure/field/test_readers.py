@@ -108,6 +108,13 @@ def test_sweep_folder_reads_each_run_with_its_server_flag(tmp_path: Path) -> Non
     assert all("max-concurrency" not in r.config for r in runs)  # a bench override, not a flag
 
 
+def test_a_real_sweep_folder_reads_its_server_flag_from_the_folder_names() -> None:
+    fmt, runs = read_field(FIELD / "vllm_sweep")
+    assert fmt == "vLLM bench sweep" and len(runs) == 4
+    assert sorted(r.config["max-num-seqs"] for r in runs) == [4, 4, 8, 8]
+    assert all(r.records and len(r.records) == 8 for r in runs)
+
+
 def test_unknown_fields_are_ignored(tmp_path: Path) -> None:
     for path in (VLLM, GUIDELLM):
         doc = json.loads(path.read_text())
