@@ -245,6 +245,7 @@ RUN_COLUMNS: tuple[str, ...] = (
     "slot",
     "author",
     "host",
+    "origin",  # `file:<tool>`: imported from a result file (its fingerprint is incomplete)
     "notes",
     "tags",
     "hidden",

@@ -1,7 +1,9 @@
 """`python -m tuning export|import|report|publish|team`: sharing run history from a shell.
 
     export  --db lab.db (--experiment ID | RUN_ID ...) --out FILE.bundle.zip
+    export  ... --format benchmark-report|vllm-bench --out FILE.json|DIR
     import  --db lab.db FILE.bundle.zip
+    import  --db lab.db RESULT.json|SWEEP_DIR [--param NAME --value V] [--experiment ID]
     report  --db lab.db (--experiment ID | RUN_ID ...) --out FILE.html [--baseline RUN_ID]
     publish --db lab.db (--experiment ID | RUN_ID ...) [--team-folder DIR]
     team    --db lab.db [--import-new] [--team-folder DIR] [--json]
@@ -18,6 +20,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuning.cli.args import add_db, add_selection, db_path, printable, refused, say
+from tuning.cli.field_files import (
+    add_field_arguments,
+    add_format_argument,
+    export_field_files,
+    import_field_file,
+    is_field_file,
+)
 
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
@@ -50,15 +59,23 @@ def add_arguments(sub: Subparsers) -> None:
         "--out",
         required=True,
         metavar="FILE",
-        help="the bundle to write (e.g. ada-runs.bundle.zip)",
+        help="the bundle to write (e.g. ada-runs.bundle.zip); with --format, a .json file for "
+        "one run or a folder for several",
     )
+    add_format_argument(exp)
     exp.add_argument("--note", default="", help="a line for the manifest")
     _include_prompts(exp)
     imp = sub.add_parser(
-        "import", help="merge a bundle into the lab (validated first; importing twice adds nothing)"
+        "import",
+        help="merge a bundle, or read another tool's result file (vLLM bench JSON or sweep "
+        "folder, GuideLLM benchmarks.json, AIPerf profile_export_aiperf.json) into runs of an "
+        "experiment (validated first; importing twice adds nothing)",
     )
-    imp.add_argument("bundle", type=Path, metavar="FILE")
-    imp.add_argument("--json", action="store_true")
+    imp.add_argument(
+        "bundle", type=Path, metavar="FILE", help="a .bundle.zip, a result file or a sweep folder"
+    )
+    imp.add_argument("--json", action="store_true", help="what was imported, as JSON")
+    add_field_arguments(imp)
     add_db(imp)
     rep = sub.add_parser("report", help="one standalone HTML report (opens offline)")
     add_selection(rep)
@@ -112,6 +129,9 @@ def _bundle_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 def _export(args: argparse.Namespace) -> int:
     from store.bundle import BundleError, export_bundle
 
+    if args.format != "bundle":
+        return export_field_files(args)
+
     try:
         m = export_bundle(db_path(args), args.out, **_bundle_kwargs(args))
     except BundleError as exc:
@@ -126,6 +146,9 @@ def _export(args: argparse.Namespace) -> int:
 
 def _import(args: argparse.Namespace) -> int:
     from store.bundle import BundleError, import_bundle
+
+    if is_field_file(args.bundle):
+        return import_field_file(args)
 
     try:
         result = import_bundle(db_path(args), args.bundle)

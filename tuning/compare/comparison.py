@@ -65,9 +65,11 @@ class Side:
     reused: list[str] = field(default_factory=list)
     # Suspect runs (core.status) counted here because the user included them: why suspect.
     suspect: list[str] = field(default_factory=list)
+    # Runs read from another tool's result file (tuning.experiment.imported): which tool.
+    imported: list[str] = field(default_factory=list)
 
     def brief(self) -> dict[str, Any]:
-        keys = ("label", "run_ids", "not_applied", "reused", "suspect")
+        keys = ("label", "run_ids", "not_applied", "reused", "suspect", "imported")
         return {k: getattr(self, k) for k in keys}
 
     def mean_interval(self, key: str, confidence: float = CONFIDENCE) -> tuple[float, float] | None:
@@ -267,6 +269,8 @@ def _make_side(
         rid = int(r["id"])
         if isinstance(r.get("reused_from"), Mapping):
             side.reused.append(reused_words(rid, r["reused_from"]))
+        if str(r.get("origin") or "").startswith("file:"):
+            side.imported.append(f"run {rid} ({str(r['origin'])[5:]})")
         why = "; ".join(suspect_reasons(r))
         if not counted(r, include_suspect):
             side.failed.append(

@@ -295,6 +295,20 @@ def reused_text(comparison: Comparison) -> str | None:
     )
 
 
+def imported_text(comparison: Comparison) -> str | None:
+    """The runs read from another tool's file: their fingerprint is incomplete (the engine's
+    configuration beyond the named parameter is unknown), so comparability cannot vouch for it."""
+    imported = [text for s in comparison.sides for text in s.imported]
+    if not imported:
+        return None
+    return (
+        f"Imported from result files: {len(imported)} of {comparison.run_count} runs "
+        f"({'; '.join(imported)}). Their fingerprint is incomplete: the file does not hold the "
+        "server's configuration, so only the parameter named at import is known; that nothing "
+        "else changed between them is the importer's word, not checked."
+    )
+
+
 def noise_text(comparison: Comparison) -> str | None:
     """The baseline's run-to-run spread (A/A) and the smallest change it lets a verdict resolve
     with as many runs a side, by the t and the power of the repeat estimate."""

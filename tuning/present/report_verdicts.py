@@ -24,6 +24,7 @@ from tuning.compare.present import (
     comparability_text,
     drift_text,
     failed_text,
+    imported_text,
     noise_text,
     not_applied_text,
     reused_text,
@@ -85,6 +86,7 @@ def checks_section(comparison: Comparison) -> str:
         (reused_text(comparison), ""),
         (failed_text(comparison), ""),
         (suspect_text(comparison), ' class="warn"'),
+        (imported_text(comparison), ' class="warn"'),
         (noise_text(comparison), ' class="muted"'),
         (slo_text(comparison.slo_ms), ""),
     ]

@@ -1,0 +1,1 @@
+"""Result files of the field (vLLM bench, GuideLLM, AIPerf) read as lab runs."""
