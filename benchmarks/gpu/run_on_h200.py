@@ -401,7 +401,8 @@ def start_server(*settings: str) -> dict[str, Any] | None:
     """`tuning server start` with max-model-len 2048 and these NAME=VALUE settings; its state."""
     sets = [a for kv in ("max-model-len=2048", *settings) for a in ("--set", kv)]
     started = call(
-        [sys.executable, "-m", "tuning", "server", "start", *sets, "--timeout", "420", "--json"],
+        [sys.executable, "-m", "tuning", "server", "start", *sets]
+        + ["--start-timeout", "420", "--json"],
         timeout=480,
         capture=True,
     )
@@ -427,7 +428,7 @@ def search() -> dict[str, Any]:
     argv = [
         sys.executable, "-m", "tuning", "search",
         "--param", "concurrency", "--range", SEARCH["range"],
-        "--objective", "output_throughput", "--slo", SEARCH["slo"],
+        "--objective", "output_throughput", "--goodput", SEARCH["slo"],
         "--budget-runs", SEARCH["budget_runs"],
         "--base-url", state["base_url"], "--model", SERVED,
         "--num-requests", str(SEARCH["requests"]), "--input-len", "512", "--output-len", "256",

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuning.cli.args import EXIT_REFUSED, refused, say
-from tuning.cli.parser import prog_name
+from tuning.cli.parser import prog_name, rename_flag
 from tuning.engine import effective, ipc_dir
 from tuning.engine.current import current_spec, engine_info
 from tuning.engine.embedded import setup_embedded
@@ -67,7 +67,14 @@ def add_arguments(sub: Subparsers) -> None:
         metavar="NAME=VALUE",
         help="a registry parameter for this start (repeatable)",
     )
-    start.add_argument("--timeout", type=float, default=300.0)
+    start.add_argument(
+        "--start-timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="seconds the server may take to become healthy",
+    )
+    rename_flag(start, "--timeout", "--start-timeout")
     start.add_argument("--json", action="store_true")
     verbs.add_parser("stop", help="stop the server started by `server start`")
     status = verbs.add_parser("status", help="is it alive and healthy")
@@ -181,7 +188,7 @@ def _start(args: argparse.Namespace) -> int:
         f"started pid {server.pid}, log {log}; waiting for {launch.base_url}/health ...", flush=True
     )
     try:
-        facts = server.wait_healthy(args.timeout)
+        facts = server.wait_healthy(args.start_timeout)
     except StartFailure as failure:
         state_path().unlink(missing_ok=True)
         out = failure.to_dict()

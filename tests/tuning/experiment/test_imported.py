@@ -54,7 +54,7 @@ def test_run_experiment_cli_refuses_it_plainly(
     imported: dict[str, Any], lab_home: Path, tuning_cli: Callable[..., CompletedProcess[str]]
 ) -> None:
     out = tuning_cli(
-        ["run-experiment", "--db", str(imported["lab"]), "--id", str(imported["exp"])],
+        ["run-experiment", "--db", str(imported["lab"]), "--experiment", str(imported["exp"])],
         lab_home,
         timeout=120,
     )
@@ -72,7 +72,8 @@ def test_use_local_engine_plans_a_new_local_experiment(
         lambda path, exp_id, *a, **kw: (started.append(exp_id), (0, []))[1],
     )
     lab, old = imported["lab"], imported["exp"]
-    assert main(["run-experiment", "--db", str(lab), "--id", str(old), "--use-local-engine"]) == 0
+    argv = ["run-experiment", "--db", str(lab), "--experiment", str(old), "--use-local-engine"]
+    assert main(argv) == 0
     assert len(started) == 1 and started[0] != old
     with connect(lab, readonly=True) as db:
         new, orig = queries.get_experiment(db, started[0]), queries.get_experiment(db, old)
