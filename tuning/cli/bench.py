@@ -1,4 +1,4 @@
-"""`python -m tuning bench`: load only, against any running OpenAI-compatible server.
+"""`tuning-lab bench`: load only, against any running OpenAI-compatible server.
 
 The lab's answer to `vllm bench serve` for one workload: exact-length prompts, a closed loop of C
 streams, vLLM's metric definitions and result keys, plus what vLLM does not report (achieved

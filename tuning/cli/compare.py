@@ -1,4 +1,4 @@
-"""`python -m tuning compare ...` and `python -m tuning chart ...`: the Compare page for shells,
+"""`tuning-lab compare ...` and `tuning-lab chart ...`: the Compare page for shells,
 scripts and headless GPU boxes, from the same code (tuning.compare, tuning.present.charts,
 tuning.present.export).
 

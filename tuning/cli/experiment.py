@@ -1,4 +1,4 @@
-"""`python -m tuning experiment|run-experiment|cancel|runs|bench`: experiments and their runs from a
+"""`tuning-lab experiment|run-experiment|cancel|runs|bench`: experiments and their runs from a
 shell, and the load alone against any running server."""
 
 from __future__ import annotations

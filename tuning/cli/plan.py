@@ -1,4 +1,4 @@
-"""`python -m tuning plan --params a,b --param-range a=LO:HI --param-range b=LO:HI
+"""`tuning-lab plan --params a,b --param-range a=LO:HI --param-range b=LO:HI
 [--objective METRIC] [--goodput ttft:200] [--budget-runs N] [--confirm-repeats R] [--out FILE]
 [--set NAME=VALUE] [workload flags] --db DB [--json]`: one search per parameter, in order, each
 winner the next baseline; then start vs recommended, counterbalanced, and the recommendation. Run it

@@ -1,4 +1,4 @@
-"""`python -m tuning search show ID [--json]`, `search confirm ID [--json]`, `search import FILE`:
+"""`tuning-lab search show ID [--json]`, `search confirm ID [--json]`, `search import FILE`:
 a search as a result of its own (tuning.decide.search.show), confirming its choice with repeats
 until
 decided (tuning.decide.search.confirm), and recording a search of a lab from before searches had

@@ -1,4 +1,4 @@
-"""`python -m tuning engine setup|info|detect` and `python -m tuning server start|stop|status`: the
+"""`tuning-lab engine setup|info|detect` and `tuning-lab server start|stop|status`: the
 embedded engine, and one detached server with its state in a small JSON file, so a shell (or a
 headless GPU box) can drive the same lifecycle the runner uses."""
 

@@ -1,10 +1,10 @@
-"""`python -m tuning workload preview|save|list` (the traffic flags:
+"""`tuning-lab workload preview|save|list` (the traffic flags:
 tuning.measure.traffic.options).
 
-    python -m tuning workload preview --dataset workloads/chat-500.sharegpt.json --multi-turn
-    python -m tuning workload preview --spec my-spec.json --json
-    python -m tuning workload save chat --spec my-spec.json
-    python -m tuning experiment --param request-rate --values 2,4,8 --workload chat
+    tuning-lab workload preview --dataset workloads/chat-500.sharegpt.json --multi-turn
+    tuning-lab workload preview --spec my-spec.json --json
+    tuning-lab workload save chat --spec my-spec.json
+    tuning-lab experiment --param request-rate --values 2,4,8 --workload chat
 
 A spec file is the JSON of `WorkloadSpec.to_dict()`; a name is a workload saved in the lab's DB.
 Without any traffic flag, `bench` and `experiment` keep the classic fixed-length closed loop.
