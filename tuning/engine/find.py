@@ -228,7 +228,7 @@ def read_gpus(nvml: Any = None) -> Gpus:
             pass
 
 
-def _hub_caches(env: Mapping[str, str]) -> list[Path]:
+def hub_caches(env: Mapping[str, str]) -> list[Path]:
     """Where Hugging Face keeps downloaded models, in its own order of precedence."""
     out = []
     if env.get("HF_HUB_CACHE"):
@@ -261,7 +261,7 @@ def model_config(model: str, environ: Mapping[str, str] | None = None) -> tuple[
         repo = "models--" + model.strip("/").replace("/", "--")
         hits = [
             snap / "config.json"
-            for cache in _hub_caches(env)
+            for cache in hub_caches(env)
             for snap in sorted((cache / repo / "snapshots").glob("*"))
             if (snap / "config.json").is_file()
         ]
