@@ -63,6 +63,7 @@ docs: $(VENV)/.deps
 # The generated reference pages (tests/docs fails when they are stale).
 cli-reference: $(VENV)/.deps
 	$(BIN)/python tools/cli_reference.py
+	$(BIN)/python tools/cli_examples.py
 
 architecture: $(VENV)/.deps
 	$(BIN)/python tools/architecture.py
