@@ -79,7 +79,9 @@ def new_names(args: list[str], renamed: dict[str, str]) -> list[str]:
         out[i] = f"{new}{eq}{value}"
         if old not in told:
             told.add(old)
-            print(f"{old} is now {new}", file=sys.stderr)
+            from tuning.cli.args import say  # the CLI's one way to print
+
+            say(f"{old} is now {new}", file=sys.stderr)
     return out
 
 
