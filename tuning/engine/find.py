@@ -1,9 +1,9 @@
 """Which vLLM this machine has, found the way a GPU user expects: the saved custom engine, then
 `VLLM_PYTHON=/path/to/python`, then a `vllm` on PATH (its interpreter from the script's shebang).
 
-`make run` asks (`python -m tuning engine detect --save --choice`) so that a GPU box uses its own vLLM and
-never installs the 3.5 GB CPU engine. Nothing here downloads, starts a server or writes, except
-`save_found`, which saves the found engine in the settings.
+`make run` asks (`python -m tuning engine detect --save --choice`) so that a GPU box uses its own
+vLLM and never installs the 3.5 GB CPU engine. Nothing here downloads, starts a server or writes,
+except `save_found`, which saves the found engine in the settings.
 """
 
 from __future__ import annotations
