@@ -37,10 +37,12 @@ browser:
 	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 	@chromium --version
 
-# `tuning engine detect` exits 0 (use your vLLM, saved in the settings), 3 (the embedded engine) or
-# 1 (the saved custom engine is gone: fix Settings, or ENGINE=embedded).
+# `tuning engine detect --choice` prints yours (your vLLM, saved in the settings) or embedded (then
+# the embedded engine is built) and exits 0, or exits 1 (the vLLM named cannot be used: the line
+# on stderr says why; fix Settings or VLLM_PYTHON, or ENGINE=embedded).
 engine-auto: $(VENV)/.deps
-	@$(BIN)/python -m tuning engine detect --save || { test $$? -eq 3 && $(MAKE) --no-print-directory engine; }
+	@choice=$$($(BIN)/python -m tuning engine detect --save --choice) || exit 1; \
+	test "$$choice" != embedded || $(MAKE) --no-print-directory engine
 
 # Streamlit through ui/serve.py: only 127.0.0.1, localhost, ::1 and TUNING_LAB_ALLOWED_HOSTS are
 # answered (DNS rebinding), and it prints the token Settings asks for to change the engine command.
@@ -61,6 +63,7 @@ docs: $(VENV)/.deps
 # The generated reference pages (tests/docs fails when they are stale).
 cli-reference: $(VENV)/.deps
 	$(BIN)/python tools/cli_reference.py
+	$(BIN)/python tools/cli_examples.py
 
 architecture: $(VENV)/.deps
 	$(BIN)/python tools/architecture.py

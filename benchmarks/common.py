@@ -77,7 +77,7 @@ def lab_argv(
         str(load.concurrency),
         "--tokenizer",
         str(load.tokenizer),
-        "--result-json",
+        "--out",
         str(out),
         "--quiet",
         *(["--endpoint", "chat"] if load.endpoint == "chat" else []),

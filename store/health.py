@@ -1,5 +1,5 @@
 """A lab database looked at, never changed: is it SQLite at all, does `quick_check` pass, which
-schema it carries against this code's, and its journal mode. `python -m tuning doctor` reads it."""
+schema it carries against this code's, and its journal mode. `tuning-lab doctor` reads it."""
 
 from __future__ import annotations
 

@@ -404,7 +404,7 @@ PLAN_COLUMNS: dict[str, type] = {
 
 @migrations()
 def m013_plans(db: Database) -> None:
-    """One row per tuning plan (`python -m tuning plan`, tuning.decide.search.plan_record), as a
+    """One row per tuning plan (`tuning-lab plan`, tuning.decide.search.plan_record), as a
     search
     has one: its `key` (PlanSpec.key(): a later call with the same arguments resumes, and reuses
     the row), what it searches (spec_json: the parameters in order, their ranges, objective,

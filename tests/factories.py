@@ -97,7 +97,7 @@ def bench_args(
     parser = argparse.ArgumentParser()
     add_bench_arguments(parser)
     argv = ["--base-url", base_url, "--model", model, "--concurrency", "3", "--num-requests", "9"]
-    argv += ["--input-len", "12", "--output-len", "5", "--result-json", str(out), *extra]
+    argv += ["--input-len", "12", "--output-len", "5", "--out", str(out), *extra]
     return parser.parse_args(argv)
 
 

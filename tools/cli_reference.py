@@ -38,7 +38,8 @@ itself in its usage lines as it was run. `tuning-lab --version` prints the lab's
 configured vLLM's when its package can be read without starting it). Defaults that name a path are
 shown relative to the repository; `TUNING_LAB_DB` and `TUNING_LAB_HOME` move them
 ([configuration](configuration.md)). For examples of each command in use, see
-[the CLI at a glance](cli-overview.md).
+[the CLI at a glance](cli-overview.md); for what the commands that read results really print,
+[CLI examples](cli-examples.md).
 
 Flags are typed whole: a prefix (`--exp` for `--experiment`) is a usage error that names the flag
 meant, as a mistyped command, flag or value does. Progress bars are drawn only on a terminal

@@ -1,5 +1,5 @@
 """How long a new experiment will take, shown on New experiment before Start
-(tuning.experiment.estimate: the same model and line as `python -m tuning experiment` prints)."""
+(tuning.experiment.estimate: the same model and line as `tuning-lab experiment` prints)."""
 
 from __future__ import annotations
 

@@ -401,7 +401,8 @@ def start_server(*settings: str) -> dict[str, Any] | None:
     """`tuning server start` with max-model-len 2048 and these NAME=VALUE settings; its state."""
     sets = [a for kv in ("max-model-len=2048", *settings) for a in ("--set", kv)]
     started = call(
-        [sys.executable, "-m", "tuning", "server", "start", *sets, "--timeout", "420", "--json"],
+        [sys.executable, "-m", "tuning", "server", "start", *sets]
+        + ["--start-timeout", "420", "--json"],
         timeout=480,
         capture=True,
     )
@@ -427,7 +428,7 @@ def search() -> dict[str, Any]:
     argv = [
         sys.executable, "-m", "tuning", "search",
         "--param", "concurrency", "--range", SEARCH["range"],
-        "--objective", "output_throughput", "--slo", SEARCH["slo"],
+        "--objective", "output_throughput", "--goodput", SEARCH["slo"],
         "--budget-runs", SEARCH["budget_runs"],
         "--base-url", state["base_url"], "--model", SERVED,
         "--num-requests", str(SEARCH["requests"]), "--input-len", "512", "--output-len", "256",
@@ -465,13 +466,13 @@ SEARCH_CONFIRM = {
 
 
 def search_confirm() -> dict[str, Any]:
-    """(m) `tuning search --param max-num-seqs ... --slo ... --confirm`: the lab starts each
+    """(m) `tuning search --param max-num-seqs ... --goodput ... --confirm`: the lab starts each
     value's server itself; the result (choice, interval or named tie) in search-confirm.json."""
     spec = SEARCH_CONFIRM
     argv = [
         sys.executable, "-m", "tuning", "search",
         "--param", "max-num-seqs", "--range", spec["range"], "--coarse", "2",
-        "--objective", "output_throughput", "--slo", spec["slo"],
+        "--objective", "output_throughput", "--goodput", spec["slo"],
         "--budget-runs", spec["budget_runs"], "--confirm",
         "--max-repeats", spec["max_repeats"], "--budget-minutes", spec["minutes"],
         "--set", "max-model-len=2048", "--set", "enforce-eager=true",

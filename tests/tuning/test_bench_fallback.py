@@ -26,7 +26,7 @@ def _bench(base_url: str, out: Path) -> int:
     add_bench_arguments(parser)
     argv = ["--base-url", base_url, "--model", "fake-model", "--concurrency", "2"]
     argv += ["--num-requests", "6", "--input-len", "24", "--output-len", "4"]
-    return run_bench_command(parser.parse_args([*argv, "--result-json", str(out)]))
+    return run_bench_command(parser.parse_args([*argv, "--out", str(out)]))
 
 
 def test_bench_without_tokenize_falls_back_and_records_it(

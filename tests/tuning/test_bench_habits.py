@@ -17,7 +17,7 @@ from tuning.cli.bench import add_bench_arguments, run_bench_command
 def run(base_url: str, out: Path, *extra: str) -> int:
     parser = argparse.ArgumentParser()
     add_bench_arguments(parser)
-    argv = ["--base-url", base_url, "--model", "fake-model", "--result-json", str(out), *extra]
+    argv = ["--base-url", base_url, "--model", "fake-model", "--out", str(out), *extra]
     return run_bench_command(parser.parse_args(argv))
 
 

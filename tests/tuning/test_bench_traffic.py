@@ -22,7 +22,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def bench(base_url: str, out: Path, tokenizer: Path, *extra: str) -> dict:  # type: ignore[type-arg]
     args = ["--base-url", base_url, "--model", "fake-model", "--concurrency", "2"]
     args += ["--input-len", "8", "--output-len", "3", "--num-warmups", "1"]
-    args += ["--tokenizer", str(tokenizer), "--result-json", str(out), *extra]
+    args += ["--tokenizer", str(tokenizer), "--out", str(out), *extra]
     assert run_bench_command(parse(args)) == 0
     return dict(json.loads(out.read_text()))
 

@@ -1,4 +1,4 @@
-"""`python -m tuning bench`: load only, against any running OpenAI-compatible server.
+"""`tuning-lab bench`: load only, against any running OpenAI-compatible server.
 
 The lab's answer to `vllm bench serve` for one workload: exact-length prompts, a closed loop of C
 streams, vLLM's metric definitions and result keys, plus what vLLM does not report (achieved
@@ -25,6 +25,7 @@ from tqdm import tqdm
 
 from core.redact import display_url
 from tuning.cli.args import EXIT_REFUSED, add_progress, say, show_progress
+from tuning.cli.parser import rename_flag
 from tuning.measure.health import client_limits, reconcile_tokens, server_latency
 from tuning.measure.loadgen.client import (
     DEFAULT_TRANSPORT,
@@ -131,7 +132,14 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_TRANSPORT,
         help="HTTP client: aiohttp, or the lab's raw HTTP/1.1 reader (less CPU)",
     )
-    parser.add_argument("--result-json", required=True, type=Path, help="where to write results")
+    parser.add_argument(
+        "--out",
+        required=True,
+        type=Path,
+        metavar="FILE.json",
+        help="the result file to write (vLLM bench's keys)",
+    )
+    rename_flag(parser, "--result-json", "--out")
     parser.add_argument("--quiet", action="store_true", help="no table, no progress")
     add_progress(parser)
     from tuning.measure.traffic.options import TrafficOptions
@@ -380,10 +388,10 @@ def run_bench_command(args: argparse.Namespace) -> int:
     if prep is not None:
         add_traffic(result, prep, load)
     result["lab"]["transport"] = resolve_transport(args.transport, args.base_url)
-    write_json(args.result_json, result)
+    write_json(args.out, result)
     if not args.quiet:
         print_table(result)
-        say(f"result: {args.result_json}")
+        say(f"result: {args.out}")
     if load.cancelled:
         say("the run was cancelled; the result holds what was measured", file=err)
         return 1

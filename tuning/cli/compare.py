@@ -1,8 +1,8 @@
-"""`python -m tuning compare ...` and `python -m tuning chart ...`: the Compare page for shells,
+"""`tuning-lab compare ...` and `tuning-lab chart ...`: the Compare page for shells,
 scripts and headless GPU boxes, from the same code (tuning.compare, tuning.present.charts,
 tuning.present.export).
 
-    compare --db lab.db [--json] [--baseline RUN_ID] [--slo ttft:500 --slo tpot:50] RUN_ID ...
+    compare --db lab.db [--json] [--baseline RUN_ID] [--goodput ttft:500 tpot:50] RUN_ID ...
     compare --db lab.db --experiment 3
     chart   --db lab.db [--kind throughput|latency|cdf|memory|kv|knee] --out FILE.png|.svg|.html
             (without --kind: the throughput comparison, the usual first look)
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from tuning.cli import tradeoff
 from tuning.cli.args import add_selection, db_path, printable, refused, say
+from tuning.cli.parser import rename_flag
 from tuning.present.charts.kinds import CHART_KINDS
 
 if TYPE_CHECKING:
@@ -44,11 +45,12 @@ def _common(p: argparse.ArgumentParser) -> None:
         "of the first value)",
     )
     p.add_argument(
-        "--slo",
+        "--goodput",
         action="extend",
         nargs="+",
         metavar="METRIC:MS",
-        help="SLOs for goodput, e.g. --slo ttft:500 tpot:50 (ttft, tpot, e2el; "
+        help="SLOs for goodput, as vLLM's bench takes them, e.g. --goodput ttft:500 tpot:50 "
+        "(ttft, tpot, e2el; "
         "repeatable); goodput is recomputed from the stored request rows",
     )
     p.add_argument(
@@ -57,6 +59,7 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="count suspect runs (numbers from the server that failed a plausibility check; "
         "`runs` says why) in the sides and verdicts; by default they are listed, not counted",
     )
+    rename_flag(p, "--slo", "--goodput")
 
 
 def add_arguments(sub: Subparsers) -> None:
@@ -125,9 +128,9 @@ def _with_selection(
     from tuning.measure.metrics import parse_slo
     from tuning.present.model import model_of
 
-    # `--slo ttft:500 12 13` hands the run ids to --slo (nargs="+"): take them back.
-    slo_items = [x for x in (args.slo or []) if not x.strip().isdigit()]
-    stray_ids = [int(x) for x in (args.slo or []) if x.strip().isdigit()]
+    # `--goodput ttft:500 12 13` hands the run ids to --goodput (nargs="+"): take them back.
+    slo_items = [x for x in (args.goodput or []) if not x.strip().isdigit()]
+    stray_ids = [int(x) for x in (args.goodput or []) if x.strip().isdigit()]
     run_ids = [*(args.run_ids or []), *stray_ids]
     margin = getattr(args, "margin", None) or MARGIN
     include_suspect = bool(getattr(args, "include_suspect", False))
@@ -286,7 +289,13 @@ def compare_experiment(path: Path, exp_id: int) -> int:
     """`compare --db PATH --experiment ID`, for a command that has just run it (demo): called
     directly, not through the CLI's `main` (which imports every command, the caller too)."""
     args = argparse.Namespace(
-        db=path, run_ids=[], experiment=[exp_id], baseline=None, slo=None, margin=None, json=False
+        db=path,
+        run_ids=[],
+        experiment=[exp_id],
+        baseline=None,
+        goodput=None,
+        margin=None,
+        json=False,
     )
     return _compare(args)
 

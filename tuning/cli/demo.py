@@ -1,4 +1,4 @@
-"""`python -m tuning demo`: the home page's "Run the demo" from a shell: max-num-seqs 2 vs
+"""`tuning-lab demo`: the home page's "Run the demo" from a shell: max-num-seqs 2 vs
 16 on the embedded engine, repeated until decided, then the comparison with its verdicts."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`python -m tuning doctor [--json]`: one line per check, a fix under each problem; exit 1 when
+"""`tuning-lab doctor [--json]`: one line per check, a fix under each problem; exit 1 when
 there is a problem. The JSON also names the vLLM found (saved, VLLM_PYTHON, PATH) and the GPUs."""
 
 from __future__ import annotations

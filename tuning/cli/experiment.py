@@ -1,4 +1,4 @@
-"""`python -m tuning experiment|run-experiment|cancel|runs|bench`: experiments and their runs from a
+"""`tuning-lab experiment|run-experiment|cancel|runs|bench`: experiments and their runs from a
 shell, and the load alone against any running server."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from tuning.cli.args import (
     show_progress,
 )
 from tuning.cli.fleet import add_fleet_arguments, fleet_options
-from tuning.cli.parser import prog_name
+from tuning.cli.parser import prog_name, rename_flag
 from tuning.cli.primaries import add_primary_arguments, primaries_from_args, primaries_given
 from tuning.cli.reuse import add_reuse_arguments, offer_reuse
 from tuning.experiment.spec import ExperimentSpec, repeats_from_args
@@ -77,11 +77,13 @@ def add_arguments(sub: Subparsers) -> None:
         # a command added without help= is left out of the command list
         p = sub.add_parser(name, help=help_text) if help_text else sub.add_parser(name)
         p.add_argument(
-            "--id",
+            "--experiment",
             type=int,
             required=True,
+            metavar="ID",
             help="the experiment (its id, as `runs` and `experiment` print it)",
         )
+        rename_flag(p, "--id", "--experiment")
         add_db(p)
         if name == "run-experiment":
             p.add_argument(
@@ -359,7 +361,7 @@ def _run_experiment(args: argparse.Namespace) -> int:
     from tuning.experiment.supervisor import reap
     from tuning.settings import load_settings
 
-    path, exp_id = db_path(args), args.id
+    path, exp_id = db_path(args), args.experiment
     _say_reaped(reap(path))
     if args.use_local_engine:
         try:
@@ -374,7 +376,7 @@ def _run_experiment(args: argparse.Namespace) -> int:
                     author=settings.resolved_author(),
                     host=settings.resolved_host(),
                 )
-                say(f"experiment {args.id} is imported: running it as experiment {exp_id}")
+                say(f"experiment {args.experiment} is imported: running it as experiment {exp_id}")
         except (StoreError, ValueError) as exc:
             return refused(str(exc))
     try:
@@ -403,8 +405,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _cancel(args: argparse.Namespace) -> int:
-    """Ask experiment --id to stop: refused (exit 1) when there is no such experiment or it has
-    already ended, since then nothing would ever read the request."""
+    """Ask experiment --experiment ID to stop: refused (exit 1) when there is no such experiment
+    or it has already ended, since then nothing would ever read the request."""
     from core.status import is_active
     from store import StoreError, connect, queries
     from tuning.experiment.supervisor import cancel_experiment, reap
@@ -413,14 +415,16 @@ def _cancel(args: argparse.Namespace) -> int:
     reap(path)  # a runner that died reads failed, not running
     try:
         with connect(path, readonly=True) as db:
-            exp = queries.get_experiment(db, args.id)
+            exp = queries.get_experiment(db, args.experiment)
     except StoreError as exc:
         return refused(str(exc))
     if not is_active(exp.get("status")):
-        return refused(f"experiment {args.id} is already {exp.get('status')}: nothing to cancel")
-    cancel_experiment(path, args.id)
+        return refused(
+            f"experiment {args.experiment} is already {exp.get('status')}: nothing to cancel"
+        )
+    cancel_experiment(path, args.experiment)
     say(
-        f"experiment {args.id}: cancel requested (its runner stops the server and marks the "
-        "run cancelled)"
+        f"experiment {args.experiment}: cancel requested (its runner stops the server and marks "
+        "the run cancelled)"
     )
     return 0

@@ -1,4 +1,4 @@
-"""`python -m tuning findings --run ID [--json] --db DB`: what a stored run's signals say
+"""`tuning-lab findings --run ID [--json] --db DB`: what a stored run's signals say
 (preemptions, waiting with a roomy KV cache, a client-bound load, prefix-cache misses, a flag the
 engine did not apply), each with the next experiment to try and its command line."""
 

@@ -1,4 +1,4 @@
-"""`python -m tuning flags [--json] [--search WORD] [--refresh]`: every flag of the engine in use,
+"""`tuning-lab flags [--json] [--search WORD] [--refresh]`: every flag of the engine in use,
 as its own parser defines it, marked curated (the lab knows its units and checks), tunable, or
 refused with the reason."""
 

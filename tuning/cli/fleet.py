@@ -1,4 +1,4 @@
-"""`python -m tuning fleet status [--json]`, and the fleet flags of `experiment`:
+"""`tuning-lab fleet status [--json]`, and the fleet flags of `experiment`:
 `--fleet local|ray --slots N --ray-address ADDR --gpus-per-run K`."""
 
 from __future__ import annotations

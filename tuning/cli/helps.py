@@ -33,7 +33,6 @@ FLAG_HELP: dict[str, str] = {
     "--trace-speed": "trace replay speed factor (2 = twice as fast)",
     "--start-timeout": "seconds each server may take to become healthy before its run fails",
     "--force": "do it again even when it is already done",
-    "--timeout": "seconds the server may take to become healthy",
     "--out": "the file to write",
     "--title": "the report's title (default: one made from what it compares)",
     "--note": "a line for the bundle's manifest",

@@ -1,4 +1,4 @@
-"""`python -m tuning inert [--fingerprint FP] [--margin PCT] [--json] --db DB`: the knobs whose
+"""`tuning-lab inert [--fingerprint FP] [--margin PCT] [--json] --db DB`: the knobs whose
 tried values were all equivalent on a workload, from the stored experiments (tuning.compare.inert);
 `plan` skips them on the same workload unless `--include-inert`."""
 

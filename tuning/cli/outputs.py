@@ -1,7 +1,7 @@
 """Whether a command's output file can be written, asked before the command does any work.
 
-`plan --report /proc/self/mem` used to fail after every run of the plan. Each output flag
-(`--report`, `--out`, `--result-json`) is checked first: an existing folder, device or /proc entry
+`plan --out /proc/self/mem` used to fail after every run of the plan. Each output flag (`--out`,
+the one name of a command's file) is checked first: an existing folder, device or /proc entry
 is refused, and the nearest folder that exists must take a new file (tried with a probe file that
 is removed at once: permission bits say nothing to root, a read-only mount or /proc). A missing
 folder is not created here; the writer creates it when it writes, so a refusal leaves nothing.
@@ -16,11 +16,11 @@ from pathlib import Path
 
 # (command, the argparse attribute, the flag) of every file a command writes.
 OUTPUTS: tuple[tuple[str, str, str], ...] = (
-    ("plan", "report", "--report"),
+    ("plan", "out", "--out"),
     ("report", "out", "--out"),
     ("export", "out", "--out"),
     ("chart", "out", "--out"),
-    ("bench", "result_json", "--result-json"),
+    ("bench", "out", "--out"),
 )
 
 

@@ -6,7 +6,9 @@ class), so each habit holds everywhere at once:
 - no prefix matching (`--exp` is not `--experiment`): a flag is typed whole or refused;
 - a mistyped command, flag or value gets a did-you-mean from the names the parser knows;
 - help shows each flag's default (unless its help already says it, or there is none to show);
-- hidden things (help=argparse.SUPPRESS, a command added without help) are never suggested.
+- hidden things (help=argparse.SUPPRESS, a command added without help) are never suggested;
+- a flag's old name (`rename_flag`) still works, hidden from help, with one line on stderr saying
+  its new name, so no script breaks.
 """
 
 from __future__ import annotations
@@ -55,6 +57,34 @@ class DefaultsFormatter(argparse.HelpFormatter):
         return f"{text} (default: %(default)s)".strip()
 
 
+def rename_flag(parser: argparse.ArgumentParser, old: str, new: str) -> None:
+    """Keep `old` working on parser as a hidden alias of its flag `new` (one idea, one name); a
+    plain argparse parser (a test's) knows only the new name."""
+    if isinstance(parser, LabParser):
+        parser.renamed[old] = new
+
+
+def new_names(args: list[str], renamed: dict[str, str]) -> list[str]:
+    """args with each old flag name (`--slo`, `--slo=...`) written as its new one, and one line
+    on stderr per old name used ("--slo is now --goodput"); nothing after `--` is touched."""
+    out = list(args)
+    told: set[str] = set()
+    for i, word in enumerate(args):
+        if word == "--":
+            break
+        old, eq, value = word.partition("=")
+        new = renamed.get(old)
+        if new is None:
+            continue
+        out[i] = f"{new}{eq}{value}"
+        if old not in told:
+            told.add(old)
+            from tuning.cli.args import say  # the CLI's one way to print
+
+            say(f"{old} is now {new}", file=sys.stderr)
+    return out
+
+
 def _close(word: str, names: Sequence[str]) -> list[str]:
     """Names that start with word (`--exp` -> `--experiment`: the prefix argparse no longer
     completes), else those difflib finds close (`rnus` -> `runs`); at most three."""
@@ -94,6 +124,17 @@ class LabParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
         # (title, command names): help lists the commands under these headings, in this order
         self.command_groups: list[tuple[str, list[str]]] = []
+        # old flag name -> its new name (rename_flag): read as the new one, never in help
+        self.renamed: dict[str, str] = {}
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """As argparse, with this command's old flag names read as their new ones (argparse
+        hands each subcommand its own arguments through here)."""
+        if self.renamed:
+            args = new_names(sys.argv[1:] if args is None else list(args), self.renamed)
+        return super().parse_known_args(args, namespace)
 
     def format_help(self) -> str:
         """argparse's help; with command_groups, the commands listed by group (a command no

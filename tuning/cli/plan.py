@@ -1,5 +1,5 @@
-"""`python -m tuning plan --params a,b --param-range a=LO:HI --param-range b=LO:HI
-[--objective METRIC] [--slo ttft:200] [--budget-runs N] [--confirm-repeats R] [--report FILE]
+"""`tuning-lab plan --params a,b --param-range a=LO:HI --param-range b=LO:HI
+[--objective METRIC] [--goodput ttft:200] [--budget-runs N] [--confirm-repeats R] [--out FILE]
 [--set NAME=VALUE] [workload flags] --db DB [--json]`: one search per parameter, in order, each
 winner the next baseline; then start vs recommended, counterbalanced, and the recommendation. Run it
 again with the same arguments to resume a stopped plan (it is one row of the store, `plan_id`).
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuning.cli.args import at_least_one, db_path, refused, say
+from tuning.cli.parser import rename_flag
 
 if TYPE_CHECKING:
     from tuning.cli.args import Subparsers
@@ -47,7 +48,14 @@ def add_arguments(sub: Subparsers) -> None:
         metavar="R",
         help="runs a side of start vs recommended, counterbalanced (at least 2)",
     )
-    p.add_argument("--report", type=Path, default=None, metavar="FILE", help="offline HTML")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="also write the plan's report to FILE, as an offline HTML page",
+    )
+    rename_flag(p, "--report", "--out")
     p.add_argument(
         "--include-inert",
         action="store_true",
@@ -136,13 +144,13 @@ def run(args: argparse.Namespace) -> int:
         return code
     result["skipped_inert"] = [k.to_json() for k in skipped]
     result["estimate"] = estimate
-    if args.report:
-        result["report"] = str(write_plan_report(result, args.report))
+    if args.out:
+        result["report"] = str(write_plan_report(result, args.out))
     if args.json:
         say(json.dumps(result, indent=2))
         return 0
     for line in summary_lines(result):
         say(line)
-    if args.report:
+    if args.out:
         say(f"report: {result['report']}")
     return 0

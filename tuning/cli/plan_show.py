@@ -1,4 +1,4 @@
-"""`python -m tuning plan show ID [--json]` and `plan list [--json]`: a tuning plan as a result of
+"""`tuning-lab plan show ID [--json]` and `plan list [--json]`: a tuning plan as a result of
 its own (tuning.decide.search.plan_show), as `search show ID` shows a search. `plan` dispatches
 here when
 its first word is one of these."""

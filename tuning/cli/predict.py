@@ -1,4 +1,4 @@
-"""`python -m tuning predict --param NAME --values V1,V2 [--set NAME=VALUE] [--json]`: the KV cache
+"""`tuning-lab predict --param NAME --values V1,V2 [--set NAME=VALUE] [--json]`: the KV cache
 each value would get (bytes per token, budget, blocks, tokens, concurrency at max-model-len) from
 the model's config.json, before anything restarts; values that cannot start are flagged."""
 

@@ -1,4 +1,4 @@
-"""`python -m tuning runs`: every run with its summary, as a table or as JSON (`--json`)."""
+"""`tuning-lab runs`: every run with its summary, as a table or as JSON (`--json`)."""
 
 from __future__ import annotations
 

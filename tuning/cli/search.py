@@ -1,4 +1,4 @@
-"""`python -m tuning search --param NAME --range LO:HI --objective METRIC [--slo ttft:200 tpot:50]
+"""`tuning-lab search --param NAME --range LO:HI --objective METRIC [--goodput ttft:200 tpot:50]
 [--budget-runs N] [--confirm] [workload flags] --db DB [--json]`: the lab chooses the values (a
 coarse pass, then bisection around the best and on the start limit), one ordinary run each; run it
 again with the same arguments to resume a stopped search. `search show|confirm ID` and
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuning.cli.args import add_db, add_yes, db_path, refused, say
+from tuning.cli.parser import rename_flag
 from tuning.cli.search_show import ACTIONS, confirm_limits, drive
 from tuning.experiment.size import DEFAULT_BUDGET_MINUTES, DEFAULT_MAX_REPEATS
 
@@ -77,7 +78,15 @@ def add_search_arguments(p: argparse.ArgumentParser) -> None:
         "or time_to_healthy_s (startup time, lower is better; a server parameter on a server "
         "the lab starts)",
     )
-    p.add_argument("--slo", nargs="+", default=None, metavar="METRIC:MS", help="e.g. ttft:200")
+    p.add_argument(
+        "--goodput",
+        nargs="+",
+        default=None,
+        metavar="METRIC:MS",
+        help="SLOs, as vLLM's bench takes them, e.g. ttft:200 tpot:50: a value must meet them at "
+        "p99 over its runs (the goodput objective counts the requests within them)",
+    )
+    rename_flag(p, "--slo", "--goodput")
     p.add_argument(
         "--budget-runs",
         type=int,
@@ -126,25 +135,25 @@ def search_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def search_slo(args: argparse.Namespace) -> dict[str, float]:
-    """--slo as the search uses it; an SLO named twice (the last would win unseen) or one no run
+    """--goodput as the search uses it; an SLO named twice (the last would win unseen) or one no run
     can meet (TPOT of 1-token outputs: no gap between tokens) is refused."""
     from tuning.measure.metrics import parse_slo
 
     named = [
         p.strip().partition(":")[0]
-        for item in args.slo or []
+        for item in args.goodput or []
         for p in str(item).split(",")
         if p.strip()
     ]
-    slo_ms = parse_slo(args.slo)
+    slo_ms = parse_slo(args.goodput)
     twice = sorted({n for n in named if named.count(n) > 1})
     if twice:
-        raise ValueError(f"--slo names {', '.join(twice)} twice: give one limit each")
+        raise ValueError(f"--goodput names {', '.join(twice)} twice: give one limit each")
     searched = [getattr(args, "param", None) or "", *(getattr(args, "params", "") or "").split(",")]
     varies_output = any(s.strip().replace("_", "-") == "output-len" for s in searched)
     if "tpot" in slo_ms and args.output_len < 2 and not varies_output:
         raise ValueError(
-            f"--slo tpot:{slo_ms['tpot']:g} with --output-len {args.output_len}: a one-token "
+            f"--goodput tpot:{slo_ms['tpot']:g} with --output-len {args.output_len}: a one-token "
             "output has no time per output token, so no run could meet it"
         )
     return slo_ms

@@ -1,4 +1,4 @@
-"""`python -m tuning search show ID [--json]`, `search confirm ID [--json]`, `search import FILE`:
+"""`tuning-lab search show ID [--json]`, `search confirm ID [--json]`, `search import FILE`:
 a search as a result of its own (tuning.decide.search.show), confirming its choice with repeats
 until
 decided (tuning.decide.search.confirm), and recording a search of a lab from before searches had
@@ -26,9 +26,9 @@ MAX_JSON_BYTES = 16 << 20  # a search's --json output is a few KiB; refuse anyth
 
 
 def drive(call: Callable[[], dict[str, Any]]) -> tuple[int, dict[str, Any]]:
-    """Run a search or a plan: (0, its result), or the exit code of a refusal (3: busy), of a
-    step that measured nothing (1: the search stopped, its measured steps kept; 130 when the user
-    cancelled it) or of Ctrl-C / SIGTERM (130, one line, no traceback)."""
+    """Run a search or a plan: (0, its result), or the exit code of a refusal (1, a busy runner
+    too), of a step that measured nothing (1: the search stopped, its measured steps kept; 130
+    when the user cancelled it) or of Ctrl-C / SIGTERM (130, one line, no traceback)."""
     from tuning.decide.search.driver import StepUnmeasured
     from tuning.engine.params import ParamError
     from tuning.experiment.lock import RunnerBusy
@@ -43,8 +43,7 @@ def drive(call: Callable[[], dict[str, Any]]) -> tuple[int, dict[str, Any]]:
         )
         return EXIT_INTERRUPTED, {}
     except RunnerBusy as exc:
-        say(f"refused: {exc}", file=sys.stderr)
-        return 3, {}
+        return refused(str(exc)), {}
     except StepUnmeasured as exc:  # a step the user cancelled reads like Ctrl-C
         say(f"{'stopped' if exc.cancelled else 'error'}: {exc}", file=sys.stderr)
         return (EXIT_INTERRUPTED if exc.cancelled else 1), {}

@@ -1,4 +1,4 @@
-"""`python -m tuning engine setup|info|detect` and `python -m tuning server start|stop|status`: the
+"""`tuning-lab engine setup|info|detect` and `tuning-lab server start|stop|status`: the
 embedded engine, and one detached server with its state in a small JSON file, so a shell (or a
 headless GPU box) can drive the same lifecycle the runner uses."""
 
@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tuning.cli.args import EXIT_REFUSED, refused, say
-from tuning.cli.parser import prog_name
+from tuning.cli.args import EXIT_OK, EXIT_REFUSED, refused, say
+from tuning.cli.parser import prog_name, rename_flag
 from tuning.engine import effective, ipc_dir
 from tuning.engine.current import current_spec, engine_info
 from tuning.engine.embedded import setup_embedded
@@ -50,14 +50,21 @@ def add_arguments(sub: Subparsers) -> None:
     info.add_argument("--json", action="store_true")
     detect = everb.add_parser(
         "detect",
-        help="find your vLLM (saved, VLLM_PYTHON, a `vllm` on PATH) and the GPUs: exit 0 use it, "
-        "3 use the embedded engine, 1 the saved one is gone (`make run` branches on it)",
+        help="find your vLLM (saved, VLLM_PYTHON, a `vllm` on PATH) and the GPUs, and say which "
+        "engine `make run` serves: exit 0 when one is chosen (yours, or the embedded engine), 1 "
+        "when the vLLM named cannot be used (a saved engine that is gone, a broken VLLM_PYTHON)",
     )
     detect.add_argument("--save", action="store_true", help="save the found vLLM in the settings")
     detect.add_argument(
         "--model", default=None, help="the model it serves (default: VLLM_MODEL, then Settings)"
     )
     detect.add_argument("--json", action="store_true")
+    detect.add_argument(
+        "--choice",
+        action="store_true",
+        help="print only the choice on stdout (yours or embedded; nothing when refused) and the "
+        "lines on stderr: what `make run` reads",
+    )
     server = sub.add_parser("server", help="start, stop or inspect one vLLM server")
     verbs = server.add_subparsers(dest="verb", required=True)
     start = verbs.add_parser("start", help="start the configured engine and wait until healthy")
@@ -67,7 +74,14 @@ def add_arguments(sub: Subparsers) -> None:
         metavar="NAME=VALUE",
         help="a registry parameter for this start (repeatable)",
     )
-    start.add_argument("--timeout", type=float, default=300.0)
+    start.add_argument(
+        "--start-timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="seconds the server may take to become healthy",
+    )
+    rename_flag(start, "--timeout", "--start-timeout")
     start.add_argument("--json", action="store_true")
     verbs.add_parser("stop", help="stop the server started by `server start`")
     status = verbs.add_parser("status", help="is it alive and healthy")
@@ -82,8 +96,9 @@ def _load_state() -> dict[str, Any] | None:
 
 
 def _detect(args: argparse.Namespace) -> int:
-    """Which engine `make run` serves; exit code per tuning.engine.find (0, 1 or 3)."""
-    from tuning.engine.find import choose_engine, save_found
+    """Which engine `make run` serves: exit 0 when one is chosen (yours or the embedded one), 1
+    when the vLLM named cannot be used (the table of every command: 0 done, 1 failed or refused)."""
+    from tuning.engine.find import USE_EMBEDDED, USE_FOUND, choose_engine, save_found
     from tuning.settings import load_settings
 
     if args.model is not None and not args.model.strip():
@@ -91,12 +106,15 @@ def _detect(args: argparse.Namespace) -> int:
     settings = load_settings()
     decision = choose_engine(settings, model=args.model)
     saved = save_found(decision, settings) if args.save else False
+    choice = {USE_FOUND: "yours", USE_EMBEDDED: "embedded"}.get(decision.code)
+    code = EXIT_OK if choice else EXIT_REFUSED
     if args.json:
         found = decision.discovery.found
         say(
             json.dumps(
                 {
-                    "code": decision.code,
+                    "code": code,
+                    "engine": choice,
                     "vllm": found.to_dict() if found else None,
                     "not_used": decision.discovery.notes,
                     "gpus": decision.gpus.to_dict(),
@@ -106,11 +124,14 @@ def _detect(args: argparse.Namespace) -> int:
             )
         )
     else:
+        where = sys.stderr if args.choice else sys.stdout
         for line in decision.lines:
-            say(line)
+            say(line, file=where)
         if saved:
-            say("saved as the custom engine in the settings (change it on Settings)")
-    return decision.code
+            say("saved as the custom engine in the settings (change it on Settings)", file=where)
+        if args.choice and choice:
+            say(choice)
+    return code
 
 
 def _engine(args: argparse.Namespace) -> int:
@@ -181,7 +202,7 @@ def _start(args: argparse.Namespace) -> int:
         f"started pid {server.pid}, log {log}; waiting for {launch.base_url}/health ...", flush=True
     )
     try:
-        facts = server.wait_healthy(args.timeout)
+        facts = server.wait_healthy(args.start_timeout)
     except StartFailure as failure:
         state_path().unlink(missing_ok=True)
         out = failure.to_dict()

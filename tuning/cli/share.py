@@ -1,4 +1,4 @@
-"""`python -m tuning export|import|report|publish|team`: sharing run history from a shell.
+"""`tuning-lab export|import|report|publish|team`: sharing run history from a shell.
 
     export  --db lab.db (--experiment ID | RUN_ID ...) --out FILE.bundle.zip
     export  ... --format benchmark-report|vllm-bench --out FILE.json|DIR

@@ -1,4 +1,4 @@
-"""`python -m tuning chart --kind pareto|search`: the trade-off views
+"""`tuning-lab chart --kind pareto|search`: the trade-off views
 (tuning.present.charts.tradeoff).
 
 chart --kind pareto --db lab.db --experiment 3 [--view ttft|per_user] --out front.png

@@ -1,10 +1,10 @@
-"""`python -m tuning workload preview|save|list` (the traffic flags:
+"""`tuning-lab workload preview|save|list` (the traffic flags:
 tuning.measure.traffic.options).
 
-    python -m tuning workload preview --dataset workloads/chat-500.sharegpt.json --multi-turn
-    python -m tuning workload preview --spec my-spec.json --json
-    python -m tuning workload save chat --spec my-spec.json
-    python -m tuning experiment --param request-rate --values 2,4,8 --workload chat
+    tuning-lab workload preview --dataset workloads/chat-500.sharegpt.json --multi-turn
+    tuning-lab workload preview --spec my-spec.json --json
+    tuning-lab workload save chat --spec my-spec.json
+    tuning-lab experiment --param request-rate --values 2,4,8 --workload chat
 
 A spec file is the JSON of `WorkloadSpec.to_dict()`; a name is a workload saved in the lab's DB.
 Without any traffic flag, `bench` and `experiment` keep the classic fixed-length closed loop.
@@ -45,7 +45,19 @@ def add_arguments(sub: Subparsers) -> None:
     pv.add_argument("--multi-turn", type=int, nargs="?", const=DEFAULT_TURNS, default=None)
     pv.add_argument("--think-time", type=float, default=0.0)
     pv.add_argument("--trace-speed", type=float, default=1.0)
-    pv.add_argument("--tokenizer", default=None, help="tokenizer.json (default: embedded model)")
+    pv.add_argument(
+        "--tokenizer",
+        default=None,
+        metavar="FILE",
+        help="tokenizer.json (or its folder) that counts the tokens (default: the model's)",
+    )
+    pv.add_argument(
+        "--model",
+        default=None,
+        help="the model whose tokenizer counts the tokens: a local folder or a Hugging Face id "
+        "in this machine's cache, never downloaded (default: the configured engine's model; the "
+        "embedded engine's own tokenizer when that is the engine)",
+    )
     pv.add_argument("--json", action="store_true")
     add_db(pv)
     sv = inner.add_parser("save", help="save a spec under a name, to reuse with --workload NAME")
@@ -56,11 +68,31 @@ def add_arguments(sub: Subparsers) -> None:
     add_db(ls)
 
 
-def _tokenizer(path: str | None) -> Any:
-    from tuning.engine.embedded import model_dir
-    from tuning.measure.traffic.workload import LocalTokenizer
+def _tokenizer(args: argparse.Namespace) -> Any:
+    """The tokenizer that counts the preview's tokens: --tokenizer, else the model's (--model, else
+    the configured engine's: a local folder or the Hugging Face cache, never a download), else,
+    when the embedded engine is the configured one, its own. WorkloadError (one line: which
+    model, and how to give it a tokenizer) when there is none."""
+    from tuning.engine.embedded import corpus_tokenizer, model_dir
+    from tuning.engine.tokenizer_file import model_tokenizer
+    from tuning.measure.traffic.workload import LocalTokenizer, WorkloadError
+    from tuning.settings import load_settings
 
-    return LocalTokenizer(path or model_dir())
+    if args.tokenizer:
+        return LocalTokenizer(args.tokenizer)
+    settings = load_settings()
+    model = args.model or (settings.engine_model if settings.engine == "custom" else "")
+    if not model:  # the embedded engine: its tokenizer, built from the shipped corpus if need be
+        if (model_dir() / "tokenizer.json").is_file():
+            return LocalTokenizer(model_dir())
+        return LocalTokenizer("lab:corpus-bpe", tokenizer=corpus_tokenizer())
+    path, why = model_tokenizer(model)
+    if path is None:
+        raise WorkloadError(
+            f"no tokenizer for model {model}: {why}; pass --tokenizer FILE (a tokenizer.json or "
+            f"its folder), or fetch it once: huggingface-cli download {model} tokenizer.json"
+        )
+    return LocalTokenizer(path)
 
 
 def _preview(args: argparse.Namespace) -> int:
@@ -70,7 +102,7 @@ def _preview(args: argparse.Namespace) -> int:
     try:
         spec = TrafficOptions.from_cli_args(args, workload=args.spec).to_spec(db_path(args))
         assert spec is not None  # --spec or --dataset is required
-        plan = materialize(spec, _tokenizer(args.tokenizer))
+        plan = materialize(spec, _tokenizer(args))
     except (TrafficError, WorkloadError) as exc:
         return refused(str(exc))
     out = preview(plan)

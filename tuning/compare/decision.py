@@ -194,7 +194,7 @@ class NextStep:
         return runs + (f", {self.about}" if self.about else "")
 
     def command(self, experiment_id: int | None, db: str | None = None) -> str | None:
-        """`python -m tuning experiment --resume ID --max-repeats N [--budget-minutes M]`."""
+        """`tuning-lab experiment --resume ID --max-repeats N [--budget-minutes M]`."""
         if experiment_id is None or self.max_repeats is None:
             return None
         words = ["tuning-lab experiment"]

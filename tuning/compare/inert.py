@@ -1,5 +1,5 @@
 """Inert knobs: flags whose tried values were all equivalent on a workload, from the experiments
-stored in the lab, so a plan can skip them (`plan` without `--include-inert`), `python -m tuning
+stored in the lab, so a plan can skip them (`plan` without `--include-inert`), `tuning-lab
 inert` lists them and New experiment's picker marks them.
 
 Each stored experiment is compared as Compare would (its runs, the first value as the baseline),

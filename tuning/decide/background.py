@@ -39,7 +39,10 @@ def cli_args(spec: SearchSpec) -> list[str]:
     for name, value in spec.base_config.items():
         args += ["--set", f"{name}={format_value(value)}"]
     if spec.slo_ms:
-        args += ["--slo", *(f"{name}:{format_value(limit)}" for name, limit in spec.slo_ms.items())]
+        args += [
+            "--goodput",
+            *(f"{name}:{format_value(limit)}" for name, limit in spec.slo_ms.items()),
+        ]
     args += ["--num-requests", str(w.num_requests), "--concurrency", str(w.concurrency)]
     args += ["--input-len", str(w.input_len), "--output-len", str(w.output_len)]
     args += ["--shared-prefix-len", str(w.shared_prefix_len), "--seed", str(w.seed)]

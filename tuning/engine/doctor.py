@@ -1,4 +1,4 @@
-"""`python -m tuning doctor`: is this machine ready to run the lab? Each check looks, never changes
+"""`tuning-lab doctor`: is this machine ready to run the lab? Each check looks, never changes
 anything (the DB is opened read-only), and says what it found; a problem comes with its fix.
 
 The checks: the engine (its command present, vLLM importable in its interpreter, its version, the

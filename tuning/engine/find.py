@@ -1,9 +1,9 @@
 """Which vLLM this machine has, found the way a GPU user expects: the saved custom engine, then
 `VLLM_PYTHON=/path/to/python`, then a `vllm` on PATH (its interpreter from the script's shebang).
 
-`make run` asks (`python -m tuning engine detect --save`) so that a GPU box uses its own vLLM and
-never installs the 3.5 GB CPU engine. Nothing here downloads, starts a server or writes, except
-`save_found`, which saves the found engine in the settings.
+`make run` asks (`python -m tuning engine detect --save --choice`) so that a GPU box uses its own
+vLLM and never installs the 3.5 GB CPU engine. Nothing here downloads, starts a server or writes,
+except `save_found`, which saves the found engine in the settings.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from typing import Any
 from tuning.engine.flags.catalog import CatalogError, engine_python
 from tuning.settings import Settings, save_settings
 
-# `engine detect`'s exit codes, which the Makefile branches on.
+# `engine detect`'s choices (it exits 0 on USE_FOUND and USE_EMBEDDED, 1 on the others, and
+# `--choice` prints "yours" or "embedded" for the Makefile to branch on).
 USE_FOUND = 0  # a vLLM was found (and NVML sees GPUs): use it, install nothing
 SAVED_MISSING = 1  # the saved custom engine is not there and nothing else was found: fix Settings
 USE_EMBEDDED = 3  # nothing usable found: the embedded CPU engine
@@ -228,7 +229,7 @@ def read_gpus(nvml: Any = None) -> Gpus:
             pass
 
 
-def _hub_caches(env: Mapping[str, str]) -> list[Path]:
+def hub_caches(env: Mapping[str, str]) -> list[Path]:
     """Where Hugging Face keeps downloaded models, in its own order of precedence."""
     out = []
     if env.get("HF_HUB_CACHE"):
@@ -261,7 +262,7 @@ def model_config(model: str, environ: Mapping[str, str] | None = None) -> tuple[
         repo = "models--" + model.strip("/").replace("/", "--")
         hits = [
             snap / "config.json"
-            for cache in _hub_caches(env)
+            for cache in hub_caches(env)
             for snap in sorted((cache / repo / "snapshots").glob("*"))
             if (snap / "config.json").is_file()
         ]
@@ -277,7 +278,7 @@ def model_config(model: str, environ: Mapping[str, str] | None = None) -> tuple[
 
 @dataclass
 class EngineChoice:
-    """What `make run` does: `code` is the exit code (USE_FOUND, USE_EMBEDDED, SAVED_MISSING or
+    """What `make run` does: `code` is the choice (USE_FOUND, USE_EMBEDDED, SAVED_MISSING or
     NAMED_UNUSABLE)."""
 
     code: int

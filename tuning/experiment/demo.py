@@ -1,5 +1,5 @@
 """The newcomer's first experiment: max-num-seqs 2 vs 16 on the embedded engine, a short workload,
-repeated until the verdict is decided. The home page's button and `python -m tuning demo` plan the
+repeated until the verdict is decided. The home page's button and `tuning-lab demo` plan the
 same thing, so what a user sees in the browser is what the CLI prints."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ WORKLOAD = Workload(num_requests=32, concurrency=16, input_len=32, output_len=32
 MAX_REPEATS = 5
 NAME = "Demo: max-num-seqs 2 vs 16 (repeated until decided)"
 # Measured on the shared 2-core machine (README, "First: the demo"), not a promise: the home
-# page's button and `python -m tuning demo --help` say it.
+# page's button and `tuning-lab demo --help` say it.
 MEASURED = "12 minutes or more on 2 CPU cores"
 BUTTON = f"Run the demo ({MEASURED})"
 

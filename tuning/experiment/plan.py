@@ -44,7 +44,7 @@ def refuse_imported(exp: dict[str, Any]) -> None:
         raise ImportedExperimentError(
             f"experiment {exp['id']} was imported ({exp['origin']}): it is read-only and its "
             "engine command is never run here. To measure the same sweep on this machine, "
-            f"run `tuning-lab run-experiment --id {exp['id']} --use-local-engine` "
+            f"run `tuning-lab run-experiment --experiment {exp['id']} --use-local-engine` "
             "(a new local experiment with this lab's engine)"
         )
 

@@ -53,7 +53,7 @@ def spawn_runner(db_path: str | Path, experiment_id: int) -> int:
     log_dir = lab_home() / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "tuning", "run-experiment"]
-    argv += ["--db", str(db_path), "--id", str(experiment_id)]
+    argv += ["--db", str(db_path), "--experiment", str(experiment_id)]
     with connect(db_path) as db:  # named by uid: another DB's experiment 1 has its own log
         uid = queries.get_experiment(db, experiment_id)["uid"]
     proc = spawn_detached(argv, log_dir / f"runner-{uid}.log")

@@ -187,8 +187,8 @@ def test_internal_commands_and_flags_are_hidden_but_work(
     with pytest.raises(SystemExit):
         main(["search", "--help"])
     assert "--record" not in capsys.readouterr().out
-    parsed = build_parser().parse_args(["run-experiment", "--id", "3", "--db", str(lab)])
-    assert (parsed.command, parsed.id) == ("run-experiment", 3)
+    parsed = build_parser().parse_args(["run-experiment", "--experiment", "3", "--db", str(lab)])
+    assert (parsed.command, parsed.experiment) == ("run-experiment", 3)
     parsed = build_parser().parse_args(["search", "show", "1", "--record", "7"])
     assert parsed.record == 7
 
@@ -221,9 +221,9 @@ def test_lookups_of_what_does_not_exist_are_refused_with_exit_1(
     assert main(["runs", "--experiment", "999", "--db", str(lab)]) == 1
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err == "refused: no experiment 999\n"
-    assert main(["cancel", "--id", "999", "--db", str(lab)]) == 1
+    assert main(["cancel", "--experiment", "999", "--db", str(lab)]) == 1
     assert capsys.readouterr().err == "refused: no experiment 999\n"
-    assert main(["cancel", "--id", "1", "--db", str(lab)]) == 1  # it has finished
+    assert main(["cancel", "--experiment", "1", "--db", str(lab)]) == 1  # it has finished
     err = capsys.readouterr().err
     assert err.startswith("refused: experiment 1 is already done") and err.count("\n") == 1
     with connect(lab, readonly=True) as db:

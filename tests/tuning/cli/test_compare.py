@@ -26,7 +26,7 @@ def test_cli_compare_text_and_json(
     assert compare(*ids) == 0
     out = capsys.readouterr().out
     assert "Baseline: block-size = 16" in out and "worse" in out and "mean TTFT" in out
-    assert compare("--json", "--slo", "ttft:105", "--experiment", str(charts_lab["exp"])) == 0
+    assert compare("--json", "--goodput", "ttft:105", "--experiment", str(charts_lab["exp"])) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["slo_ms"] == {"ttft": 105.0}
     assert any(r["metric"] == "request_goodput" for r in data["rows"])
@@ -36,12 +36,12 @@ def test_cli_compare_text_and_json(
     data = json.loads(capsys.readouterr().out)
     rows = {(r["side"], r["metric"]): r for r in data["rows"]}
     assert rows[("block-size = 16", "mean_ttft_ms")]["verdict"] == "better"
-    # run ids right after --slo values still count as runs
-    assert compare("--json", "--slo", "ttft:105", "tpot:50", *ids) == 0
+    # run ids right after --goodput values still count as runs
+    assert compare("--json", "--goodput", "ttft:105", "tpot:50", *ids) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["slo_ms"] == {"ttft": 105.0, "tpot": 50.0} and len(data["candidates"]) == 1
     assert compare("999") == 1
-    assert compare("--slo", "itl:4", *ids) == 1
+    assert compare("--goodput", "itl:4", *ids) == 1
 
 
 def test_compare_experiment_prints_what_the_command_prints(

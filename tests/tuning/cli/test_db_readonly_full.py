@@ -60,7 +60,7 @@ def test_a_read_only_db_is_called_read_only(
         db.execute("update experiments set status = 'queued', runner_pid = null where id = 1")
     before = db_fingerprint(lab)
     _opened_as(monkeypatch, lab, "ro")
-    assert cli_main(["cancel", "--id", "1", "--db", str(lab)]) == 1
+    assert cli_main(["cancel", "--experiment", "1", "--db", str(lab)]) == 1
     line = _one_line(capsys)
     assert f"the lab database {lab} is read-only" in line and "chmod u+w" in line, line
     assert db_fingerprint(lab)["db"] == before["db"]  # a WAL reader may leave an empty -wal

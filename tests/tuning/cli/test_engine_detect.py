@@ -4,7 +4,8 @@
 `doctor --json` names the vLLM it found.
 
 `make -n run` prints the recipes without running them, except a line that calls $(MAKE): that is
-the decision line (`tuning engine detect`, then `make engine` only on exit 3), so the decision
+the decision line (`tuning engine detect --choice`, then `make engine` only when it prints
+`embedded`), so the decision
 runs for real while the nested `make engine` only prints what it would install."""
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ def cli(tmp: Path, gpus: int, *args: str) -> subprocess.CompletedProcess[str]:
 def test_make_run_on_a_gpu_box_uses_the_users_vllm_and_installs_nothing(tmp_path: Path) -> None:
     out = make_n_run(tmp_path, gpus=2)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "using your vLLM 0.32.0+fake (PATH)" in out.stdout
-    assert "2x Fake H200" in out.stdout
+    assert "using your vLLM 0.32.0+fake (PATH)" in out.stderr  # the lines: stderr under --choice
+    assert "2x Fake H200" in out.stderr
     assert SETUP not in out.stdout and "pip install" not in out.stdout
     saved = json.loads((tmp_path / "home" / "settings.json").read_text())
     assert saved["engine"] == "custom"
@@ -57,7 +58,7 @@ def test_make_run_on_a_gpu_box_uses_the_users_vllm_and_installs_nothing(tmp_path
 def test_make_run_without_gpus_builds_the_embedded_engine(tmp_path: Path) -> None:
     out = make_n_run(tmp_path, gpus=0)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "NVML sees no GPU" in out.stdout and SETUP in out.stdout
+    assert "NVML sees no GPU" in out.stderr and SETUP in out.stdout
     assert not (tmp_path / "home" / "settings.json").exists()
 
 
@@ -74,7 +75,7 @@ def test_make_run_with_a_vllm_python_and_no_gpu_stops_and_says_why_installing_no
         timeout=300,
     )
     assert out.returncode != 0
-    assert f"stopped: VLLM_PYTHON={sys.executable} has vllm 0.32.0+fake" in out.stdout
+    assert f"stopped: VLLM_PYTHON={sys.executable} has vllm 0.32.0+fake" in out.stderr
     assert SETUP not in out.stdout and "ui.serve" not in out.stdout
     assert not (tmp_path / "home" / "settings.json").exists()
 
@@ -134,3 +135,38 @@ def test_doctor_json_on_a_box_without_vllm_names_none(tmp_path: Path) -> None:
     )
     report = json.loads(out.stdout)
     assert report["vllm"] is None and report["vllm_not_used"] == ["PATH: no `vllm` on PATH"]
+
+
+def test_detect_exits_per_the_table_and_says_its_choice(tmp_path: Path) -> None:
+    """0 done, 1 refused, as every command (it exited 3 for the embedded engine): no GPU and
+    nothing saved chooses the embedded engine and exits 0; `--choice` prints only the choice on
+    stdout; a VLLM_PYTHON that cannot be used is refused with 1 and no choice."""
+    embedded = cli(tmp_path, 0, "engine", "detect", "--choice")
+    assert embedded.returncode == 0, embedded.stderr
+    assert embedded.stdout == "embedded\n" and "the embedded CPU engine" in embedded.stderr
+    report = json.loads(cli(tmp_path, 0, "engine", "detect", "--json").stdout)
+    assert (report["code"], report["engine"]) == (0, "embedded")
+    yours = cli(tmp_path, 2, "engine", "detect", "--choice")
+    assert (yours.returncode, yours.stdout) == (0, "yours\n")
+    env = {**subprocess_env(tmp_path, 0), "VLLM_PYTHON": sys.executable}
+    stop = subprocess.run(
+        [sys.executable, "-m", "tuning", "engine", "detect", "--choice"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert (stop.returncode, stop.stdout) == (1, "")
+    assert "stopped: VLLM_PYTHON" in stop.stderr
+
+
+def test_detect_help_says_the_table_not_exit_3(capsys: Any) -> None:
+    import pytest
+
+    from tuning.cli.main import main
+
+    with pytest.raises(SystemExit):
+        main(["engine", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "exit 0 when one is chosen" in shown and "3" not in shown

@@ -43,7 +43,7 @@ def test_a_base_url_that_does_not_parse_is_refused_in_one_line(
         "search": ["--param", "concurrency", "--range", "1:4"],
         "bench": ["--num-requests", "2", "--concurrency", "1", "--input-len", "4"],
     }[command]
-    extra = ["--output-len", "4", "--result-json", str(lab_home / "r.json")]
+    extra = ["--output-len", "4", "--out", str(lab_home / "r.json")]
     code = cli_main(
         [command, *argv, *(extra if command == "bench" else []), "--model", "m", "--base-url", url]
     )

@@ -1,5 +1,5 @@
 """Issue 41 case 12: `plan --report /proc/self/mem` failed after every run of the plan. Every
-output file (`plan --report`, `report/export/chart --out`, `bench --result-json`) is checked
+output file (`--out` of plan, report, export, chart and bench) is checked
 before any work: one line naming the flag, nothing run, nothing created (not even a folder)."""
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ def test_a_plan_report_that_cannot_be_written_is_refused_before_any_run(
     db = lab_home / "lab.db"
     with FakeOpenAIServer(FakeConfig(model="m")) as srv:
         args = [*PLAN, "--base-url", srv.base_url, "--db", str(db)]
-        code = cli_main([*args, "--report", "/proc/self/mem"])
+        code = cli_main([*args, "--out", "/proc/self/mem"])
         asked = list(srv.stats.paths)
     assert code == 1
-    _one_line(capsys, "--report /proc/self/mem")
+    _one_line(capsys, "--out /proc/self/mem")
     assert asked == [] and not db.exists()  # no run, no DB
 
 

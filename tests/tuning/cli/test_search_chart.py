@@ -29,7 +29,7 @@ def test_search_is_recorded_and_charted(
         flags = (
             f"--param concurrency --range 1:4 --coarse 2 --budget-runs 4 --base-url {srv.base_url}"
         )
-        flags += " --model m --objective p99_ttft_ms --slo ttft:5000 --num-requests 4"
+        flags += " --model m --objective p99_ttft_ms --goodput ttft:5000 --num-requests 4"
         flags += f" --input-len 4 --output-len 3 --num-warmups 0 --db {db} --json"
         done = tuning_cli(["search", *flags.split()], lab_home)
     assert done.returncode == 0, done.stderr

@@ -51,8 +51,11 @@ def refused_line(capsys: pytest.CaptureFixture[str], *words: str) -> str:
         (["search", "--param", "enable-prefix-caching", "--range", "0:1"], ["is bool"]),
         (["search", "--param", "kv-cache-dtype", "--range", "0:1"], ["is choice"]),
         ([*PLAN[:3], "--param-range", "max-num-seqs=0:8"], ["--param-range max-num-seqs"]),
-        ([*SEARCH, "--slo", "ttft:200", "ttft:100"], ["--slo", "ttft twice"]),
-        ([*SEARCH, "--slo", "tpot:20", "--output-len", "1"], ["--slo tpot:20", "--output-len 1"]),
+        ([*SEARCH, "--goodput", "ttft:200", "ttft:100"], ["--goodput", "ttft twice"]),
+        (
+            [*SEARCH, "--goodput", "tpot:20", "--output-len", "1"],
+            ["--goodput tpot:20", "--output-len 1"],
+        ),
     ],
 )
 def test_a_search_it_could_not_use_is_refused_before_any_run(
@@ -105,7 +108,7 @@ def test_a_first_pass_longer_than_the_budget_is_said(
     db: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Not refused (the search page offers 4 points with a budget of 3): said, before any run."""
-    args = [*SEARCH, "--coarse", "6", "--budget-runs", "3", "--slo", "ttft:1", "ttft:2"]
+    args = [*SEARCH, "--coarse", "6", "--budget-runs", "3", "--goodput", "ttft:1", "ttft:2"]
     assert cli_main([*args, "--db", str(db)]) == 1  # then refused for its SLO: nothing runs
     err = capsys.readouterr().err
     assert "note: --coarse 6 is more points than --budget-runs 3" in err, err

@@ -102,7 +102,7 @@ def test_bench_refuses_before_asking_the_endpoint(
     result = tmp_path / "result.json"
     argv = ["bench", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--concurrency", "1"]
     done = tuning_cli(
-        [*argv, *COMMON, "--result-json", str(result), *flags], tmp_path / "home", timeout=120
+        [*argv, *COMMON, "--out", str(result), *flags], tmp_path / "home", timeout=120
     )
     assert _one_line(done, says).startswith("error: ")
     assert not result.exists()

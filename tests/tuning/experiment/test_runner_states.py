@@ -426,7 +426,7 @@ def test_a_refused_start_leaves_no_queued_experiment(
     db_path = lab_home / "lab.db"
     exp_id = attached(db_path, quick_server, QUICK, [2])
     with machine_lock():
-        proc = cli("run-experiment", "--id", str(exp_id), "--db", str(db_path))
+        proc = cli("run-experiment", "--experiment", str(exp_id), "--db", str(db_path))
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 1  # refused (busy): exit codes 0, 1, 2, 130 only
     exp, _ = rows(db_path, exp_id)

@@ -218,7 +218,7 @@ def test_resume_after_the_driver_is_killed_picks_up_from_the_store(
     exp_id = _plan(fresh_db, name, cluster[0].address, "start_delay=3")
     argv = [sys.executable, "-m", "tuning", "run-experiment", "--db", str(fresh_db)]
     driver = subprocess.Popen(
-        [*argv, "--id", str(exp_id)],
+        [*argv, "--experiment", str(exp_id)],
         cwd=Path(__file__).resolve().parents[3],
         env={**os.environ, "TUNING_LAB_HOME": str(lab_home)},
         stdin=subprocess.DEVNULL,

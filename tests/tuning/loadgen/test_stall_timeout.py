@@ -98,7 +98,7 @@ def test_bench_against_a_server_of_keepalive_comments_ends_in_seconds(tmp_path: 
     out = tmp_path / "result.json"
     args = ["bench", "--model", MODEL, "--concurrency", "4", "--num-requests", "4"]
     args += ["--input-len", "8", "--output-len", "4", "--stall-timeout", "1"]
-    args += ["--result-json", str(out)]
+    args += ["--out", str(out)]
     with fake_server(keepalive_only=True) as srv:
         done = subprocess.run(
             [sys.executable, "-m", "tuning", *args, "--base-url", srv.base_url],
@@ -151,7 +151,7 @@ def test_bench_against_a_fake_vllm_that_stalls_ends_in_seconds(
                 "2",
                 "--transport",
                 bench_transport,
-                "--result-json",
+                "--out",
                 str(out),
             ],
             cwd=REPO,
@@ -175,7 +175,7 @@ def test_stall_timeout_flag_on_bench_and_experiment() -> None:
     parser = build_parser()
     common = ["--model", "m", "--num-requests", "2", "--input-len", "4", "--output-len", "2"]
     for argv in (
-        ["bench", "--base-url", "http://x", "--concurrency", "1", "--result-json", "r", *common],
+        ["bench", "--base-url", "http://x", "--concurrency", "1", "--out", "r", *common],
         ["experiment", "--repeats", "1", "--param", "concurrency", "--values", "1,2", *common],
     ):
         assert workload_from_args(parser.parse_args(argv)).stall_timeout_s == 60.0

@@ -32,7 +32,7 @@ def test_a_plan_over_two_parameters_on_the_fake_engine(
 ) -> None:
     env = fake_settings_env(lab_home)
     db, report = lab_home / "lab.db", lab_home / "plan.html"
-    text = tuning_cli([*PLAN, "--report", str(report)], lab_home, env=env)
+    text = tuning_cli([*PLAN, "--out", str(report)], lab_home, env=env)
     assert text.returncode == 0, text.stdout + text.stderr
     out = text.stdout
     assert "search max-num-seqs 1:4:" in out and "search block-size 16:32:" in out

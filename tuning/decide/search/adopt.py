@@ -1,4 +1,4 @@
-"""Recording a search from its `--json` output (`python -m tuning search import FILE`): a lab from
+"""Recording a search from its `--json` output (`tuning-lab search import FILE`): a lab from
 before searches had rows of their own (the `searches` table, m008) holds only the steps, and the
 objective and the SLOs live in the JSON the search printed. The row is written only when the
 JSON's `search_key` is what its settings and the stored steps' workload, baseline and engine hash

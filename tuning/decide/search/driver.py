@@ -99,7 +99,7 @@ class SearchSpec:
             known = ", ".join(sorted([*METRIC_BY_KEY, *OBJECTIVES]))
             raise ValueError(f"objective {self.objective!r}: one of {known}")
         if self.metric == "request_goodput" and not self.slo_ms:
-            raise ValueError("objective goodput needs --slo (e.g. ttft:200 tpot:50)")
+            raise ValueError("objective goodput needs --goodput (e.g. ttft:200 tpot:50)")
         if self.budget_runs < 2:
             raise ValueError("--budget-runs must be at least 2")
         p = get_param(self.param)

@@ -1,5 +1,5 @@
 """A tuning plan as a result of its own (issue 23 item 5, "a plan likewise"): its facts
-(JSON-ready) and the same facts in words, for `python -m tuning plan show ID` and the Searches
+(JSON-ready) and the same facts in words, for `tuning-lab plan show ID` and the Searches
 page's Plans section: the parameters in order, each search's chosen value with its objective and
 SLOs (and the search's id), the recommended configuration against the start, the gain with its
 interval and verdict, the `vllm serve` command, and the run and experiment ids behind each number.

@@ -1,5 +1,5 @@
 """A search as a row of the store (`searches`): what it searches, the process running it, its
-status and, once ended, its result. `python -m tuning search` writes it (`recorded`), however it
+status and, once ended, its result. `tuning-lab search` writes it (`recorded`), however it
 was started; the UI starts one in the background (`tuning.decide.background`) and reads its
 progress from here and from its steps, which are ordinary experiments and runs.
 

@@ -1,5 +1,5 @@
 """A search as a result of its own (issue 23 item 5, issue 37 item 4): its facts (JSON-ready) and
-the same facts in words, for `python -m tuning search show ID` and the Searches page: the choice
+the same facts in words, for `tuning-lab search show ID` and the Searches page: the choice
 (its decision, settled by the confirm once that has a verdict: tuning.decide.search.choice), the
 choice's interval against the closest rival or the tie and its tie-breaker, each value's runs and
 SLO state, the knee, why each step ran, and the experiment that confirms the choice.

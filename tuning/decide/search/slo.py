@@ -1,5 +1,5 @@
 """Does one value of a search meet its SLOs? Judged from the interval over its repeats, never
-from one run: each SLO (`--slo tpot:20`: p99 TPOT <= 20 ms) is checked on the mean of the
+from one run: each SLO (`--goodput tpot:20`: p99 TPOT <= 20 ms) is checked on the mean of the
 value's per-run p99s, with the verdicts' interval of one side's mean
 (tuning.compare.stats.mean_interval, runs as the unit):
 

@@ -31,9 +31,7 @@ def added_special_tokens(tokenizer: TokenizerLike) -> int:
     if isinstance(declared, int):
         return declared
     if isinstance(tokenizer, LocalTokenizer):
-        from tokenizers import Tokenizer
-
-        tok = Tokenizer.from_file(str(tokenizer.path))
+        tok = tokenizer.raw
         with_special = len(tok.encode("a", add_special_tokens=True).ids)
         return with_special - len(tok.encode("a", add_special_tokens=False).ids)
     return 0

@@ -238,6 +238,11 @@ class LocalTokenizer:
     def special_ids(self) -> frozenset[int]:
         return self._special
 
+    @property
+    def raw(self) -> Any:
+        """The `tokenizers.Tokenizer` itself (one given in memory has no file to read again)."""
+        return self._tok
+
     def encode(self, text: str) -> list[int]:
         return list(self._tok.encode(text, add_special_tokens=False).ids)
 

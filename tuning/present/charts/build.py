@@ -1,4 +1,4 @@
-"""A comparison's charts from the DB, by kind: what the Compare page, `python -m tuning chart` and
+"""A comparison's charts from the DB, by kind: what the Compare page, `tuning-lab chart` and
 the HTML report draw. Reads only what each chart needs (row samples, series downsampled in SQL)."""
 
 from __future__ import annotations
