@@ -18,6 +18,7 @@ from ui.common import ICONS, db, lab_db_path, md_code, md_escape
 from ui.decision import render_latest_decision
 from ui.engine_card import engine_line, render_engine_problem
 from ui.holder import render_holder
+from ui.words import phase_words, shown
 
 st.set_page_config(page_title="vLLM Tuning Lab", page_icon=ICONS["lab"], layout="wide")
 st.title("vLLM Tuning Lab")
@@ -53,7 +54,7 @@ if active:
             done = int(exp["runs_done"] or 0)
             st.progress(
                 done / total,
-                text=f"values done {done} of {total} · phase: {md_escape(exp['phase'])}",
+                text=f"values done {done} of {total} · {md_escape(phase_words(exp['phase']))}",
             )
             st.page_link("app_pages/3_Live.py", label="Watch it live", icon=ICONS["live"])
 elif search_running(lab_db_path()):  # between a search's steps no experiment is active
@@ -127,7 +128,8 @@ with right:
     if runs:
         for r in runs:
             st.markdown(
-                f"- run {r['id']} · {md_escape(r['param'])} = {md_escape(r['value'])} · "
+                f"- run {r['id']} · {md_escape(shown(r['param']))} = "
+                f"{md_escape(shown(r['value']))} · "
                 f"{md_escape(r['status'])} · {fmt(r.get('output_throughput'), 'tok/s')}"
             )
     else:

@@ -174,12 +174,18 @@ def from_command(
 def engine_problem(settings: Settings, environ: Mapping[str, str] | None = None) -> str:
     """Why the settings' custom engine cannot run, in one line naming the field, or "": its
     fields (`custom_problem`), then its interpreter must run and import vLLM (a quick metadata
-    read). The embedded engine has none here (its installation is `make setup`'s)."""
+    read) when the command is one that runs vLLM: an interpreter alone or with `-m`, or a
+    `vllm` script (a launcher of the user's own, `python serve.py`, runs what it runs). The
+    embedded engine has none here (its installation is `make setup`'s)."""
     if settings.engine != "custom":
         return ""
     if problem := custom_problem(settings.engine_command, settings.engine_model, environ):
         return problem
-    got = from_command("engine command", shlex.split(settings.engine_command), environ)
+    parts = shlex.split(settings.engine_command)
+    name = Path(parts[0]).name
+    if not (name == "vllm" or name.startswith("python") and parts[1:2] in ([], ["-m"])):
+        return ""
+    got = from_command("engine command", parts, environ)
     return got if isinstance(got, str) else ""
 
 
