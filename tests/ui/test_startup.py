@@ -3,7 +3,7 @@
 value first, cut), the legend was one cut row, there was no total, and "compile cache: miss hit"
 was unexplained. Rows name the run first, the table's columns are the short side headings, a
 total row sums the phases, the cache states are in words with a line saying what they mean, and
-the legend wraps with whole names and each bar ends in its total."""
+the legend has whole names beside the bars and each bar ends in its total."""
 
 from __future__ import annotations
 
@@ -51,5 +51,5 @@ def test_compare_server_starts_name_the_runs_and_explain_the_cache(fresh_db: Pat
     (chart,) = [c for c in at.get("vega_lite_chart") if "Server start" in c.proto.spec]
     spec, data = chart.proto.spec, chart.proto.SerializeToString()  # rows travel as Arrow
     assert "run 1 · ".encode() in data and b"compilation-config=" not in data
-    assert '"labelLimit": 0' in spec and '"columns": 3' in spec  # the whole legend, wrapped
+    assert '"labelLimit": 0' in spec and '"orient": "right"' in spec  # whole names, beside
     assert '"total"' in spec  # each bar's total at its end

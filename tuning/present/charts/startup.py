@@ -27,15 +27,16 @@ def startup_chart(
     phases = list(dict.fromkeys(frame.sort_values("order")["phase"]))
     totals = frame.groupby("run", sort=False)["end_s"].max().reset_index()
     totals["total"] = totals["end_s"].map(lambda s: f"{s:.1f} s")
-    # the legend wraps into columns with whole names (one row cut the phases off at 1024 px)
-    legend = alt.Legend(title=None, orient="bottom", columns=3, labelLimit=0)
+    # the legend beside the bars, one whole name a line (a row under them cut the phases off; a
+    # chart fit to its frame keeps the legend inside it); a run's long label is cut at 140 px
+    legend = alt.Legend(title=None, orient="right", labelLimit=0)
     bars = (
         alt.Chart(frame)
         .mark_bar()
         .encode(
             x=alt.X("start_s:Q", title=x_title),
             x2="end_s:Q",
-            y=alt.Y("run:N", title=None, sort=runs, axis=alt.Axis(labelLimit=320)),
+            y=alt.Y("run:N", title=None, sort=runs, axis=alt.Axis(labelLimit=140)),
             color=alt.Color("phase:N", sort=phases, legend=legend),
             order=alt.Order("order:Q"),
             tooltip=[
