@@ -18,7 +18,7 @@ from ui.common import ICONS, db, lab_db_path, md_code, md_escape
 from ui.decision import render_latest_decision
 from ui.engine_card import engine_line, render_engine_problem
 from ui.holder import render_holder
-from ui.words import phase_words, shown
+from ui.words import or_dash, phase_words
 
 st.set_page_config(page_title="vLLM Tuning Lab", page_icon=ICONS["lab"], layout="wide")
 st.title("vLLM Tuning Lab")
@@ -128,8 +128,8 @@ with right:
     if runs:
         for r in runs:
             st.markdown(
-                f"- run {r['id']} · {md_escape(shown(r['param']))} = "
-                f"{md_escape(shown(r['value']))} · "
+                f"- run {r['id']} · {md_escape(or_dash(r['param']))} = "
+                f"{md_escape(or_dash(r['value']))} · "
                 f"{md_escape(r['status'])} · {fmt(r.get('output_throughput'), 'tok/s')}"
             )
     else:

@@ -20,7 +20,7 @@ PHASE_WORDS = {
 }
 
 
-def shown(value: Any) -> str:
+def or_dash(value: Any) -> str:
     """A value as text; nothing stored reads "—"."""
     return "—" if value is None or value == "" else str(value)
 
@@ -35,4 +35,4 @@ def phase_words(phase: Any) -> str:
 def metric_words(key: Any) -> str:
     """A metric's label from the catalog (`output_throughput` -> "output throughput")."""
     metric = METRIC_BY_KEY.get(str(key))
-    return metric.label if metric is not None else shown(key).replace("_", " ")
+    return metric.label if metric is not None else or_dash(key).replace("_", " ")

@@ -13,14 +13,14 @@ from store import connect, repo
 from tests.apptest import open_page, page_text
 from tests.factories import plan_attached
 from tuning.engine.procs import process_start_time
-from ui.words import metric_words, phase_words, shown
+from ui.words import metric_words, or_dash, phase_words
 
 
 def test_phases_metrics_and_nothing_read_as_words() -> None:
     assert phase_words("waiting_health") == "waiting for the server to answer"
     assert phase_words("warming_up") == "warming up"
     assert phase_words("some_new_phase") == "some new phase"
-    assert phase_words(None) == "—" and shown(None) == "—" and shown(3) == "3"
+    assert phase_words(None) == "—" and or_dash(None) == "—" and or_dash(3) == "3"
     assert metric_words("output_throughput") == "output throughput"
     assert metric_words("mean_ttft_ms") == "mean TTFT"
     assert metric_words("not_a_metric") == "not a metric"
