@@ -9,14 +9,16 @@ from tuning.compare.present import fmt
 from tuning.decide.background import search_running
 from tuning.decide.reaper import reap_dead
 from tuning.engine.current import current_spec, engine_info
+from tuning.engine.embedded import venv_python
 from tuning.engine.spec import EngineError
 from tuning.experiment import demo
 from tuning.experiment.supervisor import spawn_runner
 from tuning.settings import load_settings
 from ui.common import ICONS, db, lab_db_path, md_code, md_escape
 from ui.decision import render_latest_decision
-from ui.engine_card import engine_line
+from ui.engine_card import engine_line, render_engine_problem
 from ui.holder import render_holder
+from ui.words import or_dash, phase_words
 
 st.set_page_config(page_title="vLLM Tuning Lab", page_icon=ICONS["lab"], layout="wide")
 st.title("vLLM Tuning Lab")
@@ -52,7 +54,7 @@ if active:
             done = int(exp["runs_done"] or 0)
             st.progress(
                 done / total,
-                text=f"values done {done} of {total} · phase: {md_escape(exp['phase'])}",
+                text=f"values done {done} of {total} · {md_escape(phase_words(exp['phase']))}",
             )
             st.page_link("app_pages/3_Live.py", label="Watch it live", icon=ICONS["live"])
 elif search_running(lab_db_path()):  # between a search's steps no experiment is active
@@ -62,6 +64,11 @@ elif held:  # another lab's experiment holds the machine (no demo button: it cou
     st.caption("Its runs are stored in that lab; nothing else starts here until it ends.")
 elif custom:
     st.info("No experiment is running. Start one from **New experiment**.")
+elif not venv_python().is_file():  # no demo button above "NOT installed": it could not start
+    st.info(
+        "No experiment is running. The demo needs the embedded CPU engine, which is not "
+        "installed (see Engine below); or start your own from **New experiment**."
+    )
 else:
     st.info(
         "No experiment is running. New here? The demo runs a real experiment on the embedded "
@@ -114,12 +121,15 @@ with right:
             st.warning("The embedded engine is NOT installed: run `make setup`.")
     if custom and (info is None or not info["installed"]):
         st.page_link("app_pages/6_Settings.py", label="Fix it on Settings", icon=ICONS["settings"])
+    elif custom:  # there, but perhaps without vLLM (settings edited by hand): Start is off
+        render_engine_problem(settings, "Start on New experiment")
     runs = queries.list_runs(conn, limit=5)
     st.subheader("Latest runs")
     if runs:
         for r in runs:
             st.markdown(
-                f"- run {r['id']} · {md_escape(r['param'])} = {md_escape(r['value'])} · "
+                f"- run {r['id']} · {md_escape(or_dash(r['param']))} = "
+                f"{md_escape(or_dash(r['value']))} · "
                 f"{md_escape(r['status'])} · {fmt(r.get('output_throughput'), 'tok/s')}"
             )
     else:

@@ -20,6 +20,7 @@ from tuning.experiment.supervisor import spawn_runner
 from tuning.measure.traffic.workload import Workload
 from tuning.settings import configured_db_path, load_settings
 from ui.common import ICONS, lab_db_path, md_code, md_escape
+from ui.engine_card import render_engine_problem
 from ui.estimate import render_estimate
 from ui.experiment_form import (
     confirm_many_runs,
@@ -49,8 +50,9 @@ modes = {
     "search": "Search one parameter (the lab picks the values)",
 }
 mode = st.radio("Mode", list(modes), key="new_mode", horizontal=True, format_func=modes.get)
+broken = render_engine_problem(settings, "Start")  # a custom engine without vLLM: nothing starts
 if mode == "search":
-    render_search_mode(lab_db_path(), spec, settings)
+    render_search_mode(lab_db_path(), spec, settings, engine_broken=broken)
     st.stop()
 default_lines = "\n".join(f"{k}={format_value(v)}" for k, v in spec.baseline.items())
 typed_baseline, _ = parse_assignments(
@@ -194,6 +196,7 @@ if draft is not None:
             render_prediction(draft)
     render_estimate(lab_db_path(), draft)
 busy = render_holder(lab_db_path(), "One at a time per machine: Start is off until it ends.")
+busy = busy or broken
 if is_compressed(configured_db_path()):  # results would live only in the cached expansion
     busy = True
     st.error(md_escape(read_only_words(configured_db_path(), "TUNING_LAB_DB={plain}")))

@@ -8,7 +8,7 @@ import streamlit as st
 
 from tuning.decide.fleet import INSTALL_HINT, FleetError, options_from_settings, ray_available
 from tuning.engine.doctor import engine_findings
-from tuning.engine.find import custom_problem, find_vllm, served_name_for
+from tuning.engine.find import custom_problem, engine_problem, find_vllm, served_name_for
 from tuning.settings import load_settings, save_settings, settings_path
 from ui.common import ICONS, md_code, md_escape
 from ui.engine_card import draw_check
@@ -139,6 +139,9 @@ if b1.button("Save settings", type="primary", key="set_save"):
     except FleetError as exc:
         problem = problem or str(exc)
     problem = problem or approve("save", s, form, token)
+    if not problem and engine == "custom":  # approved: only now may its interpreter run
+        with st.spinner("asking the engine's interpreter for its vLLM..."):
+            problem = engine_problem(form)
     if problem:
         st.error(f"not saved: {md_escape(problem)}")
     else:

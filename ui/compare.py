@@ -39,6 +39,7 @@ from tuning.present.charts.kinds import CHART_TITLES, MEMORY_SERIES, PREALLOCATI
 from tuning.present.report import report_file_name
 from ui.common import ICONS, md_escape
 from ui.share import report_bytes
+from ui.table_focus import table_view
 
 # A dataframe cell's text: 14 px Source Sans, at most ~7 px a character (digits, wide letters),
 # with 8 px of padding a side.
@@ -311,12 +312,15 @@ def render_table(
     JSON with `extra`: the decision record and its words, tuning.present.model) and the report
     of the comparison."""
     text, css = table_frames(comparison)
-    styler = text.style.apply(lambda _frame: css, axis=None)
     with st.container(key="cmp_table"):
         st.markdown("#### Side by side")
         if comparison.param:
             st.caption(f"Values of **{md_escape(comparison.param)}**; metric and verdicts first.")
-        st.dataframe(styler, hide_index=True, key="cmp_table_df", column_config=table_widths(text))
+        shown, tones, order, config = table_view(comparison, text, css, table_widths(text))
+        styler = shown.style.apply(lambda _frame: tones, axis=None)
+        st.dataframe(
+            styler, hide_index=True, key="cmp_table_df", column_config=config, column_order=order
+        )
         with st.expander("How to read this table and its verdicts", expanded=False):
             st.caption(
                 "Values are the mean over each side's runs; Δ is the candidate's change of the "

@@ -14,6 +14,7 @@ from ui.common import ICONS, md_code, md_escape
 if TYPE_CHECKING:  # Home imports this module: it needs neither the doctor nor the finder
     from tuning.engine.doctor import Diagnosis
     from tuning.engine.find import Discovery
+    from tuning.settings import Settings
 
 
 def draw_check(findings: Sequence[Diagnosis], discovery: Discovery, engine: str) -> None:
@@ -44,3 +45,33 @@ def engine_line(info: dict[str, Any]) -> str:
         f"{md_code(info['model_path'])} served as {md_code(info['served_model_name'])} · backend "
         f"{md_code(info['backend'])}"
     )
+
+
+@st.cache_data(show_spinner=False, max_entries=8, ttl=30)
+def _problem(engine: str, command: str, model: str) -> str:
+    from tuning.engine.find import engine_problem
+    from tuning.settings import Settings
+
+    return engine_problem(Settings(engine=engine, engine_command=command, engine_model=model))
+
+
+def engine_problem_line(settings: Settings) -> str:
+    """Why the configured custom engine cannot run (tuning.engine.find.engine_problem: no vLLM
+    in its interpreter, a program that is not there), or "": asked once per 30 s per engine, so
+    Home and New experiment flag settings edited by hand without asking on every render."""
+    if settings.engine != "custom":
+        return ""
+    return _problem(settings.engine, settings.engine_command, settings.engine_model)
+
+
+def render_engine_problem(settings: Settings, what: str) -> bool:
+    """The broken engine in one line with the way to Settings; True when there is one (`what`
+    says what is off: Start, the demo)."""
+    problem = engine_problem_line(settings)
+    if problem:
+        st.error(
+            f"Your engine cannot start, so {what} is off: {md_escape(problem)}",
+            icon=ICONS["warning"],
+        )
+        st.page_link("app_pages/6_Settings.py", label="Fix it on Settings", icon=ICONS["settings"])
+    return bool(problem)

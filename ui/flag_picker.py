@@ -20,7 +20,7 @@ import streamlit as st
 from store import StoreError, connect
 from store import engine_flags as cache
 from tuning.compare.inert import inert_knobs
-from tuning.engine.flags.catalog import Catalog, CatalogError, FlagInfo, engine_python
+from tuning.engine.flags.catalog import FORMAT, Catalog, CatalogError, FlagInfo, engine_python
 from tuning.engine.learn import LISTS, catalog_for, flag_status, needs_catalog, resolve
 from tuning.engine.params import PARAMS, Param
 from tuning.engine.spec import EngineSpec, installed_vllm_version
@@ -70,8 +70,11 @@ def _engine_key(command: tuple[str, ...], version: str) -> tuple[str, str]:
 
 
 @st.cache_data(show_spinner=False, max_entries=8, ttl=600)
-def _read(db_path: str, python: str, version: str, _spec: EngineSpec) -> dict[str, Any]:
-    """The catalog as a dict, or {"error": why}; read from the store, else from the engine."""
+def _read(
+    db_path: str, python: str, version: str, _spec: EngineSpec, form: int = FORMAT
+) -> dict[str, Any]:
+    """The catalog as a dict, or {"error": why}; read from the store, else from the engine (the
+    lab's catalog format is part of the key: a newer reading is never served an older one)."""
     try:
         return {"catalog": catalog_for(db_path, _spec).to_dict()}
     except CatalogError as exc:
@@ -79,13 +82,14 @@ def _read(db_path: str, python: str, version: str, _spec: EngineSpec) -> dict[st
 
 
 def _peek(db_path: str | Path, python: str, version: str) -> Catalog | None:
-    """The store's cached catalog of this engine, without starting anything."""
+    """The store's cached catalog of this engine, without starting anything; None when an older
+    lab cached it (its `format` stamp is not the lab's reading: it is read again)."""
     try:
         with connect(db_path) as db:
             raw = cache.load(db, python, version)
     except StoreError:
         return None
-    return Catalog.from_dict(raw) if raw else None
+    return Catalog.from_dict(raw) if raw and raw.get("format") == FORMAT else None
 
 
 def engine_flags(db_path: str | Path, spec: EngineSpec, *, read: bool) -> Flags:
@@ -129,8 +133,9 @@ def offers(
     catalog: Catalog | None, backend: str, word: str = "", group: str = ALL
 ) -> tuple[list[str], list[tuple[str, str]]]:
     """(the names to offer: curated first, then the engine's tunable flags by help group, or
-    its environment knobs in their own group; the ones the search found that are never offered,
-    each with why)."""
+    its environment knobs in their own group; the ones never offered, each with why: the ones
+    the search found, or every refused knob of the environment group (build-time variables,
+    secrets ...))."""
     w = word.strip().lower().removeprefix("--")
     env = group == ENV
     infos = (catalog.env if env else catalog.flags) if catalog else {}
@@ -150,7 +155,7 @@ def offers(
     refused: list[tuple[str, str]] = []
     for info in catalog.search(w or None, env=env) if catalog else []:
         status, why = flag_status(info)
-        if status == "refused" and w:
+        if status == "refused" and (w or env):
             refused.append((info.name, why or "never tuned"))
         elif status == "tunable" and (env or group in (ALL, info.group)):
             names.append(info.name)
@@ -219,8 +224,7 @@ def render_picker(db_path: str | Path, spec: EngineSpec, baseline_names: Iterabl
         st.session_state[WANT_ALL] = True
         st.rerun()
     names, refused = offers(catalog, spec.backend, word, group)
-    for name, why in refused:
-        st.caption(md_escape(f"Not offered: {name}: {why}"))
+    render_refused(refused)
     if not names:
         st.warning(md_escape(f"No tunable flag matches {word.strip()!r}."))
         return Picked(None, catalog)
@@ -236,12 +240,15 @@ def render_picker(db_path: str | Path, spec: EngineSpec, baseline_names: Iterabl
     name = st.selectbox(
         "Parameter to vary",
         names,
-        index=names.index("max-num-seqs") if "max-num-seqs" in names else 0,
+        index=start_index(names, group),
         key="new_param",
+        placeholder="pick the knob to vary",
         format_func=lambda n: (
             _label(n, catalog) + (" · inert on a stored workload" if n in inert else "")
         ),
     )
+    if name is None:  # the environment group preselects nothing: the user picks the knob
+        return Picked(None, catalog)
     info = catalog.get(name) if catalog else None
     if name in inert:  # plan skips it on those workloads; an experiment may still want it
         st.caption(md_escape("Inert on " + "; ".join(inert[name])), help=INERT_HELP)
@@ -257,6 +264,22 @@ def render_picker(db_path: str | Path, spec: EngineSpec, baseline_names: Iterabl
     with card:
         render_learned(param, info, catalog.vllm_version if catalog else "")
     return Picked(param, catalog, info, {param.name: param})
+
+
+def start_index(names: list[str], group: str) -> int | None:
+    """Which name the picker opens on: max-num-seqs where offered, nothing in the environment
+    group (its first knob is no suggestion), else the first."""
+    if "max-num-seqs" in names:
+        return names.index("max-num-seqs")
+    return None if group == ENV else 0
+
+
+def render_refused(refused: list[tuple[str, str]]) -> None:
+    """The flags or knobs never offered, folded into one expander, each with why."""
+    if not refused:
+        return
+    with st.expander(f"{len(refused)} not offered, and why", expanded=False):
+        st.markdown("\n".join("- " + md_escape(f"{name}: {why}") for name, why in refused))
 
 
 def render_curated(param: Param, info: FlagInfo | None) -> None:

@@ -38,6 +38,7 @@ from ui.common import md_escape as esc
 from ui.links import compare_link
 from ui.tables import KEY_NUMBERS, KV_USAGE, render_run_table
 from ui.time_spent import render_time_spent, render_timeline
+from ui.words import phase_words
 
 POLL_S = 1.5
 LIVE_KEYS = (
@@ -144,11 +145,11 @@ def render_progress(exp: Mapping[str, Any], run: Mapping[str, Any] | None, left:
         cols = st.columns(4)
         # Text from the row is escaped: the experiment may be a teammate's bundle.
         cols[0].markdown(f"**status**  \n{esc(exp['status'])}")
-        cols[1].markdown(f"**phase**  \n{esc(exp.get('phase') or '—')}")
+        cols[1].markdown(f"**phase**  \n{esc(phase_words(exp.get('phase')))}")
         if run is not None:
             cols[2].markdown(
                 f"**current run**  \n{run['id']}: {esc(run.get('param'))} = "
-                f"{esc(run_value(run))} ({esc(run.get('phase') or run.get('status'))})"
+                f"{esc(run_value(run))} ({esc(phase_words(run.get('phase') or run.get('status')))})"
             )
         if active:
             age = age_s(exp.get("heartbeat_at"))  # infinite until the first beat
@@ -283,7 +284,7 @@ def _placement(exp: Mapping[str, Any], run: Mapping[str, Any]) -> dict[str, Any]
     if not exp.get("fleet"):
         return {}
     return {
-        "phase": run.get("phase"),
+        "phase": phase_words(run.get("phase")),
         "slot": run.get("slot"),
         "node": run.get("node_host"),
         "attempt": run.get("attempt"),
@@ -303,7 +304,8 @@ def pick_flight(flights: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
         for r in flights:
             st.markdown(
                 f"- run {r['id']}: {esc(r.get('param'))} = {esc(run_value(r))}, "
-                f"{esc(r.get('phase') or r.get('status'))} on slot {esc(r.get('slot') or '—')} "
+                f"{esc(phase_words(r.get('phase') or r.get('status')))} "
+                f"on slot {esc(r.get('slot') or '—')} "
                 f"({esc(r.get('node_host') or '—')}), attempt {r.get('attempt') or 1}"
             )
         ids = [int(r["id"]) for r in flights]

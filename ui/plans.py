@@ -21,6 +21,7 @@ from tuning.decide.search.show import slo_words
 from tuning.engine.params import show_value
 from ui.common import ICONS, md_code, md_escape, pick_by_query
 from ui.links import compare_link
+from ui.words import metric_words
 
 SEARCHES_PAGE = "app_pages/7_Searches.py"
 
@@ -86,7 +87,8 @@ def render_plan_headline(f: Mapping[str, Any]) -> None:
         st.markdown("Gain over the start: not measured yet.")
     st.caption(
         md_escape(
-            f"objective: {f['objective']} ({f['unit']}, {f['better']} is better) · SLOs: "
+            f"objective: {metric_words(f['objective'])} "
+            f"({f['unit']}, {f['better']} is better) · SLOs: "
             f"{slo_words(f['slo_ms'])} · {f['status']}"
         )
     )
@@ -102,7 +104,7 @@ def plan_steps_frame(f: Mapping[str, Any]) -> pd.DataFrame:
                 "#": s["index"],
                 "parameter": s["param"],
                 "chosen": "—" if s.get("chosen") is None else show_value(s["param"], s["chosen"]),
-                f"{f['objective']}": fmt(s.get("chosen_objective"), f["unit"]),
+                metric_words(f["objective"]): fmt(s.get("chosen_objective"), f["unit"]),
                 "meets SLOs": s.get("meets_slo"),
                 "search": s.get("search_id"),
                 "in words": step_line(f, s),

@@ -125,13 +125,17 @@ def search_form(spec: EngineSpec) -> SearchSpec | None:
     return None if errors else search
 
 
-def render_search_mode(path: Path, spec: EngineSpec, settings: Settings) -> None:
-    """The form, the Start button (one thing at a time per machine) and the latest search; the
-    page has reaped what died (tuning.decide.reaper.reap_dead) before it asks who holds it."""
+def render_search_mode(
+    path: Path, spec: EngineSpec, settings: Settings, engine_broken: bool = False
+) -> None:
+    """The form, the Start button (one thing at a time per machine; off while the engine cannot
+    start, which the page has said) and the latest search; the page has reaped what died
+    (tuning.decide.reaper.reap_dead) before it asks who holds it."""
     search = search_form(spec)
     reason = busy_reason(path)
     if reason:
         st.warning(f"{md_escape(reason)}. Watch it below or on **Live**.")
+    reason = reason or ("the engine cannot start" if engine_broken else "")
     if st.button(
         "Start search",
         type="primary",

@@ -43,6 +43,7 @@ from tuning.present.charts.tradeoff import KNEE_NOTE, search_chart
 from tuning.settings import load_settings
 from ui.common import ICONS, md_code, md_escape, pick_by_query
 from ui.links import compare_link
+from ui.words import metric_words
 
 
 def _label(row: Mapping[str, Any]) -> str:
@@ -104,7 +105,8 @@ def render_search_headline(f: Mapping[str, Any]) -> None:
     st.markdown(md_escape(chosen_line(f)))
     st.caption(
         md_escape(
-            f"objective: {f['objective']} ({f['unit']}, {f['better']} is better) · SLOs: "
+            f"objective: {metric_words(f['objective'])} "
+            f"({f['unit']}, {f['better']} is better) · SLOs: "
             f"{slo_words(f['slo_ms'])} · range {f['range'][0]:g}..{f['range'][1]:g} · "
             f"{len(f['steps'])} steps · {f['status']}"
         )
@@ -147,7 +149,7 @@ def values_frame(f: Mapping[str, Any]) -> pd.DataFrame:
             {
                 f["param"]: format_value(r["value"]),
                 "runs": r["runs"],
-                f"{f['objective']} ({unit})": fmt(r.get("mean"), unit),
+                f"{metric_words(f['objective'])} ({unit})": fmt(r.get("mean"), unit),
                 "95 % interval": "tried once: no interval yet"
                 if r["runs"] == 1
                 else (f"{fmt(ci[0], unit)} … {fmt(ci[1], unit)}" if ci else "—"),
@@ -171,7 +173,7 @@ def search_steps_frame(f: Mapping[str, Any]) -> pd.DataFrame:
                 "run": e["run_id"],
                 "status": e["status"]
                 + (f" ({e['failure_kind']})" if e.get("failure_kind") else ""),
-                f"{objective} ({unit})": fmt(e.get(objective), unit),
+                f"{metric_words(objective)} ({unit})": fmt(e.get(objective), unit),
                 "this run under the SLOs": e.get("under_slo"),
                 "chosen": f["chosen"] is not None and float(e["value"]) == float(f["chosen"]),
             }

@@ -195,3 +195,35 @@ def test_start_a_learned_flag_from_the_page(fake_lab: Path) -> None:
         ("fcfs", "done"),
         ("priority", "done"),
     ], [r.get("error") for r in runs]
+
+
+def test_an_older_labs_catalog_is_read_again_and_the_knob_group_opens_on_nothing(
+    fake_lab: Path,
+) -> None:
+    """Issue 40 item 4: a catalog an older lab cached (another `format`, CMAKE_BUILD_TYPE among
+    its knobs) was used as it was, and the environment group opened on CMAKE_BUILD_TYPE with a
+    red error; it is read again, the group preselects nothing, and the refused knobs are folded
+    into one expander with their reasons (not one grey line each before the picker)."""
+    import json
+
+    at = open_page("app_pages/1_New_experiment.py")
+    at.button(key="new_flags_all").click().run()
+    assert not at.exception, at.exception
+    with connect(fake_lab) as db:
+        (raw,) = db.execute("SELECT catalog_json FROM engine_flags").fetchone()
+        old = json.loads(raw)
+        old["format"] = 3
+        old["env"] = [{"name": "CMAKE_BUILD_TYPE", "kind": "str", "default": "Debug"}, *old["env"]]
+        db.execute("UPDATE engine_flags SET catalog_json = ?", [json.dumps(old)])
+    at = open_page("app_pages/1_New_experiment.py")
+    assert "new_flag_group" not in [s.key for s in at.selectbox]  # not the older reading
+    at.button(key="new_flags_all").click().run()
+    at.selectbox(key="new_flag_group").set_value("Environment knobs (VLLM_*)").run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="new_param").value is None  # nothing preselected
+    assert "CMAKE_BUILD_TYPE" not in _offered(at)
+    assert not at.error, [e.value for e in at.error]
+    assert not [c.value for c in at.caption if str(c.value).startswith("Not offered")]
+    (folded,) = [e for e in at.expander if "not offered, and why" in e.label]
+    words = " ".join(m.value for m in folded.markdown).replace("\\", "")
+    assert "VLLM_HOST_IP: it changes who can reach the server" in words

@@ -16,7 +16,7 @@ def test_live_page_shows_active_experiment(dashboard_lab: dict[str, Any]) -> Non
     assert at.selectbox(key="live_experiment").value == dashboard_lab["live_exp"]
     text = page_text(at)
     assert "live-log-marker" in text
-    assert "loading" in text
+    assert "sending the workload" in text  # the phase `loading`, in words
     assert at.button(key="live_stop")
     progress = [p.value for p in at.get("progress")]
     assert progress, "progress bars"

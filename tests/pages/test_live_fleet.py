@@ -29,14 +29,15 @@ def test_live_page_lists_fleet_runs_in_flight(dashboard_lab: dict[str, Any]) -> 
     assert tables, "no runs table with the placement columns"
     table = tables[0]
     assert {"phase", "slot", "node"} <= set(table.columns)
-    assert (table["phase"] == "loading").all() and table["slot"].str.endswith("/0").all()
+    assert (table["phase"] == "sending the workload").all()  # the phase `loading`, in words
+    assert table["slot"].str.endswith("/0").all()
     # Every run in flight is listed; the charts and log are those of the run picked.
     text = page_text(at)
     assert f"{len(runs)} runs in flight" in text
     for run in runs:
         assert (
-            f"run {run['id']}: max-num-seqs = {run['value']}, loading on slot node{run['id']}/0"
-            in text
+            f"run {run['id']}: max-num-seqs = {run['value']}, sending the workload on slot "
+            f"node{run['id']}/0" in text
         )
     with_log = next(r for r in runs if r["id"] == dashboard_lab["live_run"])
     at.selectbox(key="live_flight").set_value(with_log["id"]).run()

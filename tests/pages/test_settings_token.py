@@ -7,26 +7,29 @@ it the change is saved and logged on stderr and in logs/settings.log."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.apptest import open_page
-from tests.fakes.gpu_box import engine_vars
+from tests.fakes.gpu_box import FAKE_VLLM_PKG, engine_vars
 from tuning.settings import Settings, save_settings, settings_path
 from ui import terminal_token
 
 
 @pytest.fixture
 def hostile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lab_home: Path) -> Path:
-    """An executable named `python` that only leaves a marker when run (`<it>.ran`); the lab's
-    saved engine is the embedded one."""
+    """An executable named `python` that leaves a marker when run (`<it>.ran`), then runs as
+    this interpreter with the fake vllm package (Save asks a custom engine for its vLLM once the
+    token approved it); the lab's saved engine is the embedded one."""
     for name in engine_vars():
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PYTHONPATH", str(FAKE_VLLM_PKG))
     script = tmp_path / "evil" / "python"
     script.parent.mkdir()
-    script.write_text('#!/bin/sh\ntouch "$0.ran"\n')
+    script.write_text(f'#!/bin/sh\ntouch "$0.ran"\nexec {sys.executable} "$@"\n')
     script.chmod(0o755)
     return script
 
@@ -93,6 +96,7 @@ def test_a_wrong_token_saves_nothing_and_the_right_one_saves_and_logs(
     approved = f"settings save from the browser: engine_command '' -> '{hostile}': approved"
     assert approved in _log(lab_home)
     assert approved in capfd.readouterr().err
+    Path(f"{hostile}.ran").unlink()  # approved, Save asked it for its vLLM
     at.button(key="set_check").click().run()  # the token lets Check engine run it too
     assert Path(f"{hostile}.ran").exists()
     assert "settings check from the browser: engine_command '' -> " in _log(lab_home)

@@ -7,7 +7,7 @@ from tuning.engine.flags.catalog import Catalog, FlagInfo
 from tuning.engine.learn import resolve
 from tuning.engine.params import PARAMS
 from tuning.engine.validate import parse_values
-from ui.flag_picker import ALL, ENV, offers, suggested_values
+from ui.flag_picker import ALL, ENV, offers, start_index, suggested_values
 
 
 def _catalog() -> Catalog:
@@ -34,7 +34,7 @@ def test_environment_knobs_are_offered_in_their_own_group_only() -> None:
     assert "VLLM_CPU_KVCACHE_SPACE" in names  # the curated knob, as before
     names, refused = offers(catalog, "cpu", "", ENV)
     assert names == ["VLLM_CPU_KVCACHE_SPACE", "VLLM_CPU_OMP_THREADS_BIND", "VLLM_USE_FASTOKENS"]
-    assert refused == []  # a refused knob is named only when a search asked for it
+    assert [n for n, _ in refused] == ["VLLM_HOST_IP"]  # the group lists its refused knobs
     names, refused = offers(catalog, "gpu", "ip address", ENV)  # found by its help
     assert names == [] and [n for n, _ in refused] == ["VLLM_HOST_IP"]
     assert "who can reach" in refused[0][1]
@@ -102,3 +102,23 @@ def test_a_list_valued_flag_starts_from_its_default_list_or_empty() -> None:
     assert parse_values(layers.name, start, {layers.name: layers}) == [start]
     names, refused = offers(both, "gpu", "cudagraph")
     assert names == ["cudagraph-capture-sizes"] and refused == []
+
+
+def test_build_time_variables_are_refused_with_why_and_nothing_is_preselected() -> None:
+    """Issue 40 item 4: an older lab cached CMAKE_BUILD_TYPE (and MAX_JOBS ...) among the knobs,
+    and the group opened on it with a red error; they are refused as build-time, listed with
+    the reason, and the group preselects no knob."""
+    catalog = _catalog()
+    build = [
+        FlagInfo(n, n, "str", group="environment", help="build")
+        for n in ("CMAKE_BUILD_TYPE", "MAX_JOBS", "NVCC_THREADS", "VLLM_USE_PRECOMPILED")
+    ]
+    env = {**catalog.env, **{i.name: i for i in build}}
+    both = Catalog(catalog.python, catalog.vllm_version, catalog.parser, catalog.flags, env=env)
+    names, refused = offers(both, "gpu", "", ENV)
+    assert names == ["VLLM_CPU_OMP_THREADS_BIND", "VLLM_USE_FASTOKENS"]  # runtime ones only
+    why = dict(refused)
+    for name in ("CMAKE_BUILD_TYPE", "MAX_JOBS", "NVCC_THREADS", "VLLM_USE_PRECOMPILED"):
+        assert "only when it is built" in why[name], (name, why)
+    assert start_index(names, ENV) is None
+    assert start_index(["a", "max-num-seqs"], ALL) == 1 and start_index(["a"], ALL) == 0

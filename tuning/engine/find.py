@@ -103,8 +103,9 @@ def locate(program: str, environ: Mapping[str, str] | None = None) -> str | None
 
 
 def custom_problem(command: str, model: str, environ: Mapping[str, str] | None = None) -> str:
-    """Why a custom engine cannot be saved, in one line naming the field, or "": its command's
-    program must exist (vLLM itself is checked by "Check engine"), and a model must be set."""
+    """Why a custom engine's fields are incomplete, in one line naming the field, or "": its
+    command's program must exist, and a model must be set (`engine_problem` also asks the
+    program for its vLLM)."""
     try:
         parts = shlex.split(command)
     except ValueError as exc:
@@ -169,6 +170,24 @@ def from_command(
     if version is None:
         return f"{source}: {why}"
     return Found(source, [located, *command[1:]], python, version)
+
+
+def engine_problem(settings: Settings, environ: Mapping[str, str] | None = None) -> str:
+    """Why the settings' custom engine cannot run, in one line naming the field, or "": its
+    fields (`custom_problem`), then its interpreter must run and import vLLM (a quick metadata
+    read) when the command is one that runs vLLM: an interpreter alone or with `-m`, or a
+    `vllm` script (a launcher of the user's own, `python serve.py`, runs what it runs). The
+    embedded engine has none here (its installation is `make setup`'s)."""
+    if settings.engine != "custom":
+        return ""
+    if problem := custom_problem(settings.engine_command, settings.engine_model, environ):
+        return problem
+    parts = shlex.split(settings.engine_command)
+    name = Path(parts[0]).name
+    if not (name == "vllm" or name.startswith("python") and parts[1:2] in ([], ["-m"])):
+        return ""
+    got = from_command("engine command", parts, environ)
+    return got if isinstance(got, str) else ""
 
 
 def find_vllm(settings: Settings, environ: Mapping[str, str] | None = None) -> Discovery:

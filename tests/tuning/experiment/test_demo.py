@@ -5,6 +5,7 @@ leads to Live."""
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,10 @@ def test_the_home_button_plans_the_demo_starts_it_and_opens_live(
     monkeypatch.setenv("TUNING_LAB_DB", str(db_path))
     # its own runner lock: another lab's experiment on this machine would hide the demo button
     monkeypatch.setenv("TUNING_LAB_LOCK", str(tmp_path / "runner.lock"))
+    python = tmp_path / "engine" / "venv" / "bin" / "python"  # the button needs it installed
+    python.parent.mkdir(parents=True)
+    python.symlink_to(sys.executable)
+    monkeypatch.setattr("tuning.engine.embedded.ENGINE_DIR", tmp_path / "engine")
     started: list[int] = []
     monkeypatch.setattr("tuning.engine.current.current_spec", lambda settings=None: fake_spec())
     monkeypatch.setattr(

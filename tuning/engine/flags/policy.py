@@ -123,6 +123,11 @@ _ENV_NAMES: dict[str, str] = {
     "VLLM_DOCKER_BUILD_CONTEXT": BUILD,
     "VLLM_IMAGE_TAG": BUILD,
     "VLLM_SKIP_VERSION_SUFFIX": BUILD,
+    # read by vLLM's setup.py when it is built (an older lab cached them among the knobs)
+    "CMAKE_BUILD_TYPE": BUILD,
+    "MAX_JOBS": BUILD,
+    "NVCC_THREADS": BUILD,
+    "VERBOSE": BUILD,
 }
 _ENV_WORDS: tuple[tuple[frozenset[str], str], ...] = (
     (frozenset({"BUILD", "PRECOMPILED"}), BUILD),
@@ -171,7 +176,7 @@ def _env_refusal(name: str) -> str | None:
 def refusal(name: str) -> str | None:
     """Why `name` (a flag without `--`, or a VLLM_* variable) is never tuned, or None."""
     key = name.strip().removeprefix("--")
-    if key.startswith("VLLM_"):
+    if key.startswith("VLLM_") or key in _ENV_NAMES:
         return _env_refusal(key)
     return DENIED.get(key.replace("_", "-"))
 

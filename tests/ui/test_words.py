@@ -1,0 +1,50 @@
+"""Issue 40 item 4, words a user knows: the pages showed the store's keys (`waiting_health`,
+`output_throughput`, None). Phases, metric keys and missing values go through ui/words.py, and
+Home's running experiment and its latest runs read in words (AppTest)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from store import connect, repo
+from tests.apptest import open_page, page_text
+from tests.factories import plan_attached
+from tuning.engine.procs import process_start_time
+from ui.words import metric_words, or_dash, phase_words
+
+
+def test_phases_metrics_and_nothing_read_as_words() -> None:
+    assert phase_words("waiting_health") == "waiting for the server to answer"
+    assert phase_words("warming_up") == "warming up"
+    assert phase_words("some_new_phase") == "some new phase"
+    assert phase_words(None) == "—" and or_dash(None) == "—" and or_dash(3) == "3"
+    assert metric_words("output_throughput") == "output throughput"
+    assert metric_words("mean_ttft_ms") == "mean TTFT"
+    assert metric_words("not_a_metric") == "not a metric"
+
+
+def test_home_says_the_phase_in_words_and_no_none(
+    lab_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = lab_home / "lab.db"
+    monkeypatch.setenv("TUNING_LAB_DB", str(path))
+    exp_id = plan_attached(path, "concurrency", [1, 2])
+    with connect(path) as db:
+        repo.create_run(
+            db, experiment_id=exp_id, seq=0, param="concurrency", value=None, status="running"
+        )
+        repo.update_experiment(
+            db,
+            exp_id,
+            status="running",
+            phase="waiting_health",
+            runner_pid=os.getpid(),  # a live runner: nothing to reap
+            runner_start_time_s=process_start_time(os.getpid()),
+        )
+    at = open_page(None)
+    text = page_text(at) + "\n".join(p.proto.text for p in at.get("progress"))
+    assert "waiting for the server to answer" in text
+    assert "waiting_health" not in text and "None" not in text
