@@ -109,3 +109,20 @@ def check_line(result: Mapping[str, Any] | None) -> str:
     if result.get("why"):
         head += f": {result['why']}"
     return head + (f" ({'; '.join(sides)})" if sides else "")
+
+
+def resident_line(state: Mapping[str, Any] | None) -> str:
+    """What an experiment's runs did about resident engines, in one line (empty when it was
+    never asked about: an experiment written before)."""
+    if not state or "used" not in state:
+        return ""
+    if not state.get("used"):
+        return f"resident engines not used: {state.get('why_not')}"
+    head = (
+        f"resident engines: {state.get('switches', 0)} switches, {state.get('starts', 0)} "
+        f"starts (a real restart every {state.get('restart_every')} rounds)"
+    )
+    parts = [head, check_line(state.get("check"))]
+    if state.get("fallback"):
+        parts.append(f"fell back to restarts: {state['fallback']}")
+    return "; ".join(p for p in parts if p)
