@@ -26,6 +26,8 @@ H200_STEPS picks the steps, default a,b,c):
       requests, repeats H200_REPEATS (2, or auto): the memory wall decided
   (c) one server (`server start`), then `tuning bench` and vLLM's serving benchmark interleaved
       A B A B at concurrency 64 and 256; medians and ratios lab / vLLM
+  (m) resident engines: max-num-seqs 8 vs 128 until decided, switched by sleep / wake
+      (benchmarks/gpu/resident_step.py), its result in resident-<gpu>.json
 Every wait/stage2 call ends with `collect`: at most 8 flat files into $OUT (an xz DB snapshot
 made with VACUUM INTO, bench JSON, logs, `runs --json`, `compare` output, the text summary).
 
@@ -52,6 +54,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from benchmarks import common  # noqa: E402
+from benchmarks.gpu import resident_step as resident  # noqa: E402
 
 ACC = Path(os.environ.get("H200_ACC") or Path.home() / "acc")
 SITE = ACC / "site"
@@ -94,6 +97,9 @@ EXPERIMENTS = {
     # (k) the memory wall through a flag outside the registry: the KV cache's size in blocks
     # (16 tokens each: 32,768 vs 524,288 tokens; C=256 of 768 tokens needs about 196,608).
     "k": ("num-gpu-blocks-override", "2048,32768", 256),
+    # (m) resident engines (benchmarks/gpu/resident_step.py): a large effect, switched by sleep /
+    # wake, until decided; its JSON result is resident-<gpu>.json.
+    resident.KEY: (resident.PARAM, resident.VALUES, resident.CONCURRENCY),
 }
 EXPERIMENT_REPEATS = os.environ.get("H200_REPEATS", "2")  # "auto": repeat until decided
 # Steps with their own workload (input, output, requests): >= 30 s of load per run.
@@ -105,6 +111,7 @@ STEP_WORKLOAD = {
     "i": (512, 256, 3072),
     "j": (512, 256, 2048),
     "k": (512, 256, int(os.environ.get("H200_K_REQUESTS", "2048"))),
+    resident.KEY: resident.WORKLOAD,
 }
 # Steps with their own flags (the last --repeats wins over the default one).
 STEP_FLAGS = {
@@ -117,6 +124,7 @@ STEP_FLAGS = {
     "k": ["--repeats", "auto", "--max-repeats", "3"]
     + ["--budget-minutes", os.environ.get("H200_K_BUDGET", "14")]
     + ["--set", "enforce-eager=true"],
+    resident.KEY: resident.FLAGS,
 }
 # (f) one search under a TTFT SLO: the highest concurrency whose p99 TTFT meets the SLO, on one
 # server kept up (a 4 GiB KV budget: about 170 requests of 768 tokens fit at once).
@@ -485,6 +493,11 @@ def bench() -> dict[str, Any]:
     return result
 
 
+def resident_run() -> dict[str, Any]:
+    """Step (m): resident engines until decided; its JSON result named by the GPU."""
+    return resident.resident_step(experiment, DB, ACC)
+
+
 def pipeline(args: argparse.Namespace) -> int:
     log(f"pipeline: {NUM_REQUESTS} requests/run, {INPUT_LEN} in / {OUTPUT_LEN} out, DB {DB}")
     steps = [s for s in (os.environ.get("H200_STEPS") or "a,b,c").split(",") if s]
@@ -492,7 +505,7 @@ def pipeline(args: argparse.Namespace) -> int:
     for step in steps:
         log(f"=== step ({step}) ===")
         try:
-            special = {"c": bench, "f": search, "l": learn_flags}
+            special = {"c": bench, "f": search, "l": learn_flags, "m": resident_run}
             results[step] = special[step]() if step in special else experiment(step)
         except Exception as exc:  # one step's failure must not lose the others
             log(f"step ({step}) raised {type(exc).__name__}: {exc}")
@@ -619,6 +632,8 @@ def collect(args: argparse.Namespace) -> int:
     for name in ("bench-agreement.json", "search-h200.json", "flags-h200.json"):
         if (ACC / name).exists():
             shutil.copy2(ACC / name, out / name)
+    for found in sorted(ACC.glob("resident-*.json")):  # step (m), named by the GPU
+        shutil.copy2(found, out / found.name)
     if PIPE_LOG.exists():
         shutil.copy2(PIPE_LOG, out / "run-log.txt")
     if LAB_HOME.exists() or BENCH_DIR.exists():
