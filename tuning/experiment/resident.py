@@ -42,7 +42,7 @@ from tuning.engine.sleep_mode import (
 )
 from tuning.engine.spec import EngineSpec
 from tuning.experiment.bookkeeping import Bookkeeping
-from tuning.experiment.resident_check import check, check_line
+from tuning.experiment.resident_check import check_line, resident_check
 from tuning.experiment.run_anatomy import RunClock
 from tuning.experiment.sampling import RunSamples
 from tuning.measure.telemetry.gpu import GpuSampler
@@ -305,7 +305,7 @@ class ResidentEngines:
         if not self.state.get("used"):
             return
         runs = queries.list_runs(self.book.db, self.book.experiment_id, include_hidden=True)
-        result = check(runs, Primaries.of(self.book.exp).keys)
+        result = resident_check(runs, Primaries.of(self.book.exp).keys)
         self.state["check"] = result
         if result["verdict"] == "differs" and self.active:
             self.fall_back(f"the check: {result['why']}")

@@ -36,7 +36,7 @@ def _number(run: Mapping[str, Any], key: str) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def check(runs: Sequence[Mapping[str, Any]], metrics: Sequence[str]) -> dict[str, Any]:
+def resident_check(runs: Sequence[Mapping[str, Any]], metrics: Sequence[str]) -> dict[str, Any]:
     """The check over an experiment's stored runs: per value and metric, the restarted and the
     switched runs' means, the interval of the change and the verdict; the whole check's verdict
     (equivalent, differs, undecided) and, when it differs, why in words."""
