@@ -45,13 +45,16 @@ from tuning.experiment.bookkeeping import Bookkeeping
 from tuning.experiment.resident_check import check_line, resident_check
 from tuning.experiment.run_anatomy import RunClock
 from tuning.experiment.sampling import RunSamples
-from tuning.measure.telemetry.gpu import GpuSampler
+from tuning.measure.telemetry.gpu import GpuSampler, read_gpu_used
 from tuning.measure.telemetry.proctree import ProcessTreeSampler
 from tuning.measure.telemetry.prom import MetricsSampler
 
 RESTART_EVERY = 3  # a value's repeat 0, 3, 6, ... starts its server anew
 KV_SHARE = 0.9  # of a first start's KV budget: what two servers, one asleep, both fit
 KV_BUDGET = "kv-cache-memory-bytes"
+# Reasons that need no saying: nothing to switch at all (stored all the same).
+NO_RESTARTS = "its runs do not restart a server"
+NO_REPEATS = "one run a value has no repeats to switch"
 
 
 class ResidentUnit(Protocol):
@@ -64,6 +67,7 @@ class ResidentUnit(Protocol):
     server_facts: dict[str, Any]
     server_check: effective.Check | None
     server_t0: float
+    gpu_baseline: dict[str, int]
 
     def start_fresh(
         self, run_id: int, launch: Launch, engine: EngineSpec, part: str = "start"
@@ -127,9 +131,11 @@ def why_not_resident(
     if asked == "off":
         return "--resident off"
     if engine is None or not param.restarts_server:
-        return "its runs do not restart a server"
+        return NO_RESTARTS
     if not exp.get("repeats_auto") and int(exp.get("repeats") or 1) < 2:
-        return "one run a value has no repeats to switch"
+        return NO_REPEATS
+    if exp.get("fleet"):
+        return "its runs go to the fleet (one server a slot)"
     flags: set[str] | None = None
     if engine.backend == "gpu" and param.name not in MEMORY_FLAGS:
         try:
@@ -154,15 +160,23 @@ class ResidentEngines:
         self.pool: dict[str, Parked] = {}
         self.awake: str | None = None  # the label of the server in hand (unit.server)
         self.fresh_kv: dict[str, int | None] = {}
+        self.unit: ResidentUnit | None = None
+        self.gpu_before: dict[str, int] | None = None  # device memory before any server slept
         if self.active:
             self.budget = _budget_of((book.exp.get("config") or {}).get(KV_BUDGET))
             if self.budget is not None:
                 self.state["budget_from"] = "the baseline's --set kv-cache-memory-bytes"
-            self.state.update(used=True, restart_every=RESTART_EVERY, switches=0, starts=0)
+            elif (earlier := _budget_of(self.state.get("budget_bytes"))) is not None:
+                self.budget = earlier  # a resumed experiment keeps the budget its runs had
+            self.state.update(used=True, restart_every=RESTART_EVERY)
+            self.state.update(  # a resumed experiment counts on
+                switches=self.state.get("switches", 0), starts=self.state.get("starts", 0)
+            )
         else:
             self.state.update(used=False, why_not=why)
-            if self.state["asked"] != "off":
+            if self.state["asked"] != "off" and why not in (NO_RESTARTS, NO_REPEATS):
                 self._say(f"resident engines not used: {why}; every run restarts its server")
+        self.state["budget_bytes"] = self.budget
         self._store()
 
     # -- what the runs launch -----------------------------------------------------------------
@@ -190,6 +204,7 @@ class ResidentEngines:
         """The run's server, switched to or started resident; None once it falls back (the
         caller then restarts as for any run)."""
         label = format_value(value)
+        self.unit = unit
         try:
             if self.budget is None and not self._probe(unit, run_id, config, engine):
                 return None
@@ -214,6 +229,7 @@ class ResidentEngines:
             self.fall_back("the first sleep-mode start did not say its KV budget")
             return False
         self.budget = int(measured * KV_SHARE)
+        self.state["budget_bytes"] = self.budget
         self.state["budget_from"] = (
             f"{KV_SHARE:.0%} of the {measured:,} bytes a first sleep-mode start measured"
         )
@@ -228,6 +244,11 @@ class ResidentEngines:
         unit.samples.finish()
         self.pool[self.awake] = Parked(server, dict(unit.server_facts), unit.server_check)
         unit.server, self.awake = None, None
+        # What the servers asleep still hold (vLLM keeps its CUDA context and graph pool) is the
+        # device's new floor: a restart waits for its own memory only, not for theirs.
+        if self.gpu_before is None:
+            self.gpu_before = dict(unit.gpu_baseline)
+        unit.gpu_baseline = read_gpu_used() or unit.gpu_baseline
         return slept
 
     def _start(
@@ -326,6 +347,7 @@ class ResidentEngines:
                 print(f"runner: stopping a resident server: {exc}", file=sys.stderr, flush=True)
         self.pool.clear()
         self.awake = None
+        self._restore_floor()
         self._store()
 
     def close(self) -> None:
@@ -333,6 +355,13 @@ class ResidentEngines:
         for parked in self.pool.values():
             parked.server.stop()
         self.pool.clear()
+        self._restore_floor()
+
+    def _restore_floor(self) -> None:
+        """No server asleep any more: device memory goes back to the runner's first floor."""
+        if self.unit is not None and self.gpu_before is not None:
+            self.unit.gpu_baseline = self.gpu_before
+            self.gpu_before = None
 
     def line(self) -> str:
         return check_line(self.state.get("check"))

@@ -188,5 +188,28 @@ def test_a_check_that_finds_switched_runs_differ_falls_back(sleepy: Path) -> Non
 
 def test_resident_off_restarts_every_run(sleepy: Path) -> None:
     exp, runs = _run(sleepy, repeats=2, resident="off")
-    assert exp["resident"] == {"asked": "off", "used": False, "why_not": "--resident off"}
+    state = exp["resident"]
+    assert (state["asked"], state["used"], state["why_not"]) == ("off", False, "--resident off")
     assert _starts(runs) == 4
+
+
+def test_a_restart_waits_for_its_own_memory_not_for_the_servers_asleep(
+    sleepy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a GPU a server asleep still holds its CUDA context (about 0.8 GiB here, over the 0.5 GiB
+    the release wait tolerates): once one sleeps, the floor a real restart waits for is what the
+    device holds then, not the runner's first reading (which would wait 60 s on every restart)."""
+    floors: list[dict[str, int]] = []
+    readings = iter([{"gpu0": 100}] + [{"gpu0": 900 + n} for n in range(100)])
+    monkeypatch.setattr("tuning.experiment.run_unit.read_gpu_used", lambda: next(readings))
+    monkeypatch.setattr("tuning.experiment.resident.read_gpu_used", lambda: next(readings))
+
+    def waited(baseline: dict[str, int], **_: Any) -> bool:
+        floors.append(dict(baseline))
+        return True
+
+    monkeypatch.setattr("tuning.experiment.run_unit.wait_gpu_memory_released", waited)
+    _, runs = _run(sleepy)
+    assert _starts(runs) == 4
+    # a real restart of the server in hand, and the last stop: each while the other sleeps
+    assert len(floors) >= 2 and all(f["gpu0"] >= 900 for f in floors), floors
