@@ -356,6 +356,7 @@ class ResidentEngines:
             parked.server.stop()
         self.pool.clear()
         self._restore_floor()
+        self._store()  # none asleep any more
 
     def _restore_floor(self) -> None:
         """No server asleep any more: device memory goes back to the runner's first floor."""
@@ -371,6 +372,13 @@ class ResidentEngines:
         self.book.progress("resident", {"line": line})
 
     def _store(self) -> None:
+        # The servers asleep belong to no unfinished run: the reaper finds them here when the
+        # runner dies (tuning.experiment.supervisor), each checked to be the process started.
+        self.state["asleep"] = [
+            {"pid": p.server.pid, "start_time_s": p.server.start_time}
+            for p in self.pool.values()
+            if p.server.pid and p.server.start_time
+        ]
         try:
             repo.update_experiment(self.book.db, self.book.experiment_id, resident_json=self.state)
         except Exception as exc:  # noqa: BLE001 (a locked DB must not fail the run)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -90,16 +92,20 @@ def _two_awake(record: Path) -> list[str]:
 
 def test_repeats_switch_resident_servers_instead_of_restarting(sleepy: Path) -> None:
     exp, runs = _run(sleepy)
+    state = exp["resident"]
     assert [r["status"] for r in runs] == ["done"] * 8
     assert _starts(runs) == 4 < len(runs)  # each value at repeat 0 and 3; the rest switched
-    modes = [(r["value"], r["repeat_index"], r["startup"]["resident"]) for r in runs]
-    assert [m for _, i, m in modes] == ["start" if i % 3 == 0 else "switch" for _, i, _ in modes], (
-        modes
-    )
+    modes = [r["startup"].get("resident") or "restart" for r in runs]
+    wanted = ["start" if r["repeat_index"] % 3 == 0 else "switch" for r in runs]
+    # The check can decide only once a value has two restarted runs (after the 7th run): when
+    # it finds a difference (the fake on a busy 2-core machine can), the 8th run restarts.
+    if state.get("fallback") and modes[-1] == "restart":
+        wanted[-1] = "restart"
+    assert modes == wanted, modes
     for run in runs:
         assert adds_up(run["anatomy"]), run["anatomy"]
         keys = [p["key"] for p in run["anatomy"]["parts"]]
-        if run["startup"]["resident"] == "switch":
+        if run["startup"].get("resident") == "switch":
             assert "switch" in keys and "start" not in keys and "stop" not in keys, keys
             assert run["startup"]["slept_s"] >= 0 and run["startup"]["woke_s"] >= 0
             assert run["time_to_healthy_s"] is None
@@ -107,20 +113,19 @@ def test_repeats_switch_resident_servers_instead_of_restarting(sleepy: Path) -> 
         argv = run["argv"]
         assert "--host" in argv and argv[argv.index("--host") + 1] == "127.0.0.1"
         assert run["config"]["kv-cache-memory-bytes"] == KV["kv-cache-memory-bytes"]
-    state = exp["resident"]
-    assert state["used"] is True and state["switches"] == 4
+    assert state["used"] is True and state["switches"] == 4 and state["asleep"] == []
     check = state["check"]
-    # Two restarted and two switched runs a value: mostly undecided; a decided difference (the
-    # fake on a busy 2-core machine) falls back, after the last switch, and says so.
-    if check["verdict"] == "differs":
+    # Two restarted and two switched runs a value: mostly undecided; a decided difference falls
+    # back, after the last switch, and says so.
+    if check["verdict"] == "differs" or state.get("fallback"):
         assert state["fallback"].startswith("the check: ")
-    else:
-        assert "fallback" not in state
     for label in ("2", "16"):
         side = check["values"][label]
-        assert (side["restarted_runs"], side["switched_runs"]) == (2, 2)
+        first_of_round_4 = label == runs[6]["value"]
+        assert side["restarted_runs"] == 2 if first_of_round_4 else side["restarted_runs"] >= 1
+        assert side["switched_runs"] == 2
         tput = side["metrics"]["output_throughput"]
-        assert len(tput["restarted"]) == 2 and len(tput["switched"]) == 2
+        assert len(tput["restarted"]) == side["restarted_runs"] and len(tput["switched"]) == 2
         assert tput["margin"] == 0.02
     assert state["kv_after_wake"]["woken"] == state["kv_after_wake"]["fresh_tokens"]
     assert not _two_awake(sleepy / "awake.jsonl")
@@ -209,7 +214,51 @@ def test_a_restart_waits_for_its_own_memory_not_for_the_servers_asleep(
         return True
 
     monkeypatch.setattr("tuning.experiment.run_unit.wait_gpu_memory_released", waited)
-    _, runs = _run(sleepy)
+    exp, runs = _run(sleepy)
     assert _starts(runs) == 4
-    # a real restart of the server in hand, and the last stop: each while the other sleeps
-    assert len(floors) >= 2 and all(f["gpu0"] >= 900 for f in floors), floors
+    # the 7th run restarts the server in hand while the other sleeps: its floor is theirs; the
+    # last stop's too, unless the check fell back (none asleep then: the first floor again)
+    assert floors[0]["gpu0"] >= 900, floors
+    last = 100 if exp["resident"].get("fallback") else 900
+    assert floors[-1]["gpu0"] >= last and (last == 900 or floors[-1]["gpu0"] == 100), floors
+
+
+def test_servers_left_asleep_by_a_runner_that_died_are_stopped(sleepy: Path) -> None:
+    """A runner killed while a resident server sleeps: that server belongs to no unfinished run,
+    so the reaper finds it in the experiment's resident state (its pid and start time)."""
+    from dataclasses import replace
+
+    from store import repo
+    from tests.fakes.engines import fake_launch
+    from tuning.engine.server import ServerProcess
+    from tuning.engine.sleep_mode import SleepMode, resident_env
+    from tuning.experiment.supervisor import reap
+
+    db_path = sleepy / "lab.db"
+    exp_id = plan_experiment(
+        db_path,
+        ExperimentSpec.build(
+            param="max-num-seqs", values=[2, 16], repeats=2, workload=QUICK, engine=fake_spec()
+        ),
+    )
+    launch = fake_launch({"max-num-seqs": 2, **KV})
+    launch = replace(launch, argv=[*launch.argv, "--enable-sleep-mode"])
+    server = ServerProcess(replace(launch, env={**launch.env, **resident_env()}), sleepy / "s.log")
+    with server:  # started on entry
+        server.wait_healthy(timeout=60)
+        SleepMode(launch.base_url).sleep()
+        dead = subprocess.Popen([sys.executable, "-c", "pass"])
+        dead.wait()
+        asleep = [{"pid": server.pid, "start_time_s": server.start_time}]
+        with connect(db_path) as db:
+            repo.update_experiment(
+                db,
+                exp_id,
+                status="running",
+                runner_pid=dead.pid,
+                heartbeat_at="2026-01-01T00:00:00+00:00",
+                resident_json={"asked": "auto", "used": True, "asleep": asleep},
+            )
+        (item,) = reap(db_path)
+        assert item.servers_stopped == [server.pid]
+        assert server.proc is not None and server.proc.wait(10) is not None  # stopped, by group
