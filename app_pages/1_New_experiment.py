@@ -141,6 +141,16 @@ on_fleet = st.checkbox(
     help="Runs in parallel through Ray, as set in Settings → Fleet (not when attaching).",
 )
 st.caption(f"fleet: {md_escape(fleet_error)}" if fleet_error else describe_options(fleet_options))
+resident = st.checkbox(
+    "Switch resident servers between repeats",
+    value=True,
+    key="new_resident",
+    disabled=not param.restarts_server or bool(base_url),
+    help="Each value's server starts once and repeats switch them by vLLM's sleep mode instead of "
+    "restarting (CUDA, a vLLM with sleep mode, a flag that does not size memory; a real "
+    "restart every third round and a check that both give equivalent numbers). Where it cannot, "
+    "the experiment says why once and restarts. Off: every run restarts its server.",
+)
 
 
 def say_refusal(message: str, label: str = "baseline: ") -> None:
@@ -168,6 +178,7 @@ try:
         host=settings.resolved_host(),
         workload_spec=traffic,
         catalog=catalog,
+        resident="auto" if resident else "off",
     )
 except (ParamError, CatalogError) as exc:
     errors.append(str(exc))

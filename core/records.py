@@ -103,6 +103,7 @@ class NewExperiment:
     repeats_auto: bool = False
     max_repeats: int | None = None
     budget_minutes: float | None = None
+    resident: str = "auto"  # resident engines for repeats: auto, on or off
 
     @property
     def runs_total(self) -> int:
@@ -124,6 +125,7 @@ class NewExperiment:
             "runs_total": self.runs_total,
             "author": self.author,
             "host": self.host,
+            "resident_json": {"asked": self.resident},
         }
         if self.repeats_auto:
             out.update(

@@ -113,6 +113,7 @@ SHAPES: dict[str, Check] = {
     "engine_identity_json": _obj(),
     "anatomy_json": _obj(),
     "estimate_json": _obj(),
+    "resident_json": _obj(),
 }
 
 

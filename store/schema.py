@@ -74,6 +74,7 @@ JSON_COLUMNS: tuple[str, ...] = (
     "estimate_json",
     "guards_json",
     "decision_json",
+    "resident_json",
 )
 
 # Who made a row and where, where it came from (local or a bundle), and the user's own marks:
@@ -459,6 +460,15 @@ def m017_decisions(db: Database) -> None:
     made when it ended (decision_json: tuning.compare.decision.Decision, read by every surface)."""
     columns: dict[str, type] = {"objective": str, "guards_json": str, "decision_json": str}
     add_missing_columns(db, "experiments", columns)
+
+
+@migrations()
+def m018_resident_engines(db: Database) -> None:
+    """Resident engines for repeats (issue 38, item 4; tuning.experiment.resident): what the
+    experiment asked (`--resident auto|on|off`), whether its repeats switched sleeping servers
+    instead of restarting, the KV budget they shared, the check that switched and restarted runs
+    give equivalent numbers, and why it fell back to restarts (resident_json). NULL before."""
+    add_missing_columns(db, "experiments", {"resident_json": str})
 
 
 def lab_uid(db: Database) -> str | None:

@@ -26,6 +26,8 @@ H200_STEPS picks the steps, default a,b,c):
       requests, repeats H200_REPEATS (2, or auto): the memory wall decided
   (c) one server (`server start`), then `tuning bench` and vLLM's serving benchmark interleaved
       A B A B at concurrency 64 and 256; medians and ratios lab / vLLM
+  (m) resident engines: max-num-seqs 8 vs 128 until decided, switched by sleep / wake
+      (benchmarks/gpu/resident_step.py), its result in resident-<gpu>.json
 Every wait/stage2 call ends with `collect`: at most 8 flat files into $OUT (an xz DB snapshot
 made with VACUUM INTO, bench JSON, logs, `runs --json`, `compare` output, the text summary).
 
@@ -52,6 +54,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from benchmarks import common  # noqa: E402
+from benchmarks.gpu import resident_step as resident  # noqa: E402
 
 ACC = Path(os.environ.get("H200_ACC") or Path.home() / "acc")
 SITE = ACC / "site"
@@ -94,6 +97,9 @@ EXPERIMENTS = {
     # (k) the memory wall through a flag outside the registry: the KV cache's size in blocks
     # (16 tokens each: 32,768 vs 524,288 tokens; C=256 of 768 tokens needs about 196,608).
     "k": ("num-gpu-blocks-override", "2048,32768", 256),
+    # (m) resident engines (benchmarks/gpu/resident_step.py): a large effect, switched by sleep /
+    # wake, until decided; its JSON result is resident-<gpu>.json.
+    resident.KEY: (resident.PARAM, resident.VALUES, resident.CONCURRENCY),
 }
 EXPERIMENT_REPEATS = os.environ.get("H200_REPEATS", "2")  # "auto": repeat until decided
 # Steps with their own workload (input, output, requests): >= 30 s of load per run.
@@ -105,6 +111,7 @@ STEP_WORKLOAD = {
     "i": (512, 256, 3072),
     "j": (512, 256, 2048),
     "k": (512, 256, int(os.environ.get("H200_K_REQUESTS", "2048"))),
+    resident.KEY: resident.WORKLOAD,
 }
 # Steps with their own flags (the last --repeats wins over the default one).
 STEP_FLAGS = {
@@ -117,6 +124,7 @@ STEP_FLAGS = {
     "k": ["--repeats", "auto", "--max-repeats", "3"]
     + ["--budget-minutes", os.environ.get("H200_K_BUDGET", "14")]
     + ["--set", "enforce-eager=true"],
+    resident.KEY: resident.FLAGS,
 }
 # (f) one search under a TTFT SLO: the highest concurrency whose p99 TTFT meets the SLO, on one
 # server kept up (a 4 GiB KV budget: about 170 requests of 768 tokens fit at once).
@@ -451,22 +459,22 @@ def search() -> dict[str, Any]:
     return out
 
 
-# (m) a server-flag search under a latency SLO, settled by its confirm (issue 37): max-num-seqs
+# (n) a server-flag search under a latency SLO, settled by its confirm (issue 37): max-num-seqs
 # over a range at C=256 (each value a restart, eager), the objective output throughput under a
 # p99 TPOT SLO, then `--confirm`: the leader against its closest rival, repeated until decided
 # within the confirm's limits.
 SEARCH_CONFIRM = {
-    "range": os.environ.get("H200_M_RANGE", "64:256"),
-    "slo": os.environ.get("H200_M_SLO", "tpot:80"),
-    "budget_runs": os.environ.get("H200_M_BUDGET", "4"),
-    "requests": os.environ.get("H200_M_REQUESTS", "2048"),
-    "max_repeats": os.environ.get("H200_M_MAX_REPEATS", "4"),
-    "minutes": os.environ.get("H200_M_MINUTES", "9"),
+    "range": os.environ.get("H200_N_RANGE", "64:256"),
+    "slo": os.environ.get("H200_N_SLO", "tpot:80"),
+    "budget_runs": os.environ.get("H200_N_BUDGET", "4"),
+    "requests": os.environ.get("H200_N_REQUESTS", "2048"),
+    "max_repeats": os.environ.get("H200_N_MAX_REPEATS", "4"),
+    "minutes": os.environ.get("H200_N_MINUTES", "9"),
 }
 
 
 def search_confirm() -> dict[str, Any]:
-    """(m) `tuning search --param max-num-seqs ... --goodput ... --confirm`: the lab starts each
+    """(n) `tuning search --param max-num-seqs ... --goodput ... --confirm`: the lab starts each
     value's server itself; the result (choice, interval or named tie) in search-confirm.json."""
     spec = SEARCH_CONFIRM
     argv = [
@@ -482,7 +490,7 @@ def search_confirm() -> dict[str, Any]:
     ]  # fmt: skip
     t = time.monotonic()
     done = call(argv, timeout=3000, stdout_only=True)
-    out: dict[str, Any] = {"key": "m", "rc": done.returncode, "wall_s": time.monotonic() - t}
+    out: dict[str, Any] = {"key": "n", "rc": done.returncode, "wall_s": time.monotonic() - t}
     text = done.stdout or ""
     if "{" in text:
         try:
@@ -491,7 +499,7 @@ def search_confirm() -> dict[str, Any]:
             out["stdout"] = text[-3000:]
     (ACC / "search-confirm.json").write_text(json.dumps(out, indent=2, default=str))
     found = out.get("search", {})
-    log(f"search (m): choice {json.dumps(found.get('choice'))} rc {done.returncode}")
+    log(f"search (n): choice {json.dumps(found.get('choice'))} rc {done.returncode}")
     return out
 
 
@@ -530,6 +538,11 @@ def bench() -> dict[str, Any]:
     return result
 
 
+def resident_run() -> dict[str, Any]:
+    """Step (m): resident engines until decided; its JSON result named by the GPU."""
+    return resident.resident_step(experiment, DB, ACC)
+
+
 def pipeline(args: argparse.Namespace) -> int:
     log(f"pipeline: {NUM_REQUESTS} requests/run, {INPUT_LEN} in / {OUTPUT_LEN} out, DB {DB}")
     steps = [s for s in (os.environ.get("H200_STEPS") or "a,b,c").split(",") if s]
@@ -537,7 +550,13 @@ def pipeline(args: argparse.Namespace) -> int:
     for step in steps:
         log(f"=== step ({step}) ===")
         try:
-            special = {"c": bench, "f": search, "l": learn_flags, "m": search_confirm}
+            special = {
+                "c": bench,
+                "f": search,
+                "l": learn_flags,
+                "m": resident_run,
+                "n": search_confirm,
+            }
             results[step] = special[step]() if step in special else experiment(step)
         except Exception as exc:  # one step's failure must not lose the others
             log(f"step ({step}) raised {type(exc).__name__}: {exc}")
@@ -669,6 +688,8 @@ def collect(args: argparse.Namespace) -> int:
     ):
         if (ACC / name).exists():
             shutil.copy2(ACC / name, out / name)
+    for found in sorted(ACC.glob("resident-*.json")):  # step (m), named by the GPU
+        shutil.copy2(found, out / found.name)
     if PIPE_LOG.exists():
         shutil.copy2(PIPE_LOG, out / "run-log.txt")
     if LAB_HOME.exists() or BENCH_DIR.exists():

@@ -12,6 +12,8 @@ OpenAI routes of `fake_openai.FakeOpenAIServer` plus `/health`, `/metrics` with
 `--enable-sleep-mode` and `VLLM_SERVER_DEV_MODE=1` it also serves vLLM's sleep-mode endpoints,
 `POST /sleep?level=1|2`, `POST /wake_up` and `GET /is_sleeping` (asleep, it holds no device
 memory and refuses generation with 503; `/fake/state` says how much it holds).
+`FAKE_VLLM_AWAKE=FILE` appends one JSON line each time a server begins serving, falls asleep,
+wakes or exits, so a test can tell whether two were ever awake at once.
 
 Faults, comma-separated, from `FAKE_VLLM_FAULTS` and/or `--fake-faults` (`Faults` below
 lists them); one written `NAME[=VALUE]@FLAG=VALUE` applies only to a start with that flag value, so
@@ -86,6 +88,8 @@ class Faults:
     # /is_sleeping): after a wake the KV cache holds this many tokens instead (a wake that did
     # not give back what a fresh start has).
     wake_kv_tokens: int | None = None
+    sleep_fails: bool = False  # POST /sleep answers HTTP 500 and the server stays awake
+    wake_itl_ms: float | None = None  # after a wake it streams this much slower per token
 
 
 # Each fault's value type; a bool fault takes no value.
@@ -109,6 +113,8 @@ FAULT_TYPES: dict[str, type] = {
     "fake_lines": str,
     "long_line": int,
     "wake_kv_tokens": int,
+    "sleep_fails": bool,
+    "wake_itl_ms": float,
 }
 
 
@@ -455,6 +461,7 @@ def serve(argv: list[str]) -> int:
         except subprocess.TimeoutExpired:
             engine.kill()
     print("INFO:     Shutting down\nINFO:     Application shutdown complete.", flush=True)
+    server.note_awake("exit")
     os._exit(0)  # handlers of stalled streams are not waited for, as uvicorn's are not
 
 

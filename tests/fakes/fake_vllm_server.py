@@ -9,6 +9,7 @@ truncated and stalled streams, an in-band error for streams running when the eng
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import os
 import socket
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 
 Body = dict[str, Any]
 DEV_MODE = "VLLM_SERVER_DEV_MODE"  # vLLM's dev endpoints (sleep mode among them) need it on
+AWAKE_ENV = "FAKE_VLLM_AWAKE"  # a file: one JSON line per serving, asleep, awake, exit
 WEIGHTS_BYTES = 0.25 * 2**30  # fake_vllm.WEIGHTS_GIB
 
 
@@ -50,6 +52,15 @@ class FakeVllmServer(FakeOpenAIServer):
         self._slots: asyncio.Semaphore | None = None
         self.sleep_level = 0  # 0 awake; 1 weights offloaded, KV dropped; 2 both dropped
         self.sleeps = 0  # how many times it fell asleep
+        self.note_awake("serving")
+
+    def note_awake(self, event: str) -> None:
+        """One line of FAKE_VLLM_AWAKE: this server began serving, slept, woke or exited."""
+        path = os.environ.get(AWAKE_ENV)
+        if path:
+            line = {"pid": os.getpid(), "event": event, "t": time.time()}
+            with open(path, "a", encoding="utf-8") as out:
+                out.write(json.dumps(line) + "\n")
 
     @property
     def sleep_mode(self) -> bool:
@@ -79,8 +90,11 @@ class FakeVllmServer(FakeOpenAIServer):
             return web.Response(status=400, text="level must be 1 or 2")
         if level not in (1, 2):
             return web.Response(status=400, text="level must be 1 or 2")
+        if self.faults.sleep_fails:  # fake_vllm fault sleep_fails: stays awake
+            return web.Response(status=500, text="sleep failed (fake_vllm fault sleep_fails)")
         if not self.sleep_level:
             self.sleeps += 1
+            self.note_awake("asleep")
         self.sleep_level = level
         return web.Response(status=200, text="")
 
@@ -89,6 +103,10 @@ class FakeVllmServer(FakeOpenAIServer):
             tokens = int(self.faults.wake_kv_tokens)  # a wake that did not give the KV back
             self.eff["kv_cache_size_tokens"] = tokens
             self.eff["num_gpu_blocks"] = tokens // int(self.eff["block_size"])
+        if self.sleep_level and self.faults.wake_itl_ms is not None:
+            self.config.itl_ms = float(self.faults.wake_itl_ms)  # slower after a wake
+        if self.sleep_level:
+            self.note_awake("awake")
         self.sleep_level = 0
         return web.Response(status=200, text="")
 

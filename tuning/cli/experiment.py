@@ -201,6 +201,8 @@ def _experiment(args: argparse.Namespace) -> int:
             )
         elif event == "note":
             tqdm.write(printable(f"run {data['run_id']}: note: {data['note']}"), file=sys.stderr)
+        elif event == "resident":  # resident engines not used, or a fall back: said once
+            tqdm.write(printable(str(data["line"])), file=sys.stderr)
 
     with bar:
         code, run_ids = _run_stored(path, exp_id, progress, args.start_timeout)
@@ -211,12 +213,16 @@ def _experiment(args: argparse.Namespace) -> int:
     from tuning.cli.compare import decision_summary
 
     decided, record = decision_summary(path, exp_id, None if args.db is None else str(args.db))
+    resident = _stored_resident(path, exp_id)
+    from tuning.experiment.resident_check import resident_line
+
     if args.json:
         out = {"experiment_id": exp_id, "run_ids": run_ids, "status": status, "error": error}
         out["reuse"] = reuse
         out["estimate"] = estimate
         out["load_advice"] = advised or None
         out["decision"] = record
+        out["resident"] = resident
         say(json.dumps({**out, "repeats": plan} if plan else out))
     else:
         say(f"experiment {exp_id}: {status}; runs {', '.join(map(str, run_ids)) or 'none'}")
@@ -226,7 +232,18 @@ def _experiment(args: argparse.Namespace) -> int:
             say("\n".join(repeats_lines(plan)))
         if decided:
             say("\n".join(printable(line) for line in decided))
+        if line := resident_line(resident):
+            say(printable(line))
     return code
+
+
+def _stored_resident(path: Path, exp_id: int) -> dict[str, Any] | None:
+    """What the experiment stored about resident engines (tuning.experiment.resident)."""
+    from store import connect, queries
+
+    with connect(path, readonly=True) as db:
+        stored = queries.get_experiment(db, exp_id).get("resident")
+    return stored if isinstance(stored, dict) else None
 
 
 def _undecided(plan: dict[str, Any]) -> bool:

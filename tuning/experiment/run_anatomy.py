@@ -26,7 +26,10 @@ PARTS: dict[str, str] = {
     "prepare": "the run's row and the server's command",
     "stop": "stopping the previous server",
     "release": "waiting for its port and device memory",
+    "sleep": "the other resident server put to sleep",
+    "kv_probe": "a first sleep-mode start, measuring the KV budget resident servers share",
     "start": "server start (launch to /health 200)",
+    "switch": "switch: the server in hand put to sleep, this value's woken",
     "start_failed": "a failed start: its log read, the server stopped",
     "engine_facts": "the engine's own facts read (log, /metrics)",
     "workload": "tokenizer and prompts",
@@ -40,7 +43,8 @@ PARTS: dict[str, str] = {
 }
 # The words of the one-line summary: each part counts under one of these (the rest: "other").
 GROUPS: dict[str, tuple[str, ...]] = {
-    "starting": ("start", "start_failed", "engine_facts"),
+    "starting": ("start", "start_failed", "engine_facts", "kv_probe"),
+    "switching": ("switch", "sleep"),
     "stopping": ("stop", "release"),
     "load": ("load",),
     "warm-up": ("warmup",),

@@ -24,6 +24,7 @@ from core.status import Status
 from store import repo
 from tuning.engine import effective, hardware, predict
 from tuning.engine.identity import engine_identity
+from tuning.engine.launch import Launch
 from tuning.engine.params import Param, format_value, get_param
 from tuning.engine.server import ServerProcess, StartFailure
 from tuning.engine.spec import EngineSpec
@@ -31,6 +32,7 @@ from tuning.experiment import outcome, planned
 from tuning.experiment.bookkeeping import Bookkeeping
 from tuning.experiment.load_prep import LoadPrep
 from tuning.experiment.measure import measure
+from tuning.experiment.resident import ResidentEngines
 from tuning.experiment.run_anatomy import RunClock
 from tuning.experiment.sampling import RunSamples
 from tuning.experiment.stopping import BackgroundStop
@@ -139,6 +141,7 @@ class RunUnit:
         self.clock = RunClock(time.monotonic(), "runner_start")
         self._stopping: BackgroundStop | None = None  # a server's stop begun after its load
         self.loads = LoadPrep()  # each workload's prompts, built once for the runs after it
+        self.resident: ResidentEngines | None = None  # decided at the first run (resident.py)
 
     def begin_window(self) -> None:
         """The first run's window begins now (the runner calls it once it is running)."""
@@ -158,14 +161,19 @@ class RunUnit:
         )
         if uid:
             fields["uid"] = uid
+        if self.resident is None:
+            self.resident = ResidentEngines(book, engine, param_of(exp))
+        fields["config_json"] = self.resident.config_for(config)
         run_id = repo.create_run(book.db, **fields)
         self.run_uid = str(fields["uid"])
         clock.on_change = lambda anatomy: self._store_anatomy(run_id, anatomy)
         self._store_anatomy(run_id, clock.snapshot())
         try:
-            return self._run(run_id, engine, config, wl, spec)
+            return self._run(run_id, engine, config, wl, spec, (value, repeat))
         finally:  # whatever ended it (a Stop, a failure, an interrupt): where its time went
             self._close_window(run_id)
+            if self.resident is not None:
+                self.resident.after_run()  # the check of switched against restarted runs
 
     def _run(
         self,
@@ -174,12 +182,13 @@ class RunUnit:
         config: dict[str, Any],
         wl: Workload,
         spec: WorkloadSpec | None,
+        at: tuple[Any, int] = (None, 0),
     ) -> int:
         book, exp = self.book, self.book.exp
         book.set_live(current_run_id=run_id, requests_done=0, requests_total=wl.num_requests)
         restart = param_of(exp).restarts_server
         try:
-            base_url, t0 = self._ensure_server(run_id, config, engine, restart=restart)
+            base_url, t0 = self._ensure_server(run_id, config, engine, restart, at)
         except StartFailure as failure:
             self.clock.mark("storing")
             book.fail_run(
@@ -239,18 +248,37 @@ class RunUnit:
 
     # -- the server -----------------------------------------------------------------------------
     def _ensure_server(
-        self, run_id: int, config: dict[str, Any], engine: EngineSpec | None, restart: bool
+        self,
+        run_id: int,
+        config: dict[str, Any],
+        engine: EngineSpec | None,
+        restart: bool,
+        at: tuple[Any, int] = (None, 0),
     ) -> tuple[str, float]:
-        """A healthy server for this run; a restart for every server parameter (and repeat)."""
+        """A healthy server for this run; a restart for every server parameter (and repeat),
+        or a resident server switched to (tuning.experiment.resident)."""
         book = self.book
         if engine is None:
             repo.update_run(book.db, run_id, phase="attached")
             return str(book.exp["base_url"]), time.monotonic()
         if self.server is not None and not restart and serving(self.server):
-            self._store_server_facts(run_id, reused=True)
+            self.store_server_facts(run_id, reused=True)
             return self.server.launch.base_url, self.server_t0
-        clock = self.clock
-        launch = engine.launch(config)  # a port of its own: the previous server may hold one
+        resident = self.resident
+        if restart and resident is not None and resident.active:
+            served = resident.serve(self, run_id, at[0], at[1], config, engine)
+            if served is not None:
+                return served
+        # a port of its own: the previous server may hold one
+        launch = resident.launch_for(engine, config) if resident else engine.launch(config)
+        return self.start_fresh(run_id, launch, engine)
+
+    def start_fresh(
+        self, run_id: int, launch: Launch, engine: EngineSpec, part: str = "start"
+    ) -> tuple[str, float]:
+        """Stop the server in hand (if any), start `launch` and wait until it is healthy; the
+        start is the run's part `part`."""
+        book, clock = self.book, self.clock
         if self.server is not None or self._stopping is not None:
             clock.mark("stop")
             book.phase("stopping", run_id)
@@ -265,7 +293,7 @@ class RunUnit:
         self.server_facts = {}
         self.server_check = None
         self.server = server  # before start(): whatever happens next, stop_server stops it
-        clock.mark("start", at=self.server_t0)
+        clock.mark(part, at=self.server_t0)
         try:
             server.start()
         except StartFailure:
@@ -294,10 +322,10 @@ class RunUnit:
         self.server_facts = facts.to_dict()
         self.server_check = effective.check_start(launch, server.sheet or "", facts, engine.backend)
         self.samples.add(MetricsSampler(launch.base_url, period=0.5))
-        self._store_server_facts(run_id, reused=False)
+        self.store_server_facts(run_id, reused=False)
         return launch.base_url, self.server_t0
 
-    def _store_server_facts(self, run_id: int, reused: bool) -> None:
+    def store_server_facts(self, run_id: int, reused: bool) -> None:
         f = self.server_facts
         repo.update_run(
             self.book.db,
@@ -347,6 +375,8 @@ class RunUnit:
         restarts = param_of(self.book.exp).restarts_server
         if server is None or self._stopping is not None or not restarts:
             return
+        if self.resident is not None and self.resident.active:
+            return  # the next run sleeps it or restarts it (tuning.experiment.resident)
         self.samples.finish()
         self.server = None
         baseline = self.gpu_baseline
@@ -359,11 +389,14 @@ class RunUnit:
         self._stopping = BackgroundStop(stop)
 
     def close(self) -> None:
-        """Stop the server and the samplers; safe to call twice."""
+        """Stop the server and the samplers (and any resident server asleep); safe to call
+        twice."""
         try:
             self.stop_server()
         finally:
             self.samples.finish()
+            if self.resident is not None:
+                self.resident.close()
 
     def relabel(self, run_id: int) -> None:
         """Process labels from the engine's own log lines (`(EngineCore pid=N)`)."""

@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # the store and the engine's catalog load when an experiment 
     from tuning.measure.traffic import WorkloadSpec
 
 AUTO = "auto"
+RESIDENT_MODES = ("auto", "on", "off")  # --resident: the first is the default
 ONE_RUN = (
     "one run a side cannot decide anything (a verdict needs at least two runs of each value): "
     "repeat until decided, the default, or ask for 2 or more"
@@ -64,6 +65,7 @@ class ExperimentSpec:
     author: str = ""
     host: str = ""
     workload_spec: WorkloadSpec | None = None
+    resident: str = RESIDENT_MODES[0]
 
     @classmethod
     def build(
@@ -84,6 +86,7 @@ class ExperimentSpec:
         workload_spec: WorkloadSpec | None = None,
         catalog: Catalog | None = None,
         db_path: str | Path | None = None,
+        resident: str = RESIDENT_MODES[0],
     ) -> ExperimentSpec:
         """The experiment these choices describe, or ParamError / ValueError naming the first
         field that is wrong. `values` is the typed list (`2,16`, as `--values` and New experiment
@@ -125,6 +128,7 @@ class ExperimentSpec:
                 apply_value(workload, workload_spec, p.name, value)
         if engine is not None:  # the flags it launches with travel with the experiment
             engine = replace(engine, learned={n: q.to_dict() for n, q in learned.items()})
+        refuse_resident(resident, p, engine, repeats, auto)
         # a list value reads "1, 2, 4, 8": the values of a list-valued flag part with "; "
         shown = ("; " if p.type == "list" else ", ").join(
             show_value(p.name, v, learned) for v in typed
@@ -143,6 +147,7 @@ class ExperimentSpec:
             author=author,
             host=host,
             workload_spec=workload_spec,
+            resident=resident,
         )
 
     # -- what it asks for ---------------------------------------------------------------------
@@ -200,6 +205,7 @@ class ExperimentSpec:
             repeats_auto=auto is not None,
             max_repeats=auto.max_repeats if auto else None,
             budget_minutes=auto.budget_minutes if auto else None,
+            resident=self.resident,
         )
 
     # -- the command line ---------------------------------------------------------------------
@@ -246,6 +252,16 @@ class ExperimentSpec:
         )
         p.add_argument("--model", default=None)
         p.add_argument("--name", default=None)
+        p.add_argument(
+            "--resident",
+            choices=RESIDENT_MODES,
+            default=RESIDENT_MODES[0],
+            help="repeats of a flag that does not size memory, on a vLLM with sleep mode (CUDA): "
+            "start each value's server once and switch them by sleep / wake instead of "
+            "restarting, with a real restart every few rounds and a check that both give "
+            "equivalent numbers; auto (the default): when allowed, saying why not once; off: "
+            "always restart",
+        )
         add_workload_arguments(p)
         TrafficOptions.add_cli_args(p)
 
@@ -278,9 +294,34 @@ class ExperimentSpec:
             host=settings.resolved_host(),
             workload_spec=TrafficOptions.from_cli_args(args).to_spec(db_path),
             db_path=db_path,
+            resident=getattr(args, "resident", RESIDENT_MODES[0]),
         )
         spec.check_with_engine()  # any flag of the engine's own vLLM, before anything starts
         return spec
+
+
+def refuse_resident(
+    mode: str, param: Param, engine: EngineSpec | None, repeats: int, auto: AutoRepeats | None
+) -> None:
+    """ValueError naming --resident for a mode it does not know, or `on` where resident engines
+    cannot be used whatever the engine (no engine, a workload parameter, one run a value, a flag
+    that sizes memory, no CUDA); whether the engine's vLLM has sleep mode is the runner's to
+    read (tuning.experiment.resident), said there."""
+    if mode not in RESIDENT_MODES:
+        raise ValueError(f"--resident: {mode!r} is not one of {', '.join(RESIDENT_MODES)}")
+    if mode != "on":
+        return
+    from tuning.engine.sleep_mode import SLEEP_FLAG, why_not
+
+    why: str | None = None
+    if engine is None or not param.restarts_server:
+        why = "there is no server restart to save (an attached server or a workload parameter)"
+    elif auto is None and repeats < 2:
+        why = "one run a value has no repeats to switch"
+    else:
+        why = why_not(param.name, engine.backend, {SLEEP_FLAG})  # its flags: the runner's
+    if why:
+        raise ValueError(f"--resident on: {why}")
 
 
 def repeats_arg(text: str) -> int | str:

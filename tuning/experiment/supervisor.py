@@ -104,6 +104,7 @@ def reap(db_path: str | Path) -> list[Reaped]:
             if runner_died(exp):
                 item = Reaped(int(exp["id"]), int(exp.get("runner_pid") or 0))
                 _fail_orphan_runs(db, item)
+                _stop_asleep(exp, item)
                 error = "runner stopped beating (died or was killed)"
                 repo.update_experiment(
                     db, item.experiment_id, **FAILED, error=error, finished_at=now_iso()
@@ -149,6 +150,26 @@ def _fail_orphan_runs(db: Database, item: Reaped) -> None:
             f"{item.experiment_id}` runs what is left.",
         )
         item.runs.append(int(run["id"]))
+
+
+def _stop_asleep(exp: dict[str, Any], item: Reaped) -> None:
+    """Stop the resident servers a dead runner left asleep (tuning.experiment.resident), each
+    only when it is provably the process the lab started."""
+    resident = exp.get("resident")
+    asleep = resident.get("asleep") if isinstance(resident, dict) else None
+    for entry in asleep if isinstance(asleep, list) else ():
+        if not isinstance(entry, dict):
+            continue
+        pid, started = entry.get("pid"), entry.get("start_time_s")
+        if not isinstance(pid, int) or not isinstance(started, int | float):
+            continue
+        if same_process(pid, float(started)):
+            folder = ipc_dir.folder_of(pid)
+            stop_group(pid)
+            ipc_dir.remove(folder)
+            item.servers_stopped.append(pid)
+        elif pid_alive(pid):
+            item.servers_left.append(pid)
 
 
 def settle(db_path: str | Path, experiment_id: int, status: Status, error: str) -> None:

@@ -35,6 +35,9 @@ def make_arg_parser(parser):
     model.add_argument(
         "--enforce-eager", action=argparse.BooleanOptionalAction, default=False, help="Eager."
     )
+    model.add_argument(
+        "--enable-sleep-mode", action=argparse.BooleanOptionalAction, default=False, help="Sleep."
+    )
     sched = parser.add_argument_group("SchedulerConfig")
     sched.add_argument("--max-num-seqs", type=int, default=None, help="Max sequences.")
     sched.add_argument(
