@@ -136,7 +136,7 @@ def test_every_example_log_gives_the_facts_and_stamps_of_a_line_by_line_reading(
 
 
 def same_as_marked_lines(block: Block, anchors: tuple[bytes, ...]) -> list[bytes]:
-    got = Marks(anchors).lines(block)
+    got = list(Marks(anchors).lines(block))
     assert [(m.raw, m.cut) for m in got] == list(marked_lines(block, anchors))
     for m in got:
         assert m.held == {a for a in anchors if a in m.raw}

@@ -86,22 +86,21 @@ class Marks:
             by_pair.setdefault(two, []).append((needle, at))
         return table, by_pair
 
-    def lines(self, block: Block) -> list[Marked]:
+    def lines(self, block: Block) -> Iterator[Marked]:
+        """The lines of `block` that hold an anchor within their cap, in order, one at a time."""
         data = block.data
         starts = None
         if len(data) >= self.small:
             starts = self._starts_at_once(data)
         if starts is None:
             starts = self._starts_one_by_one(data)
-        out = []
         for start in sorted(starts):
             end = data.find(b"\n", start)
             end = len(data) if end < 0 else end
             raw, cut = cap_line(data[start:end])
             held = frozenset(a for a in self.anchors if a in raw)
             if held:
-                out.append(Marked(raw, cut or block.cut, start, end, held))
-        return out
+                yield Marked(raw, cut or block.cut, start, end, held)
 
     def _starts_one_by_one(self, data: bytes) -> set[int]:
         starts = set()

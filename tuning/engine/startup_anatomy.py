@@ -132,13 +132,13 @@ class LogStamps:
         anchors = tuple(a for key in self._pending for a in _ANCHORS[key])
         if self.sheet is not None:
             anchors = FACT_ANCHORS + anchors
-        lines = marks(anchors).lines(block)
-        for key in list(self._pending):
-            if any(_shows(block.data, line, _ON_BYTES[key], _ANCHORS[key]) for line in lines):
-                self.stamps[key] = round(now, 3)
-                self._pending.remove(key)
-        if self.sheet is not None:
-            self.sheet.feed_marked(lines)
+        for line in marks(anchors).lines(block):
+            for key in list(self._pending):
+                if _shows(block.data, line, _ON_BYTES[key], _ANCHORS[key]):
+                    self.stamps[key] = round(now, 3)
+                    self._pending.remove(key)
+            if self.sheet is not None:
+                self.sheet.feed_marked((line,))
 
     def stop(self, until_s: float | None = None, deadline: float | None = None) -> dict[str, float]:
         """One last read (until `deadline`; a sheet it did not finish says so), then the stamps;
