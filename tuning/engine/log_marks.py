@@ -115,12 +115,12 @@ class Marks:
     def _starts_at_once(self, data: bytes) -> set[int] | None:
         """Where the lines with a needle start, from one look-up of every two-byte window; None
         when the pairs are too common in `data` for that to pay, even chosen again."""
+        if self._rest > 0:  # chosen again lately, in vain: not at every block of a flood
+            self._rest -= 1
+            return None
         table, by_pair = self._pairs
         hits = [p for first, pairs in _windows(data) for p in _hits(table, first, pairs)]
         if len(hits) > len(data) // DENSE:
-            if self._rest > 0:  # chosen again lately, in vain: not at every block of a flood
-                self._rest -= 1
-                return None
             table, by_pair = self._pairs = self._rarest_in(data)
             hits = [p for first, pairs in _windows(data) for p in _hits(table, first, pairs)]
             if len(hits) > len(data) // DENSE:
