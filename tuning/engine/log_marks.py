@@ -9,8 +9,9 @@ the anchors it stands for at their offsets. An anchor that holds another one is 
 for: the lines of the shorter one are the only lines it can be on. A line holds an anchor only
 within its cap (tuning.engine.server_log.cap_line), as `marked_lines` says.
 
-Small blocks (the reads of a normal start) and blocks where the pairs are common (more than one
-hit in DENSE bytes) are searched anchor by anchor with bytes.find: the same lines either way.
+Where the pairs are common in a block (more than one hit in DENSE bytes) they are chosen again
+from that block's own counts; small blocks (the reads of a normal start), and blocks where even
+those pairs are common, are searched anchor by anchor with bytes.find: the same lines either way.
 """
 
 from __future__ import annotations
