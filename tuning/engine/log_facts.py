@@ -26,7 +26,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tuning.engine.server_log import Block, Lines, LogLine, log_line, marked_lines
+from tuning.engine.log_marks import Marked, marks
+from tuning.engine.server_log import Block, Lines, LogLine, log_line
 
 SOURCE = "the server log's own lines"
 MAX_ROLES = 64  # process roles kept per launch (vLLM has a handful)
@@ -125,8 +126,14 @@ class Sheet:
 
     def feed_block(self, block: Block) -> None:
         """The lines of a block that can hold a fact (one of ANCHORS within its cap)."""
-        for raw, cut in marked_lines(block, ANCHORS):
-            self.feed(log_line(raw, cut))
+        self.feed_marked(marks(ANCHORS).lines(block))
+
+    def feed_marked(self, lines: Iterable[Marked]) -> None:
+        """The lines among `lines` (tuning.engine.log_marks) that hold one of ANCHORS: a follower
+        searches a block once for these and its own anchors."""
+        for line in lines:
+            if not line.held.isdisjoint(ANCHORS):
+                self.feed(log_line(line.raw, line.cut))
 
     def feed(self, line: LogLine) -> None:
         if self.accepts(line):

@@ -18,8 +18,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from tuning.engine.log_facts import ANCHORS as FACT_ANCHORS
 from tuning.engine.log_facts import Sheet, read_sheet
-from tuning.engine.server_log import CHUNK, Block, Blocks, line_cap
+from tuning.engine.log_marks import Marked, marks
+from tuning.engine.server_log import CHUNK, Block, Blocks
 
 POLL_S = 0.1
 # (key, what the phase that ends at this milestone did, the first log line that marks it), in
@@ -52,8 +54,8 @@ MILESTONES: tuple[tuple[str, str, re.Pattern[str]], ...] = (
         re.compile(r"Starting vLLM (?:API )?server on|Uvicorn running on|Application startup"),
     ),
 )
-# The same patterns on bytes, for a block of lines at once (tuning.engine.server_log), each after a
-# literal that a line it matches must hold (found at C speed: a block without it costs no regex).
+# The same patterns on bytes, for a block of lines at once (tuning.engine.server_log), each on the
+# lines that hold a literal its every match holds (tuning.engine.log_marks finds them).
 _ON_BYTES = {key: re.compile(rx.pattern.encode()) for key, _, rx in MILESTONES}
 _ANCHORS: dict[str, tuple[bytes, ...]] = {
     "api_process": (b"(APIServer pid=",),
@@ -124,13 +126,19 @@ class LogStamps:
 
     def _take(self, block: Block, now: float) -> None:
         """Stamp each pending milestone that a line of `block` shows within its cap; the sheet
-        takes the block's facts."""
-        for key in list(self._pending):
-            if any(a in block.data for a in _ANCHORS[key]) and _shows(block.data, _ON_BYTES[key]):
-                self.stamps[key] = round(now, 3)
-                self._pending.remove(key)
+        takes the block's facts. The block is searched once, for the sheet's anchors and those of
+        the milestones still pending (tuning.engine.log_marks): a milestone a backend never logs
+        costs no pass of its own."""
+        anchors = tuple(a for key in self._pending for a in _ANCHORS[key])
         if self.sheet is not None:
-            self.sheet.feed_block(block)
+            anchors = FACT_ANCHORS + anchors
+        for line in marks(anchors).lines(block):
+            for key in list(self._pending):
+                if _shows(block.data, line, _ON_BYTES[key], _ANCHORS[key]):
+                    self.stamps[key] = round(now, 3)
+                    self._pending.remove(key)
+            if self.sheet is not None:
+                self.sheet.feed_marked((line,))
 
     def stop(self, until_s: float | None = None, deadline: float | None = None) -> dict[str, float]:
         """One last read (until `deadline`; a sheet it did not finish says so), then the stamps;
@@ -150,17 +158,13 @@ class LogStamps:
         return dict(self.stamps)
 
 
-def _shows(data: bytes, rx: re.Pattern[bytes]) -> bool:
-    """Does a line of `data` (lines between newlines) match `rx` within its cap?"""
-    pos = 0
-    while m := rx.search(data, pos):
-        start = data.rfind(b"\n", 0, m.start()) + 1
-        if m.end() - start <= line_cap(data, start):
-            return True
-        pos = data.find(b"\n", m.start()) + 1
-        if pos == 0:
-            return False
-    return False
+def _shows(data: bytes, line: Marked, rx: re.Pattern[bytes], anchors: tuple[bytes, ...]) -> bool:
+    """Does `line` of `data` hold one of `anchors` and match `rx` within its cap (the line's
+    first match, as a line-by-line search would see it)?"""
+    if line.held.isdisjoint(anchors):
+        return False
+    m = rx.search(data, line.start, line.end)
+    return m is not None and m.end() - line.start <= len(line.raw)
 
 
 def phases(stamps: dict[str, float], healthy_s: float) -> list[dict[str, Any]]:
