@@ -33,6 +33,7 @@ from tuning.compare.decision import (
     with_next_step,
 )
 from tuning.compare.primaries import Primaries
+from tuning.compare.resident_words import resident_note
 from tuning.compare.stats import MARGIN
 from tuning.engine.params import ParamError, format_value
 from tuning.experiment.estimate import (
@@ -118,7 +119,19 @@ def decide_experiment(
             decision = _said(decision, "fixed repeats, stopped before every run was in: one look")
     else:
         return _empty(exp, primaries, complete)
-    return with_next_step(decision, experiment_next_step(db, exp, decision, runs, costs))
+    decision = with_next_step(decision, experiment_next_step(db, exp, decision, runs, costs))
+    return with_notes(decision, exp)
+
+
+def with_notes(decision: Decision, exp: Mapping[str, Any]) -> Decision:
+    """The record with the notes its experiment calls for (a fall back from resident engines, or
+    a resident check that differs: its runs were served both ways), each once."""
+    from dataclasses import replace
+
+    note = resident_note(exp.get("resident"))
+    if note is None or note in decision.notes:
+        return decision
+    return replace(decision, notes=(*decision.notes, note))
 
 
 def _said(decision: Decision, reason: str) -> Decision:
@@ -183,7 +196,7 @@ def decision_of(
     local = (exp.get("origin") or "local") == "local"
     if isinstance(stored, Mapping) and local and not is_active(exp.get("status")):
         try:
-            return Decision.from_json(stored)
+            return with_notes(Decision.from_json(stored), exp)
         except ValueError:
             pass
     ordered = None if runs is None else sorted(runs, key=lambda r: (r.get("seq") or 0, r["id"]))
