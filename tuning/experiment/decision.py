@@ -46,6 +46,7 @@ from tuning.experiment.estimate import (
     span_s,
 )
 from tuning.experiment.repeats import NO_MODEL, AutoRepeats, plan_for
+from tuning.experiment.switch_cost import with_switches
 
 Run = Mapping[str, Any]
 
@@ -54,7 +55,7 @@ def _costs(db: Database, exp: Mapping[str, Any]) -> Costs | None:
     """The engine's cost model, or None where the DB cannot say (a lab opened read-only before
     its migrations): the estimate then rests on the experiment's own runs alone."""
     try:
-        return costs_of(db, exp)
+        return with_switches(db, exp, costs_of(db, exp))  # resident repeats cost a switch
     except sqlite3.Error:
         return None
 
@@ -164,7 +165,8 @@ def experiment_next_step(
     costs = costs or _costs(db, exp)
     model = blend(costs or NO_MODEL, [r for r in runs if r.get("status") == Status.DONE])
     known = costs is not None or model.measured_runs > 0
-    seconds = runs_seconds(model, more * (1 + len(undecided)), _restarts(exp)) if known else None
+    sides = 1 + len(undecided)
+    seconds = runs_seconds(model, more * sides, _restarts(exp), values=sides) if known else None
     budget = None
     if settings is not None and settings.budget_minutes is not None:
         spent = sum(s for r in runs if (s := span_s(r.get("started_at"), r.get("finished_at"))))
