@@ -46,11 +46,11 @@ from tuning.experiment.bookkeeping import Bookkeeping
 from tuning.experiment.resident_check import resident_check
 from tuning.experiment.run_anatomy import RunClock
 from tuning.experiment.sampling import RunSamples
+from tuning.experiment.switch_cost import RESTART_EVERY  # the estimate counts the same rhythm
 from tuning.measure.telemetry.gpu import GpuSampler, read_gpu_used
 from tuning.measure.telemetry.proctree import ProcessTreeSampler
 from tuning.measure.telemetry.prom import MetricsSampler
 
-RESTART_EVERY = 3  # a value's repeat 0, 3, 6, ... starts its server anew
 KV_SHARE = 0.9  # of a first start's KV budget: what two servers, one asleep, both fit
 KV_BUDGET = "kv-cache-memory-bytes"
 
