@@ -92,6 +92,18 @@ def will_switch(db: Database, exp: Mapping[str, Any]) -> bool:
     return why_not(param.name, engine.backend, _flags_cached(db, engine)) is None
 
 
+def spec_experiment(spec: Any) -> dict[str, Any]:
+    """What `will_switch` reads of an experiment, from an ExperimentSpec not stored yet (New
+    experiment's estimate before Start)."""
+    return {
+        "engine": spec.engine.to_json() if spec.engine else None,
+        "param": spec.param.name,
+        "repeats": spec.first_rounds,
+        "repeats_auto": spec.auto is not None,
+        "resident": {"asked": spec.resident},
+    }
+
+
 def with_switches(db: Database, exp: Mapping[str, Any], costs: Costs) -> Costs:
     """`costs` with the runner's restart rhythm where the experiment's repeats will switch
     resident servers, else as they are."""

@@ -22,7 +22,13 @@ from tuning.experiment.repeats import AutoRepeats, plan_for
 from tuning.experiment.run_parts import Parts
 from tuning.experiment.runner import run_experiment
 from tuning.experiment.spec import ExperimentSpec
-from tuning.experiment.switch_cost import SWITCH_GUESS_S, switches_in, will_switch
+from tuning.experiment.switch_cost import (
+    SWITCH_GUESS_S,
+    spec_experiment,
+    switches_in,
+    will_switch,
+    with_switches,
+)
 from tuning.measure.traffic.workload import Workload
 
 WL = Workload(num_requests=40, concurrency=4, input_len=8, output_len=10, num_warmups=0)
@@ -144,8 +150,8 @@ def sleepy(lab_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_the_next_estimate_uses_the_switches_this_machine_measured(sleepy: Path) -> None:
     db_path = sleepy / "lab.db"
 
-    def plan(resident: str) -> int:
-        spec = ExperimentSpec.build(
+    def build(resident: str) -> ExperimentSpec:
+        return ExperimentSpec.build(
             param="max-num-seqs",
             values=[2, 16],
             repeats=3,
@@ -154,7 +160,9 @@ def test_the_next_estimate_uses_the_switches_this_machine_measured(sleepy: Path)
             base_config=KV,
             resident=resident,
         )
-        return plan_experiment(db_path, spec)
+
+    def plan(resident: str) -> int:
+        return plan_experiment(db_path, build(resident))
 
     first = plan("auto")
     run_experiment(db_path, first, start_timeout=60)
@@ -169,9 +177,12 @@ def test_the_next_estimate_uses_the_switches_this_machine_measured(sleepy: Path)
         assert len(switched) == 4, [r["startup"].get("resident") for r in runs]
         est = of_experiment(db, queries.get_experiment(db, again))
         est_off = of_experiment(db, queries.get_experiment(db, off))
+        # New experiment's estimate, before anything is stored, counts the same switches
+        before = with_switches(db, spec_experiment(build("auto")), est_off.costs)
     costs = est.costs
     assert costs.switch_s == pytest.approx(sum(switched) / 4, abs=1e-3)  # measured here
     assert "measured here" in est.line() and "4 of them switch" in est.line()
     whole = costs.experiment_s + 6 * (costs.load_s + costs.rest_s)
     assert est.seconds == pytest.approx(whole + 2 * costs.start_s + 4 * costs.switch_cost())
     assert est_off.costs.switch_every == 0 and est_off.seconds > est.seconds
+    assert before.switch_every == 3
