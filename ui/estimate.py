@@ -8,9 +8,9 @@ from pathlib import Path
 import streamlit as st
 
 from store import connect
-from tuning.experiment.estimate import engine_costs, for_experiment
+from tuning.experiment.estimate import engine_costs, for_experiment, with_switches
 from tuning.experiment.spec import ExperimentSpec
-from tuning.experiment.switch_cost import spec_experiment, with_switches
+from tuning.experiment.switch_cost import spec_experiment
 from ui.common import md_escape
 
 CLOCK = ":material/schedule:"

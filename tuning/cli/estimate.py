@@ -58,14 +58,13 @@ def load_advice(path: Path, exp_id: int) -> Any:
 
     from store import connect, queries, timings
     from tuning.engine.params import format_value
-    from tuning.experiment.estimate import blend, costs_of, restarts
+    from tuning.experiment.estimate import blend, costs_of, restarts, with_switches
     from tuning.experiment.load_length import (
         advise,
         observed_effect,
         pooled_cv,
         within_run_cv,
     )
-    from tuning.experiment.switch_cost import with_switches
 
     with connect(path, readonly=True) as db:
         exp = queries.get_experiment(db, exp_id)

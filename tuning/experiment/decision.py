@@ -44,9 +44,9 @@ from tuning.experiment.estimate import (
     restarts,
     runs_seconds,
     span_s,
+    with_switches,
 )
 from tuning.experiment.repeats import NO_MODEL, AutoRepeats, plan_for
-from tuning.experiment.switch_cost import with_switches
 
 Run = Mapping[str, Any]
 

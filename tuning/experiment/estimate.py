@@ -27,17 +27,11 @@ from core.clock import age_s
 from core.plausible import MAX_PART_S, in_range
 from store import queries, timings
 from tuning.engine import hardware
+from tuning.experiment import switch_cost as sw  # the repeats that switch resident servers
 from tuning.experiment.outcome import finished
 from tuning.experiment.run_parts import Parts
 from tuning.experiment.run_parts import mean as _mean
 from tuning.experiment.run_parts import span_s as span_s  # where repeats reads it
-from tuning.experiment.switch_cost import (
-    SWITCH_GUESS_S,
-    switch_share,
-    switch_words,
-    switches_in,
-    with_switches,
-)
 from tuning.measure.traffic.workload import Workload
 
 HISTORY_RUNS = 20  # the newest measured runs of the engine the model averages
@@ -97,12 +91,12 @@ class Costs:
     switch_every: int = 0
 
     def switch_cost(self) -> float:
-        return SWITCH_GUESS_S if self.switch_s is None else self.switch_s
+        return sw.SWITCH_GUESS_S if self.switch_s is None else self.switch_s
 
     def run_s(self, restart: bool = True) -> float:
         """A run's mean wall time; without a restart (a workload value on a kept server) no
         start; where its repeats switch resident servers, a switch for the runs that switch."""
-        share = switch_share(self.switch_every) if restart else 0.0
+        share = sw.switch_share(self.switch_every) if restart else 0.0
         start = (1 - share) * self.start_s + share * self.switch_cost() if restart else 0.0
         return start + self.load_s + self.rest_s
 
@@ -112,7 +106,7 @@ class Costs:
 
     def describe(self) -> str:
         cold = f" ({_s(self.cold_start_s)} cold)" if self.cold_start_s else ""
-        cold += switch_words(self.switch_s, self.switch_cost(), self.switch_every)
+        cold += sw.switch_words(self.switch_s, self.switch_cost(), self.switch_every)
         return (
             f"{self.basis}: start {_s(self.start_s)}{cold}, load {_s(self.load_s)}, "
             f"stop and the rest {_s(self.rest_s)} a run"
@@ -256,7 +250,7 @@ def runs_seconds(
     restart per run, one start per experiment; `cold` of the starts compile anew; where the
     repeats switch resident servers, the runs that switch pay a switch, not a start."""
     starts = runs if restart else min(runs, experiments)
-    switches = switches_in(runs, values, costs.switch_every) if restart else 0
+    switches = sw.switches_in(runs, values, costs.switch_every) if restart else 0
     starts -= switches
     return (
         experiments * costs.experiment_s
@@ -286,7 +280,7 @@ def for_experiment(
     cold = cold if costs.cold_extra_s() else 0
     seconds = runs_seconds(costs, runs, restart, cold=cold, values=values)
     notes = [f"{stored} finished run(s) kept"] if stored else []
-    if restart and (switching := switches_in(runs, values, costs.switch_every)):
+    if restart and (switching := sw.switches_in(runs, values, costs.switch_every)):
         notes.append(f"{switching} of them switch resident servers instead of restarting")
     if cold:
         notes.append(
@@ -425,6 +419,11 @@ def restarts(exp: Mapping[str, Any]) -> bool:
     return bool(exp.get("engine")) and param_of(dict(exp)).restarts_server
 
 
+def with_switches(db: Database, exp: Mapping[str, Any], costs: Costs) -> Costs:
+    """`costs` with the restart rhythm of the repeats that switch resident servers."""
+    return replace(costs, switch_every=sw.switch_every(db, exp))
+
+
 def costs_of(db: Database, exp: Mapping[str, Any]) -> Costs:
     """The model for a stored experiment, from the engine's earlier runs (not its own)."""
     return engine_costs(
@@ -478,7 +477,7 @@ def seconds_left(db: Database, exp: Mapping[str, Any]) -> float | None:
     left = max(0, total - done)
     starts = left if restart else (1 if not any(r.get("time_to_healthy_s") for r in own) else 0)
     values = len(exp.get("values") or []) or 1
-    switches = switches_in(left, values, costs.switch_every) if restart else 0
+    switches = sw.switches_in(left, values, costs.switch_every) if restart else 0
     seconds = costs.experiment_s + (starts - switches) * costs.start_s
     seconds += switches * costs.switch_cost() + left * (costs.load_s + costs.rest_s)
     current = exp.get("current_run_id")

@@ -32,10 +32,17 @@ from tuning.compare.catalog import METRICS
 from tuning.compare.primaries import Primaries
 from tuning.compare.sequential import Design, Plan, plan_next
 from tuning.engine.params import format_value
-from tuning.experiment.estimate import Costs, about, blend, costs_of, restarts, span_s
+from tuning.experiment.estimate import (
+    Costs,
+    about,
+    blend,
+    costs_of,
+    restarts,
+    span_s,
+    with_switches,
+)
 from tuning.experiment.order import counterbalanced
 from tuning.experiment.size import DEFAULT_MAX_REPEATS
-from tuning.experiment.switch_cost import with_switches
 
 # Runs in one of these states count as tried; a cancelled or unfinished one does not.
 _TRIED = frozenset({Status.DONE, Status.SUSPECT, Status.FAILED})

@@ -18,13 +18,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlite_utils import Database
-
-if TYPE_CHECKING:
-    from tuning.experiment.estimate import Costs
 
 RESTART_EVERY = 3  # a value's repeat 0, 3, 6, ... starts its server anew (the runner's rhythm)
 SWITCH_GUESS_S = 0.13
@@ -74,18 +70,19 @@ def will_switch(db: Database, exp: Mapping[str, Any]) -> bool:
     state = state if isinstance(state, Mapping) else {}
     if "used" in state:  # the runner decided: used, unless it fell back since
         return bool(state.get("used")) and not state.get("fallback")
-    from tuning.engine.params import ParamError
+    from tuning.engine.params import ParamError, get_param
     from tuning.engine.sleep_mode import why_not
-    from tuning.experiment.run_unit import engine_of, param_of
+    from tuning.engine.spec import EngineSpec
 
     if str(state.get("asked") or "auto") == "off" or exp.get("fleet"):
         return False
     if not exp.get("repeats_auto") and int(exp.get("repeats") or 1) < 2:
         return False
-    engine = engine_of(dict(exp))
+    data = exp.get("engine")  # as tuning.experiment.run_unit reads it (which imports this)
     try:
-        param = param_of(dict(exp))
-    except ParamError:
+        engine = EngineSpec(**data) if data else None
+        param = get_param(exp["param"], engine.learned_params() if engine else None)
+    except (ParamError, TypeError, KeyError):
         return False
     if engine is None or not param.restarts_server:
         return False
@@ -104,10 +101,10 @@ def spec_experiment(spec: Any) -> dict[str, Any]:
     }
 
 
-def with_switches(db: Database, exp: Mapping[str, Any], costs: Costs) -> Costs:
-    """`costs` with the runner's restart rhythm where the experiment's repeats will switch
-    resident servers, else as they are."""
-    return replace(costs, switch_every=RESTART_EVERY) if will_switch(db, exp) else costs
+def switch_every(db: Database, exp: Mapping[str, Any]) -> int:
+    """Every how many repeats a value restarts where the experiment's repeats will switch
+    resident servers (the estimate's `Costs.switch_every`); 0 where every run restarts."""
+    return RESTART_EVERY if will_switch(db, exp) else 0
 
 
 def switch_words(measured: float | None, cost: float, every: int) -> str:

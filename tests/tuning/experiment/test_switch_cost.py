@@ -16,7 +16,13 @@ from store import connect, queries, repo
 from tests.fakes.engines import fake_spec
 from tests.fakes.fake_vllm_server import AWAKE_ENV
 from tests.fakes.gpu_box import FAKE_VLLM_PKG, REPO
-from tuning.experiment.estimate import costs_from, experiment_line, for_experiment, of_experiment
+from tuning.experiment.estimate import (
+    costs_from,
+    experiment_line,
+    for_experiment,
+    of_experiment,
+    with_switches,
+)
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.repeats import AutoRepeats, plan_for
 from tuning.experiment.run_parts import Parts
@@ -27,7 +33,6 @@ from tuning.experiment.switch_cost import (
     spec_experiment,
     switches_in,
     will_switch,
-    with_switches,
 )
 from tuning.measure.traffic.workload import Workload
 
