@@ -50,3 +50,15 @@ def load_version(
         [vllm_version],
     ).fetchall()
     return next((raw for (py,) in rows if (raw := load(db, py, vllm_version)) is not None), None)
+
+
+def load_newest(db: Database, python: str) -> dict[str, Any] | None:
+    """The newest cached catalog read through `python`, whatever its vLLM version (a reader that
+    must not ask the interpreter which version it has); None when none was read."""
+    if "engine_flags" not in db.table_names():
+        return None
+    row = db.execute(
+        "SELECT vllm_version FROM engine_flags WHERE python = ? ORDER BY read_at DESC LIMIT 1",
+        [python],
+    ).fetchone()
+    return None if row is None else load(db, python, row[0])

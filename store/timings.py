@@ -33,11 +33,28 @@ _COMPILE = (
 )
 
 
+# ... how its server came to serve it (resident engines: "start" or "switch") and the seconds of
+# its anatomy's `switch` part (a resident server slept, the value's woken).
+_RESIDENT = (
+    "case when json_valid({p}startup_json) then json_extract({p}startup_json, '$.resident') end"
+)
+_SWITCH = (
+    "case when json_valid({p}anatomy_json) then (select sum(json_extract(part.value, "
+    "'$.seconds')) from json_each({p}anatomy_json, '$.parts') as part "
+    "where json_extract(part.value, '$.key') = 'switch') end"
+)
+
+
 def _json_cols(db: Database, prefix: str) -> str:
     """The JSON-read columns; a DB opened read-only may predate the anatomy column."""
-    wall = _WALL if "anatomy_json" in db.table("runs").columns_dict else "null"
+    has_anatomy = "anatomy_json" in db.table("runs").columns_dict
+    wall = _WALL if has_anatomy else "null"
+    switch = _SWITCH if has_anatomy else "null"
     compiled = _COMPILE.format(p=prefix)
-    return f", {wall.format(p=prefix)} as anatomy_wall_s, {compiled} as compile_state"
+    return (
+        f", {wall.format(p=prefix)} as anatomy_wall_s, {compiled} as compile_state"
+        f", {_RESIDENT.format(p=prefix)} as resident_mode, {switch.format(p=prefix)} as switch_s"
+    )
 
 
 def done_run_timings(db: Database, limit: int = 400) -> list[dict[str, Any]]:

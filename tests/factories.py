@@ -840,3 +840,33 @@ def add_undecided_experiment(db_path: Path, *, store: bool = True) -> int:
         with connect(db_path) as db:
             store_decision(db, exp)
     return exp
+
+
+FELL_BACK = "sleep mode failed: POST /sleep answered 500"
+
+
+def give_resident(db: Any, experiment_id: int, fallback: str | None = FELL_BACK) -> dict[str, Any]:
+    """Make a stored experiment's runs resident as its runner stores them (tuning.experiment.
+    resident): each value's first run a fresh start, its others switched to; the check over them
+    by the real rule; `fallback` its reason to have fallen back (None: it did not). The state."""
+    from store import queries
+    from tuning.compare.primaries import Primaries
+    from tuning.experiment.resident_check import resident_check
+
+    exp = queries.get_experiment(db, experiment_id)
+    seen: set[str] = set()
+    for run in queries.list_runs(db, experiment_id, include_hidden=True):
+        mode = "switch" if str(run["value"]) in seen else "start"
+        seen.add(str(run["value"]))
+        repo.update_run(
+            db, int(run["id"]), startup_json={**(run.get("startup") or {}), "resident": mode}
+        )
+    runs = queries.list_runs(db, experiment_id, include_hidden=True)
+    state: dict[str, Any] = {"asked": "auto", "used": True, "restart_every": 3}
+    state["starts"] = sum(1 for r in runs if (r.get("startup") or {}).get("resident") == "start")
+    state["switches"] = sum(1 for r in runs if (r.get("startup") or {}).get("resident") == "switch")
+    state["check"] = resident_check(runs, Primaries.of(exp).keys)
+    if fallback:
+        state["fallback"] = fallback
+    repo.update_experiment(db, experiment_id, resident_json=state)
+    return state

@@ -111,6 +111,8 @@ def render_decision(model: ReportModel, db_path: Path | None = None) -> None:
         if lead.sentences:  # the rule that decided: on the sentences' help mark, one hover away
             sentences = "\n".join(f"- {md_escape(text)}" for text in lead.sentences)
             st.markdown(sentences, help=lead.rule)
+        for note in lead.notes:  # the runs were served both ways (resident engines fell back)
+            st.caption(md_escape(note))
         render_closing(lead)
     render_actions(lead, model, db_path)
 

@@ -8,8 +8,9 @@ from pathlib import Path
 import streamlit as st
 
 from store import connect
-from tuning.experiment.estimate import engine_costs, for_experiment
+from tuning.experiment.estimate import engine_costs, for_experiment, with_switches
 from tuning.experiment.spec import ExperimentSpec
+from tuning.experiment.switch_cost import spec_experiment
 from ui.common import md_escape
 
 CLOCK = ":material/schedule:"
@@ -23,6 +24,7 @@ def render_estimate(path: Path, spec: ExperimentSpec) -> None:
     engine = spec.engine.to_json() if spec.engine else None
     with connect(path, readonly=True) as db:
         costs = engine_costs(db, engine, spec.workload, base_url=spec.base_url, model=spec.model)
+        costs = with_switches(db, spec_experiment(spec), costs)  # repeats that switch servers
     auto = spec.auto
     line = for_experiment(
         costs,

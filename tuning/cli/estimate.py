@@ -58,7 +58,7 @@ def load_advice(path: Path, exp_id: int) -> Any:
 
     from store import connect, queries, timings
     from tuning.engine.params import format_value
-    from tuning.experiment.estimate import blend, costs_of, restarts
+    from tuning.experiment.estimate import blend, costs_of, restarts, with_switches
     from tuning.experiment.load_length import (
         advise,
         observed_effect,
@@ -81,6 +81,7 @@ def load_advice(path: Path, exp_id: int) -> Any:
         if not exp.get("workload") or not runs:
             return None
         costs = blend(costs_of(db, exp), timings.experiment_run_timings(db, exp_id))
+        costs = with_switches(db, exp, costs)  # repeats that switch resident servers
         restart = restarts(exp)
     labels = [format_value(v) for v in exp.get("values") or []]  # the baseline first
     sides = [by_value.get(label, []) for label in labels if label in by_value]
@@ -89,7 +90,7 @@ def load_advice(path: Path, exp_id: int) -> Any:
     if spread is None or not inside or requests < 1 or costs.load_s <= 0:
         return None
     return advise(
-        start_s=(costs.start_s if restart else 0.0) + costs.rest_s,
+        start_s=costs.run_s(restart) - costs.load_s,  # a run's start (or switch) and rest
         load_s=costs.load_s,
         requests=requests,
         spread=spread,

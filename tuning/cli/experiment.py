@@ -214,7 +214,7 @@ def _experiment(args: argparse.Namespace) -> int:
 
     decided, record = decision_summary(path, exp_id, None if args.db is None else str(args.db))
     resident = _stored_resident(path, exp_id)
-    from tuning.experiment.resident_check import resident_line
+    from tuning.compare.resident_words import resident_line
 
     if args.json:
         out = {"experiment_id": exp_id, "run_ids": run_ids, "status": status, "error": error}

@@ -119,6 +119,7 @@ class Headline:
     # decided: <what would decide it>' or why there is no recommendation
     kind: str = "none"  # the preference's kind: value, default, keep or none
     next_step: str | None = None  # what would decide it ('3 more runs a side, about 6 min ...')
+    notes: tuple[str, ...] = ()  # the decision's notes (a fall back from resident engines, ...)
 
     @property
     def sentences(self) -> list[str]:
@@ -126,10 +127,12 @@ class Headline:
 
     @property
     def lines(self) -> list[str]:
-        """What a text report opens with: the sentences, the rule, then the closing line."""
+        """What a text report opens with: the sentences, the rule, its notes, then the closing
+        line."""
         if not self.candidates:
             return [self.closing] if self.closing else []
-        return [*self.sentences, self.rule, *([self.closing] if self.closing else [])]
+        closing = [self.closing] if self.closing else []
+        return [*self.sentences, self.rule, *self.notes, *closing]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -138,6 +141,7 @@ class Headline:
             "recommendation": self.recommendation,
             "closing": self.closing,
             "next_step": self.next_step,
+            "notes": list(self.notes),
             "candidates": [c.to_json() for c in self.candidates],
         }
 
@@ -238,4 +242,5 @@ def headline(
         closing,
         kind,
         next_step,
+        decision.notes if decision.decides else (),
     )

@@ -33,6 +33,7 @@ from tuning.compare.decision import (
     with_next_step,
 )
 from tuning.compare.primaries import Primaries
+from tuning.compare.resident_words import resident_note
 from tuning.compare.stats import MARGIN
 from tuning.engine.params import ParamError, format_value
 from tuning.experiment.estimate import (
@@ -43,6 +44,7 @@ from tuning.experiment.estimate import (
     restarts,
     runs_seconds,
     span_s,
+    with_switches,
 )
 from tuning.experiment.repeats import NO_MODEL, AutoRepeats, plan_for
 
@@ -53,7 +55,7 @@ def _costs(db: Database, exp: Mapping[str, Any]) -> Costs | None:
     """The engine's cost model, or None where the DB cannot say (a lab opened read-only before
     its migrations): the estimate then rests on the experiment's own runs alone."""
     try:
-        return costs_of(db, exp)
+        return with_switches(db, exp, costs_of(db, exp))  # resident repeats cost a switch
     except sqlite3.Error:
         return None
 
@@ -118,7 +120,19 @@ def decide_experiment(
             decision = _said(decision, "fixed repeats, stopped before every run was in: one look")
     else:
         return _empty(exp, primaries, complete)
-    return with_next_step(decision, experiment_next_step(db, exp, decision, runs, costs))
+    decision = with_next_step(decision, experiment_next_step(db, exp, decision, runs, costs))
+    return with_notes(decision, exp)
+
+
+def with_notes(decision: Decision, exp: Mapping[str, Any]) -> Decision:
+    """The record with the notes its experiment calls for (a fall back from resident engines, or
+    a resident check that differs: its runs were served both ways), each once."""
+    from dataclasses import replace
+
+    note = resident_note(exp.get("resident"))
+    if note is None or note in decision.notes:
+        return decision
+    return replace(decision, notes=(*decision.notes, note))
 
 
 def _said(decision: Decision, reason: str) -> Decision:
@@ -151,7 +165,8 @@ def experiment_next_step(
     costs = costs or _costs(db, exp)
     model = blend(costs or NO_MODEL, [r for r in runs if r.get("status") == Status.DONE])
     known = costs is not None or model.measured_runs > 0
-    seconds = runs_seconds(model, more * (1 + len(undecided)), _restarts(exp)) if known else None
+    sides = 1 + len(undecided)
+    seconds = runs_seconds(model, more * sides, _restarts(exp), values=sides) if known else None
     budget = None
     if settings is not None and settings.budget_minutes is not None:
         spent = sum(s for r in runs if (s := span_s(r.get("started_at"), r.get("finished_at"))))
@@ -183,7 +198,7 @@ def decision_of(
     local = (exp.get("origin") or "local") == "local"
     if isinstance(stored, Mapping) and local and not is_active(exp.get("status")):
         try:
-            return Decision.from_json(stored)
+            return with_notes(Decision.from_json(stored), exp)
         except ValueError:
             pass
     ordered = None if runs is None else sorted(runs, key=lambda r: (r.get("seq") or 0, r["id"]))

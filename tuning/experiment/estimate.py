@@ -27,6 +27,7 @@ from core.clock import age_s
 from core.plausible import MAX_PART_S, in_range
 from store import queries, timings
 from tuning.engine import hardware
+from tuning.experiment import switch_cost as sw  # the repeats that switch resident servers
 from tuning.experiment.outcome import finished
 from tuning.experiment.run_parts import Parts
 from tuning.experiment.run_parts import mean as _mean
@@ -84,10 +85,20 @@ class Costs:
     # A start that compiles anew (vLLM's compile cache missed): measured apart from the warm
     # `start_s` on this engine; None when its history has no such start (or only such starts).
     cold_start_s: float | None = None
+    # Resident engines (tuning.experiment.switch_cost): a measured switch's seconds (None: the
+    # known cost), and every how many repeats a value restarts (0: every run restarts).
+    switch_s: float | None = None
+    switch_every: int = 0
+
+    def switch_cost(self) -> float:
+        return sw.SWITCH_GUESS_S if self.switch_s is None else self.switch_s
 
     def run_s(self, restart: bool = True) -> float:
-        """A run's wall time; without a restart (a workload value on a kept server) no start."""
-        return (self.start_s if restart else 0.0) + self.load_s + self.rest_s
+        """A run's mean wall time; without a restart (a workload value on a kept server) no
+        start; where its repeats switch resident servers, a switch for the runs that switch."""
+        share = sw.switch_share(self.switch_every) if restart else 0.0
+        start = (1 - share) * self.start_s + share * self.switch_cost() if restart else 0.0
+        return start + self.load_s + self.rest_s
 
     def cold_extra_s(self) -> float:
         """What a cold start costs over a warm one (0 when not known)."""
@@ -95,6 +106,7 @@ class Costs:
 
     def describe(self) -> str:
         cold = f" ({_s(self.cold_start_s)} cold)" if self.cold_start_s else ""
+        cold += sw.switch_words(self.switch_s, self.switch_cost(), self.switch_every)
         return (
             f"{self.basis}: start {_s(self.start_s)}{cold}, load {_s(self.load_s)}, "
             f"stop and the rest {_s(self.rest_s)} a run"
@@ -202,6 +214,7 @@ def costs_from(
         source="" if n else guess.source,
         ignored=parts.ignored,
         cold_start_s=cold,
+        switch_s=_mean(parts.switches),
     )
 
 
@@ -214,12 +227,14 @@ def blend(costs: Costs, own: Sequence[Mapping[str, Any]]) -> Costs:
     # else the history's warm start where the history tells them apart, else its own starts.
     start = _mean(parts.warm) or (None if costs.cold_start_s else _mean(parts.starts))
     load, rest = _mean(parts.loads), _mean(parts.rests)
+    switch = _mean(parts.switches)
     n = parts.count
     return replace(
         costs,
         start_s=costs.start_s if start is None else start,
         load_s=costs.load_s if load is None else load,
         rest_s=costs.rest_s if rest is None else rest,
+        switch_s=costs.switch_s if switch is None else switch,
         basis=f"from this experiment's {n} finished run{'s' if n != 1 else ''}",
         measured_runs=n,
         source="",
@@ -229,15 +244,19 @@ def blend(costs: Costs, own: Sequence[Mapping[str, Any]]) -> Costs:
 
 # -- estimates ------------------------------------------------------------------------------------
 def runs_seconds(
-    costs: Costs, runs: int, restart: bool, experiments: int = 1, cold: int = 0
+    costs: Costs, runs: int, restart: bool, experiments: int = 1, cold: int = 0, values: int = 1
 ) -> float:
-    """Seconds of `runs` runs over `experiments` experiments; without a restart per run, one
-    start per experiment; `cold` of the starts compile anew."""
+    """Seconds of `runs` runs of `values` values over `experiments` experiments; without a
+    restart per run, one start per experiment; `cold` of the starts compile anew; where the
+    repeats switch resident servers, the runs that switch pay a switch, not a start."""
     starts = runs if restart else min(runs, experiments)
+    switches = sw.switches_in(runs, values, costs.switch_every) if restart else 0
+    starts -= switches
     return (
         experiments * costs.experiment_s
         + starts * costs.start_s
         + min(cold, starts) * costs.cold_extra_s()
+        + switches * costs.switch_cost()
         + runs * (costs.load_s + costs.rest_s)
     )
 
@@ -259,8 +278,10 @@ def for_experiment(
     compiles anew (each compiles once; the later starts are warm)."""
     runs = max(0, values * repeats - stored)
     cold = cold if costs.cold_extra_s() else 0
-    seconds = runs_seconds(costs, runs, restart, cold=cold)
+    seconds = runs_seconds(costs, runs, restart, cold=cold, values=values)
     notes = [f"{stored} finished run(s) kept"] if stored else []
+    if restart and (switching := sw.switches_in(runs, values, costs.switch_every)):
+        notes.append(f"{switching} of them switch resident servers instead of restarting")
     if cold:
         notes.append(
             f"{cold} configuration{'s' if cold != 1 else ''} not compiled here yet: "
@@ -285,7 +306,7 @@ def for_experiment(
         seconds,
         costs,
         most,
-        runs_seconds(costs, most, restart, cold=cold),
+        runs_seconds(costs, most, restart, cold=cold, values=values),
         note,
     )
 
@@ -398,6 +419,11 @@ def restarts(exp: Mapping[str, Any]) -> bool:
     return bool(exp.get("engine")) and param_of(dict(exp)).restarts_server
 
 
+def with_switches(db: Database, exp: Mapping[str, Any], costs: Costs) -> Costs:
+    """`costs` with the restart rhythm of the repeats that switch resident servers."""
+    return replace(costs, switch_every=sw.switch_every(db, exp))
+
+
 def costs_of(db: Database, exp: Mapping[str, Any]) -> Costs:
     """The model for a stored experiment, from the engine's earlier runs (not its own)."""
     return engine_costs(
@@ -422,6 +448,7 @@ def of_experiment(db: Database, exp: Mapping[str, Any]) -> Estimate:
             costs, basis=f"{costs.basis}, one after another (the fleet runs them in parallel)"
         )
     cold = cold_configs(db, exp) if costs.cold_start_s else 0
+    costs = with_switches(db, exp, costs)  # the repeats that switch resident servers
     if not exp.get("repeats_auto"):
         return for_experiment(costs, values, repeats, restarts(exp), stored=stored, cold=cold)
     budget = exp.get("budget_minutes")
@@ -445,11 +472,14 @@ def seconds_left(db: Database, exp: Mapping[str, Any]) -> float | None:
     if total <= 0 or exp.get("fleet") or not exp.get("workload"):  # fleet runs go in parallel
         return None
     own = timings.experiment_run_timings(db, int(exp["id"]))
-    costs = blend(costs_of(db, exp), own)
+    costs = with_switches(db, exp, blend(costs_of(db, exp), own))
     restart = restarts(exp)
     left = max(0, total - done)
     starts = left if restart else (1 if not any(r.get("time_to_healthy_s") for r in own) else 0)
-    seconds = costs.experiment_s + starts * costs.start_s + left * (costs.load_s + costs.rest_s)
+    values = len(exp.get("values") or []) or 1
+    switches = sw.switches_in(left, values, costs.switch_every) if restart else 0
+    seconds = costs.experiment_s + (starts - switches) * costs.start_s
+    seconds += switches * costs.switch_cost() + left * (costs.load_s + costs.rest_s)
     current = exp.get("current_run_id")
     running = [r for r in own if r["id"] == current and r.get("status") == "running"]
     if running and left:

@@ -32,7 +32,15 @@ from tuning.compare.catalog import METRICS
 from tuning.compare.primaries import Primaries
 from tuning.compare.sequential import Design, Plan, plan_next
 from tuning.engine.params import format_value
-from tuning.experiment.estimate import Costs, about, blend, costs_of, restarts, span_s
+from tuning.experiment.estimate import (
+    Costs,
+    about,
+    blend,
+    costs_of,
+    restarts,
+    span_s,
+    with_switches,
+)
 from tuning.experiment.order import counterbalanced
 from tuning.experiment.size import DEFAULT_MAX_REPEATS
 
@@ -188,7 +196,10 @@ def extend(runner: _Runner) -> list[int]:
     new_ids: list[int] = []
     while not runner.live.cancel.is_set():
         runs = queries.list_runs(runner.db, runner.experiment_id, include_hidden=True)
-        costs = costs_of(runner.db, runner.exp)
+        # the repeats that switch resident servers cost a switch, not a restart (as the runner
+        # stored it now: one that fell back restarts from then on)
+        now = queries.get_experiment(runner.db, runner.experiment_id)
+        costs = with_switches(runner.db, now, costs_of(runner.db, runner.exp))
         plan = plan_for(values, runs, settings, costs, restart, primaries)
         repo.update_experiment(
             runner.db,

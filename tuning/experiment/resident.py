@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from core.plausible import count
 from store import queries, repo
 from tuning.compare.primaries import Primaries
+from tuning.compare.resident_words import NO_REPEATS, NO_RESTARTS, QUIET, check_line
 from tuning.engine import effective
 from tuning.engine.launch import Launch
 from tuning.engine.params import Param, format_value
@@ -42,19 +43,16 @@ from tuning.engine.sleep_mode import (
 )
 from tuning.engine.spec import EngineSpec
 from tuning.experiment.bookkeeping import Bookkeeping
-from tuning.experiment.resident_check import check_line, resident_check
+from tuning.experiment.resident_check import resident_check
 from tuning.experiment.run_anatomy import RunClock
 from tuning.experiment.sampling import RunSamples
+from tuning.experiment.switch_cost import RESTART_EVERY  # the estimate counts the same rhythm
 from tuning.measure.telemetry.gpu import GpuSampler, read_gpu_used
 from tuning.measure.telemetry.proctree import ProcessTreeSampler
 from tuning.measure.telemetry.prom import MetricsSampler
 
-RESTART_EVERY = 3  # a value's repeat 0, 3, 6, ... starts its server anew
 KV_SHARE = 0.9  # of a first start's KV budget: what two servers, one asleep, both fit
 KV_BUDGET = "kv-cache-memory-bytes"
-# Reasons that need no saying: nothing to switch at all (stored all the same).
-NO_RESTARTS = "its runs do not restart a server"
-NO_REPEATS = "one run a value has no repeats to switch"
 
 
 class ResidentUnit(Protocol):
@@ -174,7 +172,7 @@ class ResidentEngines:
             )
         else:
             self.state.update(used=False, why_not=why)
-            if self.state["asked"] != "off" and why not in (NO_RESTARTS, NO_REPEATS):
+            if self.state["asked"] != "off" and why not in QUIET:
                 self._say(f"resident engines not used: {why}; every run restarts its server")
         self.state["budget_bytes"] = self.budget
         self._store()

@@ -94,35 +94,3 @@ def _words(label: str, metric: str, low: float | None, high: float | None) -> st
     if low is not None and high is not None:
         span = f" ({low * 100:+.1f} % .. {high * 100:+.1f} %)"
     return f"{metric} of {label}: switched runs differ from restarted ones{span}"
-
-
-def check_line(result: Mapping[str, Any] | None) -> str:
-    """The stored check in one line, for the CLI and the report."""
-    if not result:
-        return ""
-    verdict = result.get("verdict")
-    sides = [
-        f"{label}: {v.get('restarted_runs', 0)} restarted, {v.get('switched_runs', 0)} switched"
-        for label, v in (result.get("values") or {}).items()
-    ]
-    head = f"resident check: {verdict}"
-    if result.get("why"):
-        head += f": {result['why']}"
-    return head + (f" ({'; '.join(sides)})" if sides else "")
-
-
-def resident_line(state: Mapping[str, Any] | None) -> str:
-    """What an experiment's runs did about resident engines, in one line (empty when it was
-    never asked about: an experiment written before)."""
-    if not state or "used" not in state:
-        return ""
-    if not state.get("used"):
-        return f"resident engines not used: {state.get('why_not')}"
-    head = (
-        f"resident engines: {state.get('switches', 0)} switches, {state.get('starts', 0)} "
-        f"starts (a real restart every {state.get('restart_every')} rounds)"
-    )
-    parts = [head, check_line(state.get("check"))]
-    if state.get("fallback"):
-        parts.append(f"fell back to restarts: {state['fallback']}")
-    return "; ".join(p for p in parts if p)

@@ -1,6 +1,7 @@
 """The measured parts of stored runs, for the estimate (tuning.experiment.estimate): each run's
 start (time to healthy; a cold one, whose server compiled its graphs anew, apart from the warm
-ones), its load, its output tokens per second and the rest of its wall time, each read through a
+ones), or its switch (a resident server woken instead: tuning.experiment.switch_cost), its load,
+its output tokens per second and the rest of its wall time, each read through a
 sane range (core.plausible) so that one impossible stored value is left out and said, never
 averaged in.
 
@@ -33,6 +34,32 @@ def span_s(start: Any, end: Any) -> float | None:
         return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
     except (TypeError, ValueError):
         return None
+
+
+def _switched(row: Mapping[str, Any]) -> bool:
+    """Whether the run's server was a resident one switched to (a timings row says it in a
+    column, a run row in its startup facts)."""
+    startup = row.get("startup")
+    mode = row.get("resident_mode") or (
+        startup.get("resident") if isinstance(startup, Mapping) else None
+    )
+    return mode == "switch"
+
+
+def _switch_s(row: Mapping[str, Any]) -> Any:
+    """The seconds of the run's `switch` part (its anatomy), None when not stored."""
+    if "switch_s" in row:
+        return row.get("switch_s")
+    anat = row.get("anatomy")
+    parts = anat.get("parts") if isinstance(anat, Mapping) else None
+    found = [
+        p.get("seconds")
+        for p in parts or ()
+        if isinstance(p, Mapping)
+        and p.get("key") == "switch"
+        and isinstance(p.get("seconds"), int | float)
+    ]
+    return sum(found) if found else None
 
 
 class _Sane:
@@ -79,12 +106,14 @@ class Parts:
     ignored: str = ""
     cold: list[float] = field(default_factory=list)  # the starts that compiled anew
     warm: list[float] = field(default_factory=list)  # the others
+    switches: list[float] = field(default_factory=list)  # resident servers switched instead
 
     @classmethod
     def of(cls, rows: Sequence[Mapping[str, Any]]) -> Parts:
         starts, loads, tok_s, rests = [], [], [], []
         cold: list[float] = []
         warm: list[float] = []
+        switches: list[float] = []
         sane = _Sane()
         for row in rows:
             noted = len(sane.ignored)
@@ -93,8 +122,13 @@ class Parts:
             wall = span_s(row.get("started_at"), row.get("finished_at"))
             if row.get("anatomy_wall_s") is not None:  # the whole window, the stop included
                 wall = sane.part(row, "wall time", row.get("anatomy_wall_s"))
+            switch = None
+            if _switched(row):  # a woken server: its switch, no start
+                switch = sane.part(row, "switch", _switch_s(row))
             if len(sane.ignored) > noted:  # a part left out: the rest cannot be told either
                 wall = None
+            if switch is not None:
+                switches.append(switch)
             if start is not None:
                 starts.append(start)
                 (cold if row.get("compile_state") in COLD else warm).append(start)
@@ -104,11 +138,11 @@ class Parts:
                 if tokens and load > 0:
                     tok_s.append((tokens, load))
             if wall is not None:  # a row without parts is all rest
-                rest = wall - (start or 0.0) - (load or 0.0)
+                rest = wall - (start or 0.0) - (load or 0.0) - (switch or 0.0)
                 kept = 0.0 if rest <= 0 else sane.part(row, "stop and rest", rest)
                 if kept is not None:
                     rests.append(kept)
-        return cls(starts, loads, tok_s, rests, sane.note(), cold, warm)
+        return cls(starts, loads, tok_s, rests, sane.note(), cold, warm, switches)
 
     @property
     def count(self) -> int:

@@ -1,6 +1,7 @@
 """An experiment's time, whole: its runs' anatomies (tuning.experiment.run_anatomy) plus what it
 spent outside them (the last server's stop, once its runs are over), in one line per experiment;
-and the estimate made before it started against what it took.
+the estimate made before it started against what it took; whether its repeats switched resident
+servers (the words: tuning.compare.resident_words).
 
 The estimate is stored when the runner takes the experiment (`experiments.estimate_json`), before
 its first run, so `compare` can print it beside the actual time afterwards; a resumed experiment
@@ -18,6 +19,7 @@ from core.clock import now_iso
 from core.plausible import MAX_PART_S, in_range
 from core.status import is_active
 from store import queries, repo
+from tuning.compare.resident_words import resident_json, resident_lines
 from tuning.engine.startup_anatomy import COLD, compile_state
 from tuning.experiment.estimate import about, of_experiment
 from tuning.experiment.run_anatomy import grouped, parts_of, time_spent_line
@@ -135,7 +137,8 @@ def cold_start_line(runs: Sequence[Mapping[str, Any]]) -> str:
 
 def report(db: Database, runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """For each experiment the runs belong to (in order): where its time went, its estimate
-    against what it took, and its cold starts; the lines `compare` prints."""
+    against what it took, its cold starts and what its repeats did about resident engines
+    (tuning.compare.resident_words); the lines `compare`, Live, Compare and the report show."""
     out = []
     for exp_id in dict.fromkeys(r.get("experiment_id") for r in runs):
         if exp_id is None:
@@ -146,6 +149,7 @@ def report(db: Database, runs: Sequence[Mapping[str, Any]]) -> list[dict[str, An
         took = "so far" if is_active(exp.get("status")) else "took"
         lines = [f"experiment {exp_id}, {took} {anat['line']}"] if anat and anat["line"] else []
         lines += [text for text in (estimate_line(exp, own), cold_start_line(own)) if text]
+        lines += resident_lines(exp.get("resident"))  # switched servers, the check, a fall back
         if lines:
             out.append(
                 {
@@ -154,6 +158,7 @@ def report(db: Database, runs: Sequence[Mapping[str, Any]]) -> list[dict[str, An
                     "estimate": exp.get("estimate"),
                     "took_s": took_s(exp, own),
                     "cold_starts": cold_starts(own),
+                    "resident": resident_json(exp.get("resident")),
                     "lines": lines,
                 }
             )

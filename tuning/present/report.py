@@ -25,6 +25,7 @@ from tuning.compare.comparison import Comparison
 from tuning.compare.present import tone_css
 from tuning.compare.selection import SelectionError
 from tuning.engine.params import run_value, show_value
+from tuning.experiment.time_spent import report as time_spent_report
 from tuning.present.charts.build import build_chart
 from tuning.present.charts.kinds import CHART_KINDS, CHART_TITLES, PREALLOCATION_NOTE
 from tuning.present.export import chart_svg, network_references
@@ -281,6 +282,19 @@ def _experiment_section(exp: Mapping[str, Any], secrets: Sequence[str]) -> str:
     return f'<section id="experiment"><h2>Experiment</h2><table>{rows}</table></section>'
 
 
+def _time_spent_section(db: Any, runs: Sequence[Mapping[str, Any]], secrets: Sequence[str]) -> str:
+    """Each experiment's time, its estimate, cold starts and resident engines, as `compare` and
+    the Compare page say them (tuning.experiment.time_spent.report); nothing without them."""
+    entries = time_spent_report(db, runs)
+    if not entries:
+        return ""
+    items = "".join(
+        "<li>" + "<br>".join(_e(scrub_text(line, secrets)) for line in e["lines"]) + "</li>"
+        for e in entries
+    )
+    return f'<section id="time-spent"><h2>Where the time went</h2><ul>{items}</ul></section>'
+
+
 def _definitions_section() -> str:
     items = "".join(f"<li>{_e(m.definition)}</li>" for m in METRICS)
     return (
@@ -326,6 +340,7 @@ def _body(
             table_section(comparison),
             charts_html,
             _runs_section(comparison, runs, extra, secrets),
+            _time_spent_section(db, runs, secrets),
             _definitions_section(),
         ]
     )

@@ -51,6 +51,7 @@ def headline_section(lead: Headline) -> str:
         f'<li class="headline-candidate">{html.escape(text)}</li>' for text in lead.sentences
     )
     rule = f'<p class="headline-rule muted">{html.escape(lead.rule)}</p>' if lead.candidates else ""
+    rule += "".join(f'<p class="headline-note warn">{html.escape(n)}</p>' for n in lead.notes)
     closing = lead.closing or ""
     head, _, rest = closing.partition(": ")
     css = "headline-recommendation" if lead.kind == "value" else "headline-next"

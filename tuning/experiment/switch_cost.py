@@ -1,0 +1,119 @@
+"""What a run that switches resident servers costs in an estimate (issue 38, items 4 and 7): the
+estimate before an experiment and the until-decided budget (tuning.experiment.estimate and
+repeats) count a switch (sleep the server in hand, wake the value's) where its runs will switch,
+not a restart.
+
+Which runs switch follows the runner (tuning.experiment.resident): each value's repeats 0, 3, 6,
+... start a server anew, the others switch. A switch's seconds are the machine's own: the mean
+`switch` part of this engine's switched runs (tuning.experiment.run_parts), else the cost known
+from the issue's probe on an H100 (0.12-0.13 s a switch), said as such.
+
+Whether an experiment will switch is the runner's state once it has decided (`resident_json`:
+used and not fallen back); before its first run, the conditions the runner checks, with the
+engine's flags from the store's cache only (an estimate never starts a process): a vLLM whose
+flags were never read here is taken to restart.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from sqlite_utils import Database
+
+RESTART_EVERY = 3  # a value's repeat 0, 3, 6, ... starts its server anew (the runner's rhythm)
+SWITCH_GUESS_S = 0.13
+SWITCH_SOURCE = "a switch's known cost: 0.12-0.13 s (sleep one, wake the other, on an H100)"
+
+
+def switches_in(runs: int, values: int, every: int) -> int:
+    """How many of `runs` runs spread over `values` values (repeats in order, from the first)
+    switch when every `every`-th repeat of a value restarts (0: none switch)."""
+    if every < 2 or runs <= 0:
+        return 0
+    values = max(1, values)
+    per, extra = divmod(runs, values)
+
+    def of(k: int) -> int:
+        return k - math.ceil(k / every)
+
+    return (values - extra) * of(per) + extra * of(per + 1)
+
+
+def switch_share(every: int) -> float:
+    """The share of a long experiment's runs that switch (2/3 when every third restarts)."""
+    return 0.0 if every < 2 else (every - 1) / every
+
+
+def _flags_cached(db: Database, engine: Any) -> set[str] | None:
+    """The engine's vLLM flags as the store's cache has them (its version's, else the newest read
+    through its interpreter); None when never read here."""
+    from store import engine_flags
+    from tuning.engine.flags.catalog import Catalog, engine_python
+
+    try:
+        python = engine_python(engine.command)
+        version = engine.vllm_version
+        raw = None
+        if version and version != "unknown":
+            raw = engine_flags.load_version(db, version, python)
+        raw = raw or engine_flags.load_newest(db, python)
+        return None if raw is None else set(Catalog.from_dict(raw).flags)
+    except Exception:  # noqa: BLE001 (a store without the cache, a malformed one: unknown)
+        return None
+
+
+def will_switch(db: Database, exp: Mapping[str, Any]) -> bool:
+    """Whether the experiment's repeats switch resident servers (tuning.experiment.resident)."""
+    state = exp.get("resident")
+    state = state if isinstance(state, Mapping) else {}
+    if "used" in state:  # the runner decided: used, unless it fell back since
+        return bool(state.get("used")) and not state.get("fallback")
+    from tuning.engine.params import ParamError, get_param
+    from tuning.engine.sleep_mode import why_not
+    from tuning.engine.spec import EngineSpec
+
+    if str(state.get("asked") or "auto") == "off" or exp.get("fleet"):
+        return False
+    if not exp.get("repeats_auto") and int(exp.get("repeats") or 1) < 2:
+        return False
+    data = exp.get("engine")  # as tuning.experiment.run_unit reads it (which imports this)
+    try:
+        engine = EngineSpec(**data) if data else None
+        param = get_param(exp["param"], engine.learned_params() if engine else None)
+    except (ParamError, TypeError, KeyError):
+        return False
+    if engine is None or not param.restarts_server:
+        return False
+    return why_not(param.name, engine.backend, _flags_cached(db, engine)) is None
+
+
+def spec_experiment(spec: Any) -> dict[str, Any]:
+    """What `will_switch` reads of an experiment, from an ExperimentSpec not stored yet (New
+    experiment's estimate before Start)."""
+    return {
+        "engine": spec.engine.to_json() if spec.engine else None,
+        "param": spec.param.name,
+        "repeats": spec.first_rounds,
+        "repeats_auto": spec.auto is not None,
+        "resident": {"asked": spec.resident},
+    }
+
+
+def switch_every(db: Database, exp: Mapping[str, Any]) -> int:
+    """Every how many repeats a value restarts where the experiment's repeats will switch
+    resident servers (the estimate's `Costs.switch_every`); 0 where every run restarts."""
+    return RESTART_EVERY if will_switch(db, exp) else 0
+
+
+def switch_words(measured: float | None, cost: float, every: int) -> str:
+    """'; a switch 0.13 s (...) for the repeats that switch resident servers (...)', the
+    estimate's words for it; '' where every run restarts."""
+    if not every:
+        return ""
+    how = "measured here" if measured is not None else SWITCH_SOURCE
+    return (
+        f"; a switch {cost:.2f} s ({how}) for the repeats that switch resident servers "
+        f"(a real restart every {every} repeats of a value)"
+    )
