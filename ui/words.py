@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tuning.compare.catalog import METRIC_BY_KEY
+from tuning.compare.catalog import metric_label
 
 # The phases the runner records (tuning.experiment: run_unit, measure; the load generator's).
 PHASE_WORDS = {
@@ -34,5 +34,4 @@ def phase_words(phase: Any) -> str:
 
 def metric_words(key: Any) -> str:
     """A metric's label from the catalog (`output_throughput` -> "output throughput")."""
-    metric = METRIC_BY_KEY.get(str(key))
-    return metric.label if metric is not None else or_dash(key).replace("_", " ")
+    return "—" if key is None or key == "" else metric_label(key)
