@@ -13,6 +13,7 @@ from ui.findings import render_findings
 from ui.health import health_badge, render_config_mismatches, render_run_health, server_gap_ms
 from ui.predict import prediction_columns
 from ui.tables import RUNS_PAGE_KEYS, render_run_table
+from ui.words import failure_words
 
 st.set_page_config(page_title="Runs · vLLM Tuning Lab", page_icon=ICONS["runs"], layout="wide")
 st.title("Runs")
@@ -75,7 +76,7 @@ for r in (r for r in runs if r["status"] == Status.SUSPECT):
         )
 failed = [r for r in runs if r["status"] == Status.FAILED]
 for r in failed:
-    with st.expander(f"run {r['id']} failed: {md_escape(r['failure_kind'])}", expanded=False):
+    with st.expander(f"run {r['id']} failed: {md_escape(failure_words(r['failure_kind']))}"):
         st.markdown(
             f"**Reason:** {md_escape(r['failure_reason'])}\n\n"
             f"**Hint:** {md_escape(r['failure_hint'])}"

@@ -17,6 +17,7 @@ from core.clock import now_iso
 from core.records import NewExperiment, RequestRecord, SampleRow
 from store import connect, repo
 from tuning.cli.bench import add_bench_arguments
+from tuning.compare.present import VERDICT_LABEL
 from tuning.engine.embedded import TINY_MODEL_SHAPE
 from tuning.engine.identity import engine_identity
 from tuning.engine.params import format_value
@@ -708,7 +709,7 @@ def plan_result(
         }
 
     def gain(key: str, label: str, unit: str, better: str, verdict: str, pct: float) -> dict:
-        texts = {"better": "▲ better", "undecided": "? undecided"}
+        texts = {v: VERDICT_LABEL[v] for v in ("better", "undecided")}
         return {
             "metric": key,
             "label": label,

@@ -1,8 +1,8 @@
 """Write docs/reference/cli-examples.md: real outputs of the commands that read results, captured
 by running each command against a small scratch lab made by the tests' own fake-run helpers
 (tests/factories.py: a finished max-num-seqs 2 vs 16 sweep, two runs a side; a finished
-two-parameter plan). Nothing is started and no engine is needed. Regenerate after changing what
-a command prints:
+two-parameter plan; tests/factories_search.py: a finished search). Nothing is started and no
+engine is needed. Regenerate after changing what a command prints:
 
     .venv/bin/python tools/cli_examples.py
 
@@ -48,6 +48,12 @@ def _plan(db: Path) -> None:
     add_plan(db)
 
 
+def _search(db: Path) -> None:
+    from tests.factories_search import add_search
+
+    add_search(db)
+
+
 # (the lab, what it holds, the commands run against it: argv after `tuning-lab`, {db} the DB)
 LABS: list[tuple[Callable[[Path], None], str, list[list[str]]]] = [
     (
@@ -68,6 +74,12 @@ LABS: list[tuple[Callable[[Path], None], str, list[list[str]]]] = [
             ["plan", "list", "--db", "{db}"],
             ["plan", "show", "1", "--db", "{db}"],
         ],
+    ),
+    (
+        _search,
+        "A lab holding one finished search: max-num-seqs over 2..32 for output throughput, "
+        "a budget of 6 runs.",
+        [["search", "show", "1", "--db", "{db}"]],
     ),
 ]
 

@@ -17,6 +17,7 @@ import streamlit as st
 
 from store import connect, queries
 from tuning.compare.catalog import METRIC_BY_KEY, METRICS
+from tuning.compare.present import fmt
 from tuning.decide.background import SearchBusy, busy_reason, spawn_search, stop_search
 from tuning.decide.search.driver import OBJECTIVES, STARTUP, SearchSpec
 from tuning.decide.search.race import budget_text
@@ -30,6 +31,7 @@ from tuning.measure.traffic.workload import Workload
 from tuning.settings import Settings
 from ui.common import md_code, md_escape
 from ui.links import compare_link
+from ui.words import failure_words, metric_words
 
 POLL_S = 2.0
 SLO_NAMES = ("ttft", "tpot", "e2el")
@@ -59,8 +61,10 @@ def default_range(param: Param) -> tuple[float, float]:
 
 
 def _objective_text(key: str) -> str:
+    """'output throughput (tok/s, higher is better)': the metric's words, as the values mode
+    and the search's caption say it (the key is the CLI's --objective, not the page's)."""
     metric = METRIC_BY_KEY[OBJECTIVES.get(key, key)]
-    return f"{key} — {metric.label} ({metric.better} is better)"
+    return f"{metric.label} ({metric.unit}, {metric.better} is better)"
 
 
 def search_form(spec: EngineSpec) -> SearchSpec | None:
@@ -219,14 +223,16 @@ def chosen_text(done: Progress) -> str:
 def log_frame(done: Progress) -> pd.DataFrame:
     """The decision log: each step's value, why it was chosen, its run and what it measured."""
     metric = done.spec.metric
+    unit = METRIC_BY_KEY[metric].unit
     rows: list[dict[str, Any]] = [
         {
             "step": e["step"],
             "value": e["value"],
             "why": e["why"],
             "run": e["run_id"],
-            "status": e["status"] + (f" ({e['failure_kind']})" if e.get("failure_kind") else ""),
-            metric: e[metric],
+            "status": e["status"]
+            + (f" ({failure_words(e['failure_kind'])})" if e.get("failure_kind") else ""),
+            f"{metric_words(metric)} ({unit})": fmt(e.get(metric), unit),
             "this run under the SLOs": e.get("under_slo"),
             "value's SLOs (interval)": e.get("slo_state"),
         }

@@ -43,7 +43,7 @@ from tuning.present.charts.tradeoff import KNEE_NOTE, search_chart
 from tuning.settings import load_settings
 from ui.common import ICONS, md_code, md_escape, pick_by_query
 from ui.links import compare_link
-from ui.words import metric_words
+from ui.words import failure_words, metric_words
 
 
 def _label(row: Mapping[str, Any]) -> str:
@@ -172,7 +172,7 @@ def search_steps_frame(f: Mapping[str, Any]) -> pd.DataFrame:
                 "why": e["why"],
                 "run": e["run_id"],
                 "status": e["status"]
-                + (f" ({e['failure_kind']})" if e.get("failure_kind") else ""),
+                + (f" ({failure_words(e['failure_kind'])})" if e.get("failure_kind") else ""),
                 f"{metric_words(objective)} ({unit})": fmt(e.get(objective), unit),
                 "this run under the SLOs": e.get("under_slo"),
                 "chosen": f["chosen"] is not None and float(e["value"]) == float(f["chosen"]),

@@ -18,6 +18,7 @@ import streamlit as st
 
 from tuning.engine.params import show_value
 from ui.health import config_badge, health_badge
+from ui.words import failure_words
 
 # Decimals a cell of each unit shows; the page test checks every cell against this.
 PRECISION: dict[str, int] = {
@@ -217,6 +218,8 @@ def run_frame(
                 row[key] = None if x is None else round(x * 100, PRECISION["%"])
             elif key == "value":
                 row[key] = show_value(r.get("param"), r.get(key))
+            elif key == "failure_kind":
+                row[key] = failure_words(r.get(key)) or None
             elif key == "repeat_index":
                 rep = _number(r.get(key))
                 row[key] = None if rep is None else int(rep) + 1

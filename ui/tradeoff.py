@@ -28,6 +28,7 @@ from tuning.present.charts.tradeoff import (
 )
 from ui.compare import draw_chart, export_buttons
 from ui.compare import parse_id_list as ids_of
+from ui.words import metric_words
 
 VIEWS = {
     "ttft": "output throughput vs p99 TTFT",
@@ -113,7 +114,9 @@ def _metric_vs_value(
             st.caption(f"No search {search_ids[0]} in this lab.")
         else:
             objective, chosen, slo = done.spec.metric, done.chosen, done.spec.slo_ms
-            st.caption(f"Search {search_ids[0]}: objective {objective}, chosen value marked.")
+            st.caption(
+                f"Search {search_ids[0]}: objective {metric_words(objective)}, chosen value marked."
+            )
     chart = search_chart(comparison, objective=objective, chosen=chosen, slo_ms=slo)
     draw_chart(chart, "chart_search")
     st.caption(KNEE_NOTE)

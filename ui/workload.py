@@ -2,8 +2,9 @@
 or a saved workload; an open-loop rate; conversations) and its preview before anything starts.
 
 `traffic_section(...)` draws the choices and returns the spec they make (None: the classic fixed
-lengths above it) and the errors to show; the preview is built only when asked (a button), from the
-engine's tokenizer, and shows numbers and length histograms, never a prompt's words.
+lengths above it) and the errors to show; the preview is built only when asked (a button), with the
+configured model's tokenizer (the CLI's choice: tuning.measure.traffic.tokenizer_choice), and
+shows numbers and length histograms, never a prompt's words.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ CLASSIC = "fixed lengths (above)"
 SYNTHETIC = "synthetic (above) + arrival / turns"
 SAVED = "saved: "
 DATA_SUFFIXES = (".json", ".jsonl", ".csv")
+PAGE_FIX = "set Settings' Model path or ID to a folder that has a tokenizer.json"
 
 
 def _choices(db_path: Path) -> list[str]:
@@ -111,13 +113,14 @@ def _spec_of(
 
 
 def _preview(spec: WorkloadSpec) -> None:
-    from tuning.engine.embedded import model_dir
     from tuning.measure.traffic import fingerprint, materialize, preview
-    from tuning.measure.traffic.workload import LocalTokenizer, WorkloadError
+    from tuning.measure.traffic.tokenizer_choice import preview_tokenizer
+    from tuning.measure.traffic.workload import WorkloadError
 
     try:
         with st.spinner("materializing the request list…"):
-            plan = materialize(spec, LocalTokenizer(model_dir()))
+            tokenizer = preview_tokenizer(fix=PAGE_FIX)
+            plan = materialize(spec, tokenizer)
     except (TrafficError, WorkloadError) as exc:
         st.error(f"workload: {exc}")
         return

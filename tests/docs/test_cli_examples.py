@@ -17,9 +17,11 @@ def test_the_committed_page_is_what_the_commands_print() -> None:
 def test_the_page_shows_the_commands_that_read_results() -> None:
     page = PAGE.read_text()
     shown = {
-        argv[0] if argv[0] != "plan" else " ".join(argv[:2]) for _, _, cmds in LABS for argv in cmds
+        argv[0] if argv[0] not in ("plan", "search") else " ".join(argv[:2])
+        for _, _, cmds in LABS
+        for argv in cmds
     }
-    assert {"runs", "compare", "findings", "plan list", "plan show"} <= shown
+    assert {"runs", "compare", "findings", "plan list", "plan show", "search show"} <= shown
     for _, _, commands in LABS:
         for argv in commands:
             line = "$ tuning-lab " + " ".join(a.format(db="lab.db") for a in argv)
@@ -32,6 +34,10 @@ def test_the_outputs_are_the_commands_own() -> None:
     assert "output throughput              objective" in page
     assert "max-num-seqs                 16 done" in page
     assert "Recommended: serve: vllm serve m --max-num-seqs 16 --block-size 32" in page
+    assert (
+        "$ tuning-lab search show 1 --db lab.db\nsearch 1 (done): max-num-seqs over 2..32" in page
+    )
+    assert "  step 1: max-num-seqs = 2, run 1 done, output throughput " in page
     assert "/tmp" not in page and "cli-examples-" not in page  # the scratch path never shows
 
 

@@ -44,7 +44,7 @@ def test_the_page_shows_a_plans_recommendation_and_its_gain(fresh_db: Path) -> N
         "Gain over the start, :green[**output throughput: 1,000 tok/s → 1,210 tok/s, "
         "+21.0 %: ▲ better (95 % CI +13.0 … +29.0 %)**]"
     )
-    assert ":gray[mean TTFT: 1,000 ms → 970 ms, -3.0 %: ? undecided" in text  # grey, not green
+    assert ":gray[mean TTFT: 1,000 ms → 970 ms, -3.0 %: undecided" in text  # grey, not green
     config = frame_with(at, "recommended")
     rows = {r["parameter"]: (r["start"], r["recommended"]) for _, r in config.iterrows()}
     assert rows == {

@@ -98,7 +98,7 @@ def test_confirm_plans_an_auto_repeats_experiment_and_starts_its_runner(
     assert exp["values"] == [16, 138] and exp["repeats_auto"] == 1
     assert exp["base_url"] == "http://127.0.0.1:55363" and exp["workload"]["input_len"] == 512
     at.run()  # the search now names its confirming experiment (queued: nothing run yet)
-    assert "confirm: 138 vs 16 on output_throughput: not run yet" in page_text(at).replace("\\", "")
+    assert "confirm: 138 vs 16 on output throughput: not run yet" in page_text(at).replace("\\", "")
 
 
 def test_a_lab_without_searches_says_so(fresh_db: Path) -> None:

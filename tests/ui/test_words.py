@@ -13,7 +13,7 @@ from store import connect, repo
 from tests.apptest import open_page, page_text
 from tests.factories import plan_attached
 from tuning.engine.procs import process_start_time
-from ui.words import metric_words, or_dash, phase_words
+from ui.words import failure_words, metric_words, or_dash, phase_words
 
 
 def test_phases_metrics_and_nothing_read_as_words() -> None:
@@ -48,3 +48,13 @@ def test_home_says_the_phase_in_words_and_no_none(
     text = page_text(at) + "\n".join(p.proto.text for p in at.get("progress"))
     assert "waiting for the server to answer" in text
     assert "waiting_health" not in text and "None" not in text
+
+
+def test_failure_kinds_read_as_words() -> None:
+    """Issue 40: a run's failure kind is a key of the runner (`out_of_memory`); pages say it in
+    words, an unknown kind with spaces, any other text (an imported lab's) as it is."""
+    assert failure_words("out_of_memory") == "out of memory"
+    assert failure_words("runner_died") == "the lab's runner died"
+    assert failure_words("new_kind") == "new kind"
+    assert failure_words("__bold__ text") == "__bold__ text"
+    assert failure_words(None) == "" and failure_words("") == ""

@@ -42,6 +42,7 @@ def add_arguments(sub: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from store import StoreError, connect
+    from tuning.compare.catalog import metric_label
     from tuning.compare.inert import knobs
     from tuning.compare.prefer import WATCHED
     from tuning.compare.stats import MARGIN
@@ -68,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
             f"{', '.join(WATCHED)} and none found a difference."
         )
         return 0
-    say(f"Inert knobs (every value within ±{margin * 100:g} % on {', '.join(WATCHED)}):")
+    watched = ", ".join(map(metric_label, WATCHED))
+    say(f"Inert knobs (every value within ±{margin * 100:g} % on {watched}):")
     for k in inert:
         say(
             f"  {k.param} on workload {k.fingerprint} ({k.workload_text}): values "

@@ -273,13 +273,17 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         say(json.dumps(result, indent=2))
         return 0
+    from tuning.compare.catalog import METRIC_BY_KEY, metric_label
+    from tuning.compare.present import fmt
     from tuning.engine.value_text import format_value
 
+    objective = result["objective"]
+    unit = METRIC_BY_KEY[objective].unit if objective in METRIC_BY_KEY else ""
     for e in result["log"]:
         say(
             f"step {e['step']}: {args.param} = {format_value(e['value'])} run {e['run_id']} "
             f"{e['status']} "
-            f"{result['objective']} = {e[result['objective']]} ({e['why']})"
+            f"{metric_label(objective)} {fmt(e.get(objective), unit)} ({e['why']})"
         )
     if limit := result["start_limit"]:
         say(

@@ -69,30 +69,10 @@ def add_arguments(sub: Subparsers) -> None:
 
 
 def _tokenizer(args: argparse.Namespace) -> Any:
-    """The tokenizer that counts the preview's tokens: --tokenizer, else the model's (--model, else
-    the configured engine's: a local folder or the Hugging Face cache, never a download), else,
-    when the embedded engine is the configured one, its own. WorkloadError (one line: which
-    model, and how to give it a tokenizer) when there is none."""
-    from tuning.engine.embedded import corpus_tokenizer, model_dir
-    from tuning.engine.tokenizer_file import model_tokenizer
-    from tuning.measure.traffic.workload import LocalTokenizer, WorkloadError
-    from tuning.settings import load_settings
+    """The tokenizer that counts the preview's tokens (tuning.measure.traffic.tokenizer_choice)."""
+    from tuning.measure.traffic.tokenizer_choice import preview_tokenizer
 
-    if args.tokenizer:
-        return LocalTokenizer(args.tokenizer)
-    settings = load_settings()
-    model = args.model or (settings.engine_model if settings.engine == "custom" else "")
-    if not model:  # the embedded engine: its tokenizer, built from the shipped corpus if need be
-        if (model_dir() / "tokenizer.json").is_file():
-            return LocalTokenizer(model_dir())
-        return LocalTokenizer("lab:corpus-bpe", tokenizer=corpus_tokenizer())
-    path, why = model_tokenizer(model)
-    if path is None:
-        raise WorkloadError(
-            f"no tokenizer for model {model}: {why}; pass --tokenizer FILE (a tokenizer.json or "
-            f"its folder), or fetch it once: huggingface-cli download {model} tokenizer.json"
-        )
-    return LocalTokenizer(path)
+    return preview_tokenizer(args.tokenizer, args.model)
 
 
 def _preview(args: argparse.Namespace) -> int:

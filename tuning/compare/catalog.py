@@ -116,3 +116,10 @@ METRICS: tuple[Metric, ...] = tuple(
     Metric(*row, scale="difference" if row[0] in DIFFERENCE_SCALE else "ratio") for row in _TABLE
 )
 METRIC_BY_KEY: dict[str, Metric] = {x.key: x for x in METRICS}
+
+
+def metric_label(key: object) -> str:
+    """A metric key in the words users read: its catalog label (`output_throughput` -> "output
+    throughput"); an unknown key with its underscores as spaces. --json keeps the keys."""
+    metric = METRIC_BY_KEY.get(str(key))
+    return metric.label if metric is not None else str(key).replace("_", " ")

@@ -34,7 +34,7 @@ VERDICT_LABEL: dict[VerdictName, str] = {
     "worse": "▼ worse",
     "changed": "≠ changed",
     "equivalent": "= equivalent",
-    "undecided": "? undecided",
+    "undecided": "undecided",  # no glyph: a "?" read as a missing value, not as a verdict
     "not applied": "⊘ not applied",
 }
 # The verdicts that say a change is real, in a direction.
@@ -158,7 +158,7 @@ def verdict_detail(change: Change, confidence: float = CONFIDENCE, unit: str = "
 
 
 def verdict_text(change: Change | None, confidence: float = CONFIDENCE, unit: str = "") -> str:
-    """'▼ worse (95 % CI +8.1 … +12.3 %)', '? undecided (95 % CI …; ≈ 2 more runs a side
+    """'▼ worse (95 % CI +8.1 … +12.3 %)', 'undecided (95 % CI …; ≈ 2 more runs a side
     would likely decide it)', '= equivalent (95 % CI -0.4 … +0.9 %; within ±2 %)'."""
     if change is None:
         return ""

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from core.redact import env_secrets, scrub_text
+from tuning.compare.catalog import metric_label
 from tuning.compare.present import fmt
 from tuning.decide.search.plan_show import verdict_of
 from tuning.decide.search.words import search_choice_text
@@ -92,8 +93,8 @@ def plan_page(result: Mapping[str, Any]) -> str:
     body = "".join(
         [
             f'<header><h1>{_e(heading)}</h1><p class="meta">vLLM Tuning Lab plan report · '
-            f"generated {_e(now)} · objective {_e(result['objective'])} · self-contained, "
-            "opens offline</p></header>",
+            f"generated {_e(now)} · objective {_e(metric_label(result['objective']))} · "
+            "self-contained, opens offline</p></header>",
             '<section id="recommendation"><h2>Recommendation</h2>',
             f"<pre>{_e(scrub_text(command, secrets))}</pre>"
             if command

@@ -35,6 +35,7 @@ def test_compare_text_reads_the_rules_undecided(
     assert "Recommendation" not in out and "(better)" not in lines[0]
     table = next(x for x in lines if x.strip().startswith("output throughput"))
     assert "objective" in table and "undecided (99.2 % CI" in table
+    assert "? undecided" not in out  # the verdict's word, no "?" before it (issue 40)
 
 
 def test_compare_json_reads_the_rules_undecided(
@@ -66,7 +67,7 @@ def test_the_report_reads_the_rules_undecided(fresh_db: Path) -> None:
     assert "objective output throughput +14.3 % (undecided)" in head
     assert "<b>Not decided:</b> 2 more runs a side" in head
     assert "Recommendation:" not in head and "(better)" not in head
-    assert 'data-role="objective">objective: ? undecided: output throughput' in page
+    assert 'data-role="objective">objective: undecided: output throughput' in page
 
 
 def test_runs_named_one_by_one_are_an_adhoc_look(

@@ -30,13 +30,13 @@ def test_plan_show_prints_the_recommendation_and_what_stands_behind_it(
     lines = out.splitlines()
     assert lines[0] == f"plan {plan_id} (done): max-num-seqs, then block-size"
     assert lines[1] == (
-        "objective: output_throughput (tok/s, higher is better); SLOs: p99 TTFT <= 500 ms"
+        "objective: output throughput (tok/s, higher is better); SLOs: p99 TTFT <= 500 ms"
     )
     assert lines[3] == (
-        "  1. max-num-seqs 1..64: chosen 16, output_throughput 1,500 tok/s, meets the SLOs "
+        "  1. max-num-seqs 1..64: chosen 16, output throughput 1,500 tok/s, meets the SLOs "
         "(search 3; run 2; runs 1, 2; experiments 1, 2)"
     )
-    assert lines[4].startswith("  2. block-size 16..32: chosen 32, output_throughput 1,800 tok/s")
+    assert lines[4].startswith("  2. block-size 16..32: chosen 32, output throughput 1,800 tok/s")
     assert "  max-num-seqs: unset → 16" in lines and "  concurrency: 4 → 4 (same)" in lines
     gain = next(line for line in lines if line.startswith("gain over the start"))
     assert gain == (

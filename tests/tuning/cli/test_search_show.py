@@ -68,14 +68,14 @@ def test_import_then_show_names_the_leader_never_a_choice_from_one_run(
     lines = text.splitlines()
     assert (
         lines[1]
-        == "objective: output_throughput (tok/s, higher is better); SLOs: p99 TTFT <= 1000 ms"
+        == "objective: output throughput (tok/s, higher is better); SLOs: p99 TTFT <= 1000 ms"
     )
     assert lines[2].startswith(
         "undecided: no value has 2 runs (tried once: no interval yet); leader 138: "
-        "output_throughput 8,431 tok/s in its one run"
+        "output throughput 8,431 tok/s in its one run"
     ), lines[2]
     assert (
-        "  concurrency = 213: tried once, no interval yet: output_throughput 9,423 tok/s, "
+        "  concurrency = 213: tried once, no interval yet: output throughput 9,423 tok/s, "
         "p99 TTFT 2,435 ms (limit 1000 ms)" in lines
     )
     assert "(refine: between the best so far 64 and its neighbour 213)" in text
@@ -148,6 +148,7 @@ def test_search_confirm_repeats_the_choice_against_its_rival_until_decided(
     text = tuning_cli(["search", "show", "1", "--db", str(db)], lab_home).stdout.splitlines()
     assert text[2] == facts["choice"]["line"], text[2]
     assert any(w in text[2] for w in ("after the confirm", "confirmed", "overturned")), text[2]
+    assert " vs " in text[-1] and " on output throughput: " in text[-1], text[-1]  # not the key
 
 
 def test_a_confirm_has_the_experiments_limits_by_default() -> None:

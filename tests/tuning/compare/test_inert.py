@@ -63,7 +63,7 @@ def test_the_inert_command_lists_them(fresh_db: Path, capsys: pytest.CaptureFixt
     ids = seed(fresh_db)
     assert main(["inert", "--db", str(fresh_db)]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("Inert knobs (every value within ±2 % on output_throughput,")
+    assert out.startswith("Inert knobs (every value within ±2 % on output throughput,")
     assert (
         "  enable-prefix-caching on workload fp-a (24 requests, concurrency 8, 64 in / 16 out): "
         f"values true, false vs vLLM default true; experiments {ids['pc']}"

@@ -20,7 +20,7 @@ from typing import Any
 
 from store import connect
 from store.queries import get_plan, list_plans
-from tuning.compare.catalog import METRIC_BY_KEY
+from tuning.compare.catalog import METRIC_BY_KEY, metric_label
 from tuning.compare.decision import Decision
 from tuning.compare.present import Tone, fmt
 from tuning.decide.search.plan import verdict_text_of
@@ -172,7 +172,7 @@ def _ids(what: str, ids: Sequence[Any]) -> str:
 
 
 def step_line(f: Mapping[str, Any], s: Mapping[str, Any]) -> str:
-    """'1. max-num-seqs 1..64: chosen 16, output_throughput 1,234 tok/s, meets the SLOs (search 4;
+    """'1. max-num-seqs 1..64: chosen 16, output throughput 1,234 tok/s, meets the SLOs (search 4;
     run 7 of runs 5, 6, 7; experiments 5, 6, 7)'."""
     head = f"{s['index']}. {s['param']}"
     if s["status"] != "done":
@@ -186,7 +186,8 @@ def step_line(f: Mapping[str, Any], s: Mapping[str, Any]) -> str:
         text = f"{head}: no usable value"
     else:
         measured = fmt(s["chosen_objective"], f["unit"])
-        text = f"{head}: chosen {show_value(s['param'], s['chosen'])}, {s['objective']} {measured}"
+        chosen = show_value(s["param"], s["chosen"])
+        text = f"{head}: chosen {chosen}, {metric_label(s['objective'])} {measured}"
         if s["slo_ms"]:
             text += ", meets the SLOs" if s["meets_slo"] else ", breaks the SLOs"
     where = [f"search {s['search_id']}"] if s.get("search_id") else []
@@ -206,7 +207,7 @@ def plan_lines(f: Mapping[str, Any]) -> list[str]:
     """The facts in words, one line each (the CLI prints them; the page shows the same)."""
     out = [
         f"plan {f['plan_id']} ({f['status']}): {', then '.join(f['params']) or 'no parameter'}",
-        f"objective: {f['objective']} ({f['unit']}, {f['better']} is better); "
+        f"objective: {metric_label(f['objective'])} ({f['unit']}, {f['better']} is better); "
         f"SLOs: {slo_words(f['slo_ms'])}",
         "searches, in order:",
         *(f"  {step_line(f, s)}" for s in f["steps"]),

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from store import connect, queries
-from tuning.compare.catalog import METRIC_BY_KEY, WORKLOAD_PARAMS
+from tuning.compare.catalog import METRIC_BY_KEY, WORKLOAD_PARAMS, metric_label
 from tuning.compare.frontier import knee_keys, side_knee
 from tuning.compare.present import fmt
 from tuning.compare.selection import select_runs
@@ -111,11 +111,12 @@ def slo_words(slo_ms: Mapping[str, float]) -> str:
 def search_lines(f: Mapping[str, Any]) -> list[str]:
     """The facts in words, one line each (the CLI prints them; the page shows the same)."""
     unit, objective = f["unit"], f["objective"]
+    name = metric_label(objective)  # the words; --json keeps the key
     budget = f["budget"]
     out = [
         f"search {f['search_id']} ({f['status']}): {f['param']} over "
         f"{f['range'][0]:g}..{f['range'][1]:g}",
-        f"objective: {objective} ({unit}, {f['better']} is better); SLOs: {slo_words(f['slo_ms'])}",
+        f"objective: {name} ({unit}, {f['better']} is better); SLOs: {slo_words(f['slo_ms'])}",
         chosen_line(f),
     ]
     if budget:
@@ -138,7 +139,7 @@ def search_lines(f: Mapping[str, Any]) -> list[str]:
         out.append(
             f"  step {e['step']}: {f['param']} = {format_value(e['value'])}, "
             f"run {e['run_id']} {e['status']}, "
-            f"{objective} {measured}{slo} ({e['why']})"
+            f"{name} {measured}{slo} ({e['why']})"
         )
     out.append(confirm_line(f))
     return out
@@ -160,7 +161,7 @@ def confirm_line(f: Mapping[str, Any]) -> str:
             change += f" ({level} CI {lo:+.1f} ... {hi:+.1f} %, {c['runs_a_side'][0]} runs a side)"
         return (
             f"confirm: {format_value(c['chosen'])} vs {format_value(c['other'])} on "
-            f"{f['objective']}: {c['verdict']}{change}; {c['reason']} "
+            f"{metric_label(f['objective'])}: {c['verdict']}{change}; {c['reason']} "
             f"(experiment {c['experiment_id']}, {c['status']})"
         )
     values = confirm_values(f)

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from core.units import fmt
+from tuning.compare.catalog import metric_label
 from tuning.engine.value_text import format_value
 
 
@@ -69,11 +70,11 @@ def _row(f: Mapping[str, Any], value: Any) -> Mapping[str, Any]:
 
 
 def measured(f: Mapping[str, Any], value: Any) -> str:
-    """'output_throughput 7,335 tok/s (95 % interval 7,100 … 7,560 tok/s, 5 runs)', or
+    """'output throughput 7,335 tok/s (95 % interval 7,100 … 7,560 tok/s, 5 runs)', or
     '... 7,335 tok/s in its one run'."""
     row = _row(f, value)
     unit = f["unit"]
-    text = f"{f['objective']} {fmt(row.get('mean'), unit)}"
+    text = f"{metric_label(f['objective'])} {fmt(row.get('mean'), unit)}"
     ci = row.get("interval")
     if ci:
         return (
@@ -189,7 +190,7 @@ def value_lines(f: Mapping[str, Any]) -> list[str]:
         head = f"  {f['param']} = {_v(row['value'])}"
         slo = slo_state_words(row.get("slo"))
         if row.get("runs") == 1 and row.get("status") == "tried once":
-            facts = f"{f['objective']} {fmt(row.get('mean'), f['unit'])}"
+            facts = f"{metric_label(f['objective'])} {fmt(row.get('mean'), f['unit'])}"
             facts += f", {slo_checks_text(row.get('slo'))}" if slo else ""
             out.append(f"{head}: tried once, no interval yet: {facts}")
             continue
