@@ -23,11 +23,19 @@ TEXT_ELEMENTS = (
 )
 
 
-def open_page(page: str | None, setup: Callable[[AppTest], None] | None = None) -> AppTest:
-    """The home page, then (with `setup` applied first: query params, session state) `page`."""
+def open_page(
+    page: str | None,
+    setup: Callable[[AppTest], None] | None = None,
+    home_first: bool = False,
+) -> AppTest:
+    """`page` (the home page when None) opened from a link, as a browser does: app.py's
+    navigation runs with that page (with `setup` applied first: query params, session state).
+    `home_first`: the home page is drawn first and the page reached from it (a render more; only
+    for a test about the renders themselves)."""
     at = AppTest.from_file(APP, default_timeout=60)
-    at.run()
-    assert not at.exception, at.exception
+    if page is None or home_first:
+        at.run()
+        assert not at.exception, at.exception
     if page:
         if setup:
             setup(at)

@@ -84,7 +84,7 @@ def test_app_py_is_the_entry_and_the_sidebar_still_reads_home_first(
     the entry by its file: app.py read "app"); app.py's navigation names each page itself, and
     every page keeps its label and URL path (bookmarks go on working)."""
     sent = _navigation_sent(monkeypatch)
-    at = open_page("app_pages/3_Live.py")
+    at = open_page("app_pages/3_Live.py", home_first=True)
     assert [p.url_pathname for p in sent[-1].app_pages] == [path for _, path in SIDEBAR]
     for nav in sent:  # Home, then Live: app.py drew the sidebar both times (no legacy pages/ mode)
         assert [(p.page_name, p.url_pathname) for p in nav.app_pages] == SIDEBAR
@@ -111,7 +111,7 @@ def test_a_render_reads_through_one_connection_closed_when_the_page_is_drawn(
         return opened[-1]
 
     monkeypatch.setattr(ui.common, "open_db", counted)
-    at = open_page("app_pages/2_Runs.py")  # Home, then Runs with a run's findings
+    at = open_page("app_pages/2_Runs.py", home_first=True)  # Home, then Runs with findings
     assert "Findings for run" in page_text(at)
     assert len(opened) == 2  # one per render: Home's, Runs'
     monkeypatch.setenv("TUNING_LAB_DB", str(dashboard_lab["db"].parent / "empty.db"))

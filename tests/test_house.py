@@ -6,7 +6,9 @@ from __future__ import annotations
 import ast
 import functools
 import re
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TypeVar
 
 REPO = Path(__file__).resolve().parents[1]
 SKIP = {".venv", ".engine", "data", "node_modules", ".carry", "out"}
@@ -19,6 +21,7 @@ APP = [
 ]
 MAKE_AND_SH = [REPO / "Makefile", *REPO.glob(".ci/*"), *REPO.rglob("*.sh")]
 MAX_LINES = 500
+T = TypeVar("T", bound=ast.AST)
 
 # What each layer may not import (top-level package names).
 FORBIDDEN: dict[str, set[str]] = {
@@ -39,10 +42,26 @@ def _tree(path: Path) -> ast.Module:
     return ast.parse(path.read_text(), str(path))
 
 
+@functools.cache
+def _nodes(tree: ast.AST) -> dict[type[ast.AST], list[ast.AST]]:
+    """Each tree walked once for every rule (a walk per rule cost more than the parse), its
+    nodes grouped by type in walk order; planted trees of the self-tests go through it too."""
+    out: dict[type[ast.AST], list[ast.AST]] = {}
+    for node in ast.walk(tree):
+        out.setdefault(type(node), []).append(node)
+    return out
+
+
+def _of(tree: ast.AST, *kinds: type[T]) -> list[T]:
+    """The nodes of `tree` of these exact types (one kind's nodes in walk order)."""
+    found = _nodes(tree)
+    return [n for kind in kinds for n in found.get(kind, [])]  # type: ignore[misc]
+
+
 def imported_packages(tree: ast.AST) -> set[str]:
     """Top-level names of every absolute import, wherever it stands (function bodies too)."""
     out: set[str] = set()
-    for node in ast.walk(tree):
+    for node in _of(tree, ast.Import, ast.ImportFrom):
         if isinstance(node, ast.Import):
             out |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -67,7 +86,7 @@ def imported_modules(name: str, tree: ast.AST, known: set[str], is_package: bool
     are resolved against `name`."""
     out: set[str] = set()
     package = name if is_package else name.rpartition(".")[0]
-    for node in ast.walk(tree):
+    for node in _of(tree, ast.Import, ast.ImportFrom):
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -90,7 +109,7 @@ def imported_modules(name: str, tree: ast.AST, known: set[str], is_package: bool
     return out
 
 
-def import_graph(trees: dict[str, tuple[ast.AST, bool]]) -> dict[str, set[str]]:
+def import_graph(trees: Mapping[str, tuple[ast.AST, bool]]) -> dict[str, set[str]]:
     """Module -> the modules it imports, for the modules given (name -> (tree, is_package))."""
     known = set(trees)
     return {
@@ -172,11 +191,10 @@ def _closed_path(edges: dict[str, set[str]], component: set[str]) -> list[str]:
 
 def _docstrings(tree: ast.AST) -> set[int]:
     ids = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-                ids.add(id(body[0].value))
+    for node in _of(tree, ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef):
+        body = node.body  # type: ignore[attr-defined]
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            ids.add(id(body[0].value))
     return ids
 
 
@@ -186,7 +204,7 @@ def sql_outside_store(rel: Path, tree: ast.AST) -> list[str]:
         return []
     out = []
     docs = _docstrings(tree)
-    for node in ast.walk(tree):
+    for node in _of(tree, ast.Constant, ast.Call):
         if (
             isinstance(node, ast.Constant)
             and isinstance(node.value, str)
@@ -244,7 +262,7 @@ def test_the_sql_check_sees_sql() -> None:
 
 
 def _calls(tree: ast.AST) -> list[ast.Call]:
-    return [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    return _of(tree, ast.Call)
 
 
 def test_no_source_builds_a_shell_command() -> None:
@@ -322,7 +340,9 @@ def test_nothing_binds_all_interfaces() -> None:
 ALLOWED_CYCLE_EDGES: frozenset[tuple[str, str]] = frozenset()
 
 
+@functools.cache
 def _tuning_graph() -> dict[str, set[str]]:
+    """The import graph of tuning/, built once for the three rules that read it (not changed)."""
     trees = {
         module_name(p.relative_to(REPO)): (_tree(p), p.name == "__init__.py")
         for p in APP

@@ -106,7 +106,9 @@ def test_refusals_are_one_line_and_write_nothing(
 
 
 def test_search_confirm_repeats_the_choice_against_its_rival_until_decided(
-    lab_home: Path, tuning_cli: Callable[..., CompletedProcess[str]]
+    lab_home: Path,
+    tuning_cli: Callable[..., CompletedProcess[str]],
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """`search --confirm`: the leader (two values tried once: undecided) runs against its closest
     rival until decided, and the confirm's result is part of the search's record: the choice in
@@ -141,11 +143,13 @@ def test_search_confirm_repeats_the_choice_against_its_rival_until_decided(
     assert exp["name"].startswith("confirm search 1: concurrency") and exp["repeats_auto"] == 1
     assert (exp["max_repeats"], exp["budget_minutes"]) == (4, 30.0)  # it used to have no budget
     assert stored["confirm"] == confirm and stored["choice"]["chosen"] == choice["chosen"]
-    shown = tuning_cli(["search", "show", "1", "--db", str(db), "--json"], lab_home)
-    facts = json.loads(shown.stdout)
+    # `search show` reads only the store: in-process, as the tests above call it
+    code, out, err = _cli(["search", "show", "1", "--db", str(db), "--json"], capsys)
+    assert code == 0, err
+    facts = json.loads(out)
     assert facts["confirm"] == confirm and facts["chosen"] == choice["chosen"]
     assert f"confirm experiment {confirm['experiment_id']}" in facts["choice"]["line"]
-    text = tuning_cli(["search", "show", "1", "--db", str(db)], lab_home).stdout.splitlines()
+    text = _cli(["search", "show", "1", "--db", str(db)], capsys)[1].splitlines()
     assert text[2] == facts["choice"]["line"], text[2]
     assert any(w in text[2] for w in ("after the confirm", "confirmed", "overturned")), text[2]
     assert " vs " in text[-1] and " on output throughput: " in text[-1], text[-1]  # not the key

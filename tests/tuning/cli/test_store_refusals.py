@@ -20,6 +20,7 @@ from store import connect, snapshot
 from store.db import NewerSchemaError
 from tests.checks import db_fingerprint
 from tests.factories import seed_clean_lab
+from tuning.cli.main import main
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "examples" / "h200" / "lab-h200.db.xz"
@@ -111,18 +112,21 @@ def _companions(path: Path) -> list[str]:
 
 
 def test_read_only_commands_leave_a_copy_of_the_example_byte_identical(
-    tmp_path: Path, tuning_cli: Cli
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Each command is the CLI's main in this process (the same code a subprocess runs, without
+    three interpreter start-ups): whatever it opened is closed by the time it returns."""
     copy = tmp_path / "lab-h200.db"
     shutil.copy(snapshot.expanded(EXAMPLE), copy)
     sha = _sha(copy)
+    monkeypatch.setenv("TUNING_LAB_HOME", str(tmp_path / "home"))
     for args in (
         ["runs", "--json"],
         ["compare", "--experiment", "1"],
         ["report", "--experiment", "1", "--out", str(tmp_path / "r.html")],
     ):
-        out = tuning_cli([*args, "--db", str(copy)], tmp_path / "home", timeout=300)
-        assert out.returncode == 0, out.stderr
+        code = main([*args, "--db", str(copy)])
+        assert code == 0, capsys.readouterr().err
         assert _sha(copy) == sha, args
         assert _companions(copy) == [], args
 

@@ -13,32 +13,53 @@ from subprocess import CompletedProcess
 import pytest
 
 from store import connect, queries
+from tests.fakes.engines import fake_settings_env
+from tuning.cli.main import main
 
 FakeCli = Callable[..., CompletedProcess[str]]
 WORKLOAD = ["--num-requests", "4", "--concurrency", "2", "--input-len", "8", "--output-len", "4"]
 WORKLOAD += ["--num-warmups", "0", "--start-timeout", "240"]
 KNOB = "VLLM_RAY_EXTRA_ENV_VAR_PREFIXES_TO_COPY"  # "Comma-separated ... prefixes", as in vLLM
+Here = Callable[..., tuple[int, str, str]]
+
+
+@pytest.fixture
+def here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Here:
+    """`here(*ARGS)` -> (exit code, stdout, stderr): the CLI's main in this process, with the lab
+    and engine fake_cli's subprocess has (tmp_path, the fake vLLM). For what reads the flags or
+    the store, or is refused before any work: an interpreter's start-up proves nothing more."""
+    for name, value in fake_settings_env(tmp_path).items():
+        monkeypatch.setenv(name, value)
+
+    def call(*args: str) -> tuple[int, str, str]:
+        code = main(list(args))
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return call
 
 
 def test_scheduling_policy_runs_and_the_engine_record_is_stored(
-    fake_cli: FakeCli, fake_vllm_python: str, tmp_path: Path
+    fake_cli: FakeCli, fake_vllm_python: str, tmp_path: Path, here: Here
 ) -> None:
-    listed = fake_cli(tmp_path, "flags", "--json", "--search", "schedul")
-    assert listed.returncode == 0, listed.stderr
-    flags = {f["name"]: f for f in json.loads(listed.stdout)["flags"]}
+    code, listed, err = here("flags", "--json", "--search", "schedul")
+    assert code == 0, err
+    flags = {f["name"]: f for f in json.loads(listed)["flags"]}
     assert flags["scheduling-policy"]["choices"] == ["fcfs", "priority"]
     assert flags["async-scheduling"]["status"] == "tunable"
-    text = fake_cli(tmp_path, "flags", "--search", "schedul").stdout  # each flag with its help
+    text = here("flags", "--search", "schedul")[1]  # each flag with its help
     assert "--scheduling-policy (choice {fcfs,priority}; default 'fcfs')\n     " in text
     assert "(default fcfs)" in text
-    knobs = fake_cli(tmp_path, "flags", "--env").stdout
+    knobs = here("flags", "--env")[1]
     assert "VLLM_FAKE_STEPS (int; default 4)\n     Decode steps per fake scheduler tick" in knobs
     assert "LD_LIBRARY_PATH" not in knobs  # not vLLM's own
     args = ["--repeats", "1", "--param", "scheduling-policy", "--values", "fcfs,priority"]
     args += [*WORKLOAD, "--json"]
     done = fake_cli(tmp_path, "experiment", *args)
     assert done.returncode == 0, done.stdout + done.stderr
-    runs = json.loads(fake_cli(tmp_path, "runs", "--json").stdout)
+    runs = json.loads(here("runs", "--json")[1])
     assert sorted((r["value"], r["status"]) for r in runs) == [
         ("fcfs", "done"),
         ("priority", "done"),
@@ -50,14 +71,13 @@ def test_scheduling_policy_runs_and_the_engine_record_is_stored(
         assert run["config_mismatch"] == []
 
 
-def test_flags_shows_what_is_never_tuned_inside_a_flag(fake_cli: FakeCli, fake_vllm_python: str,
-                                                       tmp_path: Path) -> None:  # fmt: skip
+def test_flags_shows_what_is_never_tuned_inside_a_flag(fake_vllm_python: str, here: Here) -> None:
     """Issue 41 case 10 in the listing: a class-typed flag offers only its named options, a JSON
     flag names the keys the lab refuses inside it, and a class flag is refused with the code
     reason."""
-    listed = fake_cli(tmp_path, "flags", "--json")
-    assert listed.returncode == 0, listed.stderr
-    flags = {f["name"]: f for f in json.loads(listed.stdout)["flags"]}
+    code, listed, err = here("flags", "--json")
+    assert code == 0, err
+    flags = {f["name"]: f for f in json.loads(listed)["flags"]}
     backend = flags["distributed-executor-backend"]
     assert backend["status"] == "tunable"
     assert backend["choices"] == ["external_launcher", "mp", "ray", "uni"]
@@ -65,11 +85,12 @@ def test_flags_shows_what_is_never_tuned_inside_a_flag(fake_cli: FakeCli, fake_v
     for name in ("scheduler-cls", "fake-worker-hook", "fake-dump-path"):
         assert flags[name]["status"] == "refused", name
         assert "reads a file or loads code" in flags[name]["reason"], name
-    text = fake_cli(tmp_path, "flags", "--search", "structured").stdout
+    text = here("flags", "--search", "structured")[1]
     assert "never tuned inside it: reasoning_parser_plugin" in text
 
 
-def test_refusals_write_nothing(fake_cli: FakeCli, fake_vllm_python: str, tmp_path: Path) -> None:
+def test_refusals_write_nothing(fake_vllm_python: str, here: Here) -> None:
+    """Each refusal in this process (`here`): it comes before any work."""
     cases = {
         "trust-remote-code": (
             "false,true",
@@ -86,19 +107,11 @@ def test_refusals_write_nothing(fake_cli: FakeCli, fake_vllm_python: str, tmp_pa
         "scheduler-cls": ("some.module.Sched", "never tuned by the lab: it reads a file"),
     }
     for param, (values, message) in cases.items():
-        done = fake_cli(
-            tmp_path,
-            "experiment",
-            "--repeats",
-            "1",
-            "--param",
-            param,
-            "--values",
-            values,
-            *WORKLOAD,
-        )
-        assert done.returncode == 1 and message in done.stderr, (param, done.stderr)
-    assert json.loads(fake_cli(tmp_path, "runs", "--json").stdout) == []
+        args = ["--repeats", "1", "--param", param, "--values", values, *WORKLOAD]
+        code, _, err = here("experiment", *args)
+        assert code == 1 and message in err, (param, err)
+    code, out, _ = here("runs", "--json")
+    assert code == 0 and json.loads(out) == []
 
 
 def test_a_comma_inside_a_text_value_is_refused_unquoted_and_one_value_quoted(

@@ -13,6 +13,7 @@ from subprocess import CompletedProcess
 import pytest
 
 from store import connect, queries
+from tuning.cli.main import main
 
 FakeCli = Callable[..., CompletedProcess[str]]
 WORKLOAD = ["--num-requests", "8", "--concurrency", "2", "--input-len", "8", "--output-len", "64"]
@@ -20,7 +21,11 @@ WORKLOAD += ["--num-warmups", "0", "--start-timeout", "240", "--repeats", "3"]
 
 
 def test_stream_interval_16_differs_in_chunk_size_and_is_better_per_token(
-    fake_cli: FakeCli, fake_vllm_python: str, tmp_path: Path
+    fake_cli: FakeCli,
+    fake_vllm_python: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     args = ["--param", "stream-interval", "--values", "1,16", *WORKLOAD, "--json"]
     done = fake_cli(tmp_path, "experiment", *args, faults="itl_ms=5")
@@ -35,16 +40,19 @@ def test_stream_interval_16_differs_in_chunk_size_and_is_better_per_token(
         assert abs(run["mean_tokens_per_chunk"] - chunks) < 1e-9, run["mean_tokens_per_chunk"]
         assert run["summary"]["mean_tokens_per_chunk"] == run["mean_tokens_per_chunk"]
         assert run["mean_itl_per_token_ms"] is not None and run["p99_itl_per_token_ms"] is not None
-    shown = fake_cli(tmp_path, "compare", "--experiment", "1")
-    assert shown.returncode == 0, shown.stderr
-    lines = shown.stdout.splitlines()
+    # compare reads only the store: in-process (the CLI's start-up is not what this test is about)
+    db = str(tmp_path / "lab.db")
+    monkeypatch.setenv("TUNING_LAB_HOME", str(tmp_path))  # the lab fake_cli ran in
+    assert main(["compare", "--db", db, "--experiment", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
     [itl] = [x for x in lines if x.strip().startswith("mean ITL  ")]
     assert "worse" in itl and "chunk size differs (1 → 12.8 tokens a chunk)" in itl, itl
     [tpot] = [x for x in lines if x.strip().startswith("mean TPOT  ")]
     [per_token] = [x for x in lines if x.strip().startswith("mean ITL per token  ")]
     for line in (tpot, per_token):
         assert " better (" in line and "chunk size" not in line, line
-    data = json.loads(fake_cli(tmp_path, "compare", "--experiment", "1", "--json").stdout)
+    assert main(["compare", "--db", db, "--experiment", "1", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
     verdicts = {r["metric"]: r["verdict"] for r in data["rows"] if r["role"] == "candidate"}
     assert verdicts["mean_tpot_ms"] == verdicts["mean_itl_per_token_ms"] == "better"
     assert data["chunks"]["note"].startswith("chunk size differs (1 → 12.8 tokens a chunk)")
