@@ -428,6 +428,22 @@ def start_server(*settings: str) -> dict[str, Any] | None:
     return state
 
 
+def search_result(
+    key: str, done: subprocess.CompletedProcess[str], wall_s: float, name: str
+) -> dict[str, Any]:
+    """A search step's result: its exit code, wall time and `--json` output (the tail of what it
+    printed when that is not JSON), also written to ACC/name for `collect`."""
+    out: dict[str, Any] = {"key": key, "rc": done.returncode, "wall_s": wall_s}
+    text = done.stdout or ""
+    if "{" in text:
+        try:
+            out["search"] = json.loads(text[text.index("{") :])
+        except ValueError:
+            out["stdout"] = text[-3000:]
+    (ACC / name).write_text(json.dumps(out, indent=2, default=str))
+    return out
+
+
 def search() -> dict[str, Any]:
     """(f) `tuning search` over the concurrency under a p99 TTFT SLO, attached to one server."""
     state = start_server("kv-cache-memory-bytes=4G", "enforce-eager=true")
@@ -447,14 +463,7 @@ def search() -> dict[str, Any]:
         done = call(argv, timeout=1500, stdout_only=True)
     finally:
         call([sys.executable, "-m", "tuning", "server", "stop"], timeout=120)
-    out: dict[str, Any] = {"key": "f", "rc": done.returncode, "wall_s": time.monotonic() - t}
-    text = done.stdout or ""
-    if "{" in text:
-        try:
-            out["search"] = json.loads(text[text.index("{") :])
-        except ValueError:
-            out["stdout"] = text[-3000:]
-    (ACC / "search-h200.json").write_text(json.dumps(out, indent=2, default=str))
+    out = search_result("f", done, time.monotonic() - t, "search-h200.json")
     log(f"search (f): chosen {out.get('search', {}).get('chosen')} rc {done.returncode}")
     return out
 
@@ -490,14 +499,7 @@ def search_confirm() -> dict[str, Any]:
     ]  # fmt: skip
     t = time.monotonic()
     done = call(argv, timeout=3000, stdout_only=True)
-    out: dict[str, Any] = {"key": "n", "rc": done.returncode, "wall_s": time.monotonic() - t}
-    text = done.stdout or ""
-    if "{" in text:
-        try:
-            out["search"] = json.loads(text[text.index("{") :])
-        except ValueError:
-            out["stdout"] = text[-3000:]
-    (ACC / "search-confirm.json").write_text(json.dumps(out, indent=2, default=str))
+    out = search_result("n", done, time.monotonic() - t, "search-confirm.json")
     found = out.get("search", {})
     log(f"search (n): choice {json.dumps(found.get('choice'))} rc {done.returncode}")
     return out
