@@ -34,7 +34,8 @@ def test_make_run_and_doctor_on_a_gpu_box_with_the_real_engine_behind_a_vllm_shi
         timeout=300,
     )
     assert make.returncode == 0, make.stdout + make.stderr
-    assert f"using your vLLM {built_engine.vllm_version} (PATH)" in make.stdout
+    # `engine detect --choice` prints its choice on stdout and its words on stderr
+    assert f"using your vLLM {built_engine.vllm_version} (PATH)" in make.stderr
     assert "-m tuning engine setup" not in make.stdout
     doctor = subprocess.run(
         [sys.executable, "-m", "tuning", "doctor", "--json", "--no-import", "--port", "1"],
