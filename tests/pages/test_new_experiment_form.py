@@ -13,21 +13,9 @@ from streamlit.testing.v1 import AppTest
 
 from store import connect, queries
 from tests.apptest import open_page, page_text
-from tests.fakes.engines import fake_settings_env
 from tuning.experiment.size import DEFAULT_BUDGET_MINUTES, DEFAULT_MAX_REPEATS
 
 CLI_FLAG = re.compile(r"(?:^|\s)--[a-z]")
-
-
-@pytest.fixture
-def spawned(lab_home: Path, monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    for name, value in fake_settings_env(lab_home).items():
-        monkeypatch.setenv(name, value)
-    started: list[int] = []
-    monkeypatch.setattr(
-        "tuning.experiment.supervisor.spawn_runner", lambda path, exp_id: started.append(exp_id)
-    )
-    return started
 
 
 def _estimate(at: AppTest) -> str:

@@ -5,25 +5,9 @@ is an error next to its field, with Start off."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-
 from tests.apptest import open_page
-from tests.fakes.engines import fake_settings_env
 
 DEEP = "[" * 5_000 + "]" * 5_000
-
-
-@pytest.fixture
-def spawned(lab_home: Path, monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    for name, value in fake_settings_env(lab_home).items():
-        monkeypatch.setenv(name, value)
-    started: list[int] = []
-    monkeypatch.setattr(
-        "tuning.experiment.supervisor.spawn_runner", lambda path, exp_id: started.append(exp_id)
-    )
-    return started
 
 
 def test_ten_thousand_values_wait_for_a_tick_that_says_how_many(spawned: list[int]) -> None:

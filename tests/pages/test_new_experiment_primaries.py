@@ -6,22 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from store import connect, queries
 from tests.apptest import open_page
-from tests.fakes.engines import fake_settings_env
-
-
-@pytest.fixture
-def spawned(lab_home: Path, monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    for name, value in fake_settings_env(lab_home).items():
-        monkeypatch.setenv(name, value)
-    started: list[int] = []
-    monkeypatch.setattr(
-        "tuning.experiment.supervisor.spawn_runner", lambda path, exp_id: started.append(exp_id)
-    )
-    return started
 
 
 def test_the_defaults_are_stored(spawned: list[int], lab_home: Path) -> None:

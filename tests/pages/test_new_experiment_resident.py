@@ -10,18 +10,6 @@ import pytest
 
 from store import connect, queries
 from tests.apptest import open_page
-from tests.fakes.engines import fake_settings_env
-
-
-@pytest.fixture
-def spawned(lab_home: Path, monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    for name, value in fake_settings_env(lab_home).items():
-        monkeypatch.setenv(name, value)
-    started: list[int] = []
-    monkeypatch.setattr(
-        "tuning.experiment.supervisor.spawn_runner", lambda path, exp_id: started.append(exp_id)
-    )
-    return started
 
 
 @pytest.mark.parametrize(("checked", "asked"), [(True, "auto"), (False, "off")])
