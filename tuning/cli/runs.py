@@ -6,6 +6,7 @@ import argparse
 import json
 from typing import Any
 
+from core.failure_kinds import failure_words
 from core.status import suspect_reasons
 from tuning.cli.args import db_path, printable, refused, say
 from tuning.engine.value_text import value_words
@@ -38,7 +39,7 @@ RUN_KEYS = (
 # The numbers the `runs` table shows (besides failed requests).
 _RUNS_TABLE = ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")
 # The stored text in a `runs` row: printed through `printable`, so one cell stays one line.
-_RUNS_TEXT = ("param", "value", "status", "failure_kind")
+_RUNS_TEXT = ("param", "value", "status")
 # Columns of a run row that `runs --json` carries as they are.
 RUN_COLUMNS = (
     "id",
@@ -98,7 +99,8 @@ def runs(args: argparse.Namespace) -> int:
     )
     for r in rows:
         tps, ttft, tpot = (fmt(r[k], spec="{:.1f}", none="-") for k in _RUNS_TABLE)
-        param, value, status, kind = (printable(r[k] or "") for k in _RUNS_TEXT)  # one line each
+        param, value, status = (printable(r[k] or "") for k in _RUNS_TEXT)  # one line each
+        kind = printable(failure_words(r["failure_kind"]))  # its words; --json keeps the key
         value = printable(value_words(r["value"] or ""))  # a list value: 1, 2, 4, 8
         say(
             f"{r['id']:>4} {r['experiment_id']:>4} {param:22} {value:>8} "

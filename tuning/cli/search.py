@@ -275,6 +275,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from tuning.compare.catalog import METRIC_BY_KEY, metric_label
     from tuning.compare.present import fmt
+    from tuning.decide.search.words import failed_words
     from tuning.engine.value_text import format_value
 
     objective = result["objective"]
@@ -282,7 +283,7 @@ def run(args: argparse.Namespace) -> int:
     for e in result["log"]:
         say(
             f"step {e['step']}: {args.param} = {format_value(e['value'])} run {e['run_id']} "
-            f"{e['status']} "
+            f"{e['status']}{failed_words(e)} "
             f"{metric_label(objective)} {fmt(e.get(objective), unit)} ({e['why']})"
         )
     if limit := result["start_limit"]:

@@ -118,7 +118,7 @@ STEP_ENDS = {
     "lab_error": (
         {"status": "failed", "failure_kind": "lab_error"},
         "failed",
-        "failed (lab_error: x)",
+        "failed (a lab error: x)",  # the kind in words, as the step lines say it
     ),
     "cancelled": ({"status": "cancelled"}, "cancelled", "cancelled (x)"),
 }

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.failure_kinds import failure_words
 from core.status import Status, is_active
 from store import connect, queries
 from tuning.compare.catalog import METRIC_BY_KEY
@@ -339,13 +340,14 @@ def typed_tree(data: Any, space: Space) -> Any:
 
 def _unmeasured(db_path: Path, exp_id: int, step: str) -> StepUnmeasured | None:
     """The error for a step whose experiment measured nothing, saying why ('run 7 failed
-    (port_in_use: ...)'), or None when one of its runs says something of its value."""
+    (port already in use: ...)'), or None when one of its runs says something of its value."""
     with connect(db_path, readonly=True) as db:
         runs = queries.list_runs(db, exp_id, True)
     if any(evidence(r) != NOTHING for r in runs):
         return None
     last = runs[-1] if runs else {}
-    why = ": ".join(str(x) for x in (last.get("failure_kind"), last.get("failure_reason")) if x)
+    kind = failure_words(last.get("failure_kind"))  # in words, as the step lines say it
+    why = ": ".join(str(x) for x in (kind, last.get("failure_reason")) if x)
     said = f"run {last['id']} {last['status']}" if last else "no run was written"
     return StepUnmeasured(
         f"{step} measured nothing: {said}"

@@ -24,7 +24,7 @@ from tuning.decide.search.choice import choice
 from tuning.decide.search.confirm import confirm_values, confirm_verdict
 from tuning.decide.search.driver import NAME_PREFIX, SearchSpec
 from tuning.decide.search.record import Progress, progress
-from tuning.decide.search.words import choice_line, value_lines
+from tuning.decide.search.words import choice_line, failed_words, value_lines
 from tuning.engine.params import format_value, get_param
 
 
@@ -138,7 +138,7 @@ def search_lines(f: Mapping[str, Any]) -> list[str]:
         slo = "" if under is None else (" under the SLOs" if under else " over the SLOs")
         out.append(
             f"  step {e['step']}: {f['param']} = {format_value(e['value'])}, "
-            f"run {e['run_id']} {e['status']}, "
+            f"run {e['run_id']} {e['status']}{failed_words(e)}, "
             f"{name} {measured}{slo} ({e['why']})"
         )
     out.append(confirm_line(f))

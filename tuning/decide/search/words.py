@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from core.failure_kinds import failure_words
 from core.units import fmt
 from tuning.compare.catalog import metric_label
 from tuning.engine.value_text import format_value
@@ -23,6 +24,13 @@ def _v(value: Any) -> str:
 
 def _values(values: Sequence[Any]) -> str:
     return ", ".join(_v(v) for v in values)
+
+
+def failed_words(step: Mapping[str, Any]) -> str:
+    """' (out of memory)' after a failed step's status: its failure kind in words, as the pages
+    say it (--json keeps the key); '' for a step that did not fail."""
+    said = failure_words(step.get("failure_kind"))
+    return f" ({said})" if said else ""
 
 
 def pct_interval(found: Mapping[str, Any]) -> str:
