@@ -195,24 +195,26 @@ def render_checks(comparison: Comparison) -> None:
     with st.container(key="cmp_checks"):
         excluded = comparison.excluded
         summary = comparability_text(comparison, lambda s: f"**{md_escape(s)}**")
-        if not excluded:  # all is well: one line
+        imported = any(s.imported for s in comparison.sides)  # what a file lacks is unchecked
+        if not excluded and not imported:  # all is well: one line
             st.caption(f"{ICONS['ok']} **Comparability:** {summary}")
         else:
             st.warning(f"**Comparability:** {summary}")
-            st.dataframe(
-                pd.DataFrame(
-                    [
-                        {
-                            "run": c.run_id,
-                            "baseline run": c.baseline_id,
-                            "why not comparable": c.reason,
-                        }
-                        for c in excluded
-                    ]
-                ),
-                hide_index=True,
-                key="cmp_not_comparable",
-            )
+            if excluded:
+                st.dataframe(
+                    pd.DataFrame(
+                        [
+                            {
+                                "run": c.run_id,
+                                "baseline run": c.baseline_id,
+                                "why not comparable": c.reason,
+                            }
+                            for c in excluded
+                        ]
+                    ),
+                    hide_index=True,
+                    key="cmp_not_comparable",
+                )
         unapplied = [(s.label, why) for s in comparison.sides for why in s.not_applied]
         if unapplied:  # the words come from engine logs, maybe a teammate's: a table, not markdown
             st.warning(NOT_APPLIED)

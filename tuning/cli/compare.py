@@ -182,7 +182,6 @@ def format_comparison(comparison: Comparison, recommendation: str | None = None)
         drift_text,
         failed_text,
         fmt,
-        imported_text,
         noise_text,
         not_applied_text,
         reused_text,
@@ -199,7 +198,6 @@ def format_comparison(comparison: Comparison, recommendation: str | None = None)
     ]
     notes = [not_applied_text(comparison), reused_text(comparison), failed_text(comparison)]
     notes.append(suspect_text(comparison))
-    notes.append(imported_text(comparison))
     notes.append(slo_text(comparison.slo_ms))
     lines += [text for text in notes if text]
     b = comparison.baseline

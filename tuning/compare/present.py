@@ -222,15 +222,24 @@ def verdict_rule(
 
 
 def comparability_text(comparison: Comparison, mark: Mark = _plain) -> str:
-    """Either 'All N runs are comparable: ...' or how many runs were left out and why."""
+    """Either 'All N runs are comparable: ...' or how many runs were left out and why; runs read
+    from a result file are said first (imported_text): comparability cannot vouch for what the
+    file does not hold, so the line claims only what was checked."""
     n = comparison.run_count
     excluded = comparison.excluded
+    imported = imported_text(comparison, mark)
+    first = f"{imported} " if imported else ""
     if excluded:
-        return (
+        return first + (
             f"{len(excluded)} run(s) left out: not comparable with baseline run "
             f"{excluded[0].baseline_id}. {n} run(s) compared."
         )
     what = f" — parameter {mark(comparison.param)}" if comparison.param else ""
+    if imported:
+        return first + (
+            f"Of what is known, all {n} runs agree: same workload fingerprint (as the files "
+            f"describe the load) and model{what}." + _node_note(comparison)
+        )
     return (
         f"All {n} runs are comparable: same workload fingerprint, model, engine and vLLM "
         f"version, hardware; exactly one parameter differs{what}." + _node_note(comparison)
@@ -295,17 +304,21 @@ def reused_text(comparison: Comparison) -> str | None:
     )
 
 
-def imported_text(comparison: Comparison) -> str | None:
-    """The runs read from another tool's file: their fingerprint is incomplete (the engine's
-    configuration beyond the named parameter is unknown), so comparability cannot vouch for it."""
-    imported = [text for s in comparison.sides for text in s.imported]
+def imported_text(comparison: Comparison, mark: Mark = _plain) -> str | None:
+    """The runs read from another tool's file, and what their fingerprint lacks (the engine, its
+    vLLM version, the hardware and the server's configuration beyond the named parameter), said
+    once, in the comparability line (comparability_text); None when no run was imported. The
+    runs' names (their tool, from the store) go through `mark`, which escapes for the page."""
+    imported = [mark(text) for s in comparison.sides for text in s.imported]
     if not imported:
         return None
+    param = mark(comparison.param) if comparison.param else "the parameter named at import"
     return (
         f"Imported from result files: {len(imported)} of {comparison.run_count} runs "
         f"({'; '.join(imported)}). Their fingerprint is incomplete: the file does not hold the "
-        "server's configuration, so only the parameter named at import is known; that nothing "
-        "else changed between them is the importer's word, not checked."
+        f"engine, its vLLM version, the hardware or the server's configuration beyond {param}, "
+        f"so these are unknown, and that only {param} differs is the importer's word, not "
+        "checked."
     )
 
 

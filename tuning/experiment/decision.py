@@ -53,7 +53,10 @@ Run = Mapping[str, Any]
 
 def _costs(db: Database, exp: Mapping[str, Any]) -> Costs | None:
     """The engine's cost model, or None where the DB cannot say (a lab opened read-only before
-    its migrations): the estimate then rests on the experiment's own runs alone."""
+    its migrations, or an experiment imported from result files, which stores no workload to
+    model): the estimate then rests on the experiment's own runs alone."""
+    if not exp.get("workload"):
+        return None
     try:
         return with_switches(db, exp, costs_of(db, exp))  # resident repeats cost a switch
     except sqlite3.Error:

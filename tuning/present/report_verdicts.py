@@ -24,7 +24,6 @@ from tuning.compare.present import (
     comparability_text,
     drift_text,
     failed_text,
-    imported_text,
     noise_text,
     not_applied_text,
     reused_text,
@@ -70,7 +69,8 @@ def escaped(value: Any) -> str:
 
 
 def checks_section(comparison: Comparison) -> str:
-    css = "warn" if comparison.excluded else "ok"
+    imported = any(s.imported for s in comparison.sides)  # what a file lacks is unchecked
+    css = "warn" if comparison.excluded or imported else "ok"
     summary = comparability_text(comparison, lambda s: f"<b>{escaped(s)}</b>")
     parts = [f'<section id="comparability"><h2>Comparability</h2><p class="{css}">{summary}</p>']
     if comparison.excluded:
@@ -87,7 +87,6 @@ def checks_section(comparison: Comparison) -> str:
         (reused_text(comparison), ""),
         (failed_text(comparison), ""),
         (suspect_text(comparison), ' class="warn"'),
-        (imported_text(comparison), ' class="warn"'),
         (noise_text(comparison), ' class="muted"'),
         (slo_text(comparison.slo_ms), ""),
     ]

@@ -40,7 +40,9 @@ def test_different_nodes_are_comparable_with_a_warning() -> None:
     same = check_pair(base, _run(3, 4, node_id="aaaa", gpu_model="NVIDIA H200"))
     local = check_pair(_run(1, 2), _run(4, 4))  # local runs: no placement, no word
     assert not same.warnings and not local.warnings
-    comparison = SimpleNamespace(checks=[check, same], excluded=[], run_count=3, param="x")
+    comparison = SimpleNamespace(
+        checks=[check, same], excluded=[], run_count=3, param="x", sides=[]
+    )
     assert "different nodes" in comparability_text(comparison)  # type: ignore[arg-type]
     comparison.checks = [same]
     assert "different nodes" not in comparability_text(comparison)  # type: ignore[arg-type]
