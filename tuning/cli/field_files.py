@@ -110,6 +110,14 @@ def _selected(db: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
     return [r for r in queries.load_runs(db, ids) if r.get("status") in MEASURED]
 
 
+def _kv_mean(db: Any, run_id: int) -> float | None:
+    """The mean of a run's KV-cache usage samples (a fraction), or None without any."""
+    from store.timeseries import get_samples
+
+    values = [float(r["value"]) for r in get_samples(db, run_id, ["kv_cache_usage_perc"])]
+    return sum(values) / len(values) if values else None
+
+
 def _write(path: Path, doc: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=2, default=str, allow_nan=False) + "\n")
@@ -120,6 +128,7 @@ def export_field_files(args: argparse.Namespace) -> int:
     several: files under the folder --out)."""
     from store import StoreError, queries
     from store.db import connect
+    from tuning.cli.version import lab_version
     from tuning.present.field.benchmark_report import benchmark_report
     from tuning.present.field.vllm_bench import bench_result, sweep_files
 
@@ -144,9 +153,14 @@ def export_field_files(args: argparse.Namespace) -> int:
                     for r in runs
                     if r.get("experiment_id")
                 }
+                version = lab_version()  # its package metadata; "unknown" uninstalled
+                version = "unknown" if version.startswith("unknown") else version
                 files: dict[str, Any] = {
                     f"run-{r['id']}.json": benchmark_report(
-                        r, uids.get(int(r["experiment_id"] or 0))
+                        r,
+                        uids.get(int(r["experiment_id"] or 0)),
+                        tool_version=version,
+                        kv_mean=_kv_mean(db, int(r["id"])),
                     )
                     for r in runs
                 }

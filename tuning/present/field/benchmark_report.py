@@ -3,9 +3,13 @@ dict: `run` (uid = the run's uid, eid = its experiment's uid), `scenario.stack` 
 version, model, accelerator, the exact flags in `native.args`, `cfg_id` a hash of them),
 `scenario.load` (the lab's load generator and its workload), `results.request_performance`
 (requests, throughput, latency in seconds, from the run's summary: vLLM's TPOT is
-`time_per_output_token`, vLLM's ITL `inter_token_latency`). Repeats and verdicts have no field:
-`run.eid` groups an experiment's runs. The package validates it in the tests; the lab does not
-need it to write one."""
+`time_per_output_token`, vLLM's ITL `inter_token_latency`), and where the run has them its KV
+cache and its start: `results.observability.components[].aggregate.kv_cache_usage` (a fraction:
+the mean over its samples, the peak as `max`), `pod_startup_times` (the one server's time to
+healthy) and the KV capacity in tokens, which has no standardized slot, in the engine's
+`native.config`. The load's `tool_version` is the lab's own version, given by the caller (its
+package metadata). Repeats and verdicts have no field: `run.eid` groups an experiment's runs. The
+package validates it in the tests; the lab does not need it to write one."""
 
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ from typing import Any
 
 VERSION = "0.2.1"
 TOOL = "vllm-tuning-lab"
+LABEL = "vllm-0"  # the engine's label in the stack; observability names it
 # lab metric -> Benchmark Report latency field, and its unit
 _LATENCY = {
     "ttft": ("time_to_first_token", "s"),
@@ -82,8 +87,34 @@ def _time(run: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def benchmark_report(run: Mapping[str, Any], experiment_uid: str | None = None) -> dict[str, Any]:
-    """The Benchmark Report v0.2.1 of one stored run (a row as store.queries returns it)."""
+def _observability(run: Mapping[str, Any], kv_mean: float | None) -> dict[str, Any] | None:
+    """The run's KV-cache usage (mean over its samples, its stored peak as max: both a fraction
+    0..1, as vLLM's gauge) and its time to healthy as the one server's startup; None without
+    either."""
+    out: dict[str, Any] = {}
+    mean, peak = _num(kv_mean), _num(run.get("peak_kv_cache_usage_perc"))
+    if mean is not None:  # the schema needs a mean: a peak alone has no slot
+        usage = {"units": "fraction", "mean": mean, **({"max": peak} if peak is not None else {})}
+        out["components"] = [{"component_label": LABEL, "aggregate": {"kv_cache_usage": usage}}]
+    healthy = _num(run.get("time_to_healthy_s"))
+    if healthy is not None and healthy >= 0:
+        pod = {"name": LABEL, "model": str(run.get("model") or "unknown")}
+        out["pod_startup_times"] = {
+            "pods": [{**pod, "startup_seconds": healthy}],
+            "aggregate": {"units": "s", "mean": healthy, "min": healthy, "max": healthy},
+        }
+    return out or None
+
+
+def benchmark_report(
+    run: Mapping[str, Any],
+    experiment_uid: str | None = None,
+    *,
+    tool_version: str = "unknown",
+    kv_mean: float | None = None,
+) -> dict[str, Any]:
+    """The Benchmark Report v0.2.1 of one stored run (a row as store.queries returns it);
+    `tool_version` the lab's version, `kv_mean` the mean of its KV-cache usage samples."""
     summary: Mapping[str, Any] = run.get("summary") or {}
     workload: Mapping[str, Any] = run.get("workload") or {}
     args = _args(run)
@@ -91,8 +122,10 @@ def benchmark_report(run: Mapping[str, Any], experiment_uid: str | None = None) 
     failed = int(_num(summary.get("failed")) or 0)
     mean_in = (_num(summary.get("total_input_tokens")) or 0) / completed if completed else None
     mean_out = (_num(summary.get("total_output_tokens")) or 0) / completed if completed else None
+    capacity = run.get("kv_cache_tokens")  # what the engine said it allocated, in tokens
+    imported = str(run.get("origin") or "").startswith("file:")
     engine = {
-        "metadata": {"schema_version": "0.0.1", "label": "vllm-0", "cfg_id": _cfg_id(args)},
+        "metadata": {"schema_version": "0.0.1", "label": LABEL, "cfg_id": _cfg_id(args)},
         "standardized": {
             "kind": "inference_engine",
             "tool": "vllm",
@@ -106,7 +139,10 @@ def benchmark_report(run: Mapping[str, Any], experiment_uid: str | None = None) 
                 "parallelism": {"tp": int(_num(args.get("--tensor-parallel-size")) or 1)},
             },
         },
-        "native": {"args": args},
+        "native": {
+            "args": args,
+            **({"config": {"kv_cache_tokens": int(kv)}} if (kv := _num(capacity)) else {}),
+        },
     }
     concurrency = _num(workload.get("concurrency"))
     load = {
@@ -115,10 +151,8 @@ def benchmark_report(run: Mapping[str, Any], experiment_uid: str | None = None) 
             "cfg_id": str(run.get("workload_fingerprint") or ""),
         },
         "standardized": {
-            "tool": TOOL
-            if not str(run.get("origin") or "").startswith("file:")
-            else str(run["origin"])[5:],
-            "tool_version": "0.1.0",
+            "tool": str(run["origin"])[5:] if imported else TOOL,
+            "tool_version": "unknown" if imported else tool_version,  # another tool's load
             "source": "random",
             "input_seq_len": _seq_len(mean_in),
             "output_seq_len": _seq_len(mean_out),
@@ -144,16 +178,13 @@ def benchmark_report(run: Mapping[str, Any], experiment_uid: str | None = None) 
             **({"eid": experiment_uid} if experiment_uid else {}),
             "time": _time(run),
             "description": f"{run.get('param')} = {run.get('value')}"
-            + (
-                f" (imported: {run['origin']})"
-                if str(run.get("origin") or "").startswith("file:")
-                else ""
-            ),
+            + (f" (imported: {run['origin']})" if imported else ""),
         },
         "scenario": {"stack": [engine], "load": load},
         "results": {
             "request_performance": {
                 "aggregate": {"requests": requests, "throughput": throughput, "latency": latency}
-            }
+            },
+            **({"observability": seen} if (seen := _observability(run, kv_mean)) else {}),
         },
     }

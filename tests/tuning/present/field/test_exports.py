@@ -119,3 +119,52 @@ def test_export_reimports_as_the_same_numbers(two_values: tuple[Path, int], tmp_
     other = tmp_path / "other.db"
     result = import_field(other, out)
     assert len(result.runs_added) == 4
+
+
+def test_benchmark_report_carries_the_kv_cache_start_and_labs_version(
+    fresh_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run measured here has a KV capacity, a peak KV usage with its samples and a time to
+    healthy: the report left their slots empty, and said tool_version "0.1.0" whatever the lab
+    was. They are filled from the run (validated by llm-d's package), the version is the lab's
+    package's, and an imported run (no such facts) leaves them out."""
+    from importlib import metadata
+
+    import llmd_benchmark_report as llmd
+    import numpy as np
+
+    from store import connect
+    from tests.factories import add_experiment, add_run
+
+    real = metadata.version  # the lab's package metadata says 9.9.9 (it said 0.1.0 anyway)
+    monkeypatch.setattr(
+        metadata, "version", lambda name: "9.9.9" if name == "vllm-tuning-lab" else real(name)
+    )
+    with connect(fresh_db) as db:
+        exp = add_experiment(db, values=[16])
+        rid = add_run(db, exp, seq=0, value=16, rng=np.random.default_rng(3))
+    out = tmp_path / "one.json"
+    assert _export(fresh_db, str(rid), "--format", "benchmark-report", "--out", str(out)) == 0
+    doc = json.loads(out.read_text())
+    report = llmd.load_benchmark_report(doc)  # the package validates it
+    assert report.scenario is not None and report.scenario.load is not None
+    assert report.scenario.load.standardized.tool_version == "9.9.9"
+    assert doc["scenario"]["stack"][0]["native"]["config"] == {"kv_cache_tokens": 8192}
+    seen = doc["results"]["observability"]
+    (engine,) = seen["components"]
+    assert engine["component_label"] == doc["scenario"]["stack"][0]["metadata"]["label"]
+    usage = engine["aggregate"]["kv_cache_usage"]
+    assert usage["units"] == "fraction" and usage["max"] == pytest.approx(0.36)  # 0.2 + 16/100
+    assert 0 < usage["mean"] < usage["max"]  # idle before and after the load: below its peak
+    startup = seen["pod_startup_times"]
+    assert startup["pods"][0]["startup_seconds"] == 9.5 == startup["aggregate"]["mean"]
+    imported = import_field(
+        fresh_db, FIELD / "vllm_bench_serve.json", param="max-num-seqs", value="16"
+    )
+    other = tmp_path / "imported.json"
+    rid2 = str(imported.runs_added[0])
+    assert _export(fresh_db, rid2, "--format", "benchmark-report", "--out", str(other)) == 0
+    theirs = json.loads(other.read_text())
+    llmd.load_benchmark_report(theirs)
+    assert "observability" not in theirs["results"]
+    assert theirs["scenario"]["load"]["standardized"]["tool_version"] == "unknown"
