@@ -8,6 +8,7 @@ from store import queries
 from tuning.compare.present import fmt
 from tuning.decide.background import search_running
 from tuning.decide.reaper import reap_dead
+from tuning.decide.search.names import shown_names
 from tuning.engine.current import current_spec, engine_info
 from tuning.engine.embedded import venv_python
 from tuning.engine.spec import EngineError
@@ -47,9 +48,11 @@ custom = settings.engine == "custom"  # the user's own vLLM: no CPU demo, no `ma
 active = queries.active_experiments(conn)
 held = render_holder(lab_db_path())  # the same line as Live and New experiment: what runs, where
 if active:
+    shown = shown_names(conn, active)  # a search's step by its search's id, not its key
     for exp in active:
         with st.container(border=True, key=f"active-{exp['id']}"):
-            st.subheader(f"Running now: experiment {exp['id']} — {md_escape(exp['name'])}")
+            name = md_escape(shown[int(exp["id"])])
+            st.subheader(f"Running now: experiment {exp['id']} — {name}")
             total = max(int(exp["runs_total"] or 1), 1)
             done = int(exp["runs_done"] or 0)
             st.progress(

@@ -8,6 +8,7 @@ import streamlit as st
 from core.status import Status, suspect_reasons
 from store import queries
 from tuning.decide.reaper import reap_dead
+from tuning.decide.search.names import shown_names
 from ui.common import ICONS, db, lab_db_path, md_escape
 from ui.findings import render_findings
 from ui.health import health_badge, render_config_mismatches, render_run_health, server_gap_ms
@@ -21,7 +22,8 @@ reap_dead(lab_db_path())  # a killed runner's runs read failed, not running
 conn = db()
 experiments = queries.list_experiments(conn)
 options = [None] + [e["id"] for e in experiments]
-names = {e["id"]: f"{e['id']}: {e['name']} ({e['status']})" for e in experiments}
+shown = shown_names(conn, experiments)  # a search's step by its search's id, not its key
+names = {e["id"]: f"{e['id']}: {shown[int(e['id'])]} ({e['status']})" for e in experiments}
 chosen = st.selectbox(
     "Experiment",
     options,

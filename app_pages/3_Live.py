@@ -11,6 +11,7 @@ import streamlit as st
 from core.status import is_active
 from store import queries
 from tuning.decide.reaper import reap_dead
+from tuning.decide.search.names import shown_names
 from ui import live
 from ui.common import ICONS, db, lab_db_path
 from ui.holder import render_holder
@@ -24,8 +25,9 @@ st.caption(
 
 reap_dead(lab_db_path())  # a killed runner's experiment reads failed, not running
 experiments = queries.list_experiments(db(), include_hidden=True)
+shown = shown_names(db(), experiments)  # a search's step by its search's id, not its key
 render_holder(lab_db_path())  # the same line as Home and New experiment: what runs, in which lab
-exp = live.pick_experiment(experiments, st.query_params.get("experiment"))
+exp = live.pick_experiment(experiments, st.query_params.get("experiment"), shown)
 if exp is None:
     st.info("No experiment yet. Start one from **New experiment**.")
     st.stop()

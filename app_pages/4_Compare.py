@@ -14,6 +14,7 @@ from store import queries
 from tuning.compare.context import comparison_context
 from tuning.compare.selection import SelectionError, gather_runs
 from tuning.decide.reaper import reap_dead
+from tuning.decide.search.names import shown_names
 from tuning.present.model import build_model
 from ui import compare as view
 from ui.common import ICONS, db, lab_db_path
@@ -44,7 +45,11 @@ options: list[int | None] = ([None] if preset else []) + [int(e["id"]) for e in 
 if not options:
     st.info("Nothing to compare yet: run an experiment from **New experiment**.")
     st.stop()
-names = {int(e["id"]): f"experiment {e['id']}: {e['name']} ({e['status']})" for e in experiments}
+shown = shown_names(conn, experiments)  # a search's step by its search's id, not its key
+names = {
+    int(e["id"]): f"experiment {e['id']}: {shown[int(e['id'])]} ({e['status']})"
+    for e in experiments
+}
 wanted = view.parse_id_list(st.query_params.get("experiment"))
 if preset:
     index = 0

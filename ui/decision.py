@@ -15,6 +15,7 @@ import streamlit as st
 
 from tuning.compare.decision import Decision, NextStep
 from tuning.compare.headline import Headline
+from tuning.decide.search.names import shown_names
 from tuning.engine.params import show_value
 from tuning.present.model import ReportModel
 from ui.common import ICONS, md_escape
@@ -117,9 +118,10 @@ def render_decision(model: ReportModel, db_path: Path | None = None) -> None:
     render_actions(lead, model, db_path)
 
 
-def latest_text(exp: Mapping[str, Any], decision: Decision) -> str:
-    """'experiment 4 (stream-interval 1, 16): recommended 16' or its state in words."""
-    name = f"experiment {exp['id']}: {exp.get('name') or exp.get('param')}"
+def latest_text(exp: Mapping[str, Any], decision: Decision, shown: str | None = None) -> str:
+    """'experiment 4 (stream-interval 1, 16): recommended 16' or its state in words; `shown`
+    its name as a user reads it (tuning.decide.search.names), else the stored one."""
+    name = f"experiment {exp['id']}: {shown or exp.get('name') or exp.get('param')}"
     rec = decision.recommended
     if not decision.decides:
         return f"{name}: no decision"
@@ -145,6 +147,7 @@ def render_latest_decision(db: Any) -> None:
         st.caption("none yet: an experiment of two or more values decides one")
         return
     exp, decision = found
+    shown = shown_names(db, [dict(exp)])[int(exp["id"])]  # a search's step: its search's id
     with st.container(key="home_latest_decision"):
-        st.markdown(md_escape(latest_text(exp, decision)))
+        st.markdown(md_escape(latest_text(exp, decision, shown)))
         compare_link("See it on Compare", experiment=int(exp["id"]))

@@ -18,6 +18,7 @@ from sqlite_utils import Database
 
 from core.status import is_active
 from store import connect, queries, repo
+from tuning.decide.search.names import shown_names
 from tuning.engine.params import run_value
 from tuning.experiment.history import SORTS, RunFilter, choices
 from ui.common import md_escape
@@ -198,10 +199,10 @@ def _run_label(run: Mapping[str, Any]) -> str:
     return f"run {run['id']} · {run['param']} = {run_value(run)} · {run['status']}"
 
 
-def _experiment_row(e: Mapping[str, Any]) -> dict[str, Any]:
+def _experiment_row(e: Mapping[str, Any], name: str) -> dict[str, Any]:
     return {
         "id": e["id"],
-        "name": e["name"],
+        "name": name,
         "param": e["param"],
         "status": e["status"],
         "runs": f"{e.get('runs_done') or 0} / {e.get('runs_total') or 0}",
@@ -221,7 +222,9 @@ def experiments_tab(db: Database, path: Path) -> None:
         return
     show_hidden = st.checkbox("Show hidden experiments", key="hist_exp_show_hidden")
     by_id = {int(e["id"]): e for e in exps if show_hidden or not e.get("hidden")}
-    frame = pd.DataFrame([_experiment_row(e) for e in by_id.values()], columns=EXPERIMENT_COLUMNS)
+    shown = shown_names(db, exps)  # a search's step by its search's id, not its key
+    rows = [_experiment_row(e, shown[i]) for i, e in by_id.items()]
+    frame = pd.DataFrame(rows, columns=EXPERIMENT_COLUMNS)
     st.dataframe(frame, hide_index=True, key="hist_experiments_table", placeholder="—")
     if not by_id:
         return
@@ -229,7 +232,7 @@ def experiments_tab(db: Database, path: Path) -> None:
         "Experiment",
         list(by_id),
         key="hist_edit_experiment",
-        format_func=lambda i: f"experiment {i}: {by_id[i]['name']} ({by_id[i]['status']})",
+        format_func=lambda i: f"experiment {i}: {shown[i]} ({by_id[i]['status']})",
     )
     compare_link("Compare its runs", experiment=eid)
     render_editor(EXPERIMENT, path, by_id[int(eid)])

@@ -57,9 +57,13 @@ ACCESS_LINE = re.compile(r'" *[A-Z]+ /\S* HTTP/\d(?:\.\d)?" \d{3}')
 
 
 def pick_experiment(
-    experiments: Sequence[Mapping[str, Any]], query_value: Any
+    experiments: Sequence[Mapping[str, Any]],
+    query_value: Any,
+    shown: Mapping[int, str] | None = None,
 ) -> Mapping[str, Any] | None:
-    """The experiment to show: ?experiment=N, else the active one, else the latest."""
+    """The experiment to show: ?experiment=N, else the active one, else the latest; `shown`
+    its names as a user reads them (tuning.decide.search.names), else the stored ones."""
+    shown = shown or {}
     if not experiments:
         return None
     ids = [int(e["id"]) for e in experiments]
@@ -76,7 +80,10 @@ def pick_experiment(
     else:
         default = ids[0]
     # No status in the label: the selector is drawn once per page load, the panel below is live.
-    names = {int(e["id"]): f"experiment {e['id']}: {e['name']}" for e in experiments}
+    names = {
+        int(e["id"]): f"experiment {e['id']}: {shown.get(int(e['id']), e['name'])}"
+        for e in experiments
+    }
     switch = st.session_state.pop("live_switch_to", None)
     if switch in ids:
         st.session_state["live_experiment"] = switch  # before the widget exists

@@ -20,6 +20,7 @@ from core.status import is_active
 from store import connect, queries
 from store.bundle import SUFFIX, BundleError, export_bundle, import_bundle
 from store.team import TeamError, bundle_file_name, import_new, list_team, publish
+from tuning.decide.search.names import shown_names
 from tuning.present.report import build_report, report_file_name
 from tuning.settings import load_settings
 from ui.common import md_code
@@ -126,8 +127,9 @@ def _selection(conn: Any) -> tuple[list[int], list[int]]:
         if not is_active(e.get("status"))
     ]
     runs = [r for r in queries.history_rows(conn) if not is_active(r.get("status"))]
+    shown = shown_names(conn, exps)  # a search's step by its search's id, not its key
     exp_label = {
-        int(e["id"]): f"experiment {e['id']}: {e.get('name')} ({e.get('author') or '?'})"
+        int(e["id"]): f"experiment {e['id']}: {shown[int(e['id'])]} ({e.get('author') or '?'})"
         for e in exps
     }
     run_label = {

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from tuning.compare.comparability import run_parameters, run_workload
 from tuning.compare.comparison import Comparison
 from tuning.compare.present import tone_css
 from tuning.compare.selection import SelectionError
+from tuning.decide.search.names import shown_names
 from tuning.engine.params import run_value, show_value
 from tuning.experiment.time_spent import report as time_spent_report
 from tuning.present.charts.build import build_chart
@@ -367,6 +369,9 @@ def build_report(
                 baseline_ids=baseline_ids,
                 slo=slo_ms,
             )
+            shown = shown_names(db, model.experiments)  # a search's step by its search's id
+            named = [{**e, "name": shown[int(e["id"])]} for e in model.experiments]
+            model = replace(model, experiments=named)  # the names as read; the rows as stored
             heading = scrub_text(_heading(title, model.experiments, len(model.runs)), secrets)
             body = _body(db, heading, model, kinds, secrets)
     except (StoreError, SelectionError) as exc:
