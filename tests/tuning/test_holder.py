@@ -74,3 +74,18 @@ def test_a_lock_without_a_record_or_with_an_unreadable_lab_is_still_named(lab_ho
     assert bare is not None and bare.line() == (
         f"another runner (it did not say which lab), pid {os.getpid()}"
     )
+
+
+def test_a_plans_step_holding_the_lock_is_named_by_the_plans_id(lab_home: Path) -> None:
+    """A plan's confirm round is stored as 'plan <key>: confirm round 1 rival': the busy line
+    (CLI refusals, Home, Live) names it by the plan's id, not its key."""
+    other, exp = _other_lab(lab_home.parent, "plan 0123456789: confirm round 1 rival")
+    with connect(other) as db:
+        db["plans"].insert(
+            {"key": "0123456789", "spec_json": "{}", "status": "running"}, alter=False
+        )
+        plan = int(db.execute("select max(id) from plans").fetchone()[0])
+    with machine_lock(holder={"db": str(other), "experiment": exp}):
+        reason = busy_reason(lab_home / "lab.db")
+    assert f"experiment {exp} 'plan {plan}: confirm round 1 rival'" in reason, reason
+    assert "0123456789" not in reason

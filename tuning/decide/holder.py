@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from store import StoreError, connect, queries
+from tuning.decide.search.names import shown_name, step_ids
 from tuning.decide.search.record import search_alive, step_prefix
 from tuning.experiment.lock import lock_holder
 
@@ -61,11 +62,12 @@ def _from_lock(record: Mapping[str, Any]) -> Holder:
         with connect(db_file, readonly=True) as db:
             exp = queries.get_experiment(db, exp_id)
             search = _search_of(db, exp)
+            name = shown_name(exp.get("name"), step_ids(db))  # a plan's step: by its id
     except (StoreError, sqlite3.Error, OSError):  # gone, unreadable, another user's
         return Holder("experiment", exp_id, "?", db_file, pid)
     if search is not None:
         return Holder("search", int(search["id"]), str(search["param"]), db_file, pid)
-    return Holder("experiment", exp_id, str(exp.get("name") or ""), db_file, pid)
+    return Holder("experiment", exp_id, name, db_file, pid)
 
 
 def _from_rows(db_path: Path) -> Holder | None:
@@ -85,7 +87,8 @@ def _from_rows(db_path: Path) -> Holder | None:
                 pid = int(search.get("runner_pid") or 0) or None
                 return Holder("search", int(search["id"]), str(search["param"]), where, pid)
             pid = int(exp.get("runner_pid") or 0) or None
-            return Holder("experiment", int(exp["id"]), str(exp.get("name") or ""), where, pid)
+            name = shown_name(exp.get("name"), step_ids(db))  # a plan's step: by its id
+            return Holder("experiment", int(exp["id"]), name, where, pid)
     return None
 
 
