@@ -130,4 +130,4 @@ def test_a_value_that_cannot_start_is_stored_and_the_next_still_runs(
     assert "No common block size for 16" in bad["failure_reason"]
     assert "multiple of 32" in bad["failure_hint"] and bad["log_tail"]
     assert third["completed"] == 8 and third["block_size"] == 64
-    assert "run" in out.stderr and "failed [engine_init]" in out.stderr
+    assert "run" in out.stderr and "failed [the engine failed to initialize]" in out.stderr

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from core.failure_kinds import failure_words
 from core.status import Status
 from tuning.cli.args import (
     EXIT_FAILED,
@@ -190,7 +191,9 @@ def _experiment(args: argparse.Namespace) -> int:
             advise()
         elif event == "run_failed":
             tqdm.write(
-                printable(f"run {data['run_id']} failed [{data['kind']}]: {data['reason']}"),
+                printable(
+                    f"run {data['run_id']} failed [{failure_words(data['kind'])}]: {data['reason']}"
+                ),
                 file=sys.stderr,
             )
         elif event == "run_suspect":

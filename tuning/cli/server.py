@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from core.failure_kinds import failure_words
 from tuning.cli.args import EXIT_OK, EXIT_REFUSED, refused, say
 from tuning.cli.parser import prog_name, rename_flag
 from tuning.engine import effective, ipc_dir
@@ -209,7 +210,7 @@ def _start(args: argparse.Namespace) -> int:
         say(
             json.dumps(out, indent=2)
             if args.json
-            else f"FAILED [{failure.kind}] {failure.reason}\nhint: {failure.hint}"
+            else f"FAILED [{failure_words(failure.kind)}] {failure.reason}\nhint: {failure.hint}"
         )
         return 1
     check = effective.check_start(launch, server.sheet or "", facts, spec.backend)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from core.failure_kinds import failure_words
 from core.units import NONE as NONE
 from core.units import fmt as fmt  # re-exported: the Compare page, CLI and report import it here
 from tuning.compare.catalog import METRIC_BY_KEY, Metric
@@ -260,7 +261,8 @@ def failed_text(comparison: Comparison) -> str | None:
     if not failed:
         return None
     return "Runs without a measurement (kept as results): " + "; ".join(
-        f"run {f['run_id']} ({label}): {f['status']}" + (f" [{f['kind']}]" if f.get("kind") else "")
+        f"run {f['run_id']} ({label}): {f['status']}"
+        + (f" [{failure_words(f['kind'])}]" if f.get("kind") else "")  # the key in words
         for label, f in failed
     )
 

@@ -5,7 +5,9 @@ store's keys (`[out_of_memory]`, `run 7 failed (port_in_use: ...)`); `--json` ke
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from subprocess import CompletedProcess
 
 import pytest
 
@@ -35,7 +37,7 @@ def test_runs_and_search_steps_print_a_failure_kind_in_words(
 ) -> None:
     add_search(fresh_db, budget_runs=3)
     with connect(fresh_db) as db:
-        run = queries.list_runs(db, None, include_hidden=True)[0]
+        run, *rest = queries.list_runs(db, None, include_hidden=True)
         repo.update_run(db, run["id"], status="failed", failure_kind=kind, failure_reason="x")
     capsys.readouterr()
     assert cli_main(["runs", "--db", str(fresh_db)]) == 0
@@ -49,6 +51,41 @@ def test_runs_and_search_steps_print_a_failure_kind_in_words(
         assert f"run {run['id']} failed ({failure_words(kind)})" in step, step
     if "_" in kind:  # a key of one word reads the same
         assert kind not in listed + shown
+    others = [str(r["id"]) for r in rest]  # compared with the failed one: it has no numbers
+    assert cli_main(["compare", "--db", str(fresh_db), *others, str(run["id"])]) == 0
+    compared = capsys.readouterr().out
+    assert f"run {run['id']} (" in compared and f"[{failure_words(kind)}]" in compared, compared
+    if "_" in kind:
+        assert kind not in compared
     assert cli_main(["runs", "--db", str(fresh_db), "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert next(r for r in rows if r["id"] == run["id"])["failure_kind"] == kind
+
+
+def test_an_experiments_failed_run_line_says_why_in_words(
+    tmp_path: Path, fake_cli: Callable[..., CompletedProcess[str]]
+) -> None:
+    """`experiment`'s progress line of a failed run printed `run 2 failed [out_of_memory]: ...`:
+    it says the kind in words (the fake vLLM runs out of memory at max-num-seqs 16)."""
+    args = ["experiment", "--param", "max-num-seqs", "--values", "2,16", "--num-requests", "4"]
+    args += ["--concurrency", "2", "--input-len", "8", "--output-len", "4", "--num-warmups", "0"]
+    done = fake_cli(
+        tmp_path, *args, "--start-timeout", "120", faults="oom_at_start@max-num-seqs=16"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = [x for x in done.stderr.splitlines() if " failed [" in x]
+    assert lines, done.stderr
+    assert all("failed [out of memory]: " in x for x in lines), lines
+    assert "out_of_memory" not in done.stderr
+
+
+def test_server_starts_failure_says_why_in_words(
+    tmp_path: Path, fake_cli: Callable[..., CompletedProcess[str]]
+) -> None:
+    """`server start` printed `FAILED [out_of_memory] ...` for a start that failed; the words now,
+    and --json keeps the key."""
+    done = fake_cli(tmp_path, "server", "start", faults="oom_at_start", timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FAILED [out of memory] " in done.stdout and "out_of_memory" not in done.stdout
+    as_json = fake_cli(tmp_path, "server", "start", "--json", faults="oom_at_start", timeout=120)
+    assert '"kind": "out_of_memory"' in as_json.stdout, as_json.stdout + as_json.stderr

@@ -69,7 +69,7 @@ def test_report_has_every_part_and_every_chart(full_report: str) -> None:
         width = re.search(r'width="(\d+)"', svg)
         assert width and int(width.group(1)) > 100
     assert "ada@box-a" in page and "All 9 runs are comparable" in page
-    assert "failed [oom]" in page and "lower max-num-seqs" in page
+    assert "failed [out of memory]" in page and "lower max-num-seqs" in page  # kind in words
 
 
 def test_report_fetches_nothing_and_runs_nothing(full_report: str) -> None:
