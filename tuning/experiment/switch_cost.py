@@ -6,7 +6,8 @@ not a restart.
 Which runs switch follows the runner (tuning.experiment.resident): each value's repeats 0, 3, 6,
 ... start a server anew, the others switch. A switch's seconds are the machine's own: the mean
 `switch` part of this engine's switched runs (tuning.experiment.run_parts), else the cost known
-from the issue's probe on an H100 (0.12-0.13 s a switch), said as such.
+from the issue's probe on an H100 (0.12-0.13 s a switch), said as such; on a CPU vLLM (whose
+servers are paused, tuning.engine.pause) a stated guess, 0.05 s, until it has measured its own.
 
 Whether an experiment will switch is the runner's state once it has decided (`resident_json`:
 used and not fallen back); before its first run, the conditions the runner checks, with the
@@ -25,6 +26,11 @@ from sqlite_utils import Database
 RESTART_EVERY = 3  # a value's repeat 0, 3, 6, ... starts its server anew (the runner's rhythm)
 SWITCH_GUESS_S = 0.13
 SWITCH_SOURCE = "a switch's known cost: 0.12-0.13 s (sleep one, wake the other, on an H100)"
+PAUSE_GUESS_S = 0.05
+PAUSE_SOURCE = (
+    "a guess for a CPU vLLM, not measured here yet: 0.05 s (pause one, continue the other, "
+    "one /health)"
+)
 
 
 def switches_in(runs: int, values: int, every: int) -> int:
@@ -107,12 +113,22 @@ def switch_every(db: Database, exp: Mapping[str, Any]) -> int:
     return RESTART_EVERY if will_switch(db, exp) else 0
 
 
-def switch_words(measured: float | None, cost: float, every: int) -> str:
+def switch_guess(exp: Mapping[str, Any]) -> tuple[float, str]:
+    """A switch's seconds before this engine has measured one, and where they come from: the
+    H100 probe's sleep / wake, or on a CPU vLLM (paused servers) a stated guess."""
+    engine = exp.get("engine")
+    cpu = isinstance(engine, Mapping) and engine.get("backend") == "cpu"
+    return (PAUSE_GUESS_S, PAUSE_SOURCE) if cpu else (SWITCH_GUESS_S, SWITCH_SOURCE)
+
+
+def switch_words(
+    measured: float | None, cost: float, every: int, source: str = SWITCH_SOURCE
+) -> str:
     """'; a switch 0.13 s (...) for the repeats that switch resident servers (...)', the
     estimate's words for it; '' where every run restarts."""
     if not every:
         return ""
-    how = "measured here" if measured is not None else SWITCH_SOURCE
+    how = "measured here" if measured is not None else source
     return (
         f"; a switch {cost:.2f} s ({how}) for the repeats that switch resident servers "
         f"(a real restart every {every} repeats of a value)"

@@ -173,3 +173,16 @@ def test_too_little_ram_for_a_second_server_falls_back_with_numbers(
     assert all("start" in _keys(r) and "switch" not in _keys(r) for r in runs)
     assert all(adds_up(r["anatomy"]) for r in runs)
     assert state["switches"] == 0 and state["asleep"] == []
+
+
+def test_resident_on_is_accepted_for_a_cpu_vllm() -> None:
+    """`--resident on` used to refuse every CPU engine ("sleep mode needs CUDA")."""
+    spec = ExperimentSpec.build(
+        param="max-num-seqs",
+        values=[2, 16],
+        repeats=2,
+        workload=QUICK,
+        engine=fake_spec(backend="cpu"),
+        resident="on",
+    )
+    assert spec.resident == "on"
