@@ -42,7 +42,7 @@ def paused(tmp_path: Path, awake: Path) -> Iterator[ServerProcess]:
     server = ServerProcess(fake_launch({"max-num-seqs": 4}), tmp_path / "server.log")
     with server:
         server.wait_healthy(timeout=60)
-        assert pause.in_flight(server.launch.base_url) == 0  # idle: nothing to drain
+        assert pause.requests_in_flight(server.launch.base_url) == 0  # idle: nothing to drain
         pause.pause(server.pgid or 0)
         yield server
 
@@ -136,7 +136,7 @@ def test_the_reaper_stops_a_server_a_dead_runner_left_paused(
 
 
 def test_a_server_with_requests_in_flight_is_not_paused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pause, "in_flight", lambda url: 3)
+    monkeypatch.setattr(pause, "requests_in_flight", lambda url: 3)
     with pytest.raises(pause.PauseError, match="3 request"):
         pause.drain("http://127.0.0.1:1", timeout=0.2)
 

@@ -83,7 +83,7 @@ def why_short(first_rss: int, available: int, margin: float = RAM_MARGIN) -> str
     )
 
 
-def in_flight(base_url: str) -> int | None:
+def requests_in_flight(base_url: str) -> int | None:
     """Requests running or waiting on the server now (its /metrics); None when it does not say."""
     try:
         status, text = http_get(base_url.rstrip("/") + "/metrics", timeout=5.0)
@@ -107,7 +107,7 @@ def drain(base_url: str, timeout: float = DRAIN_WAIT_S) -> float:
     """Wait until no request is in flight on the server; the seconds it took. PauseError when
     some are still there after `timeout` (pausing then would freeze them into the next run)."""
     t0 = time.monotonic()
-    while (left := in_flight(base_url)) not in (0, None):
+    while (left := requests_in_flight(base_url)) not in (0, None):
         if time.monotonic() - t0 > timeout:
             raise PauseError(f"{left} request(s) still in flight {timeout:.0f} s after its load")
         time.sleep(0.05)

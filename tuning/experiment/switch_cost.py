@@ -113,23 +113,26 @@ def switch_every(db: Database, exp: Mapping[str, Any]) -> int:
     return RESTART_EVERY if will_switch(db, exp) else 0
 
 
-def switch_guess(exp: Mapping[str, Any]) -> tuple[float, str]:
-    """A switch's seconds before this engine has measured one, and where they come from: the
-    H100 probe's sleep / wake, or on a CPU vLLM (paused servers) a stated guess."""
+def pauses(exp: Mapping[str, Any]) -> bool:
+    """Whether the experiment's resident servers would be paused (a CPU vLLM), not put to sleep."""
     engine = exp.get("engine")
-    cpu = isinstance(engine, Mapping) and engine.get("backend") == "cpu"
-    return (PAUSE_GUESS_S, PAUSE_SOURCE) if cpu else (SWITCH_GUESS_S, SWITCH_SOURCE)
+    return isinstance(engine, Mapping) and engine.get("backend") == "cpu"
 
 
-def switch_words(
-    measured: float | None, cost: float, every: int, source: str = SWITCH_SOURCE
-) -> str:
-    """'; a switch 0.13 s (...) for the repeats that switch resident servers (...)', the
-    estimate's words for it; '' where every run restarts."""
+def guess_s(paused: bool) -> float:
+    """A switch's seconds before this engine has measured one."""
+    return PAUSE_GUESS_S if paused else SWITCH_GUESS_S
+
+
+def switch_words(costs: Any) -> str:
+    """'; a switch 0.13 s (...) for the repeats that switch resident servers (...)', the words of
+    an estimate's costs (tuning.experiment.estimate.Costs) for it; '' where every run restarts."""
+    every = costs.switch_every
     if not every:
         return ""
-    how = "measured here" if measured is not None else source
+    source = PAUSE_SOURCE if costs.switch_paused else SWITCH_SOURCE
+    how = "measured here" if costs.switch_s is not None else source
     return (
-        f"; a switch {cost:.2f} s ({how}) for the repeats that switch resident servers "
-        f"(a real restart every {every} repeats of a value)"
+        f"; a switch {costs.switch_cost():.2f} s ({how}) for the repeats that switch resident "
+        f"servers (a real restart every {every} repeats of a value)"
     )
