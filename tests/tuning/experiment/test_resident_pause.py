@@ -186,3 +186,20 @@ def test_resident_on_is_accepted_for_a_cpu_vllm() -> None:
         resident="on",
     )
     assert spec.resident == "on"
+
+
+def test_a_server_whose_load_does_not_drain_is_not_paused_and_falls_back(
+    lab_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tuning.engine import pause
+
+    def stuck(base_url: str, timeout: float = 0.0) -> float:
+        raise pause.PauseError("2 request(s) still in flight 10 s after its load")
+
+    monkeypatch.setattr(pause, "drain", stuck)
+    exp, runs = _run(lab_home)
+    state = exp["resident"]
+    assert state["fallback"] == "pausing failed: 2 request(s) still in flight 10 s after its load"
+    assert [r["status"] for r in runs] == ["done"] * 4
+    assert all("switch" not in _keys(r) for r in runs) and state["switches"] == 0
+    assert all(adds_up(r["anatomy"]) for r in runs)
