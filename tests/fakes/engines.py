@@ -38,14 +38,17 @@ def fake_command(faults: str = "") -> list[str]:
     return command + ["--fake-faults", faults] if faults else command
 
 
-def fake_spec(faults: str = "", served_name: str = FAKE_SERVED_NAME) -> EngineSpec:
-    """An engine spec like `custom_spec` makes for a user's own GPU vLLM."""
+def fake_spec(
+    faults: str = "", served_name: str = FAKE_SERVED_NAME, backend: str = "gpu"
+) -> EngineSpec:
+    """An engine spec like `custom_spec` makes for a user's own GPU vLLM (`backend="cpu"`: a CPU
+    vLLM's, as the embedded engine is)."""
     return EngineSpec(
         name="custom",
         command=fake_command(faults),
         model=FAKE_MODEL,
         served_model_name=served_name,
-        backend="gpu",
+        backend=backend,
         env={"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"},
         vllm_version="unknown",
     )

@@ -117,6 +117,7 @@ def test_which_flags_may_switch_resident_servers() -> None:
     assert why_not("stream-interval", "gpu", flags) is None
     assert why_not("max-num-seqs", "gpu", flags) is None
     assert "sizes the engine's memory" in (why_not("kv-cache-memory-bytes", "gpu", flags) or "")
-    assert "needs CUDA" in (why_not("max-num-seqs", "cpu", flags) or "")
+    assert why_not("max-num-seqs", "cpu", None) is None  # a CPU vLLM's servers are paused
+    assert "need CUDA (sleep mode)" in (why_not("max-num-seqs", "tpu", flags) or "")
     assert "no --enable-sleep-mode" in (why_not("max-num-seqs", "gpu", {"max-num-seqs"}) or "")
     assert "not read yet" in (why_not("max-num-seqs", "gpu", None) or "")

@@ -3,6 +3,9 @@ its repeats switched resident servers (switches, starts), the stored check of sw
 restarted runs (equivalent, differs, undecided, with its numbers) and any fall back to restarts
 with its reason; and the note its verdict carries when it fell back or its check differs.
 
+A CPU vLLM's resident servers are paused, not put to sleep (`resident_json.parked`: "paused"
+or "asleep", tuning.experiment.resident): the words say which.
+
 One place for these words: `experiment` and `compare` (text and --json), the Compare and Live
 pages, the HTML report and the decision record read them here, from what the runner stored
 (`experiments.resident_json`, tuning.experiment.resident and resident_check).
@@ -65,15 +68,26 @@ def check_line(result: Mapping[str, Any] | None) -> str:
     return head + (f": {'. '.join(sides)}" if sides else "")
 
 
+def paused(state: Mapping[str, Any]) -> bool:
+    """Whether its resident servers were paused (a CPU vLLM) rather than put to sleep."""
+    return state.get("parked") == "paused"
+
+
 def switch_line(state: Mapping[str, Any]) -> str:
     """'resident engines: 6 switches, 4 starts (a switch: the server in hand put to sleep and the
-    value's woken, instead of a restart; a real restart every 3 rounds)'."""
+    value's woken, instead of a restart; a real restart every 3 rounds)'; on a CPU vLLM the server
+    in hand is paused and the value's continued."""
     switches, starts = int(state.get("switches") or 0), int(state.get("starts") or 0)
     every = state.get("restart_every")
     tail = f"; a real restart every {every} rounds" if every else ""
+    how = (
+        "paused (no CPU used, its RAM kept) and the value's continued"
+        if paused(state)
+        else "put to sleep and the value's woken"
+    )
     return (
         f"resident engines: {switches} switches, {starts} starts (a switch: the server in hand "
-        f"put to sleep and the value's woken, instead of a restart{tail})"
+        f"{how}, instead of a restart{tail})"
     )
 
 
@@ -111,7 +125,8 @@ def resident_note(state: Mapping[str, Any] | None) -> str | None:
     found = state.get("check")
     check: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
     switches = int(state.get("switches") or 0)
-    served = f"{switches} of its runs were on a switched (slept, then woken) server"
+    how = "paused, then continued" if paused(state) else "slept, then woken"
+    served = f"{switches} of its runs were on a switched ({how}) server"
     why = state.get("fallback")
     if why:
         return f"Note: resident engines fell back to restarts ({why}); {served}."

@@ -94,9 +94,22 @@ def group_alive(pgid: int) -> bool:
     return bool(group_members(pgid))
 
 
+def continue_group(pgid: int) -> None:
+    """SIGCONT a group that may be paused (SIGSTOP, tuning.engine.pause): a stopped process keeps
+    a SIGTERM it handles pending until it is continued, so every stop sends this right after its
+    SIGTERM (harmless to a group that runs)."""
+    if pgid <= 0:
+        return
+    try:
+        os.killpg(pgid, signal.SIGCONT)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def stop_group(pgid: int, grace: float = 15.0, timeout: float = 60.0) -> None:
-    """SIGTERM every process of a group, SIGKILL what is left after `grace`, wait until all are
-    gone; used for servers and runner processes. Raises RuntimeError if the group outlives it."""
+    """SIGTERM every process of a group (continued, in case it was paused), SIGKILL what is left
+    after `grace`, wait until all are gone; used for servers and runner processes. Raises
+    RuntimeError if the group outlives it."""
     if pgid <= 0:
         return
     try:
@@ -105,6 +118,7 @@ def stop_group(pgid: int, grace: float = 15.0, timeout: float = 60.0) -> None:
         pass
     except PermissionError:
         return
+    continue_group(pgid)
     deadline = time.monotonic() + grace
     while group_members(pgid) and time.monotonic() < deadline:
         time.sleep(0.2)

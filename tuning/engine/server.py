@@ -28,7 +28,7 @@ from tuning.engine.failure_words import FailureWords
 from tuning.engine.failure_words import classify_failure as classify_failure  # its home before
 from tuning.engine.launch import Launch
 from tuning.engine.log_facts import Sheet, read_sheet
-from tuning.engine.procs import process_start_time, stop_group
+from tuning.engine.procs import continue_group, process_start_time, stop_group
 from tuning.engine.server_log import Block, tail
 from tuning.engine.startup_anatomy import LogStamps, anatomy
 
@@ -434,6 +434,7 @@ class ServerProcess:
             os.killpg(self.pgid, signal.SIGTERM)
         except ProcessLookupError:
             pass
+        continue_group(self.pgid)  # a paused resident server acts on SIGTERM only once continued
         deadline = time.monotonic() + grace
         while self.proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)

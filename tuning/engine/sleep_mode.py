@@ -10,7 +10,13 @@ endpoints must never face a network.
 
 Two resident servers one flag apart are sized alike (the same explicit KV budget), so only a flag
 that does not size memory can be compared by switching (`why_not` says why another cannot, in
-words); the switch itself is `switch`: sleep the one in hand, then wake the other.
+words); the switch itself is `switch`: sleep the one in hand, then wake the other. Never two
+awake: a server is asleep before another wakes or starts.
+
+A CPU vLLM has no sleep mode: its resident servers are paused instead (tuning.engine.pause,
+SIGSTOP / SIGCONT of the server's process group), with their own configuration unchanged; a
+paused server uses no CPU at all, so only the server in hand runs (the same rule as "never two
+awake"). `why_not` gives that way's conditions too.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ import urllib.request
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from tuning.engine.pause import pausable
 
 DEV_MODE_ENV = "VLLM_SERVER_DEV_MODE"
 SLEEP_FLAG = "enable-sleep-mode"
@@ -48,6 +56,8 @@ MEMORY_FLAGS = frozenset(
         "compilation-config",
     }
 )
+# On a CPU vLLM the KV budget is also its environment's (VLLM_CPU_KVCACHE_SPACE, GiB of RAM).
+CPU_MEMORY_FLAGS = frozenset({"VLLM_CPU_KVCACHE_SPACE", "kv-cache-memory-bytes"})
 POLL_S = 0.02
 
 
@@ -58,9 +68,14 @@ class SleepModeError(RuntimeError):
 def why_not(param: str, backend: str, engine_flags: Collection[str] | None) -> str | None:
     """Why an experiment of `param` on this engine restarts instead of switching resident
     servers; None when it may switch. `engine_flags`: the flag names its vLLM's parser has
-    (None: not read)."""
+    (None: not read; a CPU vLLM's are not needed: its servers are paused, not put to sleep)."""
+    if backend == "cpu":
+        return why_not_pause(param)
     if backend != "gpu":
-        return "sleep mode needs CUDA: this engine's backend is " + (backend or "unknown")
+        return (
+            "resident engines need CUDA (sleep mode) or a CPU vLLM (pausing): this engine's "
+            "backend is " + (backend or "unknown")
+        )
     if param in MEMORY_FLAGS:
         return f"{param} sizes the engine's memory: two servers cannot share one KV budget"
     if engine_flags is None:
@@ -68,6 +83,17 @@ def why_not(param: str, backend: str, engine_flags: Collection[str] | None) -> s
     if SLEEP_FLAG not in engine_flags:
         return f"this vLLM has no --{SLEEP_FLAG}"
     return None
+
+
+def why_not_pause(param: str) -> str | None:
+    """Why a CPU vLLM's experiment of `param` cannot pause resident servers; None when it may
+    (the RAM for a second server is measured when it starts: tuning.engine.pause.why_short)."""
+    if param in MEMORY_FLAGS or param in CPU_MEMORY_FLAGS:
+        return (
+            f"{param} sizes the engine's memory: resident servers one flag apart must be sized "
+            "alike"
+        )
+    return pausable()
 
 
 def resident_config(config: Mapping[str, Any], kv_bytes: int) -> dict[str, Any]:

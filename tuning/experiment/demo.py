@@ -15,11 +15,13 @@ from tuning.measure.traffic.workload import Workload
 
 PARAM = "max-num-seqs"
 VALUES = [2, 16]
-# Where the demo's time goes on the shared 2-core machine (measured, README "First: the demo"):
-# every run restarts the engine, and a start (three Python processes importing vLLM and torch one
-# after the other, --enforce-eager already on) is ~90 % of a run: 197 s of a 214 s run at load 7;
-# warm-ups and the 32 requests took 18 s. The time is in the number of runs (4 at least, 10 at
-# most), not in the requests.
+# Where the demo's time went on the shared 2-core machine when every run restarted the engine
+# (measured, README "First: the demo"): a start (three Python processes importing vLLM and torch
+# one after the other, --enforce-eager already on) was ~90 % of a run: 197 s of a 214 s run at
+# load 7; warm-ups and the 32 requests took 18 s. The time is in the number of runs (4 at least,
+# 10 at most), not in the requests. Its repeats now pause resident servers where the machine has
+# the RAM for two (tuning.engine.pause: each value's server starts once, a real restart every
+# third round, the other runs switch): what that saves here is not measured yet.
 # C=16 so that max-num-seqs 2 queues 14 requests: a difference large against run-to-run noise.
 WORKLOAD = Workload(num_requests=32, concurrency=16, input_len=32, output_len=32, num_warmups=4)
 # The stopping rule's looks at 2, 3 and 5 runs a side (alpha split over the three), under the time

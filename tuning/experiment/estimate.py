@@ -89,9 +89,10 @@ class Costs:
     # known cost), and every how many repeats a value restarts (0: every run restarts).
     switch_s: float | None = None
     switch_every: int = 0
+    switch_paused: bool = False  # a CPU vLLM's servers are paused: its own guess until measured
 
     def switch_cost(self) -> float:
-        return sw.SWITCH_GUESS_S if self.switch_s is None else self.switch_s
+        return sw.guess_s(self.switch_paused) if self.switch_s is None else self.switch_s
 
     def run_s(self, restart: bool = True) -> float:
         """A run's mean wall time; without a restart (a workload value on a kept server) no
@@ -106,7 +107,7 @@ class Costs:
 
     def describe(self) -> str:
         cold = f" ({_s(self.cold_start_s)} cold)" if self.cold_start_s else ""
-        cold += sw.switch_words(self.switch_s, self.switch_cost(), self.switch_every)
+        cold += sw.switch_words(self)
         return (
             f"{self.basis}: start {_s(self.start_s)}{cold}, load {_s(self.load_s)}, "
             f"stop and the rest {_s(self.rest_s)} a run"
@@ -421,7 +422,7 @@ def restarts(exp: Mapping[str, Any]) -> bool:
 
 def with_switches(db: Database, exp: Mapping[str, Any], costs: Costs) -> Costs:
     """`costs` with the restart rhythm of the repeats that switch resident servers."""
-    return replace(costs, switch_every=sw.switch_every(db, exp))
+    return replace(costs, switch_every=sw.switch_every(db, exp), switch_paused=sw.pauses(exp))
 
 
 def costs_of(db: Database, exp: Mapping[str, Any]) -> Costs:

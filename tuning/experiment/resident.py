@@ -15,6 +15,14 @@ The experiment falls back to restarts, saying why once (stored in `resident_json
 when sleep or wake fails, when a woken server's KV capacity is not its fresh start's, or when
 the check finds switched runs differ from restarted ones; it keeps the resident configuration
 (the budget, sleep mode) so its runs stay one configuration.
+
+On a CPU vLLM (no sleep mode) a resident server is paused instead (tuning.engine.pause: its load
+drained, its process group SIGSTOPped; woken by SIGCONT and one /health): a paused server uses no
+CPU, so only the server in hand runs. Its configuration is the value's own (no budget, no probe,
+no sleep-mode flag); a paused server keeps its RAM, so before a value's first server starts
+beside a paused one the RAM available is compared with the one in hand's (`pause.why_short`),
+and the experiment falls back with the numbers when it is short. `resident_json.parked` says
+which way ("asleep" or "paused").
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from store import queries, repo
 from tuning.compare.primaries import Primaries
 from tuning.compare.resident_words import NO_REPEATS, NO_RESTARTS, QUIET, check_line
 from tuning.engine import effective
+from tuning.engine import pause as pausing
 from tuning.engine.launch import Launch
 from tuning.engine.params import Param, format_value
 from tuning.engine.server import ServerProcess, http_get, parse_cache_config
@@ -160,7 +169,15 @@ class ResidentEngines:
         self.fresh_kv: dict[str, int | None] = {}
         self.unit: ResidentUnit | None = None
         self.gpu_before: dict[str, int] | None = None  # device memory before any server slept
-        if self.active:
+        # A CPU vLLM's servers are paused (tuning.engine.pause), a GPU vLLM's put to sleep.
+        self.pausing = engine is not None and engine.backend == "cpu"
+        if self.active and self.pausing:
+            self.state.update(used=True, restart_every=RESTART_EVERY, parked="paused")
+            self.state.update(
+                switches=self.state.get("switches", 0), starts=self.state.get("starts", 0)
+            )
+        elif self.active:
+            self.state["parked"] = "asleep"
             self.budget = _budget_of((book.exp.get("config") or {}).get(KV_BUDGET))
             if self.budget is not None:
                 self.state["budget_from"] = "the baseline's --set kv-cache-memory-bytes"
@@ -204,13 +221,18 @@ class ResidentEngines:
         label = format_value(value)
         self.unit = unit
         try:
-            if self.budget is None and not self._probe(unit, run_id, config, engine):
+            if self.pausing:
+                pass  # the value's own configuration: no budget to measure
+            elif self.budget is None and not self._probe(unit, run_id, config, engine):
                 return None
             if repeat % RESTART_EVERY and (label in self.pool or self.awake == label):
                 return self._switch(unit, run_id, label)
             return self._start(unit, run_id, label, config, engine)
         except SleepModeError as exc:
             self.fall_back(f"sleep mode failed: {exc}")
+            return None
+        except pausing.PauseError as exc:
+            self.fall_back(f"pausing failed: {exc}")
             return None
 
     def _probe(
@@ -234,10 +256,12 @@ class ResidentEngines:
         return True
 
     def _park(self, unit: ResidentUnit) -> float:
-        """Put the server in hand to sleep and keep it; the seconds it took."""
+        """Put the server in hand to sleep (or pause it) and keep it; the seconds it took."""
         server = unit.server
         if server is None or self.awake is None:
             return 0.0
+        if self.pausing:
+            return self._pause(unit, server)
         slept = SleepMode(server.launch.base_url).sleep()
         unit.samples.finish()
         self.pool[self.awake] = Parked(server, dict(unit.server_facts), unit.server_check)
@@ -249,6 +273,32 @@ class ResidentEngines:
         unit.gpu_baseline = read_gpu_used() or unit.gpu_baseline
         return slept
 
+    def _pause(self, unit: ResidentUnit, server: ServerProcess) -> float:
+        """Drain the server in hand, end its samplers (none may poll a paused server), pause its
+        group and keep it; the seconds it took."""
+        t0 = time.monotonic()
+        pausing.drain(server.launch.base_url)
+        unit.samples.finish()
+        pausing.pause(server.pgid or 0)
+        self.pool[str(self.awake)] = Parked(server, dict(unit.server_facts), unit.server_check)
+        unit.server, self.awake = None, None
+        return time.monotonic() - t0
+
+    def _room_for(self, unit: ResidentUnit, label: str) -> bool:
+        """Whether a value's first server fits in RAM beside the paused ones (the one in hand's
+        process-tree RSS, with a margin, against the RAM available now); falls back when not."""
+        server = unit.server
+        if not self.pausing or server is None or self.awake == label or label in self.pool:
+            return True
+        rss = pausing.tree_rss(server.pid or 0)
+        available = pausing.available_ram()
+        self.state["ram"] = {"first_rss_bytes": rss, "available_bytes": available}
+        why = pausing.why_short(rss, available)
+        if why is not None:
+            self.fall_back(why)
+            return False
+        return True
+
     def _start(
         self,
         unit: ResidentUnit,
@@ -256,10 +306,13 @@ class ResidentEngines:
         label: str,
         config: dict[str, Any],
         engine: EngineSpec,
-    ) -> tuple[str, float]:
-        """A fresh start of the value's resident server, the others asleep first."""
+    ) -> tuple[str, float] | None:
+        """A fresh start of the value's resident server, the others asleep (paused) first; None
+        when it falls back (no RAM for it beside a paused one)."""
+        if not self._room_for(unit, label):
+            return None
         if unit.server is not None and self.awake != label:
-            unit.clock.mark("sleep")
+            unit.clock.mark("pause" if self.pausing else "sleep")
             self._park(unit)
         old = self.pool.pop(label, None)
         if old is not None:  # its real restart: the sleeping one goes first
@@ -269,29 +322,34 @@ class ResidentEngines:
         repo.update_run(self.book.db, run_id, config_json=self.config_for(config))
         got = unit.start_fresh(run_id, launch, engine)
         self.awake = label
-        self.fresh_kv[label] = kv_tokens_now(launch.base_url)
+        if not self.pausing:  # a paused server's KV cache stays as it is
+            self.fresh_kv[label] = kv_tokens_now(launch.base_url)
         self.state["starts"] = int(self.state.get("starts") or 0) + 1
         self._mark_run(run_id, unit, {"resident": "start"})
         return got
 
     def _switch(self, unit: ResidentUnit, run_id: int, label: str) -> tuple[str, float] | None:
-        """Sleep the server in hand, wake the value's: the run's `switch` part."""
+        """Sleep (pause) the server in hand, wake the value's: the run's `switch` part."""
         unit.clock.mark("switch")
         slept = self._park(unit)
-        parked = self.pool.pop(label)
-        self.pool[label] = parked  # until it is awake: a fall back stops it with the rest
-        woke = SleepMode(parked.server.launch.base_url).wake()
+        parked = self.pool[label]  # until it is awake: a fall back stops it with the rest
+        if self.pausing:
+            self._check_paused()
+            woke = pausing.resume(parked.server.pgid or 0, parked.server.launch.base_url)
+        else:
+            woke = SleepMode(parked.server.launch.base_url).wake()
         del self.pool[label]
         unit.server, self.awake = parked.server, label
         unit.server_facts, unit.server_check = dict(parked.facts), parked.check
         unit.server_t0 = time.monotonic()
-        woken = kv_tokens_now(parked.server.launch.base_url)
-        fresh = self.fresh_kv.get(label)
-        self.state["kv_after_wake"] = {"value": label, "fresh_tokens": fresh, "woken": woken}
-        why = kv_after_wake(fresh, woken)
-        if why is not None:
-            self.fall_back(why)
-            return None
+        if not self.pausing:
+            woken = kv_tokens_now(parked.server.launch.base_url)
+            fresh = self.fresh_kv.get(label)
+            self.state["kv_after_wake"] = {"value": label, "fresh_tokens": fresh, "woken": woken}
+            why = kv_after_wake(fresh, woken)
+            if why is not None:
+                self.fall_back(why)
+                return None
         pid = parked.server.pid or 0
         unit.samples.start(
             run_id,
@@ -301,9 +359,17 @@ class ResidentEngines:
         unit.samples.add(MetricsSampler(parked.server.launch.base_url, period=0.5))
         self.state["switches"] = int(self.state.get("switches") or 0) + 1
         unit.store_server_facts(run_id, reused=True)  # its fresh start's KV, on this run too
-        times = {"slept_s": round(slept, 3), "woke_s": round(woke, 3)}
+        times: dict[str, Any] = {"slept_s": round(slept, 3), "woke_s": round(woke, 3)}
+        times["parked"] = "paused" if self.pausing else "asleep"
         self._mark_run(run_id, unit, {"resident": "switch", **times})
         return parked.server.launch.base_url, unit.server_t0
+
+    def _check_paused(self) -> None:
+        """Before a switch: every server parked is really paused (its leader `stopped`)."""
+        for label, parked in self.pool.items():
+            pid = parked.server.pid or 0
+            if not pausing.is_stopped(pid):
+                raise pausing.PauseError(f"the server of {label} (pid {pid}) is not paused")
 
     def _mark_run(self, run_id: int, unit: ResidentUnit, extra: dict[str, Any]) -> None:
         """How the run's server came to serve it, on the run (the check reads it)."""

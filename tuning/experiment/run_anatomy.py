@@ -27,9 +27,11 @@ PARTS: dict[str, str] = {
     "stop": "stopping the previous server",
     "release": "waiting for its port and device memory",
     "sleep": "the other resident server put to sleep",
+    "pause": "the other resident server paused (CPU: SIGSTOP once its load drained)",
     "kv_probe": "a first sleep-mode start, measuring the KV budget resident servers share",
     "start": "server start (launch to /health 200)",
-    "switch": "switch: the server in hand put to sleep, this value's woken",
+    "switch": "switch: the server in hand put to sleep (CPU: paused), this value's woken "
+    "(continued, /health answered)",
     "start_failed": "a failed start: its log read, the server stopped",
     "engine_facts": "the engine's own facts read (log, /metrics)",
     "workload": "tokenizer and prompts",
@@ -44,7 +46,7 @@ PARTS: dict[str, str] = {
 # The words of the one-line summary: each part counts under one of these (the rest: "other").
 GROUPS: dict[str, tuple[str, ...]] = {
     "starting": ("start", "start_failed", "engine_facts", "kv_probe"),
-    "switching": ("switch", "sleep"),
+    "switching": ("switch", "sleep", "pause"),
     "stopping": ("stop", "release"),
     "load": ("load",),
     "warm-up": ("warmup",),

@@ -256,11 +256,11 @@ class ExperimentSpec:
             "--resident",
             choices=RESIDENT_MODES,
             default=RESIDENT_MODES[0],
-            help="repeats of a flag that does not size memory, on a vLLM with sleep mode (CUDA): "
-            "start each value's server once and switch them by sleep / wake instead of "
-            "restarting, with a real restart every few rounds and a check that both give "
-            "equivalent numbers; auto (the default): when allowed, saying why not once; off: "
-            "always restart",
+            help="repeats of a flag that does not size memory, on a vLLM with sleep mode (CUDA) "
+            "or a CPU vLLM: start each value's server once and switch them by sleep / wake "
+            "(CPU: pause / continue) instead of restarting, with a real restart every few "
+            "rounds and a check that both give equivalent numbers; auto (the default): when "
+            "allowed, saying why not once; off: always restart",
         )
         add_workload_arguments(p)
         TrafficOptions.add_cli_args(p)
@@ -305,8 +305,8 @@ def refuse_resident(
 ) -> None:
     """ValueError naming --resident for a mode it does not know, or `on` where resident engines
     cannot be used whatever the engine (no engine, a workload parameter, one run a value, a flag
-    that sizes memory, no CUDA); whether the engine's vLLM has sleep mode is the runner's to
-    read (tuning.experiment.resident), said there."""
+    that sizes memory, neither CUDA nor a CPU vLLM); whether a CUDA vLLM has sleep mode is the
+    runner's to read (tuning.experiment.resident), said there."""
     if mode not in RESIDENT_MODES:
         raise ValueError(f"--resident: {mode!r} is not one of {', '.join(RESIDENT_MODES)}")
     if mode != "on":

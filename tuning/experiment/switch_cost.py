@@ -6,7 +6,8 @@ not a restart.
 Which runs switch follows the runner (tuning.experiment.resident): each value's repeats 0, 3, 6,
 ... start a server anew, the others switch. A switch's seconds are the machine's own: the mean
 `switch` part of this engine's switched runs (tuning.experiment.run_parts), else the cost known
-from the issue's probe on an H100 (0.12-0.13 s a switch), said as such.
+from the issue's probe on an H100 (0.12-0.13 s a switch), said as such; on a CPU vLLM (whose
+servers are paused, tuning.engine.pause) a stated guess, 0.05 s, until it has measured its own.
 
 Whether an experiment will switch is the runner's state once it has decided (`resident_json`:
 used and not fallen back); before its first run, the conditions the runner checks, with the
@@ -25,6 +26,11 @@ from sqlite_utils import Database
 RESTART_EVERY = 3  # a value's repeat 0, 3, 6, ... starts its server anew (the runner's rhythm)
 SWITCH_GUESS_S = 0.13
 SWITCH_SOURCE = "a switch's known cost: 0.12-0.13 s (sleep one, wake the other, on an H100)"
+PAUSE_GUESS_S = 0.05
+PAUSE_SOURCE = (
+    "a guess for a CPU vLLM, not measured here yet: 0.05 s (pause one, continue the other, "
+    "one /health)"
+)
 
 
 def switches_in(runs: int, values: int, every: int) -> int:
@@ -107,13 +113,26 @@ def switch_every(db: Database, exp: Mapping[str, Any]) -> int:
     return RESTART_EVERY if will_switch(db, exp) else 0
 
 
-def switch_words(measured: float | None, cost: float, every: int) -> str:
-    """'; a switch 0.13 s (...) for the repeats that switch resident servers (...)', the
-    estimate's words for it; '' where every run restarts."""
+def pauses(exp: Mapping[str, Any]) -> bool:
+    """Whether the experiment's resident servers would be paused (a CPU vLLM), not put to sleep."""
+    engine = exp.get("engine")
+    return isinstance(engine, Mapping) and engine.get("backend") == "cpu"
+
+
+def guess_s(paused: bool) -> float:
+    """A switch's seconds before this engine has measured one."""
+    return PAUSE_GUESS_S if paused else SWITCH_GUESS_S
+
+
+def switch_words(costs: Any) -> str:
+    """'; a switch 0.13 s (...) for the repeats that switch resident servers (...)', the words of
+    an estimate's costs (tuning.experiment.estimate.Costs) for it; '' where every run restarts."""
+    every = costs.switch_every
     if not every:
         return ""
-    how = "measured here" if measured is not None else SWITCH_SOURCE
+    source = PAUSE_SOURCE if costs.switch_paused else SWITCH_SOURCE
+    how = "measured here" if costs.switch_s is not None else source
     return (
-        f"; a switch {cost:.2f} s ({how}) for the repeats that switch resident servers "
-        f"(a real restart every {every} repeats of a value)"
+        f"; a switch {costs.switch_cost():.2f} s ({how}) for the repeats that switch resident "
+        f"servers (a real restart every {every} repeats of a value)"
     )

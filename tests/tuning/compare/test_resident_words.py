@@ -103,3 +103,18 @@ def test_not_used_is_said_only_when_it_needs_saying() -> None:
     assert resident_note(off) is None
     assert resident_lines(None) == [] and resident_json(None) is None
     assert resident_lines({"asked": "auto"}) == []  # asked, never run: nothing to say yet
+
+
+def test_a_cpu_vllms_servers_are_said_paused_not_asleep() -> None:
+    check = resident_check(_runs([100.0, 101.0], [100.5, 100.2]), KEYS)
+    paused = {**_state(check, fallback="RAM for a second server: ..."), "parked": "paused"}
+    lines = resident_lines(paused)
+    assert (
+        "the server in hand paused (no CPU used, its RAM kept) and the value's continued"
+        in (lines[0])
+    )
+    assert "put to sleep" not in " ".join(lines)
+    assert "on a switched (paused, then continued) server" in (resident_note(paused) or "")
+    asleep = _state(check, fallback="sleep mode failed")
+    assert "put to sleep and the value's woken" in resident_lines(asleep)[0]
+    assert "(slept, then woken)" in (resident_note(asleep) or "")

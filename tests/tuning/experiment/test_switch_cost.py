@@ -29,6 +29,7 @@ from tuning.experiment.run_parts import Parts
 from tuning.experiment.runner import run_experiment
 from tuning.experiment.spec import ExperimentSpec
 from tuning.experiment.switch_cost import (
+    PAUSE_GUESS_S,
     SWITCH_GUESS_S,
     spec_experiment,
     switches_in,
@@ -115,7 +116,7 @@ def _exp(path: Path, **columns: Any) -> int:
             uid=repo.new_uid(),
             values_json=[2, 16],
             repeats=columns.pop("repeats", 3),
-            engine_json=GPU,
+            engine_json=columns.pop("engine_json", GPU),
             workload_json=WL.to_dict(),
             **columns,
         )
@@ -191,3 +192,23 @@ def test_the_next_estimate_uses_the_switches_this_machine_measured(sleepy: Path)
     assert est.seconds == pytest.approx(whole + 2 * costs.start_s + 4 * costs.switch_cost())
     assert est_off.costs.switch_every == 0 and est_off.seconds > est.seconds
     assert before.switch_every == 3
+
+
+def test_a_cpu_vllm_switches_by_pausing_at_a_stated_guess(fresh_db: Path) -> None:
+    """A CPU vLLM has no sleep mode but its servers are paused (tuning.engine.pause): its repeats
+    switch without its flags read, and until it measured a switch the estimate counts the
+    pause's stated guess (0.05 s), said as not measured, not the H100's sleep / wake."""
+    cpu = {**GPU, "backend": "cpu"}
+    resident, sized = (
+        _exp(fresh_db, engine_json=cpu),
+        _exp(fresh_db, engine_json=cpu, param="block-size"),
+    )
+    with connect(fresh_db, readonly=True) as db:
+        assert will_switch(db, queries.get_experiment(db, resident))
+        assert not will_switch(db, queries.get_experiment(db, sized))  # it sizes memory
+        costs = with_switches(db, queries.get_experiment(db, resident), _costs())
+        line = experiment_line(db, resident).line()
+    assert costs.switch_every == 3 and costs.switch_cost() == PAUSE_GUESS_S
+    est = for_experiment(costs, 2, 3)
+    assert est.seconds == pytest.approx(5 + 2 * 50 + 4 * PAUSE_GUESS_S + 6 * (costs.load_s + 2))
+    assert "a switch 0.05 s (a guess for a CPU vLLM, not measured here yet" in line
