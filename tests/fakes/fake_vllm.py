@@ -98,6 +98,7 @@ class Faults:
     wake_kv_tokens: int | None = None
     sleep_fails: bool = False  # POST /sleep answers HTTP 500 and the server stays awake
     wake_itl_ms: float | None = None  # after a wake it streams this much slower per token
+    stop_delay: float = 0.0  # seconds the API server takes to shut down on SIGTERM (a GPU's)
 
 
 # Each fault's value type; a bool fault takes no value.
@@ -123,6 +124,7 @@ FAULT_TYPES: dict[str, type] = {
     "wake_kv_tokens": int,
     "sleep_fails": bool,
     "wake_itl_ms": float,
+    "stop_delay": float,
 }
 
 
@@ -462,6 +464,7 @@ def serve(argv: list[str]) -> int:
     while not stop.wait(0.2):
         pass
     log(role, "INFO", "launcher.py:254", "[shutdown] API server: shutdown triggered")
+    time.sleep(faults.stop_delay)
     if engine.poll() is None:
         engine.terminate()
         try:
