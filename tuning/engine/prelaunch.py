@@ -31,12 +31,10 @@ from tuning.engine.server import ServerProcess, StartupFacts
 from tuning.settings import load_settings
 
 LAUNCHER = Path(__file__).with_name("assets") / "prelaunch.py"
-# A console script -> (its entry point, modules its `serve` imports later, best effort).
+# A console script -> (its entry point, modules it imports only inside main(), best effort: vLLM's
+# cli/main.py imports its subcommands lazily, and `serve`'s pulls in the engine and the API server).
 CONSOLE_SCRIPTS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "vllm": (
-        "vllm.entrypoints.cli.main:main",
-        ("vllm.entrypoints.cli.serve", "vllm.entrypoints.openai.api_server"),
-    ),
+    "vllm": ("vllm.entrypoints.cli.main:main", ("vllm.entrypoints.cli.serve",)),
 }
 OFF_WORDS = frozenset({"0", "off", "false", "no"})
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?$")

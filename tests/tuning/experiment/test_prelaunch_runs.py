@@ -20,6 +20,7 @@ from tuning.engine.prelaunch import PrelaunchedServer
 from tuning.engine.procs import group_members
 from tuning.engine.server import ServerProcess, port_is_free
 from tuning.engine.spec import EngineSpec
+from tuning.experiment import time_spent
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.run_anatomy import adds_up
 from tuning.experiment.run_unit import RunUnit
@@ -120,6 +121,11 @@ def test_the_next_server_imports_while_the_last_one_stops_and_goes_once_it_is_go
     start = sum(p["seconds"] for p in anat["parts"] if p["key"] == "start")
     assert start + hidden[0] == pytest.approx(tth, abs=0.3)
     assert not any(s.alive() or group_members(s.pgid or 0) for s in seen.servers)
+    # compare, Live and the report say it per experiment
+    with connect(lab_home / "lab.db", readonly=True) as db:
+        (spent,) = time_spent.report(db, runs)
+    assert spent["hidden_start_s"] == pytest.approx(hidden[0])
+    assert any(line.startswith("starts overlapped: 1 of 2 servers") for line in spent["lines"])
 
 
 @pytest.mark.parametrize("how", ["setting off", "command not wrapped"])
@@ -138,6 +144,9 @@ def test_off_or_a_command_the_launcher_cannot_wrap_starts_as_before(
         assert "prelaunch" not in run["startup"]["anatomy"]
         assert not [p for p in run["anatomy"]["overlapped"] if p["key"] == "prelaunch_ahead"]
         assert adds_up(run["anatomy"])
+    with connect(lab_home / "lab.db", readonly=True) as db:
+        (spent,) = time_spent.report(db, runs)
+    assert spent["hidden_start_s"] == 0 and not any("overlapped" in t for t in spent["lines"])
 
 
 def test_stop_while_the_next_server_imports_leaves_no_process(
