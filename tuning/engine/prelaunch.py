@@ -93,7 +93,7 @@ def wrap(argv: list[str]) -> list[str] | None:
 
 
 @dataclass(frozen=True)
-class Marks:
+class LauncherLines:
     """What the launcher's lines said, on `time.monotonic()`: the imports' seconds (its own
     clock) and when they were done, and when it went (None: not yet)."""
 
@@ -102,7 +102,7 @@ class Marks:
     went_at: float | None = None
 
 
-def read_marks(log_path: Path) -> Marks | None:
+def read_marks(log_path: Path) -> LauncherLines | None:
     """The launcher's lines in the head of a log; None before its imports line."""
     try:
         with open(log_path, "rb") as fh:
@@ -113,7 +113,7 @@ def read_marks(log_path: Path) -> Marks | None:
     if imported is None:
         return None
     went = _GO.search(head, imported.end())
-    return Marks(
+    return LauncherLines(
         float(imported.group(1)),
         float(imported.group(2)),
         float(went.group(1)) if went else None,
@@ -148,7 +148,7 @@ class PrelaunchedServer(ServerProcess):
         if wrapped is None:
             raise ValueError(f"the launcher cannot wrap {launch.argv[:3]}")
         self.wrapped = wrapped
-        self.marks: Marks | None = None
+        self.marks: LauncherLines | None = None
 
     def command(self) -> list[str]:
         return self.wrapped
