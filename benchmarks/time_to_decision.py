@@ -22,7 +22,9 @@ The issue's target on the embedded engine: new / old <= 0.6.
 import while the last one stops: tuning.engine.prelaunch), to see that part's share alone. A
 prelaunched start's time to healthy includes its imports, as a plain start's would; the seconds of
 it done while the previous server stopped (the anatomy's `prelaunch_ahead`) are printed and left
-out of "starting" in the shares, so the shares still add up to the wall time.
+out of "starting" in the shares, so the shares still add up to the wall time. `--baseline
+prelaunch-off` makes the "old" side this very tree with prelaunch off (nothing exported from
+`--old-rev`), so the interleaved pairs measure prelaunch alone.
 """
 
 from __future__ import annotations
@@ -72,6 +74,12 @@ def parse_args() -> argparse.Namespace:
         default="on",
         help="the new side's prelaunch (TUNING_LAB_PRELAUNCH); the old side has none",
     )
+    p.add_argument(
+        "--baseline",
+        choices=("old", "prelaunch-off"),
+        default="old",
+        help="the old side: the lab at --old-rev, or this tree with prelaunch off",
+    )
     return p.parse_args()
 
 
@@ -107,7 +115,8 @@ def experiment(args: argparse.Namespace, tree: Path, side: str) -> dict[str, Any
     """One until-decided experiment with the lab in `tree`; its wall time, runs and decision."""
     home = Path(tempfile.mkdtemp(prefix=f"ttd-{side}-"))
     env = {**os.environ, **engine_env(args.engine, home), "PYTHONPATH": str(tree)}
-    env["TUNING_LAB_PRELAUNCH"] = "1" if args.prelaunch == "on" else "0"
+    on = args.prelaunch == "on" and side == "new"
+    env["TUNING_LAB_PRELAUNCH"] = "1" if on else "0"
     argv = [sys.executable, "-m", "tuning", "experiment", "--param", args.param]
     argv += ["--values", args.values, "--repeats", "auto", "--max-repeats", str(args.max_repeats)]
     argv += ["--num-requests", str(args.num_requests), "--concurrency", str(args.concurrency)]
@@ -172,7 +181,8 @@ def main() -> int:
     ratios: list[float] = []
     per_run: list[float] = []  # the runs a decision takes vary with the noise: per run too
     with tempfile.TemporaryDirectory(prefix="ttd-old-") as tmp:
-        old_tree = export_tree(args.old_rev, Path(tmp))
+        baseline_is_old = args.baseline == "old"
+        old_tree = export_tree(args.old_rev, Path(tmp)) if baseline_is_old else REPO
         trees = {"old": old_tree, "new": REPO}
         for pair in range(args.pairs):
             order = ("old", "new") if pair % 2 == 0 else ("new", "old")
