@@ -152,11 +152,11 @@ def test_off_or_a_command_the_launcher_cannot_wrap_starts_as_before(
 def test_stop_while_the_next_server_imports_leaves_no_process(
     lab_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("FAKE_VLLM_IMPORT_S", "30")  # still importing when Stop comes
     seen = Seen(monkeypatch)
     real_spawn = RunUnit._spawn_ahead
 
     def spawn_then_stop(unit: RunUnit) -> None:
+        monkeypatch.setenv("FAKE_VLLM_IMPORT_S", "30")  # still importing when Stop comes
         real_spawn(unit)
         unit.book.live.cancel.set()  # the user's Stop, right after the spawn
 
