@@ -66,7 +66,7 @@ def discard(ahead: Ahead | None) -> None:
     """Stop a server spawned ahead that will not be used (its group gone, its port never bound)."""
     if ahead is None:
         return
-    try:
-        ahead.server.stop(grace=5.0)
+    try:  # a port it never bound is not its own to wait for
+        ahead.server.stop(grace=5.0, port_was_ours=ahead.server.released_at is not None)
     except Exception as exc:  # noqa: BLE001 (the next start's own checks still hold)
         print(f"runner: a server spawned ahead did not stop: {exc}", file=sys.stderr, flush=True)

@@ -26,7 +26,7 @@ from tuning.engine import effective, hardware, predict
 from tuning.engine.identity import engine_identity
 from tuning.engine.launch import Launch
 from tuning.engine.params import Param, format_value, get_param
-from tuning.engine.server import ServerProcess, StartFailure
+from tuning.engine.server import ServerProcess, StartFailure, port_is_free
 from tuning.engine.spec import EngineSpec
 from tuning.experiment import outcome, planned, prelaunching
 from tuning.experiment.bookkeeping import Bookkeeping
@@ -428,7 +428,12 @@ class RunUnit:
         ahead, self.ahead = self.ahead, None
         if ahead is None:
             return None
-        if ahead.uid == self.run_uid and prelaunching.same_start(ahead.server.launch, launch):
+        mine = ahead.server.launch
+        if (
+            ahead.uid == self.run_uid
+            and prelaunching.same_start(mine, launch)
+            and port_is_free(mine.host, mine.port)  # taken while it waited: start afresh
+        ):
             return ahead
         prelaunching.discard(ahead)
         return None

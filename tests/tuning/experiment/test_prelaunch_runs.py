@@ -9,13 +9,20 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from store import connect, queries
-from tests.fakes.engines import FAKE_VLLM, fake_command, fake_spec
+from tests.fakes.engines import (
+    FAKE_VLLM,
+    ForeignProcess,
+    fake_command,
+    fake_spec,
+    foreign_listener,
+)
 from tuning.engine.prelaunch import PrelaunchedServer
 from tuning.engine.procs import group_members
 from tuning.engine.server import ServerProcess, port_is_free
@@ -189,3 +196,28 @@ def test_an_import_error_of_the_server_spawned_ahead_is_its_runs_failed_start(
     assert adds_up(failed["anatomy"])
     assert "start_failed" in [p["key"] for p in failed["anatomy"]["parts"]]
     assert not any(s.alive() or group_members(s.pgid or 0) for s in seen.servers)
+
+
+def test_a_port_taken_while_the_server_waited_for_go_is_left_alone_and_the_run_starts_afresh(
+    lab_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = Seen(monkeypatch)
+    real_spawn = RunUnit._spawn_ahead
+    held: list[ForeignProcess] = []
+
+    with ExitStack() as stack:
+
+        def spawn_then_take_its_port(unit: RunUnit) -> None:
+            real_spawn(unit)
+            if unit.ahead is None:  # the last run: nothing after it
+                return
+            port = unit.ahead.server.launch.port
+            held.append(stack.enter_context(foreign_listener(port)))
+
+        monkeypatch.setattr(RunUnit, "_spawn_ahead", spawn_then_take_its_port)
+        status, runs = run_two(lab_home, module_spec())
+        assert status == "done" and [r["status"] for r in runs] == ["done", "done"]
+        (ahead,) = seen.ahead()
+        assert id(ahead) not in seen.went and not group_members(ahead.pgid or 0)
+        assert len(seen.servers) == 3  # the first, the one spawned ahead, the second's own
+        assert held[0].untouched()  # someone else's listener: never signalled
