@@ -71,6 +71,9 @@ class Settings:
     fleet_slots: str = ""
     fleet_ray_address: str = "auto"
     fleet_gpus_per_run: str = ""
+    # "off" (or 0): never spawn the next server ahead to import while the previous one stops
+    # (tuning.engine.prelaunch); TUNING_LAB_PRELAUNCH=0 for one process.
+    prelaunch: str = "on"
 
     def resolved_author(self) -> str:
         return self.author or _os_user()

@@ -32,9 +32,10 @@ FAKE_MODEL = "fake-org/fake-model"
 FAKE_SERVED_NAME = "fake"
 
 
-def fake_command(faults: str = "") -> list[str]:
-    """The engine command: this interpreter running fake_vllm.py (+ faults carried as a flag)."""
-    command = [sys.executable, str(FAKE_VLLM)]
+def fake_command(faults: str = "", module: bool = False) -> list[str]:
+    """The engine command: this interpreter running fake_vllm.py (+ faults carried as a flag);
+    `module`: as `python -m tests.fakes.fake_vllm` (from the repository root)."""
+    command = [sys.executable, *(["-m", "tests.fakes.fake_vllm"] if module else [str(FAKE_VLLM)])]
     return command + ["--fake-faults", faults] if faults else command
 
 

@@ -15,6 +15,10 @@ memory and refuses generation with 503; `/fake/state` says how much it holds).
 `FAKE_VLLM_AWAKE=FILE` appends one JSON line each time a server begins serving, falls asleep,
 wakes or exits, so a test can tell whether two were ever awake at once.
 
+Its imports can be slow or fail (`FAKE_VLLM_IMPORT_S`, `FAKE_VLLM_IMPORT_ERROR`: see
+fake_vllm_imports.py), and it runs as `python -m tests.fakes.fake_vllm` too (`fake_command(module=
+True)`), so the lab's prelaunch launcher (tuning.engine.prelaunch) wraps it either way.
+
 Faults, comma-separated, from `FAKE_VLLM_FAULTS` and/or `--fake-faults` (`Faults` below
 lists them); one written `NAME[=VALUE]@FLAG=VALUE` applies only to a start with that flag value, so
 one value of an experiment can fail while the others run. `FAKE_VLLM_RECORD=FILE` appends one JSON
@@ -34,6 +38,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+if __package__ in (None, ""):  # run as a script: make `tests.fakes` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tests.fakes import fake_vllm_imports  # noqa: E402,F401 (FAKE_VLLM_IMPORT_S: slow imports)
 
 if TYPE_CHECKING:
     from tests.fakes.fake_vllm_server import FakeVllmServer
@@ -90,6 +98,7 @@ class Faults:
     wake_kv_tokens: int | None = None
     sleep_fails: bool = False  # POST /sleep answers HTTP 500 and the server stays awake
     wake_itl_ms: float | None = None  # after a wake it streams this much slower per token
+    stop_delay: float = 0.0  # seconds the API server takes to shut down on SIGTERM (a GPU's)
 
 
 # Each fault's value type; a bool fault takes no value.
@@ -115,6 +124,7 @@ FAULT_TYPES: dict[str, type] = {
     "wake_kv_tokens": int,
     "sleep_fails": bool,
     "wake_itl_ms": float,
+    "stop_delay": float,
 }
 
 
@@ -454,6 +464,7 @@ def serve(argv: list[str]) -> int:
     while not stop.wait(0.2):
         pass
     log(role, "INFO", "launcher.py:254", "[shutdown] API server: shutdown triggered")
+    time.sleep(faults.stop_delay)
     if engine.poll() is None:
         engine.terminate()
         try:

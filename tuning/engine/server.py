@@ -245,6 +245,9 @@ class ServerProcess:
         # When a start was seen to fail (exit or timeout), before its log was read and it was
         # stopped: where the run's anatomy ends "start" (tuning.experiment.run_anatomy).
         self.failed_at: float | None = None
+        # A prelaunched start (tuning.engine.prelaunch): when it was let go; when it was healthy.
+        self.released_at: float | None = None
+        self.healthy_at: float | None = None
         self._stopped = False
 
     def __enter__(self) -> Self:
@@ -284,10 +287,10 @@ class ServerProcess:
         try:
             with open(self.log_path, "wb") as log:
                 self.proc = subprocess.Popen(
-                    self.launch.argv,
+                    self.command(),
                     stdout=log,
                     stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
+                    stdin=self.stdin(),
                     env=env,
                     start_new_session=True,
                 )
@@ -302,6 +305,19 @@ class ServerProcess:
         self.sheet = Sheet(self.pids, look_up=self.note_pids)
         self.stamps = LogStamps(self.log_path, self.started_at, self.sheet).start()
         self._stopped = False
+
+    def command(self) -> list[str]:
+        """The argv started: the launch's own (a prelaunched start wraps it)."""
+        return self.launch.argv
+
+    def stdin(self) -> int:
+        return subprocess.DEVNULL
+
+    def startup_times(
+        self, healthy_s: float, stamps: dict[str, float]
+    ) -> tuple[float, dict[str, float]]:
+        """(time to healthy, milestone stamps) as a user's plain start would show them."""
+        return healthy_s, stamps
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         """The last lines of the log, read from its end (each cut to a few KB)."""
@@ -327,7 +343,7 @@ class ServerProcess:
         """Poll /health until 200, then read the log; a process exit or the timeout (which covers
         the read too) raises StartFailure."""
         assert self.proc is not None and self.started_at is not None
-        deadline = self.started_at + timeout
+        deadline = (self.released_at or self.started_at) + timeout  # not while it waited for go
         url = self.launch.base_url
         while True:
             self.note_pids()
@@ -359,7 +375,8 @@ class ServerProcess:
             if on_poll:
                 on_poll(time.monotonic() - self.started_at)
             time.sleep(HEALTH_POLL_S)
-        healthy_s = round(time.monotonic() - self.started_at, 3)
+        self.healthy_at = time.monotonic()
+        healthy_s = round(self.healthy_at - self.started_at, 3)
         if self.stamps is not None and self.sheet is not None:  # what was written since its read
             stamps = self.stamps.stop(until_s=healthy_s, deadline=deadline)
             sheet = self.sheet
@@ -375,6 +392,7 @@ class ServerProcess:
                 None,
                 sheet.get("vllm_version"),
             )
+        healthy_s, stamps = self.startup_times(healthy_s, stamps)
         self.facts = startup_facts(sheet)
         self.facts.time_to_healthy_s = healthy_s
         self.facts.anatomy = anatomy(stamps, healthy_s, sheet)

@@ -28,6 +28,12 @@ POLL_S = 0.1
 # the order vLLM reaches them. A milestone a backend never logs (CUDA graphs on CPU, a worker
 # process on one GPU) is left out and its time falls to the next phase.
 MILESTONES: tuple[tuple[str, str, re.Pattern[str]], ...] = (
+    # a prelaunched start (tuning.engine.prelaunch): its imports, done before it was let go
+    (
+        "prelaunch_imports",
+        "imports (prelaunched)",
+        re.compile(r"tuning-lab prelaunch: imports took"),
+    ),
     ("api_process", "API server up (imports, arguments)", re.compile(r"\(APIServer pid=\d+\)")),
     ("engine_process", "engine core started", re.compile(r"Initializing a V1 LLM engine")),
     ("worker_process", "worker started", re.compile(r"\((?:Vllm)?Worker[\w-]* pid=\d+\)")),
@@ -58,6 +64,7 @@ MILESTONES: tuple[tuple[str, str, re.Pattern[str]], ...] = (
 # lines that hold a literal its every match holds (tuning.engine.log_marks finds them).
 _ON_BYTES = {key: re.compile(rx.pattern.encode()) for key, _, rx in MILESTONES}
 _ANCHORS: dict[str, tuple[bytes, ...]] = {
+    "prelaunch_imports": (b"tuning-lab prelaunch: imports took",),
     "api_process": (b"(APIServer pid=",),
     "engine_process": (b"Initializing a V1 LLM engine",),
     "worker_process": (b"Worker",),

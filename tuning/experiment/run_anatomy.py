@@ -42,6 +42,7 @@ PARTS: dict[str, str] = {
     "storing": "storing",
     # beside the parts (`overlapped`), not added
     "stop_ahead": "the previous server's stop, begun while its run stored",
+    "prelaunch_ahead": "this server's spawn and imports, done while the previous one stopped",
 }
 # The words of the one-line summary: each part counts under one of these (the rest: "other").
 GROUPS: dict[str, tuple[str, ...]] = {

@@ -26,9 +26,9 @@ from tuning.engine import effective, hardware, predict
 from tuning.engine.identity import engine_identity
 from tuning.engine.launch import Launch
 from tuning.engine.params import Param, format_value, get_param
-from tuning.engine.server import ServerProcess, StartFailure
+from tuning.engine.server import ServerProcess, StartFailure, port_is_free
 from tuning.engine.spec import EngineSpec
-from tuning.experiment import outcome, planned
+from tuning.experiment import outcome, planned, prelaunching
 from tuning.experiment.bookkeeping import Bookkeeping
 from tuning.experiment.load_prep import LoadPrep
 from tuning.experiment.measure import measure
@@ -142,6 +142,10 @@ class RunUnit:
         self._stopping: BackgroundStop | None = None  # a server's stop begun after its load
         self.loads = LoadPrep()  # each workload's prompts, built once for the runs after it
         self.resident: ResidentEngines | None = None  # decided at the first run (resident.py)
+        # The run after the one in hand (value, repeat), when the caller knows it; and its server,
+        # spawned ahead to import while this run stores (tuning.experiment.prelaunching).
+        self.next_at: tuple[Any, int] | None = None
+        self.ahead: prelaunching.Ahead | None = None
 
     def begin_window(self) -> None:
         """The first run's window begins now (the runner calls it once it is running)."""
@@ -159,6 +163,11 @@ class RunUnit:
         fields = new_run_fields(
             exp, seq, value, repeat, hardware.hardware_details() if engine else None
         )
+        ahead = self.ahead
+        if ahead is not None and (uid or ahead.at != (value, repeat)):
+            self._discard_ahead()  # spawned for another run than this one
+        elif ahead is not None:
+            fields["uid"] = ahead.uid  # its log is named by it
         if uid:
             fields["uid"] = uid
         if self.resident is None:
@@ -172,6 +181,8 @@ class RunUnit:
             return self._run(run_id, engine, config, wl, spec, (value, repeat))
         finally:  # whatever ended it (a Stop, a failure, an interrupt): where its time went
             self._close_window(run_id)
+            if self.ahead is not None and self.ahead.uid == self.run_uid:
+                self._discard_ahead()  # spawned for this run, which did not start it
             if self.resident is not None:
                 self.resident.after_run()  # the check of switched against restarted runs
 
@@ -285,7 +296,9 @@ class RunUnit:
             self.stop_server()
         book.phase("starting", run_id)
         log_path = log_path_for(self.log_dir, self.run_uid)
-        server = ServerProcess(launch, log_path)
+        ahead = self._adopt_ahead(launch)
+        server = ahead.server if ahead is not None else ServerProcess(launch, log_path)
+        launch = server.launch  # the one spawned ahead has a port of its own
         repo.update_run(
             book.db, run_id, argv_json=launch.argv, env_json=launch.env, log_path=str(log_path)
         )
@@ -295,7 +308,10 @@ class RunUnit:
         self.server = server  # before start(): whatever happens next, stop_server stops it
         clock.mark(part, at=self.server_t0)
         try:
-            server.start()
+            if ahead is not None:
+                ahead.server.release()  # the previous server's port and memory are free now
+            else:
+                server.start()
         except StartFailure:
             self.server = None  # nothing was started (the port was someone else's)
             raise
@@ -317,8 +333,10 @@ class RunUnit:
             self.samples.finish()
             self.server = None
             raise
-        if facts.time_to_healthy_s is not None and server.started_at is not None:
-            clock.mark("engine_facts", at=server.started_at + facts.time_to_healthy_s)
+        if server.healthy_at is not None:
+            clock.mark("engine_facts", at=server.healthy_at)
+        if ahead is not None:  # its spawn and imports, done while the previous server stopped
+            clock.beside("prelaunch_ahead", ahead.server.hidden_s())
         self.server_facts = facts.to_dict()
         self.server_check = effective.check_start(launch, server.sheet or "", facts, engine.backend)
         self.samples.add(MetricsSampler(launch.base_url, period=0.5))
@@ -387,11 +405,48 @@ class RunUnit:
                 wait_gpu_memory_released(baseline, poll=RELEASE_POLL_S)
 
         self._stopping = BackgroundStop(stop)
+        self._spawn_ahead()
+
+    # -- the next run's server, spawned ahead (tuning.experiment.prelaunching) --------------------
+    def _spawn_ahead(self) -> None:
+        """Spawn the next run's server to import now (its load is over: no CPU is taken from
+        it); it runs only when the next run lets it go."""
+        at, exp = self.next_at, self.book.exp
+        engine = engine_of(exp)
+        if at is None or engine is None or self.ahead is not None or self.book.live.cancel.is_set():
+            return
+        try:
+            config = run_inputs(exp, at[0])[0]
+            resident = self.resident
+            launch = resident.launch_for(engine, config) if resident else engine.launch(config)
+        except Exception:  # noqa: BLE001 (a value its own run refuses, in its own words)
+            return
+        self.ahead = prelaunching.spawn(at, launch, lambda uid: log_path_for(self.log_dir, uid))
+
+    def _adopt_ahead(self, launch: Launch) -> prelaunching.Ahead | None:
+        """The server spawned ahead for this run, when it is this very launch (else stopped)."""
+        ahead, self.ahead = self.ahead, None
+        if ahead is None:
+            return None
+        mine = ahead.server.launch
+        if (
+            ahead.uid == self.run_uid
+            and prelaunching.same_start(mine, launch)
+            and port_is_free(mine.host, mine.port)  # taken while it waited: start afresh
+        ):
+            return ahead
+        prelaunching.discard(ahead)
+        return None
+
+    def _discard_ahead(self) -> None:
+        ahead, self.ahead = self.ahead, None
+        prelaunching.discard(ahead)
 
     def close(self) -> None:
         """Stop the server and the samplers (and any resident server asleep); safe to call
         twice."""
         try:
+            self._discard_ahead()
             self.stop_server()
         finally:
             self.samples.finish()

@@ -50,10 +50,12 @@ def run_locally(
 ) -> list[int]:
     """One value after another on this machine, through the runner's own run unit."""
     run_ids: list[int] = []
-    for seq in todo:
+    for i, seq in enumerate(todo):
         if runner.live.cancel.is_set():
             break
         value, repeat = plan[seq]
+        later = todo[i + 1 : i + 2]  # its server may be spawned ahead (tuning.engine.prelaunch)
+        runner.unit.next_at = plan[later[0]] if later else None
         run_ids.append(runner.unit.run(seq, value, repeat))
         done = sum(outcome.finished(r) for r in runner.runs())
         repo.update_experiment(runner.db, runner.experiment_id, runs_done=done)

@@ -135,6 +135,32 @@ def cold_start_line(runs: Sequence[Mapping[str, Any]]) -> str:
     return said + "; a time-to-healthy verdict over these runs counts the cold starts"
 
 
+def hidden_starts(runs: Sequence[Mapping[str, Any]]) -> list[float]:
+    """Each prelaunched start's seconds done beside the previous run (its server's spawn and
+    imports while the previous server stopped: `prelaunch_ahead`, tuning.engine.prelaunch)."""
+    out = []
+    for run in runs:
+        anat = run.get("anatomy")
+        beside = anat.get("overlapped") if isinstance(anat, Mapping) else None
+        for part in beside if isinstance(beside, list) else ():
+            seconds = part.get("seconds") if isinstance(part, Mapping) else None
+            if part.get("key") == "prelaunch_ahead" and isinstance(seconds, int | float):
+                out.append(float(seconds))
+    return out
+
+
+def hidden_line(runs: Sequence[Mapping[str, Any]]) -> str:
+    """'starts overlapped: 3 of 4 servers imported while the previous one stopped, 31.5 s hidden
+    (10.5 s a start)'; '' when none was."""
+    hidden = hidden_starts(runs)
+    if not hidden:
+        return ""
+    return (
+        f"starts overlapped: {len(hidden)} of {len(runs)} servers imported while the previous "
+        f"one stopped, {sum(hidden):.1f} s hidden ({sum(hidden) / len(hidden):.1f} s a start)"
+    )
+
+
 def report(db: Database, runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """For each experiment the runs belong to (in order): where its time went, its estimate
     against what it took, its cold starts and what its repeats did about resident engines
@@ -148,7 +174,8 @@ def report(db: Database, runs: Sequence[Mapping[str, Any]]) -> list[dict[str, An
         anat = experiment_anatomy(exp, own)
         took = "so far" if is_active(exp.get("status")) else "took"
         lines = [f"experiment {exp_id}, {took} {anat['line']}"] if anat and anat["line"] else []
-        lines += [text for text in (estimate_line(exp, own), cold_start_line(own)) if text]
+        said = (estimate_line(exp, own), hidden_line(own), cold_start_line(own))
+        lines += [text for text in said if text]
         lines += resident_lines(exp.get("resident"))  # switched servers, the check, a fall back
         if lines:
             out.append(
@@ -158,6 +185,7 @@ def report(db: Database, runs: Sequence[Mapping[str, Any]]) -> list[dict[str, An
                     "estimate": exp.get("estimate"),
                     "took_s": took_s(exp, own),
                     "cold_starts": cold_starts(own),
+                    "hidden_start_s": round(sum(hidden_starts(own)), 3),
                     "resident": resident_json(exp.get("resident")),
                     "lines": lines,
                 }

@@ -13,6 +13,7 @@ import pytest
 from store import connect, queries
 from tests.fakes.engines import fake_spec
 from tests.fakes.fake_openai import FakeConfig, FakeOpenAIServer
+from tuning.engine.prelaunch import PrelaunchedServer
 from tuning.engine.procs import group_members
 from tuning.engine.server import ServerProcess, port_is_free
 from tuning.engine.spec import EngineSpec
@@ -29,21 +30,33 @@ def test_no_start_meets_a_server_of_the_lab_still_alive(
     lab_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """4 starts (max-num-seqs 4, 2, 2, 4): at each, every earlier server is gone, its whole
-    process group and its port, though each stop began while its run was still storing."""
+    process group and its port, though each stop began while its run was still storing. A server
+    spawned ahead (tuning.engine.prelaunch) only imports until it is let go: its start is then."""
     started: list[ServerProcess] = []
     met: list[str] = []
-    real_start = ServerProcess.start
+    real_start, real_release = ServerProcess.start, PrelaunchedServer.release
 
-    def start(self: ServerProcess) -> None:
+    def check(new: ServerProcess) -> None:
         for old in started:
+            if old is new:
+                continue
             if old.alive() or group_members(old.pgid or 0):
                 met.append(f"server {old.pid} alive at the next start")
             if not port_is_free(old.launch.host, old.launch.port):
                 met.append(f"port {old.launch.port} still held at the next start")
+
+    def start(self: ServerProcess) -> None:
+        if not isinstance(self, PrelaunchedServer):
+            check(self)
         real_start(self)
         started.append(self)
 
+    def release(self: PrelaunchedServer) -> None:
+        check(self)
+        real_release(self)
+
     monkeypatch.setattr(ServerProcess, "start", start)
+    monkeypatch.setattr(PrelaunchedServer, "release", release)
     db_path = lab_home / "lab.db"
     exp_id = plan_experiment(
         db_path,
