@@ -22,12 +22,14 @@ from typing import Any
 from core.status import Status
 from store import connect, queries
 from tuning.compare.catalog import METRIC_BY_KEY
+from tuning.compare.decision import Decision
 from tuning.compare.comparison import request_loader, run_metric_values
 from tuning.compare.sequential import plan_next
 from tuning.compare.stats import bootstrap_change
 from tuning.decide.search.driver import SearchSpec
 from tuning.decide.search.slo import slo_key, slo_state
 from tuning.engine.params import format_value, get_param
+from tuning.experiment.decision import decision_of
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.repeats import AutoRepeats
 from tuning.experiment.size import DEFAULT_BUDGET_MINUTES
@@ -114,6 +116,8 @@ def confirm_verdict(db_path: Path, search_id: int, spec: SearchSpec) -> dict[str
             for r in queries.list_runs(db, ids[-1], True)
             if r["status"] == Status.DONE
         ]
+        # the record the confirm's runner stored when it ended; none yet: the rule replayed below
+        record = decision_of(db, exp) if isinstance(exp.get("decision"), Mapping) else None
     other, chosen = exp["values"][0], exp["values"][-1]
     out: dict[str, Any] = {
         "experiment_id": ids[-1],
@@ -147,7 +151,29 @@ def confirm_verdict(db_path: Path, search_id: int, spec: SearchSpec) -> dict[str
     found = rule_verdict(exp, spec.metric, [v for _, v in base], [v for _, v in cand])
     if found is not None:
         out.update(found)
+        if record is not None:
+            out.update(recorded_verdict(record, format_value(chosen), spec.metric))
     return out
+
+
+def recorded_verdict(record: Decision, label: str, metric: str) -> dict[str, Any]:
+    """The confirm's verdict on `metric` as its decision record holds it (the level it was judged
+    at, Holm's share over the primaries included), so `search show` says what `compare` says of
+    the same experiment; empty when the record does not judge that metric."""
+    value = next((v for v in record.values if v.value == label), None)
+    judged = value.metric(metric) if value is not None else None
+    if judged is None:
+        return {}
+    c = judged.change
+    return {
+        "verdict": c.verdict,
+        "change_pct": None if c.rel_change is None else c.rel_change * 100,
+        "interval_pct": None
+        if c.rel_low is None or c.rel_high is None
+        else [c.rel_low * 100, c.rel_high * 100],
+        "confidence": c.confidence,
+        "runs_a_side": [c.n_base, c.n_cand],
+    }
 
 
 def rule_verdict(
