@@ -99,6 +99,9 @@ class Faults:
     sleep_fails: bool = False  # POST /sleep answers HTTP 500 and the server stays awake
     wake_itl_ms: float | None = None  # after a wake it streams this much slower per token
     stop_delay: float = 0.0  # seconds the API server takes to shut down on SIGTERM (a GPU's)
+    # vLLM 0.25 on a GPU: cache_config_info's kv_cache_memory_bytes is "None" unless the flag was
+    # asked (a start sized by --gpu-memory-utilization says its KV memory only in its log).
+    kv_label_unasked: bool = False
 
 
 # Each fault's value type; a bool fault takes no value.
@@ -125,6 +128,7 @@ FAULT_TYPES: dict[str, type] = {
     "sleep_fails": bool,
     "wake_itl_ms": float,
     "stop_delay": float,
+    "kv_label_unasked": bool,
 }
 
 
@@ -195,6 +199,7 @@ def parse_bytes(value: Any) -> int:
 def effective_config(flags: dict[str, Any], faults: Faults) -> dict[str, Any]:
     """What this engine really runs with: the asked flags unless ignored, and its KV cache."""
     eff = {k: flags.get(k, d) if k not in faults.ignore_flag else d for k, d in DEFAULTS.items()}
+    eff["kv_asked"] = eff["kv_cache_memory_bytes"] is not None
     if eff["kv_cache_memory_bytes"] is not None:
         kv_bytes = parse_bytes(eff["kv_cache_memory_bytes"])
     else:

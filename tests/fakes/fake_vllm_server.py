@@ -166,7 +166,9 @@ class FakeVllmServer(FakeOpenAIServer):
             "enable_prefix_caching": eff["enable_prefix_caching"],
             "engine": 0,
             "gpu_memory_utilization": eff["gpu_memory_utilization"],
-            "kv_cache_memory_bytes": eff["kv_cache_memory_bytes"],
+            "kv_cache_memory_bytes": eff["kv_cache_memory_bytes"]
+            if eff.get("kv_asked") or not self.faults.kv_label_unasked
+            else None,
             "kv_cache_size_tokens": eff["kv_cache_size_tokens"],
             "num_gpu_blocks": eff["num_gpu_blocks"],
         }

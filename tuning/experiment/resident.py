@@ -64,6 +64,17 @@ KV_SHARE = 0.9  # of a first start's KV budget: what two servers, one asleep, bo
 KV_BUDGET = "kv-cache-memory-bytes"
 
 
+def probed_kv_bytes(facts: dict[str, Any]) -> int | None:
+    """The KV budget a start measured: vLLM's cache config when the budget was asked
+    (`kv_cache_memory_bytes`), else its log's "Available KV cache memory: N GiB", which is all a
+    start sized by `--gpu-memory-utilization` says (vLLM 0.25 on an H100 leaves the label empty)."""
+    asked = count(facts.get("kv_cache_memory_bytes"))
+    if asked:
+        return asked
+    gib = facts.get("kv_cache_memory_gib")
+    return int(float(gib) * 2**30) if isinstance(gib, int | float) and gib > 0 else None
+
+
 class ResidentUnit(Protocol):
     """What resident engines use of tuning.experiment.run_unit.RunUnit (which imports this)."""
 
@@ -242,7 +253,7 @@ class ResidentEngines:
         asked = {k: v for k, v in config.items() if k != KV_BUDGET}
         launch = sleep_mode_launch(engine.launch(asked))
         unit.start_fresh(run_id, launch, engine, part="kv_probe")
-        measured = count(unit.server_facts.get("kv_cache_memory_bytes"))
+        measured = probed_kv_bytes(unit.server_facts)
         unit.clock.mark("stop")
         unit.stop_server()
         if not measured:

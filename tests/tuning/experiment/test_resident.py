@@ -150,6 +150,21 @@ def _restarted_throughout(runs: list[dict[str, Any]], after: int) -> None:
         assert "switch" not in [p["key"] for p in run["anatomy"]["parts"]]
 
 
+def test_the_kv_budget_comes_from_the_log_when_the_engine_does_not_label_it(
+    sleepy: Path,
+) -> None:
+    """The H100 run of 2026-12-07: vLLM 0.25 started by --gpu-memory-utilization leaves
+    cache_config_info's kv_cache_memory_bytes "None" and says its KV memory only in its log
+    ("Available KV cache memory: 70.3 GiB"); the probe fell back ("did not say its KV budget")."""
+    exp, runs = _run(sleepy, faults=f"{PACE},kv_label_unasked", config={}, repeats=2)
+    state = exp["resident"]
+    assert not state.get("fallback"), state.get("fallback")
+    assert state["used"] is True and "first sleep-mode start measured" in state["budget_from"]
+    (budget,) = {r["config"]["kv-cache-memory-bytes"] for r in runs}
+    assert all(abs(r["kv_cache_memory_bytes"] - budget) < 0.01 * 2**30 for r in runs)
+    assert state["switches"] >= 1 and all(adds_up(r["anatomy"]) for r in runs)
+
+
 def test_a_flag_that_sizes_memory_restarts_and_says_why(sleepy: Path) -> None:
     exp, runs = _run(sleepy, param="max-model-len", values=(1024, 2048), repeats=2, config={})
     assert exp["resident"]["used"] is False
