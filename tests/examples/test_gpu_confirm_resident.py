@@ -86,7 +86,8 @@ def test_the_confirms_primary_verdicts_agree_on_every_surface(
         "p99_ttft_ms": "undecided",
         "p99_tpot_ms": "undecided",
     }
-    assert as_json["decision"]["rule"] == "sequential" and as_json["decision"]["recommended"] is None
+    assert as_json["decision"]["rule"] == "sequential"
+    assert as_json["decision"]["recommended"] is None
     assert CONFIRM_HEAD in _headline_on_compare(CONFIRM)
     assert CONFIRM_HEAD in _words(build_report(lab, experiment_ids=[CONFIRM]))
 

@@ -22,8 +22,8 @@ from typing import Any
 from core.status import Status
 from store import connect, queries
 from tuning.compare.catalog import METRIC_BY_KEY
-from tuning.compare.decision import Decision
 from tuning.compare.comparison import request_loader, run_metric_values
+from tuning.compare.decision import Decision
 from tuning.compare.sequential import plan_next
 from tuning.compare.stats import bootstrap_change
 from tuning.decide.search.driver import SearchSpec
