@@ -21,7 +21,8 @@ VALUES = [2, 16]
 # load 7; warm-ups and the 32 requests took 18 s. The time is in the number of runs (4 at least,
 # 10 at most), not in the requests. Its repeats now pause resident servers where the machine has
 # the RAM for two (tuning.engine.pause: each value's server starts once, a real restart every
-# third round, the other runs switch): what that saves here is not measured yet.
+# third round, the other runs switch): paused runs took 2.5-4.8 s against 28-34 s restarted in
+# benchmarks/time_to_decision.py's embedded runs (docs/evidence/numbers.md).
 # C=16 so that max-num-seqs 2 queues 14 requests: a difference large against run-to-run noise.
 WORKLOAD = Workload(num_requests=32, concurrency=16, input_len=32, output_len=32, num_warmups=4)
 # The stopping rule's looks at 2, 3 and 5 runs a side (alpha split over the three), under the time
