@@ -69,9 +69,21 @@ def _plain(text: str) -> str:
     return text
 
 
+def pct_number(percent: float) -> str:
+    """A signed percentage's number, one decimal: 10.24 -> '+10.2'. A change above -100 % (a
+    ratio's lower bound on the log scale always is) never reads '-100.0': it gets the decimals
+    that keep it above ('-99.99'), since -100 % would mean the metric fell to zero."""
+    text = f"{percent:+.1f}"
+    digits = 1
+    while percent > -100.0 and float(text) <= -100.0 and digits < 6:
+        digits += 1
+        text = f"{percent:+.{digits}f}"
+    return text
+
+
 def pct_text(fraction: float | None) -> str:
     """A relative change as a signed percentage: 0.102 -> '+10.2 %'."""
-    return NONE if fraction is None else f"{fraction * 100:+.1f} %"
+    return NONE if fraction is None else f"{pct_number(fraction * 100)} %"
 
 
 def diff_text(value: float | None, unit: str = "") -> str:
@@ -126,7 +138,8 @@ def ci_text(
         return ""
     level = level_text(change.confidence)
     if change.rel_low is not None and change.rel_high is not None:
-        text = f"{level} CI {change.rel_low * 100:+.1f} … {change.rel_high * 100:+.1f} %"
+        low, high = pct_number(change.rel_low * 100), pct_number(change.rel_high * 100)
+        text = f"{level} CI {low} … {high} %"
         if spread and is_wide(change):
             text += f" — wide: {spread_text(change)}"
         return text

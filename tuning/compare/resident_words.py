@@ -18,6 +18,7 @@ from typing import Any
 
 from core.units import fmt
 from tuning.compare.catalog import METRIC_BY_KEY
+from tuning.compare.present import pct_number
 
 # Reasons that need no saying: nothing to switch at all (stored all the same).
 NO_RESTARTS = "its runs do not restart a server"
@@ -33,7 +34,7 @@ CHECK_MEANING = {
 
 def _pct(low: Any, high: Any) -> str:
     if isinstance(low, int | float) and isinstance(high, int | float):
-        return f"{low * 100:+.1f} % .. {high * 100:+.1f} %"
+        return f"{pct_number(low * 100)} % .. {pct_number(high * 100)} %"
     return ""
 
 

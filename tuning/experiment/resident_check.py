@@ -19,6 +19,7 @@ from typing import Any
 
 from core.status import Status
 from tuning.compare.catalog import METRIC_BY_KEY
+from tuning.compare.present import pct_number
 from tuning.compare.stats import bootstrap_change
 
 START, SWITCH = "start", "switch"
@@ -92,5 +93,5 @@ def resident_check(runs: Sequence[Mapping[str, Any]], metrics: Sequence[str]) ->
 def _words(label: str, metric: str, low: float | None, high: float | None) -> str:
     span = ""
     if low is not None and high is not None:
-        span = f" ({low * 100:+.1f} % .. {high * 100:+.1f} %)"
+        span = f" ({pct_number(low * 100)} % .. {pct_number(high * 100)} %)"
     return f"{metric} of {label}: switched runs differ from restarted ones{span}"

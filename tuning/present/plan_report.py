@@ -12,7 +12,7 @@ from typing import Any
 
 from core.redact import env_secrets, scrub_text
 from tuning.compare.catalog import metric_label
-from tuning.compare.present import fmt
+from tuning.compare.present import fmt, pct_number
 from tuning.decide.search.plan_show import verdict_of
 from tuning.decide.search.words import search_choice_text
 from tuning.engine.params import format_value
@@ -45,11 +45,11 @@ def _gain_table(gains: Sequence[Mapping[str, Any]]) -> str:
     rows = []
     for g in gains:
         ci = (
-            f"{g['ci_low_pct']:+.1f} … {g['ci_high_pct']:+.1f} %"
+            f"{pct_number(g['ci_low_pct'])} … {pct_number(g['ci_high_pct'])} %"
             if g["ci_low_pct"] is not None and g["ci_high_pct"] is not None
             else "—"
         )
-        pct = "—" if g["change_pct"] is None else f"{g['change_pct']:+.1f} %"
+        pct = "—" if g["change_pct"] is None else f"{pct_number(g['change_pct'])} %"
         tone = g["verdict"] if g["verdict"] in ("better", "worse") else "muted"
         rows.append(
             f"<tr><td>{_e(g['label'])}</td><td class=num>{_e(fmt(g['start_mean'], g['unit']))}</td>"

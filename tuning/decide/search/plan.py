@@ -34,7 +34,7 @@ from tuning.compare.catalog import METRIC_BY_KEY, WORKLOAD_PARAMS
 from tuning.compare.comparison import request_loader, run_metric_values
 from tuning.compare.decision import Decision, decide_pair
 from tuning.compare.inert import InertKnob, inert_for
-from tuning.compare.present import VERDICT_LABEL, verdict_text
+from tuning.compare.present import VERDICT_LABEL, pct_number, verdict_text
 from tuning.compare.primaries import Primaries
 from tuning.compare.standing import not_applied
 from tuning.compare.stats import bootstrap_change
@@ -436,7 +436,7 @@ def summary_lines(result: Mapping[str, Any]) -> list[str]:
 def verdict_text_of(gain: Mapping[str, Any]) -> str:
     """'+12.0 %: ▲ better (95 % CI ...)' from one gain row."""
     pct = gain["change_pct"]
-    head = "—" if pct is None else f"{pct:+.1f} %"
+    head = "—" if pct is None else f"{pct_number(pct)} %"
     if gain["verdict"] == "not applied":
         return f"{head}: not applied by the engine ({'; '.join(gain['not_applied'])})"
     return f"{head}: {gain['verdict_text']}"

@@ -18,7 +18,7 @@ from typing import Any
 from store import connect, queries
 from tuning.compare.catalog import METRIC_BY_KEY, WORKLOAD_PARAMS, metric_label
 from tuning.compare.frontier import knee_keys, side_knee
-from tuning.compare.present import fmt
+from tuning.compare.present import fmt, pct_number
 from tuning.compare.selection import select_runs
 from tuning.decide.search.choice import choice
 from tuning.decide.search.confirm import confirm_values, confirm_verdict
@@ -154,11 +154,12 @@ def confirm_line(f: Mapping[str, Any]) -> str:
     """How the choice was confirmed (its verdict and interval), or how to confirm it."""
     c = f.get("confirm")
     if c:
-        change = "" if c["change_pct"] is None else f" {c['change_pct']:+.1f} %"
+        change = "" if c["change_pct"] is None else f" {pct_number(c['change_pct'])} %"
         if c["interval_pct"]:
             lo, hi = c["interval_pct"]
             level = f"{c['confidence'] * 100:.4g} %" if c.get("confidence") else "95 %"
-            change += f" ({level} CI {lo:+.1f} ... {hi:+.1f} %, {c['runs_a_side'][0]} runs a side)"
+            span = f"{pct_number(lo)} ... {pct_number(hi)} %"
+            change += f" ({level} CI {span}, {c['runs_a_side'][0]} runs a side)"
         return (
             f"confirm: {format_value(c['chosen'])} vs {format_value(c['other'])} on "
             f"{metric_label(f['objective'])}: {c['verdict']}{change}; {c['reason']} "

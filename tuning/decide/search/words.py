@@ -15,6 +15,7 @@ from typing import Any
 from core.failure_kinds import failure_words
 from core.units import fmt
 from tuning.compare.catalog import metric_label
+from tuning.compare.present import pct_number
 from tuning.engine.value_text import format_value
 
 
@@ -36,13 +37,13 @@ def failed_words(step: Mapping[str, Any]) -> str:
 def pct_interval(found: Mapping[str, Any]) -> str:
     """'+4.1 % (99.5 % CI +1.0 … +7.3 %, 5 runs a side)' of a change record."""
     change = found.get("change_pct")
-    text = "—" if change is None else f"{change:+.1f} %"
+    text = "—" if change is None else f"{pct_number(change)} %"
     ci, conf = found.get("interval_pct"), found.get("confidence")
     runs = found.get("runs_a_side") or []
     detail = []
     if ci:
         level = "" if conf is None else f"{float(conf) * 100:.4g} % "
-        detail.append(f"{level}CI {ci[0]:+.1f} … {ci[1]:+.1f} %")
+        detail.append(f"{level}CI {pct_number(ci[0])} … {pct_number(ci[1])} %")
     if runs:
         detail.append(f"{min(runs)} runs a side" if len(set(runs)) == 1 else f"runs {runs}")
     return text + (f" ({', '.join(detail)})" if detail else "")
