@@ -33,8 +33,14 @@ def test_max_num_seqs_2_vs_16_end_to_end(real_lab: dict[str, Any]) -> None:
         series = set(timeseries.sample_series(db, run["id"]))
         assert {"tree_rss_bytes", "kv_cache_usage_perc", "num_requests_running"} <= series
         rss = timeseries.get_samples(db, run["id"], ["tree_rss_bytes"])
-        # Sampled from launch at 100 ms: the climb from an empty interpreter to a loaded engine.
-        assert len(rss) > 100 and max(s["value"] for s in rss) > 10 * rss[0]["value"]
+        # Sampled from launch at 100 ms: the climb from an empty interpreter to a loaded engine;
+        # a server spawned ahead (prelaunch) did its imports before its run began, so its first
+        # sample is an interpreter with vLLM imported (~0.4 GB) and the climb is smaller.
+        phases = ((run.get("startup") or {}).get("anatomy") or {}).get("phases") or []
+        ahead = bool(phases) and phases[0]["key"] == "prelaunch_imports"
+        assert (
+            len(rss) > 100 and max(s["value"] for s in rss) > (4 if ahead else 10) * rss[0]["value"]
+        ), (ahead, rss[0], max(s["value"] for s in rss))
         assert run["kv_cache_tokens"] > 0 and run["time_to_healthy_s"] > 0
         # vLLM's KV gauge is a snapshot of its last step: a peak when a scrape in the load window
         # caught a request running, unknown (never a false 0 %) when none did (a busy machine).
@@ -75,7 +81,9 @@ def test_runs_json_has_the_summary_keys(
     for rid in real_lab["run_ids"]:
         anat, healthy = rows[rid]["startup_anatomy"], rows[rid]["time_to_healthy_s"]
         keys = [p["key"] for p in anat["phases"]]
-        assert keys[0] == "api_process" and keys[-1] == "healthy", keys
+        # a server spawned ahead starts with its imports, done while the previous run stopped
+        first = 1 if keys[0] == "prelaunch_imports" else 0
+        assert keys[first] == "api_process" and keys[-1] == "healthy", keys
         assert {"engine_process", "kv_cache", "api_listening"} <= set(keys), keys
         assert abs(sum(p["seconds"] for p in anat["phases"]) - healthy) <= 0.05 * healthy
         assert anat["compile_cache"]["state"] == "eager"
