@@ -15,6 +15,7 @@ from tuning.measure.traffic.workload import Workload
 
 PARAM = "max-num-seqs"
 VALUES = [2, 16]
+# Measured (docs/evidence/demo.md, 2026-12-07): 2.0 min for 10 runs, 4 starts and 6 switches.
 # Where the demo's time went on the shared 2-core machine when every run restarted the engine
 # (measured, README "First: the demo"): a start (three Python processes importing vLLM and torch
 # one after the other, --enforce-eager already on) was ~90 % of a run: 197 s of a 214 s run at
@@ -31,7 +32,7 @@ MAX_REPEATS = 5
 NAME = "Demo: max-num-seqs 2 vs 16 (repeated until decided)"
 # Measured on the shared 2-core machine (README, "First: the demo"), not a promise: the home
 # page's button and `tuning-lab demo --help` say it.
-MEASURED = "12 minutes or more on 2 CPU cores"
+MEASURED = "about 2 minutes on 2 idle CPU cores, more on a busy machine"
 BUTTON = f"Run the demo ({MEASURED})"
 
 
