@@ -15,15 +15,14 @@ from __future__ import annotations
 import html
 import json
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from store import open_db, queries, snapshot
+from store import open_db, queries
 from tests.apptest import open_page, with_query
-from tests.examples import H200
+from tests.examples import H200, lab_of
 from tuning.cli.main import main as cli_main
 from tuning.present.report import build_report
 
@@ -38,11 +37,7 @@ CONFIRM_HEAD = (
 
 @pytest.fixture
 def lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    copy = tmp_path / "lab.db"
-    shutil.copy(snapshot.expanded(DB), copy)  # the app opens DBs writable: never the original
-    monkeypatch.setenv("TUNING_LAB_HOME", str(tmp_path))
-    monkeypatch.setenv("TUNING_LAB_DB", str(copy))
-    return copy
+    return lab_of(DB, tmp_path, monkeypatch)
 
 
 def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:

@@ -3,7 +3,6 @@ samples show what the GPU did: EngineCore holds the memory, one step at KV-cache
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from subprocess import CompletedProcess
@@ -12,6 +11,7 @@ import pytest
 
 from store import open_db, queries, snapshot, timeseries
 from tests.apptest import open_page, page_text, with_query
+from tests.examples import lab_of
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "h200" / "lab-h200.db.xz"
@@ -20,11 +20,7 @@ GIB = 2**30
 
 @pytest.fixture
 def h200_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    copy = tmp_path / "lab-h200.db"
-    shutil.copy(snapshot.expanded(EXAMPLE), copy)  # the app opens DBs writable: never the original
-    monkeypatch.setenv("TUNING_LAB_HOME", str(tmp_path))
-    monkeypatch.setenv("TUNING_LAB_DB", str(copy))
-    return copy
+    return lab_of(EXAMPLE, tmp_path, monkeypatch)
 
 
 def test_runs_are_complete_and_on_an_h200(h200_db: Path) -> None:
