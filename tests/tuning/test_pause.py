@@ -10,8 +10,6 @@ when it ends on its SIGTERM, never on a SIGKILL after the grace)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -100,9 +98,8 @@ def test_every_stop_path_ends_a_paused_server_at_once(
 def test_the_reaper_stops_a_server_a_dead_runner_left_paused(
     paused: ServerProcess, awake: Path, lab_home: Path
 ) -> None:
-    from store import connect, repo
     from tests.fakes.engines import fake_spec
-    from tests.tuning.experiment.test_resident import QUICK
+    from tests.tuning.experiment.test_resident import QUICK, left_by_a_dead_runner
     from tuning.experiment.plan import plan_experiment
     from tuning.experiment.spec import ExperimentSpec
     from tuning.experiment.supervisor import reap
@@ -116,18 +113,8 @@ def test_the_reaper_stops_a_server_a_dead_runner_left_paused(
         engine=fake_spec(backend="cpu"),
     )
     exp_id = plan_experiment(db_path, spec)
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    asleep = [{"pid": paused.pid, "start_time_s": paused.start_time}]
-    with connect(db_path) as db:
-        repo.update_experiment(
-            db,
-            exp_id,
-            status="running",
-            runner_pid=dead.pid,
-            heartbeat_at="2026-01-01T00:00:00+00:00",
-            resident_json={"asked": "auto", "used": True, "parked": "paused", "asleep": asleep},
-        )
+    resident = {"asked": "auto", "used": True, "parked": "paused"}
+    left_by_a_dead_runner(db_path, exp_id, paused, resident)
     t0 = time.monotonic()
     (item,) = reap(db_path)
     assert item.servers_stopped == [paused.pid]

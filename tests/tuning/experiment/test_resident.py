@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from store import connect, queries
+from store import connect, queries, repo
 from tests.fakes.engines import fake_spec
 from tests.fakes.fake_vllm_server import AWAKE_ENV
 from tests.fakes.gpu_box import FAKE_VLLM_PKG, REPO
@@ -68,6 +68,25 @@ def _run(
         exp = queries.get_experiment(db, exp_id)
         runs = queries.list_runs(db, exp_id, include_hidden=True)
     return exp, runs
+
+
+def left_by_a_dead_runner(
+    db_path: Path, exp_id: int, server: Any, resident: dict[str, Any]
+) -> None:
+    """The experiment as a runner that died leaves it: running, its pid gone, its heartbeat old,
+    `server` parked in its resident state (what the reaper reads)."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    asleep = [{"pid": server.pid, "start_time_s": server.start_time}]
+    with connect(db_path) as db:
+        repo.update_experiment(
+            db,
+            exp_id,
+            status="running",
+            runner_pid=dead.pid,
+            heartbeat_at="2026-01-01T00:00:00+00:00",
+            resident_json={**resident, "asleep": asleep},
+        )
 
 
 def _starts(runs: list[dict[str, Any]]) -> int:
@@ -244,7 +263,6 @@ def test_servers_left_asleep_by_a_runner_that_died_are_stopped(sleepy: Path) -> 
     so the reaper finds it in the experiment's resident state (its pid and start time)."""
     from dataclasses import replace
 
-    from store import repo
     from tests.fakes.engines import fake_launch
     from tuning.engine.server import ServerProcess
     from tuning.engine.sleep_mode import SleepMode, resident_env
@@ -263,18 +281,7 @@ def test_servers_left_asleep_by_a_runner_that_died_are_stopped(sleepy: Path) -> 
     with server:  # started on entry
         server.wait_healthy(timeout=60)
         SleepMode(launch.base_url).sleep()
-        dead = subprocess.Popen([sys.executable, "-c", "pass"])
-        dead.wait()
-        asleep = [{"pid": server.pid, "start_time_s": server.start_time}]
-        with connect(db_path) as db:
-            repo.update_experiment(
-                db,
-                exp_id,
-                status="running",
-                runner_pid=dead.pid,
-                heartbeat_at="2026-01-01T00:00:00+00:00",
-                resident_json={"asked": "auto", "used": True, "asleep": asleep},
-            )
+        left_by_a_dead_runner(db_path, exp_id, server, {"asked": "auto", "used": True})
         (item,) = reap(db_path)
         assert item.servers_stopped == [server.pid]
         assert server.proc is not None and server.proc.wait(10) is not None  # stopped, by group
