@@ -6,6 +6,8 @@ per experiment).
 
 from __future__ import annotations
 
+import sys
+import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -165,23 +167,48 @@ def learned_for(names: Iterable[str], catalog: Catalog | None) -> dict[str, Para
     return out
 
 
-def catalog_for(db_path: str | Path, spec: EngineSpec, refresh: bool = False) -> Catalog:
-    """The engine's catalog from the store's cache, read (and cached) when missing or asked.
-    The key is the interpreter and its installed vLLM version (a quick metadata read), so an
-    upgraded vLLM is read again."""
+def catalog_key(spec: EngineSpec) -> tuple[str, str]:
+    """The cache's key: the engine's interpreter and its installed vLLM version (a quick metadata
+    read), so an upgraded vLLM is read again."""
     python = engine_python(spec.command)
     version = spec.vllm_version
     if version == "unknown":
         version = installed_vllm_version(python)
-    if not refresh:
-        with connect(db_path) as db:
-            raw = cache.load(db, python, version)
-        if raw is not None and raw.get("format") == FORMAT:
-            return Catalog.from_dict(raw)
+    return python, version
+
+
+def cached_catalog(db_path: str | Path, spec: EngineSpec) -> Catalog | None:
+    """The engine's catalog when the store has it cached; None otherwise (never read here)."""
+    python, version = catalog_key(spec)
+    with connect(db_path) as db:
+        raw = cache.load(db, python, version)
+    return Catalog.from_dict(raw) if raw is not None and raw.get("format") == FORMAT else None
+
+
+def catalog_for(db_path: str | Path, spec: EngineSpec, refresh: bool = False) -> Catalog:
+    """The engine's catalog from the store's cache, read (and cached) when missing or asked."""
+    if not refresh and (cached := cached_catalog(db_path, spec)) is not None:
+        return cached
+    python, version = catalog_key(spec)
     catalog = read_catalog(python)
     with connect(db_path) as db:
         cache.save(db, python, version, catalog.to_dict())
     return catalog
+
+
+def read_beside(db_path: str | Path, spec: EngineSpec) -> threading.Thread:
+    """Read (and cache) the engine's catalog in a thread, for a caller that need not wait for it
+    now (a resident experiment's first start); join the thread, then `cached_catalog`."""
+
+    def read() -> None:
+        try:
+            catalog_for(db_path, spec)
+        except Exception as exc:  # noqa: BLE001 (the caller reads no catalog: said as unknown)
+            print(f"runner: this vLLM's flags not read: {exc}", file=sys.stderr, flush=True)
+
+    thread = threading.Thread(target=read, name="read-engine-flags", daemon=True)
+    thread.start()
+    return thread
 
 
 def learned_flags(

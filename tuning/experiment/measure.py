@@ -42,6 +42,7 @@ class MeasuredUnit(Protocol):
 
     def relabel(self, run_id: int) -> None: ...
     def stop_soon(self) -> None: ...
+    def spawn_beside_load(self) -> None: ...
 
 
 def measure(
@@ -63,6 +64,8 @@ def measure(
     attached = engine is None
     clock = clock or RunClock(time.monotonic(), "workload")
     clock.mark("workload")
+    if not attached:
+        unit.spawn_beside_load()  # a GPU engine's next server imports meanwhile (prelaunching)
     if attached:
         unit.samples.start(run_id, t0, [MetricsSampler(base_url, period=0.5)])
     else:

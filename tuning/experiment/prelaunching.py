@@ -2,6 +2,10 @@
 over, the next run's server is spawned and does its Python imports while this run stores and its
 server stops; the next run lets it go once the previous server's port and device memory are free.
 
+On a GPU engine with cores to spare (`beside_load`), the next server is spawned as this run's load
+begins instead, when that run starts a server of its own: its imports use a core the load does not,
+and it touches the device only once let go. A CPU engine's cores are the load's: it waits.
+
 Only the next run's own start: spawned with that run's launch (its value, its own port and log,
 named by the uid the run then takes), adopted only when the run asks for exactly that launch, and
 stopped otherwise, on Stop, or when the runner closes (never an orphan: a launcher whose input
@@ -20,6 +24,14 @@ from store import repo
 from tuning.engine import prelaunch
 from tuning.engine.launch import Launch
 from tuning.engine.prelaunch import PrelaunchedServer
+
+SPARE_CORES = 8  # a machine with fewer gives its cores to the load (and the CPU engine)
+
+
+def beside_load(backend: str, cores: int | None) -> bool:
+    """Spawn the next run's server as this run's load begins? On a GPU engine with SPARE_CORES
+    cores or more: the imports take one of them, never the device."""
+    return backend == "gpu" and (cores or 1) >= SPARE_CORES
 
 
 @dataclass

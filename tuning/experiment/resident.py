@@ -35,24 +35,23 @@ from typing import Any, Protocol
 from core.plausible import count
 from store import queries, repo
 from tuning.compare.primaries import Primaries
-from tuning.compare.resident_words import NO_REPEATS, NO_RESTARTS, QUIET, check_line
+from tuning.compare.resident_words import QUIET, check_line
 from tuning.engine import effective
 from tuning.engine import pause as pausing
 from tuning.engine.launch import Launch
 from tuning.engine.params import Param, format_value
 from tuning.engine.server import ServerProcess, http_get, parse_cache_config
 from tuning.engine.sleep_mode import (
-    MEMORY_FLAGS,
     SLEEP_FLAG,
     SleepMode,
     SleepModeError,
     kv_after_wake,
     resident_env,
-    why_not,
 )
 from tuning.engine.spec import EngineSpec
 from tuning.experiment.bookkeeping import Bookkeeping
 from tuning.experiment.resident_check import resident_check
+from tuning.experiment.resident_when import why_not_resident
 from tuning.experiment.run_anatomy import RunClock
 from tuning.experiment.sampling import RunSamples
 from tuning.experiment.switch_cost import RESTART_EVERY  # the estimate counts the same rhythm
@@ -62,6 +61,7 @@ from tuning.measure.telemetry.prom import MetricsSampler
 
 KV_SHARE = 0.9  # of a first start's KV budget: what two servers, one asleep, both fit
 KV_BUDGET = "kv-cache-memory-bytes"
+FLAGS_WAIT_S = 120.0  # the most a first switch waits for the flags read beside the first start
 
 
 def probed_kv_bytes(facts: dict[str, Any]) -> int | None:
@@ -140,31 +140,6 @@ def _budget_of(value: Any) -> int | None:
     return budget if budget > 0 else None
 
 
-def why_not_resident(
-    exp: dict[str, Any], engine: EngineSpec | None, param: Param, db_path: Any
-) -> str | None:
-    """Why this experiment restarts for every run instead of switching resident servers; None
-    when it may switch. The engine's flags come from its catalog (read and cached when missing)."""
-    asked = str((exp.get("resident") or {}).get("asked") or "auto")
-    if asked == "off":
-        return "--resident off"
-    if engine is None or not param.restarts_server:
-        return NO_RESTARTS
-    if not exp.get("repeats_auto") and int(exp.get("repeats") or 1) < 2:
-        return NO_REPEATS
-    if exp.get("fleet"):
-        return "its runs go to the fleet (one server a slot)"
-    flags: set[str] | None = None
-    if engine.backend == "gpu" and param.name not in MEMORY_FLAGS:
-        try:
-            from tuning.engine.learn import catalog_for
-
-            flags = set(catalog_for(db_path, engine).flags)
-        except Exception:  # noqa: BLE001 (unknown: said as such by why_not)
-            flags = None
-    return why_not(param.name, engine.backend, flags)
-
-
 class ResidentEngines:
     """The resident servers of one experiment's runs and what was decided about them."""
 
@@ -172,7 +147,8 @@ class ResidentEngines:
         self.book = book
         self.state: dict[str, Any] = dict(book.exp.get("resident") or {})
         self.state.setdefault("asked", "auto")
-        why = why_not_resident(book.exp, engine, param, book.db_path)
+        why, self.flags_read = why_not_resident(book.exp, engine, param, book.db_path)
+        self.engine = engine
         self.active = why is None
         self.budget: int | None = None
         self.pool: dict[str, Parked] = {}
@@ -236,7 +212,11 @@ class ResidentEngines:
                 pass  # the value's own configuration: no budget to measure
             elif self.budget is None and not self._probe(unit, run_id, config, engine):
                 return None
-            if repeat % RESTART_EVERY and (label in self.pool or self.awake == label):
+            switching = not self.starts(value, repeat)
+            if (why := self._flags_lack_sleep(wait=switching)) is not None:
+                self.fall_back(why)
+                return None
+            if switching:
                 return self._switch(unit, run_id, label)
             return self._start(unit, run_id, label, config, engine)
         except SleepModeError as exc:
@@ -245,6 +225,34 @@ class ResidentEngines:
         except pausing.PauseError as exc:
             self.fall_back(f"pausing failed: {exc}")
             return None
+
+    def starts(self, value: Any, repeat: int) -> bool:
+        """Whether the run at (value, repeat) starts a server, rather than switching to one
+        parked (a value's first run, and its real restart every `RESTART_EVERY` repeats)."""
+        label = format_value(value)
+        return not (repeat % RESTART_EVERY and (label in self.pool or self.awake == label))
+
+    def _flags_lack_sleep(self, wait: bool) -> str | None:
+        """Why not, when the flags read beside the first start show this vLLM has no sleep mode
+        after all; None otherwise or while they are still read (`wait`: before a first switch,
+        they are waited for)."""
+        reading = self.flags_read
+        if reading is None or self.engine is None:
+            return None
+        if wait:
+            reading.join(FLAGS_WAIT_S)
+        if reading.is_alive():
+            return None
+        self.flags_read = None
+        from tuning.engine.learn import cached_catalog
+
+        try:
+            catalog = cached_catalog(self.book.db_path, self.engine)
+        except Exception:  # noqa: BLE001 (a start with the flag worked: nothing to undo)
+            return None
+        if catalog is not None and SLEEP_FLAG not in catalog.flags:
+            return f"this vLLM has no --{SLEEP_FLAG}"
+        return None
 
     def _probe(
         self, unit: ResidentUnit, run_id: int, config: dict[str, Any], engine: EngineSpec
@@ -427,6 +435,8 @@ class ResidentEngines:
 
     def close(self) -> None:
         """Stop every sleeping server (the one in hand is the unit's to stop)."""
+        if self.flags_read is not None:
+            self.flags_read.join(FLAGS_WAIT_S)  # its cache write, not left to a dying process
         for parked in self.pool.values():
             parked.server.stop()
         self.pool.clear()

@@ -12,6 +12,7 @@ re-created lab.db, can never read another run's engine pids or KV size.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 import traceback
@@ -408,6 +409,20 @@ class RunUnit:
         self._spawn_ahead()
 
     # -- the next run's server, spawned ahead (tuning.experiment.prelaunching) --------------------
+    def spawn_beside_load(self) -> None:
+        """As this run's load begins, on a GPU engine with cores to spare: the next run's server,
+        when that run starts one of its own, spawned now so its imports end before this run."""
+        at, exp = self.next_at, self.book.exp
+        engine = engine_of(exp)
+        if at is None or engine is None or not param_of(exp).restarts_server:
+            return
+        if not prelaunching.beside_load(engine.backend, os.cpu_count()):
+            return
+        resident = self.resident
+        if resident is not None and resident.active and not resident.starts(*at):
+            return  # that run switches to a server parked, it starts none
+        self._spawn_ahead()
+
     def _spawn_ahead(self) -> None:
         """Spawn the next run's server to import now (its load is over: no CPU is taken from
         it); it runs only when the next run lets it go."""

@@ -3,12 +3,16 @@ test's lab home is still alive (servers, their EngineCores and holders, load gen
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
+
+from tests.fakes.fake_vllm_server import AWAKE_ENV
+from tests.fakes.gpu_box import FAKE_VLLM_PKG, REPO
 
 
 def leftovers(home: Path) -> list[psutil.Process]:
@@ -45,3 +49,13 @@ def no_leftovers(lab_home: Path) -> Iterator[Path]:
         except psutil.Error:
             pass
     assert not names, f"processes left behind: {names}"
+
+
+@pytest.fixture
+def sleepy(lab_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The lab home, the fake vllm package importable by the engine's interpreter (its flags,
+    --enable-sleep-mode among them, are read from it), and each server's awake record."""
+    path = os.pathsep.join([str(FAKE_VLLM_PKG), str(REPO)])
+    monkeypatch.setenv("PYTHONPATH", path)
+    monkeypatch.setenv(AWAKE_ENV, str(lab_home / "awake.jsonl"))
+    return lab_home

@@ -9,7 +9,6 @@ that finds switched runs differ) restarts from then on and says why."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,8 +18,6 @@ import pytest
 
 from store import connect, queries, repo
 from tests.fakes.engines import fake_spec
-from tests.fakes.fake_vllm_server import AWAKE_ENV
-from tests.fakes.gpu_box import FAKE_VLLM_PKG, REPO
 from tuning.experiment.plan import plan_experiment
 from tuning.experiment.run_anatomy import adds_up
 from tuning.experiment.runner import run_experiment
@@ -31,16 +28,6 @@ QUICK = Workload(num_requests=16, concurrency=2, input_len=8, output_len=8, num_
 KV = {"kv-cache-memory-bytes": 64 * 2**20}
 # Latencies the fake models (not its event loop's microseconds of jitter), as a GPU's would be.
 PACE = "ttft_ms=20,itl_ms=2"
-
-
-@pytest.fixture
-def sleepy(lab_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The lab home, the fake vllm package importable by the engine's interpreter (its flags,
-    --enable-sleep-mode among them, are read from it), and each server's awake record."""
-    path = os.pathsep.join([str(FAKE_VLLM_PKG), str(REPO)])
-    monkeypatch.setenv("PYTHONPATH", path)
-    monkeypatch.setenv(AWAKE_ENV, str(lab_home / "awake.jsonl"))
-    return lab_home
 
 
 def _run(

@@ -5,7 +5,6 @@ else the known cost (0.13 s), said as such. Before, every run was counted a rest
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +13,6 @@ import pytest
 from core.records import NewExperiment
 from store import connect, queries, repo
 from tests.fakes.engines import fake_spec
-from tests.fakes.fake_vllm_server import AWAKE_ENV
-from tests.fakes.gpu_box import FAKE_VLLM_PKG, REPO
 from tuning.experiment.estimate import (
     costs_from,
     experiment_line,
@@ -143,14 +140,6 @@ def test_whether_an_experiment_will_switch(fresh_db: Path) -> None:
 # -- on the fake vLLM as a CUDA engine with sleep mode --------------------------------------------
 QUICK = Workload(num_requests=16, concurrency=2, input_len=8, output_len=8, num_warmups=1)
 KV = {"kv-cache-memory-bytes": 64 * 2**20}
-
-
-@pytest.fixture
-def sleepy(lab_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The fake vllm package importable by the engine's interpreter (--enable-sleep-mode)."""
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(FAKE_VLLM_PKG), str(REPO)]))
-    monkeypatch.setenv(AWAKE_ENV, str(lab_home / "awake.jsonl"))
-    return lab_home
 
 
 def test_the_next_estimate_uses_the_switches_this_machine_measured(sleepy: Path) -> None:
