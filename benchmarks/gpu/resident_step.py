@@ -20,6 +20,7 @@ import os
 import re
 import sqlite3
 import subprocess
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,74 @@ def slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "gpu"
 
 
+class ComputeApps:
+    """Every process that holds device memory while the step runs (`nvidia-smi
+    --query-compute-apps`, twice a second), with its most MiB: the check that a server spawned
+    ahead (its imports beside the last run's load, tuning.experiment.prelaunching) never made a
+    CUDA context before it was let go, and that the API servers never hold device memory."""
+
+    def __init__(self, period: float = 0.5) -> None:
+        self.period = period
+        self.seen: dict[int, int] = {}
+        self.most_at_once = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def __enter__(self) -> ComputeApps:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _poll(self) -> None:
+        query = "--query-compute-apps=pid,used_memory"
+        argv = ["nvidia-smi", query, "--format=csv,noheader,nounits"]
+        while not self._stop.wait(self.period):
+            try:
+                out = subprocess.run(argv, capture_output=True, text=True, timeout=10).stdout
+            except (OSError, subprocess.SubprocessError):
+                continue
+            now = 0
+            for line in out.splitlines():
+                pid, _, mib = line.partition(",")
+                if pid.strip().isdigit() and mib.strip().isdigit():
+                    now += 1
+                    self.seen[int(pid)] = max(self.seen.get(int(pid), 0), int(mib))
+            self.most_at_once = max(self.most_at_once, now)
+
+
+def gpu_holders(apps: ComputeApps, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Who held device memory: each pid seen named by the runs (a run's EngineCore, or its API
+    server: the process the lab launched, prelaunched or not, which must hold none)."""
+    cores: dict[int, int] = {}
+    servers: dict[int, int] = {}
+    for run in runs:
+        for name, pid in ((run.get("startup") or {}).get("engine_pids") or {}).items():
+            if str(name).startswith("EngineCore") and str(pid).isdigit():
+                cores[int(pid)] = run["seq"]
+        if run.get("server_pid"):
+            servers[int(run["server_pid"])] = run["seq"]
+    named = [
+        {
+            "pid": pid,
+            "max_mib": mib,
+            "is": f"EngineCore of run {cores[pid]}"
+            if pid in cores
+            else f"API server of run {servers[pid]}"
+            if pid in servers
+            else "not a run's",
+        }
+        for pid, mib in sorted(apps.seen.items())
+    ]
+    return {
+        "processes": named,
+        "most_at_once": apps.most_at_once,
+        "api_servers_holding_memory": [p for p in named if p["is"].startswith("API server")],
+    }
+
+
 def _parsed(row: sqlite3.Row, columns: tuple[str, ...]) -> dict[str, Any]:
     out = dict(row)
     for column in columns:
@@ -68,7 +137,8 @@ def result_of(db: Path, experiment_id: int, gpu: str) -> dict[str, Any]:
         exp = con.execute("SELECT * FROM experiments WHERE id = ?", [experiment_id]).fetchone()
         rows = con.execute(
             "SELECT id, seq, value, repeat_index, status, time_to_healthy_s, output_throughput,"
-            " p99_ttft_ms, p99_tpot_ms, started_at, finished_at, anatomy_json, startup_json"
+            " p99_ttft_ms, p99_tpot_ms, started_at, finished_at, anatomy_json, startup_json,"
+            " server_pid"
             " FROM runs WHERE experiment_id = ? ORDER BY seq",
             [experiment_id],
         ).fetchall()
@@ -82,18 +152,34 @@ def result_of(db: Path, experiment_id: int, gpu: str) -> dict[str, Any]:
     }
     runs = []
     parts: dict[str, float] = {}
+    first_starts, hidden = 0.0, 0.0
+    started: set[str] = set()
     for row in rows:
         run = _parsed(row, ("anatomy_json", "startup_json"))
-        startup = run.pop("startup", None) or {}
+        startup = run["startup"] = run.get("startup") or {}
         run["served_by"] = startup.get("resident") or "restart"
         run["switch_s"] = {k: startup.get(k) for k in ("slept_s", "woke_s") if k in startup}
-        for part in (run.get("anatomy") or {}).get("parts") or ():
+        anatomy = run.get("anatomy") or {}
+        for part in anatomy.get("parts") or ():
             parts[part["key"]] = parts.get(part["key"], 0.0) + float(part["seconds"])
+            if part["key"] == "start" and run["value"] not in started:
+                first_starts += float(part["seconds"])  # each value's first server start
+        hidden += sum(
+            float(p["seconds"])
+            for p in anatomy.get("overlapped") or ()
+            if p["key"] == "prelaunch_ahead"
+        )
+        started.add(run["value"])
         runs.append(run)
     wall = sum(float((r.get("anatomy") or {}).get("wall_s") or 0.0) for r in runs)
     share = {k: round(v / wall, 4) for k, v in sorted(parts.items())} if wall else {}
     restarts = sum(parts.get(k, 0.0) for k in ("start", "stop", "release", "kv_probe"))
     return {
+        "first_starts_s": round(first_starts, 3),
+        "restart_share_after_first_starts": round((restarts - first_starts) / wall, 4)
+        if wall
+        else None,
+        "hidden_by_prelaunch_s": round(hidden, 3),
         "gpu": gpu,
         "experiment": experiment,
         "runs": runs,
@@ -109,12 +195,14 @@ def resident_step(
 ) -> dict[str, Any]:
     """Run step (m) through `experiment` (run_on_h200's, with this step's settings registered)
     and write `resident-<gpu>.json` under `acc`; returns what the pipeline logs."""
-    out = experiment(KEY)
+    with ComputeApps() as apps:
+        out = experiment(KEY)
     exp_id = out.get("experiment_id")
     gpu = gpu_name()
     path = acc / f"resident-{slug(gpu)}.json"
     if isinstance(exp_id, int) and db.exists():
         result = {"cli": out, **result_of(db, exp_id, gpu)}
+        result["gpu_memory_holders"] = gpu_holders(apps, result["runs"])
     else:
         result = {"cli": out, "gpu": gpu, "error": "the experiment did not start"}
     path.write_text(json.dumps(result, indent=2, default=str))

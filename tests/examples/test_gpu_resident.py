@@ -53,6 +53,30 @@ def test_the_step_writes_its_result_named_by_the_gpu(
     assert [r["served_by"] for r in result["runs"]] == ["start", "start", "switch", "switch"]
     assert "switch" in result["parts_s"] and 0 < result["restart_share"] < 1
     assert abs(sum(result["share"].values()) - 1.0) < 0.02  # the parts cover the runs' wall time
+    # both starts are the values' first: nothing restarted after them
+    starts = [p["seconds"] for r in result["runs"] for p in r["anatomy"]["parts"]]
+    assert result["first_starts_s"] > 0 and sum(starts) >= result["first_starts_s"]
+    assert 0 <= result["restart_share_after_first_starts"] < result["restart_share"]
+    # no nvidia-smi here: nobody seen holding device memory
+    assert result["gpu_memory_holders"]["processes"] == []
+
+
+def test_who_held_device_memory_is_named_by_the_runs() -> None:
+    runs = [
+        {"seq": 0, "server_pid": 100, "startup": {"engine_pids": {"EngineCore": 101}}},
+        {"seq": 1, "server_pid": 200, "startup": {"engine_pids": {"EngineCore_0": 201}}},
+    ]
+    apps = resident_step.ComputeApps()
+    apps.seen, apps.most_at_once = {101: 9000, 201: 9100, 200: 500, 7: 10}, 2
+    held = resident_step.gpu_holders(apps, runs)
+    names = {p["pid"]: p["is"] for p in held["processes"]}
+    assert names == {
+        7: "not a run's",
+        101: "EngineCore of run 0",
+        200: "API server of run 1",
+        201: "EngineCore of run 1",
+    }
+    assert [p["pid"] for p in held["api_servers_holding_memory"]] == [200]
 
 
 def test_the_step_is_in_the_pipeline_resident_and_until_decided() -> None:
