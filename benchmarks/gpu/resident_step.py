@@ -30,7 +30,9 @@ PARAM, VALUES, CONCURRENCY = "max-num-seqs", os.environ.get("H200_M_VALUES", "8,
 WORKLOAD = (512, 128, int(os.environ.get("H200_M_REQUESTS", "1024")))  # in, out, requests
 FLAGS = ["--repeats", "auto", "--max-repeats", os.environ.get("H200_M_MAX_REPEATS", "6")]
 FLAGS += ["--budget-minutes", os.environ.get("H200_M_BUDGET", "8"), "--resident", "on"]
-FLAGS += ["--set", f"kv-cache-memory-bytes={os.environ.get('H200_M_KV', '8G')}"]
+# H200_M_KV=none: no explicit budget, so the first sleep-mode start measures one (a `kv_probe`)
+KV = os.environ.get("H200_M_KV", "8G")
+FLAGS += [] if KV == "none" else ["--set", f"kv-cache-memory-bytes={KV}"]
 JSON_COLUMNS = ("resident_json", "decision_json", "anatomy_json", "repeats_plan_json")
 
 
@@ -99,9 +101,9 @@ def gpu_holders(apps: ComputeApps, runs: list[dict[str, Any]]) -> dict[str, Any]
     for run in runs:
         for name, pid in ((run.get("startup") or {}).get("engine_pids") or {}).items():
             if str(name).startswith("EngineCore") and str(pid).isdigit():
-                cores[int(pid)] = run["seq"]
+                cores.setdefault(int(pid), run["seq"])  # the run that started it
         if run.get("server_pid"):
-            servers[int(run["server_pid"])] = run["seq"]
+            servers.setdefault(int(run["server_pid"]), run["seq"])
     named = [
         {
             "pid": pid,
@@ -199,7 +201,7 @@ def resident_step(
         out = experiment(KEY)
     exp_id = out.get("experiment_id")
     gpu = gpu_name()
-    path = acc / f"resident-{slug(gpu)}.json"
+    path = acc / f"resident-{'probe-' if KV == 'none' else ''}{slug(gpu)}.json"
     if isinstance(exp_id, int) and db.exists():
         result = {"cli": out, **result_of(db, exp_id, gpu)}
         result["gpu_memory_holders"] = gpu_holders(apps, result["runs"])

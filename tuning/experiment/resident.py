@@ -342,7 +342,8 @@ class ResidentEngines:
         got = unit.start_fresh(run_id, launch, engine)
         self.awake = label
         if not self.pausing:  # a paused server's KV cache stays as it is
-            self.fresh_kv[label] = kv_tokens_now(launch.base_url)
+            # at the address it serves: one spawned ahead has a port of its own, not `launch`'s
+            self.fresh_kv[label] = kv_tokens_now(got[0])
         self.state["starts"] = int(self.state.get("starts") or 0) + 1
         self._mark_run(run_id, unit, {"resident": "start"})
         return got

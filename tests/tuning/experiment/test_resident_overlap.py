@@ -132,4 +132,8 @@ def test_the_next_server_imports_beside_the_load_and_goes_once_the_last_sleeps(
         else:
             assert hidden == [], (i, anat)
     assert modes.count("start") >= 3  # values' first starts and a real restart at repeat 3
+    # a server spawned ahead has a port of its own: its fresh KV is read there, so the KV after
+    # a wake is compared with it (the H100 run of 2026-12-07 stored None for the value started so)
+    after = exp["resident"]["kv_after_wake"]
+    assert after["fresh_tokens"] is not None and after["fresh_tokens"] == after["woken"], after
     assert not _two_awake(sleepy / "awake.jsonl")
