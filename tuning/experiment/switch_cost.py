@@ -12,7 +12,8 @@ servers are paused, tuning.engine.pause) a stated guess, 0.05 s, until it has me
 Whether an experiment will switch is the runner's state once it has decided (`resident_json`:
 used and not fallen back); before its first run, the conditions the runner checks, with the
 engine's flags from the store's cache only (an estimate never starts a process): a vLLM whose
-flags were never read here is taken to restart.
+flags were never read here has sleep mode when its stored version says so, as the runner takes it
+(tuning.experiment.resident_when), and is taken to restart otherwise.
 """
 
 from __future__ import annotations
@@ -54,9 +55,11 @@ def switch_share(every: int) -> float:
 
 def _flags_cached(db: Database, engine: Any) -> set[str] | None:
     """The engine's vLLM flags as the store's cache has them (its version's, else the newest read
-    through its interpreter); None when never read here."""
+    through its interpreter); when never read here, the sleep-mode flag alone where the version
+    has it (as the runner assumes), else None."""
     from store import engine_flags
     from tuning.engine.flags.catalog import Catalog, engine_python
+    from tuning.engine.sleep_mode import SLEEP_FLAG, sleep_flag_by_version
 
     try:
         python = engine_python(engine.command)
@@ -65,9 +68,11 @@ def _flags_cached(db: Database, engine: Any) -> set[str] | None:
         if version and version != "unknown":
             raw = engine_flags.load_version(db, version, python)
         raw = raw or engine_flags.load_newest(db, python)
-        return None if raw is None else set(Catalog.from_dict(raw).flags)
     except Exception:  # noqa: BLE001 (a store without the cache, a malformed one: unknown)
-        return None
+        raw = None
+    if raw is not None:
+        return set(Catalog.from_dict(raw).flags)
+    return {SLEEP_FLAG} if sleep_flag_by_version(getattr(engine, "vllm_version", None)) else None
 
 
 def will_switch(db: Database, exp: Mapping[str, Any]) -> bool:

@@ -129,6 +129,10 @@ def test_whether_an_experiment_will_switch(fresh_db: Path) -> None:
         _exp(fresh_db, repeats=1): False,  # one run a value
         _exp(fresh_db, param="max-model-len"): False,  # a flag that sizes memory
         _exp(fresh_db): False,  # this vLLM's flags never read here: taken to restart
+        # ... unless its version has sleep mode, as the runner takes it (the H100's first
+        # resident experiment printed "a budget of 5 min allows about 2 runs" and ran 6)
+        _exp(fresh_db, engine_json={**GPU, "vllm_version": "0.25.0"}): True,
+        _exp(fresh_db, engine_json={**GPU, "vllm_version": "0.7.3"}): False,
     }
     with connect(fresh_db, readonly=True) as db:
         got = {i: will_switch(db, queries.get_experiment(db, i)) for i in cases}
