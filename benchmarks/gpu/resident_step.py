@@ -93,11 +93,17 @@ class ComputeApps:
             self.most_at_once = max(self.most_at_once, now)
 
 
-def gpu_holders(apps: ComputeApps, runs: list[dict[str, Any]]) -> dict[str, Any]:
+def gpu_holders(
+    apps: ComputeApps, runs: list[dict[str, Any]], probe: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Who held device memory: each pid seen named by the runs (a run's EngineCore, or its API
-    server: the process the lab launched, prelaunched or not, which must hold none)."""
-    cores: dict[int, int] = {}
+    server: the process the lab launched, prelaunched or not, which must hold none) or by the
+    experiment's KV probe start (`resident.probe`)."""
+    cores: dict[int, int | str] = {}
     servers: dict[int, int] = {}
+    for name, pid in ((probe or {}).get("engine_pids") or {}).items():
+        if str(name).startswith("EngineCore") and str(pid).isdigit():
+            cores[int(pid)] = "the KV probe"
     for run in runs:
         for name, pid in ((run.get("startup") or {}).get("engine_pids") or {}).items():
             if str(name).startswith("EngineCore") and str(pid).isdigit():
@@ -108,7 +114,11 @@ def gpu_holders(apps: ComputeApps, runs: list[dict[str, Any]]) -> dict[str, Any]
         {
             "pid": pid,
             "max_mib": mib,
-            "is": f"EngineCore of run {cores[pid]}"
+            "is": (
+                f"EngineCore of run {cores[pid]}"
+                if isinstance(cores[pid], int)
+                else f"EngineCore of {cores[pid]}"
+            )
             if pid in cores
             else f"API server of run {servers[pid]}"
             if pid in servers
@@ -204,7 +214,8 @@ def resident_step(
     path = acc / f"resident-{'probe-' if KV == 'none' else ''}{slug(gpu)}.json"
     if isinstance(exp_id, int) and db.exists():
         result = {"cli": out, **result_of(db, exp_id, gpu)}
-        result["gpu_memory_holders"] = gpu_holders(apps, result["runs"])
+        probe = (result["experiment"].get("resident") or {}).get("probe")
+        result["gpu_memory_holders"] = gpu_holders(apps, result["runs"], probe)
     else:
         result = {"cli": out, "gpu": gpu, "error": "the experiment did not start"}
     path.write_text(json.dumps(result, indent=2, default=str))

@@ -68,10 +68,10 @@ def test_who_held_device_memory_is_named_by_the_runs() -> None:
     ]
     apps = resident_step.ComputeApps()
     apps.seen, apps.most_at_once = {101: 9000, 201: 9100, 200: 500, 7: 10}, 2
-    held = resident_step.gpu_holders(apps, runs)
+    held = resident_step.gpu_holders(apps, runs, {"engine_pids": {"EngineCore": 7}})
     names = {p["pid"]: p["is"] for p in held["processes"]}
     assert names == {
-        7: "not a run's",
+        7: "EngineCore of the KV probe",
         101: "EngineCore of run 0",
         200: "API server of run 1",
         201: "EngineCore of run 1",

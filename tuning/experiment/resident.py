@@ -262,6 +262,11 @@ class ResidentEngines:
         launch = sleep_mode_launch(engine.launch(asked))
         unit.start_fresh(run_id, launch, engine, part="kv_probe")
         measured = probed_kv_bytes(unit.server_facts)
+        if unit.server is not None:  # its log, its engine's pids: the run's own start follows
+            self.state["probe"] = {
+                "log_path": str(unit.server.log_path),
+                "engine_pids": unit.server_facts.get("engine_pids") or {},
+            }
         unit.clock.mark("stop")
         unit.stop_server()
         if not measured:

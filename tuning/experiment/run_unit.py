@@ -296,7 +296,9 @@ class RunUnit:
             book.phase("stopping", run_id)
             self.stop_server()
         book.phase("starting", run_id)
-        log_path = log_path_for(self.log_dir, self.run_uid)
+        # a start that is not the run's own (the KV probe) keeps its log beside the run's
+        own = self.run_uid if part == "start" else f"{self.run_uid}-{part}"
+        log_path = log_path_for(self.log_dir, own)
         ahead = self._adopt_ahead(launch)
         server = ahead.server if ahead is not None else ServerProcess(launch, log_path)
         launch = server.launch  # the one spawned ahead has a port of its own

@@ -147,6 +147,12 @@ def test_the_kv_budget_comes_from_a_first_start_when_not_set(sleepy: Path) -> No
     assert "kv_probe" in [p["key"] for p in runs[0]["anatomy"]["parts"]]
     assert all(adds_up(r["anatomy"]) for r in runs)
     assert not _two_awake(sleepy / "awake.jsonl")
+    # the probe's log is its own, kept beside the run's (the H100's probe log was overwritten by
+    # the run's own start), its engine named
+    probe = state["probe"]
+    assert probe["log_path"] != runs[0]["log_path"] and probe["log_path"].endswith("-kv_probe.log")
+    assert "Available KV cache memory" in Path(probe["log_path"]).read_text()
+    assert Path(runs[0]["log_path"]).exists() and probe["engine_pids"]
 
 
 def _restarted_throughout(runs: list[dict[str, Any]], after: int) -> None:
