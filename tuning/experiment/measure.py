@@ -43,6 +43,7 @@ class MeasuredUnit(Protocol):
     def relabel(self, run_id: int) -> None: ...
     def stop_soon(self) -> None: ...
     def spawn_beside_load(self) -> None: ...
+    def ready_next_load(self) -> None: ...
 
 
 def measure(
@@ -131,6 +132,7 @@ def measure(
     else:
         if died is None and not book.live.cancel.is_set():
             unit.stop_soon()  # when the next run restarts: stopped while this one is stored
+            unit.ready_next_load()  # a GPU box's next load generator starts meanwhile
         unit.samples.flush()
     repo.insert_requests(book.db, run_id, result.records)
     if plan is not None:  # content hashes (and the text, kept local: bundles drop it)

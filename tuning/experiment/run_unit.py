@@ -38,6 +38,7 @@ from tuning.experiment.run_anatomy import RunClock
 from tuning.experiment.sampling import RunSamples
 from tuning.experiment.stopping import BackgroundStop
 from tuning.experiment.watch import serving
+from tuning.measure.loadgen import child as loadgen_child
 from tuning.measure.telemetry.gpu import GpuSampler, read_gpu_used, wait_gpu_memory_released
 from tuning.measure.telemetry.proctree import ProcessTreeSampler
 from tuning.measure.telemetry.prom import MetricsSampler
@@ -425,6 +426,14 @@ class RunUnit:
             return  # that run switches to a server parked, it starts none
         self._spawn_ahead()
 
+    def ready_next_load(self) -> None:
+        """On a GPU engine with cores to spare, the next run's load generator starts now (its
+        Python start and imports, a second a run on an H100) while this run is stored and the
+        next server starts or wakes; a CPU engine's cores are its own then."""
+        engine = engine_of(self.book.exp)
+        if engine is not None and prelaunching.beside_load(engine.backend, os.cpu_count()):
+            loadgen_child.prespawn()
+
     def _spawn_ahead(self) -> None:
         """Spawn the next run's server to import now (its load is over: no CPU is taken from
         it); it runs only when the next run lets it go."""
@@ -466,6 +475,7 @@ class RunUnit:
             self._discard_ahead()
             self.stop_server()
         finally:
+            loadgen_child.discard_spare()
             self.samples.finish()
             if self.resident is not None:
                 self.resident.close()

@@ -3,7 +3,8 @@ vLLM as a CUDA engine: its vLLM's flags are read beside the first start when the
 has sleep mode (the 18.6 s of an H100's first run), and checked before the first switch (a parser
 without the flag falls back, saying so); and on a machine with cores to spare, a value's next
 server is spawned as the current run's load begins, imports meanwhile, and is let go only once
-the one in hand is asleep: never two awake, every run's anatomy still adding up."""
+the one in hand is asleep: never two awake, every run's anatomy still adding up; and each run's
+load generator is started while the run before it is stored."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import dataclasses
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,6 +25,7 @@ from tuning.engine.sleep_mode import SLEEP_FLAG, sleep_flag_by_version
 from tuning.experiment import prelaunching
 from tuning.experiment.resident_when import sleep_mode_flags
 from tuning.experiment.run_anatomy import adds_up
+from tuning.measure.loadgen import child as loadgen_child
 
 READ_S = 3.0  # a slow parser read, as a GPU box's first one is
 
@@ -115,7 +118,18 @@ def test_the_next_server_imports_beside_the_load_and_goes_once_the_last_sleeps(
     import_s = 1.5
     monkeypatch.setenv("FAKE_VLLM_IMPORT_S", str(import_s))
     monkeypatch.setattr(prelaunching, "SPARE_CORES", 1)  # as on a GPU box's many cores
+    ready: list[bool] = []  # for each run's load: was its load generator started ahead?
+    real_take = loadgen_child._take
+
+    def take(python: str) -> Any:
+        ready.append(python in loadgen_child._spare)
+        return real_take(python)
+
+    monkeypatch.setattr(loadgen_child, "_take", take)
     exp, runs = _run(sleepy)
+    # every load generator but the first was started while the run before it was stored, and
+    # the one started after the last run was ended with the runner
+    assert ready == [False] + [True] * 7 and loadgen_child._spare == {}
     assert [r["status"] for r in runs] == ["done"] * 8 and exp["resident"]["used"] is True
     modes = [r["startup"].get("resident") or "restart" for r in runs]
     for i, run in enumerate(runs):

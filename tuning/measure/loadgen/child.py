@@ -3,9 +3,14 @@ while telemetry threads run in the caller.
 
 Frames on the child's stdout: 1 byte kind + 8 bytes length + payload. P = progress (two int64),
 S = phase name, R = pickled `tuning.measure.loadgen.client.LoadResult`, E = error text. The job
-(and the
-key, if given) goes in on stdin: never argv. Entry: `python -m tuning.measure.loadgen.child
---child`.
+(and the key, if given) goes in on stdin: never argv. Entry: `python -m
+tuning.measure.loadgen.child --child`.
+
+A child imports everything before it reads its job, so one can be started ahead (`prespawn`: a
+second of Python start and imports a run, on an H100, moved out of the run's time) and wait for
+its job; the next `run_load_in_subprocess` of the same interpreter takes it. One that is never
+given a job reads the end of its stdin when the lab closes it (`discard_spare`) or exits, and
+exits without sending anything.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Unpack
 
 from core.redact import scrub_key
@@ -33,6 +39,82 @@ if TYPE_CHECKING:
 _FRAME = struct.Struct("<cQ")
 ERR_TAIL_BYTES = 2000  # of the child's stderr, in the error when it sent no result
 _PROGRESS = struct.Struct("<qq")
+
+
+@dataclass
+class _Child:
+    """A load generator process and the file its stderr goes to."""
+
+    proc: subprocess.Popen[bytes]
+    err: IO[bytes]
+
+    @classmethod
+    def spawn(cls, python: str) -> _Child:
+        err = tempfile.TemporaryFile()  # noqa: SIM115 (kept open with the child, closed by close())
+        try:
+            proc = subprocess.Popen(
+                [python, "-m", "tuning.measure.loadgen.child", "--child"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                cwd=str(REPO_ROOT),
+                start_new_session=True,
+            )
+        except BaseException:
+            err.close()
+            raise
+        return cls(proc, err)
+
+    def close(self) -> None:
+        """End a child never given its job (its stdin closed: it exits) and its stderr file."""
+        try:
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+            self.proc.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
+        finally:
+            if self.proc.stdout is not None:
+                self.proc.stdout.close()
+            self.err.close()
+
+
+_spare: dict[str, _Child] = {}  # an interpreter -> its child started ahead, waiting for a job
+_spare_lock = threading.Lock()
+
+
+def prespawn(python: str | None = None) -> None:
+    """Start the next load generator now (its Python start and imports), to be taken by the next
+    `run_load_in_subprocess` of the same interpreter."""
+    key = python or sys.executable
+    with _spare_lock:
+        child = _spare.get(key)
+        if child is not None and child.proc.poll() is None:
+            return
+        _spare[key] = _Child.spawn(key)
+    if child is not None:
+        child.close()  # one that died waiting
+
+
+def discard_spare() -> None:
+    """End every child started ahead that was not taken (the runner's close)."""
+    with _spare_lock:
+        children = list(_spare.values())
+        _spare.clear()
+    for child in children:
+        child.close()
+
+
+def _take(python: str) -> _Child:
+    """The child started ahead for `python` when it still waits, else a new one."""
+    with _spare_lock:
+        child = _spare.pop(python, None)
+    if child is not None and child.proc.poll() is None:
+        return child
+    if child is not None:
+        child.close()
+    return _Child.spawn(python)
 
 
 def run_load_in_subprocess(
@@ -68,15 +150,9 @@ def run_load_in_subprocess(
         "server_stats": options.get("server_stats", False),
         "plan": plan,
     }
-    with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(
-            [python or sys.executable, "-m", "tuning.measure.loadgen.child", "--child"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=err,
-            cwd=str(REPO_ROOT),
-            start_new_session=True,
-        )
+    child = _take(python or sys.executable)
+    with child.err as err:
+        proc = child.proc
         assert proc.stdin is not None and proc.stdout is not None
         stop_watch = threading.Event()
 
@@ -156,7 +232,10 @@ def _child_main() -> int:
     """Entry of `python -m tuning.measure.loadgen.child --child`: job on stdin, frames on stdout."""
     out = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)  # stray prints go to stderr, never into the frame stream
-    job = pickle.loads(sys.stdin.buffer.read())
+    raw = sys.stdin.buffer.read()
+    if not raw:  # started ahead and never given a job: the lab closed it, or is gone
+        return 0
+    job = pickle.loads(raw)
     cancel = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: cancel.set())
     parent = os.getppid()
