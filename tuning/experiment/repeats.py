@@ -32,6 +32,7 @@ from tuning.compare.catalog import METRICS
 from tuning.compare.primaries import Primaries
 from tuning.compare.sequential import Design, Plan, plan_next
 from tuning.engine.params import format_value
+from tuning.experiment import switch_cost as sw
 from tuning.experiment.estimate import (
     Costs,
     about,
@@ -134,6 +135,9 @@ def plan_for(
     timed = [s for s in map(_seconds, tried) if s is not None]
     model = blend(costs or NO_MODEL, tried)
     per_run = model.run_s(restart) if model.measured_runs or costs else None
+    if per_run is not None and model.switch_every:  # which of the next rounds' runs switch
+        done = min(len(rows) for rows in by_label.values())
+        per_run = sw.rounds_run_s(model, done, settings.design().looks(), restart)
     budget_left = None
     if settings.budget_minutes is not None:  # the last server's stop counts too
         budget_left = settings.budget_minutes * 60.0 - sum(timed) - model.experiment_s

@@ -48,6 +48,26 @@ def switches_in(runs: int, values: int, every: int) -> int:
     return (values - extra) * of(per) + extra * of(per + 1)
 
 
+def run_s_at(costs: Any, repeat: int, restart: bool = True) -> float:
+    """A run's wall time at repeat index `repeat` of its value (an estimate's Costs): a start where
+    it restarts (a value's first run, and every `switch_every`-th where its repeats switch
+    resident servers), a switch where it switches, no start without a restart."""
+    if not restart:
+        return float(costs.load_s + costs.rest_s)
+    every = costs.switch_every
+    switches = every >= 2 and repeat % every != 0
+    return float((costs.switch_cost() if switches else costs.start_s) + costs.load_s + costs.rest_s)
+
+
+def rounds_run_s(costs: Any, done: int, looks: tuple[int, ...], restart: bool = True) -> float:
+    """The mean run's wall time over the rounds from repeat `done` to the next look (the budget's
+    question: does what comes next fit?), knowing which of those repeats switch: on an H100 the
+    mean over a long experiment (a third of the runs starting) called a round of switches 2 min
+    with 60 s of the budget left, and the experiment stopped undecided."""
+    target = next((n for n in looks if n > done), done + 1)
+    return sum(run_s_at(costs, k, restart) for k in range(done, target)) / (target - done)
+
+
 def switch_share(every: int) -> float:
     """The share of a long experiment's runs that switch (2/3 when every third restarts)."""
     return 0.0 if every < 2 else (every - 1) / every

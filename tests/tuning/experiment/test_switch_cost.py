@@ -98,6 +98,37 @@ def test_the_budget_affords_the_rounds_switching_makes_room_for() -> None:
     assert not resident.stop and resident.rounds == 1, resident.reason
 
 
+def test_the_budget_prices_the_next_rounds_by_whether_they_switch() -> None:
+    """The H100's third try (2026-12-07): after two rounds, 60 s of a 5-minute budget left, the
+    mean run (a third starting) priced the next round at 2 min and the experiment stopped
+    undecided, though that round's runs (repeat 2) would only switch."""
+
+    def run(value: str, tput: float, mode: str) -> dict[str, Any]:
+        started = mode == "start"
+        return {
+            "status": "done",
+            "value": value,
+            "time_to_healthy_s": 50.0 if started else None,
+            "duration": 10.0,
+            "total_output_tokens": 400,
+            "output_throughput": tput,
+            "startup": {"resident": mode},
+        }
+
+    two = [run("2", 100.0, "start"), run("16", 100.0, "start")]
+    two += [run("2", 130.0, "switch"), run("16", 70.0, "switch")]
+    # with these runs' 10 s of load: a round of two switches about 2 x 12.1 s, of two starts
+    # 2 x 62 s, and of two mean runs (a third starting) 2 x 28.8 s
+    costs = _costs(3)
+    settings = AutoRepeats(budget_minutes=0.75, max_repeats=6)  # 45 s - 5 s: 40 s left
+    plan = plan_for([2, 16], two, settings, costs)
+    assert not plan.stop and plan.rounds == 1, plan.reason
+    # the round after it is a real restart (repeat 3): a start each, which 40 s do not afford
+    three = two + [run("2", 120.0, "switch"), run("16", 80.0, "switch")]
+    after = plan_for([2, 16], three, settings, costs)
+    assert after.stop and after.reason.startswith("the time budget is spent"), after.reason
+
+
 def test_switched_runs_measure_their_switch_apart_from_the_rest() -> None:
     anatomy = {"parts": [{"key": "switch", "seconds": 0.2}, {"key": "load", "seconds": 10.0}]}
     switched = {"duration": 10.0, "startup": {"resident": "switch"}, "anatomy": anatomy}
