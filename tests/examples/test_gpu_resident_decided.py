@@ -120,3 +120,39 @@ def test_without_a_budget_a_first_sleep_mode_start_measured_one(lab: Path) -> No
     probe = json.loads(PROBE.read_text())
     assert probe["experiment"]["id"] == PROBED
     assert probe["gpu_memory_holders"]["api_servers_holding_memory"] == []
+
+
+FINAL = H200 / "lab-h100-resident-final.db.xz"
+FINAL_RESULT = H200 / "resident-final-h100.json"
+
+
+def test_with_every_change_decided_in_under_three_minutes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The last try, with the load generator started while the run before it stored and the
+    budget priced by which runs switch: decided at 2 runs a side in 161.8 s; the rest of each
+    run (neither its start nor its load) under 5 s."""
+    lab = lab_of(FINAL, tmp_path, monkeypatch)
+    exp, runs = _stored(lab, 1)
+    wall = _seconds(exp["started_at"], exp["finished_at"])
+    assert exp["status"] == "done" and wall <= 180, wall
+    (value,) = exp["decision"]["values"]
+    assert {m["metric"]: (m["verdict"], m["decided_at_look"]) for m in value["metrics"]} == {
+        "output_throughput": ("better", 2),
+        "p99_ttft_ms": ("better", 2),
+        "p99_tpot_ms": ("worse", 2),
+    }
+    assert all(adds_up(r["anatomy"]) for r in runs)
+    in_runs = sum(r["anatomy"]["wall_s"] for r in runs) + exp["anatomy"]["after_runs_s"]
+    assert in_runs == pytest.approx(wall, rel=0.02)
+    rest = [r["anatomy"]["wall_s"] - _part(r, "start") - _part(r, "load") for r in runs]
+    assert sum(rest) / len(rest) < 5.0, rest
+    # every load generator but the first was started before its run began
+    loadgen = [_part(r, "loadgen") for r in runs]
+    assert all(s < loadgen[0] for s in loadgen[1:]), loadgen
+    # the estimate before it knew the repeats would switch (no flags read yet: the version)
+    assert "2 of them switch resident servers" in exp["estimate"]["line"]
+    result = json.loads(FINAL_RESULT.read_text())
+    assert result["gpu_memory_holders"]["api_servers_holding_memory"] == []
+    assert result["restart_share_after_first_starts"] == 0.0
+    assert exp["resident"]["kv_after_wake"]["fresh_tokens"] == 262144
