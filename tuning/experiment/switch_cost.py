@@ -88,10 +88,10 @@ def _flags_cached(db: Database, engine: Any) -> set[str] | None:
         if version and version != "unknown":
             raw = engine_flags.load_version(db, version, python)
         raw = raw or engine_flags.load_newest(db, python)
+        if raw is not None:
+            return set(Catalog.from_dict(raw).flags)
     except Exception:  # noqa: BLE001 (a store without the cache, a malformed one: unknown)
-        raw = None
-    if raw is not None:
-        return set(Catalog.from_dict(raw).flags)
+        pass
     return {SLEEP_FLAG} if sleep_flag_by_version(getattr(engine, "vllm_version", None)) else None
 
 
