@@ -109,7 +109,8 @@ def test_until_decided_pauses_resident_servers_instead_of_restarting(
     wanted = ["start" if r["repeat_index"] % 3 == 0 else "switch" for r in runs]
     if state.get("fallback"):  # the check found a difference on a busy machine: restarts after
         assert state["fallback"].startswith("the check: ")
-        fell = modes.index("restart")
+        # (when it falls back after the last run, no run restarted after it)
+        fell = modes.index("restart") if "restart" in modes else len(modes)
         modes, wanted = modes[:fell], wanted[:fell]
     assert modes == wanted, modes
     # Each value's server started once, plus the real restarts every third round (no probe).
