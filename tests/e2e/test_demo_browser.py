@@ -17,7 +17,7 @@ from tools.browser import wait_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.engine]
 # A generous bound: on the shared 2-core machine an engine start took 1 to 5 minutes and the demo
-# makes 4 to 10 of them (README, "First: the demo").
+# makes 4 (two values, a real restart every third round) to 16 (resident engines fallen back).
 DEMO_BOUND_MS = 60 * 60_000
 
 
