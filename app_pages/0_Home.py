@@ -76,7 +76,7 @@ else:
     st.info(
         "No experiment is running. New here? The demo runs a real experiment on the embedded "
         "CPU engine (max-num-seqs 2 vs 16, a short workload, repeated until the verdict is "
-        "decided; nearly all of its time is engine restarts), shows it live, then on Compare. "
+        "decided; most of its time is the engine's starts), shows it live, then on Compare. "
         "Or start your own from **New experiment**."
     )
     if st.button(demo.BUTTON, icon=":material/play_arrow:", key="demo"):

@@ -19,7 +19,7 @@ def add_arguments(sub: Subparsers) -> None:
     p = sub.add_parser(
         "demo",
         help="the demo: max-num-seqs 2 vs 16 on the embedded engine, repeated until decided "
-        "(nearly all of its time is engine restarts; README: how long it took)",
+        "(most of its time is the engine's starts; README: how long it took)",
     )
     add_db(p)
 
