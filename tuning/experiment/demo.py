@@ -17,7 +17,7 @@ PARAM = "max-num-seqs"
 VALUES = [2, 16]
 # Where the demo's time goes (docs/evidence/demo.md): the engine's starts. Each value's server
 # starts once and pauses while the other runs (tuning.engine.pause), with a real restart every
-# third round, so a run that switches costs seconds and one that restarts ~25-35 s on 2 cores.
+# third round, so a run that switches costs seconds and one that restarts ~25-40 s on 2 cores.
 # The load is sized for the verdict, not for speed. With 32 requests of 32 tokens out (the demo
 # until 2026-12-07) a run of max-num-seqs 16 measured 0.3-0.4 s of load; on a busy 2-core machine
 # a stall of the load generator or the API server of a second or two is most of such a run, and
@@ -28,7 +28,8 @@ VALUES = [2, 16]
 WORKLOAD = Workload(num_requests=64, concurrency=16, input_len=32, output_len=64)
 # The stopping rule's looks at 2, 3, 5 and 8 runs a side (alpha split over the four), under the
 # time budget every experiment has by default (tuning.experiment.size). The look at 8 is the
-# net for a machine noisier than ours; it costs nothing when the look at 2, 3 or 5 decides.
+# net for a machine noisier than ours: it adds runs only when the look at 5 leaves a verdict open,
+# and makes each earlier look a little stricter (alpha 1.25 % a look instead of 1.67 %).
 MAX_REPEATS = 8
 NAME = "Demo: max-num-seqs 2 vs 16 (repeated until decided)"
 # Measured on the shared 2-core machine (README, "First: the demo"), not a promise: the home
